@@ -1,0 +1,173 @@
+"""The one trace format every generator writes and every consumer reads (DESIGN.md §3).
+
+A trace is JSONL, one row per request, a superset of Marconi's row schema::
+
+    {"session_id": 0, "turn_id": 0, "ts": 0.0, "num_input_tokens": 3, "num_output_tokens": 2,
+     "input_tokens": [1, 2, 3], "output_tokens": [4, 5], ...optional fields}
+
+Any Marconi or SegLen trace file therefore reads here unchanged. Optional per-row fields are kept
+in ``TraceRow.extra``. A first line of the form ``{"__trace_metadata__": {...}}`` carries
+trace-level metadata (generator, seed, ``synthetic``); Marconi's files have none.
+
+This module does not generate loads or order them for serving; it only reads and writes rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "METADATA_KEY",
+    "REQUIRED_KEYS",
+    "Trace",
+    "TraceError",
+    "TraceRow",
+    "iter_trace",
+    "read_trace",
+    "write_trace",
+]
+
+METADATA_KEY = "__trace_metadata__"
+REQUIRED_KEYS = ("session_id", "turn_id", "input_tokens", "output_tokens")
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be read; the message is one line naming file, line and problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    """One request of a trace: the tokens it sends and the tokens it is recorded to produce."""
+
+    session_id: int | str
+    turn_id: int
+    ts: float
+    input_tokens: tuple[int, ...]
+    output_tokens: tuple[int, ...]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_input_tokens(self) -> int:
+        return len(self.input_tokens)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.output_tokens)
+
+    def to_json(self) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "session_id": self.session_id,
+            "turn_id": self.turn_id,
+            "ts": self.ts,
+            "num_input_tokens": self.num_input_tokens,
+            "num_output_tokens": self.num_output_tokens,
+            "input_tokens": list(self.input_tokens),
+            "output_tokens": list(self.output_tokens),
+        }
+        row.update(self.extra)
+        return row
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    rows: tuple[TraceRow, ...]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _token_list(value: Any, key: str, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise TraceError(f"{where}: '{key}' must be a list of token ids, got {type(value).__name__}")
+    for tok in value:
+        # bool is an int subclass; a True in a token list is a bug upstream, not a token.
+        if not isinstance(tok, int) or isinstance(tok, bool) or tok < 0:
+            raise TraceError(f"{where}: '{key}' holds {tok!r}, not a non-negative integer token id")
+    return tuple(value)
+
+
+def _parse_row(obj: Any, where: str) -> TraceRow:
+    if not isinstance(obj, dict):
+        raise TraceError(f"{where}: a row must be a JSON object, got {type(obj).__name__}")
+    missing = [k for k in REQUIRED_KEYS if k not in obj]
+    if missing:
+        raise TraceError(f"{where}: missing key(s) {', '.join(missing)}")
+    inputs = _token_list(obj["input_tokens"], "input_tokens", where)
+    outputs = _token_list(obj["output_tokens"], "output_tokens", where)
+    for key, toks in (("num_input_tokens", inputs), ("num_output_tokens", outputs)):
+        if key in obj and obj[key] != len(toks):
+            raise TraceError(f"{where}: '{key}' is {obj[key]!r} but the token list has {len(toks)}")
+    session = obj["session_id"]
+    if not isinstance(session, (int, str)) or isinstance(session, bool):
+        raise TraceError(f"{where}: 'session_id' must be an integer or a string")
+    turn = obj["turn_id"]
+    if not isinstance(turn, int) or isinstance(turn, bool):
+        raise TraceError(f"{where}: 'turn_id' must be an integer")
+    ts = obj.get("ts", 0.0)
+    if not isinstance(ts, (int, float)) or isinstance(ts, bool):
+        raise TraceError(f"{where}: 'ts' must be a number")
+    known = {*REQUIRED_KEYS, "ts", "num_input_tokens", "num_output_tokens"}
+    extra = {k: v for k, v in obj.items() if k not in known}
+    return TraceRow(session, turn, float(ts), inputs, outputs, extra)
+
+
+def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRow | dict[str, Any]]:
+    """Yield the metadata dict (if the file has one) and then each row, in file order."""
+    p = Path(path)
+    try:
+        fh = p.open(encoding="utf-8")
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot open trace ({exc.strerror or exc})") from None
+    with fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{p}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TraceError(f"{where}: not valid JSON ({exc.msg})") from None
+            if lineno == 1 and isinstance(obj, dict) and METADATA_KEY in obj:
+                meta = obj[METADATA_KEY]
+                if not isinstance(meta, dict):
+                    raise TraceError(f"{where}: '{METADATA_KEY}' must be an object")
+                yield meta
+                continue
+            yield _parse_row(obj, where)
+
+
+def read_trace(path: str | os.PathLike[str]) -> Trace:
+    """Read a whole trace; rows keep file order (Marconi's files are already sorted by ``ts``)."""
+    rows: list[TraceRow] = []
+    metadata: dict[str, Any] = {}
+    for item in iter_trace(path):
+        if isinstance(item, TraceRow):
+            rows.append(item)
+        else:
+            metadata = item
+    if not rows:
+        raise TraceError(f"{path}: the trace has no rows")
+    return Trace(tuple(rows), metadata)
+
+
+def write_trace(
+    path: str | os.PathLike[str], rows: Iterable[TraceRow], metadata: Mapping[str, Any] | None = None
+) -> None:
+    """Write atomically: a crash or a bad row never leaves a half-written trace behind."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            if metadata:
+                fh.write(json.dumps({METADATA_KEY: dict(metadata)}) + "\n")
+            for row in rows:
+                fh.write(json.dumps(row.to_json()) + "\n")
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
