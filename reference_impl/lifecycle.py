@@ -1,0 +1,311 @@
+"""Request-level caching: when a request's KV and states enter the tree, per strategy.
+
+This is SGLang's ``match_prefix(cow_mamba=True)`` → prefill chunks → ``cache_unfinished_req`` →
+decode → ``cache_finished_req`` (research/sglang.md §1.4, §1.8, §2), for one request at a time. The
+scheduler (batching, retraction) lives above it; this module only moves tokens and slots.
+
+Two strategies, one class each, selected by name from ``STRATEGIES``:
+
+* ``no_buffer``: a state is inserted at every prefill-chunk end (a copy of the live state) and at the
+  end of the committed sequence when the request finishes (the live slot is donated). No branch
+  points, page size 1.
+* ``extra_buffer``: states only at chunk-aligned positions (chunk = max(64, page size)) — the last
+  aligned point of each prefill forward, or the *branch point* the match reported if it falls in
+  that forward — and every ``track_interval`` tokens during decode. At finish only the last tracked
+  position is cached; committed KV past it is freed. A request holds ping-pong track slots (2 with
+  overlap scheduling, 1 without) besides its live state.
+
+A request's committed KV at finish is ``input + output - 1`` tokens: the last sampled token was never
+fed back through the model, so it has no KV (SGLang's ``kv_committed_len``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from reference_impl.radix.key import page_floor
+from reference_impl.radix.node import Node
+from reference_impl.radix.pools import PoolExhausted, StateContent
+from reference_impl.radix.tree import LockHandle, MambaRadixTree
+
+__all__ = [
+    "STATES_PER_REQUEST_WITH_CACHE",
+    "STRATEGIES",
+    "CachedRequest",
+    "ExtraBufferStrategy",
+    "LifecycleCounters",
+    "NoBufferStrategy",
+    "Strategy",
+    "make_strategy",
+]
+
+# SGLang mem_cache/common.py: MAMBA_STATE_PER_REQ_PREFIX_CACHE; alloc_req_slots evicts states until
+# this many per admitted request are free (research/sglang.md §1.7; over-eviction is #38151).
+STATES_PER_REQUEST_WITH_CACHE = 3
+
+
+def fingerprint(tokens: Sequence[int], n: int) -> StateContent:
+    """What a recurrent state after ``tokens[:n]`` summarises, as checkable content."""
+    return StateContent(n, hash(tuple(tokens[:n])))
+
+
+@dataclass(slots=True)
+class CachedRequest:
+    """One request as the cache sees it. ``tokens`` grows from the input as decode appends output."""
+
+    tokens: list[int]
+    input_len: int
+    lock: LockHandle | None = None
+    prefix_len: int = 0  # cached tokens reported at admission (SGLang's cached_tokens)
+    protected_len: int = 0  # tokens shared with the tree (cache_protected_len)
+    kv_len: int = 0  # tokens with KV (tree-shared + request-held)
+    live_state: int | None = None
+    track_slots: list[int] = field(default_factory=list)
+    track_seqlen: int | None = None  # position of the newest tracked, not yet inserted state
+    branch_seqlen: int | None = None
+
+    @property
+    def held_kv(self) -> int:
+        return self.kv_len - self.protected_len
+
+    def held_states(self) -> list[int]:
+        live = [] if self.live_state is None else [self.live_state]
+        return live + self.track_slots
+
+
+@dataclass(slots=True)
+class LifecycleCounters:
+    states_inserted: int = 0  # states handed to the tree (including ones it already had)
+    states_duplicate: int = 0  # inserts that found a state already there
+    state_alloc_failures: int = 0  # a chunk checkpoint skipped because no state slot could be freed
+
+
+class Strategy:
+    """Common request flow; subclasses decide where states are tracked and inserted."""
+
+    name = "base"
+
+    def __init__(
+        self,
+        tree: MambaRadixTree,
+        *,
+        chunked_prefill_size: int | None = 8192,
+        track_interval: int = 256,
+        overlap: bool = True,
+    ) -> None:
+        self.tree = tree
+        self.chunked_prefill_size = chunked_prefill_size
+        self.track_interval = track_interval
+        self.overlap = overlap
+        self.counters = LifecycleCounters()
+
+    # ---------------------------------------------------------------- slots
+    def _alloc_state(self, protect: Node | None = None) -> int:
+        slot = self.tree.state_pool.alloc()
+        if slot is None:
+            handle = self.tree.lock(protect) if protect is not None else None
+            self.tree.evict(num_states=1)
+            if handle is not None:
+                self.tree.unlock(handle)
+            slot = self.tree.state_pool.alloc()
+        if slot is None:
+            raise PoolExhausted("Can not alloc mamba cache")
+        return slot
+
+    def _alloc_kv(self, n: int) -> None:
+        pool = self.tree.kv_pool
+        if n > pool.available:
+            self.tree.evict(num_tokens=n - pool.available)
+        if not pool.alloc(n):
+            raise PoolExhausted(f"KV pool exhausted: need {n} tokens, {pool.available} available")
+
+    def _num_track_slots(self) -> int:
+        return 0
+
+    # ---------------------------------------------------------------- admission
+    def admit(self, input_tokens: Sequence[int]) -> CachedRequest:
+        """Match, lock, and give the request its state slots (COW from the hit)."""
+        tree = self.tree
+        req = CachedRequest(list(input_tokens), len(input_tokens))
+        limit = page_floor(max(0, req.input_len - 1), tree.page_size)  # always recompute >= 1 token
+        match = tree.match_prefix(req.tokens[:limit])
+        req.prefix_len = req.protected_len = req.kv_len = match.prefix_len
+        req.branch_seqlen = match.branch_seqlen
+        # The scheduler locks the matched node before it makes room, so the hit survives the eviction.
+        req.lock = tree.lock(match.last_node)
+        try:
+            req.live_state = self._alloc_state(protect=match.last_node)
+            if match.last_node.state is not None:
+                tree.state_pool.copy(match.last_node.state, req.live_state)
+            else:
+                tree.state_pool.write(req.live_state, fingerprint(req.tokens, 0))
+            need = STATES_PER_REQUEST_WITH_CACHE
+            if tree.state_pool.available < need:  # alloc_req_slots' budget check
+                tree.evict(num_states=need - tree.state_pool.available)
+            for _ in range(self._num_track_slots()):
+                req.track_slots.append(self._alloc_state())
+        except PoolExhausted:
+            self.release(req)
+            raise
+        return req
+
+    def release(self, req: CachedRequest) -> None:
+        """Drop everything the request holds without caching it (abort or failed admission)."""
+        tree = self.tree
+        for slot in req.held_states():
+            tree.state_pool.free(slot)
+        req.live_state, req.track_slots = None, []
+        tree.kv_pool.free(req.held_kv)
+        req.kv_len = req.protected_len
+        if req.lock is not None:
+            tree.unlock(req.lock)
+            req.lock = None
+
+    # ---------------------------------------------------------------- prefill and decode
+    def prefill(self, req: CachedRequest, *, finishes_after_prefill: bool) -> None:
+        """Run the prompt's uncached part in chunks, checkpointing per strategy."""
+        start = req.kv_len
+        step = self.chunked_prefill_size or req.input_len
+        while start < req.input_len:
+            end = min(start + step, req.input_len)
+            self._alloc_kv(end - start)
+            req.kv_len = end
+            self._on_forward(req, start, end)
+            assert req.live_state is not None
+            self.tree.state_pool.write(req.live_state, fingerprint(req.tokens, end))
+            last = end == req.input_len
+            if not (last and finishes_after_prefill):
+                self.cache_unfinished(req)
+            start = end
+
+    def decode(self, req: CachedRequest, output_tokens: Sequence[int]) -> None:
+        """Append the output; KV exists for every token but the last one sampled."""
+        old_committed = req.kv_len
+        req.tokens.extend(output_tokens)
+        committed = len(req.tokens) - 1
+        if committed > old_committed:
+            self._alloc_kv(committed - old_committed)
+            req.kv_len = committed
+            self._on_decode(req, old_committed, committed)
+            assert req.live_state is not None
+            self.tree.state_pool.write(req.live_state, fingerprint(req.tokens, committed))
+
+    def _on_forward(self, req: CachedRequest, start: int, end: int) -> None:
+        """A prefill forward over ``tokens[start:end]`` ran; track states if the strategy does."""
+
+    def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
+        """Decode committed ``tokens[start:end]``; track states if the strategy does."""
+
+    # ---------------------------------------------------------------- insertion
+    def _insert(self, req: CachedRequest, cache_len: int, slot: int) -> None:
+        """Insert ``tokens[:cache_len]`` with ``slot``; re-lock the request on the new node."""
+        tree = self.tree
+        result = tree.insert(req.tokens[:cache_len], slot, prev_prefix_len=req.protected_len)
+        self.counters.states_inserted += 1
+        if result.state_exists:
+            self.counters.states_duplicate += 1
+            tree.state_pool.free(slot)
+        # The tree now owns KV up to cache_len (duplicates went back to the pool).
+        match = tree.match_prefix(req.tokens[:cache_len])
+        if match.prefix_len != cache_len:
+            raise RuntimeError(f"re-match after insert found {match.prefix_len} of {cache_len} tokens")
+        assert req.lock is not None
+        tree.unlock(req.lock)
+        req.lock = tree.lock(match.last_node)
+        req.protected_len = max(req.protected_len, cache_len)
+
+    def cache_unfinished(self, req: CachedRequest) -> None:
+        raise NotImplementedError
+
+    def finish(self, req: CachedRequest) -> None:
+        raise NotImplementedError
+
+
+class NoBufferStrategy(Strategy):
+    name = "no_buffer"
+
+    def cache_unfinished(self, req: CachedRequest) -> None:
+        assert req.live_state is not None and req.lock is not None
+        try:
+            slot = self._alloc_state(protect=req.lock.node)
+        except PoolExhausted:
+            # SGLang asserts here (#36770); the proposed fix, modelled here, skips the checkpoint.
+            self.counters.state_alloc_failures += 1
+            return
+        self.tree.state_pool.copy(req.live_state, slot)
+        self._insert(req, req.kv_len, slot)
+
+    def finish(self, req: CachedRequest) -> None:
+        assert req.live_state is not None
+        slot, req.live_state = req.live_state, None
+        if req.kv_len > req.protected_len:
+            self._insert(req, req.kv_len, slot)
+        else:
+            self.tree.state_pool.free(slot)
+        self.release(req)
+
+
+class ExtraBufferStrategy(Strategy):
+    name = "extra_buffer"
+
+    def _num_track_slots(self) -> int:
+        return 2 if self.overlap else 1
+
+    def _on_forward(self, req: CachedRequest, start: int, end: int) -> None:
+        chunk = self.tree.chunk_size
+        extend = end - start
+        if extend < chunk:
+            return  # SGLang tracks nothing in a forward shorter than one chunk
+        track = start + extend // chunk * chunk
+        b = req.branch_seqlen
+        if b is not None and start < b < end and (b - start) % chunk == 0:
+            track = b  # checkpoint the branch point so the next request sharing it hits
+        self._track(req, track)
+
+    def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
+        interval = self.track_interval
+        last = end // interval * interval
+        if last > start:
+            self._track(req, last)
+
+    def _track(self, req: CachedRequest, position: int) -> None:
+        # The ping-pong slot written next becomes the newest tracked state.
+        slot = req.track_slots.pop(0)
+        self.tree.state_pool.write(slot, fingerprint(req.tokens, position))
+        req.track_slots.append(slot)
+        req.track_seqlen = position
+
+    def cache_unfinished(self, req: CachedRequest) -> None:
+        if req.track_seqlen is None or req.track_seqlen <= req.protected_len:
+            req.track_seqlen = None
+            return
+        donated = req.track_slots.pop()  # the newest tracked state goes to the tree
+        try:
+            req.track_slots.insert(0, self._alloc_state(protect=req.lock.node if req.lock else None))
+        except PoolExhausted:
+            req.track_slots.append(donated)
+            self.counters.state_alloc_failures += 1
+            req.track_seqlen = None
+            return
+        self._insert(req, req.track_seqlen, donated)
+        req.track_seqlen = None
+
+    def finish(self, req: CachedRequest) -> None:
+        cache_len = req.track_seqlen or 0
+        if cache_len > req.protected_len:
+            donated = req.track_slots.pop()
+            self._insert(req, cache_len, donated)
+        # KV past the last tracked state cannot be reused without a state: free it.
+        self.release(req)
+
+
+STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (NoBufferStrategy, ExtraBufferStrategy)}
+
+
+def make_strategy(name: str, tree: MambaRadixTree, **kwargs: object) -> Strategy:
+    try:
+        cls = STRATEGIES[name]
+    except KeyError:
+        raise KeyError(f"unknown strategy {name!r}; choose one of {', '.join(sorted(STRATEGIES))}") from None
+    return cls(tree, **kwargs)  # type: ignore[arg-type]

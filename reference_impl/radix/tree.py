@@ -1,0 +1,379 @@
+"""The hybrid (attention + recurrent state) radix tree, modelled on SGLang's MambaRadixCache.
+
+Semantics follow research/sglang.md §1 (and the 0.5.23 ``UnifiedRadixCache`` where the two differ in
+accounting: duplicate KV is freed on insert, evictions report every state they drop):
+
+* Every node owns the KV of its edge; some nodes also hold one recurrent-state slot for the prefix
+  that ends at the node. ``match_prefix`` returns the longest prefix ending on a node **with a
+  state**; KV deeper than that is not reusable. Matching may split a node (the new parent has no
+  state).
+* Two recency orders. KV order covers every node; only unlocked leaves are evicted, and evicting a
+  leaf also deletes childless tombstone ancestors. State order covers stateful nodes; an internal
+  victim is tombstoned, a leaf victim is deleted with its KV. A hit refreshes the whole matched path
+  in KV order but only the matched node in state order (SGLang #31643).
+* Locks: a KV lock runs node→root, a state lock covers one node. Evictable/protected counters move on
+  0↔1 transitions.
+
+Which victim each order yields is the eviction policy's choice (``reference_impl.policies``); the
+tree keeps the candidate sets and LRU heaps every policy draws from. This module does not know about
+requests, chunks or strategies (see ``reference_impl.lifecycle``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reference_impl.radix.key import child_key, match_len, page_floor
+from reference_impl.radix.node import Node
+from reference_impl.radix.pools import KVPool, StatePool
+
+if TYPE_CHECKING:
+    from reference_impl.policies.base import EvictionPolicy
+
+__all__ = ["EvictResult", "InsertResult", "LockHandle", "MambaRadixTree", "MatchResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class MatchResult:
+    prefix_len: int  # reusable tokens: the prefix ends on ``last_node``, which holds a state
+    last_node: Node  # root when nothing is reusable
+    kv_match_len: int  # tokens whose KV the tree holds along the path (may exceed prefix_len)
+    branch_seqlen: int | None  # chunk-aligned KV match beyond the last state (SGLang's branching seqlen)
+
+
+@dataclass(frozen=True, slots=True)
+class InsertResult:
+    prefix_len: int  # tokens of the key already in the tree before the insert
+    state_exists: bool  # the key ended on a node that already had a state: the caller frees its slot
+    duplicate_kv_freed: int  # caller-owned KV tokens returned to the pool because the tree had them
+
+
+@dataclass(frozen=True, slots=True)
+class EvictResult:
+    tokens_evicted: int
+    states_evicted: int
+
+
+@dataclass(frozen=True, slots=True)
+class LockHandle:
+    node: Node
+    state_locked: bool  # False if the node was a tombstone when locked: release skips the state lock
+
+
+class MambaRadixTree:
+    def __init__(
+        self,
+        kv_pool: KVPool,
+        state_pool: StatePool,
+        policy: EvictionPolicy,
+        *,
+        page_size: int = 1,
+        chunk_size: int = 64,
+    ) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        if chunk_size % page_size and page_size % chunk_size:
+            raise ValueError(f"chunk size {chunk_size} and page size {page_size} must divide one another")
+        self.kv_pool = kv_pool
+        self.state_pool = state_pool
+        self.policy = policy
+        self.page_size = page_size
+        self.chunk_size = max(chunk_size, page_size)
+        self.clock = 0
+        self._next_id = 1
+        self.root = Node(0, (), None, 0)
+        self.root.kv_lock = 1  # the root is never evicted and is in neither order
+        self.root.state_lock = 1
+        self.nodes: dict[int, Node] = {}
+        self.kv_evictable = 0
+        self.kv_protected = 0
+        self.state_evictable = 0
+        self.state_protected = 0
+        self.evictable_leaves: dict[int, Node] = {}  # non-root, childless, unlocked
+        self.evictable_states: dict[int, Node] = {}  # stateful, state-unlocked, not a KV-locked leaf
+        self._kv_heap: list[tuple[int, int, int]] = []  # (kv_tick, depth, id), lazily invalidated
+        self._state_heap: list[tuple[int, int]] = []  # (state_tick, id)
+
+    # ----------------------------------------------------------------- clock and orders
+    def tick(self) -> int:
+        self.clock += 1
+        return self.clock
+
+    def _touch_kv(self, node: Node, tick: int) -> None:
+        node.kv_tick = tick
+        if node.id in self.evictable_leaves:
+            heapq.heappush(self._kv_heap, (tick, node.depth, node.id))
+
+    def _touch_state(self, node: Node, tick: int) -> None:
+        node.state_tick = tick
+        if node.id in self.evictable_states:
+            heapq.heappush(self._state_heap, (tick, node.id))
+
+    def _refresh_candidacy(self, node: Node) -> None:
+        """Recompute whether ``node`` may be picked by either order after any change to it."""
+        if node is self.root:
+            return
+        leaf = node.kv_lock == 0 and not node.children
+        if leaf and node.id not in self.evictable_leaves:
+            self.evictable_leaves[node.id] = node
+            heapq.heappush(self._kv_heap, (node.kv_tick, node.depth, node.id))
+        elif not leaf:
+            self.evictable_leaves.pop(node.id, None)
+        # A childless node whose KV is locked by an in-flight request must not be deleted through
+        # the state order (the hazard behind SGLang #21379), so it is not a state candidate.
+        stateful = node.state is not None and node.state_lock == 0 and (bool(node.children) or node.kv_lock == 0)
+        if stateful and node.id not in self.evictable_states:
+            self.evictable_states[node.id] = node
+            heapq.heappush(self._state_heap, (node.state_tick, node.id))
+        elif not stateful:
+            self.evictable_states.pop(node.id, None)
+        self._compact_heaps()
+
+    def _compact_heaps(self) -> None:
+        if len(self._kv_heap) > 2 * len(self.evictable_leaves) + 64:
+            self._kv_heap = [(n.kv_tick, n.depth, n.id) for n in self.evictable_leaves.values()]
+            heapq.heapify(self._kv_heap)
+        if len(self._state_heap) > 2 * len(self.evictable_states) + 64:
+            self._state_heap = [(n.state_tick, n.id) for n in self.evictable_states.values()]
+            heapq.heapify(self._state_heap)
+
+    def lru_leaf(self) -> Node | None:
+        """Least recently used unlocked leaf in KV order."""
+        heap = self._kv_heap
+        while heap:
+            tick, depth, nid = heap[0]
+            node = self.evictable_leaves.get(nid)
+            if node is not None and node.kv_tick == tick:
+                return node
+            heapq.heappop(heap)
+        return None
+
+    def lru_state(self) -> Node | None:
+        """Least recently used state-unlocked stateful node in state order."""
+        heap = self._state_heap
+        while heap:
+            tick, nid = heap[0]
+            node = self.evictable_states.get(nid)
+            if node is not None and node.state_tick == tick:
+                return node
+            heapq.heappop(heap)
+        return None
+
+    # ----------------------------------------------------------------- structure
+    def _new_node(self, key: tuple[int, ...], parent: Node, depth: int) -> Node:
+        node = Node(self._next_id, key, parent, depth)
+        self._next_id += 1
+        self.nodes[node.id] = node
+        return node
+
+    def _split(self, child: Node, split_len: int) -> Node:
+        """Cut ``child``'s edge after ``split_len`` tokens; the new parent has no state."""
+        parent = child.parent
+        assert parent is not None
+        new = self._new_node(child.key[:split_len], parent, child.depth - len(child.key) + split_len)
+        new.kv_lock = child.kv_lock  # KV locks cover whole paths, so the upper half inherits them
+        new.kv_tick = child.kv_tick  # same tick, smaller depth: just older than the child
+        new.host_kv = child.host_kv
+        parent.children[child_key(new.key, 0, self.page_size)] = new
+        child.key = child.key[split_len:]
+        child.parent = new
+        new.children[child_key(child.key, 0, self.page_size)] = child
+        return new
+
+    def _delete(self, node: Node) -> None:
+        parent = node.parent
+        assert parent is not None
+        del parent.children[child_key(node.key, 0, self.page_size)]
+        del self.nodes[node.id]
+        self.evictable_leaves.pop(node.id, None)
+        self.evictable_states.pop(node.id, None)
+
+    # ----------------------------------------------------------------- match
+    def match_prefix(self, tokens: Sequence[int]) -> MatchResult:
+        """Longest prefix of ``tokens`` ending on a node with a state (callers apply the len-1 cap)."""
+        ps = self.page_size
+        limit = page_floor(len(tokens), ps)
+        node, pos = self.root, 0
+        best, best_len = self.root, 0
+        while pos < limit:
+            if node.state is not None:
+                best, best_len = node, pos
+            child = node.children.get(child_key(tokens, pos, ps))
+            if child is None:
+                break
+            m = match_len(child.key, tokens, pos, ps)
+            if m < len(child.key):
+                node = self._split(child, m)
+                pos += m
+                break
+            pos += m
+            node = child
+        if node.state is not None:
+            best, best_len = node, pos
+        tick = self.tick()
+        if best is not self.root:
+            walk: Node | None = best
+            while walk is not None and walk is not self.root:
+                self._touch_kv(walk, tick)
+                walk = walk.parent
+            self._touch_state(best, tick)
+        branch = None
+        if pos > best_len:
+            aligned = pos // self.chunk_size * self.chunk_size
+            branch = aligned if aligned > best_len else None
+        return MatchResult(best_len, best, pos, branch)
+
+    # ----------------------------------------------------------------- insert
+    def insert(self, tokens: Sequence[int], state: int, prev_prefix_len: int = 0) -> InsertResult:
+        """Insert ``tokens`` with one state for their end; the caller owns KV from ``prev_prefix_len`` on.
+
+        The tree takes the caller's KV for tokens it did not have and returns the duplicates to the
+        pool. If the key ends exactly on a node that already has a state, ``state_exists`` is True and
+        the caller must free ``state`` itself (SGLang's ``mamba_exist``).
+        """
+        if not tokens:
+            return InsertResult(0, True, 0)
+        ps = self.page_size
+        if len(tokens) % ps:
+            raise ValueError(f"insert key of {len(tokens)} tokens is not aligned to page size {ps}")
+        key = tuple(tokens)
+        tick = self.tick()
+        node, pos = self.root, 0
+        while pos < len(key):
+            child = node.children.get(child_key(key, pos, ps))
+            if child is None:
+                break
+            m = match_len(child.key, key, pos, ps)
+            # SGLang refreshes the child before splitting it, so both halves count as used.
+            self._touch_kv(child, tick)
+            if m < len(child.key):
+                child = self._split(child, m)
+            pos += m
+            node = child
+        duplicate = max(0, pos - prev_prefix_len)
+        if duplicate:
+            self.kv_pool.free(duplicate)
+        if pos < len(key):
+            leaf = self._new_node(key[pos:], node, len(key))
+            node.children[child_key(leaf.key, 0, ps)] = leaf
+            leaf.state = state
+            leaf.kv_tick = tick
+            leaf.state_tick = tick
+            self.kv_evictable += len(leaf.key)
+            self.state_evictable += 1
+            self._refresh_candidacy(leaf)
+            self._refresh_candidacy(node)  # a stateful leaf just got a child
+            return InsertResult(pos, False, duplicate)
+        if node.state is None:
+            node.state = state  # revive a tombstone (or a split point) with the new state
+            node.state_tick = tick
+            if node.state_lock:
+                self.state_protected += 1
+            else:
+                self.state_evictable += 1
+            self._refresh_candidacy(node)
+            return InsertResult(pos, False, duplicate)
+        return InsertResult(pos, True, duplicate)
+
+    # ----------------------------------------------------------------- locks
+    def lock(self, node: Node) -> LockHandle:
+        state_locked = node is not self.root and node.state is not None
+        if state_locked:
+            node.state_lock += 1
+            if node.state_lock == 1:
+                self.state_evictable -= 1
+                self.state_protected += 1
+        walk: Node | None = node
+        while walk is not None and walk is not self.root:
+            walk.kv_lock += 1
+            if walk.kv_lock == 1:
+                self.kv_evictable -= len(walk.key)
+                self.kv_protected += len(walk.key)
+            self._refresh_candidacy(walk)
+            walk = walk.parent
+        return LockHandle(node, state_locked)
+
+    def unlock(self, handle: LockHandle) -> None:
+        node = handle.node
+        if handle.state_locked:
+            if node.state_lock <= 0 or node.state is None:
+                raise RuntimeError(f"unbalanced state unlock on {node}")
+            node.state_lock -= 1
+            if node.state_lock == 0:
+                self.state_protected -= 1
+                self.state_evictable += 1
+        walk: Node | None = node
+        while walk is not None and walk is not self.root:
+            if walk.kv_lock <= 0:
+                raise RuntimeError(f"unbalanced KV unlock on {walk}")
+            walk.kv_lock -= 1
+            if walk.kv_lock == 0:
+                self.kv_protected -= len(walk.key)
+                self.kv_evictable += len(walk.key)
+            self._refresh_candidacy(walk)
+            walk = walk.parent
+
+    # ----------------------------------------------------------------- eviction
+    def evict(self, num_tokens: int = 0, num_states: int = 0) -> EvictResult:
+        """Free at least ``num_tokens`` KV tokens, then at least ``num_states`` states, if possible."""
+        tokens = states = 0
+        while tokens < num_tokens:
+            leaf = self.policy.kv_victim(self)
+            if leaf is None:
+                break
+            t, s = self._evict_leaf(leaf)
+            tokens += t
+            states += s
+        dropped = 0
+        while dropped < num_states:
+            node = self.policy.state_victim(self)
+            if node is None:
+                break
+            if node.children:
+                self._tombstone(node)
+                dropped += 1
+            else:
+                t, s = self._evict_leaf(node)
+                tokens += t
+                dropped += s
+        return EvictResult(tokens, states + dropped)
+
+    def _tombstone(self, node: Node) -> None:
+        assert node.state is not None and node.state_lock == 0
+        self.state_pool.free(node.state)
+        node.state = None
+        self.state_evictable -= 1
+        self._refresh_candidacy(node)
+
+    def _evict_leaf(self, leaf: Node) -> tuple[int, int]:
+        if leaf.kv_lock or leaf.state_lock or leaf.children or leaf.state is None or leaf is self.root:
+            raise RuntimeError(f"evict leaf node invalid: {leaf}")
+        self.state_pool.free(leaf.state)
+        leaf.state = None
+        self.state_evictable -= 1
+        freed = len(leaf.key)
+        self.kv_pool.free(freed)
+        self.kv_evictable -= freed
+        self._delete(leaf)
+        parent = leaf.parent
+        assert parent is not None
+        # Keep "every leaf has a state": a tombstone leaf could never be matched.
+        while parent is not self.root and parent.state is None and not parent.children and parent.kv_lock == 0:
+            self.kv_pool.free(len(parent.key))
+            self.kv_evictable -= len(parent.key)
+            freed += len(parent.key)
+            self._delete(parent)
+            assert parent.parent is not None
+            parent = parent.parent
+        self._refresh_candidacy(parent)
+        return freed, 1
+
+    # ----------------------------------------------------------------- sizes
+    def total_kv_tokens(self) -> int:
+        return self.kv_evictable + self.kv_protected
+
+    def total_states(self) -> int:
+        return self.state_evictable + self.state_protected

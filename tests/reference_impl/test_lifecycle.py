@@ -1,0 +1,116 @@
+"""Request-level caching per strategy: where states land and what later requests can reuse."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from reference_impl.lifecycle import Strategy, fingerprint, make_strategy
+from reference_impl.policies.registry import make_policy
+from reference_impl.radix.invariants import check_invariants
+from reference_impl.radix.pools import KVPool, PoolExhausted, StatePool
+from reference_impl.radix.tree import MambaRadixTree
+
+
+def build(strategy: str, *, kv: int = 1 << 16, states: int = 64, page_size: int = 1, **kw: object) -> Strategy:
+    tree = MambaRadixTree(KVPool(kv), StatePool(states), make_policy("lru"), page_size=page_size)
+    return make_strategy(strategy, tree, **kw)
+
+
+def serve(s: Strategy, inputs: Sequence[int], outputs: Sequence[int]) -> int:
+    """Run one request to completion; return its cached tokens. Invariants hold at every step."""
+    req = s.admit(inputs)
+    check_invariants(s.tree, held_kv_tokens=req.held_kv, held_states=req.held_states())
+    s.prefill(req, finishes_after_prefill=len(outputs) <= 1)
+    check_invariants(s.tree, held_kv_tokens=req.held_kv, held_states=req.held_states())
+    s.decode(req, outputs)
+    check_invariants(s.tree, held_kv_tokens=req.held_kv, held_states=req.held_states())
+    s.finish(req)
+    check_invariants(s.tree)
+    return req.prefix_len
+
+
+PREFIX = [7] * 257  # SGLang's PrefixCacheBranchingMixin: a 257-token prefix, three 256-token suffixes
+SUFFIXES = [[100 + i] * 256 for i in range(3)]
+
+
+def test_extra_buffer_third_request_sharing_a_prefix_hits_chunk_aligned() -> None:
+    s = build("extra_buffer")
+    cached = [serve(s, PREFIX + suffix, [5]) for suffix in SUFFIXES]
+    assert cached == [0, 0, 257 // 64 * 64]
+
+
+def test_no_buffer_never_hits_a_shared_prefix_without_a_state() -> None:
+    s = build("no_buffer")
+    cached = [serve(s, PREFIX + suffix, [5]) for suffix in SUFFIXES]
+    assert cached == [0, 0, 0]
+
+
+@pytest.mark.parametrize("strategy", ["no_buffer", "extra_buffer"])
+def test_multi_turn_reuses_previous_input_and_output(strategy: str) -> None:
+    s = build(strategy, track_interval=64)
+    turn1 = list(range(1, 301))
+    out1 = list(range(1000, 1100))
+    serve(s, turn1, out1)
+    turn2 = turn1 + out1 + [42] * 50
+    cached = serve(s, turn2, [1, 2])
+    committed = len(turn1) + len(out1) - 1  # the last sampled token never got KV
+    if strategy == "no_buffer":
+        assert cached == committed
+    else:
+        # Decode tracked states every 64 tokens; the last one at or below the committed length.
+        assert cached == committed // 64 * 64
+
+
+def test_no_buffer_checkpoints_every_prefill_chunk() -> None:
+    s = build("no_buffer", chunked_prefill_size=128)
+    serve(s, list(range(300)), [1, 2, 3])
+    # States at 128, 256, 300 (chunk ends) and 302 (finish: 300 + 3 - 1).
+    depths = sorted(n.depth for n in s.tree.nodes.values() if n.state is not None)
+    assert depths == [128, 256, 300, 302]
+    assert s.counters.states_inserted == 4
+
+
+def test_extra_buffer_tracks_only_chunk_aligned_positions() -> None:
+    s = build("extra_buffer", chunked_prefill_size=128, track_interval=256)
+    serve(s, list(range(300)), [1] * 10)
+    depths = sorted(n.depth for n in s.tree.nodes.values() if n.state is not None)
+    # Forward [0,128) tracks 128, [128,256) tracks 256, [256,300) is shorter than a chunk: nothing.
+    # Decode 300..309 crosses no multiple of 256, so the finish caches nothing more.
+    assert depths == [128, 256]
+    assert s.tree.total_kv_tokens() == 256  # KV past the last tracked state was freed
+
+
+def test_cow_gives_the_request_exactly_the_matched_state() -> None:
+    s = build("no_buffer")
+    seq = list(range(50))
+    serve(s, seq, [60, 61])
+    req = s.admit([*seq, 60, 61, 62])
+    assert req.prefix_len == 51
+    assert req.live_state is not None
+    assert s.tree.state_pool.content[req.live_state] == fingerprint([*seq, 60, 61], 51)
+    s.release(req)
+    check_invariants(s.tree)
+
+
+def test_admission_makes_room_for_three_states_without_evicting_the_hit() -> None:
+    s = build("no_buffer", states=6)
+    for base in range(0, 500, 100):
+        serve(s, list(range(base, base + 20)), [1])
+    hit = list(range(400, 420))  # the newest request's prompt; its state must survive admission
+    req = s.admit([*hit, 7])
+    assert req.prefix_len == 20
+    assert s.tree.state_pool.available >= 2  # room made for the running request's slots
+    s.release(req)
+    check_invariants(s.tree)
+
+
+def test_pool_exhaustion_raises_cleanly_and_leaks_nothing() -> None:
+    s = build("no_buffer", kv=64)
+    req = s.admit(list(range(100)))
+    with pytest.raises(PoolExhausted):
+        s.prefill(req, finishes_after_prefill=False)
+    s.release(req)
+    check_invariants(s.tree)
+    assert s.tree.kv_pool.available == 64
