@@ -96,6 +96,8 @@ class MambaRadixTree:
         self.evictable_states: dict[int, Node] = {}  # stateful, state-unlocked, not a KV-locked leaf
         self._kv_heap: list[tuple[int, int, int]] = []  # (kv_tick, depth, id), lazily invalidated
         self._state_heap: list[tuple[int, int]] = []  # (state_tick, id)
+        self.tokens_evicted_total = 0  # lifetime counters, for reports
+        self.states_evicted_total = 0
 
     # ----------------------------------------------------------------- clock and orders
     def tick(self) -> int:
@@ -144,7 +146,7 @@ class MambaRadixTree:
         """Least recently used unlocked leaf in KV order."""
         heap = self._kv_heap
         while heap:
-            tick, depth, nid = heap[0]
+            tick, _depth, nid = heap[0]
             node = self.evictable_leaves.get(nid)
             if node is not None and node.kv_tick == tick:
                 return node
@@ -339,6 +341,8 @@ class MambaRadixTree:
                 t, s = self._evict_leaf(node)
                 tokens += t
                 dropped += s
+        self.tokens_evicted_total += tokens
+        self.states_evicted_total += states + dropped
         return EvictResult(tokens, states + dropped)
 
     def _tombstone(self, node: Node) -> None:

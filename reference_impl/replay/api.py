@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
-__all__ = ["ReplayCache", "ReplayStats"]
+from reference_impl.models import ModelSpec
+
+__all__ = ["ReplayCache", "ReplayConfig", "ReplayStats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +24,22 @@ class ReplayStats:
     states_evicted: int
     # Policy-specific facts worth printing (e.g. the tuned alpha); keys are stable snake_case names.
     notes: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayConfig:
+    """Everything a replay cache is built from; defaults are SGLang's and Marconi's."""
+
+    capacity_bytes: int
+    model: ModelSpec
+    strategy: Literal["no_buffer", "extra_buffer"] = "no_buffer"
+    page_size: int = 1
+    eff_weight: float | None = None  # seglen weight, or Marconi's alpha (None: tune it)
+    marconi_mode: Literal["faithful", "corrected"] = "faithful"
+    bootstrap_multiplier: int = 5
+    chunked_prefill_size: int | None = 8192
+    track_interval: int = 256
+    mamba_full_memory_ratio: float = 0.9  # SGLang's split of one byte budget into state and KV pools
 
 
 class ReplayCache(Protocol):

@@ -12,11 +12,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reference_impl.policies.registry import make_policy
 from reference_impl.radix.invariants import check_invariants
 from reference_impl.radix.node import Node
 from reference_impl.radix.pools import KVPool, StatePool
 from reference_impl.radix.tree import LockHandle, MambaRadixTree
-from reference_impl.policies.registry import make_policy
 
 Key = tuple[int, ...]
 

@@ -1,0 +1,136 @@
+"""``python -m reference_impl.replay TRACE.jsonl --policy P --capacity-bytes N``: hit rates of a policy.
+
+Exit codes: 0 done; 2 bad input (missing or malformed trace, unknown policy or model, bad number),
+reported as one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from reference_impl.models import MODELS, get_model
+from reference_impl.policies.registry import POLICIES, make_replay_cache
+from reference_impl.replay.api import ReplayConfig
+from reference_impl.replay.run import ReplayResult, replay_rows
+from workloads.trace import TraceError, read_trace
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _positive_bytes(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"capacity {text!r} is not a number") from None
+    if not (0 < value < float("inf")):  # also rejects NaN
+        raise argparse.ArgumentTypeError(f"capacity must be a positive number of bytes, got {text}")
+    return int(value)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _policy_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in POLICIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {', '.join(unknown) or repr(text)} (choose from {', '.join(POLICIES)})"
+        )
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m reference_impl.replay", description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("trace", help="JSONL trace (hybridbench or Marconi format)")
+    p.add_argument(
+        "--policy", required=True, type=_policy_list, help=f"one or a comma-separated list of: {', '.join(POLICIES)}"
+    )
+    p.add_argument("--capacity-bytes", required=True, type=_positive_bytes, help="cache budget, e.g. 4e10")
+    p.add_argument("--model", default="marconi-7b", choices=sorted(MODELS))
+    p.add_argument("--strategy", default="no_buffer", choices=["no_buffer", "extra_buffer"])
+    p.add_argument("--page-size", type=_positive_int, default=1)
+    p.add_argument("--eff-weight", type=_non_negative_float, default=None, help="seglen weight or Marconi alpha")
+    p.add_argument("--marconi-mode", default="faithful", choices=["faithful", "corrected"])
+    p.add_argument("--bootstrap-multiplier", type=_positive_int, default=5)
+    p.add_argument("--chunked-prefill-size", type=_positive_int, default=8192)
+    p.add_argument("--track-interval", type=_positive_int, default=256)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def _render(result: ReplayResult) -> str:
+    lines = [
+        f"policy                  {result.policy}",
+        f"requests          {result.num_requests}",
+        f"input tokens      {result.input_tokens}",
+        f"token hit rate    {result.token_hit_rate:.4%}",
+        f"request hit rate  {result.request_hit_rate:.4%}",
+        f"FLOPs saved       {result.flops_saved:.4e}",
+        f"states admitted   {result.states_admitted}",
+        f"states evicted    {result.states_evicted}",
+        f"elapsed           {result.elapsed_s:.3f} s",
+    ]
+    lines += [f"{k:<23} {v:g}" for k, v in result.notes.items()]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.strategy == "no_buffer" and args.page_size != 1 and {"lru", "seglen"} & set(args.policy):
+        print("error: strategy no_buffer requires --page-size 1 (as SGLang asserts)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        trace = read_trace(args.trace)
+        config = ReplayConfig(
+            capacity_bytes=args.capacity_bytes,
+            model=get_model(args.model),
+            strategy=args.strategy,
+            page_size=args.page_size,
+            eff_weight=args.eff_weight,
+            marconi_mode=args.marconi_mode,
+            bootstrap_multiplier=args.bootstrap_multiplier,
+            chunked_prefill_size=args.chunked_prefill_size,
+            track_interval=args.track_interval,
+        )
+        caches = [(name, make_replay_cache(name, config)) for name in args.policy]
+    except (TraceError, ValueError, KeyError) as exc:
+        msg = exc.args[0] if exc.args else str(exc)
+        print(f"error: {msg}", file=sys.stderr)
+        return EXIT_USAGE
+    blocks = []
+    for name, cache in caches:
+        result = replay_rows(name, trace.rows, cache, config.model)
+        blocks.append(json.dumps(result.to_json(), sort_keys=True) if args.json else _render(result))
+    print(("\n" if args.json else "\n\n").join(blocks))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

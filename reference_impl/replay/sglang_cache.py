@@ -1,0 +1,99 @@
+"""Replay adapter for the SGLang-model tree: each trace row runs one request's full lifecycle.
+
+Pools come from one byte budget split the way SGLang splits it when ``--max-mamba-cache-size`` is
+unset: states get ``r / (1 + r)`` of the bytes (``r = --mamba-full-memory-ratio``, 0.9), KV the rest
+(research/sglang.md §2, pool sizing). A request that cannot fit even in an empty cache is counted as
+rejected and served uncached, as a real server would refuse it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reference_impl.lifecycle import (
+    STATES_PER_REQUEST_WITH_CACHE,
+    CachedRequest,
+    Strategy,
+    make_strategy,
+)
+from reference_impl.policies.base import EvictionPolicy
+from reference_impl.radix.pools import KVPool, PoolExhausted, StatePool
+from reference_impl.radix.tree import MambaRadixTree
+from reference_impl.replay.api import ReplayConfig, ReplayStats
+
+__all__ = ["PoolSizes", "SGLangReplayCache", "pool_sizes"]
+
+
+class PoolSizes:
+    def __init__(self, kv_tokens: int, state_slots: int) -> None:
+        self.kv_tokens = kv_tokens
+        self.state_slots = state_slots
+
+
+def pool_sizes(config: ReplayConfig) -> PoolSizes:
+    state_bytes = config.model.state_bytes()
+    r = config.mamba_full_memory_ratio
+    slots = int(config.capacity_bytes * r / (1 + r)) // state_bytes
+    kv_tokens = (config.capacity_bytes - slots * state_bytes) // config.model.kv_bytes_per_token()
+    needed = STATES_PER_REQUEST_WITH_CACHE + (2 if config.strategy == "extra_buffer" else 0)
+    if slots < needed:
+        raise ValueError(
+            f"capacity {config.capacity_bytes} B gives {slots} state slots of {state_bytes} B; "
+            f"a running request needs {needed}"
+        )
+    return PoolSizes(kv_tokens, slots)
+
+
+class SGLangReplayCache:
+    def __init__(self, config: ReplayConfig, policy: EvictionPolicy) -> None:
+        sizes = pool_sizes(config)
+        self.tree = MambaRadixTree(
+            KVPool(sizes.kv_tokens), StatePool(sizes.state_slots), policy, page_size=config.page_size
+        )
+        self.strategy: Strategy = make_strategy(
+            config.strategy,
+            self.tree,
+            chunked_prefill_size=config.chunked_prefill_size,
+            track_interval=config.track_interval,
+        )
+        self._pending: CachedRequest | None = None
+        self.rejected = 0
+
+    def lookup(self, input_tokens: Sequence[int]) -> int:
+        if self._pending is not None:
+            self.strategy.release(self._pending)
+        try:
+            self._pending = self.strategy.admit(input_tokens)
+        except PoolExhausted:
+            self._pending = None
+            return 0
+        return self._pending.prefix_len
+
+    def admit(self, input_tokens: Sequence[int], output_tokens: Sequence[int]) -> None:
+        req = self._pending
+        self._pending = None
+        if req is None or req.tokens != list(input_tokens):
+            if req is not None:
+                self.strategy.release(req)
+            self.rejected += 1
+            return
+        try:
+            self.strategy.prefill(req, finishes_after_prefill=len(output_tokens) <= 1)
+            self.strategy.decode(req, output_tokens)
+            self.strategy.finish(req)
+        except PoolExhausted:
+            self.strategy.release(req)
+            self.rejected += 1
+
+    def stats(self) -> ReplayStats:
+        c = self.strategy.counters
+        return ReplayStats(
+            states_admitted=c.states_inserted - c.states_duplicate,
+            states_evicted=self.tree.states_evicted_total,
+            notes=(
+                ("rejected_requests", float(self.rejected)),
+                ("kv_pool_tokens", float(self.tree.kv_pool.size)),
+                ("state_pool_slots", float(self.tree.state_pool.size)),
+                ("state_checkpoint_skips", float(c.state_alloc_failures)),
+            ),
+        )

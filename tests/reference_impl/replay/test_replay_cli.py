@@ -1,0 +1,110 @@
+"""The replayer CLI end to end, through a subprocess, on traces written by the test."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reference_impl.models import get_model
+from reference_impl.policies.registry import make_replay_cache
+from reference_impl.replay.api import ReplayConfig
+from reference_impl.replay.run import replay_rows
+from workloads.trace import TraceRow, write_trace
+
+
+def agent_trace(path: Path, sessions: int = 6, turns: int = 5, seed: int = 0) -> list[TraceRow]:
+    """Multi-turn sessions sharing a system prompt: each turn extends the previous input + output."""
+    rng = random.Random(seed)
+    system = [rng.randrange(50_000) for _ in range(300)]
+    rows = []
+    for s in range(sessions):
+        history = system + [rng.randrange(50_000) for _ in range(200)]
+        for t in range(turns):
+            user = [rng.randrange(50_000) for _ in range(rng.randint(30, 120))]
+            out = [rng.randrange(50_000) for _ in range(rng.randint(10, 60))]
+            rows.append(TraceRow(s, t, s * 0.25 + t * 5.0, tuple(history + user), tuple(out)))
+            history = history + user + out
+    write_trace(path, rows)
+    return rows
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reference_impl.replay", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_json_output_has_the_documented_keys_and_consistent_counts(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    rows = agent_trace(trace)
+    proc = run_cli(str(trace), "--policy", "lru", "--capacity-bytes", "1e10", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for key in ("token_hit_rate", "request_hit_rate", "flops_saved", "num_requests", "input_tokens",
+                "hit_tokens", "elapsed_s"):
+        assert key in out
+    assert out["num_requests"] == len(rows)
+    assert out["input_tokens"] == sum(len(r.input_tokens) for r in rows)
+    assert out["token_hit_rate"] == pytest.approx(out["hit_tokens"] / out["input_tokens"])
+    # With a roomy cache every later turn reuses its predecessor's input + output - 1 tokens.
+    hits = [
+        len(p.input_tokens) + len(p.output_tokens) - 1
+        for p, r in itertools.pairwise(rows)
+        if r.turn_id > 0
+    ]
+    assert out["hit_tokens"] == sum(hits)
+    assert out["request_hit_rate"] == pytest.approx(len(hits) / len(rows))
+    model = get_model("marconi-7b")
+    assert out["flops_saved"] == pytest.approx(sum(model.prefill_flops(n) for n in hits))
+
+
+def test_text_output_names_the_metrics(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    agent_trace(trace)
+    proc = run_cli(str(trace), "--policy", "seglen", "--strategy", "extra_buffer", "--capacity-bytes", "2e9")
+    assert proc.returncode == 0, proc.stderr
+    for label in ("token hit rate", "request hit rate", "FLOPs saved", "states admitted", "states evicted"):
+        assert label in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["missing.jsonl", "--policy", "lru", "--capacity-bytes", "1e9"], "cannot open trace"),
+        (["{trace}", "--policy", "fifo", "--capacity-bytes", "1e9"], "invalid choice"),
+        (["{trace}", "--policy", "lru", "--capacity-bytes", "0"], "positive"),
+        (["{trace}", "--policy", "lru", "--capacity-bytes", "lots"], "not a number"),
+        (["{bad}", "--policy", "lru", "--capacity-bytes", "1e9"], "not valid JSON"),
+        (["{trace}", "--policy", "lru", "--capacity-bytes", "1e6"], "state slots"),
+        (["{trace}", "--policy", "lru", "--capacity-bytes", "1e9", "--page-size", "4"], "page-size 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
+    trace = tmp_path / "t.jsonl"
+    agent_trace(trace, sessions=1, turns=1)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"session_id": 0, "turn_id": 0, "input_tokens": [1], "output_tokens": [2]}\n{oops\n')
+    argv = [a.format(trace=trace, bad=bad) for a in args]
+    proc = run_cli(*argv)
+    assert proc.returncode == 2
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert proc.stdout == ""
+
+
+def test_small_cache_evicts_and_hits_less_than_a_large_one(tmp_path: Path) -> None:
+    rows = agent_trace(tmp_path / "t.jsonl", sessions=10, turns=6)
+    model = get_model("marconi-7b")
+    rates = {}
+    for cap in (1.5e9, 3e10):
+        cfg = ReplayConfig(capacity_bytes=int(cap), model=model)
+        rates[cap] = replay_rows("lru", rows, make_replay_cache("lru", cfg), model)
+    assert rates[1.5e9].states_evicted > 0 and rates[3e10].states_evicted == 0
+    assert rates[1.5e9].token_hit_rate < rates[3e10].token_hit_rate
