@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from reference_impl.host_tier import HostTier
 from reference_impl.radix.key import page_floor
 from reference_impl.radix.node import Node
 from reference_impl.radix.pools import PoolExhausted, StateContent
@@ -93,8 +94,10 @@ class Strategy:
         chunked_prefill_size: int | None = 8192,
         track_interval: int = 256,
         overlap: bool = True,
+        host: HostTier | None = None,
     ) -> None:
         self.tree = tree
+        self.host = host
         self.chunked_prefill_size = chunked_prefill_size
         self.track_interval = track_interval
         self.overlap = overlap
@@ -113,10 +116,13 @@ class Strategy:
             raise PoolExhausted("Can not alloc mamba cache")
         return slot
 
-    def _alloc_kv(self, n: int) -> None:
+    def _alloc_kv(self, n: int, protect: Node | None = None) -> None:
         pool = self.tree.kv_pool
         if n > pool.available:
+            handle = self.tree.lock(protect) if protect is not None else None
             self.tree.evict(num_tokens=n - pool.available)
+            if handle is not None:
+                self.tree.unlock(handle)
         if not pool.alloc(n):
             raise PoolExhausted(f"KV pool exhausted: need {n} tokens, {pool.available} available")
 
@@ -140,6 +146,8 @@ class Strategy:
                 tree.state_pool.copy(match.last_node.state, req.live_state)
             else:
                 tree.state_pool.write(req.live_state, fingerprint(req.tokens, 0))
+            if self.host is not None:
+                self._load_back(req)
             need = STATES_PER_REQUEST_WITH_CACHE
             if tree.state_pool.available < need:  # alloc_req_slots' budget check
                 tree.evict(num_states=need - tree.state_pool.available)
@@ -149,6 +157,35 @@ class Strategy:
             self.release(req)
             raise
         return req
+
+    def _load_back(self, req: CachedRequest) -> None:
+        """If the host holds a longer reusable prefix than the device, bring it to the device."""
+        assert self.host is not None and req.lock is not None and req.live_state is not None
+        tree = self.tree
+        limit = page_floor(max(0, req.input_len - 1), tree.page_size)
+        host_len, content = self.host.match(req.tokens[:limit])
+        if host_len <= req.prefix_len or content is None:
+            return
+        protect = req.lock.node
+        try:
+            slot = self._alloc_state(protect=protect)
+        except PoolExhausted:
+            return
+        try:
+            self._alloc_kv(host_len - req.protected_len, protect=protect)
+        except PoolExhausted:
+            tree.state_pool.free(slot)
+            return
+        tree.state_pool.write(slot, content)
+        req.kv_len = host_len
+        self._insert(req, host_len, slot)  # the device now holds KV and state for the host's prefix
+        tree.state_pool.write(req.live_state, content)  # COW from the loaded state
+        self.host.record_load_back(host_len - req.prefix_len)
+        req.prefix_len = host_len
+
+    def _write_back(self, req: CachedRequest) -> None:
+        if self.host is not None and req.protected_len > 0:
+            self.host.write_back(req.tokens[: req.protected_len], fingerprint(req.tokens, req.protected_len))
 
     def release(self, req: CachedRequest) -> None:
         """Drop everything the request holds without caching it (abort or failed admission)."""
@@ -243,6 +280,7 @@ class NoBufferStrategy(Strategy):
             self._insert(req, req.kv_len, slot)
         else:
             self.tree.state_pool.free(slot)
+        self._write_back(req)
         self.release(req)
 
 
@@ -296,6 +334,7 @@ class ExtraBufferStrategy(Strategy):
         if cache_len > req.protected_len:
             donated = req.track_slots.pop()
             self._insert(req, cache_len, donated)
+        self._write_back(req)
         # KV past the last tracked state cannot be reused without a state: free it.
         self.release(req)
 

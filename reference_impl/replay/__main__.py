@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap-multiplier", type=_positive_int, default=5)
     p.add_argument("--chunked-prefill-size", type=_positive_int, default=8192)
     p.add_argument("--track-interval", type=_positive_int, default=256)
+    p.add_argument("--host-capacity-bytes", type=_positive_bytes, default=None, help="host (L2) tier budget")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
@@ -118,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             bootstrap_multiplier=args.bootstrap_multiplier,
             chunked_prefill_size=args.chunked_prefill_size,
             track_interval=args.track_interval,
+            host_capacity_bytes=args.host_capacity_bytes or 0,
         )
         caches = [(name, make_replay_cache(name, config)) for name in args.policy]
     except (TraceError, ValueError, KeyError) as exc:

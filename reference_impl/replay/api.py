@@ -40,6 +40,7 @@ class ReplayConfig:
     chunked_prefill_size: int | None = 8192
     track_interval: int = 256
     mamba_full_memory_ratio: float = 0.9  # SGLang's split of one byte budget into state and KV pools
+    host_capacity_bytes: int = 0  # host (L2) tier budget, split like the device's; 0 = no host tier
 
 
 class ReplayCache(Protocol):

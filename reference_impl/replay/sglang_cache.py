@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reference_impl.host_tier import HostTier
 from reference_impl.lifecycle import (
     STATES_PER_REQUEST_WITH_CACHE,
     CachedRequest,
@@ -21,7 +22,7 @@ from reference_impl.radix.pools import KVPool, PoolExhausted, StatePool
 from reference_impl.radix.tree import MambaRadixTree
 from reference_impl.replay.api import ReplayConfig, ReplayStats
 
-__all__ = ["PoolSizes", "SGLangReplayCache", "pool_sizes"]
+__all__ = ["PoolSizes", "SGLangReplayCache", "pool_sizes", "split_bytes"]
 
 
 class PoolSizes:
@@ -30,11 +31,18 @@ class PoolSizes:
         self.state_slots = state_slots
 
 
-def pool_sizes(config: ReplayConfig) -> PoolSizes:
+def split_bytes(capacity_bytes: int, config: ReplayConfig) -> PoolSizes:
+    """KV tokens and state slots from one byte budget, split as SGLang splits it."""
     state_bytes = config.model.state_bytes()
     r = config.mamba_full_memory_ratio
-    slots = int(config.capacity_bytes * r / (1 + r)) // state_bytes
-    kv_tokens = (config.capacity_bytes - slots * state_bytes) // config.model.kv_bytes_per_token()
+    slots = int(capacity_bytes * r / (1 + r)) // state_bytes
+    kv_tokens = (capacity_bytes - slots * state_bytes) // config.model.kv_bytes_per_token()
+    return PoolSizes(kv_tokens, slots)
+
+
+def pool_sizes(config: ReplayConfig) -> PoolSizes:
+    sizes = split_bytes(config.capacity_bytes, config)
+    slots, kv_tokens, state_bytes = sizes.state_slots, sizes.kv_tokens, config.model.state_bytes()
     needed = STATES_PER_REQUEST_WITH_CACHE + (2 if config.strategy == "extra_buffer" else 0)
     if slots < needed:
         raise ValueError(
@@ -50,11 +58,18 @@ class SGLangReplayCache:
         self.tree = MambaRadixTree(
             KVPool(sizes.kv_tokens), StatePool(sizes.state_slots), policy, page_size=config.page_size
         )
+        self.host: HostTier | None = None
+        if config.host_capacity_bytes > 0:
+            host = split_bytes(config.host_capacity_bytes, config)
+            if host.state_slots < 1 or host.kv_tokens < config.page_size:
+                raise ValueError(f"host capacity {config.host_capacity_bytes} B holds no state or no KV page")
+            self.host = HostTier(host.kv_tokens, host.state_slots, page_size=config.page_size)
         self.strategy: Strategy = make_strategy(
             config.strategy,
             self.tree,
             chunked_prefill_size=config.chunked_prefill_size,
             track_interval=config.track_interval,
+            host=self.host,
         )
         self._pending: CachedRequest | None = None
         self.rejected = 0
@@ -95,5 +110,16 @@ class SGLangReplayCache:
                 ("kv_pool_tokens", float(self.tree.kv_pool.size)),
                 ("state_pool_slots", float(self.tree.state_pool.size)),
                 ("state_checkpoint_skips", float(c.state_alloc_failures)),
+                *self._host_notes(),
             ),
+        )
+
+    def _host_notes(self) -> tuple[tuple[str, float], ...]:
+        if self.host is None:
+            return ()
+        h = self.host.counters
+        return (
+            ("host_load_backs", float(h.load_backs)),
+            ("host_load_back_tokens", float(h.load_back_tokens)),
+            ("host_write_back_tokens", float(h.write_back_tokens)),
         )
