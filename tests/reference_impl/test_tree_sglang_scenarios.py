@@ -143,3 +143,39 @@ def test_page_size_aligns_matches_and_child_keys() -> None:
     assert h.match(list(range(16)))[0] == 16
     assert h.match([*range(16), 1, 2, 3])[0] == 16  # the trailing partial page is ignored
     check_invariants(h.tree)
+
+
+def test_evicting_a_leaf_deletes_its_childless_tombstone_ancestors() -> None:
+    """SGLang test_evict_iterative_tombstone_cleanup: no tombstone is ever left as a leaf."""
+    h = TreeHarness()
+    h.insert([1, 2])
+    h.insert([1, 2, 3, 4])
+    h.insert([1, 2, 3, 4, 5, 6])
+    h.insert([9])
+    h.match([9])  # [9] becomes the most recent state; [1,2] and [1,2,3,4] are the two oldest
+    r = h.tree.evict(num_states=2)  # both internal: tombstoned, KV kept
+    assert (r.tokens_evicted, r.states_evicted) == (0, 2)
+    r = h.tree.evict(num_tokens=1)  # the LRU leaf [5,6] goes, and with it both tombstones above it
+    assert (r.tokens_evicted, r.states_evicted) == (6, 1)
+    assert h.tree.total_kv_tokens() == 1 and set(h.tree.nodes) == {n.id for n in h.tree.root.children.values()}
+
+
+def test_state_eviction_of_a_leaf_deletes_it_with_its_kv() -> None:
+    """SGLang test_mamba_evict_cascades_on_full_leaf: a leaf cannot become a tombstone."""
+    h = TreeHarness()
+    h.insert([1, 2, 3])
+    r = h.tree.evict(num_states=1)
+    assert (r.tokens_evicted, r.states_evicted) == (3, 1)
+    assert not h.tree.nodes and h.tree.kv_pool.available == 128
+
+
+def test_locked_nodes_are_never_victims_in_either_order() -> None:
+    h = TreeHarness()
+    h.insert([1, 2, 3])
+    h.insert([4, 5, 6])
+    handle = h.tree.lock(h.tree.match_prefix([1, 2, 3]).last_node)
+    r = h.tree.evict(num_tokens=100, num_states=100)
+    assert (r.tokens_evicted, r.states_evicted) == (3, 1)
+    assert h.match([1, 2, 3])[0] == 3
+    h.tree.unlock(handle)
+    assert h.tree.lru_leaf() is not None and h.tree.lru_state() is not None
