@@ -114,3 +114,12 @@ def test_pool_exhaustion_raises_cleanly_and_leaks_nothing() -> None:
     s.release(req)
     check_invariants(s.tree)
     assert s.tree.kv_pool.available == 64
+
+
+@pytest.mark.parametrize(("page_size", "expected"), [(1, 320), (16, 320), (128, 256)])
+def test_branch_point_granularity_is_max_of_chunk_and_page(page_size: int, expected: int) -> None:
+    s = build("extra_buffer", page_size=page_size)
+    prefix = [3] * 330
+    cached = [serve(s, prefix + [200 + i] * 256, [5]) for i in range(3)]
+    assert cached == [0, 0, expected]
+    assert all(n.depth % page_size == 0 for n in s.tree.nodes.values())
