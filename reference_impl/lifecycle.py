@@ -239,6 +239,8 @@ class Strategy:
         """Insert ``tokens[:cache_len]`` with ``slot``; re-lock the request on the new node."""
         tree = self.tree
         result = tree.insert(req.tokens[:cache_len], slot, prev_prefix_len=req.protected_len)
+        if tree.semantics == "0.5.9":
+            tree.kv_pool.free(result.duplicate_kv)  # 0.5.9's cache_*_req frees what insert left
         self.counters.states_inserted += 1
         if result.state_exists:
             self.counters.states_duplicate += 1

@@ -28,6 +28,7 @@ __all__ = [
     "Trace",
     "TraceError",
     "TraceRow",
+    "TraceStream",
     "iter_trace",
     "read_trace",
     "write_trace",
@@ -80,6 +81,20 @@ class Trace:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class TraceStream:
+    """A trace whose rows may be produced lazily (a generator writes it without holding every row).
+
+    ``rows`` may be a one-shot iterator: consume it once, e.g. with ``write_trace`` or ``materialize``.
+    """
+
+    rows: Iterable[TraceRow]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def materialize(self) -> Trace:
+        return Trace(tuple(self.rows), dict(self.metadata))
+
+
 def _token_list(value: Any, key: str, where: str) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise TraceError(f"{where}: '{key}' must be a list of token ids, got {type(value).__name__}")
@@ -123,7 +138,15 @@ def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRow | dict[str, An
     except OSError as exc:
         raise TraceError(f"{p}: cannot open trace ({exc.strerror or exc})") from None
     with fh:
-        for lineno, line in enumerate(fh, start=1):
+        lineno = 0
+        while True:
+            lineno += 1
+            try:
+                line = fh.readline()
+            except UnicodeDecodeError:
+                raise TraceError(f"{p}:{lineno}: not UTF-8 text") from None
+            if not line:
+                break
             if not line.strip():
                 continue
             where = f"{p}:{lineno}"
@@ -131,6 +154,8 @@ def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRow | dict[str, An
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise TraceError(f"{where}: not valid JSON ({exc.msg})") from None
+            except (ValueError, RecursionError) as exc:  # e.g. an integer too long, nesting too deep
+                raise TraceError(f"{where}: not a usable JSON row ({type(exc).__name__})") from None
             if lineno == 1 and isinstance(obj, dict) and METADATA_KEY in obj:
                 meta = obj[METADATA_KEY]
                 if not isinstance(meta, dict):

@@ -93,4 +93,4 @@ class SeglenPolicy(EvictionPolicy):
         return self._pick(tree, tree.evictable_leaves.values(), lambda n: n.kv_order)
 
     def state_victim(self, tree: MambaRadixTree) -> Node | None:
-        return self._pick(tree, tree.evictable_states.values(), lambda n: (n.state_tick, 0))
+        return self._pick(tree, tree.evictable_states.values(), lambda n: (n.state_tick, n.depth))

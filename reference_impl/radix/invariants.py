@@ -105,7 +105,7 @@ def check_invariants(
             _fail(f"{node}: evictable leaf missing from the KV heap")
     st_keys = set(tree._state_heap)
     for node in tree.evictable_states.values():
-        if (node.state_tick, node.id) not in st_keys:
+        if (node.state_tick, node.depth, node.id) not in st_keys:
             _fail(f"{node}: evictable state missing from the state heap")
     # 6. Pool accounting closes.
     held = list(held_states)

@@ -33,7 +33,14 @@ from reference_impl.radix.pools import KVPool, StatePool
 if TYPE_CHECKING:
     from reference_impl.policies.base import EvictionPolicy
 
-__all__ = ["EvictResult", "InsertResult", "LockHandle", "MambaRadixTree", "MatchResult"]
+__all__ = ["SGLANG_SEMANTICS", "EvictResult", "InsertResult", "LockHandle", "MambaRadixTree", "MatchResult"]
+
+# The SGLang versions whose cache behaviour this tree reproduces, newest last (research/sglang.md §0):
+#   0.5.9  MambaRadixCache: a hit refreshes the whole matched chain in the state order; insert leaves
+#          duplicate KV to its caller; the branching seqlen is reported whenever it is > 0.
+#   0.5.23 UnifiedRadixCache: a hit refreshes only the used node (#31643/#31648); insert frees
+#          duplicate KV; the branching seqlen is reported only beyond the reusable prefix.
+SGLANG_SEMANTICS = ("0.5.9", "0.5.23")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +55,7 @@ class MatchResult:
 class InsertResult:
     prefix_len: int  # tokens of the key already in the tree before the insert
     state_exists: bool  # the key ended on a node that already had a state: the caller frees its slot
-    duplicate_kv_freed: int  # caller-owned KV tokens returned to the pool because the tree had them
+    duplicate_kv: int  # caller-held KV tokens the tree already had: freed here (0.5.23) or by the caller (0.5.9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +79,10 @@ class MambaRadixTree:
         *,
         page_size: int = 1,
         chunk_size: int = 64,
+        semantics: str = "0.5.23",
     ) -> None:
+        if semantics not in SGLANG_SEMANTICS:
+            raise ValueError(f"unknown SGLang semantics {semantics!r}; choose one of {', '.join(SGLANG_SEMANTICS)}")
         if page_size < 1:
             raise ValueError(f"page_size must be >= 1, got {page_size}")
         if chunk_size % page_size and page_size % chunk_size:
@@ -80,6 +90,7 @@ class MambaRadixTree:
         self.kv_pool = kv_pool
         self.state_pool = state_pool
         self.policy = policy
+        self.semantics = semantics
         self.page_size = page_size
         self.chunk_size = max(chunk_size, page_size)
         self.clock = 0
@@ -95,7 +106,7 @@ class MambaRadixTree:
         self.evictable_leaves: dict[int, Node] = {}  # non-root, childless, unlocked
         self.evictable_states: dict[int, Node] = {}  # stateful, state-unlocked, not a KV-locked leaf
         self._kv_heap: list[tuple[int, int, int]] = []  # (kv_tick, depth, id), lazily invalidated
-        self._state_heap: list[tuple[int, int]] = []  # (state_tick, id)
+        self._state_heap: list[tuple[int, int, int]] = []  # (state_tick, depth, id)
         self.tokens_evicted_total = 0  # lifetime counters, for reports
         self.states_evicted_total = 0
 
@@ -112,7 +123,7 @@ class MambaRadixTree:
     def _touch_state(self, node: Node, tick: int) -> None:
         node.state_tick = tick
         if node.id in self.evictable_states:
-            heapq.heappush(self._state_heap, (tick, node.id))
+            heapq.heappush(self._state_heap, (tick, node.depth, node.id))
 
     def _refresh_candidacy(self, node: Node) -> None:
         """Recompute whether ``node`` may be picked by either order after any change to it."""
@@ -129,7 +140,7 @@ class MambaRadixTree:
         stateful = node.state is not None and node.state_lock == 0 and (bool(node.children) or node.kv_lock == 0)
         if stateful and node.id not in self.evictable_states:
             self.evictable_states[node.id] = node
-            heapq.heappush(self._state_heap, (node.state_tick, node.id))
+            heapq.heappush(self._state_heap, (node.state_tick, node.depth, node.id))
         elif not stateful:
             self.evictable_states.pop(node.id, None)
         self._compact_heaps()
@@ -139,7 +150,7 @@ class MambaRadixTree:
             self._kv_heap = [(n.kv_tick, n.depth, n.id) for n in self.evictable_leaves.values()]
             heapq.heapify(self._kv_heap)
         if len(self._state_heap) > 2 * len(self.evictable_states) + 64:
-            self._state_heap = [(n.state_tick, n.id) for n in self.evictable_states.values()]
+            self._state_heap = [(n.state_tick, n.depth, n.id) for n in self.evictable_states.values()]
             heapq.heapify(self._state_heap)
 
     def lru_leaf(self) -> Node | None:
@@ -157,7 +168,7 @@ class MambaRadixTree:
         """Least recently used state-unlocked stateful node in state order."""
         heap = self._state_heap
         while heap:
-            tick, nid = heap[0]
+            tick, _depth, nid = heap[0]
             node = self.evictable_states.get(nid)
             if node is not None and node.state_tick == tick:
                 return node
@@ -220,12 +231,15 @@ class MambaRadixTree:
             walk: Node | None = best
             while walk is not None and walk is not self.root:
                 self._touch_kv(walk, tick)
+                if self.semantics == "0.5.9" and walk.state is not None:
+                    self._touch_state(walk, tick)  # (tick, depth) keeps the child the more recent
                 walk = walk.parent
             self._touch_state(best, tick)
         branch = None
         if pos > best_len:
             aligned = pos // self.chunk_size * self.chunk_size
-            branch = aligned if aligned > best_len else None
+            floor = 0 if self.semantics == "0.5.9" else best_len
+            branch = aligned if aligned > floor else None
         return MatchResult(best_len, best, pos, branch)
 
     # ----------------------------------------------------------------- insert
@@ -256,8 +270,8 @@ class MambaRadixTree:
             pos += m
             node = child
         duplicate = max(0, pos - prev_prefix_len)
-        if duplicate:
-            self.kv_pool.free(duplicate)
+        if duplicate and self.semantics != "0.5.9":
+            self.kv_pool.free(duplicate)  # 0.5.9 leaves this to the caller (cache_*_req)
         if pos < len(key):
             leaf = self._new_node(key[pos:], node, len(key))
             node.children[child_key(leaf.key, 0, ps)] = leaf

@@ -86,14 +86,14 @@ def test_insert_prev_prefix_len_frees_only_unshared_duplicates() -> None:
     avail = h.tree.kv_pool.available
     # A request that shares nothing with the tree allocated all 6 tokens: all 6 are duplicates.
     r = h.insert([1, 2, 3, 4, 5, 6, 7, 8])
-    assert (r.prefix_len, r.duplicate_kv_freed) == (6, 6)
+    assert (r.prefix_len, r.duplicate_kv) == (6, 6)
     assert h.tree.kv_pool.available == avail - 8 + 6
     # Shares the first 2 tokens already: 4 duplicates across two nodes are freed.
     r = h.insert([1, 2, 3, 4, 5, 6, 7, 8, 9], prev_prefix_len=2)
-    assert (r.prefix_len, r.duplicate_kv_freed) == (8, 6)
+    assert (r.prefix_len, r.duplicate_kv) == (8, 6)
     # Shares everything the tree has: nothing to free.
     r = h.insert([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], prev_prefix_len=9)
-    assert (r.prefix_len, r.duplicate_kv_freed) == (9, 0)
+    assert (r.prefix_len, r.duplicate_kv) == (9, 0)
 
 
 def test_insert_on_existing_state_reports_it_and_revives_tombstones() -> None:
@@ -179,3 +179,30 @@ def test_locked_nodes_are_never_victims_in_either_order() -> None:
     assert h.match([1, 2, 3])[0] == 3
     h.tree.unlock(handle)
     assert h.tree.lru_leaf() is not None and h.tree.lru_state() is not None
+
+
+def test_sglang_0_5_9_semantics_refresh_the_matched_chain_and_leave_duplicates() -> None:
+    """The oracle's 0.5.9 runs: chain refresh evicts a2 (not a1); insert keeps duplicate KV."""
+    h = TreeHarness(semantics="0.5.9")
+    for key in ([1, 2, 3], [1, 2, 3, 4, 5, 6], [7, 8, 9], [7, 8, 9, 10, 11, 12]):
+        h.insert(key)
+    h.match([1, 2, 3, 4, 5, 6])
+    h.match([7, 8, 9, 10, 11, 12])
+    h.match([1, 2, 3, 4, 5, 6])
+    h.tree.evict(num_states=1)
+    assert h.match([1, 2, 3])[0] == 3
+    assert h.match([7, 8, 9])[0] == 0
+
+    h = TreeHarness(semantics="0.5.9")
+    avail = []
+    for key in ([1, 2, 3], [1, 2, 3, 4, 5, 6, 7], [10, 11, 12], [1, 2, 3, 4, 5, 60, 70]):
+        tree = h.tree
+        assert tree.kv_pool.alloc(len(key))
+        slot = tree.state_pool.alloc()
+        assert slot is not None
+        tree.insert(key, slot)
+        avail.append(tree.kv_pool.available)
+    assert avail == [125, 118, 115, 108]
+    # Its branching seqlen is reported even when it does not pass the reusable prefix.
+    m = h.tree.match_prefix([1, 2, 3, 4, 5, 6, 7, 8])
+    assert m.prefix_len == 7 and m.branch_seqlen is None  # 7 < one chunk of 64

@@ -13,9 +13,11 @@ from reference_impl.radix.tree import InsertResult, MambaRadixTree
 class TreeHarness:
     """A tree plus helpers that allocate like SGLang's unit-test fixture and check invariants."""
 
-    def __init__(self, kv: int = 128, states: int = 20, page_size: int = 1, policy: str = "lru") -> None:
+    def __init__(
+        self, kv: int = 128, states: int = 20, page_size: int = 1, policy: str = "lru", semantics: str = "0.5.23"
+    ) -> None:
         self.tree = MambaRadixTree(
-            KVPool(kv), StatePool(states), make_policy(policy), page_size=page_size, chunk_size=64
+            KVPool(kv), StatePool(states), make_policy(policy), page_size=page_size, chunk_size=64, semantics=semantics
         )
 
     def insert(self, tokens: Sequence[int], prev_prefix_len: int = 0) -> InsertResult:
@@ -24,6 +26,8 @@ class TreeHarness:
         slot = tree.state_pool.alloc()
         assert slot is not None
         result = tree.insert(tokens, slot, prev_prefix_len=prev_prefix_len)
+        if tree.semantics == "0.5.9":
+            tree.kv_pool.free(result.duplicate_kv)  # what 0.5.9's cache_finished_req does after insert
         if result.state_exists:
             tree.state_pool.free(slot)
         check_invariants(tree)
