@@ -34,6 +34,7 @@ __all__ = [
     "STATES_PER_REQUEST_WITH_CACHE",
     "STRATEGIES",
     "CachedRequest",
+    "DisabledStrategy",
     "ExtraBufferStrategy",
     "LifecycleCounters",
     "NoBufferStrategy",
@@ -201,20 +202,31 @@ class Strategy:
 
     # ---------------------------------------------------------------- prefill and decode
     def prefill(self, req: CachedRequest, *, finishes_after_prefill: bool) -> None:
-        """Run the prompt's uncached part in chunks, checkpointing per strategy."""
-        start = req.kv_len
+        """Run the prompt's uncached part in chunks of ``chunked_prefill_size``, checkpointing per strategy."""
         step = self.chunked_prefill_size or req.input_len
-        while start < req.input_len:
-            end = min(start + step, req.input_len)
-            self._alloc_kv(end - start)
-            req.kv_len = end
-            self._on_forward(req, start, end)
-            assert req.live_state is not None
-            self.tree.state_pool.write(req.live_state, fingerprint(req.tokens, end))
-            last = end == req.input_len
-            if not (last and finishes_after_prefill):
-                self.cache_unfinished(req)
-            start = end
+        while req.kv_len < req.input_len:
+            end = min(req.kv_len + step, req.input_len)
+            self.prefill_chunk(req, end, finishes_after_prefill=finishes_after_prefill)
+
+    def alloc_chunk(self, req: CachedRequest, end: int) -> None:
+        """Allocate KV for ``tokens[kv_len:end]`` (a scheduler does this when it plans the batch)."""
+        self._alloc_kv(end - req.kv_len, protect=req.lock.node if req.lock else None)
+        req.kv_len = end
+
+    def prefill_chunk(self, req: CachedRequest, end: int, *, finishes_after_prefill: bool) -> None:
+        """One prefill forward over ``tokens[kv_len:end]``: allocate, track, checkpoint."""
+        start = req.kv_len
+        self.alloc_chunk(req, end)
+        self.complete_chunk(req, start, finishes_after_prefill=finishes_after_prefill)
+
+    def complete_chunk(self, req: CachedRequest, start: int, *, finishes_after_prefill: bool) -> None:
+        """The forward over ``tokens[start:kv_len]`` ran: track states and checkpoint the chunk."""
+        end = req.kv_len
+        self._on_forward(req, start, end)
+        assert req.live_state is not None
+        self.tree.state_pool.write(req.live_state, fingerprint(req.tokens, end))
+        if not (end == req.input_len and finishes_after_prefill):
+            self.cache_unfinished(req)
 
     def decode(self, req: CachedRequest, output_tokens: Sequence[int]) -> None:
         """Append the output; KV exists for every token but the last one sampled."""
@@ -341,7 +353,32 @@ class ExtraBufferStrategy(Strategy):
         self.release(req)
 
 
-STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (NoBufferStrategy, ExtraBufferStrategy)}
+class DisabledStrategy(Strategy):
+    """``--disable-radix-cache``: no matching, no insertion; a request holds one state slot."""
+
+    name = "disabled"
+
+    def admit(self, input_tokens: Sequence[int]) -> CachedRequest:
+        req = CachedRequest(list(input_tokens), len(input_tokens))
+        req.lock = self.tree.lock(self.tree.root)
+        slot = self.tree.state_pool.alloc()
+        if slot is None:
+            self.release(req)
+            raise PoolExhausted("Not enough space for mamba cache")
+        req.live_state = slot
+        self.tree.state_pool.write(slot, fingerprint(req.tokens, 0))
+        return req
+
+    def cache_unfinished(self, req: CachedRequest) -> None:
+        return
+
+    def finish(self, req: CachedRequest) -> None:
+        self.release(req)
+
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    s.name: s for s in (NoBufferStrategy, ExtraBufferStrategy, DisabledStrategy)
+}
 
 
 def make_strategy(name: str, tree: MambaRadixTree, **kwargs: object) -> Strategy:

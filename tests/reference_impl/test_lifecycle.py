@@ -123,3 +123,11 @@ def test_branch_point_granularity_is_max_of_chunk_and_page(page_size: int, expec
     cached = [serve(s, prefix + [200 + i] * 256, [5]) for i in range(3)]
     assert cached == [0, 0, expected]
     assert all(n.depth % page_size == 0 for n in s.tree.nodes.values())
+
+
+def test_disabled_cache_never_hits_and_keeps_nothing() -> None:
+    s = build("disabled")
+    seq = list(range(100))
+    assert serve(s, seq, [1, 2, 3]) == 0
+    assert serve(s, [*seq, 1, 2, 3, 4], [5]) == 0
+    assert not s.tree.nodes and s.tree.kv_pool.available == s.tree.kv_pool.size

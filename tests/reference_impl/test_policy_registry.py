@@ -12,14 +12,14 @@ from reference_impl.radix.tree import MambaRadixTree
 
 def test_the_issue_policy_names_are_all_registered() -> None:
     assert set(POLICIES) == {"lru", "seglen", "marconi", "sglang_plus", "vllm_plus"}
-    assert set(STRATEGIES) == {"no_buffer", "extra_buffer"}
+    assert set(STRATEGIES) == {"no_buffer", "extra_buffer", "disabled"}
 
 
 def test_unknown_names_list_the_valid_ones() -> None:
     with pytest.raises(KeyError, match="choose one of lru, seglen"):
         make_policy("fifo")
     tree = MambaRadixTree(KVPool(8), StatePool(4), make_policy("lru"))
-    with pytest.raises(KeyError, match="extra_buffer, no_buffer"):
+    with pytest.raises(KeyError, match="disabled, extra_buffer, no_buffer"):
         make_strategy("extra_buffer_lazy", tree)
 
 
