@@ -192,6 +192,10 @@ def write_trace(
                 fh.write(json.dumps({METADATA_KEY: dict(metadata)}) + "\n")
             for row in rows:
                 fh.write(json.dumps(row.to_json()) + "\n")
+        # mkstemp creates 0600; a trace is an ordinary file, so honour the umask like open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

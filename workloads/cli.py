@@ -1,0 +1,52 @@
+"""CLI plumbing shared by ``workloads.generate``, ``workloads.stats`` and ``workloads.scale``.
+
+User errors (bad option, unreadable or malformed input, too small a vocab) end the process with one
+line on stderr and exit code 2 (DESIGN.md §4), never a traceback. Output files are written atomically
+by ``write_trace``, so a failed run leaves no half-written trace behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from workloads.errors import WorkloadError
+from workloads.trace import TraceError
+
+__all__ = ["EXIT_USAGE", "OneLineArgumentParser", "run_cli"]
+
+EXIT_USAGE = 2
+
+
+class _UsageError(Exception):
+    pass
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """``argparse`` whose errors are one line (no usage block) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{self.prog}: error: {message}")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run_cli(main: Callable[[Sequence[str] | None], int], prog: str, argv: Sequence[str] | None = None) -> int:
+    """Run ``main``; map user errors to one stderr line ``PROG: error: ...`` and exit code 2."""
+    try:
+        return main(argv)
+    except _UsageError as exc:
+        print(_one_line(str(exc)), file=sys.stderr)
+    except (WorkloadError, TraceError) as exc:
+        print(f"{prog}: error: {_one_line(str(exc))}", file=sys.stderr)
+    except OSError as exc:  # e.g. the output directory is not writable
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"{prog}: error: {where}{_one_line(exc.strerror or str(exc))}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    return EXIT_USAGE

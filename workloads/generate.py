@@ -1,0 +1,66 @@
+"""Generate a workload trace.
+
+    python -m workloads.generate {gsp,sharegpt,swebench,random,trace} [options] \\
+        --vocab-size V --seed S -o TRACE.jsonl
+
+Writes one trace (DESIGN.md §3) atomically: a metadata line (generator, parameters, seed, vocab size,
+``synthetic``) and one row per request. The same arguments and seed give a byte-identical file.
+``--scale F`` applies ``workloads.scale`` to the result. Bad input: one line on stderr, exit code 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from workloads.cli import OneLineArgumentParser, run_cli
+from workloads.errors import WorkloadError, require
+from workloads.registry import WORKLOADS
+from workloads.sampling import MAX_VOCAB
+from workloads.scale import scale_stream
+from workloads.trace import TraceRow, TraceStream, write_trace
+
+__all__ = ["build_parser", "checked_rows", "main"]
+
+
+def checked_rows(rows: Iterable[TraceRow], vocab_size: int) -> Iterator[TraceRow]:
+    """Pass rows through, failing on the first token id at or above ``vocab_size``."""
+    for i, row in enumerate(rows):
+        for key, toks in (("input_tokens", row.input_tokens), ("output_tokens", row.output_tokens)):
+            if toks and max(toks) >= vocab_size:
+                raise WorkloadError(
+                    f"row {i} (session {row.session_id!r}, turn {row.turn_id}): {key} holds id {max(toks)}"
+                    f" >= --vocab-size {vocab_size}"
+                )
+        yield row
+
+
+def build_parser() -> OneLineArgumentParser:
+    parser = OneLineArgumentParser(prog="python -m workloads.generate", description="Generate a workload trace.")
+    sub = parser.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
+    for w in WORKLOADS.values():
+        p = sub.add_parser(w.name, help=w.summary, description=w.summary)
+        w.add_arguments(p)
+        p.add_argument("--vocab-size", type=int, required=True, help="token ids are drawn below this")
+        p.add_argument("--seed", type=int, default=42, help="RNG seed (default 42, as SGLang)")
+        p.add_argument("-o", "--output", required=True, help="trace JSONL to write (atomically)")
+        p.add_argument("--scale", type=int, help="shrink lengths and counts by this integer factor")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    vocab: int = args.vocab_size
+    require(1 <= vocab <= MAX_VOCAB, f"--vocab-size must be in [1, 2**32], got {vocab}")
+    stream = WORKLOADS[args.workload].from_args(args, vocab, args.seed)
+    if args.scale is not None:
+        stream = scale_stream(stream, args.scale, vocab)
+    stream = TraceStream(checked_rows(stream.rows, vocab), stream.metadata)
+    try:
+        write_trace(args.output, stream.rows, stream.metadata)
+    except OSError as exc:
+        raise WorkloadError(f"{args.output}: cannot write the trace ({exc.strerror or exc})") from None
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_cli(main, "python -m workloads.generate"))

@@ -1,0 +1,186 @@
+"""generated-shared-prefix (gsp): SGLang bench_serving's GSP dataset, token-level.
+
+Semantics follow ``sglang.benchmark.datasets.generated_shared_prefix`` (research/sglang.md §6.2):
+
+* lengths come from ``compute_random_lens``: one system length per group, one question length per
+  (group, prompt, turn), one output length per (group, prompt), all within ``range_ratio`` bounds;
+* every prompt of a group starts with the group's system prompt; turn 0 is ``system + question_0``
+  and turn ``t`` is the previous input + the previous (recorded) output + ``question_t``;
+* uniform groups repeat each group ``prompts_per_group`` times; zipf draws the group of each of the
+  ``num_groups * prompts_per_group`` prompts with weight ``1 / rank**alpha`` (group 0 hottest) and keeps
+  the question pool unchanged;
+* the prompts are shuffled with the seed unless ``ordered``.
+
+Token-level differences from SGLang: ids are drawn directly (no decode/re-encode drift, like 0.5.23's
+``--tokenize-prompt``) and there is no ``"\\n\\n"`` separator. The first question token of every prompt
+that shares a system prompt is distinct, so prompts of a group share *exactly* the system prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
+
+from workloads.errors import require
+from workloads.sampling import compute_random_lens, distinct_tokens, random_tokens
+from workloads.trace import TraceRow, TraceStream
+
+__all__ = ["PRESETS", "GspParams", "add_arguments", "from_args", "generate_gsp"]
+
+GroupDistribution = Literal["uniform", "zipf"]
+
+
+@dataclass(frozen=True, slots=True)
+class GspParams:
+    """SGLang's ``--gsp-*`` arguments; defaults are SGLang's ``cli_main`` defaults."""
+
+    num_groups: int = 64
+    prompts_per_group: int = 16
+    system_prompt_len: int = 2048
+    question_len: int = 128
+    output_len: int = 256
+    range_ratio: float = 1.0
+    num_turns: int = 1
+    ordered: bool = False
+    group_distribution: GroupDistribution = "uniform"
+    zipf_alpha: float | None = None
+
+    def validate(self) -> None:
+        require(self.num_groups >= 1, f"num_groups must be >= 1, got {self.num_groups}")
+        require(self.prompts_per_group >= 1, f"prompts_per_group must be >= 1, got {self.prompts_per_group}")
+        require(self.num_turns >= 1, f"num_turns must be >= 1, got {self.num_turns}")
+        for name in ("system_prompt_len", "question_len", "output_len"):
+            value = getattr(self, name)
+            require(value >= 0, f"{name} must be >= 0, got {value}")
+        require(0.0 <= self.range_ratio <= 1.0, f"range_ratio must be in [0, 1], got {self.range_ratio}")
+        if self.group_distribution == "zipf":
+            alpha = self.zipf_alpha
+            require(
+                alpha is not None and math.isfinite(alpha) and alpha > 0,
+                f"zipf group distribution needs a finite zipf_alpha > 0, got {alpha}",
+            )
+        else:
+            dist = self.group_distribution
+            require(dist == "uniform", f"unknown group distribution {dist!r}")
+            require(self.zipf_alpha is None, "zipf_alpha is only allowed with the zipf group distribution")
+
+
+PRESETS: dict[str, GspParams] = {
+    # SGLang bench_serving defaults.
+    "sglang-default": GspParams(),
+    # The mamba radix-cache run of SGLang #11214 / #13584 (50 groups x 10 prompts).
+    "radix": GspParams(num_groups=50, prompts_per_group=10, system_prompt_len=10240, question_len=256, output_len=128),
+    # The high-token-usage run (8 groups x 128 prompts).
+    "high-token-usage": GspParams(
+        num_groups=8, prompts_per_group=128, system_prompt_len=1000, question_len=2744, output_len=820
+    ),
+}
+
+
+def _group_of_prompts(params: GspParams, rng: random.Random) -> list[int]:
+    g, p = params.num_groups, params.prompts_per_group
+    if params.group_distribution == "uniform":
+        return [i // p for i in range(g * p)]
+    alpha = params.zipf_alpha
+    assert alpha is not None  # validate() guarantees it
+    weights = [1.0 / (rank**alpha) for rank in range(1, g + 1)]
+    return rng.choices(range(g), weights=weights, k=g * p)
+
+
+def _prefixed(first: int, rng: random.Random, n: int, vocab_size: int) -> tuple[int, ...]:
+    """``n`` random tokens whose first one is ``first`` (empty when ``n == 0``)."""
+    if n <= 0:
+        return ()
+    return (first, *random_tokens(rng, n - 1, vocab_size))
+
+
+def generate_gsp(params: GspParams, vocab_size: int, seed: int, preset: str | None = None) -> TraceStream:
+    """The GSP trace: one session per prompt (``session_id`` = pool index), ``group`` as an extra field."""
+    params.validate()
+    require(vocab_size >= 1, f"vocab size must be >= 1, got {vocab_size}")
+    rng = random.Random(seed)
+    g_count, p_count, t_count = params.num_groups, params.prompts_per_group, params.num_turns
+    n_prompts = g_count * p_count
+
+    sys_lens = compute_random_lens(params.system_prompt_len, params.range_ratio, g_count, rng)
+    q_lens = compute_random_lens(params.question_len, params.range_ratio, n_prompts * t_count, rng)
+    out_lens = compute_random_lens(params.output_len, params.range_ratio, n_prompts, rng)
+    groups = _group_of_prompts(params, rng)
+
+    sys_first = (
+        distinct_tokens(rng, g_count, vocab_size, "system prompts (one per group)")
+        if params.system_prompt_len > 0
+        else [0] * g_count
+    )
+    system_prompts = [_prefixed(sys_first[g], rng, sys_lens[g], vocab_size) for g in range(g_count)]
+    # Turn-0 questions sharing a system prompt start with distinct tokens: the prompts of a group then
+    # share exactly the system prompt. Under zipf any prompt may land in any group, so all are distinct.
+    if params.group_distribution == "uniform":
+        q_first: list[int] = []
+        for _ in range(g_count):
+            q_first += distinct_tokens(rng, p_count, vocab_size, "questions per group")
+    else:
+        q_first = distinct_tokens(rng, n_prompts, vocab_size, "questions (zipf: all prompts)")
+    questions = [
+        [
+            _prefixed(q_first[i] if t == 0 else rng.randrange(vocab_size), rng, q_lens[i * t_count + t], vocab_size)
+            for t in range(t_count)
+        ]
+        for i in range(n_prompts)
+    ]
+    outputs = [[random_tokens(rng, out_lens[i], vocab_size) for _ in range(t_count)] for i in range(n_prompts)]
+
+    order = list(range(n_prompts))
+    if not params.ordered:
+        rng.shuffle(order)
+
+    def rows() -> Iterator[TraceRow]:
+        for i in order:
+            history: tuple[int, ...] = system_prompts[groups[i]]
+            for t in range(t_count):
+                inputs = history + questions[i][t]
+                yield TraceRow(i, t, 0.0, inputs, outputs[i][t], {"group": groups[i]})
+                history = inputs + outputs[i][t]
+
+    metadata: dict[str, Any] = {
+        "generator": "gsp",
+        "semantics": "sglang bench_serving generated-shared-prefix, token-level",
+        "preset": preset,
+        "params": asdict(params),
+        "seed": seed,
+        "vocab_size": vocab_size,
+        "synthetic": False,
+    }
+    return TraceStream(rows(), metadata)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="a seed load; options override it")
+    parser.add_argument("--num-groups", type=int, help="groups (distinct system prompts); default 64")
+    parser.add_argument("--prompts-per-group", type=int, help="prompts per group; default 16")
+    parser.add_argument("--system-prompt-len", type=int, help="system prompt tokens; default 2048")
+    parser.add_argument("--question-len", type=int, help="question tokens per turn; default 128")
+    parser.add_argument("--output-len", type=int, help="output tokens per turn; default 256")
+    parser.add_argument("--range-ratio", type=float, help="lengths in [len*ratio, len]; default 1.0 (exact)")
+    parser.add_argument("--num-turns", type=int, help="turns per prompt; default 1")
+    parser.add_argument("--ordered", action="store_true", default=None, help="do not shuffle the prompts")
+    parser.add_argument("--group-distribution", choices=["uniform", "zipf"], help="default uniform")
+    parser.add_argument("--zipf-alpha", type=float, help="zipf exponent (required for zipf)")
+
+
+def from_args(args: argparse.Namespace, vocab_size: int, seed: int) -> TraceStream:
+    preset: str | None = args.preset
+    params = PRESETS[preset] if preset else GspParams()
+    overrides = {
+        name: getattr(args, name)
+        for name in (
+            "num_groups", "prompts_per_group", "system_prompt_len", "question_len", "output_len",
+            "range_ratio", "num_turns", "ordered", "group_distribution", "zipf_alpha",
+        )
+        if getattr(args, name) is not None
+    }  # fmt: skip
+    return generate_gsp(replace(params, **overrides), vocab_size, seed, preset)

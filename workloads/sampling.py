@@ -1,0 +1,81 @@
+"""Seeded sampling primitives shared by the generators: lengths, token ids, think times.
+
+Every function takes the caller's ``random.Random``; nothing here touches the global RNG, so a
+generator's output is a pure function of its parameters and seed.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+
+from workloads.errors import WorkloadError, require
+
+__all__ = [
+    "MAX_VOCAB",
+    "clipped_lognormal",
+    "compute_random_lens",
+    "distinct_tokens",
+    "poisson",
+    "random_tokens",
+]
+
+MAX_VOCAB = 2**32  # token ids are packed as uint32 by random_tokens and by the stats prefix tree
+
+
+def compute_random_lens(full_len: int, range_ratio: float, num: int, rng: random.Random) -> list[int]:
+    """SGLang's ``compute_random_lens``: uniform ints in ``[max(int(full_len*range_ratio), 1), full_len]``.
+
+    ``range_ratio=1.0`` gives exactly ``full_len``; ``full_len <= 0`` gives zeros (as in SGLang).
+    """
+    require(0.0 <= range_ratio <= 1.0, f"range ratio must be in [0, 1], got {range_ratio}")
+    if full_len <= 0:
+        return [0] * num
+    low = max(int(full_len * range_ratio), 1)
+    if low >= full_len:
+        return [full_len] * num
+    return [rng.randint(low, full_len) for _ in range(num)]
+
+
+def random_tokens(rng: random.Random, n: int, vocab_size: int) -> tuple[int, ...]:
+    """``n`` token ids drawn uniformly from ``[0, vocab_size)`` (fast: one ``getrandbits`` call)."""
+    if n <= 0:
+        return ()
+    raw = rng.getrandbits(32 * n).to_bytes(4 * n, "little")
+    words = struct.unpack(f"<{n}I", raw)
+    return tuple(w % vocab_size for w in words)
+
+
+def distinct_tokens(rng: random.Random, k: int, vocab_size: int, what: str) -> list[int]:
+    """``k`` pairwise-distinct token ids; they make sequences that must diverge actually diverge."""
+    if k > vocab_size:
+        raise WorkloadError(f"vocab size {vocab_size} is too small for {k} distinct {what}")
+    return rng.sample(range(vocab_size), k)
+
+
+def clipped_lognormal(rng: random.Random, mean: float, sigma: float, low: int, high: int) -> int:
+    """A log-normal integer with the given arithmetic ``mean``, clipped to ``[low, high]``."""
+    if sigma <= 0.0:
+        return min(max(round(mean), low), high)
+    mu = math.log(mean) - sigma * sigma / 2.0
+    return min(max(round(rng.lognormvariate(mu, sigma)), low), high)
+
+
+def poisson(rng: random.Random, lam: float) -> int:
+    """A Poisson(lam) integer (numpy's ``np.random.poisson`` semantics, as Marconi's think time uses).
+
+    Sequential inversion; exact and fast for the small means used here (``art`` of 5-10 s).
+    """
+    require(0.0 <= lam <= 500.0, f"Poisson mean must be in [0, 500], got {lam}")
+    u = rng.random()
+    k = 0
+    p = math.exp(-lam)
+    cdf = p
+    while u > cdf:
+        k += 1
+        p *= lam / k
+        cdf += p
+        if p == 0.0 and cdf < u:  # floating-point tail exhausted
+            break
+    return k

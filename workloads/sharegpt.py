@@ -1,0 +1,267 @@
+"""sharegpt: multi-turn chat sessions, low prefix reuse (the regression check of the seeds).
+
+Sources, in order of preference:
+
+* ``--path FILE``: a ShareGPT JSON list (``[{"id": ..., "conversations": [{"from": "human"|"gpt", "value":
+  text}, ...]}, ...]``, e.g. ``ShareGPT_V3_unfiltered_cleaned_split.json``), text tokenized per message;
+* ``--dataset NAME``: the same records through the optional ``datasets`` package;
+* neither: a **synthetic** stand-in following published ShareGPT statistics (labelled ``synthetic`` in
+  the metadata; ``workloads.stats`` prints the label).
+
+Sessions are built as in Marconi (research/marconi.md §3.2): turn t's input is every earlier (user,
+assistant) pair + user message t, its output is assistant message t; a session stops at the first turn
+whose input exceeds ``max_context`` tokens; session i starts at ``i / sps`` s and each later turn
+follows after the user's typing time (words / (90 words per minute)).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import random
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from workloads.errors import WorkloadError, require
+from workloads.sampling import clipped_lognormal, random_tokens
+from workloads.text_tokens import Tokenizer, make_tokenizer
+from workloads.trace import TraceRow, TraceStream
+
+__all__ = [
+    "SHAREGPT_STATS",
+    "ChatTurn",
+    "ShareGptParams",
+    "add_arguments",
+    "from_args",
+    "generate_sharegpt",
+    "parse_conversations",
+    "synthetic_sessions",
+]
+
+WORDS_PER_SECOND = 90 / 60  # Marconi's typing model
+
+# Published ShareGPT statistics: 94,145 conversations, 330,239 turns, 3.51 turns per conversation
+# (ShareChat, arXiv 2512.17843, Table 1); tokens per user prompt 94.5 ± 626.4 and per response
+# 348.5 ± 269.9 (LMSYS-Chat-1M paper, Table 1, Llama tokenizer; to re-check against the paper). Lengths
+# are log-normal with that mean and standard deviation; turn counts are 1 + geometric with mean 3.51.
+SHAREGPT_STATS: dict[str, float] = {
+    "mean_turns": 3.51,
+    "user_mean": 94.5,
+    "user_std": 626.4,
+    "assistant_mean": 348.5,
+    "assistant_std": 269.9,
+}
+_USER_ROLES = {"human", "user"}
+_ASSISTANT_ROLES = {"gpt", "assistant", "chatgpt", "bard", "bing", "model"}
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTurn:
+    """One user message and the assistant reply, as token ids; ``words`` drives the typing time."""
+
+    user: tuple[int, ...]
+    assistant: tuple[int, ...]
+    words: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGptParams:
+    num_sessions: int = 100
+    min_turns: int = 1
+    max_turns: int = 1000
+    max_context: int = 32768
+    sps: float = 1.0
+    shuffle: bool = False
+
+    def validate(self) -> None:
+        require(self.num_sessions >= 1, f"num_sessions must be >= 1, got {self.num_sessions}")
+        require(self.min_turns >= 1, f"min_turns must be >= 1, got {self.min_turns}")
+        require(self.max_turns >= self.min_turns, f"max_turns {self.max_turns} < min_turns {self.min_turns}")
+        require(self.max_context >= 1, f"max_context must be >= 1, got {self.max_context}")
+        require(math.isfinite(self.sps) and self.sps > 0, f"sps must be a positive number, got {self.sps}")
+
+
+# Marconi's ShareGPT traces: >= 20 messages (10 rounds), first 100 conversations, 32K context.
+PRESETS: dict[str, ShareGptParams] = {"marconi": ShareGptParams(num_sessions=100, min_turns=10)}
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise WorkloadError(f"{where}: 'value' must be a string, got {type(value).__name__}")
+    return value
+
+
+def parse_conversations(record: Any, where: str) -> list[tuple[str, str]]:
+    """(user text, assistant text) pairs of one ShareGPT record; system text joins the next user turn."""
+    if not isinstance(record, dict) or not isinstance(record.get("conversations"), list):
+        raise WorkloadError(f"{where}: expected an object with a 'conversations' list")
+    pairs: list[tuple[str, str]] = []
+    user: list[str] = []
+    reply: list[str] = []
+    for j, msg in enumerate(record["conversations"]):
+        at = f"{where} message {j}"
+        if not isinstance(msg, dict) or not isinstance(msg.get("from"), str):
+            raise WorkloadError(f"{at}: expected an object with a string 'from'")
+        role, text = msg["from"].lower(), _text(msg.get("value"), at)
+        if role in _ASSISTANT_ROLES:
+            if user:  # leading assistant messages (no user turn yet) are dropped
+                reply.append(text)
+        elif role in _USER_ROLES or role == "system":
+            if reply:
+                pairs.append(("\n".join(user), "\n".join(reply)))
+                user, reply = [], []
+            user.append(text)
+        else:
+            raise WorkloadError(f"{at}: unknown role {msg['from']!r}")
+    if user and reply:
+        pairs.append(("\n".join(user), "\n".join(reply)))
+    return pairs
+
+
+def _load_records(path: str | None, dataset: str | None, split: str) -> Iterable[Any]:
+    if path is not None:
+        p = Path(path)
+        try:
+            with p.open(encoding="utf-8") as fh:
+                data = json.load(fh)
+        except OSError as exc:
+            raise WorkloadError(f"{p}: cannot read ShareGPT file ({exc.strerror or exc})") from None
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, too deep
+            raise WorkloadError(f"{p}: not a ShareGPT JSON file ({type(exc).__name__}: {exc})") from None
+        if not isinstance(data, list):
+            kind = type(data).__name__
+            raise WorkloadError(f"{p}: a ShareGPT file is a JSON list of conversations, got {kind}")
+        return data
+    assert dataset is not None
+    try:
+        datasets: Any = importlib.import_module("datasets")
+    except ImportError:
+        raise WorkloadError(f"--dataset {dataset} needs the optional 'datasets' package; or use --path") from None
+    try:
+        return list(datasets.load_dataset(dataset, split=split))
+    except Exception as exc:  # network, auth and schema errors all end the run the same way
+        raise WorkloadError(f"cannot load dataset {dataset!r} split {split!r}: {exc}") from None
+
+
+def tokenized_sessions(
+    records: Iterable[Any], tokenizer: Tokenizer, params: ShareGptParams, source: str, rng: random.Random
+) -> list[list[ChatTurn]]:
+    """The first ``num_sessions`` records with at least ``min_turns`` turns, tokenized per message."""
+    indexed = list(enumerate(records))
+    if params.shuffle:
+        rng.shuffle(indexed)
+    sessions: list[list[ChatTurn]] = []
+    for i, record in indexed:
+        pairs = parse_conversations(record, f"{source}: conversation {i}")
+        if len(pairs) < params.min_turns:
+            continue
+        pairs = pairs[: params.max_turns]
+        sessions.append([ChatTurn(tokenizer.encode(u), tokenizer.encode(a), u.count(" ")) for u, a in pairs])
+        if len(sessions) == params.num_sessions:
+            break
+    if not sessions:
+        raise WorkloadError(f"{source}: no conversation has >= {params.min_turns} user/assistant turns")
+    return sessions
+
+
+def synthetic_sessions(
+    params: ShareGptParams, vocab_size: int, rng: random.Random, stats: dict[str, float] = SHAREGPT_STATS
+) -> list[list[ChatTurn]]:
+    """Sessions drawn from ``stats``; turn counts are conditioned on ``>= min_turns`` (memoryless)."""
+    p = 1.0 / stats["mean_turns"]  # 1 + Geometric(p) has mean 1/p
+    user_sigma = math.sqrt(math.log1p((stats["user_std"] / stats["user_mean"]) ** 2))
+    asst_sigma = math.sqrt(math.log1p((stats["assistant_std"] / stats["assistant_mean"]) ** 2))
+    sessions: list[list[ChatTurn]] = []
+    for _ in range(params.num_sessions):
+        extra = math.floor(math.log(1.0 - rng.random()) / math.log(1.0 - p)) if p < 1.0 else 0
+        n_turns = min(params.min_turns + extra, params.max_turns)
+        turns = []
+        for _t in range(n_turns):
+            u_len = clipped_lognormal(rng, stats["user_mean"], user_sigma, 1, 8192)
+            a_len = clipped_lognormal(rng, stats["assistant_mean"], asst_sigma, 1, 4096)
+            user = random_tokens(rng, u_len, vocab_size)
+            turns.append(ChatTurn(user, random_tokens(rng, a_len, vocab_size), round(0.75 * u_len)))
+        sessions.append(turns)
+    return sessions
+
+
+def session_rows(sessions: Sequence[Sequence[ChatTurn]], params: ShareGptParams) -> Iterator[TraceRow]:
+    """Marconi's multi-turn rows, sorted by ``ts`` (ties: session, then turn)."""
+    rows: list[TraceRow] = []
+    for sid, turns in enumerate(sessions):
+        history: tuple[int, ...] = ()
+        ts = sid / params.sps
+        for tid, turn in enumerate(turns):
+            inputs = history + turn.user
+            if len(inputs) > params.max_context:
+                break
+            if tid > 0:
+                ts += turn.words / WORDS_PER_SECOND
+            rows.append(TraceRow(sid, tid, ts, inputs, turn.assistant))
+            history = inputs + turn.assistant
+    rows.sort(key=lambda r: (r.ts, int(r.session_id), r.turn_id))
+    return iter(rows)
+
+
+def generate_sharegpt(
+    params: ShareGptParams,
+    vocab_size: int,
+    seed: int,
+    *,
+    path: str | None = None,
+    dataset: str | None = None,
+    split: str = "train",
+    tokenizer: str | None = None,
+    preset: str | None = None,
+) -> TraceStream:
+    params.validate()
+    require(vocab_size >= 1, f"vocab size must be >= 1, got {vocab_size}")
+    require(path is None or dataset is None, "give either --path or --dataset, not both")
+    rng = random.Random(seed)
+    meta: dict[str, Any] = {"generator": "sharegpt", "preset": preset, "params": asdict(params), "seed": seed}
+    if path is None and dataset is None:
+        require(tokenizer is None, "--tokenizer needs text: give --path or --dataset")
+        sessions = synthetic_sessions(params, vocab_size, rng)
+        meta.update(synthetic=True, source="synthetic: published ShareGPT statistics", stats=SHAREGPT_STATS)
+    else:
+        tok = make_tokenizer(tokenizer, vocab_size)
+        source = path if path is not None else f"datasets:{dataset}[{split}]"
+        sessions = tokenized_sessions(_load_records(path, dataset, split), tok, params, str(source), rng)
+        meta.update(synthetic=False, source=str(source), tokenizer=tok.name)
+    meta["vocab_size"] = vocab_size
+    return TraceStream(session_rows(sessions, params), meta)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--path", help="ShareGPT JSON file (conversations of from/value)")
+    parser.add_argument("--dataset", help="dataset name for the optional 'datasets' package")
+    parser.add_argument("--split", default="train", help="dataset split; default train")
+    parser.add_argument("--tokenizer", help="transformers tokenizer name or path (default: hash-words)")
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="marconi: >= 10 turns, 100 sessions")
+    parser.add_argument("--num-sessions", type=int, help="sessions; default 100")
+    parser.add_argument("--min-turns", type=int, help="drop conversations with fewer turns; default 1")
+    parser.add_argument("--max-turns", type=int, help="truncate sessions to this many turns; default 1000")
+    parser.add_argument("--max-context", type=int, help="end a session at an input over this; default 32768")
+    parser.add_argument("--sps", type=float, help="sessions started per second; default 1.0")
+    parser.add_argument("--shuffle", action="store_true", default=None, help="shuffle conversations (seeded)")
+
+
+def from_args(args: argparse.Namespace, vocab_size: int, seed: int) -> TraceStream:
+    preset: str | None = args.preset
+    params = PRESETS[preset] if preset else ShareGptParams()
+    names = ("num_sessions", "min_turns", "max_turns", "max_context", "sps", "shuffle")
+    overrides = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    return generate_sharegpt(
+        replace(params, **overrides),
+        vocab_size,
+        seed,
+        path=args.path,
+        dataset=args.dataset,
+        split=args.split,
+        tokenizer=args.tokenizer,
+        preset=preset,
+    )

@@ -1,0 +1,253 @@
+"""swebench: agent trajectories with long, growing contexts and SWE-agent observation collapsing.
+
+Built as Marconi built its SWEBench traces (research/marconi.md §3.2): a trajectory is rounds of
+(observation, action); the request of turn t sends rounds 0..t-1 (observation + action) and observation
+t, and records action t as its output. Only observation 0 (system prompt + task) and the last
+``keep_observations`` (5) observations are kept: from turn 6 on, each turn drops the observation of
+round t-5, so it shares the previous turn's sequence only up to that observation and branches there.
+A session ends at ``max_turns`` turns or at the first input over ``max_input`` tokens. Session i starts
+at ``i / sps`` s; each later turn follows after a Poisson(``art``) s think time (integer seconds).
+
+Sources: ``--path`` to SWE-agent ``.traj`` / OpenHands-style files (one file, or a directory whose
+sorted files are taken in order) tokenized per message, or to a ready trace JSONL (e.g. SegLen's
+``swebench_sps=10_art=5_nums=100.jsonl``), which is replayed unchanged. Without ``--path``: a
+**synthetic** generator (labelled in the metadata), whose lengths are our calibration to Marconi's
+description (≤ 50 turns, ≤ 32K-token inputs, P95 input near 24.5K); see ``SyntheticShape``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import math
+import random
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from workloads.errors import WorkloadError, require
+from workloads.sampling import clipped_lognormal, distinct_tokens, poisson, random_tokens
+from workloads.text_tokens import Tokenizer, make_tokenizer
+from workloads.trace import TraceRow, TraceStream
+from workloads.trace_file import open_trace_file
+from workloads.trajectories import Round, load_trajectory
+
+__all__ = [
+    "PRESETS",
+    "SwebenchParams",
+    "SyntheticShape",
+    "TokenRound",
+    "add_arguments",
+    "from_args",
+    "generate_swebench",
+    "kept_observations",
+    "turn_input",
+]
+
+_TRAJECTORY_SUFFIXES = (".traj", ".json")
+
+
+@dataclass(frozen=True, slots=True)
+class SwebenchParams:
+    num_sessions: int = 100
+    sps: float = 10.0
+    art: float = 5.0
+    max_turns: int = 50
+    max_input: int = 32768
+    keep_observations: int = 5
+
+    def validate(self) -> None:
+        require(self.num_sessions >= 1, f"num_sessions must be >= 1, got {self.num_sessions}")
+        require(math.isfinite(self.sps) and self.sps > 0, f"sps must be a positive number, got {self.sps}")
+        art_ok = math.isfinite(self.art) and 0 <= self.art <= 500
+        require(art_ok, f"art must be in [0, 500] s, got {self.art}")
+        require(self.max_turns >= 1, f"max_turns must be >= 1, got {self.max_turns}")
+        require(self.max_input >= 1, f"max_input must be >= 1, got {self.max_input}")
+        require(self.keep_observations >= 1, f"keep_observations must be >= 1, got {self.keep_observations}")
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticShape:
+    """Length model of the synthetic generator (means in tokens; log-normal with the given sigma).
+
+    Our calibration, not published numbers: a shared agent system prompt (identical across sessions, as
+    SWE-agent's), a per-task issue, short actions and heavy-tailed tool outputs. With the defaults the
+    seglen preset (seed 42) has 34.5 turns per session, mean input 12.9K, P95 23.1K, max 32.5K tokens
+    (Marconi's TTFT figures imply a P95 near 24.5K), and an ideal hit rate of 47%.
+    """
+
+    shared_prefix_len: int = 1500
+    task_mean: float = 600.0
+    task_sigma: float = 0.8
+    action_mean: float = 250.0
+    action_sigma: float = 0.7
+    observation_mean: float = 1500.0
+    observation_sigma: float = 1.2
+    max_segment: int = 16000
+    turns_mean: float = 40.0
+    turns_sigma: float = 0.4
+
+
+PRESETS: dict[str, SwebenchParams] = {
+    # SegLen's swebench_sps=10_art=5_nums=100 (Marconi's SWEBench grid point).
+    "seglen": SwebenchParams(num_sessions=100, sps=10.0, art=5.0),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRound:
+    observation: array[int]
+    action: array[int]
+
+
+def kept_observations(turn: int, keep: int) -> list[int]:
+    """Rounds whose observation turn ``turn`` sends: round 0 and the last ``keep`` (``turn`` included)."""
+    return [i for i in range(turn + 1) if i == 0 or i > turn - keep]
+
+
+def turn_input(rounds: Sequence[TokenRound], turn: int, keep: int) -> array[int]:
+    kept = set(kept_observations(turn, keep))
+    out: array[int] = array("I")
+    for i in range(turn):
+        if i in kept:
+            out += rounds[i].observation
+        out += rounds[i].action
+    out += rounds[turn].observation
+    return out
+
+
+def _input_len(rounds: Sequence[TokenRound], turn: int, keep: int) -> int:
+    kept = set(kept_observations(turn, keep))
+    n = sum(len(rounds[i].action) for i in range(turn))
+    return n + sum(len(rounds[i].observation) for i in kept)
+
+
+def _synthetic_sessions(
+    params: SwebenchParams, shape: SyntheticShape, vocab_size: int, rng: random.Random
+) -> list[list[TokenRound]]:
+    shared = array("I", random_tokens(rng, shape.shared_prefix_len, vocab_size))
+    firsts = distinct_tokens(rng, params.num_sessions, vocab_size, "synthetic sessions")
+    if vocab_size < 2:
+        raise WorkloadError("vocab size must be >= 2 so collapsed observations can diverge")
+    sessions = []
+    for sid in range(params.num_sessions):
+        n_rounds = clipped_lognormal(rng, shape.turns_mean, shape.turns_sigma, 1, params.max_turns)
+        task_len = clipped_lognormal(rng, shape.task_mean, shape.task_sigma, 1, shape.max_segment)
+        task = array("I", (firsts[sid], *random_tokens(rng, task_len - 1, vocab_size)))
+        rounds = []
+        for r in range(n_rounds):
+            act_len = clipped_lognormal(rng, shape.action_mean, shape.action_sigma, 1, shape.max_segment)
+            action = array("I", random_tokens(rng, act_len, vocab_size))
+            if r == 0:
+                obs = shared + task
+            else:
+                mean, sigma = shape.observation_mean, shape.observation_sigma
+                obs_len = clipped_lognormal(rng, mean, sigma, 1, shape.max_segment)
+                obs = array("I", random_tokens(rng, obs_len, vocab_size))
+                if obs[0] == action[0]:  # dropping this observation must change the next token
+                    obs[0] = (obs[0] + 1) % vocab_size
+            rounds.append(TokenRound(obs, action))
+        sessions.append(rounds)
+    return sessions
+
+
+def _tokenize_rounds(rounds: list[Round], tokenizer: Tokenizer) -> list[TokenRound]:
+    def join(texts: tuple[str, ...]) -> array[int]:
+        out: array[int] = array("I")
+        for text in texts:  # per message, as Marconi tokenizes
+            out.extend(tokenizer.encode(text))
+        return out
+
+    return [TokenRound(join(r.observation), join(r.action)) for r in rounds if r.action]
+
+
+def _trajectory_files(path: Path, limit: int) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in _TRAJECTORY_SUFFIXES)
+        if not files:
+            raise WorkloadError(f"{path}: no .traj or .json trajectory files in this directory")
+        return files[:limit]
+    if not path.exists():
+        raise WorkloadError(f"{path}: no such file or directory")
+    return [path]
+
+
+def _rows(sessions: Sequence[Sequence[TokenRound]], params: SwebenchParams, rng: random.Random) -> Iterator[TraceRow]:
+    """Rows sorted by ``ts`` (ties: session, turn); tokens are materialized one row at a time."""
+    plan: list[tuple[float, int, int]] = []
+    for sid, rounds in enumerate(sessions):
+        ts = sid / params.sps
+        for tid in range(min(len(rounds), params.max_turns)):
+            if _input_len(rounds, tid, params.keep_observations) > params.max_input:
+                break
+            if tid > 0:
+                ts += poisson(rng, params.art)
+            plan.append((ts, sid, tid))
+    heapq.heapify(plan)
+    while plan:
+        ts, sid, tid = heapq.heappop(plan)
+        rounds = sessions[sid]
+        inputs = turn_input(rounds, tid, params.keep_observations)
+        yield TraceRow(sid, tid, float(ts), tuple(inputs), tuple(rounds[tid].action))
+
+
+def generate_swebench(
+    params: SwebenchParams,
+    vocab_size: int,
+    seed: int,
+    *,
+    path: str | None = None,
+    tokenizer: str | None = None,
+    shape: SyntheticShape | None = None,
+    preset: str | None = None,
+) -> TraceStream:
+    params.validate()
+    require(0 < vocab_size <= 2**32, f"vocab size must be in [1, 2**32], got {vocab_size}")
+    meta: dict[str, Any] = {"generator": "swebench", "preset": preset, "params": asdict(params), "seed": seed}
+    if path is not None and Path(path).suffix == ".jsonl":
+        require(tokenizer is None, "--tokenizer does not apply to a trace .jsonl (its rows are token ids)")
+        stream = open_trace_file(path, generator="swebench")  # SegLen/Marconi trace: rows unchanged
+        return TraceStream(stream.rows, {**stream.metadata, "vocab_size": vocab_size})
+    rng = random.Random(seed)
+    if path is None:
+        require(tokenizer is None, "--tokenizer needs trajectory text: give --path")
+        shape = shape or SyntheticShape()
+        sessions = _synthetic_sessions(params, shape, vocab_size, rng)
+        source = "synthetic: calibrated to Marconi's SWEBench traces"
+        meta.update(synthetic=True, source=source, shape=asdict(shape))
+    else:
+        tok = make_tokenizer(tokenizer, vocab_size)
+        files = _trajectory_files(Path(path), params.num_sessions)
+        sessions = [_tokenize_rounds(load_trajectory(f), tok) for f in files]
+        meta.update(synthetic=False, source=str(path), files=[f.name for f in files], tokenizer=tok.name)
+    meta["vocab_size"] = vocab_size
+    return TraceStream(_rows(sessions, params, rng), meta)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--path", help=".traj/OpenHands file or dir, or a trace .jsonl (replayed as is)")
+    parser.add_argument("--tokenizer", help="transformers tokenizer name or path (default: hash-words)")
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="seglen: sps 10, art 5, 100 sessions")
+    parser.add_argument("--num-sessions", type=int, help="sessions (trajectories); default 100")
+    parser.add_argument("--sps", type=float, help="sessions started per second; default 10")
+    parser.add_argument("--art", type=float, help="mean think time between turns, s (Poisson); default 5")
+    parser.add_argument("--max-turns", type=int, help="turns per session at most; default 50")
+    parser.add_argument("--max-input", type=int, help="end a session at an input over this; default 32768")
+    parser.add_argument("--keep-observations", type=int, help="observations kept uncollapsed; default 5")
+
+
+def from_args(args: argparse.Namespace, vocab_size: int, seed: int) -> TraceStream:
+    preset: str | None = args.preset
+    params = PRESETS[preset] if preset else SwebenchParams()
+    names = ("num_sessions", "sps", "art", "max_turns", "max_input", "keep_observations")
+    overrides = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    return generate_swebench(
+        replace(params, **overrides),
+        vocab_size,
+        seed,
+        path=args.path,
+        tokenizer=args.tokenizer,
+        preset=preset,
+    )
