@@ -1,0 +1,197 @@
+"""Differential check of reference_impl.marconi against Marconi's own simulator classes.
+
+Usage::
+
+    MARCONI_DIR=/path/to/marconi/checkout python benchmarks/compare_marconi.py \
+        --trace /tmp/swe_synth.jsonl --capacities 2e9,4e9,8e9 [--generate]
+
+Marconi's code (github.com/ruipeterpan/marconi, CC BY-NC) is never vendored: point
+``--marconi-dir`` / ``MARCONI_DIR`` at a checkout and run this script with an interpreter that
+has Marconi's imports (numpy, scipy, transformers, ...). With ``--generate`` (or when the trace
+file is missing) a synthetic SWE-bench-like trace is written first.
+
+For each capacity and policy (marconi = their policy version 2 with α tuning, sglang_plus =
+version 1, vllm_plus = their vLLM+ class) both simulators replay the same rows; the script
+prints token hit rates side by side, wall time and our input tokens/s, and exits 1 if any
+per-request reused length differs. Marconi's tuner breaks exact α ties by worker completion
+order; the script makes that order the submission order, i.e. the smallest α wins, which is the
+rule our tuner documents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import importlib
+import io
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from reference_impl.marconi import MarconiCache, VllmPlusCache
+from reference_impl.models import get_model
+from reference_impl.replay.api import ReplayCache
+from workloads.trace import TraceRow, read_trace, write_trace
+
+POLICIES = ("marconi", "sglang_plus", "vllm_plus")
+
+
+def generate_swebench_like(
+    path: Path,
+    *,
+    sessions: int = 100,
+    seed: int = 42,
+    max_input: int = 4000,
+    max_turns: int = 30,
+    sps: float = 1.0,
+    art: float = 7.5,
+) -> None:
+    """SWE-agent-style sessions: shared system prompt, task, (action, observation) rounds,
+    observations older than the last five collapsed to a fixed placeholder."""
+    rng = random.Random(seed)
+    vocab = range(3, 32000)
+
+    def msg(role_tok: int, n: int) -> list[int]:
+        # Each message starts like a Llama-tokenized json.dumps(message): BOS, '{"role": "<role>'.
+        return [1, 29912, 12406, role_tok, *rng.choices(vocab, k=n)]
+
+    system = msg(1792, 700)
+    placeholder = [1, 29912, 12406, 1404, 9552, 1962, 25811]
+    rows: list[TraceRow] = []
+    for sid in range(sessions):
+        ts = sid / sps
+        history: list[list[int]] = [system, msg(1404, rng.randint(150, 500))]  # task statement
+        observations: list[int] = []  # indices in history of full observations
+        for turn in range(rng.randint(5, max_turns)):
+            inp = [t for m in history for t in m]
+            if len(inp) > max_input:
+                break
+            out = msg(20255, rng.randint(30, 160))
+            rows.append(TraceRow(sid, turn, ts, tuple(inp), tuple(out)))
+            history.append(out)
+            obs_len = rng.choice([20, 60, 150, 300, 600, 1000])
+            history.append(msg(1404, obs_len))
+            observations.append(len(history) - 1)
+            if len(observations) > 5:  # keep the last five observations in full
+                history[observations.pop(0)] = placeholder
+            ts += rng.expovariate(1 / art)
+    rows.sort(key=lambda r: (r.ts, r.session_id))
+    write_trace(path, rows, {"generator": "compare_marconi.generate_swebench_like", "seed": seed, "synthetic": True})
+
+
+def _theirs(marconi_dir: Path, policy: str, capacity: float) -> Any:
+    if str(marconi_dir) not in sys.path:
+        sys.path.insert(0, str(marconi_dir))
+    config_tuner = importlib.import_module("config_tuner")
+    radix_cache_hybrid = importlib.import_module("radix_cache_hybrid")
+    radix_cache_vllm = importlib.import_module("radix_cache_vllm")
+
+    # Deterministic tie-break: results dict filled in submission (= ascending α) order.
+    setattr(config_tuner, "as_completed", list)  # noqa: B010 - patching a module we do not type
+    if policy == "vllm_plus":
+        return radix_cache_vllm.RadixCache(capacity_bytes=capacity, block_size=32, use_logical_ts=True)
+    version = {"marconi": 2, "sglang_plus": 1}[policy]
+    return radix_cache_hybrid.RadixCache(
+        capacity_bytes=capacity, evict_policy_version=version, eff_weight=0, bootstrap_multiplier=5, use_logical_ts=True
+    )
+
+
+def run_theirs(
+    marconi_dir: Path, policy: str, capacity: float, rows: Sequence[dict[str, Any]]
+) -> tuple[list[int], float, str]:
+    tree = _theirs(marconi_dir, policy, capacity)
+    buf = io.StringIO()
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(buf):
+        for r in rows:
+            tree.match_prefix(r["input_tokens"])
+            tree.insert(
+                token_ids=r["input_tokens"] + r["output_tokens"],
+                state_at_leaf=r["session_id"],
+                state_at_branchoff=r["session_id"],
+            )
+    elapsed = time.perf_counter() - t0
+    alpha = str(getattr(tree, "eff_weight", "")) if policy == "marconi" else ""
+    return [x[2] for x in tree.request_history], elapsed, alpha
+
+
+def run_ours(policy: str, capacity: int, rows: Sequence[TraceRow]) -> tuple[list[int], float, str]:
+    model = get_model("marconi-7b")
+    cache: ReplayCache
+    if policy == "vllm_plus":
+        cache = VllmPlusCache(capacity, model, block_size=32)
+    else:
+        cache = MarconiCache(capacity, model, eviction=policy, mode="faithful")  # type: ignore[arg-type]
+    reused: list[int] = []
+    t0 = time.perf_counter()
+    for r in rows:
+        reused.append(cache.lookup(r.input_tokens))
+        cache.admit(r.input_tokens, r.output_tokens)
+    elapsed = time.perf_counter() - t0
+    alpha = next((str(v) for k, v in cache.stats().notes if k == "alpha"), "")
+    return reused, elapsed, alpha
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", type=Path, default=Path("/tmp/hybridbench_swe_synth.jsonl"))
+    ap.add_argument("--capacities", default="2e9,4e9,8e9", help="comma-separated bytes, e.g. 2e9,4e9")
+    ap.add_argument("--marconi-dir", type=Path, default=os.environ.get("MARCONI_DIR"))
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--generate", action="store_true", help="(re)generate the synthetic trace")
+    ap.add_argument("--sessions", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--ours-only", action="store_true", help="skip Marconi's simulator (timings only)")
+    args = ap.parse_args(argv)
+    if args.generate or not args.trace.exists():
+        generate_swebench_like(args.trace, sessions=args.sessions, seed=args.seed)
+    rows = read_trace(args.trace).rows
+    with args.trace.open() as fh:
+        raw = [obj for line in fh if "__trace_metadata__" not in (obj := json.loads(line))]
+    total_in = sum(len(r.input_tokens) for r in rows)
+    # The loaded trace is millions of long-lived objects; keep the cyclic GC from rescanning
+    # them inside either simulator's timed loop (same treatment for both).
+    gc.collect()
+    gc.freeze()
+    print(f"trace {args.trace}: {len(rows)} requests, {total_in} input tokens")
+    if not args.ours_only and args.marconi_dir is None:
+        ap.error("set --marconi-dir or MARCONI_DIR (or pass --ours-only)")
+    mismatch = False
+    header = (
+        f"{'capacity':>10} {'policy':>12} {'ours %':>8} {'theirs %':>9} {'alpha o/t':>10} "
+        f"{'ours s':>8} {'theirs s':>9} {'speedup':>8} {'ours tok/s':>11}"
+    )
+    print(header)
+    for cap_s in args.capacities.split(","):
+        cap = int(float(cap_s))
+        for policy in args.policies.split(","):
+            ours, t_ours, a_ours = run_ours(policy, cap, rows)
+            hr_ours = 100 * sum(ours) / total_in
+            if args.ours_only:
+                theirs, t_theirs, a_theirs, hr_theirs = ours, float("nan"), "", float("nan")
+            else:
+                theirs, t_theirs, a_theirs = run_theirs(args.marconi_dir, policy, float(cap), raw)
+                hr_theirs = 100 * sum(theirs) / total_in
+            same = ours == theirs
+            mismatch |= not same
+            print(
+                f"{cap:>10.3g} {policy:>12} {hr_ours:8.3f} {hr_theirs:9.3f} {a_ours + '/' + a_theirs:>10} "
+                f"{t_ours:8.2f} {t_theirs:9.2f} {t_theirs / t_ours:7.1f}x {total_in / t_ours:11.3g}"
+                + ("" if same else f"  MISMATCH at request {_first_diff(ours, theirs)}")
+            )
+            sys.stdout.flush()
+    return 1 if mismatch else 0
+
+
+def _first_diff(a: Sequence[int], b: Sequence[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

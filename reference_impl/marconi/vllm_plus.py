@@ -1,0 +1,205 @@
+"""``VllmPlusCache``: Marconi's vLLM+ baseline, a block-granular tree with leaf LRU (marconi.md §1.6).
+
+Contract, per request of a sequential replay (logical clock as in Marconi's ``radix_cache_vllm``):
+
+* Every node is one token block of ``block_size`` tokens (the last block of a sequence may be
+  partial) and holds its own SSM checkpoint, so a hit may end on any block boundary.
+* ``lookup(input)``: clock +1; descend through children whose key equals the next full block;
+  then at most one partial child whose whole key is a prefix of the rest (first such child in
+  insertion order). Every node descended into is stamped; the partial child is not.
+* ``admit(input, output)``: clock +1; speculative lookup (clock +1, stamps as above); space
+  estimate with Marconi's quirk ``extra = len − block_size·(matched nodes + 1)`` tokens and
+  ``extra / block_size`` (fractional) states; if over capacity, clock +1 and delete least
+  recently stamped leaves until the estimate is freed (a parent becomes a leaf when its last
+  child goes); then insert: fill a partial block reached by the walk before opening new blocks,
+  stamping every node visited.
+* Iterative throughout (Marconi's version recurses once per block).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from reference_impl.models import ModelSpec
+from reference_impl.replay.api import ReplayStats
+
+__all__ = ["VllmPlusCache"]
+
+Tokens = tuple[int, ...]
+
+
+class _Block:
+    __slots__ = ("alive", "by_first", "children", "key", "parent", "ts")
+
+    def __init__(self, key: Tokens, parent: _Block | None, ts: int) -> None:
+        self.key = key
+        self.parent = parent
+        self.ts = ts
+        self.children: dict[Tokens, _Block] = {}  # keyed by the whole block, insertion-ordered
+        # Children grouped by first token, each list in the same relative order as ``children``.
+        self.by_first: dict[int, list[_Block]] = {}
+        self.alive = True
+
+
+def _lcp(a: Tokens, b: Sequence[int], start: int) -> int:
+    m = min(len(a), len(b) - start)
+    i = 0
+    while i < m and a[i] == b[start + i]:  # blocks are short (≤ block_size)
+        i += 1
+    return i
+
+
+class VllmPlusCache:
+    def __init__(self, capacity_bytes: int, model: ModelSpec, block_size: int = 32) -> None:
+        if block_size < 1:
+            raise ValueError("block_size must be positive")
+        self.capacity_bytes = capacity_bytes
+        self.model = model
+        self.block_size = block_size
+        self.root = _Block((), None, 0)
+        self.clock = 0
+        self.num_nodes = 0
+        self.num_tokens = 0
+        self.state_bytes = model.state_bytes()
+        self.kv_per_token = model.kv_bytes_per_token()
+        self.states_admitted = 0
+        self.states_evicted = 0
+        self._heap: list[tuple[int, int, _Block]] = []
+        self._seq = 0
+
+    # -- ReplayCache ------------------------------------------------------------------------------
+    def lookup(self, input_tokens: Sequence[int]) -> int:
+        self.clock += 1
+        return self._match(tuple(input_tokens))[0]
+
+    def admit(self, input_tokens: Sequence[int], output_tokens: Sequence[int]) -> None:
+        self.clock += 1
+        seq = tuple(input_tokens) + tuple(output_tokens)
+        self.clock += 1
+        _, accessed = self._match(seq)
+        m = self.model
+        bs = self.block_size
+        extra = len(seq) - bs * accessed  # Marconi's estimate: ``accessed`` counts the root too
+        # Same float evaluation order as Marconi: (extra/bs) · L_ssm · S_layer + L_attn · KV(extra).
+        needed = extra / bs * m.num_ssm_layers * m.ssm_state_bytes_per_layer + self.kv_per_token * extra
+        size = self.num_nodes * self.state_bytes + self.num_tokens * self.kv_per_token
+        if size + needed > self.capacity_bytes:
+            self._evict(size + needed - self.capacity_bytes)
+        self._insert(seq)
+
+    def stats(self) -> ReplayStats:
+        return ReplayStats(self.states_admitted, self.states_evicted, (("block_size", float(self.block_size)),))
+
+    # -- internals --------------------------------------------------------------------------------
+    def _touch(self, node: _Block) -> None:
+        node.ts = self.clock
+        if node is not self.root and not node.children:
+            self._push(node)
+
+    def _push(self, node: _Block) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (node.ts, self._seq, node))
+        if len(self._heap) > 4 * self.num_nodes + 1024:
+            live = [e for e in self._heap if e[2].alive and not e[2].children and e[2].ts == e[0]]
+            heapq.heapify(live)
+            self._heap = live
+
+    def _match(self, seq: Tokens) -> tuple[int, int]:
+        """Return (reused tokens, nodes accessed including the root)."""
+        bs = self.block_size
+        node = self.root
+        node.ts = self.clock
+        pos = 0
+        n = len(seq)
+        reused = 0
+        accessed = 1
+        while node.children and pos < n:
+            if n - pos >= bs:
+                child = node.children.get(seq[pos : pos + bs])
+                if child is not None:
+                    reused += bs
+                    accessed += 1
+                    node = child
+                    self._touch(node)
+                    pos += bs
+                    continue
+            for c in node.by_first.get(seq[pos], ()):
+                lc = len(c.key)
+                if lc < bs and seq[pos : pos + lc] == c.key:
+                    return reused + lc, accessed + 1  # a partial block ends the walk, unstamped
+            break
+        return reused, accessed
+
+    def _insert(self, seq: Tokens) -> None:
+        bs = self.block_size
+        node = self.root
+        pos = 0
+        n = len(seq)
+        while True:
+            self._touch(node)
+            if node.children and pos < n:
+                child = node.children.get(seq[pos : pos + bs]) if n - pos >= bs else None
+                if child is None:
+                    group = node.by_first.get(seq[pos], ())
+                    best = max((_lcp(c.key, seq, pos) for c in group), default=0)
+                    child = next((c for c in group if len(c.key) == best and _lcp(c.key, seq, pos) == best), None)
+                    if best == 0:
+                        child = None
+                if child is not None:
+                    pos += len(child.key)
+                    node = child
+                    continue
+            if pos == n:
+                return
+            if node is self.root or len(node.key) == bs:
+                key = seq[pos : pos + bs]
+                leaf = _Block(key, node, self.clock)
+                node.children[key] = leaf
+                node.by_first.setdefault(key[0], []).append(leaf)
+                self.num_nodes += 1
+                self.num_tokens += len(key)
+                self.states_admitted += 1
+                pos += len(key)
+                node = leaf
+            else:
+                # A partial last block is filled in place; Marconi re-keys it, moving it last.
+                parent = node.parent
+                assert parent is not None and not node.children
+                add = seq[pos : pos + bs - len(node.key)]
+                del parent.children[node.key]
+                group = parent.by_first[node.key[0]]
+                group.remove(node)
+                group.append(node)
+                node.key = node.key + add
+                parent.children[node.key] = node
+                self.num_tokens += len(add)
+                pos += len(add)
+
+    def _evict(self, bytes_to_remove: float) -> None:
+        self.clock += 1
+        freed = 0
+        heap = self._heap
+        while freed < bytes_to_remove:
+            victim = None
+            while heap:
+                ts, _, nd = heapq.heappop(heap)
+                if nd.alive and not nd.children and nd.ts == ts:
+                    victim = nd
+                    break
+            if victim is None:
+                return
+            freed += self.state_bytes + self.kv_per_token * len(victim.key)
+            parent = victim.parent
+            assert parent is not None
+            del parent.children[victim.key]
+            group = parent.by_first[victim.key[0]]
+            group.remove(victim)
+            if not group:
+                del parent.by_first[victim.key[0]]
+            victim.alive = False
+            self.num_nodes -= 1
+            self.num_tokens -= len(victim.key)
+            self.states_evicted += 1
+            if not parent.children and parent is not self.root:
+                self._push(parent)

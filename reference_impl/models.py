@@ -1,0 +1,207 @@
+"""Byte and FLOP models of hybrid (attention + SSM/linear-attention) LLMs for cache simulation.
+
+Contract:
+
+* A :class:`ModelSpec` is a flat, per-layer-uniform description: every attention layer is alike,
+  every recurrent (Mamba2 / gated-delta-net) layer is alike, every MLP (dense or MoE) layer is
+  alike. That is all a prefix cache needs: bytes of KV per token, bytes of one recurrent-state
+  checkpoint, and the forward FLOPs a cache hit saves.
+* FLOP counts are exact Python integers (``*_flops_int``) so that sums and ratios computed from
+  them are bit-identical to Marconi's simulator, which also works in integers;
+  :meth:`ModelSpec.prefill_flops` is the float view of the same number.
+* FLOPs count multiply-adds as 2 (forward only). A linear layer costs ``2 · tokens · params``.
+  Attention counts the score and value products non-causally (``4 · L² · q_dim``), exactly as
+  Marconi's ``get_attn_flops`` does (``8LD² + 4L²D`` for D×D projections); softmax, norms,
+  embeddings and the LM head are not counted.
+* ``MODELS`` holds ``marconi-7b`` (Marconi's NVIDIA Attention-Mamba2 hybrid, fp16),
+  ``nemotron-h-8b`` and ``qwen3-next-80b-a3b`` (bf16, from their public HF ``config.json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MODELS", "ModelSpec", "get_model", "mamba_state_bytes_marconi"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A hybrid model reduced to what byte capacities and FLOP savings need.
+
+    Per-layer quantities (``*_params``, ``*_token_flops``, ``ssm_state_bytes_per_layer``) are for
+    one layer of that kind; the layer counts multiply them.
+    """
+
+    name: str
+    d_model: int
+    dtype_bytes: int
+    # attention layers
+    num_attn_layers: int
+    attn_q_dim: int  # num_attention_heads · head_dim: width of the score and value products
+    attn_kv_dim: int  # num_key_value_heads · head_dim: width of K (and of V) stored per token
+    attn_proj_params: int  # q/k/v/o (and output-gate) projection weights of one layer
+    # recurrent (SSM / linear-attention) layers
+    num_ssm_layers: int
+    ssm_proj_params: int  # in/out projection weights of one layer (the matmul part)
+    ssm_token_flops: int  # non-matmul FLOPs per token of one layer (conv, scan, gating)
+    ssm_state_bytes_per_layer: int  # conv state + recurrent state of one layer
+    # MLP layers (dense, or MoE counted by *active* parameters per token)
+    num_mlp_layers: int
+    mlp_active_params: int
+    source: str = ""
+    # For the GPU cost model (reference_impl.engine.cost_model); zero where a model has none.
+    moe_num_experts: int = 0  # routed experts per MoE layer (0: dense MLP)
+    moe_experts_per_token: int = 0
+    moe_expert_params: int = 0  # weights of one routed expert
+    vocab_size: int = 0  # LM head (read every decode step); 0 where the FLOP model ignores it
+
+    # -- bytes -------------------------------------------------------------------------------
+    def kv_bytes_per_token(self) -> int:
+        """K and V of one token over all attention layers."""
+        return self.num_attn_layers * 2 * self.attn_kv_dim * self.dtype_bytes
+
+    def state_bytes(self) -> int:
+        """One recurrent-state checkpoint (conv + SSM state) over all SSM layers."""
+        return self.num_ssm_layers * self.ssm_state_bytes_per_layer
+
+    # -- per-layer FLOPs of prefilling ``n`` tokens from scratch ------------------------------
+    def attn_layer_flops(self, n: int) -> int:
+        """Projections ``2·n·params`` plus QKᵀ and AV ``2·n²·q_dim`` each (non-causal, as Marconi)."""
+        return 2 * n * self.attn_proj_params + 4 * n * n * self.attn_q_dim
+
+    def mlp_layer_flops(self, n: int) -> int:
+        """``2·n·active_params`` (for MoE: routed experts in use + shared expert + router)."""
+        return 2 * n * self.mlp_active_params
+
+    def ssm_layer_flops(self, n: int) -> int:
+        """Projections ``2·n·params`` plus per-token conv/scan/gating work; linear in ``n``."""
+        return 2 * n * self.ssm_proj_params + n * self.ssm_token_flops
+
+    # -- whole-model FLOPs ---------------------------------------------------------------------
+    def prefill_flops_int(self, num_tokens: int) -> int:
+        """Exact ``L_ssm·F_ssm(x) + L_attn·F_attn(x) + L_mlp·F_mlp(x)`` for ``x = num_tokens``."""
+        x = num_tokens
+        return (
+            self.num_ssm_layers * self.ssm_layer_flops(x)
+            + self.num_attn_layers * self.attn_layer_flops(x)
+            + self.num_mlp_layers * self.mlp_layer_flops(x)
+        )
+
+    def prefill_flops(self, num_tokens: int) -> float:
+        """Forward FLOPs of prefilling ``num_tokens`` from scratch (what a hit of that length saves)."""
+        return float(self.prefill_flops_int(num_tokens))
+
+
+def mamba_state_bytes_marconi(d: int, n: int, *, conv_kernel: int = 4, expand: int = 2, dtype_bytes: int = 2) -> int:
+    """Marconi's ``get_mamba_state_size``: SSM state D×N plus conv state (expand·D + 2N)×kernel.
+
+    Marconi models the SSM state as D×N (not expand·D×N) and keeps all ``conv_kernel`` conv
+    columns; we keep that so ``marconi-7b`` capacities match its simulator byte for byte.
+    """
+    return d * n * dtype_bytes + (expand * d + 2 * n) * conv_kernel * dtype_bytes
+
+
+def _marconi_7b() -> ModelSpec:
+    d, n = 4096, 128
+    return ModelSpec(
+        name="marconi-7b",
+        d_model=d,
+        dtype_bytes=2,
+        num_attn_layers=4,
+        attn_q_dim=d,
+        attn_kv_dim=d,
+        attn_proj_params=4 * d * d,  # 8LD² = 2·L·(Q, K, V, O each D×D)
+        num_ssm_layers=24,
+        ssm_proj_params=6 * d * d,  # 12LD²: in_proj D→4D and out_proj 2D→D
+        ssm_token_flops=16 * d * n + 10 * d,  # camera-ready Mamba formula (utils.get_mamba1_flops)
+        ssm_state_bytes_per_layer=mamba_state_bytes_marconi(d, n),
+        num_mlp_layers=28,
+        mlp_active_params=8 * d * d,  # 16LD²: D→4D→D
+        source="Marconi (arXiv 2411.19379) utils.py formulas; NVIDIA Attention-Mamba2 hybrid",
+    )
+
+
+def _nemotron_h_8b() -> ModelSpec:
+    # nvidia/Nemotron-H-8B-Base-8K config.json: hidden_size 4096, num_hidden_layers 52,
+    # hybrid_override_pattern "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
+    # (24 'M' Mamba2, 4 '*' attention, 24 '-' MLP), num_attention_heads 32, num_key_value_heads 8,
+    # attention_head_dim 128, intermediate_size 21504 (relu2, non-gated), mamba_num_heads 128,
+    # mamba_head_dim 64, ssm_state_size 128, n_groups 8, conv_kernel 4, expand 2, bfloat16.
+    pattern = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
+    hidden, heads, kv_heads, head_dim = 4096, 32, 8, 128
+    m_heads, m_head_dim, n_state, groups, kernel = 128, 64, 128, 8, 4
+    inner = m_heads * m_head_dim  # 8192 = expand · hidden
+    conv_dim = inner + 2 * groups * n_state
+    in_proj_out = 2 * inner + 2 * groups * n_state + m_heads  # z, x, B, C, dt
+    dtype = 2
+    return ModelSpec(
+        name="nemotron-h-8b",
+        d_model=hidden,
+        dtype_bytes=dtype,
+        num_attn_layers=pattern.count("*"),
+        attn_q_dim=heads * head_dim,
+        attn_kv_dim=kv_heads * head_dim,
+        attn_proj_params=hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden,
+        num_ssm_layers=pattern.count("M"),
+        ssm_proj_params=hidden * in_proj_out + inner * hidden,
+        # conv over conv_dim channels + SSD scan counted like Marconi's 8·(expand·D)·N + gating.
+        ssm_token_flops=2 * conv_dim * kernel + 8 * inner * n_state + 10 * inner,
+        # Serving engines keep conv_kernel-1 conv columns plus the heads×head_dim×N SSM state.
+        ssm_state_bytes_per_layer=(conv_dim * (kernel - 1) + inner * n_state) * dtype,
+        num_mlp_layers=pattern.count("-"),
+        mlp_active_params=2 * hidden * 21504,
+        source="huggingface.co/nvidia/Nemotron-H-8B-Base-8K/blob/main/config.json",
+        vocab_size=131072,
+    )
+
+
+def _qwen3_next_80b_a3b() -> ModelSpec:
+    # Qwen/Qwen3-Next-80B-A3B-Instruct config.json: hidden_size 2048, num_hidden_layers 48,
+    # full_attention_interval 4 (36 gated-delta-net + 12 gated full-attention layers),
+    # num_attention_heads 16, num_key_value_heads 2, head_dim 256 (q_proj also emits an output
+    # gate of the same width), linear_num_key_heads 16, linear_num_value_heads 32,
+    # linear_key_head_dim 128, linear_value_head_dim 128, linear_conv_kernel_dim 4,
+    # num_experts 512, num_experts_per_tok 10, moe_intermediate_size 512,
+    # shared_expert_intermediate_size 512, decoder_sparse_step 1 (MoE in every layer), bfloat16.
+    hidden, layers, interval = 2048, 48, 4
+    heads, kv_heads, head_dim = 16, 2, 256
+    lk_heads, lv_heads, lk_dim, lv_dim, kernel = 16, 32, 128, 128, 4
+    experts_active, moe_inter, shared_inter, num_experts = 10, 512, 512, 512
+    key_dim, value_dim = lk_heads * lk_dim, lv_heads * lv_dim
+    conv_dim = 2 * key_dim + value_dim  # q, k, v go through the causal conv
+    n_attn = layers // interval
+    dtype = 2
+    return ModelSpec(
+        name="qwen3-next-80b-a3b",
+        d_model=hidden,
+        dtype_bytes=dtype,
+        num_attn_layers=n_attn,
+        attn_q_dim=heads * head_dim,
+        attn_kv_dim=kv_heads * head_dim,
+        attn_proj_params=hidden * (2 * heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden,
+        num_ssm_layers=layers - n_attn,
+        # in_proj_qkvz (q, k, v, z), in_proj_ba (beta, alpha per value head), out_proj.
+        ssm_proj_params=hidden * (2 * key_dim + 2 * value_dim) + hidden * 2 * lv_heads + value_dim * hidden,
+        # conv + delta-rule recurrence (~8 FLOPs per state element: decay, kᵀS, update, qS).
+        ssm_token_flops=2 * conv_dim * kernel + 8 * lv_heads * lk_dim * lv_dim + 10 * value_dim,
+        ssm_state_bytes_per_layer=(conv_dim * (kernel - 1) + lv_heads * lk_dim * lv_dim) * dtype,
+        num_mlp_layers=layers,
+        # SwiGLU experts (3 matrices): 10 routed + 1 shared, plus router and shared-expert gate.
+        mlp_active_params=3 * hidden * (experts_active * moe_inter + shared_inter) + hidden * num_experts + hidden,
+        source="huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct/blob/main/config.json",
+        moe_num_experts=num_experts,
+        moe_experts_per_token=experts_active,
+        moe_expert_params=3 * hidden * moe_inter,
+        vocab_size=151936,
+    )
+
+
+MODELS: dict[str, ModelSpec] = {m.name: m for m in (_marconi_7b(), _nemotron_h_8b(), _qwen3_next_80b_a3b())}
+
+
+def get_model(name: str) -> ModelSpec:
+    """Look a model up by name; an unknown name raises ``KeyError`` listing the valid ones."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise KeyError(f"unknown model {name!r}; valid names: {', '.join(sorted(MODELS))}") from None
