@@ -62,6 +62,7 @@ class CachedRequest:
     prefix_len: int = 0  # cached tokens reported at admission (SGLang's cached_tokens)
     protected_len: int = 0  # tokens shared with the tree (cache_protected_len)
     kv_len: int = 0  # tokens with KV (tree-shared + request-held)
+    kv_reserved: int = 0  # KV allocated ahead for the next decode step (scheduler's out_cache_loc)
     live_state: int | None = None
     track_slots: list[int] = field(default_factory=list)
     track_seqlen: int | None = None  # position of the newest tracked, not yet inserted state
@@ -69,7 +70,7 @@ class CachedRequest:
 
     @property
     def held_kv(self) -> int:
-        return self.kv_len - self.protected_len
+        return self.kv_len - self.protected_len + self.kv_reserved
 
     def held_states(self) -> list[int]:
         live = [] if self.live_state is None else [self.live_state]
@@ -184,7 +185,8 @@ class Strategy:
         self.host.record_load_back(host_len - req.prefix_len)
         req.prefix_len = host_len
 
-    def _write_back(self, req: CachedRequest) -> None:
+    def write_back(self, req: CachedRequest) -> None:
+        """Copy what the request has cached on the device to the host tier (on finish or retract)."""
         if self.host is not None and req.protected_len > 0:
             self.host.write_back(req.tokens[: req.protected_len], fingerprint(req.tokens, req.protected_len))
 
@@ -196,6 +198,7 @@ class Strategy:
         req.live_state, req.track_slots = None, []
         tree.kv_pool.free(req.held_kv)
         req.kv_len = req.protected_len
+        req.kv_reserved = 0
         if req.lock is not None:
             tree.unlock(req.lock)
             req.lock = None
@@ -212,6 +215,11 @@ class Strategy:
         """Allocate KV for ``tokens[kv_len:end]`` (a scheduler does this when it plans the batch)."""
         self._alloc_kv(end - req.kv_len, protect=req.lock.node if req.lock else None)
         req.kv_len = end
+
+    def reserve_decode_kv(self, req: CachedRequest, n: int = 1) -> None:
+        """Allocate KV for the next ``n`` decode steps now, so the step itself cannot run out."""
+        self._alloc_kv(n, protect=req.lock.node if req.lock else None)
+        req.kv_reserved += n
 
     def prefill_chunk(self, req: CachedRequest, end: int, *, finishes_after_prefill: bool) -> None:
         """One prefill forward over ``tokens[kv_len:end]``: allocate, track, checkpoint."""
@@ -234,7 +242,9 @@ class Strategy:
         req.tokens.extend(output_tokens)
         committed = len(req.tokens) - 1
         if committed > old_committed:
-            self._alloc_kv(committed - old_committed)
+            take = min(req.kv_reserved, committed - old_committed)
+            req.kv_reserved -= take
+            self._alloc_kv(committed - old_committed - take)
             req.kv_len = committed
             self._on_decode(req, old_committed, committed)
             assert req.live_state is not None
@@ -294,7 +304,7 @@ class NoBufferStrategy(Strategy):
             self._insert(req, req.kv_len, slot)
         else:
             self.tree.state_pool.free(slot)
-        self._write_back(req)
+        self.write_back(req)
         self.release(req)
 
 
@@ -348,7 +358,7 @@ class ExtraBufferStrategy(Strategy):
         if cache_len > req.protected_len:
             donated = req.track_slots.pop()
             self._insert(req, cache_len, donated)
-        self._write_back(req)
+        self.write_back(req)
         # KV past the last tracked state cannot be reused without a state: free it.
         self.release(req)
 

@@ -66,9 +66,7 @@ def brute_leaf_victim(tree: MambaRadixTree) -> Node | None:
 
 def brute_state_victim(tree: MambaRadixTree) -> Node | None:
     cands = [
-        n
-        for n in tree.nodes.values()
-        if n.state is not None and n.state_lock == 0 and (n.children or n.kv_lock == 0)
+        n for n in tree.nodes.values() if n.state is not None and n.state_lock == 0 and (n.children or n.kv_lock == 0)
     ]
     return min(cands, key=lambda n: (n.state_tick, n.depth, n.id), default=None)
 

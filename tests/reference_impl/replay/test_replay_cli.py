@@ -46,18 +46,21 @@ def test_json_output_has_the_documented_keys_and_consistent_counts(tmp_path: Pat
     proc = run_cli(str(trace), "--policy", "lru", "--capacity-bytes", "1e10", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    for key in ("token_hit_rate", "request_hit_rate", "flops_saved", "num_requests", "input_tokens",
-                "hit_tokens", "elapsed_s"):
+    for key in (
+        "token_hit_rate",
+        "request_hit_rate",
+        "flops_saved",
+        "num_requests",
+        "input_tokens",
+        "hit_tokens",
+        "elapsed_s",
+    ):
         assert key in out
     assert out["num_requests"] == len(rows)
     assert out["input_tokens"] == sum(len(r.input_tokens) for r in rows)
     assert out["token_hit_rate"] == pytest.approx(out["hit_tokens"] / out["input_tokens"])
     # With a roomy cache every later turn reuses its predecessor's input + output - 1 tokens.
-    hits = [
-        len(p.input_tokens) + len(p.output_tokens) - 1
-        for p, r in itertools.pairwise(rows)
-        if r.turn_id > 0
-    ]
+    hits = [len(p.input_tokens) + len(p.output_tokens) - 1 for p, r in itertools.pairwise(rows) if r.turn_id > 0]
     assert out["hit_tokens"] == sum(hits)
     assert out["request_hit_rate"] == pytest.approx(len(hits) / len(rows))
     model = get_model("marconi-7b")

@@ -1,0 +1,358 @@
+"""The engine core: SGLang's scheduler loop over the reference cache, without a model.
+
+One call to ``schedule()`` plans the next forward (a prefill batch or a decode step) and reserves
+its memory; the executor runs it (the simulator charges time from a cost model, the CPU server runs
+a tiny model); ``complete()`` applies the sampled tokens. Modelled on SGLang's scheduler
+(research/sglang.md §1.7–§2):
+
+* continuous batching; a new prefill batch has priority over decoding; prefill batches are bounded
+  by ``max_prefill_tokens`` and long prompts are split at ``chunked_prefill_size`` (one chunked
+  request at a time); schedule policy ``fcfs`` or ``lpm`` (longest prefix match first);
+* ``max_running_requests`` is capped by ``state_slots // ratio`` where the ratio is the number of
+  state slots SGLang reserves per running request (1 cache off, 3 on, +2/+1 for extra_buffer with
+  or without overlap scheduling);
+* admission checks *both* pools (free + evictable, minus what running requests will still need
+  at the current ``new_token_ratio``) before allocating anything;
+* when a decode step cannot get KV, requests are retracted (fewest outputs first, longest inputs
+  first among ties), ``new_token_ratio`` backs off, and the retracted requests re-queue at the
+  front; they keep the tokens they generated;
+* pool exhaustion never crashes the core: it queues, evicts, retracts or aborts an impossible
+  request, and counts each event in ``EngineCounters``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from reference_impl.host_tier import HostTier
+from reference_impl.lifecycle import STATES_PER_REQUEST_WITH_CACHE, CachedRequest, Strategy, make_strategy
+from reference_impl.policies.registry import make_policy
+from reference_impl.radix.key import page_floor
+from reference_impl.radix.pools import KVPool, PoolExhausted, StatePool
+from reference_impl.radix.tree import MambaRadixTree
+
+__all__ = ["Batch", "EngineConfig", "EngineCore", "EngineCounters", "EngineRequest", "state_ratio"]
+
+RETRACT_DECODE_STEPS = 20  # SGLang: tokens of headroom assumed per request after a retraction
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    kv_tokens: int
+    state_slots: int  # --max-mamba-cache-size
+    cache: Literal["disabled", "no_buffer", "extra_buffer"] = "no_buffer"
+    policy: str = "lru"
+    eff_weight: float | None = None
+    page_size: int = 1
+    chunked_prefill_size: int = 8192
+    max_prefill_tokens: int = 16384
+    max_running_requests: int | None = None
+    schedule_policy: Literal["fcfs", "lpm"] = "fcfs"
+    track_interval: int = 256
+    overlap: bool = True
+    host_kv_tokens: int = 0
+    host_state_slots: int = 0
+    init_new_token_ratio: float = 0.7
+    min_new_token_ratio: float = 0.1
+    new_token_ratio_decay: float = 0.001
+
+
+def state_ratio(config: EngineConfig) -> int:
+    """State slots SGLang reserves per running request (kv_cache_configurator._calculate_mamba_ratio)."""
+    if config.cache == "disabled":
+        return 1
+    if config.cache == "extra_buffer":
+        return STATES_PER_REQUEST_WITH_CACHE + (2 if config.overlap else 1)
+    return STATES_PER_REQUEST_WITH_CACHE
+
+
+@dataclass(slots=True)
+class EngineRequest:
+    rid: int
+    input_tokens: tuple[int, ...]
+    max_new_tokens: int
+    output: list[int] = field(default_factory=list)  # tokens sampled so far
+    cached: CachedRequest | None = None
+    cached_tokens: int | None = None  # reported at first admission (SGLang's meta_info.cached_tokens)
+    retractions: int = 0
+    status: Literal["waiting", "running", "finished", "aborted"] = "waiting"
+    error: str = ""
+
+    @property
+    def fill_tokens(self) -> list[int]:
+        """What a (re-)admission prefills: the prompt plus everything generated so far."""
+        return [*self.input_tokens, *self.output]
+
+    @property
+    def remaining(self) -> int:
+        return self.max_new_tokens - len(self.output)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    request: EngineRequest
+    start: int  # first token of this forward
+    end: int  # one past the last token of this forward
+    prefix_len: int  # tokens already in KV before this forward (attention context)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    kind: Literal["prefill", "decode"]
+    items: tuple[BatchItem, ...]
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(i.end - i.start for i in self.items)
+
+
+@dataclass(slots=True)
+class EngineCounters:
+    prefill_batches: int = 0
+    decode_steps: int = 0
+    retractions: int = 0
+    aborted: int = 0
+    admission_blocked: int = 0  # times the head of the queue waited for memory
+    peak_kv_used: int = 0
+    peak_states_used: int = 0
+
+
+class EngineCore:
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        tree = MambaRadixTree(
+            KVPool(config.kv_tokens),
+            StatePool(config.state_slots),
+            make_policy(config.policy, config.eff_weight),
+            page_size=config.page_size,
+        )
+        host = None
+        if config.host_kv_tokens > 0 and config.cache != "disabled":
+            host = HostTier(config.host_kv_tokens, max(1, config.host_state_slots), page_size=config.page_size)
+        self.host = host
+        self.strategy: Strategy = make_strategy(
+            config.cache, tree, chunked_prefill_size=config.chunked_prefill_size,
+            track_interval=config.track_interval, overlap=config.overlap, host=host,
+        )
+        self.tree = tree
+        by_slots = config.state_slots // state_ratio(config)
+        if by_slots < 1:
+            raise ValueError(
+                f"{config.state_slots} state slots cannot hold one running request ({state_ratio(config)} each)"
+            )
+        self.max_running = min(config.max_running_requests or by_slots, by_slots)
+        self.waiting: deque[EngineRequest] = deque()
+        self.running: list[EngineRequest] = []
+        self.chunked: EngineRequest | None = None
+        self.new_token_ratio = config.init_new_token_ratio
+        self.counters = EngineCounters()
+
+    # ------------------------------------------------------------------ intake
+    def add_request(self, rid: int, input_tokens: Sequence[int], max_new_tokens: int) -> EngineRequest:
+        req = EngineRequest(rid, tuple(input_tokens), max(1, max_new_tokens))
+        if len(req.input_tokens) + req.max_new_tokens > self.config.kv_tokens:
+            req.status, req.error = "aborted", "input + output longer than the KV pool"
+            self.counters.aborted += 1
+            return req
+        self.waiting.append(req)
+        return req
+
+    @property
+    def idle(self) -> bool:
+        return not (self.waiting or self.running or self.chunked)
+
+    # ------------------------------------------------------------------ memory views
+    def _kv_headroom(self) -> int:
+        """KV tokens obtainable now, minus what running requests will still decode."""
+        tree = self.tree
+        reserve = sum(min(r.remaining, 1 << 30) for r in self.running) * self.new_token_ratio
+        return int(tree.kv_pool.available + tree.kv_evictable - reserve)
+
+    def _state_headroom(self) -> int:
+        return self.tree.state_pool.available + self.tree.state_evictable
+
+    def _track_peaks(self) -> None:
+        tree = self.tree
+        c = self.counters
+        c.peak_kv_used = max(c.peak_kv_used, tree.kv_pool.size - tree.kv_pool.available)
+        c.peak_states_used = max(c.peak_states_used, tree.state_pool.size - tree.state_pool.available)
+
+    # ------------------------------------------------------------------ scheduling
+    def schedule(self) -> Batch | None:
+        """Plan the next forward and reserve its memory; None when there is nothing to run."""
+        batch = self._schedule_prefill()
+        if batch is None and self.running:
+            batch = self._schedule_decode()
+        if batch is not None:
+            self._track_peaks()
+        return batch
+
+    def _order_waiting(self) -> list[EngineRequest]:
+        if self.config.schedule_policy == "fcfs" or self.config.cache == "disabled" or len(self.waiting) > 128:
+            return list(self.waiting)  # SGLang falls back to FCFS for long queues
+        limit = self.tree.page_size
+
+        def hit(req: EngineRequest) -> int:
+            toks = req.fill_tokens
+            return self.tree.match_prefix(toks[: page_floor(max(0, len(toks) - 1), limit)]).prefix_len
+
+        return sorted(self.waiting, key=lambda r: -hit(r))  # stable: FCFS among equal matches
+
+    def _schedule_prefill(self) -> Batch | None:
+        cfg = self.config
+        budget = cfg.max_prefill_tokens
+        chunk_budget = cfg.chunked_prefill_size
+        items: list[BatchItem] = []
+        if self.chunked is not None:
+            req = self.chunked
+            item = self._plan_chunk(req, min(budget, chunk_budget))
+            if item is None:
+                return None
+            items.append(item)
+            budget -= item.end - item.start
+            chunk_budget -= item.end - item.start
+            if item.end == len(req.fill_tokens):
+                self.chunked = None
+        if self.chunked is None:
+            for req in self._order_waiting():
+                if budget <= 0 or chunk_budget <= 0 or len(self.running) + len(items) >= self.max_running:
+                    break
+                if not self._admit(req):
+                    self.counters.admission_blocked += 1
+                    break
+                item = self._plan_chunk(req, min(budget, chunk_budget))
+                if item is None:  # admitted but its first chunk does not fit: back to waiting
+                    self._unadmit(req)
+                    self.counters.admission_blocked += 1
+                    break
+                self.waiting.remove(req)
+                items.append(item)
+                budget -= item.end - item.start
+                chunk_budget -= item.end - item.start
+                if item.end < len(req.fill_tokens):
+                    self.chunked = req  # the rest of this prompt goes in later batches
+                    break
+        if not items:
+            return None
+        self.counters.prefill_batches += 1
+        return Batch("prefill", tuple(items))
+
+    def _admit(self, req: EngineRequest) -> bool:
+        """Match and lock; False (and nothing held) if either pool cannot take the request now."""
+        tokens = req.fill_tokens
+        states_needed = state_ratio(self.config)
+        if self._state_headroom() < states_needed:
+            return False
+        try:
+            cached = self.strategy.admit(tokens)
+        except PoolExhausted:
+            return False
+        extend = len(tokens) - cached.prefix_len
+        if extend + req.remaining * self.new_token_ratio > self._kv_headroom():
+            self.strategy.release(cached)
+            return False
+        req.cached = cached
+        if req.cached_tokens is None:
+            req.cached_tokens = cached.prefix_len
+        req.status = "running"
+        return True
+
+    def _unadmit(self, req: EngineRequest) -> None:
+        assert req.cached is not None
+        self.strategy.release(req.cached)
+        req.cached = None
+        req.status = "waiting"
+
+    def _plan_chunk(self, req: EngineRequest, budget: int) -> BatchItem | None:
+        cached = req.cached
+        assert cached is not None
+        start = cached.kv_len
+        end = min(cached.input_len, start + budget)
+        if end < cached.input_len:
+            end = max(start, page_floor(end, self.tree.page_size))
+        if end <= start:
+            return None
+        try:
+            self.strategy.alloc_chunk(cached, end)
+        except PoolExhausted:
+            return None
+        return BatchItem(req, start, end, start)
+
+    def _schedule_decode(self) -> Batch | None:
+        tree = self.tree
+        while self.running and tree.kv_pool.available + tree.kv_evictable < len(self.running):
+            self._retract_one()
+        if not self.running:
+            return None
+        for req in self.running:
+            assert req.cached is not None
+            if len(req.cached.tokens) > req.cached.kv_len + req.cached.kv_reserved:
+                self.strategy.reserve_decode_kv(req.cached)  # KV for the token this step feeds in
+        self.counters.decode_steps += 1
+        self.new_token_ratio = max(
+            self.config.min_new_token_ratio, self.new_token_ratio - self.config.new_token_ratio_decay
+        )
+        items = []
+        for req in self.running:
+            assert req.cached is not None
+            ctx = req.cached.kv_len
+            items.append(BatchItem(req, ctx, ctx + 1, ctx))
+        return Batch("decode", tuple(items))
+
+    def _retract_one(self) -> None:
+        victim = min(self.running, key=lambda r: (len(r.output), -len(r.input_tokens), -r.rid))
+        self.running.remove(victim)
+        assert victim.cached is not None
+        self.strategy.write_back(victim.cached)
+        self.strategy.release(victim.cached)
+        victim.cached = None
+        victim.status = "waiting"
+        victim.retractions += 1
+        self.counters.retractions += 1
+        self.waiting.appendleft(victim)
+        total_decoded = sum(len(r.output) for r in self.running)
+        total_max = sum(r.max_new_tokens for r in self.running) or 1
+        self.new_token_ratio = min(1.0, (total_decoded + RETRACT_DECODE_STEPS * len(self.running)) / total_max)
+
+    # ------------------------------------------------------------------ completion
+    def complete(self, batch: Batch, next_tokens: Sequence[int]) -> list[EngineRequest]:
+        """Apply one sampled token per request that produced one; return the requests that finished."""
+        finished: list[EngineRequest] = []
+        if batch.kind == "prefill":
+            sampling = [i for i in batch.items if i.end == i.request.cached.input_len]  # type: ignore[union-attr]
+            if len(next_tokens) != len(sampling):
+                raise ValueError(f"prefill batch samples {len(sampling)} tokens, got {len(next_tokens)}")
+            tokens = iter(next_tokens)
+            for item in batch.items:
+                req, cached = item.request, item.request.cached
+                assert cached is not None
+                done_after = item.end == cached.input_len and req.remaining <= 1
+                self.strategy.complete_chunk(cached, item.start, finishes_after_prefill=done_after)
+                if item.end == cached.input_len:
+                    self._append(req, next(tokens), finished)
+                    if req.status == "running":
+                        self.running.append(req)
+        else:
+            if len(next_tokens) != len(batch.items):
+                raise ValueError(f"decode step samples {len(batch.items)} tokens, got {len(next_tokens)}")
+            for item, tok in zip(batch.items, next_tokens, strict=True):
+                self._append(item.request, tok, finished)
+            self.running = [r for r in self.running if r.status == "running"]
+        return finished
+
+    def _append(self, req: EngineRequest, token: int, finished: list[EngineRequest]) -> None:
+        cached = req.cached
+        assert cached is not None
+        if cached.kv_len >= cached.input_len and len(cached.tokens) > cached.input_len:
+            self.strategy.decode(cached, [token])  # KV for the previous sampled token is committed now
+        else:
+            cached.tokens.append(token)
+        req.output.append(token)
+        if req.remaining <= 0:
+            self.strategy.finish(cached)
+            req.cached = None
+            req.status = "finished"
+            finished.append(req)

@@ -1,0 +1,100 @@
+"""Forward time of a batch on a GPU, from FLOPs and bytes moved, scaled by a few named factors.
+
+    prefill batch:  t = prefill_overhead_s + FLOPs / (tp · peak_flops · prefill_mfu)
+    decode step:    t = decode_overhead_s + bytes / (tp · hbm_bandwidth · decode_bw_efficiency)
+
+Prefill FLOPs count every projection (2 FLOPs per weight per token), the recurrent layers'
+per-token work, and causal attention against the cached prefix (a token at position i attends to
+i earlier tokens: ``4 · q_dim`` FLOPs each). Decode bytes are the weights a step reads — all dense
+weights plus the routed experts the batch touches (the expected number of distinct experts of
+``batch · top_k`` draws from ``num_experts``) — plus the KV of every context token and a read and a
+write of every request's recurrent state. Tensor parallelism divides both evenly; communication
+and kernel-launch costs live in the overheads.
+
+The factors are what calibration fits (``CALIBRATED``); the same factors serve every cache arm,
+so a difference between arms comes only from the work the cache saves or adds. What the model
+leaves out: communication that grows with batch size, CUDA-graph padding, MoE load imbalance,
+the scheduler's own CPU time, and overlap scheduling (prefill and decode never overlap here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reference_impl.engine.core import Batch
+from reference_impl.engine.hardware import GPUSpec
+from reference_impl.models import ModelSpec
+
+__all__ = ["CALIBRATED", "CostFactors", "CostModel"]
+
+
+@dataclass(frozen=True, slots=True)
+class CostFactors:
+    prefill_mfu: float  # achieved fraction of peak FLOP/s in prefill
+    decode_bw_efficiency: float  # achieved fraction of peak HBM bandwidth in decode
+    prefill_overhead_s: float  # fixed cost per prefill forward (launch, all-reduce latency)
+    decode_overhead_s: float  # fixed cost per decode step
+
+
+# Fitted by benchmarks/calibrate_sim.py to the Qwen3-Next-80B-A3B TP4 H100 runs of seed 001
+# (see the README section "Simulator calibration"); used unchanged for every arm.
+CALIBRATED = CostFactors(
+    prefill_mfu=0.105, decode_bw_efficiency=0.6, prefill_overhead_s=0.004, decode_overhead_s=0.0046
+)
+
+
+class CostModel:
+    def __init__(self, model: ModelSpec, gpu: GPUSpec, tp: int = 1, factors: CostFactors = CALIBRATED) -> None:
+        if tp < 1:
+            raise ValueError(f"tensor parallel degree must be >= 1, got {tp}")
+        self.model, self.gpu, self.tp, self.factors = model, gpu, tp, factors
+        m = model
+        # Per-token FLOPs that do not depend on context: projections, recurrences, MLPs.
+        self._linear_flops_per_token = (
+            m.num_attn_layers * 2 * m.attn_proj_params
+            + m.num_ssm_layers * (2 * m.ssm_proj_params + m.ssm_token_flops)
+            + m.num_mlp_layers * 2 * m.mlp_active_params
+            + 2 * m.vocab_size * m.d_model
+        )
+        routed = m.moe_expert_params * m.moe_experts_per_token
+        self._dense_weight_bytes = (
+            m.num_attn_layers * m.attn_proj_params
+            + m.num_ssm_layers * m.ssm_proj_params
+            + m.num_mlp_layers * (m.mlp_active_params - routed)
+            + m.vocab_size * m.d_model
+        ) * m.dtype_bytes
+
+    def prefill_flops(self, new_tokens: int, prefix_len: int) -> float:
+        """FLOPs of extending a ``prefix_len``-token context by ``new_tokens`` tokens."""
+        m = self.model
+        # Sum over new positions i of (prefix_len + i) attended keys, causal.
+        attended = new_tokens * prefix_len + new_tokens * (new_tokens + 1) / 2
+        return new_tokens * self._linear_flops_per_token + m.num_attn_layers * 4 * m.attn_q_dim * attended
+
+    def routed_weight_bytes(self, batch_size: int) -> float:
+        m = self.model
+        if not m.moe_num_experts:
+            return 0.0
+        e, k = m.moe_num_experts, m.moe_experts_per_token
+        distinct = e * (1.0 - (1.0 - k / e) ** batch_size)
+        return m.num_mlp_layers * distinct * m.moe_expert_params * m.dtype_bytes
+
+    def decode_bytes(self, context_lens: list[int]) -> float:
+        m = self.model
+        kv = sum(context_lens) * m.kv_bytes_per_token()
+        states = 2 * len(context_lens) * m.state_bytes()
+        return self._dense_weight_bytes + self.routed_weight_bytes(len(context_lens)) + kv + states
+
+    def batch_seconds(self, batch: Batch) -> float:
+        f = self.factors
+        if batch.kind == "prefill":
+            flops = sum(self.prefill_flops(i.end - i.start, i.prefix_len) for i in batch.items)
+            return f.prefill_overhead_s + flops / (self.tp * self.gpu.bf16_flops * f.prefill_mfu)
+        ctx = [i.prefix_len + 1 for i in batch.items]
+        return f.decode_overhead_s + self.decode_bytes(ctx) / (
+            self.tp * self.gpu.hbm_bytes_per_s * f.decode_bw_efficiency
+        )
+
+    def host_transfer_seconds(self, tokens: int, states: int) -> float:
+        m = self.model
+        return (tokens * m.kv_bytes_per_token() + states * m.state_bytes()) / self.gpu.host_bytes_per_s

@@ -1,0 +1,232 @@
+"""Discrete-event simulation of a serving run: clients, the engine core, and a cost model for time.
+
+Time is an exact integer count of nanoseconds, so runs are bit-for-bit repeatable; the only
+randomness is the Poisson arrival process, drawn from ``random.Random(seed)``. The loop is
+SGLang's: the engine runs one forward at a time (prefill or decode); requests that arrive while it
+runs join the queue at the next step.
+
+Clients follow bench_serving (research/sglang.md §6.4): ``closed`` sends requests in trace order
+with at most ``max_concurrency`` in flight (``--request-rate inf --max-concurrency N``); ``poisson``
+schedules them at exponential intervals (``--request-rate R``); ``trace`` uses each row's ``ts``
+times ``slowdown``. In every mode a session's turn t+1 is sent only after turn t finished.
+
+The sampled tokens are the trace's recorded outputs, so multi-turn inputs stay consistent with what
+the engine generated. Outputs are *modelled*, not measured: every number this produces is a
+statement about the cost model, not about a GPU.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from reference_impl.engine.core import Batch, EngineCore, EngineRequest
+from workloads.trace import TraceRow
+
+__all__ = ["ArrivalSpec", "RequestRecord", "SimResult", "StepRecord", "simulate"]
+
+NS = 1_000_000_000
+
+
+class BatchTimer(Protocol):
+    def batch_seconds(self, batch: Batch) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalSpec:
+    kind: Literal["closed", "poisson", "trace"] = "closed"
+    max_concurrency: int | None = None  # closed: required; poisson/trace: optional cap
+    request_rate: float | None = None  # poisson
+    slowdown: float = 1.0  # trace
+    seed: int = 0
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    rid: int
+    session_id: int | str
+    turn_id: int
+    scheduled_s: float
+    sent_s: float | None = None
+    first_token_s: float | None = None
+    end_s: float | None = None
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    retractions: int = 0
+    status: Literal["ok", "error", "pending"] = "pending"
+    error: str = ""
+    itl_ms: list[float] = field(default_factory=list)
+
+    @property
+    def ttft_ms(self) -> float | None:
+        if self.first_token_s is None or self.sent_s is None:
+            return None
+        return (self.first_token_s - self.sent_s) * 1e3
+
+    @property
+    def e2e_ms(self) -> float | None:
+        if self.end_s is None or self.sent_s is None:
+            return None
+        return (self.end_s - self.sent_s) * 1e3
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    end_s: float
+    kind: str
+    num_requests: int
+    num_tokens: int
+    kv_used: int
+    states_used: int
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    records: tuple[RequestRecord, ...]
+    steps: tuple[StepRecord, ...]
+    duration_s: float
+    retractions: int
+    aborted: int
+    peak_kv_used: int
+    peak_states_used: int
+    kv_pool_tokens: int
+    state_pool_slots: int
+
+
+def _schedules(rows: Sequence[TraceRow], spec: ArrivalSpec) -> list[int]:
+    """Earliest send time of each row in ns (before causality and concurrency limits)."""
+    if spec.kind == "closed":
+        if not spec.max_concurrency or spec.max_concurrency < 1:
+            raise ValueError("a closed-loop client needs max_concurrency >= 1")
+        return [0] * len(rows)
+    if spec.kind == "poisson":
+        if not spec.request_rate or spec.request_rate <= 0:
+            raise ValueError("a Poisson client needs a positive request_rate")
+        rng = random.Random(spec.seed)
+        out, t = [], 0.0
+        for _ in rows:
+            out.append(round(t * NS))
+            t += rng.expovariate(spec.request_rate)
+        return out
+    if spec.kind == "trace":
+        base = min(r.ts for r in rows)
+        return [round((r.ts - base) * spec.slowdown * NS) for r in rows]
+    raise ValueError(f"unknown arrival kind {spec.kind!r}")
+
+
+def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arrival: ArrivalSpec) -> SimResult:
+    order = sorted(range(len(rows)), key=lambda i: (rows[i].ts, i)) if arrival.kind == "trace" else list(
+        range(len(rows))
+    )
+    rows = [rows[i] for i in order]
+    earliest = _schedules(rows, arrival)
+    records = [RequestRecord(i, r.session_id, r.turn_id, earliest[i] / NS) for i, r in enumerate(rows)]
+    # A turn waits for the previous turn of its session; the first turn of each session is free.
+    prev_turn: dict[int, int] = {}
+    last_of_session: dict[int | str, int] = {}
+    for i, r in enumerate(rows):
+        if r.session_id in last_of_session:
+            prev_turn[i] = last_of_session[r.session_id]
+        last_of_session[r.session_id] = i
+    next_turn = {p: i for i, p in prev_turn.items()}
+    cap = arrival.max_concurrency or len(rows)
+    ready: list[tuple[int, int]] = []  # (send time ns, row index): causality satisfied
+    for i in range(len(rows)):
+        if i not in prev_turn:
+            heapq.heappush(ready, (earliest[i], i))
+    in_flight = 0
+    now = 0
+    by_rid: dict[int, EngineRequest] = {}
+    last_token_ns: dict[int, int] = {}
+    steps: list[StepRecord] = []
+    done = 0
+
+    def release(i: int, at: int) -> None:
+        j = next_turn.get(i)
+        if j is not None:
+            heapq.heappush(ready, (max(earliest[j], at), j))
+
+    def finish(i: int, at: int, status: Literal["ok", "error"], error: str = "") -> None:
+        nonlocal in_flight, done
+        rec = records[i]
+        rec.end_s, rec.status, rec.error = at / NS, status, error
+        in_flight -= 1
+        done += 1
+        release(i, at)
+
+    while done < len(rows):
+        # Send every request whose time has come, up to the concurrency cap, in trace order.
+        while ready and ready[0][0] <= now and in_flight < cap:
+            _, i = heapq.heappop(ready)
+            row = rows[i]
+            rec = records[i]
+            rec.sent_s, rec.prompt_tokens = now / NS, len(row.input_tokens)
+            in_flight += 1
+            req = core.add_request(i, row.input_tokens, max(1, len(row.output_tokens)))
+            if req.status == "aborted":
+                finish(i, now, "error", req.error)
+                continue
+            by_rid[i] = req
+        batch = core.schedule()
+        if batch is None:
+            if core.running or core.chunked:
+                raise RuntimeError("engine core has running requests but scheduled nothing")
+            if ready and in_flight < cap:
+                now = max(now, ready[0][0])  # idle until the next client sends
+                continue
+            if core.waiting:  # nothing runs, nothing arrives: the head request can never fit
+                req = core.waiting.popleft()
+                req.status, req.error = "aborted", "request cannot be admitted with the configured pools"
+                core.counters.aborted += 1
+                finish(req.rid, now, "error", req.error)
+                continue
+            raise RuntimeError("simulation stalled with requests outstanding")
+        now += max(1, round(timer.batch_seconds(batch) * NS))
+        sampled = []
+        for item in batch.items:
+            req = item.request
+            if batch.kind == "decode" or (req.cached is not None and item.end == req.cached.input_len):
+                out = rows[req.rid].output_tokens
+                sampled.append(out[len(req.output)] if len(req.output) < len(out) else 0)
+        newly: list[EngineRequest] = [
+            i.request for i in batch.items if batch.kind == "decode" or i.end == i.request.cached.input_len  # type: ignore[union-attr]
+        ]
+        finished = core.complete(batch, sampled)
+        for req in newly:
+            rec = records[req.rid]
+            if rec.first_token_s is None:
+                rec.first_token_s = now / NS
+                rec.cached_tokens = req.cached_tokens or 0
+            elif req.rid in last_token_ns:
+                rec.itl_ms.append((now - last_token_ns[req.rid]) / 1e6)
+            last_token_ns[req.rid] = now
+            rec.output_tokens = len(req.output)
+            rec.retractions = req.retractions
+        for req in finished:
+            finish(req.rid, now, "ok")
+        tree = core.tree
+        steps.append(
+            StepRecord(
+                now / NS,
+                batch.kind,
+                len(batch.items),
+                batch.num_tokens,
+                tree.kv_pool.size - tree.kv_pool.available,
+                tree.state_pool.size - tree.state_pool.available,
+            )
+        )
+    return SimResult(
+        records=tuple(records),
+        steps=tuple(steps),
+        duration_s=now / NS,
+        retractions=core.counters.retractions,
+        aborted=core.counters.aborted,
+        peak_kv_used=core.counters.peak_kv_used,
+        peak_states_used=core.counters.peak_states_used,
+        kv_pool_tokens=core.tree.kv_pool.size,
+        state_pool_slots=core.tree.state_pool.size,
+    )

@@ -1,0 +1,107 @@
+"""The engine core under memory pressure: never allocates from an empty pool, loses no request."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from reference_impl.engine.core import EngineConfig, EngineCore
+from reference_impl.engine.cost_model import CostModel
+from reference_impl.engine.hardware import get_gpu
+from reference_impl.engine.simulator import ArrivalSpec, simulate
+from reference_impl.models import get_model
+from reference_impl.radix.invariants import check_invariants
+from workloads.trace import TraceRow
+
+
+def gsp_rows(
+    *, groups: int = 4, per_group: int = 6, system: int = 600, question: int = 80, out: int = 40, seed: int = 0
+) -> list[TraceRow]:
+    rng = random.Random(seed)
+    rows = []
+    for g in range(groups):
+        sys_prompt = [rng.randrange(5000) for _ in range(system)]
+        for p in range(per_group):
+            q = [rng.randrange(5000) for _ in range(question)]
+            o = [rng.randrange(5000) for _ in range(out)]
+            rows.append(TraceRow(g * per_group + p, 0, 0.0, tuple(sys_prompt + q), tuple(o)))
+    rng.shuffle(rows)
+    return rows
+
+
+def multi_turn_rows(
+    sessions: int = 6, turns: int = 4, seed: int = 1, out_len: tuple[int, int] = (10, 80)
+) -> list[TraceRow]:
+    rng = random.Random(seed)
+    rows = []
+    for s in range(sessions):
+        hist = [rng.randrange(5000) for _ in range(300)]
+        for t in range(turns):
+            user = [rng.randrange(5000) for _ in range(rng.randint(20, 120))]
+            out = [rng.randrange(5000) for _ in range(rng.randint(*out_len))]
+            rows.append(TraceRow(s, t, float(s), tuple(hist + user), tuple(out)))
+            hist = hist + user + out
+    return rows
+
+
+def run(rows: list[TraceRow], cache: str, *, kv: int = 200_000, states: int = 64, conc: int = 4, **kw: object):
+    cfg = EngineConfig(kv_tokens=kv, state_slots=states, cache=cache, chunked_prefill_size=256, **kw)  # type: ignore[arg-type]
+    core = EngineCore(cfg)
+    timer = CostModel(get_model("qwen3-next-80b-a3b"), get_gpu("h100"), tp=4)
+    return core, simulate(rows, core, timer, ArrivalSpec("closed", max_concurrency=conc))
+
+
+@pytest.mark.parametrize("cache", ["disabled", "no_buffer", "extra_buffer"])
+def test_tight_pools_retract_and_readmit_without_losing_a_token(cache: str) -> None:
+    rows = multi_turn_rows(turns=2, out_len=(200, 400))
+    # An optimistic new-token ratio admits more than the pool can decode: retraction must follow.
+    core, res = run(rows, cache, kv=3_000, states=40, conc=6, init_new_token_ratio=0.05, min_new_token_ratio=0.05)
+    assert res.retractions > 0  # the KV pool really was too small for six growing sessions
+    assert all(r.status == "ok" for r in res.records)
+    for rec, row in zip(res.records, rows, strict=True):
+        assert rec.output_tokens == len(row.output_tokens)
+    check_invariants(core.tree)
+    assert core.tree.kv_pool.available + core.tree.total_kv_tokens() == core.tree.kv_pool.size
+    assert core.tree.state_pool.available + core.tree.total_states() == core.tree.state_pool.size
+
+
+def test_cache_hits_cut_ttft_on_shared_prefixes_in_the_seed_direction() -> None:
+    rows = gsp_rows()
+    ttft = {}
+    hits = {}
+    for cache in ("disabled", "no_buffer", "extra_buffer"):
+        _, res = run(rows, cache)
+        ttft[cache] = sum(r.ttft_ms or 0 for r in res.records) / len(rows)
+        hits[cache] = sum(r.cached_tokens for r in res.records)
+    assert hits["disabled"] == 0
+    # no_buffer gets states at chunk ends (256, 512) inside the 600-token system prompt, so it hits.
+    assert hits["no_buffer"] > 0 and hits["extra_buffer"] > 0
+    assert ttft["no_buffer"] < ttft["disabled"] and ttft["extra_buffer"] < ttft["disabled"]
+
+
+def test_two_runs_with_one_seed_are_identical() -> None:
+    rows = multi_turn_rows()
+    def once() -> list[tuple[object, ...]]:
+        cfg = EngineConfig(kv_tokens=3_000, state_slots=24, cache="extra_buffer", chunked_prefill_size=128)
+        core = EngineCore(cfg)
+        timer = CostModel(get_model("nemotron-h-8b"), get_gpu("a100"))
+        res = simulate(rows, core, timer, ArrivalSpec("poisson", request_rate=3.0, seed=7))
+        return [(r.sent_s, r.first_token_s, r.end_s, r.cached_tokens, tuple(r.itl_ms)) for r in res.records]
+    assert once() == once()
+
+
+def test_max_running_is_capped_by_state_slots_per_request() -> None:
+    core = EngineCore(EngineConfig(kv_tokens=10_000, state_slots=20, cache="extra_buffer", max_running_requests=64))
+    assert core.max_running == 20 // 5  # 3 + 2 ping-pong slots with overlap scheduling
+    core = EngineCore(EngineConfig(kv_tokens=10_000, state_slots=20, cache="disabled"))
+    assert core.max_running == 20
+    with pytest.raises(ValueError, match="cannot hold one running request"):
+        EngineCore(EngineConfig(kv_tokens=10_000, state_slots=2, cache="no_buffer"))
+
+
+def test_a_request_larger_than_the_pool_is_aborted_not_crashed() -> None:
+    rows = [TraceRow(0, 0, 0.0, tuple(range(5000)), (1, 2)), TraceRow(1, 0, 0.0, tuple(range(50)), (1, 2))]
+    _, res = run(rows, "no_buffer", kv=1000, states=12)
+    assert [r.status for r in res.records] == ["error", "ok"]
+    assert res.aborted == 1
