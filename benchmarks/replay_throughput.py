@@ -1,11 +1,11 @@
 """Replay throughput of every policy, in input tokens per second on one core.
 
-Generates a SWE-bench-like agent trace with ``python -m workloads.generate swebench`` (100 sessions by
-default) at each requested scale (1x, 10x sessions), replays it under every policy with a fixed byte
-capacity, and prints a Markdown table (the README's "Benchmark results" come from it). Wall time is
-measured here, in a benchmark, never in a test.
+Generates SWE-bench-like agent traces with ``python -m workloads.generate swebench`` (sessions × each
+scale: by default 10 and 100 sessions, i.e. 1x and 10x), replays each under every policy with a fixed
+byte capacity, and prints a Markdown table (the README's "Benchmark results" come from it). Wall time
+is measured here, in a benchmark, never in a test.
 
-    python benchmarks/replay_throughput.py [--sessions 100] [--scales 1,10] [--capacity-bytes 4e10]
+    python benchmarks/replay_throughput.py [--sessions 100] [--scales 0.1,1] [--capacity-bytes 4e10]
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def machine() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--sessions", type=int, default=100)
-    ap.add_argument("--scales", default="1,10")
+    ap.add_argument("--scales", default="0.1,1", help="multiples of --sessions to generate")
     ap.add_argument("--capacity-bytes", type=float, default=4e10)
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--strategy", default="no_buffer", choices=["no_buffer", "extra_buffer"])
@@ -59,19 +59,20 @@ def main() -> int:
     model = get_model("marconi-7b")
     print(f"machine: {machine()}")
     print(f"capacity {args.capacity_bytes:g} B, model marconi-7b, strategy {args.strategy} (lru/seglen)\n")
-    print("| policy | scale | requests | input tokens | token hit rate | replay s | input tokens/s |")
+    print("| policy | trace | requests | input tokens | token hit rate | replay s | input tokens/s |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for scale in (int(s) for s in args.scales.split(",")):
-            path = Path(tmp) / f"swebench_{scale}x.jsonl"
-            generate(path, args.sessions * scale, args.seed)
+        for scale in (float(s) for s in args.scales.split(",")):
+            sessions = max(1, round(args.sessions * scale))
+            path = Path(tmp) / f"swebench_{sessions}.jsonl"
+            generate(path, sessions, args.seed)
             rows = read_trace(path).rows
             for name in args.policies.split(","):
                 config = ReplayConfig(capacity_bytes=int(args.capacity_bytes), model=model, strategy=args.strategy)
                 result: ReplayResult = replay_rows(name, rows, make_replay_cache(name, config), model)
                 rate = result.input_tokens / result.elapsed_s if result.elapsed_s else float("inf")
                 print(
-                    f"| {name} | {scale}x | {result.num_requests} | {result.input_tokens} | "
+                    f"| {name} | {sessions} sessions | {result.num_requests} | {result.input_tokens} | "
                     f"{result.token_hit_rate:.4f} | {result.elapsed_s:.2f} | {rate:,.0f} |",
                     flush=True,
                 )

@@ -34,6 +34,7 @@ class CostFactors:
     decode_bw_efficiency: float  # achieved fraction of peak HBM bandwidth in decode
     prefill_overhead_s: float  # fixed cost per prefill forward (launch, all-reduce latency)
     decode_overhead_s: float  # fixed cost per decode step
+    frontend_s: float = 0.0  # per request, before scheduling: HTTP, tokenization, IPC (no GPU time)
 
 
 # Fitted by benchmarks/calibrate_sim.py to the Qwen3-Next-80B-A3B TP4 H100 runs of seed 001
@@ -62,6 +63,13 @@ class CostModel:
             + m.num_ssm_layers * m.ssm_proj_params
             + m.num_mlp_layers * (m.mlp_active_params - routed)
             + m.vocab_size * m.d_model
+        ) * m.dtype_bytes
+
+    def total_weight_bytes(self) -> float:
+        """Every weight on the GPUs: dense layers, all routed experts, LM head and embedding."""
+        m = self.model
+        return self._dense_weight_bytes + (
+            m.num_mlp_layers * m.moe_num_experts * m.moe_expert_params + m.vocab_size * m.d_model
         ) * m.dtype_bytes
 
     def prefill_flops(self, new_tokens: int, prefix_len: int) -> float:
@@ -94,6 +102,9 @@ class CostModel:
         return f.decode_overhead_s + self.decode_bytes(ctx) / (
             self.tp * self.gpu.hbm_bytes_per_s * f.decode_bw_efficiency
         )
+
+    def frontend_seconds(self, prompt_tokens: int) -> float:
+        return self.factors.frontend_s
 
     def host_transfer_seconds(self, tokens: int, states: int) -> float:
         m = self.model

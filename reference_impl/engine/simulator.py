@@ -34,6 +34,10 @@ NS = 1_000_000_000
 class BatchTimer(Protocol):
     def batch_seconds(self, batch: Batch) -> float: ...
 
+    def frontend_seconds(self, prompt_tokens: int) -> float:
+        """Time from a client's send to the scheduler seeing the request (HTTP, tokenization, IPC)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ArrivalSpec:
@@ -158,14 +162,19 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
         done += 1
         release(i, at)
 
+    arriving: list[tuple[int, int]] = []  # (ns the scheduler sees it, row index)
     while done < len(rows):
-        # Send every request whose time has come, up to the concurrency cap, in trace order.
+        # Clients send every request whose time has come, up to the concurrency cap, in trace order.
         while ready and ready[0][0] <= now and in_flight < cap:
             _, i = heapq.heappop(ready)
-            row = rows[i]
             rec = records[i]
-            rec.sent_s, rec.prompt_tokens = now / NS, len(row.input_tokens)
+            rec.sent_s, rec.prompt_tokens = now / NS, len(rows[i].input_tokens)
             in_flight += 1
+            latency = round(timer.frontend_seconds(len(rows[i].input_tokens)) * NS)
+            heapq.heappush(arriving, (now + latency, i))
+        while arriving and arriving[0][0] <= now:
+            _, i = heapq.heappop(arriving)
+            row = rows[i]
             req = core.add_request(i, row.input_tokens, max(1, len(row.output_tokens)))
             if req.status == "aborted":
                 finish(i, now, "error", req.error)
@@ -175,8 +184,9 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
         if batch is None:
             if core.running or core.chunked:
                 raise RuntimeError("engine core has running requests but scheduled nothing")
-            if ready and in_flight < cap:
-                now = max(now, ready[0][0])  # idle until the next client sends
+            upcoming = [t for t, _ in arriving[:1]] + ([ready[0][0]] if ready and in_flight < cap else [])
+            if upcoming:
+                now = max(now, min(upcoming))  # idle until the next send or arrival
                 continue
             if core.waiting:  # nothing runs, nothing arrives: the head request can never fit
                 req = core.waiting.popleft()

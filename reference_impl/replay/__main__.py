@@ -87,19 +87,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _render(result: ReplayResult) -> str:
-    lines = [
-        f"policy                  {result.policy}",
-        f"requests          {result.num_requests}",
-        f"input tokens      {result.input_tokens}",
-        f"token hit rate    {result.token_hit_rate:.4%}",
-        f"request hit rate  {result.request_hit_rate:.4%}",
-        f"FLOPs saved       {result.flops_saved:.4e}",
-        f"states admitted   {result.states_admitted}",
-        f"states evicted    {result.states_evicted}",
-        f"elapsed           {result.elapsed_s:.3f} s",
+    rows: list[tuple[str, str]] = [
+        ("policy", result.policy),
+        ("requests", str(result.num_requests)),
+        ("input tokens", str(result.input_tokens)),
+        ("token hit rate", f"{result.token_hit_rate:.4%}"),
+        ("request hit rate", f"{result.request_hit_rate:.4%}"),
+        ("FLOPs saved", f"{result.flops_saved:.4e}"),
+        ("states admitted", str(result.states_admitted)),
+        ("states evicted", str(result.states_evicted)),
+        ("elapsed", f"{result.elapsed_s:.3f} s"),
+        *((k.replace("_", " "), f"{v:g}") for k, v in result.notes.items()),
     ]
-    lines += [f"{k:<23} {v:g}" for k, v in result.notes.items()]
-    return "\n".join(lines)
+    return "\n".join(f"{label:<24}{value}" for label, value in rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

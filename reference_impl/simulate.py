@@ -1,0 +1,128 @@
+"""``python -m reference_impl.simulate TRACE.jsonl --arm lru --max-concurrency 5``: a modelled serving run.
+
+Runs the trace through the engine core (SGLang's scheduler and cache semantics) with time from the
+GPU cost model and prints a bench_serving-style summary. Every number is *modelled*, not measured.
+Exit codes: 0 done; 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from reference_impl.engine.arms import ARMS, parse_arm
+from reference_impl.engine.core import EngineConfig, EngineCore, state_ratio
+from reference_impl.engine.cost_model import CostModel
+from reference_impl.engine.hardware import GPUS, get_gpu
+from reference_impl.engine.simulator import ArrivalSpec, simulate
+from reference_impl.engine.summary import summarize
+from reference_impl.models import MODELS, get_model
+from workloads.trace import TraceError, read_trace
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _positive(kind: type[int] | type[float]):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {kind.__name__}") from None
+        if not (0 < value < math.inf):
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m reference_impl.simulate", description=(__doc__ or "").splitlines()[0])
+    p.add_argument("trace")
+    p.add_argument("--model", default="qwen3-next-80b-a3b", choices=sorted(MODELS))
+    p.add_argument("--gpu", default="h100", choices=sorted(GPUS))
+    p.add_argument("--tp", type=_positive(int), default=1)
+    p.add_argument("--arm", default="lru", help=f"one of {', '.join(ARMS)}, composable with '+'")
+    load = p.add_mutually_exclusive_group(required=True)
+    load.add_argument("--max-concurrency", type=_positive(int), help="closed loop, all requests ready at t=0")
+    load.add_argument("--request-rate", type=_positive(float), help="Poisson arrivals, requests/s")
+    load.add_argument("--trace-timestamps", action="store_true", help="send at each row's ts × --slowdown")
+    p.add_argument("--slowdown", type=_positive(float), default=1.0)
+    p.add_argument("--mem-fraction-static", type=_positive(float), default=0.85)
+    p.add_argument("--kv-tokens", type=_positive(int), help="KV pool size (default: from GPU memory)")
+    p.add_argument("--max-mamba-cache-size", type=_positive(int), help="state slots (default: from GPU memory)")
+    p.add_argument("--host-capacity-tokens", type=_positive(int), default=None, help="host tier KV tokens (l2 arm)")
+    p.add_argument("--chunked-prefill-size", type=_positive(int), default=8192)
+    p.add_argument("--max-running-requests", type=_positive(int))
+    p.add_argument("--schedule-policy", choices=["fcfs", "lpm"], default="fcfs")
+    p.add_argument("--page-size", type=_positive(int), default=1)
+    p.add_argument("--track-interval", type=_positive(int), default=256)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        arm = parse_arm(args.arm)
+        if arm.strategy == "no_buffer" and args.page_size != 1:
+            raise ValueError(f"arm {arm.name} (no_buffer) requires --page-size 1, as SGLang asserts")
+        model, gpu = get_model(args.model), get_gpu(args.gpu)
+        timer = CostModel(model, gpu, tp=args.tp)
+        budget = gpu.hbm_bytes * args.tp * args.mem_fraction_static - timer.total_weight_bytes()
+        if budget <= 0 and not (args.kv_tokens and args.max_mamba_cache_size):
+            raise ValueError(f"{model.name} does not fit on {args.tp} x {gpu.name} at this memory fraction")
+        r = 0.9  # --mamba-full-memory-ratio
+        slots = args.max_mamba_cache_size or int(budget * r / (1 + r) // model.state_bytes())
+        kv = args.kv_tokens or int((budget - slots * model.state_bytes()) // model.kv_bytes_per_token())
+        host_tokens = (args.host_capacity_tokens or 4 * kv) if arm.host_tier else 0
+        config = EngineConfig(
+            kv_tokens=kv,
+            state_slots=slots,
+            cache=arm.strategy,
+            policy=arm.policy,
+            page_size=args.page_size,
+            chunked_prefill_size=args.chunked_prefill_size,
+            max_running_requests=args.max_running_requests,
+            schedule_policy=args.schedule_policy,
+            track_interval=args.track_interval,
+            host_kv_tokens=host_tokens,
+            host_state_slots=max(1, host_tokens // 1024) if host_tokens else 0,
+        )
+        if slots < state_ratio(config):
+            raise ValueError(f"{slots} state slots cannot hold one running request")
+        trace = read_trace(args.trace)
+        core = EngineCore(config)
+        if args.max_concurrency:
+            arrival = ArrivalSpec("closed", max_concurrency=args.max_concurrency, seed=args.seed)
+        elif args.request_rate:
+            arrival = ArrivalSpec("poisson", request_rate=args.request_rate, seed=args.seed)
+        else:
+            arrival = ArrivalSpec("trace", slowdown=args.slowdown, seed=args.seed)
+    except (TraceError, ValueError, KeyError) as exc:
+        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return EXIT_USAGE
+    result = simulate(trace.rows, core, timer, arrival)
+    summary = summarize(result)
+    summary.update({"arm": arm.name, "model": model.name, "gpu": gpu.name, "tp": args.tp})
+    if args.json:
+        print(json.dumps(summary, sort_keys=True))
+    else:
+        print("======= Simulated Serving Result (modelled, not measured) =======")
+        for key, value in summary.items():
+            shown = f"{value:.4f}" if isinstance(value, float) else str(value)
+            print(f"{key:<32}{shown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The simulate CLI and the arm registry."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reference_impl.engine.arms import parse_arm
+from reference_impl.engine.summary import percentile
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "swebench_sps=1_art=5_nums=20.jsonl"
+
+
+def sim(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reference_impl.simulate", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_arms_compose_and_reject_what_this_engine_cannot_express() -> None:
+    spec = parse_arm("branching+seglen+l2")
+    assert (spec.strategy, spec.policy, spec.host_tier) == ("extra_buffer", "seglen", True)
+    assert parse_arm("lru").strategy == "no_buffer"
+    with pytest.raises(ValueError, match="cannot run on this engine"):
+        parse_arm("marconi")
+    with pytest.raises(ValueError, match="unknown arm 'fifo'"):
+        parse_arm("lru+fifo")
+    with pytest.raises(ValueError, match="does not compose"):
+        parse_arm("disabled+l2")
+
+
+def test_percentile_matches_numpy_linear_interpolation() -> None:
+    values = [5.0, 1.0, 4.0, 2.0, 3.0]
+    assert percentile(values, 50) == 3.0
+    assert percentile(values, 90) == pytest.approx(4.6)
+    assert percentile([7.0], 99) == 7.0
+
+
+def test_summary_keys_and_cache_arms_against_disabled() -> None:
+    out = {}
+    for arm in ("disabled", "branching"):
+        proc = sim(str(EXAMPLE), "--arm", arm, "--tp", "4", "--max-concurrency", "4", "--json")
+        assert proc.returncode == 0, proc.stderr
+        out[arm] = json.loads(proc.stdout)
+    for key in ("completed", "duration", "request_throughput", "input_throughput", "output_throughput",
+                "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "median_itl_ms", "mean_e2e_latency_ms",
+                "token_hit_rate", "peak_token_usage", "peak_mamba_usage", "retractions"):
+        assert key in out["branching"]
+    assert "modelled" in out["branching"]
+    assert out["disabled"]["token_hit_rate"] == 0
+    assert out["branching"]["token_hit_rate"] > 0.3
+    assert out["branching"]["mean_ttft_ms"] < out["disabled"]["mean_ttft_ms"]
+    assert out["branching"]["completed"] == out["disabled"]["completed"] == 44
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--arm", "marconi", "--max-concurrency", "2"], "cannot run on this engine"),
+        (["--arm", "lru", "--max-concurrency", "0"], "must be positive"),
+        (["--arm", "lru"], "one of the arguments"),
+        (["--arm", "lru", "--max-concurrency", "2", "--page-size", "16"], "page-size 1"),
+        (["--arm", "lru", "--max-concurrency", "2", "--model", "gpt"], "invalid choice"),
+        (["--arm", "lru", "--max-concurrency", "2"], "does not fit on 1 x h100"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
+    proc = sim(str(EXAMPLE), *args)
+    assert proc.returncode == 2
+    assert needle in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
