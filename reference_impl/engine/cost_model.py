@@ -38,9 +38,12 @@ class CostFactors:
 
 
 # Fitted by benchmarks/calibrate_sim.py to the Qwen3-Next-80B-A3B TP4 H100 runs of seed 001
-# (see the README section "Simulator calibration"); used unchanged for every arm.
+# (reference_impl/engine/calibration.py; README "Simulator calibration"); used unchanged for every arm.
+# frontend_s is the largest surprise: ~0.19 s per request outside the GPU is what it takes to
+# match both arms' TTFT and throughput at once (bench_serving sent 11K-token *text* prompts, which
+# the server tokenizes before scheduling); read it as "unmodelled per-request latency".
 CALIBRATED = CostFactors(
-    prefill_mfu=0.105, decode_bw_efficiency=0.6, prefill_overhead_s=0.004, decode_overhead_s=0.0046
+    prefill_mfu=0.105, decode_bw_efficiency=0.6, prefill_overhead_s=0.004, decode_overhead_s=0.0038, frontend_s=0.19
 )
 
 
