@@ -38,6 +38,10 @@ class BatchTimer(Protocol):
         """Time from a client's send to the scheduler seeing the request (HTTP, tokenization, IPC)."""
         ...
 
+    def host_transfer_seconds(self, tokens: int, states: int) -> float:
+        """Host -> device copy of KV tokens and states (load-back before a prefill)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ArrivalSpec:
@@ -99,6 +103,13 @@ class SimResult:
     peak_states_used: int
     kv_pool_tokens: int
     state_pool_slots: int
+
+
+def _host_loads(core: EngineCore) -> tuple[int, int]:
+    if core.host is None:
+        return (0, 0)
+    c = core.host.counters
+    return (c.load_back_tokens, c.load_back_states)
 
 
 def _schedules(rows: Sequence[TraceRow], spec: ArrivalSpec) -> list[int]:
@@ -180,6 +191,7 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
                 finish(i, now, "error", req.error)
                 continue
             by_rid[i] = req
+        loaded = _host_loads(core)
         batch = core.schedule()
         if batch is None:
             if core.running or core.chunked:
@@ -195,7 +207,10 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
                 finish(req.rid, now, "error", req.error)
                 continue
             raise RuntimeError("simulation stalled with requests outstanding")
-        now += max(1, round(timer.batch_seconds(batch) * NS))
+        tokens_in, states_in = (a - b for a, b in zip(_host_loads(core), loaded, strict=True))
+        # Load-back is synchronous with the prefill that needs it; write-back overlaps compute.
+        seconds = timer.batch_seconds(batch) + (timer.host_transfer_seconds(tokens_in, states_in) if tokens_in else 0.0)
+        now += max(1, round(seconds * NS))
         sampled = []
         for item in batch.items:
             req = item.request

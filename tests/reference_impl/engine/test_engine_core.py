@@ -105,3 +105,15 @@ def test_a_request_larger_than_the_pool_is_aborted_not_crashed() -> None:
     _, res = run(rows, "no_buffer", kv=1000, states=12)
     assert [r.status for r in res.records] == ["error", "ok"]
     assert res.aborted == 1
+
+
+def test_host_tier_keeps_hits_that_a_small_device_cache_loses() -> None:
+    rows = multi_turn_rows(sessions=8, turns=5)
+    hits = {}
+    for host in (0, 50_000):
+        core, res = run(rows, "extra_buffer", kv=2_500, states=30, conc=2, host_kv_tokens=host, host_state_slots=64)
+        assert all(r.status == "ok" for r in res.records)
+        hits[host] = sum(r.cached_tokens for r in res.records)
+        if host:
+            assert core.host is not None and core.host.counters.load_backs > 0
+    assert hits[50_000] > hits[0]
