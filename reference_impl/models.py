@@ -14,7 +14,9 @@ Contract:
   Marconi's ``get_attn_flops`` does (``8LD² + 4L²D`` for D×D projections); softmax, norms,
   embeddings and the LM head are not counted.
 * ``MODELS`` holds ``marconi-7b`` (Marconi's NVIDIA Attention-Mamba2 hybrid, fp16),
-  ``nemotron-h-8b`` and ``qwen3-next-80b-a3b`` (bf16, from their public HF ``config.json``).
+  ``nemotron-h-8b``, ``qwen3-next-80b-a3b``, ``qwen3.5-9b``, ``qwen3.5-122b-a10b`` and
+  ``jamba-1.5-mini`` (bf16, from their public HF ``config.json``). Jamba alternates dense and MoE
+  MLPs; its MLP fields are per-layer averages over all 32 MLP layers (see ``_jamba_1_5_mini``).
 """
 
 from __future__ import annotations
@@ -196,7 +198,160 @@ def _qwen3_next_80b_a3b() -> ModelSpec:
     )
 
 
-MODELS: dict[str, ModelSpec] = {m.name: m for m in (_marconi_7b(), _nemotron_h_8b(), _qwen3_next_80b_a3b())}
+def _qwen3_5_9b() -> ModelSpec:
+    # Qwen/Qwen3.5-9B config.json text_config (huggingface.co/Qwen/Qwen3.5-9B/blob/main/config.json;
+    # HF not reachable here, values read from public code that vendors the config: a test fixture
+    # "run against the real Qwen3.5-9B config" (medrl, tests of medrl.model.probe), corroborated for
+    # hidden/heads/kv/head_dim/intermediate by a Qwen3.5-9B shape contract (Rust, HIDDEN 4096,
+    # N_HEADS 16, N_KV_HEADS 4, D_K 256, INTERMEDIATE 12288)): hidden_size 4096,
+    # num_hidden_layers 32, layer_types ([linear_attention]*3 + [full_attention])*8
+    # (full_attention_interval 4: 24 gated-delta-net + 8 gated full-attention layers),
+    # num_attention_heads 16, num_key_value_heads 4, head_dim 256, attn_output_gate true,
+    # linear_num_key_heads 16, linear_num_value_heads 32, linear_key_head_dim 128,
+    # linear_value_head_dim 128, linear_conv_kernel_dim 4, intermediate_size 12288 (dense SwiGLU),
+    # vocab_size 248320, tie_word_embeddings false. The vision tower and the MTP layer are left out.
+    hidden, layers, interval = 4096, 32, 4
+    heads, kv_heads, head_dim = 16, 4, 256
+    lk_heads, lv_heads, lk_dim, lv_dim, kernel = 16, 32, 128, 128, 4
+    intermediate = 12288
+    key_dim, value_dim = lk_heads * lk_dim, lv_heads * lv_dim
+    conv_dim = 2 * key_dim + value_dim  # q, k, v go through the causal conv
+    n_attn = layers // interval
+    dtype = 2
+    return ModelSpec(
+        name="qwen3.5-9b",
+        d_model=hidden,
+        dtype_bytes=dtype,
+        num_attn_layers=n_attn,
+        attn_q_dim=heads * head_dim,
+        attn_kv_dim=kv_heads * head_dim,
+        # q_proj emits the query and an output gate of the same width (attn_output_gate).
+        attn_proj_params=hidden * (2 * heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden,
+        num_ssm_layers=layers - n_attn,
+        # in_proj_qkv + in_proj_z (vLLM fuses them as in_proj_qkvz), in_proj_b + in_proj_a, out_proj.
+        ssm_proj_params=hidden * (2 * key_dim + 2 * value_dim) + hidden * 2 * lv_heads + value_dim * hidden,
+        ssm_token_flops=2 * conv_dim * kernel + 8 * lv_heads * lk_dim * lv_dim + 10 * value_dim,
+        ssm_state_bytes_per_layer=(conv_dim * (kernel - 1) + lv_heads * lk_dim * lv_dim) * dtype,
+        num_mlp_layers=layers,
+        mlp_active_params=3 * hidden * intermediate,  # SwiGLU gate, up, down
+        source="huggingface.co/Qwen/Qwen3.5-9B/blob/main/config.json (text_config)",
+        vocab_size=248320,
+    )
+
+
+def _qwen3_5_122b_a10b() -> ModelSpec:
+    # Qwen/Qwen3.5-122B-A10B config.json text_config
+    # (huggingface.co/Qwen/Qwen3.5-122B-A10B/blob/main/config.json; HF not reachable here, values
+    # read from public code that hard-codes it: an Ascend NPU generate test's run_qwen3_5_moe_122B
+    # config, an MLX MoE benchmark's CONFIGS["qwen3.5-122b-a10b"] = (3072, 1024, 256, 8), and a
+    # design note deriving its geometry from this config, whose 6,145,327,104 non-routed matrix
+    # weights and 12,288-channel conv history this spec reproduces exactly): hidden_size 3072,
+    # num_hidden_layers 48, full_attention_interval 4 (36 gated-delta-net + 12 gated full-attention
+    # layers), num_attention_heads 32, num_key_value_heads 2, head_dim 256 (q_proj also emits an
+    # output gate), linear_num_key_heads 16, linear_num_value_heads 64, linear_key_head_dim 128,
+    # linear_value_head_dim 128, linear_conv_kernel_dim 4, num_experts 256, num_experts_per_tok 8,
+    # moe_intermediate_size 1024, shared_expert_intermediate_size 1024, decoder_sparse_step 1
+    # (MoE in every layer), vocab_size 248320. Vision tower and MTP layer left out.
+    hidden, layers, interval = 3072, 48, 4
+    heads, kv_heads, head_dim = 32, 2, 256
+    lk_heads, lv_heads, lk_dim, lv_dim, kernel = 16, 64, 128, 128, 4
+    experts_active, moe_inter, shared_inter, num_experts = 8, 1024, 1024, 256
+    key_dim, value_dim = lk_heads * lk_dim, lv_heads * lv_dim
+    conv_dim = 2 * key_dim + value_dim
+    n_attn = layers // interval
+    dtype = 2
+    return ModelSpec(
+        name="qwen3.5-122b-a10b",
+        d_model=hidden,
+        dtype_bytes=dtype,
+        num_attn_layers=n_attn,
+        attn_q_dim=heads * head_dim,
+        attn_kv_dim=kv_heads * head_dim,
+        attn_proj_params=hidden * (2 * heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden,
+        num_ssm_layers=layers - n_attn,
+        ssm_proj_params=hidden * (2 * key_dim + 2 * value_dim) + hidden * 2 * lv_heads + value_dim * hidden,
+        ssm_token_flops=2 * conv_dim * kernel + 8 * lv_heads * lk_dim * lv_dim + 10 * value_dim,
+        ssm_state_bytes_per_layer=(conv_dim * (kernel - 1) + lv_heads * lk_dim * lv_dim) * dtype,
+        num_mlp_layers=layers,
+        # SwiGLU experts: 8 routed + 1 shared, plus router and shared-expert gate.
+        mlp_active_params=3 * hidden * (experts_active * moe_inter + shared_inter) + hidden * num_experts + hidden,
+        source="huggingface.co/Qwen/Qwen3.5-122B-A10B/blob/main/config.json (text_config)",
+        moe_num_experts=num_experts,
+        moe_experts_per_token=experts_active,
+        moe_expert_params=3 * hidden * moe_inter,
+        vocab_size=248320,
+    )
+
+
+def _jamba_1_5_mini() -> ModelSpec:
+    # ai21labs/AI21-Jamba-1.5-Mini config.json
+    # (huggingface.co/ai21labs/AI21-Jamba-1.5-Mini/blob/main/config.json; HF not reachable here,
+    # values read from a copy of it hard-coded, with that link, in get_ai21_jamba_15_mini of
+    # github.com/sdpython/experimental-experiment experimental_experiment/torch_models/
+    # llm_model_helper.py; attention/Mamba/MoE fields also match an independent Jamba test
+    # fixture): hidden_size 4096,
+    # num_hidden_layers 32, attn_layer_period 8, attn_layer_offset 4 (attention at layers 4, 12,
+    # 20, 28; the other 28 are Mamba-1), num_attention_heads 32, num_key_value_heads 8 (no head_dim
+    # key: 4096 / 32 = 128), mamba_d_state 16, mamba_d_conv 4, mamba_expand 2, mamba_dt_rank 256,
+    # mamba_proj_bias false, expert_layer_period 2, expert_layer_offset 1 (MoE at odd layers, dense
+    # MLP at even ones), num_experts 16, num_experts_per_tok 2, intermediate_size 14336 (SwiGLU,
+    # dense MLP and every expert), vocab_size 65536, tie_word_embeddings false, bfloat16.
+    # Published size (AI21 model card / arXiv 2408.12570): 52B total, 12B active.
+    hidden, layers = 4096, 32
+    attn_period, attn_offset, expert_period, expert_offset = 8, 4, 2, 1
+    heads, kv_heads = 32, 8
+    head_dim = hidden // heads
+    n_state, kernel, expand, dt_rank = 16, 4, 2, 256
+    intermediate, num_experts, experts_active = 14336, 16, 2
+    inner = expand * hidden  # 8192
+    n_attn = sum(1 for i in range(layers) if i % attn_period == attn_offset)
+    n_moe = sum(1 for i in range(layers) if i % expert_period == expert_offset)
+    n_dense = layers - n_moe
+    expert = 3 * hidden * intermediate  # one SwiGLU expert, same shape as the dense MLP
+    # ModelSpec has one kind of MLP layer; Jamba alternates dense and MoE (16 each). Every MLP field
+    # is the per-layer average over all 32 MLP layers, which keeps the products the FLOP and cost
+    # models take exact: 32 · mlp_active_params = 16 · dense + 16 · (2 experts + router), and
+    # 32 · moe_expert_params = 16 · one expert (so moe_expert_params is *half* an expert's weights).
+    dense_total = n_dense * expert
+    moe_active_total = n_moe * (experts_active * expert + hidden * num_experts)
+    dtype = 2
+    return ModelSpec(
+        name="jamba-1.5-mini",
+        d_model=hidden,
+        dtype_bytes=dtype,
+        num_attn_layers=n_attn,
+        attn_q_dim=heads * head_dim,
+        attn_kv_dim=kv_heads * head_dim,
+        attn_proj_params=hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden,
+        num_ssm_layers=layers - n_attn,
+        # Mamba-1: in_proj D→2·inner (x, z), x_proj inner→dt_rank+2N, dt_proj dt_rank→inner,
+        # out_proj inner→D.
+        ssm_proj_params=hidden * 2 * inner + inner * (dt_rank + 2 * n_state) + dt_rank * inner + inner * hidden,
+        # depthwise conv over inner channels + selective scan counted like Marconi's 8·inner·N + gating.
+        ssm_token_flops=2 * inner * kernel + 8 * inner * n_state + 10 * inner,
+        # conv_kernel-1 conv columns of inner channels + the inner × d_state SSM state.
+        ssm_state_bytes_per_layer=(inner * (kernel - 1) + inner * n_state) * dtype,
+        num_mlp_layers=layers,
+        mlp_active_params=(dense_total + moe_active_total) // layers,
+        source="huggingface.co/ai21labs/AI21-Jamba-1.5-Mini/blob/main/config.json",
+        moe_num_experts=num_experts,
+        moe_experts_per_token=experts_active,
+        moe_expert_params=n_moe * expert // layers,
+        vocab_size=65536,
+    )
+
+
+MODELS: dict[str, ModelSpec] = {
+    m.name: m
+    for m in (
+        _marconi_7b(),
+        _nemotron_h_8b(),
+        _qwen3_next_80b_a3b(),
+        _qwen3_5_9b(),
+        _qwen3_5_122b_a10b(),
+        _jamba_1_5_mini(),
+    )
+}
 
 
 def get_model(name: str) -> ModelSpec:

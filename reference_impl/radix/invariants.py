@@ -54,8 +54,8 @@ def check_invariants(
             stack.append(child)
         if node is root:
             continue
-        # 1. Tombstones exist only as internal nodes.
-        if not node.children and node.state is None:
+        # 1. Tombstones exist only as internal nodes (0.5.9; 0.5.23 keeps KV-only leaves).
+        if not node.children and node.state is None and tree.semantics == "0.5.9":
             _fail(f"{node}: a leaf without a state (tombstone leaf)")
         # 2. Lock shape: KV locks cover whole paths; a state lock implies a KV lock on the node.
         if node.kv_lock < 0 or node.state_lock < 0 or node.kv_lock < node.state_lock:

@@ -7,8 +7,9 @@ accounting: duplicate KV is freed on insert, evictions report every state they d
   that ends at the node. ``match_prefix`` returns the longest prefix ending on a node **with a
   state**; KV deeper than that is not reusable. Matching may split a node (the new parent has no
   state).
-* Two recency orders. KV order covers every node; only unlocked leaves are evicted, and evicting a
-  leaf also deletes childless tombstone ancestors. State order covers stateful nodes; an internal
+* Two recency orders. KV order covers every node; only unlocked leaves are evicted (with 0.5.9
+  semantics evicting a leaf also deletes childless tombstone ancestors; 0.5.23 keeps them as
+  KV-only leaves). State order covers stateful nodes; an internal
   victim is tombstoned, a leaf victim is deleted with its KV. A hit refreshes the whole matched path
   in KV order but only the matched node in state order (SGLang #31643).
 * Locks: a KV lock runs node→root, a state lock covers one node. Evictable/protected counters move on
@@ -115,13 +116,16 @@ class MambaRadixTree:
         self.clock += 1
         return self.clock
 
-    def _touch_kv(self, node: Node, tick: int) -> None:
-        node.kv_tick = tick
+    # Every touch takes a fresh tick, so no two nodes share one except a split's upper half, which
+    # inherits its lower half's tick: nodes sharing a tick form one ancestor chain, and ordering by
+    # (tick, depth) reproduces SGLang's linked-list order exactly.
+    def _touch_kv(self, node: Node) -> None:
+        tick = node.kv_tick = self.tick()
         if node.id in self.evictable_leaves:
             heapq.heappush(self._kv_heap, (tick, node.depth, node.id))
 
-    def _touch_state(self, node: Node, tick: int) -> None:
-        node.state_tick = tick
+    def _touch_state(self, node: Node) -> None:
+        tick = node.state_tick = self.tick()
         if node.id in self.evictable_states:
             heapq.heappush(self._state_heap, (tick, node.depth, node.id))
 
@@ -186,6 +190,11 @@ class MambaRadixTree:
         """Cut ``child``'s edge after ``split_len`` tokens; the new parent has no state."""
         parent = child.parent
         assert parent is not None
+        # Splitting re-stamps the lower half as most recent in KV order (both versions, checked
+        # against SGLang on CPU); 0.5.9 also re-adds it at the most-recent end of the state order.
+        self._touch_kv(child)
+        if self.semantics == "0.5.9" and child.state is not None:
+            self._touch_state(child)
         new = self._new_node(child.key[:split_len], parent, child.depth - len(child.key) + split_len)
         new.kv_lock = child.kv_lock  # KV locks cover whole paths, so the upper half inherits them
         new.kv_tick = child.kv_tick  # same tick, smaller depth: just older than the child
@@ -226,15 +235,17 @@ class MambaRadixTree:
             node = child
         if node.state is not None:
             best, best_len = node, pos
-        tick = self.tick()
         if best is not self.root:
+            path: list[Node] = []
             walk: Node | None = best
             while walk is not None and walk is not self.root:
-                self._touch_kv(walk, tick)
-                if self.semantics == "0.5.9" and walk.state is not None:
-                    self._touch_state(walk, tick)  # (tick, depth) keeps the child the more recent
+                path.append(walk)
                 walk = walk.parent
-            self._touch_state(best, tick)
+            for n in reversed(path):  # root first, so the matched node ends up the most recent
+                self._touch_kv(n)
+                if self.semantics == "0.5.9" and n.state is not None and n is not best:
+                    self._touch_state(n)  # 0.5.9 refreshes the whole matched chain in state order
+            self._touch_state(best)
         branch = None
         if pos > best_len:
             aligned = pos // self.chunk_size * self.chunk_size
@@ -256,7 +267,6 @@ class MambaRadixTree:
         if len(tokens) % ps:
             raise ValueError(f"insert key of {len(tokens)} tokens is not aligned to page size {ps}")
         key = tuple(tokens)
-        tick = self.tick()
         node, pos = self.root, 0
         while pos < len(key):
             child = node.children.get(child_key(key, pos, ps))
@@ -264,9 +274,14 @@ class MambaRadixTree:
                 break
             m = match_len(child.key, key, pos, ps)
             # SGLang refreshes the child before splitting it, so both halves count as used.
-            self._touch_kv(child, tick)
             if m < len(child.key):
+                # SGLang refreshes the child, then splits it: both halves count as just used,
+                # the upper half (which inherits the tick) just older than the lower.
                 child = self._split(child, m)
+            else:
+                self._touch_kv(child)
+                if self.semantics == "0.5.9" and child.state is not None:
+                    self._touch_state(child)  # 0.5.9 refreshes both orders along the insert path
             pos += m
             node = child
         duplicate = max(0, pos - prev_prefix_len)
@@ -276,8 +291,8 @@ class MambaRadixTree:
             leaf = self._new_node(key[pos:], node, len(key))
             node.children[child_key(leaf.key, 0, ps)] = leaf
             leaf.state = state
-            leaf.kv_tick = tick
-            leaf.state_tick = tick
+            leaf.kv_tick = self.tick()
+            leaf.state_tick = self.tick()
             self.kv_evictable += len(leaf.key)
             self.state_evictable += 1
             self._refresh_candidacy(leaf)
@@ -285,13 +300,16 @@ class MambaRadixTree:
             return InsertResult(pos, False, duplicate)
         if node.state is None:
             node.state = state  # revive a tombstone (or a split point) with the new state
-            node.state_tick = tick
+            node.state_tick = self.tick()
             if node.state_lock:
                 self.state_protected += 1
             else:
                 self.state_evictable += 1
             self._refresh_candidacy(node)
             return InsertResult(pos, False, duplicate)
+        # The key ends on a node that already has a state: that state becomes the most recent
+        # (0.5.23 MambaComponent.commit_insert_component_data; 0.5.9 via its insert-path refresh).
+        self._touch_state(node)
         return InsertResult(pos, True, duplicate)
 
     # ----------------------------------------------------------------- locks
@@ -335,29 +353,33 @@ class MambaRadixTree:
     # ----------------------------------------------------------------- eviction
     def evict(self, num_tokens: int = 0, num_states: int = 0) -> EvictResult:
         """Free at least ``num_tokens`` KV tokens, then at least ``num_states`` states, if possible."""
-        tokens = states = 0
+        tokens = kv_pass_states = 0
         while tokens < num_tokens:
             leaf = self.policy.kv_victim(self)
             if leaf is None:
                 break
             t, s = self._evict_leaf(leaf)
             tokens += t
-            states += s
-        dropped = 0
-        while dropped < num_states:
+            kv_pass_states += s
+        # 0.5.23 counts the states the KV pass already freed against the state target; 0.5.9's
+        # evict_mamba starts its own count at zero.
+        counted = 0 if self.semantics == "0.5.9" else kv_pass_states
+        state_pass = 0
+        while counted + state_pass < num_states:
             node = self.policy.state_victim(self)
             if node is None:
                 break
             if node.children:
                 self._tombstone(node)
-                dropped += 1
+                state_pass += 1
             else:
                 t, s = self._evict_leaf(node)
                 tokens += t
-                dropped += s
+                state_pass += s
+        states = kv_pass_states + state_pass
         self.tokens_evicted_total += tokens
-        self.states_evicted_total += states + dropped
-        return EvictResult(tokens, states + dropped)
+        self.states_evicted_total += states
+        return EvictResult(tokens, states)
 
     def _tombstone(self, node: Node) -> None:
         assert node.state is not None and node.state_lock == 0
@@ -367,27 +389,34 @@ class MambaRadixTree:
         self._refresh_candidacy(node)
 
     def _evict_leaf(self, leaf: Node) -> tuple[int, int]:
-        if leaf.kv_lock or leaf.state_lock or leaf.children or leaf.state is None or leaf is self.root:
+        """Delete an unlocked leaf with its KV and its state (if it has one)."""
+        if leaf.kv_lock or leaf.state_lock or leaf.children or leaf is self.root:
             raise RuntimeError(f"evict leaf node invalid: {leaf}")
-        self.state_pool.free(leaf.state)
-        leaf.state = None
-        self.state_evictable -= 1
+        states = 0
+        if leaf.state is not None:
+            self.state_pool.free(leaf.state)
+            leaf.state = None
+            self.state_evictable -= 1
+            states = 1
         freed = len(leaf.key)
         self.kv_pool.free(freed)
         self.kv_evictable -= freed
         self._delete(leaf)
         parent = leaf.parent
         assert parent is not None
-        # Keep "every leaf has a state": a tombstone leaf could never be matched.
-        while parent is not self.root and parent.state is None and not parent.children and parent.kv_lock == 0:
-            self.kv_pool.free(len(parent.key))
-            self.kv_evictable -= len(parent.key)
-            freed += len(parent.key)
-            self._delete(parent)
-            assert parent.parent is not None
-            parent = parent.parent
+        if self.semantics == "0.5.9":
+            # 0.5.9 keeps "every leaf has a state": a stateless leaf could never be matched, so
+            # childless tombstone ancestors go too. 0.5.23 keeps them as KV-only leaves ("only the
+            # Full component decides whether a node survives"); KV eviction removes them later.
+            while parent is not self.root and parent.state is None and not parent.children and not parent.kv_lock:
+                self.kv_pool.free(len(parent.key))
+                self.kv_evictable -= len(parent.key)
+                freed += len(parent.key)
+                self._delete(parent)
+                assert parent.parent is not None
+                parent = parent.parent
         self._refresh_candidacy(parent)
-        return freed, 1
+        return freed, states
 
     # ----------------------------------------------------------------- sizes
     def total_kv_tokens(self) -> int:

@@ -85,3 +85,90 @@ def test_unknown_model_lists_valid_names() -> None:
         get_model("llama")
     for name in MODELS:
         assert name in str(exc.value)
+
+
+# -- Qwen3.5 and Jamba-1.5 specs, from their public config.json ---------------------------------
+
+
+def _total_params(m: ModelSpec) -> int:
+    """Every weight matrix: active layers, the routed experts not in use, embedding and untied LM head."""
+    idle_experts = m.num_mlp_layers * (m.moe_num_experts - m.moe_experts_per_token) * m.moe_expert_params
+    return _non_embedding_params(m) + idle_experts + 2 * m.vocab_size * m.d_model
+
+
+def test_qwen3_5_and_jamba_layer_counts() -> None:
+    q9 = get_model("qwen3.5-9b")
+    assert (q9.num_ssm_layers, q9.num_attn_layers, q9.num_mlp_layers) == (24, 8, 32)
+    q122 = get_model("qwen3.5-122b-a10b")
+    assert (q122.num_ssm_layers, q122.num_attn_layers, q122.num_mlp_layers) == (36, 12, 48)
+    jamba = get_model("jamba-1.5-mini")
+    # attn_layer_offset 4, period 8 over 32 layers: attention at 4, 12, 20, 28.
+    assert [i for i in range(32) if i % 8 == 4] == [4, 12, 20, 28]
+    assert (jamba.num_ssm_layers, jamba.num_attn_layers, jamba.num_mlp_layers) == (28, 4, 32)
+
+
+def test_qwen3_5_and_jamba_kv_and_state_bytes() -> None:
+    q9 = get_model("qwen3.5-9b")
+    # 8 attention layers × K and V × 4 kv heads × head_dim 256 × bf16.
+    assert q9.kv_bytes_per_token() == 8 * 2 * 4 * 256 * 2 == 32_768
+    # conv over q, k, v (2·16·128 + 32·128 = 8192 channels × 3 columns) + 32 × 128 × 128 state.
+    assert q9.state_bytes() == 24 * (8192 * 3 + 32 * 128 * 128) * 2 == 26_345_472
+    q122 = get_model("qwen3.5-122b-a10b")
+    assert q122.kv_bytes_per_token() == 12 * 2 * 2 * 256 * 2 == 24_576
+    # conv 2·16·128 + 64·128 = 12288 channels × 3 columns + 64 × 128 × 128 state.
+    assert q122.state_bytes() == 36 * (12288 * 3 + 64 * 128 * 128) * 2
+    # The recurrent part alone in fp32 is 150,994,944 bytes (cross-check from a public design note).
+    assert 36 * 64 * 128 * 128 * 4 == 150_994_944
+    jamba = get_model("jamba-1.5-mini")
+    assert jamba.kv_bytes_per_token() == 4 * 2 * 8 * 128 * 2 == 16_384
+    # Mamba-1: d_inner = 2 · 4096 = 8192; 3 conv columns + d_inner × d_state(16).
+    assert jamba.ssm_state_bytes_per_layer == (8192 * 3 + 8192 * 16) * 2 == 311_296
+    assert jamba.state_bytes() == 28 * 311_296 == 8_716_288
+
+
+def test_qwen3_5_9b_parameter_count() -> None:
+    m = get_model("qwen3.5-9b")
+    assert m.moe_num_experts == 0
+    assert m.mlp_active_params == 3 * 4096 * 12288
+    # Text tower of the published 9B checkpoint (9.65B incl. ~0.45B vision, ~0.24B MTP): ~8.95B.
+    assert _total_params(m) == pytest.approx(8.95e9, rel=0.02)
+
+
+def test_qwen3_5_122b_a10b_parameter_counts() -> None:
+    m = get_model("qwen3.5-122b-a10b")
+    assert m.moe_expert_params == 3 * 3072 * 1024 == 9_437_184
+    # Non-routed matrix weights, independently derived from the same config: 6,145,327,104.
+    routed_active = m.num_mlp_layers * m.moe_experts_per_token * m.moe_expert_params
+    non_routed = _non_embedding_params(m) - routed_active + 2 * m.vocab_size * m.d_model
+    assert non_routed == 6_145_327_104
+    assert _total_params(m) == pytest.approx(122e9, rel=0.03)
+    # "A10B": ~10B active with embeddings (9.77B), ~8.2B without.
+    assert _non_embedding_params(m) + 2 * m.vocab_size * m.d_model == pytest.approx(10e9, rel=0.05)
+
+
+def test_jamba_1_5_mini_parameter_counts() -> None:
+    m = get_model("jamba-1.5-mini")
+    expert = 3 * 4096 * 14336
+    router = 4096 * 16
+    # 16 dense MLP layers and 16 MoE layers (top-2 of 16 + router) folded into 32 averaged layers.
+    assert m.num_mlp_layers * m.mlp_active_params == 16 * expert + 16 * (2 * expert + router)
+    assert m.num_mlp_layers * m.moe_expert_params == 16 * expert
+    assert (m.moe_num_experts, m.moe_experts_per_token) == (16, 2)
+    # Published: 52B total, 12B active.
+    assert _total_params(m) == pytest.approx(52e9, rel=0.03)
+    assert _non_embedding_params(m) + 2 * m.vocab_size * m.d_model == pytest.approx(12e9, rel=0.03)
+
+
+def test_jamba_cost_model_weights_match_layer_by_layer_count() -> None:
+    from reference_impl.engine.cost_model import CostModel
+    from reference_impl.engine.hardware import get_gpu
+
+    m = get_model("jamba-1.5-mini")
+    cm = CostModel(m, get_gpu("h100"))
+    assert cm.total_weight_bytes() == _total_params(m) * 2
+    # One decode step of a single request reads the dense weights plus two experts in each MoE layer.
+    dense = _total_params(m) - 16 * 16 * 3 * 4096 * 14336
+    assert cm.routed_weight_bytes(1) == pytest.approx(16 * 2 * 3 * 4096 * 14336 * 2)
+    assert cm.decode_bytes([0]) == pytest.approx(
+        (dense - 4096 * 65536 + 16 * 2 * 3 * 4096 * 14336) * 2 + 2 * m.state_bytes()
+    )

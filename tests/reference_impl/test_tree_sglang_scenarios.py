@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 from tree_harness import TreeHarness
 
 from reference_impl.radix.invariants import check_invariants
@@ -101,6 +102,7 @@ def test_insert_on_existing_state_reports_it_and_revives_tombstones() -> None:
     h.insert([1, 2, 3])
     h.insert([1, 2, 3, 4])
     assert h.insert([1, 2, 3], prev_prefix_len=3).state_exists
+    h.match([1, 2, 3, 4])  # [1,2,3] was refreshed by the insert; make it the least recent again
     h.tree.evict(num_states=1)  # tombstones [1,2,3] (least recent, internal)
     assert h.match([1, 2, 3])[0] == 0
     before = h.tree.state_pool.available
@@ -145,9 +147,11 @@ def test_page_size_aligns_matches_and_child_keys() -> None:
     check_invariants(h.tree)
 
 
-def test_evicting_a_leaf_deletes_its_childless_tombstone_ancestors() -> None:
-    """SGLang test_evict_iterative_tombstone_cleanup: no tombstone is ever left as a leaf."""
-    h = TreeHarness()
+@pytest.mark.parametrize(("semantics", "freed"), [("0.5.9", 6), ("0.5.23", 2)])
+def test_evicting_a_leaf_under_childless_tombstones(semantics: str, freed: int) -> None:
+    """SGLang test_evict_iterative_tombstone_cleanup: 0.5.9 deletes the tombstones above an evicted
+    leaf; 0.5.23 keeps them as KV-only leaves (its Full component alone decides survival)."""
+    h = TreeHarness(semantics=semantics)
     h.insert([1, 2])
     h.insert([1, 2, 3, 4])
     h.insert([1, 2, 3, 4, 5, 6])
@@ -155,9 +159,39 @@ def test_evicting_a_leaf_deletes_its_childless_tombstone_ancestors() -> None:
     h.match([9])  # [9] becomes the most recent state; [1,2] and [1,2,3,4] are the two oldest
     r = h.tree.evict(num_states=2)  # both internal: tombstoned, KV kept
     assert (r.tokens_evicted, r.states_evicted) == (0, 2)
-    r = h.tree.evict(num_tokens=1)  # the LRU leaf [5,6] goes, and with it both tombstones above it
-    assert (r.tokens_evicted, r.states_evicted) == (6, 1)
-    assert h.tree.total_kv_tokens() == 1 and set(h.tree.nodes) == {n.id for n in h.tree.root.children.values()}
+    r = h.tree.evict(num_tokens=1)  # the LRU leaf [5,6] goes
+    assert (r.tokens_evicted, r.states_evicted) == (freed, 1)
+    assert h.tree.total_kv_tokens() == 7 - freed
+    m = h.tree.match_prefix([1, 2, 3, 4, 5])
+    assert (m.prefix_len, m.kv_match_len) == (0, 4 if semantics == "0.5.23" else 0)
+    r = h.tree.evict(num_tokens=100)  # KV-only leaves are KV-eviction candidates like any leaf
+    assert h.tree.total_kv_tokens() == 0
+
+
+def test_insert_ending_on_an_existing_state_refreshes_it() -> None:
+    """Oracle divergence D2 (both versions): the existing state becomes the most recent."""
+    for semantics in ("0.5.9", "0.5.23"):
+        h = TreeHarness(kv=24, states=3, semantics=semantics)
+        h.insert([0])
+        h.insert([0, 0])
+        assert h.insert([0], prev_prefix_len=1).state_exists
+        r = h.tree.evict(num_states=1)
+        assert (r.tokens_evicted, r.states_evicted) == (1, 1)  # leaf [0,0] goes, [0] keeps its state
+        assert h.match([0])[0] == 1
+
+
+def test_0_5_9_split_makes_the_lower_half_most_recent() -> None:
+    """Oracle divergence D3: 0.5.9's _split_node re-adds the split child at the MRU end."""
+    victims = {}
+    for semantics in ("0.5.9", "0.5.23"):
+        h = TreeHarness(kv=24, states=3, semantics=semantics)
+        h.insert([0])
+        h.insert([0, 0, 0])
+        h.insert([1])
+        h.tree.match_prefix([0, 0])  # splits [0,0] | [0] below [0]
+        h.tree.evict(num_states=1)
+        victims[semantics] = h.match([1])[0] == 0
+    assert victims == {"0.5.9": True, "0.5.23": False}
 
 
 def test_state_eviction_of_a_leaf_deletes_it_with_its_kv() -> None:

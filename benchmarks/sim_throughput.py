@@ -1,0 +1,65 @@
+"""Simulator speed: simulated requests and tokens per wall second, and how cost grows with requests.
+
+Loads: the seed radix run (gsp 50×10, sys 10240, q 256, out 128, concurrency 5, Qwen3-Next TP4 H100)
+and the seglen SWE-bench preset (100 sessions, sps 10, art 5; trace timestamps), each on the
+``lru`` and ``branching`` arms; then the radix run at 1/4, 1/2 and 1x of its requests to show growth.
+
+    python benchmarks/sim_throughput.py
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+
+from reference_impl.engine.arms import parse_arm
+from reference_impl.engine.core import EngineConfig, EngineCore
+from reference_impl.engine.cost_model import CostModel
+from reference_impl.engine.hardware import get_gpu
+from reference_impl.engine.simulator import ArrivalSpec, simulate
+from reference_impl.models import get_model
+from workloads.gsp import PRESETS, generate_gsp
+from workloads.swebench import PRESETS as SWE_PRESETS
+from workloads.swebench import generate_swebench
+from workloads.trace import TraceRow
+
+
+def run(rows: list[TraceRow], arm: str, arrival: ArrivalSpec) -> tuple[float, int]:
+    spec = parse_arm(arm)
+    config = EngineConfig(kv_tokens=1_200_000, state_slots=1_200, cache=spec.strategy, policy=spec.policy)
+    timer = CostModel(get_model("qwen3-next-80b-a3b"), get_gpu("h100"), tp=4)
+    start = time.perf_counter()
+    res = simulate(rows, EngineCore(config), timer, arrival)
+    return time.perf_counter() - start, len(res.steps)
+
+
+def main() -> int:
+    cpu = platform.processor() or platform.machine()
+    print(f"machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    radix = list(generate_gsp(PRESETS["radix"], vocab_size=151936, seed=42, preset="radix").rows)
+    swe = list(generate_swebench(SWE_PRESETS["seglen"], vocab_size=151936, seed=42, preset="seglen").rows)
+    print("| load | arm | requests | input tokens | wall s | sim requests/s | sim tokens/s |")
+    print("|---|---|---|---|---|---|---|")
+    loads = [
+        ("radix (closed, c=5)", radix, ArrivalSpec("closed", max_concurrency=5)),
+        ("seglen swebench (trace ts)", swe, ArrivalSpec("trace")),
+    ]
+    for name, rows, arrival in loads:
+        tokens = sum(len(r.input_tokens) + len(r.output_tokens) for r in rows)
+        for arm in ("lru", "branching"):
+            wall, _ = run(rows, arm, arrival)
+            print(f"| {name} | {arm} | {len(rows)} | {tokens - sum(len(r.output_tokens) for r in rows)} | "
+                  f"{wall:.2f} | {len(rows) / wall:,.0f} | {tokens / wall:,.0f} |", flush=True)
+    print("\n| radix requests | wall s (lru) | wall s per request (ms) |")
+    print("|---|---|---|")
+    for frac in (4, 2, 1):
+        rows = radix[: len(radix) // frac]
+        wall, _ = run(rows, "lru", ArrivalSpec("closed", max_concurrency=5))
+        print(f"| {len(rows)} | {wall:.2f} | {wall / len(rows) * 1e3:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
