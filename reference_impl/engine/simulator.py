@@ -90,6 +90,7 @@ class StepRecord:
     num_tokens: int
     kv_used: int
     states_used: int
+    retractions: int  # cumulative
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +243,7 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
                 batch.num_tokens,
                 tree.kv_pool.size - tree.kv_pool.available,
                 tree.state_pool.size - tree.state_pool.available,
+                core.counters.retractions,
             )
         )
     return SimResult(

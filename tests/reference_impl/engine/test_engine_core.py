@@ -117,3 +117,27 @@ def test_host_tier_keeps_hits_that_a_small_device_cache_loses() -> None:
         if host:
             assert core.host is not None and core.host.counters.load_backs > 0
     assert hits[50_000] > hits[0]
+
+
+def test_lpm_schedules_the_request_with_the_longest_cached_prefix_first() -> None:
+    shared = list(range(1000, 1600))
+    warm = TraceRow(0, 0, 0.0, (*shared, 1), (5, 6))
+    cold = [TraceRow(1 + i, 0, 0.0, tuple(range(5000 + 700 * i, 5600 + 700 * i)), (5, 6)) for i in range(3)]
+    hot = TraceRow(9, 0, 0.0, (*shared, 1, 7, 7, 99), (5, 6))  # continues the warm request (sampled 7, 7)
+    order = {}
+    for policy in ("fcfs", "lpm"):
+        cfg = EngineConfig(kv_tokens=100_000, state_slots=64, cache="no_buffer", schedule_policy=policy,
+                           max_prefill_tokens=700, chunked_prefill_size=700)
+        core = EngineCore(cfg)
+        first = core.add_request(0, warm.input_tokens, 2)
+        while first.status != "finished":  # cache the shared prefix first
+            batch = core.schedule()
+            assert batch is not None
+            core.complete(batch, [7] * sum(1 for i in batch.items if batch.kind == "decode"
+                                           or i.end == i.request.cached.input_len))  # type: ignore[union-attr]
+        for i, row in enumerate([*cold, hot]):
+            core.add_request(10 + i, row.input_tokens, 2)
+        batch = core.schedule()
+        assert batch is not None and batch.kind == "prefill"
+        order[policy] = batch.items[0].request.rid
+    assert order == {"fcfs": 10, "lpm": 13}
