@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from reference_impl.engine.arms import ARMS, parse_arm
-from reference_impl.engine.core import EngineConfig, EngineCore, state_ratio
+from reference_impl.engine.core import EngineCore
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import GPUS, get_gpu
 from reference_impl.engine.simulator import ArrivalSpec, simulate
+from reference_impl.engine.sizing import engine_config
 from reference_impl.engine.summary import summarize
 from reference_impl.models import MODELS, get_model
 from workloads.trace import TraceError, read_trace
@@ -74,32 +75,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         arm = parse_arm(args.arm)
-        if arm.strategy == "no_buffer" and args.page_size != 1:
-            raise ValueError(f"arm {arm.name} (no_buffer) requires --page-size 1, as SGLang asserts")
         model, gpu = get_model(args.model), get_gpu(args.gpu)
         timer = CostModel(model, gpu, tp=args.tp)
-        budget = gpu.hbm_bytes * args.tp * args.mem_fraction_static - timer.total_weight_bytes()
-        if budget <= 0 and not (args.kv_tokens and args.max_mamba_cache_size):
-            raise ValueError(f"{model.name} does not fit on {args.tp} x {gpu.name} at this memory fraction")
-        r = 0.9  # --mamba-full-memory-ratio
-        slots = args.max_mamba_cache_size or int(budget * r / (1 + r) // model.state_bytes())
-        kv = args.kv_tokens or int((budget - slots * model.state_bytes()) // model.kv_bytes_per_token())
-        host_tokens = (args.host_capacity_tokens or 4 * kv) if arm.host_tier else 0
-        config = EngineConfig(
-            kv_tokens=kv,
-            state_slots=slots,
-            cache=arm.strategy,
-            policy=arm.policy,
-            page_size=args.page_size,
+        config = engine_config(
+            arm,
+            timer,
+            mem_fraction_static=args.mem_fraction_static,
+            kv_tokens=args.kv_tokens,
+            state_slots=args.max_mamba_cache_size,
+            host_kv_tokens=args.host_capacity_tokens,
             chunked_prefill_size=args.chunked_prefill_size,
             max_running_requests=args.max_running_requests,
             schedule_policy=args.schedule_policy,
+            page_size=args.page_size,
             track_interval=args.track_interval,
-            host_kv_tokens=host_tokens,
-            host_state_slots=max(1, host_tokens // 1024) if host_tokens else 0,
         )
-        if slots < state_ratio(config):
-            raise ValueError(f"{slots} state slots cannot hold one running request")
         trace = read_trace(args.trace)
         core = EngineCore(config)
         if args.max_concurrency:

@@ -67,7 +67,7 @@ def test_summary_keys_and_cache_arms_against_disabled() -> None:
         (["--arm", "marconi", "--max-concurrency", "2"], "cannot run on this engine"),
         (["--arm", "lru", "--max-concurrency", "0"], "must be positive"),
         (["--arm", "lru"], "one of the arguments"),
-        (["--arm", "lru", "--max-concurrency", "2", "--page-size", "16"], "page-size 1"),
+        (["--arm", "lru", "--max-concurrency", "2", "--page-size", "16"], "page size 1"),
         (["--arm", "lru", "--max-concurrency", "2", "--model", "gpt"], "invalid choice"),
         (["--arm", "lru", "--max-concurrency", "2"], "does not fit on 1 x h100"),
     ],

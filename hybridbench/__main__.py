@@ -1,0 +1,110 @@
+"""``python -m hybridbench +experiment=NAME [engine=sim] [key=value ...]`` (Hydra; ``-m`` sweeps).
+
+Exit codes (DESIGN.md §4): 0 all checks passed, 1 a check failed, 2 usage or config error (one line
+naming the bad key, flag or file), 3 infrastructure failure. Never a raw traceback for a user error.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from hybridbench.config.schema import RunCfg
+from hybridbench.config.store import register
+from hybridbench.errors import HybridbenchError
+
+_CONF = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+class _HoldStderr(io.TextIOBase):
+    """Buffers stderr until the task starts, so Hydra's multi-line compose errors become one line."""
+
+    def __init__(self, real: TextIO) -> None:
+        self.real = real
+        self.buffer_text = io.StringIO()
+        self.holding = True
+
+    def write(self, s: str) -> int:
+        return (self.buffer_text if self.holding else self.real).write(s)
+
+    def flush(self) -> None:
+        self.real.flush()
+
+    def release(self) -> None:
+        self.holding = False
+        self.real.write(self.buffer_text.getvalue())
+
+
+_NOISE = ("HYDRA_FULL_ERROR", "To append to your config", "reference_type=", "object_type=", "full_key:")
+
+
+def _one_line(text: str) -> str:
+    """Hydra's compose error, condensed: drop search paths and hints, keep what names the problem."""
+    text = text.split("Config search path:", maxsplit=1)[0]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not any(n in ln for n in _NOISE)]
+    out: list[str] = []
+    for ln in lines:
+        if out and out[-1].endswith(":"):
+            out[-1] = f"{out[-1]} {ln}"  # "Available options in 'experiment':" + first option
+        elif out and " " not in ln and ":" in out[-1]:
+            out[-1] = f"{out[-1]}, {ln}"  # further options
+        elif ln not in out:
+            out.append(ln)
+    return "; ".join(out) or "invalid configuration"
+
+
+_hold = _HoldStderr(sys.stderr)
+_outcome = {"exit_code": 0}  # Hydra discards the task's return value; keep it here
+
+
+@hydra.main(version_base="1.3", config_path=_CONF, config_name="config")
+def _task(cfg: DictConfig) -> None:
+    _hold.release()
+    sys.stderr = _hold.real
+    from hybridbench.app import run  # noqa: PLC0415 - keeps compose errors free of import cost
+
+    try:
+        run_cfg = OmegaConf.to_object(cfg)
+        assert isinstance(run_cfg, RunCfg)
+        resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+        code = run(run_cfg, Path(HydraConfig.get().runtime.output_dir), resolved)
+    except HybridbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted; records written so far are kept", file=sys.stderr)
+        code = 3
+    _outcome["exit_code"] = max(_outcome["exit_code"], code)  # a sweep exits with its worst job
+
+
+def main() -> int:
+    register()
+    sys.stderr = _hold
+    try:
+        _task()
+    except SystemExit as exc:
+        if _hold.holding:  # Hydra refused the command line or the config before the task ran
+            text = _hold.buffer_text.getvalue()
+            _hold.holding = False
+            sys.stderr = _hold.real
+            if exc.code not in (0, None):
+                print(f"error: {_one_line(text)}", file=sys.stderr)
+                return 2
+            sys.stderr.write(text)  # --help and friends
+            return 0
+        raise
+    finally:
+        if _hold.holding:
+            _hold.release()
+        sys.stderr = _hold.real
+    return _outcome["exit_code"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

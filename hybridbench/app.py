@@ -1,0 +1,103 @@
+"""The composition root: config -> plan -> engine -> load -> records -> metrics/checks -> bundle -> report.
+
+The only module that imports every stage. Returns the process exit code (DESIGN.md §4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from hybridbench.checks.base import CheckInput
+from hybridbench.checks.registry import run_checks, validate_checks
+from hybridbench.config.schema import RunCfg
+from hybridbench.engines.base import TrialContext
+from hybridbench.engines.registry import make_engine
+from hybridbench.errors import ConfigError, EngineError
+from hybridbench.metrics.summary import summarize
+from hybridbench.plan.build import build_plan, write_json_atomic
+from hybridbench.plan.types import RunPlan, WorkloadPlan
+from hybridbench.records.io import RecordWriter, read_records
+from hybridbench.records.schema import Record
+from hybridbench.report.markdown import render_report
+from hybridbench.results.bundle import build_bundle, write_text_atomic
+from workloads import generate
+from workloads.cli import run_cli
+from workloads.trace import TraceError, TraceRow, read_trace
+
+__all__ = ["run"]
+
+
+def _materialize(w: WorkloadPlan) -> list[TraceRow]:
+    """Generate the workload's trace into the run dir (in-process, one line of error on failure)."""
+    Path(w.trace_path).parent.mkdir(parents=True, exist_ok=True)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = run_cli(generate.main, "workloads.generate", list(w.argv))
+    if code != 0:
+        raise ConfigError(f"workloads.{w.name}: {err.getvalue().strip().splitlines()[-1]}")
+    try:
+        return list(read_trace(w.trace_path).rows)
+    except TraceError as exc:
+        raise ConfigError(f"workloads.{w.name}: {exc}") from None
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    validate_checks(cfg.checks.enabled)
+    plan: RunPlan = build_plan(cfg, run_dir, resolved)
+    engine = make_engine(cfg.engine.name)
+    engine.validate(cfg, plan)
+    write_json_atomic(run_dir / "plan.json", plan.to_json())
+    traces = {w.name: _materialize(w) for w in plan.workloads}
+    records_path = run_dir / "records.jsonl"
+    snapshots: dict[str, dict[str, Any]] = {}
+    try:
+        with RecordWriter(records_path) as writer:
+            for trial in plan.trials:
+                n = len(traces[trial.workload])
+                _progress(f"[{trial.index + 1}/{len(plan.trials)}] {trial.trial_id} ({n} requests)")
+                ctx = TrialContext(plan, trial, traces[trial.workload], writer.write)
+                snapshots[trial.trial_id] = engine.run_trial(cfg, ctx)
+    except EngineError:
+        raise
+    finally:
+        engine.close()
+    # Metrics and checks work from the saved records, exactly as a later re-scoring would.
+    by_trial: dict[str, list[Record]] = defaultdict(list)
+    for rec in read_records(records_path):
+        by_trial[rec.trial_id].append(rec)
+    trials_out = []
+    pooled: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    trial_summaries: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    snaps: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for trial in plan.trials:
+        recs = by_trial.get(trial.trial_id, [])
+        summary = summarize(recs)
+        key = (trial.workload, trial.arm)
+        pooled[key].extend(recs)
+        trial_summaries[key].append(summary)
+        snaps[key].append(snapshots.get(trial.trial_id, {}))
+        trials_out.append({"trial_id": trial.trial_id, "arm": trial.arm, "workload": trial.workload,
+                           "repeat": trial.repeat, "summary": summary, "server": snapshots.get(trial.trial_id, {})})
+    aggregates = {w.name: {arm: summarize(pooled[(w.name, arm)]) for arm in plan.arms} for w in plan.workloads}
+    checks = run_checks(
+        cfg.checks.enabled,
+        CheckInput(cfg.checks, plan.arms, plan.baseline_arm, tuple(w.name for w in plan.workloads),
+                   dict(pooled), dict(trial_summaries), dict(snaps), cfg.seed),
+    )
+    bundle = build_bundle(plan, engine.info(), trials_out, aggregates, checks)
+    write_json_atomic(run_dir / "bundle.json", bundle)
+    report = render_report(bundle)
+    write_text_atomic(run_dir / "report.md", report)
+    print(report)
+    print(f"results: {run_dir}", file=sys.stderr)
+    return 1 if bundle["verdict"] == "fail" else 0

@@ -1,0 +1,40 @@
+"""What a check sees (records and summaries of a run) and what it returns (one verdict per subject)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hybridbench.config.schema import ChecksCfg
+from hybridbench.records.schema import Record
+
+__all__ = ["Check", "CheckInput", "CheckResult", "Status"]
+
+Status = Literal["pass", "fail", "skip"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    check: str
+    workload: str
+    arm: str
+    status: Status
+    observed: float | None
+    expected: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class CheckInput:
+    cfg: ChecksCfg
+    arms: tuple[str, ...]
+    baseline_arm: str
+    workloads: tuple[str, ...]
+    records: dict[tuple[str, str], list[Record]]  # (workload, arm) -> records of every repeat
+    trial_summaries: dict[tuple[str, str], list[dict[str, Any]]]  # (workload, arm) -> one per repeat
+    snapshots: dict[tuple[str, str], list[dict[str, Any]]]
+    seed: int
+
+
+Check = Callable[[CheckInput], Sequence[CheckResult]]

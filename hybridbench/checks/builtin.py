@@ -1,0 +1,87 @@
+"""The checks of DESIGN.md §5 that work from records alone: survival, ttft, throughput, cache_hits.
+
+Regression checks compare each candidate arm with the baseline arm and fail only when the *whole*
+bootstrap confidence interval of the relative change is past the threshold, so noise alone never
+fails a run. The cache-off arm ``disabled`` is a reference point, not a candidate, unless it is the
+baseline itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hybridbench.checks.base import CheckInput, CheckResult, Status
+from hybridbench.metrics.stats import bootstrap_relative_change
+from hybridbench.plan.build import derive_seed
+
+__all__ = ["cache_hits", "survival", "throughput", "ttft"]
+
+
+def _candidates(inp: CheckInput) -> list[str]:
+    return [a for a in inp.arms if a != inp.baseline_arm and (a != "disabled" or inp.baseline_arm == "disabled")]
+
+
+def survival(inp: CheckInput) -> Sequence[CheckResult]:
+    out = []
+    for (workload, arm), recs in inp.records.items():
+        bad = [r for r in recs if r.status != "ok"]
+        crashes = sum(int(s.get("crashes", 0)) for s in inp.snapshots.get((workload, arm), []))
+        ok = not bad and crashes == 0
+        detail = "all requests completed" if ok else (
+            f"{len(bad)} of {len(recs)} requests failed ({bad[0].status}: {bad[0].error})" if bad
+            else f"{crashes} server crash(es)"
+        )
+        verdict: Status = "pass" if ok else "fail"
+        out.append(CheckResult("survival", workload, arm, verdict, float(len(bad)),
+                               "0 failed requests, 0 crashes", detail))
+    return out
+
+
+def ttft(inp: CheckInput) -> Sequence[CheckResult]:
+    out = []
+    for workload in inp.workloads:
+        base = [t for r in inp.records.get((workload, inp.baseline_arm), []) if (t := r.ttft_ms) is not None]
+        for arm in _candidates(inp):
+            cand = [t for r in inp.records.get((workload, arm), []) if (t := r.ttft_ms) is not None]
+            ch = bootstrap_relative_change(base, cand, samples=inp.cfg.bootstrap_samples,
+                                           confidence=inp.cfg.confidence, seed=derive_seed(inp.seed, workload, arm))
+            limit = inp.cfg.ttft_regression
+            status: Status = "fail" if ch.low > limit else "pass"
+            out.append(CheckResult(
+                "ttft", workload, arm, status, ch.estimate, f"mean TTFT change vs {inp.baseline_arm} <= +{limit:.0%}",
+                f"{ch.estimate:+.1%} (CI {ch.low:+.1%} .. {ch.high:+.1%})",
+            ))
+    return out
+
+
+def throughput(inp: CheckInput) -> Sequence[CheckResult]:
+    out = []
+    for workload in inp.workloads:
+        base = [s["request_throughput"] for s in inp.trial_summaries.get((workload, inp.baseline_arm), [])]
+        for arm in _candidates(inp):
+            cand = [s["request_throughput"] for s in inp.trial_summaries.get((workload, arm), [])]
+            ch = bootstrap_relative_change(base, cand, samples=inp.cfg.bootstrap_samples,
+                                           confidence=inp.cfg.confidence, seed=derive_seed(inp.seed, workload, arm))
+            limit = inp.cfg.throughput_regression
+            status: Status = "fail" if ch.high < -limit else "pass"
+            out.append(CheckResult(
+                "throughput", workload, arm, status, ch.estimate,
+                f"request throughput change vs {inp.baseline_arm} >= -{limit:.0%}",
+                f"{ch.estimate:+.1%} (CI {ch.low:+.1%} .. {ch.high:+.1%}, {len(cand)} repeat(s))",
+            ))
+    return out
+
+
+def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
+    floor = inp.cfg.min_token_hit_rate
+    out = []
+    for (workload, arm), recs in inp.records.items():
+        if arm == "disabled" or floor <= 0:
+            continue
+        ok = [r for r in recs if r.status == "ok"]
+        prompt = sum(r.prompt_tokens for r in ok)
+        rate = sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else 0.0
+        verdict: Status = "pass" if rate >= floor else "fail"
+        out.append(CheckResult("cache_hits", workload, arm, verdict, rate,
+                               f"token hit rate >= {floor:.0%}", f"{rate:.1%} of prompt tokens cached"))
+    return out

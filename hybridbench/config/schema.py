@@ -1,0 +1,77 @@
+"""The run configuration's schema: dataclasses Hydra composes YAML onto (typos fail at compose time).
+
+Schemas stay mutable (Hydra needs that to merge group options); the plan freezes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ChecksCfg", "EngineCfg", "LoadCfg", "ModelCfg", "RunCfg", "WorkloadCfg"]
+
+
+@dataclass
+class EngineCfg:
+    name: str = "sim"  # sim | reference | sglang | vllm
+    gpu: str = "h100"
+    tp: int = 1
+    python: str = ""  # interpreter for server engines ("" = this one); lets a PR build run beside main's
+    host: str = "127.0.0.1"
+    port: int = 0  # 0 = pick a free port
+    startup_timeout_s: float = 600.0
+    request_timeout_s: float = 600.0
+    chunked_prefill_size: int = 8192
+    mem_fraction_static: float = 0.85
+    max_mamba_cache_size: int = 0  # 0 = from memory
+    kv_tokens: int = 0  # 0 = from memory
+    page_size: int = 1
+    track_interval: int = 256
+    extra_args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ModelCfg:
+    name: str = "qwen3-next-80b-a3b"  # reference_impl.models name (byte and FLOP facts)
+    hf_id: str = "Qwen/Qwen3-Next-80B-A3B-Instruct"  # what real servers load
+    vocab_size: int = 151936
+
+
+@dataclass
+class WorkloadCfg:
+    kind: str = "gsp"  # a workloads.registry name
+    preset: str = ""
+    scale: int = 1  # shrink lengths and counts (workloads.scale) for CPU-sized runs
+    params: dict[str, Any] = field(default_factory=dict)  # generator options, e.g. {num_groups: 4}
+
+
+@dataclass
+class LoadCfg:
+    kind: str = "closed"  # closed | poisson | trace
+    max_concurrency: int = 5
+    request_rate: float = 0.0
+    slowdown: float = 1.0
+
+
+@dataclass
+class ChecksCfg:
+    enabled: list[str] = field(default_factory=lambda: ["survival", "ttft", "throughput", "cache_hits"])
+    baseline_arm: str = ""  # "" = the experiment's first arm
+    ttft_regression: float = 0.10  # fail when the whole CI of the relative TTFT change is above this
+    throughput_regression: float = 0.10  # fail when the whole CI of the relative drop is above this
+    min_token_hit_rate: float = 0.0  # cache_hits floor for cache-on arms on shared-prefix workloads
+    bootstrap_samples: int = 1000
+    confidence: float = 0.95
+
+
+@dataclass
+class RunCfg:
+    name: str = "adhoc"
+    arms: list[str] = field(default_factory=lambda: ["disabled", "lru"])
+    workloads: dict[str, WorkloadCfg] = field(default_factory=dict)
+    repeats: int = 1
+    seed: int = 0
+    engine: EngineCfg = field(default_factory=EngineCfg)
+    model: ModelCfg = field(default_factory=ModelCfg)
+    load: LoadCfg = field(default_factory=LoadCfg)
+    checks: ChecksCfg = field(default_factory=ChecksCfg)

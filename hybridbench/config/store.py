@@ -1,0 +1,17 @@
+"""The only ConfigStore registrations: the schemas YAML files extend."""
+
+from __future__ import annotations
+
+from hydra.core.config_store import ConfigStore
+
+from hybridbench.config.schema import EngineCfg, LoadCfg, ModelCfg, RunCfg
+
+__all__ = ["register"]
+
+
+def register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="run_schema", node=RunCfg)
+    cs.store(group="engine", name="engine_schema", node=EngineCfg)
+    cs.store(group="model", name="model_schema", node=ModelCfg)
+    cs.store(group="load", name="load_schema", node=LoadCfg)

@@ -1,0 +1,46 @@
+"""The one small interface every engine exposes to the harness."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hybridbench.config.schema import RunCfg
+from hybridbench.plan.types import RunPlan, Trial
+from hybridbench.records.schema import Record
+from workloads.trace import TraceRow
+
+__all__ = ["Engine", "EngineInfo", "TrialContext"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    name: str
+    version: str
+    command: tuple[str, ...] = ()  # the exact launch command, secrets redacted
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TrialContext:
+    plan: RunPlan
+    trial: Trial
+    rows: Sequence[TraceRow]
+    emit: Callable[[Record], None]  # appends one record to records.jsonl as it completes
+
+
+class Engine(Protocol):
+    name: str
+
+    def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
+        """Plan time: raise ConfigError naming any arm or option this engine cannot express."""
+        ...
+
+    def run_trial(self, cfg: RunCfg, ctx: TrialContext) -> dict[str, Any]:
+        """Run one trial, emitting one record per request; return server-side snapshots (peaks...)."""
+        ...
+
+    def info(self) -> EngineInfo: ...
+
+    def close(self) -> None: ...

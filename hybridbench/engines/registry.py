@@ -1,0 +1,29 @@
+"""The one registry of engine names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hybridbench.engines.base import Engine
+from hybridbench.engines.sim import SimEngine
+from hybridbench.errors import ConfigError
+
+__all__ = ["ENGINES", "make_engine"]
+
+ENGINES: dict[str, Callable[[], Engine]] = {
+    "sim": SimEngine,
+}
+# Not yet available in this build: the names DESIGN.md promises, with why.
+_PENDING = {
+    "reference": "the reference CPU server (issue 5) is not wired into the harness yet; use engine=sim",
+    "sglang": "the SGLang launcher is not implemented yet; use engine=sim",
+    "vllm": "the vLLM launcher is not implemented yet; use engine=sim",
+}
+
+
+def make_engine(name: str) -> Engine:
+    if name in ENGINES:
+        return ENGINES[name]()
+    if name in _PENDING:
+        raise ConfigError(f"engine={name}: {_PENDING[name]}")
+    raise ConfigError(f"engine={name}: unknown engine; choose one of {', '.join([*ENGINES, *_PENDING])}")

@@ -1,0 +1,25 @@
+"""Typed errors, each with the exit code of DESIGN.md §4.
+
+0 all checks passed; 1 a check failed (regression); 2 usage or config error (one clear line naming
+the bad key, flag or file); 3 infrastructure failure (engine would not start, died, hung).
+"""
+
+from __future__ import annotations
+
+__all__ = ["CheckFailed", "ConfigError", "EngineError", "HybridbenchError"]
+
+
+class HybridbenchError(Exception):
+    exit_code = 3
+
+
+class ConfigError(HybridbenchError):
+    exit_code = 2
+
+
+class EngineError(HybridbenchError):
+    exit_code = 3
+
+
+class CheckFailed(HybridbenchError):
+    exit_code = 1

@@ -1,0 +1,104 @@
+"""Config -> frozen plan: validate names, cross arms × workloads × repeats, derive seeds, write plan.json.
+
+Arms interleave within each repeat (A/B/A/B over repeats), so slow drift on a machine hits every
+arm alike. Nothing launches before the plan is on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from hybridbench.config.schema import RunCfg, WorkloadCfg
+from hybridbench.errors import ConfigError
+from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
+from workloads.registry import WORKLOADS
+
+__all__ = ["build_plan", "derive_seed", "workload_argv", "write_json_atomic"]
+
+
+def derive_seed(*parts: object) -> int:
+    """A stable 31-bit seed from the run seed and names (independent of PYTHONHASHSEED)."""
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def workload_argv(name: str, w: WorkloadCfg, vocab_size: int, seed: int, out: Path) -> tuple[str, ...]:
+    if w.kind not in WORKLOADS:
+        raise ConfigError(f"workloads.{name}.kind: unknown workload {w.kind!r}; choose one of {', '.join(WORKLOADS)}")
+    argv = [w.kind]
+    if w.preset:
+        argv += ["--preset", w.preset]
+    for key, value in w.params.items():
+        flag = "--" + str(key).replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value is not False and value is not None:
+            argv += [flag, str(value)]
+    argv += ["--vocab-size", str(vocab_size), "--seed", str(seed), "-o", str(out)]
+    if w.scale > 1:
+        argv += ["--scale", str(w.scale)]
+    elif w.scale < 1:
+        raise ConfigError(f"workloads.{name}.scale must be >= 1, got {w.scale}")
+    return tuple(argv)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=True, default=str)
+            fh.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
+    if not cfg.arms:
+        raise ConfigError("arms: the experiment lists no arms")
+    if len(set(cfg.arms)) != len(cfg.arms):
+        raise ConfigError(f"arms: duplicate arm in {cfg.arms}")
+    if not cfg.workloads:
+        raise ConfigError("workloads: none configured; pick an experiment with +experiment=NAME (conf/experiment/)")
+    if cfg.repeats < 1:
+        raise ConfigError(f"repeats must be >= 1, got {cfg.repeats}")
+    baseline = cfg.checks.baseline_arm or cfg.arms[0]
+    if baseline not in cfg.arms:
+        raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the arms {cfg.arms}")
+    traces = run_dir / "traces"
+    workloads = tuple(
+        WorkloadPlan(
+            name=name,
+            kind=w.kind,
+            seed=(seed := derive_seed(cfg.seed, "workload", name)),
+            trace_path=str(traces / f"{name}.jsonl"),
+            argv=workload_argv(name, w, cfg.model.vocab_size, seed, traces / f"{name}.jsonl"),
+        )
+        for name, w in cfg.workloads.items()
+    )
+    trials: list[Trial] = []
+    for repeat in range(cfg.repeats):
+        for w in workloads:
+            for arm in cfg.arms:
+                trials.append(Trial(len(trials), arm, w.name, repeat, derive_seed(cfg.seed, "arrivals", repeat)))
+    body = {"config": resolved, "trials": [asdict(t) for t in trials], "workloads": [asdict(w) for w in workloads]}
+    fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return RunPlan(
+        name=cfg.name,
+        run_dir=str(run_dir),
+        engine=cfg.engine.name,
+        arms=tuple(cfg.arms),
+        baseline_arm=baseline,
+        workloads=workloads,
+        trials=tuple(trials),
+        config=resolved,
+        fingerprint=fingerprint,
+    )

@@ -1,0 +1,52 @@
+"""The frozen plan every later stage reads: trials (arm × workload × repeat) with seeds and paths."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["PLAN_SCHEMA_VERSION", "RunPlan", "Trial", "WorkloadPlan"]
+
+PLAN_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPlan:
+    name: str
+    kind: str
+    seed: int  # one trace per workload, shared by every arm and repeat (A/B on identical requests)
+    trace_path: str
+    argv: tuple[str, ...]  # the exact `python -m workloads.generate` arguments
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    index: int
+    arm: str
+    workload: str
+    repeat: int
+    seed: int  # arrival-process seed (Poisson), derived from the run seed and the repeat
+
+    @property
+    def trial_id(self) -> str:
+        return f"{self.index:03d}-{self.workload}-{self.arm}-r{self.repeat}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    name: str
+    run_dir: str
+    engine: str
+    arms: tuple[str, ...]
+    baseline_arm: str
+    workloads: tuple[WorkloadPlan, ...]
+    trials: tuple[Trial, ...]
+    config: dict[str, Any] = field(default_factory=dict)  # the fully resolved config
+    fingerprint: str = ""
+    schema_version: int = PLAN_SCHEMA_VERSION
+
+    def workload(self, name: str) -> WorkloadPlan:
+        return next(w for w in self.workloads if w.name == name)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,68 @@
+"""One record per request: the raw facts metrics and checks are computed from (DESIGN.md §4)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+__all__ = ["RECORD_SCHEMA_VERSION", "Record", "record_from_json"]
+
+RECORD_SCHEMA_VERSION = 1
+
+Status = Literal["ok", "error", "timeout", "server_died"]
+CacheState = Literal["cold-flushed", "primed", "uncontrolled"]
+
+
+@dataclass(slots=True)
+class Record:
+    run_id: str
+    trial_id: str
+    arm: str
+    workload: str
+    repeat: int
+    request_index: int
+    session_id: int | str
+    turn_id: int
+    scheduled_s: float  # when the load intended to send it, relative to the trial start
+    sent_s: float | None
+    first_token_s: float | None
+    end_s: float | None
+    prompt_tokens: int
+    output_tokens: int
+    cached_tokens: int | None  # server-reported (SGLang meta_info.cached_tokens)
+    status: Status
+    error: str = ""
+    itl_ms: list[float] = field(default_factory=list)
+    expected_cached_tokens: int | None = None  # what the reference cache predicts, when known
+    cache_state: CacheState = "uncontrolled"
+    modelled: bool = False  # True for the sim engine: times come from a cost model
+
+    @property
+    def ttft_ms(self) -> float | None:
+        if self.first_token_s is None or self.sent_s is None:
+            return None
+        return (self.first_token_s - self.sent_s) * 1e3
+
+    @property
+    def e2e_ms(self) -> float | None:
+        if self.end_s is None or self.sent_s is None:
+            return None
+        return (self.end_s - self.sent_s) * 1e3
+
+    @property
+    def client_delay_ms(self) -> float | None:
+        return None if self.sent_s is None else (self.sent_s - self.scheduled_s) * 1e3
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ttft_ms"] = self.ttft_ms
+        out["e2e_ms"] = self.e2e_ms
+        out["schema_version"] = RECORD_SCHEMA_VERSION
+        return out
+
+
+_FIELDS = {f.name for f in fields(Record)}
+
+
+def record_from_json(obj: dict[str, Any]) -> Record:
+    return Record(**{k: v for k, v in obj.items() if k in _FIELDS})

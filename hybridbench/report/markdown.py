@@ -1,0 +1,56 @@
+"""report.md: one table per workload, one column per arm, deltas vs the baseline arm; the verdicts."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["render_report"]
+
+# (summary key, label, format, lower is better)
+ROWS = (
+    ("request_throughput", "req/s", "{:.2f}", False),
+    ("mean_ttft_ms", "mean TTFT ms", "{:.1f}", True),
+    ("median_ttft_ms", "median TTFT ms", "{:.1f}", True),
+    ("p99_ttft_ms", "p99 TTFT ms", "{:.1f}", True),
+    ("median_itl_ms", "median ITL ms", "{:.2f}", True),
+    ("mean_e2e_latency_ms", "mean E2E ms", "{:.1f}", True),
+    ("token_hit_rate", "token hit rate", "{:.3f}", False),
+    ("completed", "completed", "{:d}", False),
+)
+
+
+def _cell(value: Any, fmt: str, base: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    text = fmt.format(value)
+    if base not in (None, 0) and isinstance(base, (int, float)) and not math.isnan(base) and value != base:
+        text += f" ({value / base - 1:+.1%})"
+    return text
+
+
+def render_report(bundle: dict[str, Any]) -> str:
+    arms: list[str] = bundle["arms"]
+    baseline: str = bundle["baseline_arm"]
+    lines = [f"# hybridbench: {bundle['name']}", ""]
+    if bundle.get("modelled"):
+        lines += ["**Modelled** (engine `sim`): times come from a cost model, not a GPU.", ""]
+    prov = bundle["provenance"]
+    lines += [
+        f"engine `{prov['engine']['name']}` {prov['engine']['version']} · git `{prov['git_sha'][:12] or 'n/a'}`"
+        f"{' (dirty)' if prov['git_dirty'] else ''} · plan `{prov['plan_fingerprint']}` · baseline arm `{baseline}`",
+        "",
+    ]
+    for workload, by_arm in bundle["aggregates"].items():
+        lines += [f"## {workload}", "", "| metric | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
+        for key, label, fmt, _ in ROWS:
+            base = by_arm.get(baseline, {}).get(key)
+            cells = [_cell(by_arm.get(arm, {}).get(key), fmt, None if arm == baseline else base) for arm in arms]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["## checks", "", "| check | workload | arm | verdict | observed | expected |", "|---" * 6 + "|"]
+    for c in bundle["checks"]:
+        mark = {"pass": "pass", "fail": "**FAIL**", "skip": "skip"}[c["status"]]
+        lines.append(f"| {c['check']} | {c['workload']} | {c['arm']} | {mark} | {c['detail']} | {c['expected']} |")
+    lines += ["", f"verdict: **{bundle['verdict']}**", ""]
+    return "\n".join(lines)

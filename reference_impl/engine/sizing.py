@@ -1,0 +1,63 @@
+"""Pool sizes and the engine config for an arm on a model × GPU × TP, the way SGLang sizes them.
+
+Without ``--max-mamba-cache-size``, SGLang gives the recurrent states ``r / (1 + r)`` of the memory
+left after weights (``r = --mamba-full-memory-ratio``, 0.9) and the KV pool the rest
+(research/sglang.md §2, pool sizing).
+"""
+
+from __future__ import annotations
+
+from reference_impl.engine.arms import ArmSpec
+from reference_impl.engine.core import EngineConfig, state_ratio
+from reference_impl.engine.cost_model import CostModel
+
+__all__ = ["MAMBA_FULL_MEMORY_RATIO", "engine_config"]
+
+MAMBA_FULL_MEMORY_RATIO = 0.9
+
+
+def engine_config(
+    arm: ArmSpec,
+    timer: CostModel,
+    *,
+    mem_fraction_static: float = 0.85,
+    kv_tokens: int | None = None,
+    state_slots: int | None = None,
+    host_kv_tokens: int | None = None,
+    chunked_prefill_size: int = 8192,
+    max_running_requests: int | None = None,
+    schedule_policy: str = "fcfs",
+    page_size: int = 1,
+    track_interval: int = 256,
+) -> EngineConfig:
+    """ValueError names the problem when the model does not fit or an arm cannot run."""
+    if arm.strategy == "no_buffer" and page_size != 1:
+        raise ValueError(f"arm {arm.name} (no_buffer) requires page size 1, as SGLang asserts")
+    model, gpu = timer.model, timer.gpu
+    budget = gpu.hbm_bytes * timer.tp * mem_fraction_static - timer.total_weight_bytes()
+    if budget <= 0 and not (kv_tokens and state_slots):
+        raise ValueError(
+            f"{model.name} does not fit on {timer.tp} x {gpu.name} at memory fraction {mem_fraction_static}"
+        )
+    r = MAMBA_FULL_MEMORY_RATIO
+    slots = state_slots or int(budget * r / (1 + r) // model.state_bytes())
+    kv = kv_tokens or int((budget - slots * model.state_bytes()) // model.kv_bytes_per_token())
+    host = (host_kv_tokens or 4 * kv) if arm.host_tier else 0
+    if schedule_policy not in ("fcfs", "lpm"):
+        raise ValueError(f"unknown schedule policy {schedule_policy!r}; choose fcfs or lpm")
+    config = EngineConfig(
+        kv_tokens=kv,
+        state_slots=slots,
+        cache=arm.strategy,
+        policy=arm.policy,
+        page_size=page_size,
+        chunked_prefill_size=chunked_prefill_size,
+        max_running_requests=max_running_requests,
+        schedule_policy=schedule_policy,  # type: ignore[arg-type]
+        track_interval=track_interval,
+        host_kv_tokens=host,
+        host_state_slots=max(1, host // 1024) if host else 0,
+    )
+    if slots < state_ratio(config):
+        raise ValueError(f"{slots} state slots cannot hold one running request of arm {arm.name}")
+    return config
