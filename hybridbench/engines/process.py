@@ -1,0 +1,99 @@
+"""A server engine's process: launch in its own process group, log to the run dir, readiness by
+polling a health endpoint, death detection, and shutdown with SIGTERM then SIGKILL of the group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from hybridbench.errors import EngineError
+
+__all__ = ["ServerProcess", "free_port"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    def __init__(self, command: Sequence[str], log_path: Path, base_url: str, *,
+                 env: dict[str, str] | None = None, health_paths: Sequence[str] = ("/health_generate", "/health"),
+                 grace_s: float = 10.0) -> None:
+        self.command = list(command)
+        self.log_path = log_path
+        self.base_url = base_url
+        self.env = env
+        self.health_paths = tuple(health_paths)
+        self.grace_s = grace_s
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        try:
+            self.proc = subprocess.Popen(
+                self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, **(self.env or {})}, start_new_session=True,
+            )
+        except OSError as exc:
+            raise EngineError(f"cannot start {self.command[0]}: {exc.strerror or exc}") from None
+        finally:
+            log.close()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 5) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " | ".join(text[-lines:])
+
+    def healthy(self, timeout_s: float = 5.0) -> bool:
+        for path in self.health_paths:
+            try:
+                with urllib.request.urlopen(self.base_url + path, timeout=timeout_s) as resp:
+                    if resp.status == 200:
+                        return True
+            except (urllib.error.URLError, OSError, TimeoutError):
+                continue
+        return False
+
+    def wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.alive():
+                code = self.proc.returncode if self.proc else None
+                raise EngineError(f"server exited with code {code} before it was ready: {self.log_tail()}")
+            if self.healthy(timeout_s=2.0):
+                return
+            time.sleep(0.25)
+        raise EngineError(f"server not ready after {timeout_s:g} s (log: {self.log_path})")
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGCONT)  # a stopped (hung) server must be able to die
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=self.grace_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            proc.wait(timeout=10)

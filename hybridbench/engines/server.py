@@ -1,0 +1,151 @@
+"""Server engines (reference, sglang, vllm): a real process per arm, driven over HTTP.
+
+Lifecycle per trial: make sure the arm's server runs (one server at a time; a different arm stops the
+previous one), flush its cache (``/flush_cache``, retried while the server is busy) so every trial
+starts cold-flushed, drive the load, then check the server is still alive and healthy. A server that
+dies or hangs ends the run with exit code 3; the records of finished requests are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from hybridbench.config.schema import RunCfg
+from hybridbench.engines.base import EngineInfo, TrialContext
+from hybridbench.engines.process import ServerProcess, free_port
+from hybridbench.errors import ConfigError, EngineError
+from hybridbench.load.client import ClientResult, generate_openai, generate_sglang
+from hybridbench.load.driver import Completed, drive
+from hybridbench.plan.types import RunPlan
+from hybridbench.records.schema import Record
+from hybridbench.results.bundle import redact
+
+__all__ = ["CommandBuilder", "ServerEngine", "reference_command"]
+
+# (cfg, arm, port) -> argv; raises ConfigError when the engine cannot express the arm.
+CommandBuilder = Callable[[RunCfg, str, int], list[str]]
+
+
+def reference_command(cfg: RunCfg, arm: str, port: int) -> list[str]:
+    """``python -m reference_impl.server`` with SGLang's flag names (issue 5)."""
+    from reference_impl.engine.arms import parse_arm  # noqa: PLC0415 - validation only
+
+    try:
+        parse_arm(arm)
+    except ValueError as exc:
+        raise ConfigError(f"engine reference: {exc}") from None
+    e = cfg.engine
+    cmd = [e.python or sys.executable, "-m", "reference_impl.server", "--host", e.host, "--port", str(port),
+           "--arm", arm, "--page-size", str(e.page_size), "--chunked-prefill-size", str(e.chunked_prefill_size),
+           "--mamba-track-interval", str(e.track_interval), "--seed", str(cfg.seed), "--enable-metrics"]
+    if e.kv_tokens:
+        cmd += ["--max-total-tokens", str(e.kv_tokens)]
+    if e.max_mamba_cache_size:
+        cmd += ["--max-mamba-cache-size", str(e.max_mamba_cache_size)]
+    return cmd + list(e.extra_args)
+
+
+class ServerEngine:
+    def __init__(self, name: str, build: CommandBuilder, *, api: str = "sglang") -> None:
+        self.name = name
+        self.build = build
+        self.api = api  # "sglang" (native /generate) or "openai" (/v1/completions)
+        self._server: ServerProcess | None = None
+        self._arm: str | None = None
+        self._commands: dict[str, list[str]] = {}
+        self._run_dir = Path(".")
+
+    # ------------------------------------------------------------------ plan time
+    def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
+        self._run_dir = Path(plan.run_dir)
+        for arm in plan.arms:
+            self._commands[arm] = self.build(cfg, arm, 0)  # raises ConfigError naming the arm or flag
+
+    # ------------------------------------------------------------------ lifecycle
+    def _ensure(self, cfg: RunCfg, arm: str) -> ServerProcess:
+        if self._server is not None and self._arm == arm and self._server.alive():
+            return self._server
+        self.close()
+        port = cfg.engine.port or free_port(cfg.engine.host)
+        base = f"http://{cfg.engine.host}:{port}"
+        server = ServerProcess(self.build(cfg, arm, port), self._run_dir / "logs" / f"server-{arm}.log", base)
+        server.start()
+        self._server, self._arm = server, arm
+        server.wait_ready(cfg.engine.startup_timeout_s)
+        return server
+
+    def _flush(self, server: ServerProcess, timeout_s: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            req = urllib.request.Request(server.base_url + "/flush_cache", method="POST", data=b"")
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    if resp.status == 200:
+                        return True
+            except urllib.error.HTTPError:
+                pass  # refused while requests are in flight: retry
+            except (urllib.error.URLError, OSError):
+                return False
+            time.sleep(0.2)
+        return False
+
+    # ------------------------------------------------------------------ trials
+    def run_trial(self, cfg: RunCfg, ctx: TrialContext) -> dict[str, Any]:
+        server = self._ensure(cfg, ctx.trial.arm)
+        state = "cold-flushed" if self._flush(server) else "uncontrolled"
+        timeout = cfg.engine.request_timeout_s
+
+        def on_done(done: Completed) -> None:
+            r: ClientResult = done.result
+
+            def rel(t: float | None) -> float | None:
+                return None if t is None else t - done.t0
+
+            ctx.emit(Record(
+                run_id=ctx.plan.fingerprint, trial_id=ctx.trial.trial_id, arm=ctx.trial.arm,
+                workload=ctx.trial.workload, repeat=ctx.trial.repeat, request_index=done.index,
+                session_id=done.row.session_id, turn_id=done.row.turn_id, scheduled_s=done.scheduled_s,
+                sent_s=rel(r.sent), first_token_s=rel(r.first_token), end_s=rel(r.end),
+                prompt_tokens=len(done.prompt), output_tokens=r.output_tokens, cached_tokens=r.cached_tokens,
+                status=r.status, error=r.error, itl_ms=r.itl_ms, cache_state=state,  # type: ignore[arg-type]
+            ))
+
+        async def run() -> None:
+            connector = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                async def send(prompt: list[int], max_new: int) -> ClientResult:
+                    if self.api == "openai":
+                        return await generate_openai(session, server.base_url, prompt, max_new, timeout,
+                                                     model=cfg.model.hf_id)
+                    return await generate_sglang(session, server.base_url, prompt, max_new, timeout)
+
+                await drive(ctx.rows, cfg.load, ctx.trial.seed, send, on_done)
+
+        asyncio.run(run())
+        if not server.alive():
+            raise EngineError(f"{self.name} server for arm {ctx.trial.arm} died during trial "
+                              f"{ctx.trial.trial_id}: {server.log_tail()}")
+        if not server.healthy(timeout_s=10.0):
+            raise EngineError(f"{self.name} server for arm {ctx.trial.arm} hung during trial {ctx.trial.trial_id} "
+                              f"(no health response within 10 s)")
+        return {"crashes": 0, "cache_state": state}
+
+    def info(self) -> EngineInfo:
+        command = tuple(redact(self._commands.get(self._arm or "", next(iter(self._commands.values()), []))))
+        return EngineInfo(name=self.name, version="", command=command,
+                          extra={"commands": {a: redact(c) for a, c in self._commands.items()}})
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+            self._arm = None

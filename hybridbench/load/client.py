@@ -1,0 +1,126 @@
+"""Streaming HTTP clients timed the way bench_serving times them (research/sglang.md §6.4).
+
+SGLang native ``/generate`` with ``input_ids`` (SSE; each chunk's ``text`` is cumulative and
+``meta_info.completion_tokens`` is the running count): TTFT is the first chunk with new tokens, ITL
+is the gap between chunks divided by the tokens they added. OpenAI ``/v1/completions`` with a
+token-id prompt: TTFT at the first chunk with non-empty text, one ITL per chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+__all__ = ["ClientResult", "generate_openai", "generate_sglang"]
+
+
+@dataclass(slots=True)
+class ClientResult:
+    sent: float  # perf_counter() seconds
+    first_token: float | None = None
+    end: float | None = None
+    output_tokens: int = 0
+    output_ids: list[int] = field(default_factory=list)
+    cached_tokens: int | None = None
+    itl_ms: list[float] = field(default_factory=list)
+    error: str = ""
+    status: str = "ok"  # ok | error | timeout | server_died
+
+
+async def _sse_lines(resp: aiohttp.ClientResponse) -> Any:
+    async for raw in resp.content:
+        line = raw.decode("utf-8", "replace").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        yield json.loads(data)
+
+
+async def generate_sglang(
+    session: aiohttp.ClientSession, base_url: str, input_ids: Sequence[int], max_new_tokens: int, timeout_s: float
+) -> ClientResult:
+    payload = {
+        "input_ids": list(input_ids),
+        "sampling_params": {"temperature": 0.0, "max_new_tokens": max_new_tokens, "ignore_eos": True},
+        "stream": True,
+    }
+    res = ClientResult(sent=time.perf_counter())
+    last_t, last_n = res.sent, 0
+    try:
+        async with session.post(f"{base_url}/generate", json=payload,
+                                timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                res.status, res.error = "error", f"HTTP {resp.status}: {(await resp.text())[:200]}"
+                return res
+            async for chunk in _sse_lines(resp):
+                now = time.perf_counter()
+                meta = chunk.get("meta_info", {})
+                n = int(meta.get("completion_tokens", last_n))
+                if n > last_n:
+                    if res.first_token is None:
+                        res.first_token = now
+                    else:
+                        res.itl_ms.extend([(now - last_t) * 1e3 / (n - last_n)] * (n - last_n))
+                    last_t, last_n = now, n
+                if "cached_tokens" in meta:
+                    res.cached_tokens = int(meta["cached_tokens"])
+                if isinstance(chunk.get("output_ids"), list):
+                    res.output_ids = [int(t) for t in chunk["output_ids"]]
+            res.end = time.perf_counter()
+            res.output_tokens = last_n
+    except TimeoutError:
+        res.status, res.error = "timeout", f"no complete response within {timeout_s:g} s"
+    except aiohttp.ClientConnectionError as exc:
+        res.status, res.error = "server_died", f"connection failed: {exc}"
+    except (aiohttp.ClientError, json.JSONDecodeError, ValueError) as exc:
+        res.status, res.error = "error", f"{type(exc).__name__}: {exc}"
+    return res
+
+
+async def generate_openai(
+    session: aiohttp.ClientSession, base_url: str, input_ids: Sequence[int], max_tokens: int, timeout_s: float,
+    *, model: str,
+) -> ClientResult:
+    payload = {"model": model, "prompt": list(input_ids), "max_tokens": max_tokens, "temperature": 0.0,
+               "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
+    res = ClientResult(sent=time.perf_counter())
+    last_t = res.sent
+    try:
+        async with session.post(f"{base_url}/v1/completions", json=payload,
+                                timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                res.status, res.error = "error", f"HTTP {resp.status}: {(await resp.text())[:200]}"
+                return res
+            chunks = 0
+            async for chunk in _sse_lines(resp):
+                now = time.perf_counter()
+                choices = chunk.get("choices") or []
+                if choices and choices[0].get("text"):
+                    chunks += 1
+                    if res.first_token is None:
+                        res.first_token = now
+                    else:
+                        res.itl_ms.append((now - last_t) * 1e3)
+                    last_t = now
+                usage = chunk.get("usage") or {}
+                if usage:
+                    res.output_tokens = int(usage.get("completion_tokens", chunks))
+                    details = usage.get("prompt_tokens_details") or {}
+                    if "cached_tokens" in details:
+                        res.cached_tokens = int(details["cached_tokens"])
+            res.end = time.perf_counter()
+            res.output_tokens = res.output_tokens or chunks
+    except TimeoutError:
+        res.status, res.error = "timeout", f"no complete response within {timeout_s:g} s"
+    except aiohttp.ClientConnectionError as exc:
+        res.status, res.error = "server_died", f"connection failed: {exc}"
+    except (aiohttp.ClientError, json.JSONDecodeError, ValueError) as exc:
+        res.status, res.error = "error", f"{type(exc).__name__}: {exc}"
+    return res

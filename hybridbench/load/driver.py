@@ -1,0 +1,96 @@
+"""The load driver: one asyncio loop, one task per session, arrival processes, multi-turn causality.
+
+Arrivals (intended send times) follow bench_serving: ``closed`` (all at 0, at most
+``max_concurrency`` in flight, FIFO), ``poisson`` (exponential gaps at ``request_rate``, seeded), or
+``trace`` (each row's ``ts`` × ``slowdown``). A session's turn t+1 is sent only after turn t finished;
+when turn t+1's recorded input extends turn t's input + recorded output, the output the server
+*actually* generated is substituted, so the server sees the conversation it produced. Every request
+is timed against its intended send time, so the client's own delay is measured and reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from hybridbench.config.schema import LoadCfg
+from hybridbench.errors import ConfigError
+from hybridbench.load.client import ClientResult
+from workloads.trace import TraceRow
+
+__all__ = ["Completed", "drive", "intended_times"]
+
+Send = Callable[[list[int], int], Awaitable[ClientResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    index: int  # row index in the trace
+    row: TraceRow
+    prompt: list[int]  # what was actually sent
+    scheduled_s: float  # intended send time, seconds after the trial start
+    t0: float  # perf_counter() of the trial start
+    result: ClientResult
+
+
+def intended_times(rows: Sequence[TraceRow], load: LoadCfg, seed: int) -> list[float]:
+    if load.kind == "closed":
+        if load.max_concurrency < 1:
+            raise ConfigError("load.max_concurrency must be >= 1 for a closed loop")
+        return [0.0] * len(rows)
+    if load.kind == "poisson":
+        if load.request_rate <= 0:
+            raise ConfigError("load.request_rate must be > 0 for Poisson arrivals")
+        rng = random.Random(seed)
+        out, t = [], 0.0
+        for _ in rows:
+            out.append(t)
+            t += rng.expovariate(load.request_rate)
+        return out
+    if load.kind == "trace":
+        base = min((r.ts for r in rows), default=0.0)
+        return [(r.ts - base) * load.slowdown for r in rows]
+    raise ConfigError(f"load.kind: unknown load {load.kind!r}; choose closed, poisson or trace")
+
+
+def _next_prompt(prev_sent: list[int], prev: TraceRow, prev_out: list[int], row: TraceRow) -> list[int]:
+    recorded_prefix = (*prev.input_tokens, *prev.output_tokens)
+    if prev_out and row.input_tokens[: len(recorded_prefix)] == recorded_prefix:
+        return [*prev_sent, *prev_out, *row.input_tokens[len(recorded_prefix):]]
+    return list(row.input_tokens)
+
+
+async def drive(
+    rows: Sequence[TraceRow], load: LoadCfg, seed: int, send: Send, on_done: Callable[[Completed], None]
+) -> None:
+    times = intended_times(rows, load, seed)
+    order = sorted(range(len(rows)), key=lambda i: (times[i], i))
+    sessions: dict[int | str, list[int]] = defaultdict(list)
+    for i in order:
+        sessions[rows[i].session_id].append(i)
+    for turns in sessions.values():
+        turns.sort(key=lambda i: (rows[i].turn_id, i))
+    limit = load.max_concurrency if load.max_concurrency > 0 else len(rows)
+    slots = asyncio.Semaphore(max(1, limit))
+    t0 = time.perf_counter()
+
+    async def run_session(turns: list[int]) -> None:
+        prev: tuple[list[int], TraceRow, list[int]] | None = None
+        for i in turns:
+            row = rows[i]
+            delay = t0 + times[i] - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            prompt = list(row.input_tokens) if prev is None else _next_prompt(*prev, row)
+            async with slots:
+                result = await send(prompt, max(1, len(row.output_tokens)))
+            on_done(Completed(i, row, prompt, times[i], t0, result))
+            prev = (prompt, row, result.output_ids)
+
+    # Start sessions in order of their first intended send, so FIFO slots follow trace order.
+    firsts = sorted(sessions.values(), key=lambda t: (times[t[0]], t[0]))
+    await asyncio.gather(*(run_session(t) for t in firsts))

@@ -1,0 +1,102 @@
+"""The load driver against a local streaming server that speaks SGLang's /generate SSE protocol.
+
+The server here is test equipment, not a stand-in for SGLang's behaviour: it records what the
+driver did (concurrency, order, prompts) so the driver's own rules can be checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from hybridbench.config.schema import LoadCfg
+from hybridbench.load.client import generate_sglang
+from hybridbench.load.driver import Completed, drive, intended_times
+from workloads.trace import TraceRow
+
+
+class Recorder:
+    def __init__(self, token_delay: float = 0.01) -> None:
+        self.in_flight = 0
+        self.peak = 0
+        self.prompts: list[list[int]] = []
+        self.token_delay = token_delay
+
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        body: dict[str, Any] = await request.json()
+        prompt = body["input_ids"]
+        n = body["sampling_params"]["max_new_tokens"]
+        self.prompts.append(prompt)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        out: list[int] = []
+        try:
+            for k in range(n):
+                await asyncio.sleep(self.token_delay)
+                out.append(1000 + len(prompt) + k)  # depends on the prompt, so substitution is checkable
+                chunk = {"text": "x" * (k + 1), "output_ids": out,
+                         "meta_info": {"completion_tokens": k + 1, "cached_tokens": len(prompt) // 2}}
+                await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            await resp.write(b"data: [DONE]\n\n")
+        finally:
+            self.in_flight -= 1
+        return resp
+
+
+async def serve_and_drive(rows: list[TraceRow], load: LoadCfg, rec: Recorder) -> list[Completed]:
+    app = web.Application()
+    app.router.add_post("/generate", rec.generate)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    done: list[Completed] = []
+    try:
+        async with aiohttp.ClientSession() as session:
+            async def send(prompt: list[int], n: int):  # type: ignore[no-untyped-def]
+                return await generate_sglang(session, f"http://127.0.0.1:{port}", prompt, n, 10.0)
+
+            await drive(rows, load, 0, send, done.append)
+    finally:
+        await runner.cleanup()
+    return done
+
+
+def test_closed_loop_never_exceeds_max_concurrency_and_times_like_bench_serving() -> None:
+    rows = [TraceRow(i, 0, 0.0, (1, 2, 3, i), (0,) * 4) for i in range(12)]
+    rec = Recorder()
+    done = asyncio.run(serve_and_drive(rows, LoadCfg(kind="closed", max_concurrency=3), rec))
+    assert len(done) == 12 and rec.peak == 3
+    for c in done:
+        r = c.result
+        assert r.status == "ok" and r.output_tokens == 4 and r.cached_tokens == 2
+        assert r.first_token is not None and r.end is not None and r.sent < r.first_token <= r.end
+        assert len(r.itl_ms) == 3 and all(x > 5 for x in r.itl_ms)  # one gap per token after the first
+
+
+def test_next_turn_waits_for_the_previous_and_carries_the_generated_output() -> None:
+    t1_in, t1_out = (5, 6, 7), (90, 91)
+    t2_in = (*t1_in, *t1_out, 42)  # recorded conversation: turn 2 extends turn 1 input + output
+    rows = [TraceRow("s", 0, 0.0, t1_in, t1_out), TraceRow("s", 1, 0.0, t2_in, (9,))]
+    rec = Recorder()
+    done = asyncio.run(serve_and_drive(rows, LoadCfg(kind="closed", max_concurrency=8), rec))
+    first, second = sorted(done, key=lambda c: c.row.turn_id)
+    assert first.result.end is not None and second.result.sent >= first.result.end
+    generated = first.result.output_ids
+    assert generated == [1003, 1004] and second.prompt == [*t1_in, *generated, 42]
+
+
+def test_poisson_and_trace_arrivals_are_seeded_and_scaled() -> None:
+    rows = [TraceRow(i, 0, 10.0 + i, (1,), (1,)) for i in range(200)]
+    a = intended_times(rows, LoadCfg(kind="poisson", request_rate=4.0), seed=1)
+    assert a == intended_times(rows, LoadCfg(kind="poisson", request_rate=4.0), seed=1)
+    assert a[-1] / (len(a) - 1) == pytest.approx(0.25, rel=0.2)
+    assert intended_times(rows, LoadCfg(kind="trace", slowdown=2.0), seed=0)[:3] == [0.0, 2.0, 4.0]
