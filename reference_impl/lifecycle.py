@@ -6,17 +6,14 @@ scheduler (batching, retraction) lives above it; this module only moves tokens a
 
 Two strategies, one class each, selected by name from ``STRATEGIES``:
 
-* ``no_buffer``: a state is inserted at every prefill-chunk end (a copy of the live state) and at the
-  end of the committed sequence when the request finishes (the live slot is donated). No branch
-  points, page size 1.
+* ``no_buffer``: a state at every prefill-chunk end (a copy of the live state) and at the end of the
+  committed sequence at finish (the live slot is donated). No branch points, page size 1.
 * ``extra_buffer``: states only at chunk-aligned positions (chunk = max(64, page size)) — the last
   aligned point of each prefill forward, or the *branch point* the match reported if it falls in
   that forward — and every ``track_interval`` tokens during decode. At finish only the last tracked
-  position is cached; committed KV past it is freed. A request holds ping-pong track slots (2 with
-  overlap scheduling, 1 without) besides its live state.
+  position is cached. A request holds ping-pong track slots (2 with overlap, 1 without).
 
-A request's committed KV at finish is ``input + output - 1`` tokens: the last sampled token was never
-fed back through the model, so it has no KV (SGLang's ``kv_committed_len``).
+Committed KV at finish is ``input + output - 1`` tokens (SGLang's ``kv_committed_len``).
 """
 
 from __future__ import annotations
@@ -31,15 +28,8 @@ from reference_impl.radix.pools import PoolExhausted, StateContent
 from reference_impl.radix.tree import LockHandle, MambaRadixTree
 
 __all__ = [
-    "STATES_PER_REQUEST_WITH_CACHE",
-    "STRATEGIES",
-    "CachedRequest",
-    "DisabledStrategy",
-    "ExtraBufferStrategy",
-    "LifecycleCounters",
-    "NoBufferStrategy",
-    "Strategy",
-    "make_strategy",
+    "STATES_PER_REQUEST_WITH_CACHE", "STRATEGIES", "CachedRequest", "DisabledStrategy", "ExtraBufferStrategy",
+    "LifecycleCounters", "NoBufferStrategy", "Strategy", "make_strategy",
 ]
 
 # SGLang mem_cache/common.py: MAMBA_STATE_PER_REQ_PREFIX_CACHE; alloc_req_slots evicts states until
@@ -132,33 +122,47 @@ class Strategy:
         return 0
 
     # ---------------------------------------------------------------- admission
-    def admit(self, input_tokens: Sequence[int]) -> CachedRequest:
-        """Match, lock, and give the request its state slots (COW from the hit)."""
+    def admit(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
+        """Match, lock, give the request its state slots (COW from the hit); ``max_prefix`` caps the hit."""
         tree = self.tree
         req = CachedRequest(list(input_tokens), len(input_tokens))
         limit = page_floor(max(0, req.input_len - 1), tree.page_size)  # always recompute >= 1 token
+        if max_prefix is not None:
+            limit = min(limit, page_floor(max(0, max_prefix), tree.page_size))
         match = tree.match_prefix(req.tokens[:limit])
         req.prefix_len = req.protected_len = req.kv_len = match.prefix_len
         req.branch_seqlen = match.branch_seqlen
         # The scheduler locks the matched node before it makes room, so the hit survives the eviction.
         req.lock = tree.lock(match.last_node)
+        hit = match.last_node.state is not None
+        # 0.5.9's alloc_req_slots evicts until MAMBA_STATE_PER_REQ_PREFIX_CACHE (3) slots are free —
+        # after the COW slot of a hit, before the live slot of a miss (#38151 calls it over-eviction).
+        # 0.5.23's ensure_mamba_capacity evicts only what this request still needs (checked on CPU).
+        budget = tree.semantics == "0.5.9"
         try:
+            if budget and not hit:
+                self._evict_to_budget()
             req.live_state = self._alloc_state(protect=match.last_node)
-            if match.last_node.state is not None:
+            if hit:
+                assert match.last_node.state is not None
                 tree.state_pool.copy(match.last_node.state, req.live_state)
             else:
                 tree.state_pool.write(req.live_state, fingerprint(req.tokens, 0))
             if self.host is not None:
                 self._load_back(req)
-            need = STATES_PER_REQUEST_WITH_CACHE
-            if tree.state_pool.available < need:  # alloc_req_slots' budget check
-                tree.evict(num_states=need - tree.state_pool.available)
+            if budget and hit:
+                self._evict_to_budget()
             for _ in range(self._num_track_slots()):
                 req.track_slots.append(self._alloc_state())
         except PoolExhausted:
             self.release(req)
             raise
         return req
+
+    def _evict_to_budget(self) -> None:
+        pool = self.tree.state_pool
+        if pool.available < STATES_PER_REQUEST_WITH_CACHE:
+            self.tree.evict(num_states=STATES_PER_REQUEST_WITH_CACHE - pool.available)
 
     def _load_back(self, req: CachedRequest) -> None:
         """If the host holds a longer reusable prefix than the device, bring it to the device."""
@@ -253,6 +257,10 @@ class Strategy:
     def _on_forward(self, req: CachedRequest, start: int, end: int) -> None:
         """A prefill forward over ``tokens[start:end]`` ran; track states if the strategy does."""
 
+    def track_position(self, req: CachedRequest, start: int, end: int) -> int | None:
+        """Where a forward over ``tokens[start:end]`` tracks a state (a model executor snapshots it)."""
+        return None
+
     def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
         """Decode committed ``tokens[start:end]``; track states if the strategy does."""
 
@@ -315,15 +323,19 @@ class ExtraBufferStrategy(Strategy):
         return 2 if self.overlap else 1
 
     def _on_forward(self, req: CachedRequest, start: int, end: int) -> None:
+        if (track := self.track_position(req, start, end)) is not None:
+            self._track(req, track)
+
+    def track_position(self, req: CachedRequest, start: int, end: int) -> int | None:
         chunk = self.tree.chunk_size
         extend = end - start
         if extend < chunk:
-            return  # SGLang tracks nothing in a forward shorter than one chunk
+            return None  # SGLang tracks nothing in a forward shorter than one chunk
         track = start + extend // chunk * chunk
         b = req.branch_seqlen
         if b is not None and start < b < end and (b - start) % chunk == 0:
             track = b  # checkpoint the branch point so the next request sharing it hits
-        self._track(req, track)
+        return track
 
     def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
         interval = self.track_interval
@@ -368,7 +380,7 @@ class DisabledStrategy(Strategy):
 
     name = "disabled"
 
-    def admit(self, input_tokens: Sequence[int]) -> CachedRequest:
+    def admit(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
         req = CachedRequest(list(input_tokens), len(input_tokens))
         req.lock = self.tree.lock(self.tree.root)
         slot = self.tree.state_pool.alloc()

@@ -80,6 +80,7 @@ class EngineRequest:
     retractions: int = 0
     status: Literal["waiting", "running", "finished", "aborted"] = "waiting"
     error: str = ""
+    max_prefix: int | None = None  # cap on the reusable prefix (return_logprob with logprob_start_len)
 
     @property
     def fill_tokens(self) -> list[int]:
@@ -151,14 +152,32 @@ class EngineCore:
         self.counters = EngineCounters()
 
     # ------------------------------------------------------------------ intake
-    def add_request(self, rid: int, input_tokens: Sequence[int], max_new_tokens: int) -> EngineRequest:
-        req = EngineRequest(rid, tuple(input_tokens), max(1, max_new_tokens))
+    def add_request(
+        self, rid: int, input_tokens: Sequence[int], max_new_tokens: int, *, max_prefix: int | None = None
+    ) -> EngineRequest:
+        req = EngineRequest(rid, tuple(input_tokens), max(1, max_new_tokens), max_prefix=max_prefix)
         if len(req.input_tokens) + req.max_new_tokens > self.config.kv_tokens:
             req.status, req.error = "aborted", "input + output longer than the KV pool"
             self.counters.aborted += 1
             return req
         self.waiting.append(req)
         return req
+
+    def abort(self, req: EngineRequest, reason: str = "aborted") -> None:
+        """Drop a request between steps (client gone): free what it holds, cache nothing."""
+        if req.status in ("finished", "aborted"):
+            return
+        if req in self.waiting:
+            self.waiting.remove(req)
+        if req in self.running:
+            self.running.remove(req)
+        if self.chunked is req:
+            self.chunked = None
+        if req.cached is not None:
+            self.strategy.release(req.cached)
+            req.cached = None
+        req.status, req.error = "aborted", reason
+        self.counters.aborted += 1
 
     @property
     def idle(self) -> bool:
@@ -247,7 +266,7 @@ class EngineCore:
         if self._state_headroom() < states_needed:
             return False
         try:
-            cached = self.strategy.admit(tokens)
+            cached = self.strategy.admit(tokens, req.max_prefix)
         except PoolExhausted:
             return False
         extend = len(tokens) - cached.prefix_len

@@ -94,14 +94,24 @@ def test_cow_gives_the_request_exactly_the_matched_state() -> None:
     check_invariants(s.tree)
 
 
-def test_admission_makes_room_for_three_states_without_evicting_the_hit() -> None:
-    s = build("no_buffer", states=6)
+@pytest.mark.parametrize("semantics", ["0.5.9", "0.5.23"])
+def test_admission_evicts_for_the_request_without_losing_the_hit(semantics: str) -> None:
+    tree = MambaRadixTree(KVPool(1 << 16), StatePool(6), make_policy("lru"), semantics=semantics)
+    s = make_strategy("no_buffer", tree)
     for base in range(0, 500, 100):
         serve(s, list(range(base, base + 20)), [1])
+    free_before, states_before = tree.state_pool.available, tree.total_states()
+    assert free_before < 3  # a tight pool: the 0.5.9 budget must evict
     hit = list(range(400, 420))  # the newest request's prompt; its state must survive admission
     req = s.admit([*hit, 7])
     assert req.prefix_len == 20
-    assert s.tree.state_pool.available >= 2  # room made for the running request's slots
+    if semantics == "0.5.9":
+        # alloc_req_slots' budget: 3 slots free besides the COW slot the hit already took.
+        assert tree.state_pool.available == 3 and tree.total_states() < states_before
+    else:
+        # 0.5.23's ensure_mamba_capacity: take a free slot for the COW copy, evict nothing.
+        assert free_before >= 1
+        assert tree.state_pool.available == free_before - 1 and tree.total_states() == states_before
     s.release(req)
     check_invariants(s.tree)
 

@@ -4,9 +4,17 @@
 An operation is a plain dict, exactly what the driver receives:
 
     {"op": "insert", "tokens": [...]}
+    {"op": "insert", "tokens": [...], "prev_prefix_len": k}   # caller protects min(k, matched) tokens
+    {"op": "request", "input": [...], "output": [...], "chunks": [end, ...]}   # 0.5.23 lifecycle
+    {"op": "request", "input": [...], "output": [...], "chunk_size": n}
     {"op": "match", "tokens": [...], "cow": bool, "lock": bool}
     {"op": "unlock", "lock": lock_id}           # lock ids count from 1 in the order locks were taken
     {"op": "evict", "num_tokens": n, "mamba_num": m}
+
+A ``request`` op is one whole request (no_buffer strategy, page size 1): SGLang's scheduler-side
+helpers in the driver, ``reference_impl.lifecycle.NoBufferStrategy`` here. Its reply is a list of
+``stages`` (admit, every checkpoint, finish), each with its own facts and observation, so a
+difference is reported at the first stage where the two sides part.
 
 ``replay(...)`` runs a list on both sides and stops at the first difference; a failing test prints a
 call to it, so a reviewer can paste one line and see both answers.
@@ -22,6 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from reference_impl.lifecycle import CachedRequest, NoBufferStrategy
 from reference_impl.policies.registry import make_policy
 from reference_impl.radix.invariants import check_invariants
 from reference_impl.radix.pools import KVPool, StatePool
@@ -115,25 +124,85 @@ class Reference:
         )
         self.locks: dict[int, LockHandle] = {}
         self._next_lock = 1
+        # One request at a time; chunk ends are given per request, never chunked_prefill_size.
+        self.strategy = NoBufferStrategy(self.tree, chunked_prefill_size=None)
+
+    def request(self, op: Op) -> dict[str, Any]:
+        """One request through ``NoBufferStrategy``, observed at the driver's stages."""
+        if self.version == "0.5.9":
+            raise ValueError("request lifecycle ops are implemented for 0.5.23 only")
+        strat = self.strategy
+        inp, outp = [int(t) for t in op["input"]], [int(t) for t in op["output"]]
+        stages: list[dict[str, Any]] = []
+        want_obs = op.get("observe", True)
+
+        req: CachedRequest | None = None
+
+        def stage(name: str, **facts: Any) -> None:
+            st: dict[str, Any] = {"stage": name, **facts}
+            if want_obs:
+                live = req is not None and req.lock is not None  # admitted and not yet finished
+                check_invariants(
+                    self.tree,
+                    held_kv_tokens=req.held_kv if live and req is not None else 0,
+                    held_states=req.held_states() if live and req is not None else (),
+                )
+                st["obs"] = self.observe()
+            stages.append(st)
+
+        req = strat.admit(inp)
+        assert req.lock is not None
+        stage(
+            "admit",
+            cached_tokens=req.prefix_len,
+            branching_seqlen=req.branch_seqlen,
+            cow=req.lock.node is not self.tree.root,
+        )
+        prefix = req.prefix_len
+        if op.get("chunk_size"):
+            ends = list(range(prefix + int(op["chunk_size"]), len(inp), int(op["chunk_size"])))
+        else:
+            ends = [int(e) for e in op.get("chunks") or [] if prefix < int(e) < len(inp)]
+        ends = [*sorted(set(ends)), len(inp)]
+        one_output = len(outp) == 1
+        for end in ends:
+            strat.prefill_chunk(req, end, finishes_after_prefill=one_output)
+            if end < len(inp) or not one_output:
+                stage("chunk", end=end, protected=req.protected_len)
+        for tok in outp:  # one decode step per output token (the first comes from the prefill)
+            strat.decode(req, [tok])
+        committed = req.kv_len
+        strat.finish(req)
+        stage("finish", committed_kv=committed)
+        return {"stages": stages}
 
     def apply(self, op: Op) -> dict[str, Any]:
         tree = self.tree
         kind = op["op"]
         out: dict[str, Any]
+        if kind == "request":
+            return self.request(op)
         if kind == "insert":
             tokens = list(op["tokens"])
-            if not tokens or tree.kv_pool.available < len(tokens) or tree.state_pool.available < 1:
-                out = {"skipped": True}
+            protected = 0
+            if int(op.get("prev_prefix_len", 0)) > 0 and tokens:
+                protected = min(int(op["prev_prefix_len"]), tree.match_prefix(tokens).prefix_len)
+            need = len(tokens) - protected
+            if not tokens or tree.kv_pool.available < need or tree.state_pool.available < 1:
+                out = {"skipped": True, "protected": protected}
             else:
-                assert tree.kv_pool.alloc(len(tokens))
+                assert tree.kv_pool.alloc(need)
                 slot = tree.state_pool.alloc()
                 assert slot is not None
-                r = tree.insert(tokens, slot)
+                r = tree.insert(tokens, slot, prev_prefix_len=protected)
                 if self.version == "0.5.9":
-                    tree.kv_pool.free(r.duplicate_kv)  # what 0.5.9's cache_finished_req does
+                    tree.kv_pool.free(r.duplicate_kv)  # what 0.5.9's cache_*_req does
                 if r.state_exists:
                     tree.state_pool.free(slot)
-                out = {"skipped": False, "prefix_len": r.prefix_len, "mamba_exist": r.state_exists}
+                out = {
+                    "skipped": False, "prefix_len": r.prefix_len, "mamba_exist": r.state_exists,
+                    "protected": protected,
+                }
         elif kind == "match":
             m = tree.match_prefix(list(op["tokens"]))
             out = {"prefix_len": m.prefix_len, "branching_seqlen": m.branch_seqlen}
@@ -202,8 +271,11 @@ class Reference:
         }
 
 
-def init_cmd(version: str, backend: str | None, kv_size: int, mamba_size: int) -> dict[str, Any]:
-    return {"op": "init", "version": version, "backend": backend, "kv_size": kv_size, "mamba_size": mamba_size}
+def init_cmd(version: str, backend: str | None, kv_size: int, mamba_size: int, chunk_size: int = 64) -> dict[str, Any]:
+    return {
+        "op": "init", "version": version, "backend": backend, "kv_size": kv_size, "mamba_size": mamba_size,
+        "chunk_size": chunk_size,
+    }
 
 
 def valid_ops(ops: Iterable[Op]) -> list[Op]:
@@ -227,14 +299,44 @@ def valid_ops(ops: Iterable[Op]) -> list[Op]:
     return out
 
 
-def snippet(version: str, backend: str | None, kv_size: int, mamba_size: int, ops: list[Op]) -> str:
+def _py_tokens(tokens: list[int]) -> str:
+    """Python source for a token list, runs of consecutive tokens as ``*range(a, b)``."""
+    parts: list[str] = []
+    i = 0
+    while i < len(tokens):
+        j = i
+        while j + 1 < len(tokens) and tokens[j + 1] == tokens[j] + 1:
+            j += 1
+        if j - i >= 3:
+            parts.append(f"*range({tokens[i]}, {tokens[j] + 1})")
+        else:
+            parts += [str(t) for t in tokens[i : j + 1]]
+        i = j + 1
+    return "[" + ", ".join(parts) + "]"
+
+
+def _py(value: Any) -> str:
+    """Python source for an op (or a reply fragment), token lists compacted."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_py(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list) and value and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+        return _py_tokens(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_py(v) for v in value) + "]"
+    return repr(value)
+
+
+def snippet(
+    version: str, backend: str | None, kv_size: int, mamba_size: int, ops: list[Op], *, chunk_size: int = 64
+) -> str:
+    chunk = "" if chunk_size == 64 else f", chunk_size={chunk_size}"
     lines = [
         "# Run from the repository root (needs the SGLang venv from tests/sglang_oracle/build_env.sh):",
         "import sys; sys.path.insert(0, 'tests/sglang_oracle')",
         "from oracle_client import replay",
-        f"replay({version!r}, {backend!r}, kv_size={kv_size}, mamba_size={mamba_size}, ops=[",
+        f"replay({version!r}, {backend!r}, kv_size={kv_size}, mamba_size={mamba_size}{chunk}, ops=[",
     ]
-    lines += [f"    {json.dumps(op)}," for op in ops]
+    lines += [f"    {_py(op)}," for op in ops]
     lines.append("])")
     return "\n".join(lines)
 
@@ -244,6 +346,19 @@ def diff(sg: dict[str, Any], ref: dict[str, Any]) -> list[str]:
     for key in sorted(set(sg) | set(ref)):
         if key == "obs":
             continue
+        if key == "stages":
+            a_st, b_st = sg.get(key, []), ref.get(key, [])
+            for i, (a, b) in enumerate(zip(a_st, b_st, strict=False)):
+                found = diff(a, b)
+                if found:  # the first stage where the two sides part; later ones follow from it
+                    out += [f"stage #{i} ({a.get('stage')}): {line}" for line in found]
+                    break
+            else:
+                if len(a_st) != len(b_st):
+                    out.append(
+                        f"stages: sglang {[a.get('stage') for a in a_st]} reference {[b.get('stage') for b in b_st]}"
+                    )
+            continue
         if sg.get(key, "<absent>") != ref.get(key, "<absent>"):
             out.append(f"{key}: sglang={sg.get(key, '<absent>')!r} reference={ref.get(key, '<absent>')!r}")
     so, ro = sg.get("obs", {}), ref.get("obs", {})
@@ -252,8 +367,8 @@ def diff(sg: dict[str, Any], ref: dict[str, Any]) -> list[str]:
         if a == b:
             continue
         if key == "tree":
-            sa = {json.dumps(x) for x in a}
-            sb = {json.dumps(x) for x in b}
+            sa = {_py(x) for x in a}
+            sb = {_py(x) for x in b}
             out.append(f"tree: only in sglang {sorted(sa - sb)}; only in reference {sorted(sb - sa)}")
         else:
             out.append(f"{key}: sglang={a!r} reference={b!r}")
@@ -261,12 +376,12 @@ def diff(sg: dict[str, Any], ref: dict[str, Any]) -> list[str]:
 
 
 def run_both(
-    driver: Driver, backend: str | None, kv_size: int, mamba_size: int, ops: list[Op]
+    driver: Driver, backend: str | None, kv_size: int, mamba_size: int, ops: list[Op], *, chunk_size: int = 64
 ) -> tuple[int, list[str], list[tuple[dict[str, Any], dict[str, Any]]]] | None:
     """Apply ``ops`` to both sides; return (index, differences, transcript) at the first mismatch."""
     version = driver.version
-    driver.call(init_cmd(version, backend, kv_size, mamba_size))
-    ref = Reference(version, kv_size, mamba_size)
+    driver.call(init_cmd(version, backend, kv_size, mamba_size, chunk_size))
+    ref = Reference(version, kv_size, mamba_size, chunk_size)
     transcript = []
     for i, op in enumerate(ops):
         sg = driver.call(op)
@@ -278,33 +393,39 @@ def run_both(
     return None
 
 
-def check_sequence(driver: Driver, backend: str | None, kv_size: int, mamba_size: int, ops: list[Op]) -> None:
+def check_sequence(
+    driver: Driver, backend: str | None, kv_size: int, mamba_size: int, ops: list[Op], *, chunk_size: int = 64
+) -> None:
     """Assert both sides agree after every operation; the failure message is a runnable snippet."""
-    found = run_both(driver, backend, kv_size, mamba_size, ops)
+    found = run_both(driver, backend, kv_size, mamba_size, ops, chunk_size=chunk_size)
     if found is None:
         return
     i, problems, _ = found
     raise AssertionError(
         f"SGLang {driver.version} ({backend or 'default'} core) and reference_impl disagree after op #{i} "
-        f"{json.dumps(ops[i])}:\n  "
+        f"{_py(ops[i])}:\n  "
         + "\n  ".join(problems)
         + "\n\nReproduce:\n"
-        + snippet(driver.version, backend, kv_size, mamba_size, ops[: i + 1])
+        + snippet(driver.version, backend, kv_size, mamba_size, ops[: i + 1], chunk_size=chunk_size)
     )
 
 
-def replay(version: str, backend: str | None, *, kv_size: int, mamba_size: int, ops: list[Op]) -> None:
+def replay(
+    version: str, backend: str | None, *, kv_size: int, mamba_size: int, ops: list[Op], chunk_size: int = 64
+) -> None:
     """Print both sides' answers op by op and the first difference (for humans; see ``snippet``)."""
     driver = Driver(version)
     try:
-        found = run_both(driver, backend, kv_size, mamba_size, ops)
-        ref = Reference(version, kv_size, mamba_size)
-        driver.call(init_cmd(version, backend, kv_size, mamba_size))
+        found = run_both(driver, backend, kv_size, mamba_size, ops, chunk_size=chunk_size)
+        ref = Reference(version, kv_size, mamba_size, chunk_size)
+        driver.call(init_cmd(version, backend, kv_size, mamba_size, chunk_size))
         for i, op in enumerate(ops):
             sg, rf = driver.call(op), ref.apply(op)
-            sg.pop("obs", None)
-            rf.pop("obs", None)
-            print(f"#{i} {json.dumps(op)}\n   sglang    {sg}\n   reference {rf}")
+            for reply in (sg, rf):
+                reply.pop("obs", None)
+                for st in reply.get("stages", []):
+                    st.update({k: v for k, v in st.pop("obs", {}).items() if k != "tree"})
+            print(f"#{i} {_py(op)}\n   sglang    {_py(sg)}\n   reference {_py(rf)}")
         if found is None:
             print("no difference")
         else:

@@ -10,14 +10,34 @@ replies use a private duplicate of the original stdout.
 
 Commands (``op``):
   init     {version, backend: "rust"|"python"|null, kv_size, mamba_size, chunk_size}
-  insert   {tokens}              fresh KV for every token and a fresh state slot; duplicate KV freed by
+  insert   {tokens, prev_prefix_len?}
+                                 fresh KV for every token and a fresh state slot; duplicate KV freed by
                                  the caller for 0.5.9 (what its cache_finished_req does); a state that
-                                 already exists is freed (mamba_exist); skipped if a pool is short
+                                 already exists is freed (mamba_exist); skipped if a pool is short.
+                                 With prev_prefix_len = k > 0 the caller first matches the key (no COW)
+                                 and owns the tree's indices for p = min(k, matched) tokens: the value
+                                 is those p indices + fresh KV for the rest, inserted with
+                                 prev_prefix_len=p (what a request's checkpoint does); 0.5.9's caller
+                                 frees value[p:prefix_len]
   match    {tokens, cow, lock}   match_prefix; with cow a throwaway request takes (then frees) a COW slot;
                                  with lock the returned node is locked and a lock id returned
   unlock   {lock}
   evict    {num_tokens, mamba_num}
   observe  {}                    sizes and a canonical tree dump
+  request  {input, output, chunks?, chunk_size?}   (0.5.23, no_buffer, page 1)
+                                 one request's whole lifecycle through SGLang's scheduler-side helpers,
+                                 without a model runner: Req.init_next_round_input (match_kv_cache,
+                                 cow_mamba, input_len-1 cap) -> cache.lock(last_node) -> alloc_req_slots
+                                 (ensure_mamba_capacity) -> per prefill chunk alloc_token_slots + writes
+                                 into req_to_token + checkpoint_kv_cache at every chunk end that is not
+                                 the prompt end -> first output appended; checkpoint_kv_cache after the
+                                 final prefill unless that finished the request (batch result processor)
+                                 -> one decode step per further output (1 KV slot for the token fed
+                                 back, kv_committed_len += 1) -> release_kv_cache(checkpoint=True).
+                                 ``chunks`` are absolute chunk ends (ends inside the cached prefix are
+                                 skipped, the prompt end is implied); ``chunk_size`` chunks the uncached
+                                 part from the prefix on. Reply: ``stages``, one per observation point
+                                 (admit, each checkpoint, finish), each with its facts and ``obs``
   bench    {...}                 the speed workload of research/sglang_cpu_oracle.md §4, timed here
   quit
 
@@ -163,20 +183,32 @@ class Fixture:
             obs["tree"] = self.tree_dump()
         return obs
 
-    def insert(self, tokens: list[int]) -> dict[str, Any]:
-        from sglang.srt.mem_cache.base_prefix_cache import InsertParams
+    def insert(self, tokens: list[int], prev_prefix_len: int = 0) -> dict[str, Any]:
+        from sglang.srt.mem_cache.base_prefix_cache import InsertParams, MatchPrefixParams
 
-        if not tokens or self.allocator.available_size() < len(tokens) or self.mamba_available() < 1:
-            return {"skipped": True}
-        value = self.kv_alloc(tokens)
+        owned = None
+        if prev_prefix_len > 0 and tokens:
+            # The caller's protected prefix: indices the tree handed out for the matched prefix.
+            m = self.cache.match_prefix(MatchPrefixParams(key=self.key(tokens)))
+            owned = self.match_indices(m)[: min(prev_prefix_len, self.prefix_len(m))].to(self.torch.int64)
+        p = 0 if owned is None else len(owned)
+        if not tokens or self.allocator.available_size() < len(tokens) - p or self.mamba_available() < 1:
+            return {"skipped": True, "protected": p}
+        fresh = self.kv_alloc(tokens[p:]) if len(tokens) > p else self.torch.empty(0, dtype=self.torch.int64)
+        value = fresh if owned is None else self.torch.cat([owned, fresh.to(self.torch.int64)])
         slot = self.mamba_alloc(1)
-        result = self.cache.insert(InsertParams(key=self.key(tokens), value=value, mamba_value=slot))
+        result = self.cache.insert(
+            InsertParams(key=self.key(tokens), value=value, mamba_value=slot, prev_prefix_len=p)
+        )
         prefix_len = int(result.prefix_len)
-        if self.version == "0.5.9" and prefix_len:
-            self.allocator.free(value[:prefix_len])  # cache_finished_req frees the duplicates itself
+        if self.version == "0.5.9" and prefix_len > p:
+            self.allocator.free(value[p:prefix_len])  # cache_*_req frees the duplicates itself
         if result.mamba_exist:
             self.mamba_free(slot)
-        return {"skipped": False, "prefix_len": prefix_len, "mamba_exist": bool(result.mamba_exist)}
+        return {"skipped": False, "prefix_len": prefix_len, "mamba_exist": bool(result.mamba_exist), "protected": p}
+
+    def request(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        raise ValueError(f"request lifecycle ops are implemented for 0.5.23 only, not {self.version}")
 
     def match(self, tokens: list[int], cow: bool, lock: bool) -> dict[str, Any]:
         from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams
@@ -206,6 +238,10 @@ class Fixture:
 
     def prefix_len(self, result: Any) -> int:
         return int(result.device_prefix_len)
+
+    def match_indices(self, result: Any) -> Any:
+        """KV indices of a match's reusable prefix."""
+        return self.cache.path_device_indices(result.last_device_node)[: self.prefix_len(result)]
 
     def key_len(self, node: Any) -> int:
         raise NotImplementedError
@@ -309,6 +345,84 @@ class Fixture0523(Fixture):
     def match_extra(self, result: Any) -> dict[str, Any]:
         return {"full_kv_hit_length": int(result.full_kv_hit_length)}
 
+    def request(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """One request's lifecycle, as the scheduler drives the cache (see the module docstring)."""
+        from sglang.srt.managers.schedule_batch import Req
+        from sglang.srt.mem_cache.allocation import alloc_req_slots, alloc_token_slots
+        from sglang.srt.mem_cache.common import checkpoint_kv_cache, release_kv_cache
+        from sglang.srt.sampling.sampling_params import SamplingParams
+
+        inp = [int(t) for t in cmd["input"]]
+        out = [int(t) for t in cmd["output"]]
+        if not inp or not out:
+            raise ValueError("a request needs at least one input and one output token")
+        seq = inp + out
+        want_obs = cmd.get("observe", True)
+        stages: list[dict[str, Any]] = []
+
+        def stage(name: str, **facts: Any) -> None:
+            st: dict[str, Any] = {"stage": name, **facts}
+            if want_obs:
+                st["obs"] = self.observe()
+            stages.append(st)
+
+        self._rid += 1
+        params = SamplingParams(temperature=0, max_new_tokens=len(out), ignore_eos=True)
+        params.normalize(None)  # what the tokenizer manager does (stop strings -> [])
+        req = Req(f"q{self._rid}", "", array("q", inp), params)
+        # Scheduler admission: init_next_round_input matches (cow_mamba = supports_mamba(), the
+        # input_len-1 cap) and the PrefillAdder locks the matched node.
+        req.init_next_round_input(self.cache)
+        req.lock = self.cache.lock(req.last_node)
+        prefix = int(req.prefix_len)
+        cow = bool(req.kv.holds_mamba)
+        # alloc_for_extend: request row + mamba slot (ensure_mamba_capacity evicts if short).
+        alloc_req_slots(self.r2t, [req], self.cache)
+        stage("admit", cached_tokens=prefix, branching_seqlen=req.mamba_branching_seqlen, cow=cow)
+        row = req.kv.req_pool_idx
+        if prefix:
+            self.r2t.req_to_token[row, :prefix] = self.cache.prefix_device_indices(req).to(torch_int32(self))
+        if cmd.get("chunk_size"):
+            size = int(cmd["chunk_size"])
+            ends = list(range(prefix + size, len(inp), size))
+        else:
+            ends = [int(e) for e in cmd.get("chunks") or [] if prefix < int(e) < len(inp)]
+        ends = [*sorted(set(ends)), len(inp)]
+        start = prefix
+        for end in ends:
+            loc = alloc_token_slots(self.cache, end - start)
+            for idx, tok in zip(loc.tolist(), seq[start:end], strict=True):
+                self.token_of[idx] = tok
+            self.r2t.req_to_token[row, start:end] = loc.to(torch_int32(self))
+            req.extend_end = end
+            req.kv.kv_allocated_len = req.kv.kv_committed_len = end
+            if end < len(inp):
+                checkpoint_kv_cache(req, self.cache)  # Scheduler.stash_chunked_request
+                stage("chunk", end=end, protected=int(req.kv.cache_protected_len))
+            start = end
+        # The prefill forward sampled the first output token (batch result processor).
+        req.output_ids.append(out[0])
+        req.update_finish_state()
+        if not req.finished():
+            checkpoint_kv_cache(req, self.cache)
+            stage("chunk", end=len(inp), protected=int(req.kv.cache_protected_len))
+        for tok in out[1:]:
+            # One decode step: KV for the token fed back (the previous output), then the next token.
+            pos = int(req.kv.kv_committed_len)
+            loc = alloc_token_slots(self.cache, 1)
+            self.token_of[int(loc[0])] = seq[pos]
+            self.r2t.req_to_token[row, pos] = loc.to(torch_int32(self))
+            req.kv.kv_allocated_len += 1
+            req.kv.kv_committed_len += 1
+            req.output_ids.append(tok)
+            req.update_finish_state()
+        if not req.finished():
+            raise RuntimeError(f"request did not finish after {len(out)} outputs")
+        committed = int(req.owned_kv_len())
+        release_kv_cache(req, self.cache, checkpoint=True)
+        stage("finish", committed_kv=committed)
+        return {"stages": stages}
+
     def tree_dump(self) -> list[list[Any]]:
         with _capture_fd1() as buf:
             self.cache.pretty_print()
@@ -402,6 +516,9 @@ class Fixture059(Fixture):
     def prefix_len(self, result: Any) -> int:
         return len(result.device_indices)
 
+    def match_indices(self, result: Any) -> Any:
+        return result.device_indices
+
     def new_req(self) -> Any:
         from sglang.srt.managers.schedule_batch import Req
         from sglang.srt.sampling.sampling_params import SamplingParams
@@ -426,6 +543,10 @@ class Fixture059(Fixture):
                 stack.append((child, full))
         out.sort()
         return out
+
+
+def torch_int32(fx: Fixture) -> Any:
+    return fx.r2t.req_to_token.dtype
 
 
 FIXTURES = {"0.5.23": Fixture0523, "0.5.9": Fixture059}
@@ -507,7 +628,9 @@ def main() -> None:
                 if fx is None:
                     raise RuntimeError("send init first")
                 if op == "insert":
-                    reply = fx.insert(cmd["tokens"])
+                    reply = fx.insert(cmd["tokens"], int(cmd.get("prev_prefix_len", 0)))
+                elif op == "request":
+                    reply = fx.request(cmd)
                 elif op == "match":
                     reply = fx.match(cmd["tokens"], bool(cmd.get("cow")), bool(cmd.get("lock")))
                 elif op == "unlock":
@@ -520,7 +643,7 @@ def main() -> None:
                     reply = bench(fx, cmd)
                 else:
                     raise ValueError(f"unknown op {op!r}")
-                if op != "bench" and cmd.get("observe", True):
+                if op not in ("bench", "request") and cmd.get("observe", True):
                     reply["obs"] = fx.observe(tree=cmd.get("tree", True), sanity=cmd.get("sanity", True))
             out.write(json.dumps({"ok": True, **reply}) + "\n")
         except Exception as exc:
