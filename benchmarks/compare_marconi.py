@@ -139,6 +139,9 @@ def run_ours(policy: str, capacity: int, rows: Sequence[TraceRow]) -> tuple[list
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Marconi's vLLM+ recurses once per 32-token block; its own driver (policy_exploration.py) raises the
+    # limit to 1500 for 32K-token inputs, so do the same before running it.
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 1500))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", type=Path, default=Path("/tmp/hybridbench_swe_synth.jsonl"))
     ap.add_argument("--capacities", default="2e9,4e9,8e9", help="comma-separated bytes, e.g. 2e9,4e9")
