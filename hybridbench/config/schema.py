@@ -28,6 +28,12 @@ class EngineCfg:
     page_size: int = 1
     track_interval: int = 256
     extra_args: list[str] = field(default_factory=list)
+    # Arm knobs that map to server flags (hybridbench/engines/sglang_cmd.py, vllm_cmd.py).
+    seglen_eff_weight: float = 0.85  # --seglen-eff-weight (the seglen PR's example value)
+    marconi_eff_weight: float | None = None  # --marconi-eff-weight; None = let the server tune it
+    hicache_ratio: float = 2.0  # --hicache-ratio for the l2 arm
+    hicache_write_policy: str = "write_through"
+    host_tier_gb: float = 0.0  # vLLM --kv-offloading-size for the l2 arm
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hybridbench.engines.base import Engine
+from hybridbench.engines.launchers import make_sglang_engine, make_vllm_engine
 from hybridbench.engines.sim import SimEngine
 from hybridbench.errors import ConfigError
 
@@ -12,12 +13,12 @@ __all__ = ["ENGINES", "make_engine"]
 
 ENGINES: dict[str, Callable[[], Engine]] = {
     "sim": SimEngine,
+    "sglang": make_sglang_engine,
+    "vllm": make_vllm_engine,
 }
 # Not yet available in this build: the names DESIGN.md promises, with why.
 _PENDING = {
     "reference": "the reference CPU server (issue 5) is not wired into the harness yet; use engine=sim",
-    "sglang": "the SGLang launcher is not implemented yet; use engine=sim",
-    "vllm": "the vLLM launcher is not implemented yet; use engine=sim",
 }
 
 

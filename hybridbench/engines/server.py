@@ -55,10 +55,20 @@ def reference_command(cfg: RunCfg, arm: str, port: int) -> list[str]:
 
 
 class ServerEngine:
-    def __init__(self, name: str, build: CommandBuilder, *, api: str = "sglang") -> None:
+    def __init__(
+        self,
+        name: str,
+        build: CommandBuilder,
+        *,
+        api: str = "sglang",
+        env_for: Callable[[str], dict[str, str]] | None = None,
+        flush_path: str = "/flush_cache",
+    ) -> None:
         self.name = name
         self.build = build
         self.api = api  # "sglang" (native /generate) or "openai" (/v1/completions)
+        self.env_for = env_for
+        self.flush_path = flush_path
         self._server: ServerProcess | None = None
         self._arm: str | None = None
         self._commands: dict[str, list[str]] = {}
@@ -77,7 +87,8 @@ class ServerEngine:
         self.close()
         port = cfg.engine.port or free_port(cfg.engine.host)
         base = f"http://{cfg.engine.host}:{port}"
-        server = ServerProcess(self.build(cfg, arm, port), self._run_dir / "logs" / f"server-{arm}.log", base)
+        env = self.env_for(arm) if self.env_for else None
+        server = ServerProcess(self.build(cfg, arm, port), self._run_dir / "logs" / f"server-{arm}.log", base, env=env)
         server.start()
         self._server, self._arm = server, arm
         server.wait_ready(cfg.engine.startup_timeout_s)
@@ -86,7 +97,7 @@ class ServerEngine:
     def _flush(self, server: ServerProcess, timeout_s: float = 60.0) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            req = urllib.request.Request(server.base_url + "/flush_cache", method="POST", data=b"")
+            req = urllib.request.Request(server.base_url + self.flush_path, method="POST", data=b"")
             try:
                 with urllib.request.urlopen(req, timeout=10) as resp:
                     if resp.status == 200:

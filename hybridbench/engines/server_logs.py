@@ -1,0 +1,365 @@
+"""What a server says about itself: SGLang's "Prefill batch" / "Decode batch" log lines and Prometheus ``/metrics``.
+
+Sources: ``../shared/research/sglang.md`` §7 (log line fields, produced by ``metrics_reporter.py`` +
+``pool_stats_observer.py``; metric names; "usage" excludes evictable cached tokens and states, so it measures
+what running requests pin, not how full the cache is), §10.5 (use ``#cached-token`` and the
+``cached_tokens_total``/``prompt_tokens_total`` counters for hits, never the per-batch ``cache_hit_rate`` gauge),
+§10.1 (the "Tree cache initialized ... impl=" line), §9 (crash signatures); the seed
+``shared/seeds/001*.txt`` (real lines from a 2025-10 build, ``[2025-10-05 18:37:30 TP0 EP0] Decode batch. ...``);
+``../shared/research/vllm_cpu_experiment.md`` §4 and harness_anchors.md §1.5 (vLLM's
+``vllm:prefix_cache_hits_total`` / ``vllm:prefix_cache_queries_total``, both in tokens).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
+
+__all__ = [
+    "KNOWN_FAILURES",
+    "CacheCounters",
+    "LogSample",
+    "LogStats",
+    "PromSample",
+    "cache_counters",
+    "parse_prometheus",
+    "parse_prometheus_samples",
+    "parse_sglang_log_line",
+    "parse_tree_cache_impl",
+]
+
+BatchKind = Literal["prefill", "decode"]
+FieldValue = float | bool | str
+
+# ----------------------------------------------------------------------------------------------------------------
+# SGLang log lines
+
+_BATCH = re.compile(r"\b(Prefill|Decode) batch[.,:]?\s*")
+_TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)")
+_RANK = re.compile(r"\b(TP|DP|EP|PP)(\d+)\b")
+_FIELD = re.compile(r"^\s*([^:]+?)\s*:\s*(.*?)\s*$")
+_INT_FIELDS = {
+    "#new-seq": "new_seq",
+    "#new-token": "new_token",
+    "#cached-token": "cached_token",
+    "#running-req": "running_req",
+    "#queue-req": "queue_req",
+    "#full token": "full_token",
+    "#token": "full_token",  # older builds (dense models) log "#token: N"
+    "mamba num": "mamba_num",
+    "#pending-token": "pending_token",
+}
+_FLOAT_FIELDS = {
+    "full token usage": "token_usage",
+    "token usage": "token_usage",  # older builds / non-hybrid models
+    "mamba usage": "mamba_usage",
+    "gen throughput (token/s)": "gen_throughput",
+    "input throughput (token/s)": "input_throughput",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LogSample:
+    """One "Prefill batch" or "Decode batch" line. Fields a build does not log are None.
+
+    ``token_usage`` is "full token usage" (hybrid builds) or "token usage" (older or non-hybrid builds);
+    ``mamba_usage`` is "mamba usage". Both exclude evictable cached entries (sglang.md §7). ``fields`` keeps
+    every ``key: value`` pair as logged (numbers as float, True/False as bool), for fields not mapped here.
+    """
+
+    kind: BatchKind
+    timestamp: str | None = None  # "2025-10-05 18:37:30" as logged (server local time)
+    ranks: Mapping[str, int] = field(default_factory=dict)  # {"TP": 0, "EP": 0} from the line prefix
+    new_seq: int | None = None
+    new_token: int | None = None
+    cached_token: int | None = None
+    running_req: int | None = None
+    queue_req: int | None = None
+    full_token: int | None = None
+    mamba_num: int | None = None
+    pending_token: int | None = None
+    token_usage: float | None = None
+    mamba_usage: float | None = None
+    gen_throughput: float | None = None
+    input_throughput: float | None = None
+    cuda_graph: bool | None = None
+    fields: Mapping[str, FieldValue] = field(default_factory=dict)
+
+
+def _value(text: str) -> FieldValue:
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def parse_sglang_log_line(line: str) -> LogSample | None:
+    """Parse one scheduler log line; None unless it is a Prefill/Decode batch line.
+
+    Tolerant of the ``[timestamp TPn EPn]`` prefix (or none, or a mangled one), of ``Prefill batch.`` vs
+    ``Prefill batch,``, of field order, of missing or unknown fields, and of a trailing comma.
+    """
+    m = _BATCH.search(line)
+    if m is None:
+        return None
+    prefix, body = line[: m.start()], line[m.end():]
+    ts = _TIMESTAMP.search(prefix)
+    raw: dict[str, FieldValue] = {}
+    for part in body.split(","):
+        fm = _FIELD.match(part)
+        if fm and fm.group(2):
+            raw[fm.group(1)] = _value(fm.group(2))
+    ints: dict[str, int] = {}
+    floats: dict[str, float] = {}
+    cuda_graph: bool | None = None
+    for key, value in raw.items():
+        if key in _INT_FIELDS and isinstance(value, float) and math.isfinite(value):
+            ints.setdefault(_INT_FIELDS[key], int(value))
+        elif key in _FLOAT_FIELDS and isinstance(value, float):
+            floats.setdefault(_FLOAT_FIELDS[key], value)
+        elif key == "cuda graph" and isinstance(value, bool):
+            cuda_graph = value
+    return LogSample(
+        kind="prefill" if m.group(1) == "Prefill" else "decode",
+        timestamp=f"{ts.group(1)} {ts.group(2)}" if ts else None,
+        ranks={k: int(v) for k, v in _RANK.findall(prefix)},
+        new_seq=ints.get("new_seq"),
+        new_token=ints.get("new_token"),
+        cached_token=ints.get("cached_token"),
+        running_req=ints.get("running_req"),
+        queue_req=ints.get("queue_req"),
+        full_token=ints.get("full_token"),
+        mamba_num=ints.get("mamba_num"),
+        pending_token=ints.get("pending_token"),
+        token_usage=floats.get("token_usage"),
+        mamba_usage=floats.get("mamba_usage"),
+        gen_throughput=floats.get("gen_throughput"),
+        input_throughput=floats.get("input_throughput"),
+        cuda_graph=cuda_graph,
+        fields=raw,
+    )
+
+
+_TREE_IMPL = re.compile(r"Tree cache initialized:.*?\bimpl=(\w+)")
+_UNIFIED_INIT = re.compile(r"Init Unified Radix Cache")
+
+
+def parse_tree_cache_impl(line: str) -> str | None:
+    """The cache class a server constructed (sglang.md §3.2, §10.1), e.g. ``UnifiedRadixCache``; else None."""
+    m = _TREE_IMPL.search(line)
+    if m:
+        return m.group(1)
+    return "UnifiedRadixCache" if _UNIFIED_INIT.search(line) else None
+
+
+# Crash and hang signatures worth naming in an EngineError (sglang.md §2 pool sizing, §9).
+KNOWN_FAILURES: dict[str, str] = {
+    "Not enough space for mamba cache": "mamba pool exhausted (raise --max-mamba-cache-size or "
+                                        "--mamba-full-memory-ratio)",
+    "Not enough space for mamba ping pong idx": "mamba ping-pong slots exhausted",
+    "Can not alloc mamba cache": "mamba slot allocation failed with every state locked (#36770/#34975)",
+    "Mamba Radix tree sanity check failed": "idle sanity check failed (#12007)",
+    "evict leaf node invalid": "mamba eviction picked a locked leaf (#21379)",
+}
+
+
+@dataclass(slots=True)
+class LogStats:
+    """Accumulates a server log: peaks, totals and the first failure signatures.
+
+    Totals of ``#cached-token`` and ``#new-token`` come from prefill lines only; their ratio is the log's token
+    hit rate (sglang.md §10.5). With DP attention each rank logs its own batches and the totals add up across
+    ranks; with plain TP only rank 0 logs.
+    """
+
+    prefill_batches: int = 0
+    decode_batches: int = 0
+    cached_tokens: int = 0
+    new_tokens: int = 0
+    peak_token_usage: float = 0.0
+    peak_mamba_usage: float = 0.0
+    max_running_req: int = 0
+    max_queue_req: int = 0
+    cache_impl: str | None = None
+    failures: list[str] = field(default_factory=list)
+
+    def add(self, sample: LogSample) -> None:
+        if sample.kind == "prefill":
+            self.prefill_batches += 1
+            self.cached_tokens += sample.cached_token or 0
+            self.new_tokens += sample.new_token or 0
+        else:
+            self.decode_batches += 1
+        if sample.token_usage is not None:
+            self.peak_token_usage = max(self.peak_token_usage, sample.token_usage)
+        if sample.mamba_usage is not None:
+            self.peak_mamba_usage = max(self.peak_mamba_usage, sample.mamba_usage)
+        if sample.running_req is not None:
+            self.max_running_req = max(self.max_running_req, sample.running_req)
+        if sample.queue_req is not None:
+            self.max_queue_req = max(self.max_queue_req, sample.queue_req)
+
+    def feed(self, line: str) -> LogSample | None:
+        """Take one raw log line: batch lines update the stats, and so do the cache-impl and failure lines."""
+        sample = parse_sglang_log_line(line)
+        if sample is not None:
+            self.add(sample)
+            return sample
+        if self.cache_impl is None:
+            self.cache_impl = parse_tree_cache_impl(line)
+        for needle, meaning in KNOWN_FAILURES.items():
+            if needle in line and meaning not in self.failures:
+                self.failures.append(meaning)
+        return None
+
+    def feed_all(self, lines: Iterable[str]) -> LogStats:
+        for line in lines:
+            self.feed(line)
+        return self
+
+    @property
+    def token_hit_rate(self) -> float | None:
+        total = self.cached_tokens + self.new_tokens
+        return self.cached_tokens / total if total else None
+
+    def as_dict(self) -> dict[str, float | int | str | list[str] | None]:
+        return {
+            "prefill_batches": self.prefill_batches,
+            "decode_batches": self.decode_batches,
+            "log_cached_tokens": self.cached_tokens,
+            "log_new_tokens": self.new_tokens,
+            "log_token_hit_rate": self.token_hit_rate,
+            "peak_token_usage": self.peak_token_usage,
+            "peak_mamba_usage": self.peak_mamba_usage,
+            "max_running_req": self.max_running_req,
+            "max_queue_req": self.max_queue_req,
+            "cache_impl": self.cache_impl,
+            "failures": list(self.failures),
+        }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Prometheus text format
+
+
+class PromSample(NamedTuple):
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], text)
+
+
+def _parse_sample(line: str) -> PromSample | None:
+    m = _NAME.match(line)
+    if m is None:
+        return None
+    name, rest = m.group(0), line[m.end():]
+    labels: dict[str, str] = {}
+    if rest.startswith("{"):
+        pos = 1
+        while True:
+            lm = _LABEL.match(rest, pos)
+            if lm is None:
+                break
+            labels[lm.group(1)] = _unescape(lm.group(2))
+            pos = lm.end()
+        close = rest.find("}", pos)
+        if close < 0:
+            return None
+        rest = rest[close + 1:]
+    parts = rest.split("#", 1)[0].split()  # drop an OpenMetrics exemplar; then value [timestamp]
+    if not parts:
+        return None
+    try:
+        value = float(parts[0])  # accepts NaN, +Inf, -Inf
+    except ValueError:
+        return None
+    return PromSample(name, labels, value)
+
+
+def parse_prometheus_samples(text: str) -> list[PromSample]:
+    """Every sample line of a Prometheus/OpenMetrics text exposition, labels unescaped; comments skipped."""
+    out: list[PromSample] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        sample = _parse_sample(line)
+        if sample is not None:
+            out.append(sample)
+    return out
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Metric name -> value summed over its label sets.
+
+    Histogram ``_sum`` and ``_count`` are kept (summed like counters); ``_bucket`` samples and summary
+    quantiles (any sample with an ``le`` or ``quantile`` label) are skipped, since adding them up means nothing.
+    ``<family>_created`` timestamps that prometheus_client adds for counters/histograms/summaries are skipped
+    when the family's ``# TYPE`` line is present. NaN samples are skipped.
+    """
+    typed: dict[str, str] = {}
+    for raw in text.splitlines():
+        parts = raw.split()
+        if len(parts) >= 4 and parts[0] == "#" and parts[1] == "TYPE":
+            typed[parts[2]] = parts[3]
+    out: dict[str, float] = {}
+    for s in parse_prometheus_samples(text):
+        if "le" in s.labels or "quantile" in s.labels or math.isnan(s.value):
+            continue
+        if s.name.endswith("_created") and typed.get(s.name[: -len("_created")]) in ("counter", "histogram",
+                                                                                      "summary"):
+            continue
+        out[s.name] = out.get(s.name, 0.0) + s.value
+    return out
+
+
+class CacheCounters(NamedTuple):
+    """Cumulative prompt tokens served from cache and prompt tokens in total, as the server counts them."""
+
+    cached_tokens: float
+    prompt_tokens: float
+
+    @property
+    def hit_rate(self) -> float | None:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens > 0 else None
+
+    def since(self, before: CacheCounters) -> CacheCounters:
+        """The counts between two scrapes (counters only grow; a server restart in between is the caller's
+        business)."""
+        return CacheCounters(self.cached_tokens - before.cached_tokens, self.prompt_tokens - before.prompt_tokens)
+
+
+# (cached, total) pairs, first present wins.
+_COUNTER_PAIRS: tuple[tuple[str, str], ...] = (
+    ("sglang:cached_tokens_total", "sglang:prompt_tokens_total"),  # sglang.md §7 (cache_source summed)
+    ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),  # vllm_cpu_experiment.md §4
+)
+
+
+def cache_counters(metrics: Mapping[str, float]) -> CacheCounters | None:
+    """Cached and total prompt tokens from parsed ``/metrics``; None when the server exposes neither pair.
+
+    SGLang: ``sglang:cached_tokens_total`` (summed over ``cache_source`` = device, host, storage) and
+    ``sglang:prompt_tokens_total``. vLLM: ``vllm:prefix_cache_hits_total`` and
+    ``vllm:prefix_cache_queries_total`` (both in tokens; queries include the server's own warm-up).
+    A missing cached counter with a present total counts as 0 cached: a labelled counter has no sample until
+    its first increment.
+    """
+    for cached, total in _COUNTER_PAIRS:
+        if total in metrics:
+            return CacheCounters(metrics.get(cached, 0.0), metrics[total])
+    return None

@@ -1,0 +1,355 @@
+"""The ``python -m sglang.launch_server`` command for one arm: a pure function of model, engine options, arm and
+the installed server's ``--help`` text. No process is launched here.
+
+Sources (``../shared/research/sglang.md``): flag names, types and defaults from §5; the strategy flag and its
+rename (``--mamba-scheduler-strategy`` -> ``--mamba-radix-cache-strategy``, PR #28151, 2026-06-19) from §0 and §2;
+why the strategy is always explicit from §2 (``auto`` can resolve to ``no_buffer``) and §10.2; eviction policies
+(``seglen`` from unmerged PR #22172, ``marconi`` from unmerged PR #21862) from §4; the host tier from §3 and §5.
+Arm vocabulary: DESIGN.md §2 and ``reference_impl.engine.arms`` (the one place arm names live).
+
+Version differences are read from ``help_text`` (``python -m sglang.launch_server --help`` of the interpreter
+that will serve). When it is given, every flag the command uses must appear in it, and every keyword value must
+be one of the flag's listed choices, or a ConfigError names the flag and who needs it. When it is ``None`` the
+newest spellings are used and nothing is checked; the caller decides when that is acceptable.
+
+The helpers for help-text parsing, arm resolution and ``engine.extra_args`` merging are shared with
+``vllm_cmd``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.errors import ConfigError
+from reference_impl.engine.arms import ARMS, ArmSpec, parse_arm
+
+__all__ = [
+    "ArmKnobs",
+    "Flag",
+    "HelpText",
+    "check_flags",
+    "extra_flag_names",
+    "fmt_number",
+    "merge_extra",
+    "parse_help",
+    "resolve_arm",
+    "sglang_command",
+    "sglang_env",
+    "sglang_help_argv",
+]
+
+STRATEGY_FLAG = "--mamba-radix-cache-strategy"  # since PR #28151 (2026-06-19), sglang.md §2
+STRATEGY_FLAG_OLD = "--mamba-scheduler-strategy"  # PR #14792 (2025-12-14); deprecated alias afterwards
+HICACHE_FLAG = "--enable-hierarchical-cache"
+HICACHE_FLAG_ALIAS = "--enable-hicache"  # 0.5.23 alias, sglang.md §5
+SEGLEN_WEIGHT_FLAG = "--seglen-eff-weight"  # PR #22172 text, sglang.md §4
+SEGLEN_WEIGHT_FLAG_FORK = "--marconi-eff-weight"  # abdelfattah-lab/sglang#3 text spells it so, marconi.md §6
+MARCONI_WEIGHT_FLAG = "--marconi-eff-weight"  # PR #21862, sglang.md §4
+
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Help text
+
+
+@dataclass(frozen=True, slots=True)
+class HelpText:
+    """The flags an installed server offers, and the choices listed for those that have them."""
+
+    flags: frozenset[str]
+    choices: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def offers(self, flag: str) -> bool:
+        return flag in self.flags
+
+    def accepts(self, flag: str, value: str) -> bool:
+        """True if ``flag`` exists and ``value`` is among its listed choices (or it lists none)."""
+        if flag not in self.flags:
+            return False
+        listed = self.choices.get(flag)
+        return listed is None or value in listed
+
+
+_OPTION_LINE = re.compile(r"^ {0,6}--?[A-Za-z0-9]")  # options sit at indent 2; descriptions much deeper
+_INVOCATION = re.compile(r"(--[A-Za-z0-9][A-Za-z0-9_-]*)(?:[ =](\{[^}]*\}|[^\s,]+))?")
+_ANY_FLAG = re.compile(r"(?<![\w-])(--[A-Za-z0-9][A-Za-z0-9_-]*)")
+
+
+def parse_help(text: str) -> HelpText:
+    """Parse argparse ``--help`` output (SGLang's ``launch_server`` and vLLM's ``serve --help=all`` both use it).
+
+    A flag counts as offered only where an option line *defines* it: the line starts with ``-`` after at most
+    six spaces, and its invocation part runs up to the first run of two spaces, listing aliases separated by
+    ``, ``. Flags merely mentioned in a description, or in the ``usage:`` block, are not offered. Choices come
+    from ``{a,b,c}`` right after the flag. If no option line is found (an unfamiliar help format), every
+    ``--flag`` anywhere in the text counts, and no choices are known.
+    """
+    flags: set[str] = set()
+    choices: dict[str, frozenset[str]] = {}
+    for line in text.splitlines():
+        if not _OPTION_LINE.match(line):
+            continue
+        head = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
+        for part in head.split(", "):
+            m = _INVOCATION.match(part.strip())
+            if not m:
+                continue
+            flags.add(m.group(1))
+            metavar = m.group(2)
+            if metavar and metavar.startswith("{"):
+                choices[m.group(1)] = frozenset(c.strip() for c in metavar[1:-1].split(",") if c.strip())
+    if not flags:
+        flags = set(_ANY_FLAG.findall(text))
+        choices = {}
+    return HelpText(frozenset(flags), choices)
+
+
+def sglang_help_argv(python: str) -> list[str]:
+    """The command whose stdout is the ``help_text`` :func:`sglang_command` expects."""
+    return [python or sys.executable, "-m", "sglang.launch_server", "--help"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Arms
+
+
+def resolve_arm(arm: str) -> ArmSpec:
+    """Arm name (``+``-composed) -> ArmSpec, via ``reference_impl.engine.arms.parse_arm``; errors are ConfigError.
+
+    ``marconi`` is added here because server engines can express it where a build carries PR #21862
+    (``--radix-eviction-policy marconi``, sglang.md §4); ``parse_arm`` refuses it for the reference engines.
+    It implies ``extra_buffer``, as the PR's own launch line uses, and composes like ``seglen`` does.
+    """
+    parts = [p.strip() for p in arm.split("+") if p.strip()]
+    if "marconi" not in parts:
+        try:
+            return parse_arm(arm)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+    rest = [p for p in parts if p != "marconi"]
+    if "disabled" in rest:
+        raise ConfigError(f"arm {arm!r}: arm 'disabled' does not compose")
+    try:
+        base = parse_arm("+".join(rest)) if rest else ARMS["branching"]
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if base.policy != "lru":
+        raise ConfigError(f"arm {arm!r}: marconi and {base.policy} are both eviction policies; choose one")
+    return replace(base, name="+".join(parts), strategy="extra_buffer", policy="marconi")
+
+
+@dataclass(frozen=True, slots=True)
+class ArmKnobs:
+    """Arm parameters that EngineCfg does not (yet) carry, with defaults from the research notes.
+
+    ``from_engine`` reads fields of the same names from EngineCfg when the schema has them, so adding them there
+    needs no change here. Any flag given in ``engine.extra_args`` replaces the one built from these.
+    """
+
+    seglen_eff_weight: float = 0.85  # PR #22172's example value (sglang.md §4)
+    marconi_eff_weight: float | None = None  # None: the PR's autotuner picks it (sglang.md §4, PR #21862)
+    hicache_ratio: float = 2.0  # SGLang's default host:device ratio (sglang.md §5)
+    hicache_write_policy: str = "write_through"  # SGLang's default; what the mamba HiCache KL tests use (§8.2)
+    host_tier_gb: float = 0.0  # vLLM --kv-offloading-size GiB; 0 = not set (harness_anchors.md §1.6)
+
+    @classmethod
+    def from_engine(cls, engine: EngineCfg) -> ArmKnobs:
+        values: dict[str, Any] = {}
+        for name in ("seglen_eff_weight", "marconi_eff_weight", "hicache_ratio", "hicache_write_policy",
+                     "host_tier_gb"):
+            if hasattr(engine, name):
+                values[name] = getattr(engine, name)
+        knobs = cls(**values)
+        for name in ("seglen_eff_weight", "marconi_eff_weight", "hicache_ratio", "host_tier_gb"):
+            v = getattr(knobs, name)
+            if v is None and name == "marconi_eff_weight":
+                continue
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ConfigError(f"engine.{name}: expected a finite number >= 0, got {v!r}")
+        return knobs
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Flags
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One ``--flag [value]`` of a command line and who asked for it (for error messages)."""
+
+    name: str
+    value: str | None
+    owner: str  # "arm seglen", "engine.page_size", ...
+    alternatives: tuple[str, ...] = ()  # other spellings, named in the error message only
+
+    def render(self) -> list[str]:
+        return [self.name] if self.value is None else [self.name, self.value]
+
+
+def fmt_number(x: float) -> str:
+    """``4`` -> "4", ``2.0`` -> "2.0", ``0.85`` -> "0.85" (ints stay ints; floats keep Python's shortest repr)."""
+    return str(int(x)) if float(x).is_integer() and not isinstance(x, float) else repr(float(x))
+
+
+def extra_flag_names(extra: Sequence[str]) -> set[str]:
+    return {a.split("=", 1)[0] for a in extra if a.startswith("--")}
+
+
+def check_flags(flags: Iterable[Flag], extra: Sequence[str], help_text: HelpText | None, engine_name: str) -> None:
+    """ConfigError for the first flag (or extra_args flag) the installed server does not offer."""
+    if help_text is None:
+        return
+    for f in flags:
+        if not help_text.offers(f.name):
+            value = f" {f.value}" if f.value is not None and not _NUMBER.match(f.value) else ""
+            alt = f" (or {' / '.join(f.alternatives)} on other builds)" if f.alternatives else ""
+            raise ConfigError(f"{f.owner} needs {f.name}{value}{alt}, which this {engine_name} build does not offer")
+        if f.value is not None and not help_text.accepts(f.name, f.value):
+            listed = ", ".join(sorted(help_text.choices.get(f.name, ())))
+            raise ConfigError(
+                f"{f.owner} needs {f.name} {f.value}, which this {engine_name} build does not offer "
+                f"(it lists {listed})"
+            )
+    for name in sorted(extra_flag_names(extra)):
+        if not help_text.offers(name):
+            raise ConfigError(f"engine.extra_args has {name}, which this {engine_name} build does not offer")
+
+
+def merge_extra(flags: Sequence[Flag], extra: Sequence[str]) -> list[str]:
+    """Render ``flags`` then ``extra``; a flag named in ``extra`` is dropped from ``flags`` (extra_args wins)."""
+    overridden = extra_flag_names(extra)
+    out: list[str] = []
+    for f in flags:
+        if f.name not in overridden:
+            out.extend(f.render())
+    out.extend(extra)
+    return out
+
+
+def _pick(help_text: HelpText | None, preferred: str, *older: str) -> tuple[str, tuple[str, ...]]:
+    """The first spelling the build offers (the preferred, newest one when unknown or none is offered), and the
+    other spellings, for the error message should the chosen one be missing."""
+    names = (preferred, *older)
+    chosen = preferred
+    if help_text is not None:
+        chosen = next((n for n in names if help_text.offers(n)), preferred)
+    return chosen, tuple(n for n in names if n != chosen)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# SGLang
+
+
+def sglang_arm_flags(spec: ArmSpec, engine: EngineCfg, knobs: ArmKnobs, help_text: HelpText | None) -> list[Flag]:
+    """The flags that express one arm (DESIGN.md §2 table; sglang.md §2, §4, §5).
+
+    * ``disabled``: ``--disable-radix-cache`` only. The strategy is not set: with the radix cache off, ``auto``
+      resolution does not apply (sglang.md §2), and an explicit value can only trip validation that is
+      irrelevant there (e.g. a flashinfer GDN decode backend refuses ``no_buffer`` even with the cache off).
+    * every cache-on arm sets the strategy explicitly (§2, §10.2): ``no_buffer`` for ``lru``, ``extra_buffer``
+      (plus ``--mamba-track-interval``) for the rest.
+    * ``seglen``: ``--radix-eviction-policy seglen --seglen-eff-weight W`` (PR #22172); the fork branch spells
+      the weight ``--marconi-eff-weight``, used when that is what the build offers.
+    * ``marconi``: ``--radix-eviction-policy marconi`` (PR #21862's launch line), plus
+      ``--marconi-eff-weight W`` only when a weight is configured (the PR autotunes it otherwise).
+    * host tier (``l2``): ``--enable-hierarchical-cache --hicache-ratio R --hicache-write-policy P``.
+    """
+    owner = f"arm {spec.name}"
+    if spec.strategy == "disabled":
+        return [Flag("--disable-radix-cache", None, owner)]
+    if spec.strategy == "no_buffer" and engine.page_size not in (0, 1):
+        raise ConfigError(f"arm {spec.name} uses --mamba-radix-cache-strategy no_buffer, which needs page size 1; "
+                          f"engine.page_size is {engine.page_size}")
+    strategy_flag, alts = _pick(help_text, STRATEGY_FLAG, STRATEGY_FLAG_OLD)
+    flags = [Flag(strategy_flag, spec.strategy, owner, alts)]
+    if spec.strategy == "extra_buffer":
+        if engine.track_interval < 1:
+            raise ConfigError(f"engine.track_interval must be >= 1 for arm {spec.name}, got {engine.track_interval}")
+        if engine.page_size > 1 and engine.track_interval % engine.page_size:
+            raise ConfigError(f"engine.track_interval ({engine.track_interval}) must be a multiple of "
+                              f"engine.page_size ({engine.page_size}) for arm {spec.name} (extra_buffer)")
+        flags.append(Flag("--mamba-track-interval", str(engine.track_interval), owner))
+    if spec.policy == "seglen":
+        flags.append(Flag("--radix-eviction-policy", "seglen", owner))
+        weight, alts = _pick(help_text, SEGLEN_WEIGHT_FLAG, SEGLEN_WEIGHT_FLAG_FORK)
+        flags.append(Flag(weight, fmt_number(knobs.seglen_eff_weight), owner, alts))
+    elif spec.policy == "marconi":
+        flags.append(Flag("--radix-eviction-policy", "marconi", owner))
+        if knobs.marconi_eff_weight is not None:
+            flags.append(Flag(MARCONI_WEIGHT_FLAG, fmt_number(knobs.marconi_eff_weight), owner))
+    elif spec.policy != "lru":
+        flags.append(Flag("--radix-eviction-policy", spec.policy, owner))
+    if spec.host_tier:
+        hicache, alts = _pick(help_text, HICACHE_FLAG, HICACHE_FLAG_ALIAS)
+        flags.append(Flag(hicache, None, owner, alts))
+        flags.append(Flag("--hicache-ratio", fmt_number(knobs.hicache_ratio), owner))
+        flags.append(Flag("--hicache-write-policy", knobs.hicache_write_policy, owner))
+    return flags
+
+
+def sglang_command(
+    *,
+    python: str,
+    model: ModelCfg,
+    engine: EngineCfg,
+    arm: str,
+    port: int,
+    help_text: str | None,
+    knobs: ArmKnobs | None = None,
+    metrics: bool = True,
+    cache_report: bool = True,
+) -> list[str]:
+    """``python -m sglang.launch_server ...`` for one arm (sglang.md §5 flag table).
+
+    Order: ``--model-path --host --port --tp-size --page-size --chunked-prefill-size --mem-fraction-static``,
+    then ``--max-mamba-cache-size`` (if engine.max_mamba_cache_size > 0) and ``--max-total-tokens`` (if
+    engine.kv_tokens > 0), ``--enable-metrics`` (``/metrics``, §7) and ``--enable-cache-report``
+    (``cached_tokens`` in OpenAI usage, §5), the arm's flags (:func:`sglang_arm_flags`), and finally
+    ``engine.extra_args`` verbatim; a flag that appears in extra_args is left out of the built part.
+
+    ``--tp-size`` is spelled out rather than ``--tp``, which only works through argparse prefix matching.
+    """
+    spec = resolve_arm(arm)
+    knobs = knobs if knobs is not None else ArmKnobs.from_engine(engine)
+    helped = parse_help(help_text) if help_text is not None else None
+    if engine.tp < 1:
+        raise ConfigError(f"engine.tp must be >= 1, got {engine.tp}")
+    if not model.hf_id:
+        raise ConfigError("model.hf_id is empty; the SGLang server needs a model path or Hugging Face id")
+    flags = [
+        Flag("--model-path", model.hf_id, "model.hf_id"),
+        Flag("--host", engine.host or "127.0.0.1", "engine.host"),
+        Flag("--port", str(port), "engine.port"),
+        Flag("--tp-size", str(engine.tp), "engine.tp"),
+        Flag("--page-size", str(max(engine.page_size, 1)), "engine.page_size"),
+        Flag("--chunked-prefill-size", str(engine.chunked_prefill_size), "engine.chunked_prefill_size"),
+        Flag("--mem-fraction-static", fmt_number(engine.mem_fraction_static), "engine.mem_fraction_static"),
+    ]
+    if engine.max_mamba_cache_size > 0:
+        flags.append(Flag("--max-mamba-cache-size", str(engine.max_mamba_cache_size), "engine.max_mamba_cache_size"))
+    if engine.kv_tokens > 0:
+        flags.append(Flag("--max-total-tokens", str(engine.kv_tokens), "engine.kv_tokens"))
+    if metrics:
+        flags.append(Flag("--enable-metrics", None, "metrics scraping"))
+    if cache_report:
+        flags.append(Flag("--enable-cache-report", None, "per-request cached_tokens"))
+    flags.extend(sglang_arm_flags(spec, engine, knobs, helped))
+    extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
+    overridden = extra_flag_names(extra)
+    check_flags([f for f in flags if f.name not in overridden], extra, helped, "SGLang")
+    return [python or sys.executable, "-m", "sglang.launch_server", *merge_extra(flags, extra)]
+
+
+def sglang_env(arm: str) -> dict[str, str]:
+    """Environment knobs an arm needs on top of the caller's environment: none today (sglang.md §5 lists the
+    variables; ``SGLANG_RADIX_FORCE_MISS=1`` would be a second cache-off baseline, not one of DESIGN.md's arms).
+    The arm is still resolved, so a bad name fails here too."""
+    resolve_arm(arm)
+    return {}

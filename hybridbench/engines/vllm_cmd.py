@@ -1,0 +1,138 @@
+"""The ``vllm serve`` command for one arm: a pure function of model, engine options, arm and the installed
+server's ``vllm serve --help=all`` text. No process is launched here.
+
+Sources: ``../shared/research/harness_anchors.md`` §1.5 (hybrid prefix caching: ``--enable-prefix-caching`` /
+``--no-enable-prefix-caching``, ``--mamba-cache-mode {all,align,none}`` on main but ``{align,none}`` in the 0.32.0
+wheel, align needs chunked prefill, ``VLLM_SERVER_DEV_MODE=1`` for ``/reset_prefix_cache``), §1.4 (the reset
+endpoint), §1.6 (host tier: ``--kv-offloading-size GiB --kv-offloading-backend native``, CUDA/ROCm/XPU only);
+``../shared/research/vllm_cpu_experiment.md`` §2 (flags present in 0.32.0, ``--enable-prompt-tokens-details``).
+
+Arm mapping (DESIGN.md §2 vocabulary; vLLM evicts LRU only, so policy arms cannot be expressed):
+
+* ``disabled``  -> ``--no-enable-prefix-caching`` (the mamba cache mode is then forced to ``none``).
+* ``lru``       -> ``--enable-prefix-caching --mamba-cache-mode align``: vLLM's default hybrid mode; a state is
+  kept only where a scheduler step ends on a block boundary, so there is no branch-point caching (#45238).
+* ``branching`` -> ``--enable-prefix-caching --mamba-cache-mode all``: states at every block boundary, so a
+  shared prefix is reusable mid-prompt, which is what branching buys on SGLang. ``all`` is absent from 0.32.0;
+  such builds fail at plan time naming the flag and the arm.
+* ``l2``        -> as ``branching`` plus ``--kv-offloading-size G --kv-offloading-backend native``.
+* ``seglen``, ``marconi`` -> ConfigError naming the arm.
+
+The server is started as ``python -m vllm.entrypoints.cli.main serve`` (the module behind the ``vllm`` console
+script), so the configured interpreter, not whatever ``vllm`` is first on PATH, is the one that serves.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.engines.sglang_cmd import (
+    ArmKnobs,
+    Flag,
+    check_flags,
+    extra_flag_names,
+    fmt_number,
+    merge_extra,
+    parse_help,
+    resolve_arm,
+)
+from hybridbench.errors import ConfigError
+from reference_impl.engine.arms import ArmSpec
+
+__all__ = ["vllm_arm_flags", "vllm_command", "vllm_env", "vllm_help_argv"]
+
+VLLM_MODULE = "vllm.entrypoints.cli.main"
+
+
+def vllm_help_argv(python: str) -> list[str]:
+    """The command whose stdout is the ``help_text`` :func:`vllm_command` expects. Plain ``--help`` in recent vLLM
+    prints only the argument groups, hence ``--help=all``."""
+    return [python or sys.executable, "-m", VLLM_MODULE, "serve", "--help=all"]
+
+
+def vllm_arm_flags(spec: ArmSpec, knobs: ArmKnobs, extra: Sequence[str] = ()) -> list[Flag]:
+    """The flags that express one arm on vLLM (module docstring; harness_anchors.md §1.5, §1.6)."""
+    owner = f"arm {spec.name}"
+    if spec.policy != "lru":
+        raise ConfigError(
+            f"arm {spec.name} needs the {spec.policy} eviction policy, which vLLM does not offer "
+            "(its prefix cache evicts LRU only); run it on engine=sglang with a build that has it"
+        )
+    if spec.strategy == "disabled":
+        return [Flag("--no-enable-prefix-caching", None, owner)]
+    mode = "align" if spec.strategy == "no_buffer" else "all"
+    flags = [Flag("--enable-prefix-caching", None, owner), Flag("--mamba-cache-mode", mode, owner)]
+    if spec.host_tier:
+        if knobs.host_tier_gb <= 0 and "--kv-offloading-size" not in extra_flag_names(extra):
+            raise ConfigError(
+                f"arm {spec.name} on vLLM needs a host tier size for --kv-offloading-size (GiB): set "
+                "engine.host_tier_gb, or pass --kv-offloading-size in engine.extra_args"
+            )
+        flags.append(Flag("--kv-offloading-size", fmt_number(knobs.host_tier_gb), owner))
+        flags.append(Flag("--kv-offloading-backend", "native", owner))
+    return flags
+
+
+def vllm_command(
+    *,
+    python: str,
+    model: ModelCfg,
+    engine: EngineCfg,
+    arm: str,
+    port: int,
+    help_text: str | None,
+    knobs: ArmKnobs | None = None,
+    cache_report: bool = True,
+) -> list[str]:
+    """``python -m vllm.entrypoints.cli.main serve <hf_id> ...`` (= ``vllm serve``) for one arm.
+
+    Order: ``<hf_id> --host --port --tensor-parallel-size``, ``--max-num-batched-tokens`` (engine.
+    chunked_prefill_size, the per-step token budget that sets the prefill chunk; align mode needs chunked
+    prefill), ``--gpu-memory-utilization`` (engine.mem_fraction_static), ``--block-size`` (only when
+    engine.page_size > 1: vLLM sizes hybrid blocks itself), ``--enable-prompt-tokens-details`` (per-request
+    ``cached_tokens`` in usage, vllm_cpu_experiment.md §2), the arm's flags, then ``engine.extra_args``; a flag
+    that appears in extra_args is left out of the built part.
+
+    engine.max_mamba_cache_size and engine.kv_tokens have no vLLM flag in the research notes; a non-zero value
+    is a ConfigError rather than a silently different experiment (pass vLLM's own options via extra_args).
+    engine.track_interval has no vLLM counterpart either (states follow the block size) and is not used.
+    """
+    spec = resolve_arm(arm)
+    knobs = knobs if knobs is not None else ArmKnobs.from_engine(engine)
+    helped = parse_help(help_text) if help_text is not None else None
+    if engine.tp < 1:
+        raise ConfigError(f"engine.tp must be >= 1, got {engine.tp}")
+    if not model.hf_id:
+        raise ConfigError("model.hf_id is empty; vllm serve needs a model path or Hugging Face id")
+    for name, value in (("max_mamba_cache_size", engine.max_mamba_cache_size), ("kv_tokens", engine.kv_tokens)):
+        if value > 0:
+            raise ConfigError(
+                f"engine.{name}={value} has no vLLM flag; set engine.{name}=0 for engine=vllm "
+                "(size vLLM's cache through engine.mem_fraction_static or engine.extra_args)"
+            )
+    flags = [
+        Flag("--host", engine.host or "127.0.0.1", "engine.host"),
+        Flag("--port", str(port), "engine.port"),
+        Flag("--tensor-parallel-size", str(engine.tp), "engine.tp"),
+    ]
+    if engine.chunked_prefill_size > 0:
+        flags.append(Flag("--max-num-batched-tokens", str(engine.chunked_prefill_size), "engine.chunked_prefill_size"))
+    flags.append(Flag("--gpu-memory-utilization", fmt_number(engine.mem_fraction_static), "engine.mem_fraction_static"))
+    if engine.page_size > 1:
+        flags.append(Flag("--block-size", str(engine.page_size), "engine.page_size"))
+    if cache_report:
+        flags.append(Flag("--enable-prompt-tokens-details", None, "per-request cached_tokens"))
+    extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
+    flags.extend(vllm_arm_flags(spec, knobs, extra))
+    overridden = extra_flag_names(extra)
+    check_flags([f for f in flags if f.name not in overridden], extra, helped, "vLLM")
+    return [python or sys.executable, "-m", VLLM_MODULE, "serve", model.hf_id, *merge_extra(flags, extra)]
+
+
+def vllm_env(arm: str) -> dict[str, str]:
+    """``VLLM_SERVER_DEV_MODE=1`` mounts ``/reset_prefix_cache``, which the harness calls to flush between trials
+    (harness_anchors.md §1.4, §1.5). The arm is resolved so a bad name fails here too."""
+    resolve_arm(arm)
+    return {"VLLM_SERVER_DEV_MODE": "1"}

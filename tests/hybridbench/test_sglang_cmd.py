@@ -1,0 +1,285 @@
+"""The SGLang launch command per arm, against hand-written --help excerpts of old, new and PR builds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.engines.sglang_cmd import (
+    ArmKnobs,
+    parse_help,
+    resolve_arm,
+    sglang_command,
+    sglang_env,
+    sglang_help_argv,
+)
+from hybridbench.errors import ConfigError
+from hybridbench.results.bundle import redact
+
+FIXTURES = Path(__file__).parent / "fixtures"
+OLD = (FIXTURES / "sglang_help_old.txt").read_text()
+NEW = (FIXTURES / "sglang_help_new.txt").read_text()
+SEGLEN = (FIXTURES / "sglang_help_seglen.txt").read_text()
+MARCONI = (FIXTURES / "sglang_help_marconi.txt").read_text()
+
+PY = "/venvs/sglang-pr/bin/python"
+MODEL = ModelCfg()  # Qwen/Qwen3-Next-80B-A3B-Instruct
+HEAD = [
+    PY, "-m", "sglang.launch_server",
+    "--model-path", "Qwen/Qwen3-Next-80B-A3B-Instruct",
+    "--host", "127.0.0.1", "--port", "30000", "--tp-size", "4",
+    "--page-size", "1", "--chunked-prefill-size", "8192", "--mem-fraction-static", "0.85",
+    "--enable-metrics", "--enable-cache-report",
+]  # fmt: skip
+HICACHE = ["--enable-hierarchical-cache", "--hicache-ratio", "2.0", "--hicache-write-policy", "write_through"]
+
+
+def cmd(arm: str, help_text: str | None, engine: EngineCfg | None = None, **kw: object) -> list[str]:
+    return sglang_command(
+        python=PY, model=MODEL, engine=engine or EngineCfg(tp=4), arm=arm, port=30000, help_text=help_text,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def arm_part(arm: str, help_text: str | None, engine: EngineCfg | None = None) -> list[str]:
+    full = cmd(arm, help_text, engine)
+    assert full[: len(HEAD)] == HEAD
+    return full[len(HEAD):]
+
+
+# ---------------------------------------------------------------------------------------------- exact commands
+
+
+@pytest.mark.parametrize("help_text", [NEW, None], ids=["new-help", "no-help"])
+def test_new_build_uses_the_renamed_strategy_flag(help_text: str | None) -> None:
+    s = "--mamba-radix-cache-strategy"
+    assert arm_part("disabled", help_text) == ["--disable-radix-cache"]
+    assert arm_part("lru", help_text) == [s, "no_buffer"]
+    assert arm_part("branching", help_text) == [s, "extra_buffer", "--mamba-track-interval", "256"]
+    assert arm_part("l2", help_text) == [s, "extra_buffer", "--mamba-track-interval", "256", *HICACHE]
+    assert arm_part("branching+l2", help_text) == arm_part("l2", help_text)
+
+
+def test_old_build_uses_the_scheduler_strategy_spelling() -> None:
+    s = "--mamba-scheduler-strategy"
+    assert arm_part("disabled", OLD) == ["--disable-radix-cache"]
+    assert arm_part("lru", OLD) == [s, "no_buffer"]
+    assert arm_part("branching", OLD) == [s, "extra_buffer", "--mamba-track-interval", "256"]
+    assert arm_part("l2", OLD) == [s, "extra_buffer", "--mamba-track-interval", "256", *HICACHE]
+
+
+def test_full_command_for_seglen_on_the_pr_build() -> None:
+    assert cmd("seglen", SEGLEN) == [
+        *HEAD,
+        "--mamba-scheduler-strategy", "extra_buffer", "--mamba-track-interval", "256",
+        "--radix-eviction-policy", "seglen", "--seglen-eff-weight", "0.85",
+    ]  # fmt: skip
+    assert arm_part("branching+seglen", SEGLEN) == arm_part("seglen", SEGLEN)
+    assert arm_part("seglen+l2", SEGLEN) == [
+        "--mamba-scheduler-strategy", "extra_buffer", "--mamba-track-interval", "256",
+        "--radix-eviction-policy", "seglen", "--seglen-eff-weight", "0.85", *HICACHE,
+    ]  # fmt: skip
+
+
+def test_seglen_without_help_uses_newest_spellings() -> None:
+    assert arm_part("seglen", None) == [
+        "--mamba-radix-cache-strategy", "extra_buffer", "--mamba-track-interval", "256",
+        "--radix-eviction-policy", "seglen", "--seglen-eff-weight", "0.85",
+    ]  # fmt: skip
+
+
+def test_seglen_on_the_fork_that_spells_the_weight_marconi() -> None:
+    fork = SEGLEN.replace("--seglen-eff-weight SEGLEN_EFF_WEIGHT", "--marconi-eff-weight MARCONI_EFF_WEIGHT")
+    assert arm_part("seglen", fork)[-4:] == ["--radix-eviction-policy", "seglen", "--marconi-eff-weight", "0.85"]
+
+
+def test_marconi_on_its_pr_build() -> None:
+    base = ["--mamba-scheduler-strategy", "extra_buffer", "--mamba-track-interval", "256",
+            "--radix-eviction-policy", "marconi"]  # fmt: skip
+    assert arm_part("marconi", MARCONI) == base
+    weighted = cmd("marconi", MARCONI, knobs=ArmKnobs(marconi_eff_weight=0.3))
+    assert weighted[len(HEAD):] == [*base, "--marconi-eff-weight", "0.3"]
+
+
+def test_engine_options_and_extra_args_last() -> None:
+    engine = EngineCfg(
+        tp=2, host="0.0.0.0", page_size=64, chunked_prefill_size=2048, mem_fraction_static=0.7,
+        max_mamba_cache_size=100, kv_tokens=60000, track_interval=128,
+        extra_args=["--schedule-policy", "lpm", "--api-key", "s3cret"],
+    )  # fmt: skip
+    assert sglang_command(python=PY, model=MODEL, engine=engine, arm="branching", port=31000, help_text=NEW) == [
+        PY, "-m", "sglang.launch_server",
+        "--model-path", "Qwen/Qwen3-Next-80B-A3B-Instruct",
+        "--host", "0.0.0.0", "--port", "31000", "--tp-size", "2",
+        "--page-size", "64", "--chunked-prefill-size", "2048", "--mem-fraction-static", "0.7",
+        "--max-mamba-cache-size", "100", "--max-total-tokens", "60000",
+        "--enable-metrics", "--enable-cache-report",
+        "--mamba-radix-cache-strategy", "extra_buffer", "--mamba-track-interval", "128",
+        "--schedule-policy", "lpm", "--api-key", "s3cret",
+    ]  # fmt: skip
+
+
+def test_numeric_extra_args_from_yaml_become_strings() -> None:
+    assert cmd("lru", NEW, EngineCfg(tp=4, extra_args=["--max-running-requests", 16]))[-2:] == [  # type: ignore[list-item]
+        "--max-running-requests", "16"]  # fmt: skip
+
+
+def test_metrics_and_cache_report_can_be_left_out() -> None:
+    full = cmd("lru", NEW, metrics=False, cache_report=False)
+    assert "--enable-metrics" not in full
+    assert "--enable-cache-report" not in full
+
+
+def test_extra_args_replace_a_built_flag() -> None:
+    engine = EngineCfg(tp=4, extra_args=["--seglen-eff-weight", "0.5", "--mamba-track-interval=64"])
+    part = cmd("seglen", SEGLEN, engine)[len(HEAD):]
+    assert part == [
+        "--mamba-scheduler-strategy", "extra_buffer", "--radix-eviction-policy", "seglen",
+        "--seglen-eff-weight", "0.5", "--mamba-track-interval=64",
+    ]  # fmt: skip
+
+
+def test_knobs_come_from_engine_fields_when_the_schema_has_them() -> None:
+    engine = EngineCfg(tp=4)
+    engine.seglen_eff_weight = 0.6  # type: ignore[attr-defined]  # a field the schema may gain
+    engine.hicache_ratio = 4  # type: ignore[attr-defined]
+    assert ArmKnobs.from_engine(engine) == ArmKnobs(seglen_eff_weight=0.6, hicache_ratio=4)
+    part = cmd("seglen+l2", SEGLEN, engine)[len(HEAD):]
+    assert part[part.index("--seglen-eff-weight") + 1] == "0.6"
+    assert part[part.index("--hicache-ratio") + 1] == "4"
+    engine.seglen_eff_weight = float("nan")  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"engine\.seglen_eff_weight"):
+        ArmKnobs.from_engine(engine)
+
+
+def test_default_python_is_this_interpreter() -> None:
+    import sys
+
+    full = sglang_command(python="", model=MODEL, engine=EngineCfg(), arm="lru", port=1, help_text=None)
+    assert full[0] == sys.executable
+    assert sglang_help_argv("/x/python") == ["/x/python", "-m", "sglang.launch_server", "--help"]
+
+
+# ---------------------------------------------------------------------------------------------- plan-time errors
+
+
+@pytest.mark.parametrize(
+    ("arm", "help_text", "message"),
+    [
+        ("seglen", OLD, "arm seglen needs --radix-eviction-policy seglen, which this SGLang build does not offer"),
+        ("seglen", NEW, "arm seglen needs --radix-eviction-policy seglen, which this SGLang build does not offer"),
+        ("seglen+l2", OLD, "arm seglen+l2 needs --radix-eviction-policy seglen"),
+        ("marconi", NEW, "arm marconi needs --radix-eviction-policy marconi, which this SGLang build does not"),
+        ("marconi", SEGLEN, "arm marconi needs --radix-eviction-policy marconi"),
+    ],
+)
+def test_missing_policy_is_a_config_error_naming_flag_and_arm(arm: str, help_text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        cmd(arm, help_text)
+    assert message in str(e.value)
+    assert e.value.exit_code == 2
+
+
+def test_missing_flags_are_named() -> None:
+    no_weight = SEGLEN.replace("--seglen-eff-weight SEGLEN_EFF_WEIGHT", "")
+    with pytest.raises(ConfigError, match=r"^arm seglen needs --seglen-eff-weight \(or --marconi-eff-weight"):
+        cmd("seglen", no_weight)
+    with pytest.raises(ConfigError, match=r"^arm marconi needs --marconi-eff-weight, which"):
+        cmd("marconi", MARCONI.replace("--marconi-eff-weight MARCONI", "--x MARCONI"),
+            knobs=ArmKnobs(marconi_eff_weight=0.3))
+    no_track = OLD.replace("--mamba-track-interval MAMBA_TRACK_INTERVAL", "")
+    with pytest.raises(ConfigError, match=r"^arm branching needs --mamba-track-interval, which"):
+        cmd("branching", no_track)
+    with pytest.raises(ConfigError, match=r"^arm l2 needs --enable-hierarchical-cache \(or --enable-hicache"):
+        cmd("l2", OLD.replace("--enable-hierarchical-cache", "--enable-something-else"))
+
+
+def test_a_build_without_any_strategy_flag() -> None:
+    ancient = OLD.replace("--mamba-scheduler-strategy {auto,no_buffer,extra_buffer}", "--mamba-other X")
+    with pytest.raises(ConfigError, match=r"^arm lru needs --mamba-radix-cache-strategy no_buffer "
+                                          r"\(or --mamba-scheduler-strategy on other builds\)"):
+        cmd("lru", ancient)
+    assert arm_part("disabled", ancient) == ["--disable-radix-cache"]  # needs no strategy
+
+
+def test_a_build_without_extra_buffer() -> None:
+    pre_v2 = OLD.replace("{auto,no_buffer,extra_buffer}", "{auto,no_buffer}")
+    with pytest.raises(ConfigError, match=r"^arm branching needs --mamba-scheduler-strategy extra_buffer, which "
+                                          r"this SGLang build does not offer \(it lists auto, no_buffer\)"):
+        cmd("branching", pre_v2)
+    assert arm_part("lru", pre_v2) == ["--mamba-scheduler-strategy", "no_buffer"]
+
+
+def test_engine_options_and_extra_args_are_checked_too() -> None:
+    with pytest.raises(ConfigError, match=r"^engine\.max_mamba_cache_size needs --max-mamba-cache-size"):
+        cmd("lru", OLD.replace("--max-mamba-cache-size", "--max-something"), EngineCfg(max_mamba_cache_size=8))
+    with pytest.raises(ConfigError, match=r"^engine\.extra_args has --mamba-max-states-per-path, which this"):
+        cmd("lru", OLD, EngineCfg(extra_args=["--mamba-max-states-per-path", "4"]))
+    assert cmd("lru", NEW, EngineCfg(extra_args=["--mamba-max-states-per-path", "4"]))[-2:] == [
+        "--mamba-max-states-per-path", "4"]  # fmt: skip
+    with pytest.raises(ConfigError, match=r"write_policy|--hicache-write-policy bogus"):
+        cmd("l2", NEW, knobs=ArmKnobs(hicache_write_policy="bogus"))
+
+
+def test_strategy_preconditions() -> None:
+    with pytest.raises(ConfigError, match=r"no_buffer, which needs page size 1; engine\.page_size is 64"):
+        cmd("lru", NEW, EngineCfg(page_size=64))
+    with pytest.raises(ConfigError, match=r"track_interval \(100\) must be a multiple of engine\.page_size \(64\)"):
+        cmd("branching", NEW, EngineCfg(page_size=64, track_interval=100))
+
+
+@pytest.mark.parametrize(
+    ("arm", "message"),
+    [
+        ("nope", "unknown arm 'nope'"),
+        ("disabled+lru", "does not compose"),
+        ("marconi+disabled", "does not compose"),
+        ("marconi+seglen", "marconi and seglen are both eviction policies"),
+        ("", "empty arm name"),
+    ],
+)
+def test_bad_arm_names(arm: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        cmd(arm, None)
+    with pytest.raises(ConfigError, match=message):
+        sglang_env(arm)
+
+
+def test_resolve_arm_adds_marconi_and_keeps_the_reference_vocabulary() -> None:
+    assert resolve_arm("marconi").strategy == "extra_buffer"
+    assert resolve_arm("marconi+l2").host_tier
+    assert resolve_arm("branching+seglen").policy == "seglen"
+    assert sglang_env("seglen") == {}
+
+
+# ---------------------------------------------------------------------------------------------- help parsing
+
+
+def test_parse_help_reads_definitions_not_mentions() -> None:
+    h = parse_help(NEW)
+    assert h.offers("--mamba-radix-cache-strategy")
+    assert h.offers("--mamba-scheduler-strategy")  # the deprecated alias is listed too; the new one is preferred
+    assert h.offers("--tp-size") and h.offers("--enable-hicache") and h.offers("--model")
+    assert h.choices["--radix-eviction-policy"] == frozenset({"lru", "lfu", "slru", "priority", "tlru"})
+    assert h.accepts("--mamba-radix-cache-strategy", "extra_buffer_lazy")
+    assert not h.accepts("--radix-eviction-policy", "seglen")
+    mention = "  --foo FOO             Like --bar-baz but\n                        --qux-quux too.\n"
+    assert parse_help(mention).flags == frozenset({"--foo"})
+    assert parse_help("usage: x [--only-in-usage]\n").flags == frozenset({"--only-in-usage"})  # fallback
+
+
+# ---------------------------------------------------------------------------------------------- provenance
+
+
+def test_secrets_in_the_command_are_redacted() -> None:
+    engine = EngineCfg(tp=4, extra_args=["--api-key", "sk-live-123", "--hf-token=hf_abc", "--admin-api-key", "adm"])
+    full = cmd("seglen", None, engine)
+    shown = redact(full)
+    assert "sk-live-123" not in shown and "adm" not in shown
+    assert "--hf-token=***" in shown
+    assert shown[shown.index("--api-key") + 1] == "***"
+    assert shown[:-5] == full[:-5]  # nothing else touched
+    env = [f"{k}={v}" for k, v in {**sglang_env("seglen"), "HF_TOKEN": "hf_xyz"}.items()]
+    assert redact(env) == ["HF_TOKEN=***"]

@@ -1,0 +1,122 @@
+"""The vLLM serve command per arm, against hand-written `vllm serve --help=all` excerpts (0.32.0 wheel, main)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.engines.sglang_cmd import ArmKnobs
+from hybridbench.engines.vllm_cmd import vllm_command, vllm_env, vllm_help_argv
+from hybridbench.errors import ConfigError
+from hybridbench.results.bundle import redact
+
+FIXTURES = Path(__file__).parent / "fixtures"
+V032 = (FIXTURES / "vllm_help_0_32.txt").read_text()
+MAIN = (FIXTURES / "vllm_help_main.txt").read_text()
+
+PY = "/venvs/vllm/bin/python"
+MODEL = ModelCfg(name="nemotron-h-8b", hf_id="nvidia/Nemotron-H-8B-Base-8K")
+HEAD = [
+    PY, "-m", "vllm.entrypoints.cli.main", "serve", "nvidia/Nemotron-H-8B-Base-8K",
+    "--host", "127.0.0.1", "--port", "8000", "--tensor-parallel-size", "4",
+    "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.85", "--enable-prompt-tokens-details",
+]  # fmt: skip
+
+
+def cmd(arm: str, help_text: str | None, engine: EngineCfg | None = None, **kw: object) -> list[str]:
+    return vllm_command(
+        python=PY, model=MODEL, engine=engine or EngineCfg(tp=4), arm=arm, port=8000, help_text=help_text,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def arm_part(arm: str, help_text: str | None, engine: EngineCfg | None = None) -> list[str]:
+    full = cmd(arm, help_text, engine)
+    assert full[: len(HEAD)] == HEAD
+    return full[len(HEAD):]
+
+
+@pytest.mark.parametrize("help_text", [V032, MAIN, None], ids=["0.32", "main", "no-help"])
+def test_disabled_and_lru_on_every_build(help_text: str | None) -> None:
+    assert arm_part("disabled", help_text) == ["--no-enable-prefix-caching"]
+    assert arm_part("lru", help_text) == ["--enable-prefix-caching", "--mamba-cache-mode", "align"]
+
+
+@pytest.mark.parametrize("help_text", [MAIN, None], ids=["main", "no-help"])
+def test_branching_is_mode_all_where_offered(help_text: str | None) -> None:
+    assert arm_part("branching", help_text) == ["--enable-prefix-caching", "--mamba-cache-mode", "all"]
+
+
+def test_branching_on_0_32_names_the_missing_mode() -> None:
+    with pytest.raises(ConfigError, match=r"^arm branching needs --mamba-cache-mode all, which this vLLM build "
+                                          r"does not offer \(it lists align, none\)"):
+        cmd("branching", V032)
+
+
+def test_a_build_without_mamba_cache_mode() -> None:
+    old = V032.replace("--mamba-cache-mode {align,none}", "--other-mode {a,b}")
+    with pytest.raises(ConfigError, match=r"^arm lru needs --mamba-cache-mode align, which this vLLM build"):
+        cmd("lru", old)
+    assert arm_part("disabled", old) == ["--no-enable-prefix-caching"]
+
+
+@pytest.mark.parametrize("arm", ["seglen", "marconi", "branching+seglen", "marconi+l2"])
+def test_policy_arms_cannot_run_on_vllm(arm: str) -> None:
+    policy = "marconi" if "marconi" in arm else "seglen"
+    with pytest.raises(ConfigError) as e:
+        cmd(arm, None)
+    assert str(e.value).startswith(f"arm {arm} needs the {policy} eviction policy, which vLLM does not offer")
+
+
+def test_l2_needs_a_host_tier_size() -> None:
+    with pytest.raises(ConfigError, match=r"^arm l2 on vLLM needs a host tier size for --kv-offloading-size"):
+        cmd("l2", MAIN)
+    tier = ["--enable-prefix-caching", "--mamba-cache-mode", "all",
+            "--kv-offloading-size", "64.0", "--kv-offloading-backend", "native"]  # fmt: skip
+    assert cmd("l2", MAIN, knobs=ArmKnobs(host_tier_gb=64.0))[len(HEAD):] == tier
+    via_extra = arm_part("l2", MAIN, EngineCfg(tp=4, extra_args=["--kv-offloading-size", "32"]))
+    assert via_extra == [*tier[:3], "--kv-offloading-backend", "native", "--kv-offloading-size", "32"]
+
+
+def test_engine_options() -> None:
+    engine = EngineCfg(tp=1, page_size=64, chunked_prefill_size=0, mem_fraction_static=0.5,
+                       extra_args=["--max-model-len", "2048"])  # fmt: skip
+    assert vllm_command(python=PY, model=MODEL, engine=engine, arm="lru", port=8011, help_text=V032,
+                        cache_report=False) == [
+        PY, "-m", "vllm.entrypoints.cli.main", "serve", "nvidia/Nemotron-H-8B-Base-8K",
+        "--host", "127.0.0.1", "--port", "8011", "--tensor-parallel-size", "1",
+        "--gpu-memory-utilization", "0.5", "--block-size", "64",
+        "--enable-prefix-caching", "--mamba-cache-mode", "align", "--max-model-len", "2048",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("option", ["max_mamba_cache_size", "kv_tokens"])
+def test_sglang_only_sizes_are_refused(option: str) -> None:
+    engine = EngineCfg(tp=4)
+    setattr(engine, option, 40)
+    with pytest.raises(ConfigError, match=rf"^engine\.{option}=40 has no vLLM flag; set engine\.{option}=0"):
+        cmd("lru", None, engine)
+
+
+def test_extra_args_are_checked_against_help() -> None:
+    with pytest.raises(ConfigError, match=r"^engine\.extra_args has --mamba-track-interval, which this vLLM"):
+        cmd("lru", V032, EngineCfg(tp=4, extra_args=["--mamba-track-interval", "64"]))
+    engine = EngineCfg(tp=4, extra_args=["--mamba-cache-mode", "align"])  # override the built mode
+    assert arm_part("branching", V032, engine) == ["--enable-prefix-caching", "--mamba-cache-mode", "align"]
+
+
+def test_env_and_help_argv() -> None:
+    assert vllm_env("lru") == {"VLLM_SERVER_DEV_MODE": "1"}
+    assert vllm_help_argv("/v/python") == ["/v/python", "-m", "vllm.entrypoints.cli.main", "serve", "--help=all"]
+    with pytest.raises(ConfigError, match="unknown arm"):
+        vllm_env("lfu")
+
+
+def test_secrets_in_the_command_are_redacted() -> None:
+    engine = EngineCfg(tp=4, extra_args=["--api-key", "k1", "--hf-token", "hf_x"])
+    full = cmd("lru", V032.replace("  --port PORT", "  --hf-token HF_TOKEN\n  --port PORT"), engine)
+    shown = redact(full)
+    assert shown[-4:] == ["--api-key", "***", "--hf-token", "***"]
+    assert shown[:-4] == full[:-4]
