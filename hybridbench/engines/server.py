@@ -22,6 +22,7 @@ import aiohttp
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import EngineInfo, TrialContext
 from hybridbench.engines.process import ServerProcess, free_port
+from hybridbench.engines.server_logs import LogStats
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.load.client import ClientResult, generate_openai, generate_sglang
 from hybridbench.load.driver import Completed, drive
@@ -113,6 +114,7 @@ class ServerEngine:
     def run_trial(self, cfg: RunCfg, ctx: TrialContext) -> dict[str, Any]:
         server = self._ensure(cfg, ctx.trial.arm)
         state = "cold-flushed" if self._flush(server) else "uncontrolled"
+        log_offset = server.log_path.stat().st_size if server.log_path.exists() else 0
         timeout = cfg.engine.request_timeout_s
 
         def on_done(done: Completed) -> None:
@@ -148,7 +150,27 @@ class ServerEngine:
         if not server.healthy(timeout_s=10.0):
             raise EngineError(f"{self.name} server for arm {ctx.trial.arm} hung during trial {ctx.trial.trial_id} "
                               f"(no health response within 10 s)")
-        return {"crashes": 0, "cache_state": state}
+        return {"crashes": 0, "cache_state": state, **self._log_snapshot(server, log_offset)}
+
+    @staticmethod
+    def _log_snapshot(server: ServerProcess, offset: int) -> dict[str, Any]:
+        """Peaks and totals from the server's own "Prefill batch" / "Decode batch" lines of this trial."""
+        try:
+            with server.log_path.open("rb") as fh:
+                fh.seek(offset)
+                lines = fh.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return {}
+        stats = LogStats().feed_all(lines)
+        return {
+            "log_prefill_batches": stats.prefill_batches,
+            "log_cached_tokens": stats.cached_tokens,
+            "log_new_tokens": stats.new_tokens,
+            "peak_token_usage": stats.peak_token_usage,
+            "peak_mamba_usage": stats.peak_mamba_usage,
+            "max_running_req": stats.max_running_req,
+            "server_failures": list(stats.failures),
+        }
 
     def info(self) -> EngineInfo:
         command = tuple(redact(self._commands.get(self._arm or "", next(iter(self._commands.values()), []))))
