@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 
 from hybridbench.config.schema import RunCfg
-from hybridbench.engines.server import ServerEngine
+from hybridbench.engines.server import CommandBuilder, ServerEngine
 from hybridbench.engines.sglang_cmd import sglang_command, sglang_env, sglang_help_argv
 from hybridbench.engines.vllm_cmd import vllm_command, vllm_env, vllm_help_argv
 from hybridbench.errors import ConfigError
@@ -26,27 +27,24 @@ def installed_help(argv: list[str], engine: str, python: str) -> str:
     return proc.stdout
 
 
-def make_sglang_engine() -> ServerEngine:
+def _builder(engine: str, help_argv: Callable[[str], list[str]], command: Callable[..., list[str]]) -> CommandBuilder:
     help_cache: dict[str, str] = {}
 
     def build(cfg: RunCfg, arm: str, port: int) -> list[str]:
         python = cfg.engine.python or sys.executable
         if python not in help_cache:
-            help_cache[python] = installed_help(sglang_help_argv(python), "sglang", python)
-        return sglang_command(python=python, model=cfg.model, engine=cfg.engine, arm=arm, port=port,
-                              help_text=help_cache[python])
+            help_cache[python] = installed_help(help_argv(python), engine, python)
+        return command(python=python, model=cfg.model, engine=cfg.engine, arm=arm, port=port,
+                       help_text=help_cache[python])
 
-    return ServerEngine("sglang", build, api="sglang", env_for=sglang_env, flush_path="/flush_cache")
+    return build
+
+
+def make_sglang_engine() -> ServerEngine:
+    return ServerEngine("sglang", _builder("sglang", sglang_help_argv, sglang_command), api="sglang",
+                        env_for=sglang_env, flush_path="/flush_cache")
 
 
 def make_vllm_engine() -> ServerEngine:
-    help_cache: dict[str, str] = {}
-
-    def build(cfg: RunCfg, arm: str, port: int) -> list[str]:
-        python = cfg.engine.python or sys.executable
-        if python not in help_cache:
-            help_cache[python] = installed_help(vllm_help_argv(python), "vllm", python)
-        return vllm_command(python=python, model=cfg.model, engine=cfg.engine, arm=arm, port=port,
-                            help_text=help_cache[python])
-
-    return ServerEngine("vllm", build, api="openai", env_for=vllm_env, flush_path="/reset_prefix_cache")
+    return ServerEngine("vllm", _builder("vllm", vllm_help_argv, vllm_command), api="openai",
+                        env_for=vllm_env, flush_path="/reset_prefix_cache")

@@ -32,6 +32,15 @@ class ClientResult:
     status: str = "ok"  # ok | error | timeout | server_died
 
 
+def _failure(exc: BaseException, timeout_s: float) -> tuple[str, str]:
+    """(status, error) of a failed request, in the record's vocabulary."""
+    if isinstance(exc, TimeoutError):
+        return "timeout", f"no complete response within {timeout_s:g} s"
+    if isinstance(exc, aiohttp.ClientConnectionError):
+        return "server_died", f"connection failed: {exc}"
+    return "error", f"{type(exc).__name__}: {exc}"
+
+
 async def _sse_lines(resp: aiohttp.ClientResponse) -> Any:
     async for raw in resp.content:
         line = raw.decode("utf-8", "replace").strip()
@@ -75,12 +84,8 @@ async def generate_sglang(
                     res.output_ids = [int(t) for t in chunk["output_ids"]]
             res.end = time.perf_counter()
             res.output_tokens = last_n
-    except TimeoutError:
-        res.status, res.error = "timeout", f"no complete response within {timeout_s:g} s"
-    except aiohttp.ClientConnectionError as exc:
-        res.status, res.error = "server_died", f"connection failed: {exc}"
-    except (aiohttp.ClientError, json.JSONDecodeError, ValueError) as exc:
-        res.status, res.error = "error", f"{type(exc).__name__}: {exc}"
+    except (TimeoutError, aiohttp.ClientError, json.JSONDecodeError, ValueError) as exc:
+        res.status, res.error = _failure(exc, timeout_s)
     return res
 
 
@@ -117,10 +122,6 @@ async def generate_openai(
                         res.cached_tokens = int(details["cached_tokens"])
             res.end = time.perf_counter()
             res.output_tokens = res.output_tokens or chunks
-    except TimeoutError:
-        res.status, res.error = "timeout", f"no complete response within {timeout_s:g} s"
-    except aiohttp.ClientConnectionError as exc:
-        res.status, res.error = "server_died", f"connection failed: {exc}"
-    except (aiohttp.ClientError, json.JSONDecodeError, ValueError) as exc:
-        res.status, res.error = "error", f"{type(exc).__name__}: {exc}"
+    except (TimeoutError, aiohttp.ClientError, json.JSONDecodeError, ValueError) as exc:
+        res.status, res.error = _failure(exc, timeout_s)
     return res
