@@ -1,0 +1,61 @@
+"""``python -m reference_impl.server --port P --arm branching ...``: start the CPU reference server."""
+
+from __future__ import annotations
+
+import warnings
+
+# torch warns on import when numpy is absent; the server never converts tensors to numpy.
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+import logging  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+
+import torch  # noqa: E402
+
+from reference_impl.model.model import HybridModel  # noqa: E402
+from reference_impl.server.args import UsageError, parse_config  # noqa: E402
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        config = parse_config(argv)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    level = str(config.args["log_level"]).upper()
+    logging.basicConfig(level=level, format="[%(asctime)s] %(message)s", stream=sys.stdout, force=True)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # Imported late so `--help` and usage errors answer without loading aiohttp.
+    from aiohttp import web  # noqa: PLC0415
+
+    from reference_impl.server.app import build_app  # noqa: PLC0415
+    from reference_impl.server.engine_loop import EngineLoop  # noqa: PLC0415
+
+    torch.manual_seed(config.model.seed)
+    engine = EngineLoop(config, HybridModel(config.model))
+    engine.start()
+    log = logging.getLogger("reference_impl.server")
+    log.info(
+        f"Reference server: arm={config.arm.name} strategy={config.engine.cache} policy={config.engine.policy} "
+        f"page_size={config.engine.page_size} max_total_num_tokens={config.engine.kv_tokens} "
+        f"max_mamba_cache_size={config.engine.state_slots} max_running_requests={engine.core.max_running} "
+        f"chunked_prefill_size={config.engine.chunked_prefill_size} faults={sorted(config.faults) or 'none'}"
+    )
+    app = build_app(config, engine)
+
+    async def ready(_app: web.Application) -> None:
+        log.info("The server is fired up and ready to roll!")
+
+    app.on_startup.append(ready)
+    try:
+        web.run_app(app, host=config.host, port=config.port, print=None, handler_cancellation=True,
+                    shutdown_timeout=2.0, access_log=None)
+    except OSError as exc:
+        print(f"error: cannot serve on {config.host}:{config.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""The HTTP front end (aiohttp): SGLang's endpoints and response shapes over the model loop.
+
+Handlers run on the asyncio loop and never touch the engine directly: they validate, submit a
+``Submission`` whose ``deliver`` hops back onto the asyncio loop, and stream what arrives. A client
+that goes away (write fails, or aiohttp cancels the handler) aborts its request, freeing its KV and
+state slots in the core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiohttp import web
+
+from reference_impl.model.executor import RequestCtx
+from reference_impl.server.args import ServerConfig
+from reference_impl.server.engine_loop import EngineLoop, Submission, Update
+from reference_impl.server.requests import BadRequest, GenerateParams, parse_completions, parse_generate, parse_json
+from reference_impl.server.tokenizer import decode
+
+__all__ = ["build_app"]
+
+VERSION = "reference-0.1.0"
+HEALTH_TIMEOUT_S = 20.0
+
+
+def _error(message: str, status: int = 400) -> web.Response:
+    return web.json_response({"error": {"message": message, "code": status}}, status=status)
+
+
+class Api:
+    def __init__(self, config: ServerConfig, engine: EngineLoop) -> None:
+        self.config = config
+        self.engine = engine
+        self._rids = itertools.count(1)
+
+    # ------------------------------------------------------------------ submission
+    def _start(self, params: GenerateParams) -> tuple[Submission, asyncio.Queue[Update]]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Update] = asyncio.Queue()
+        rid = next(self._rids)
+        eos = self.config.model.eos_token_id
+        ctx = RequestCtx(
+            temperature=params.temperature, logprob_start=params.logprob_start_len,
+            top_logprobs_num=params.top_logprobs_num, seed=params.seed if params.seed is not None else rid,
+            stop_tokens=frozenset() if params.ignore_eos else frozenset({eos}),
+        )
+        max_prefix = None
+        if params.logprob_start_len is not None:
+            # SGLang caps the match so the logprobs it returns are computed, not read from the cache.
+            max_prefix = max(0, params.logprob_start_len - 1)
+        def deliver(update: Update) -> None:  # called from the model thread
+            loop.call_soon_threadsafe(queue.put_nowait, update)
+
+        sub = Submission(rid, params.input_ids, params.max_new_tokens, ctx, deliver=deliver, max_prefix=max_prefix)
+        self.engine.submit(sub)
+        return sub, queue
+
+    async def _updates(self, sub: Submission, queue: asyncio.Queue[Update]) -> AsyncIterator[Update]:
+        finished = False
+        try:
+            while not finished:
+                update = await queue.get()
+                finished = update.finished
+                yield update
+        finally:
+            if not finished:  # the client went away (or the handler was cancelled): free its slots
+                self.engine.abort(sub.rid)
+
+    def _meta(self, sub: Submission, params: GenerateParams, u: Update) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "id": str(sub.rid), "finish_reason": u.finish_reason, "prompt_tokens": len(sub.input_ids),
+            "weight_version": "default", "num_retractions": u.num_retractions, "reasoning_tokens": 0,
+            "completion_tokens": len(u.output_ids), "cached_tokens": u.cached_tokens,
+        }
+        if u.cached_tokens:
+            meta["cached_tokens_details"] = {"device": u.cached_tokens, "host": 0}
+        if u.finished:
+            meta["e2e_latency"] = time.perf_counter() - sub.created
+        if params.return_logprob:
+            ctx = sub.ctx
+            outs = ctx.output_logprobs[: len(u.output_ids)]
+            meta["output_token_logprobs"] = [[lp, t, None] for (lp, _), t in zip(outs, u.output_ids, strict=False)]
+            meta["output_token_logprobs_length"] = len(meta["output_token_logprobs"])
+            inputs: list[list[Any]] = []
+            if params.logprob_start_len is not None:
+                for pos in range(params.logprob_start_len, len(sub.input_ids)):
+                    entry = ctx.input_logprobs.get(pos)
+                    inputs.append([entry[0] if entry else None, sub.input_ids[pos], None])
+            meta["input_token_logprobs"] = inputs
+            if params.top_logprobs_num:
+                meta["output_top_logprobs"] = [[[v, i, None] for v, i in top] for _, top in outs]
+                meta["input_top_logprobs"] = [
+                    [[v, i, None] for v, i in ctx.input_logprobs[p][1]] if p in ctx.input_logprobs else None
+                    for p in range(params.logprob_start_len or 0, len(sub.input_ids))
+                ] if params.logprob_start_len is not None else []
+        return meta
+
+    def _body(self, sub: Submission, params: GenerateParams, u: Update) -> dict[str, Any]:
+        return {"text": decode(u.output_ids), "output_ids": u.output_ids, "meta_info": self._meta(sub, params, u)}
+
+    # ------------------------------------------------------------------ /generate
+    async def _read(self, request: web.Request) -> dict[str, Any]:
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise BadRequest(f"request body larger than {self.config.max_request_bytes} bytes") from None
+        return parse_json(body)
+
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        try:
+            data = await self._read(request)
+            params = parse_generate(data, self.config.model.vocab_size, self.config.context_length)
+        except BadRequest as exc:
+            return _error(str(exc))
+        sub, queue = self._start(params)
+        if not params.stream:
+            last: Update | None = None
+            async for u in self._updates(sub, queue):
+                last = u
+            assert last is not None
+            if last.error is not None:
+                return _error(last.error, 400 if "admitted" in last.error else 500)
+            return web.json_response(self._body(sub, params, last))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        try:
+            async for u in self._updates(sub, queue):
+                if u.error is not None:
+                    await resp.write(f"data: {json.dumps({'error': {'message': u.error}})}\n\n".encode())
+                    break
+                await resp.write(f"data: {json.dumps(self._body(sub, params, u))}\n\n".encode())
+            await resp.write(b"data: [DONE]\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        return resp
+
+    # ------------------------------------------------------------------ /v1/completions
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        try:
+            data = await self._read(request)
+            params = parse_completions(data, self.config.model.vocab_size, self.config.context_length)
+        except BadRequest as exc:
+            return _error(str(exc))
+        sub, queue = self._start(params)
+        cid, created, model = f"cmpl-{sub.rid}", int(time.time()), self.config.served_model_name
+
+        def usage(u: Update) -> dict[str, Any]:
+            n_in, n_out = len(sub.input_ids), len(u.output_ids)
+            return {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out,
+                    "prompt_tokens_details": {"cached_tokens": u.cached_tokens}}
+
+        def chunk(text: str, reason: str | None, u: Update | None) -> dict[str, Any]:
+            body: dict[str, Any] = {"id": cid, "object": "text_completion", "created": created, "model": model,
+                                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason}]}
+            if u is not None:
+                body["usage"] = usage(u)
+            return body
+
+        def reason_of(u: Update) -> str:
+            return str((u.finish_reason or {}).get("type", "length"))
+
+        if not params.stream:
+            last: Update | None = None
+            async for u in self._updates(sub, queue):
+                last = u
+            assert last is not None
+            if last.error is not None:
+                return _error(last.error)
+            return web.json_response(chunk(decode(last.output_ids), reason_of(last), last))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        sent = ""
+        async for u in self._updates(sub, queue):
+            if u.error is not None:
+                await resp.write(f"data: {json.dumps({'error': {'message': u.error}})}\n\n".encode())
+                break
+            text = decode(u.output_ids)
+            delta, sent = text[len(sent) :], text
+            body = chunk(delta, reason_of(u) if u.finished else None, u if u.finished else None)
+            await resp.write(f"data: {json.dumps(body)}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    # ------------------------------------------------------------------ the rest
+    async def health(self, request: web.Request) -> web.Response:
+        if not self.engine.thread.is_alive():
+            return web.Response(status=503, text="model loop is not running")
+        return web.Response(text="")
+
+    async def health_generate(self, request: web.Request) -> web.Response:
+        params = GenerateParams([0], 1, 0.0, True, False, False, None, 0, None, False)
+        sub, queue = self._start(params)
+
+        async def run() -> str | None:
+            async for u in self._updates(sub, queue):
+                if u.error is not None:
+                    return u.error
+            return None
+
+        try:  # wait_for, not asyncio.timeout: the package supports Python 3.10
+            error = await asyncio.wait_for(run(), HEALTH_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            return web.Response(status=503, text="health generation timed out")
+        return web.Response(status=503, text=error) if error else web.Response(text="")
+
+    async def flush_cache(self, request: web.Request) -> web.Response:
+        try:
+            timeout = float(request.query.get("timeout", "0"))
+        except ValueError:
+            return _error("timeout must be a number of seconds")
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            if await asyncio.wrap_future(self.engine.call(self.engine.flush_cache)):
+                return web.Response(text="Cache flushed.\nPlease check backend logs for more details. (When there "
+                                    "are running or waiting requests, the operation will not be performed.)\n")
+            if time.monotonic() >= deadline:
+                return web.Response(status=400, text="Cache not flushed. Please check if there are running or "
+                                    "waiting requests. (When there are running or waiting requests, the operation "
+                                    "will not be performed.)\n")
+            await asyncio.sleep(0.05)
+
+    def _info(self) -> dict[str, Any]:
+        cfg = self.config
+        core = self.engine.core
+        info = {k: v for k, v in cfg.args.items()}
+        info.update({
+            "model_path": cfg.served_model_name, "disable_radix_cache": cfg.disable_radix_cache, "arm": cfg.arm.name,
+            "mamba_radix_cache_strategy": cfg.engine.cache, "radix_eviction_policy": cfg.engine.policy,
+            "max_total_num_tokens": cfg.engine.kv_tokens, "max_req_input_len": cfg.context_length - 1,
+            "context_length": cfg.context_length, "inject_bug": sorted(cfg.faults), "version": VERSION,
+            "internal_states": [{"max_running_requests": core.max_running, "mamba_pool_size": cfg.engine.state_slots,
+                                 "mamba_cache_chunk_size": core.tree.chunk_size, "avg_spec_accept_length": None,
+                                 "chunk_state_copies": self.engine.executor.extra_copies}],
+        })
+        return info
+
+    async def server_info(self, request: web.Request) -> web.Response:
+        return web.json_response(self._info())
+
+    async def model_info(self, request: web.Request) -> web.Response:
+        m = self.config.model
+        return web.json_response({
+            "model_path": self.config.served_model_name, "tokenizer_path": None, "is_generation": True,
+            "architectures": ["TinyHybridForCausalLM"], "model_type": "tiny_hybrid", "vocab_size": m.vocab_size,
+            "layers": m.layers, "hidden_size": m.hidden, "eos_token_id": m.eos_token_id, "weight_version": "default",
+        })
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{
+            "id": self.config.served_model_name, "object": "model", "created": 0, "owned_by": "hybridbench",
+            "root": self.config.served_model_name, "max_model_len": self.config.context_length,
+        }]})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        if not self.config.enable_metrics:
+            return web.Response(status=404, text="metrics are off; start the server with --enable-metrics\n")
+        text = self.engine.metrics.render(self.config.served_model_name)
+        return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Turn aiohttp's own refusals (413, 405, 404) into SGLang-style JSON errors, one line each."""
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except web.HTTPRequestEntityTooLarge as exc:
+        return _error(f"request body too large: {exc.text}", 413)
+    except web.HTTPException as exc:
+        if exc.status >= 400:
+            return _error(exc.reason, exc.status)
+        raise
+
+
+def build_app(config: ServerConfig, engine: EngineLoop) -> web.Application:
+    api = Api(config, engine)
+    app = web.Application(client_max_size=config.max_request_bytes, middlewares=[_json_errors])
+    app.router.add_post("/generate", api.generate)
+    app.router.add_put("/generate", api.generate)
+    app.router.add_post("/v1/completions", api.completions)
+    app.router.add_get("/health", api.health)
+    app.router.add_get("/health_generate", api.health_generate)
+    app.router.add_route("*", "/flush_cache", api.flush_cache)
+    app.router.add_get("/server_info", api.server_info)
+    app.router.add_get("/get_server_info", api.server_info)
+    app.router.add_get("/model_info", api.model_info)
+    app.router.add_get("/v1/models", api.models)
+    app.router.add_get("/metrics", api.metrics)
+    return app

@@ -1,0 +1,151 @@
+"""Command line of ``python -m reference_impl.server``: SGLang's flag names wherever SGLang has the concept."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NoReturn
+
+from reference_impl.engine.arms import ArmSpec, parse_arm
+from reference_impl.engine.core import EngineConfig, state_ratio
+from reference_impl.model.config import ModelConfig
+from reference_impl.policies.registry import POLICIES
+from reference_impl.server.faults import FAULTS
+
+__all__ = ["ServerConfig", "UsageError", "build_parser", "parse_config"]
+
+MODEL_NAME = "reference-tiny-hybrid"
+
+
+class UsageError(ValueError):
+    """A bad flag or flag combination; printed as one line, exit status 2."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    host: str
+    port: int
+    arm: ArmSpec
+    engine: EngineConfig
+    model: ModelConfig
+    faults: frozenset[str]
+    enable_metrics: bool
+    context_length: int
+    max_request_bytes: int
+    decode_log_interval: int
+    served_model_name: str
+    args: dict[str, object]  # every flag as parsed, for /server_info
+
+    @property
+    def disable_radix_cache(self) -> bool:
+        return self.engine.cache == "disabled"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see --help)\n")  # one line, not argparse's usage block
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m reference_impl.server",
+        description="CPU reference server: a tiny hybrid model behind SGLang's HTTP API and the reference cache.",
+    )
+    a = p.add_argument
+    a("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: not reachable from other machines)")
+    a("--port", type=int, default=30000)
+    a("--arm", default=None, help="cache arm: disabled, lru, branching, seglen, l2 (compose with '+')")
+    a("--mamba-radix-cache-strategy", "--mamba-scheduler-strategy", dest="strategy", default=None,
+      choices=["auto", "no_buffer", "extra_buffer"], help="used when --arm is not given (auto = extra_buffer)")
+    tree_policies = sorted(n for n, e in POLICIES.items() if e.tree_policy)
+    a("--policy", "--radix-eviction-policy", dest="policy", default=None, choices=tree_policies)
+    a("--seglen-eff-weight", type=float, default=None)
+    a("--disable-radix-cache", action="store_true")
+    a("--page-size", type=int, default=1)
+    a("--max-total-tokens", type=int, default=32768, help="KV pool size in tokens")
+    a("--max-mamba-cache-size", type=int, default=256, help="recurrent-state slots")
+    a("--max-running-requests", type=int, default=None)
+    a("--chunked-prefill-size", type=int, default=2048)
+    a("--max-prefill-tokens", type=int, default=16384)
+    a("--mamba-track-interval", type=int, default=256)
+    a("--schedule-policy", default="fcfs", choices=["fcfs", "lpm"])
+    a("--disable-overlap-schedule", action="store_true", help="1 extra state slot per request instead of 2")
+    a("--enable-hierarchical-cache", "--enable-hicache", dest="hicache", action="store_true")
+    a("--hicache-ratio", type=float, default=2.0, help="host tier size as a multiple of the device pools")
+    a("--enable-metrics", action="store_true")
+    a("--enable-cache-report", action="store_true", help="accepted for SGLang compatibility; always on here")
+    a("--random-seed", "--seed", dest="seed", type=int, default=0, help="model weights and sampling")
+    a("--context-length", type=int, default=None, help="longest prompt + output (default: the KV pool)")
+    a("--decode-log-interval", type=int, default=40)
+    a("--served-model-name", default=MODEL_NAME)
+    a("--model-layers", default="RRRA", help="layer pattern of the tiny model: R recurrent, A attention")
+    a("--hidden-size", type=int, default=64)
+    a("--vocab-size", type=int, default=4096)
+    a("--max-request-bytes", type=int, default=8 << 20, help="HTTP body size limit")
+    a("--inject-bug", action="append", default=[], choices=FAULTS, help="reproduce a historical bug (repeatable)")
+    a("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def _arm(ns: argparse.Namespace) -> ArmSpec:
+    if ns.disable_radix_cache:
+        return parse_arm("disabled")
+    if ns.arm is not None:
+        try:
+            spec = parse_arm(ns.arm)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    else:
+        name = {"no_buffer": "lru"}.get(ns.strategy or "auto", "branching")
+        spec = parse_arm(name + ("+l2" if ns.hicache else ""))
+    if ns.hicache and not spec.host_tier and spec.strategy != "disabled":
+        spec = parse_arm(spec.name + "+l2")
+    return spec
+
+
+def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
+    ns = build_parser().parse_args(argv)
+    arm = _arm(ns)
+    positive = ("port", "page_size", "max_total_tokens", "max_mamba_cache_size", "chunked_prefill_size",
+                "max_prefill_tokens", "mamba_track_interval", "decode_log_interval", "max_request_bytes",
+                "hidden_size")
+    for name in positive:
+        if getattr(ns, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive, got {getattr(ns, name)}")
+    if ns.max_running_requests is not None and ns.max_running_requests <= 0:
+        raise UsageError("--max-running-requests must be positive")
+    if arm.strategy == "no_buffer" and ns.page_size != 1:
+        raise UsageError("Page size must be 1 for MambaRadixCache v1 (no_buffer); use --arm branching for a larger one")
+    if arm.strategy == "extra_buffer" and ns.mamba_track_interval % ns.page_size:
+        raise UsageError("--mamba-track-interval must be a multiple of --page-size")
+    if ns.hicache_ratio <= 0:
+        raise UsageError("--hicache-ratio must be positive")
+    policy = ns.policy or arm.policy
+    try:
+        model = ModelConfig(vocab_size=ns.vocab_size, hidden=ns.hidden_size, layers=ns.model_layers, seed=ns.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    host_kv = int(ns.max_total_tokens * ns.hicache_ratio) if arm.host_tier else 0
+    host_states = int(ns.max_mamba_cache_size * ns.hicache_ratio) if arm.host_tier else 0
+    engine = EngineConfig(
+        kv_tokens=ns.max_total_tokens, state_slots=ns.max_mamba_cache_size, cache=arm.strategy, policy=policy,
+        eff_weight=ns.seglen_eff_weight, page_size=ns.page_size, chunked_prefill_size=ns.chunked_prefill_size,
+        max_prefill_tokens=ns.max_prefill_tokens, max_running_requests=ns.max_running_requests,
+        schedule_policy=ns.schedule_policy, track_interval=ns.mamba_track_interval,
+        overlap=not ns.disable_overlap_schedule, host_kv_tokens=host_kv, host_state_slots=host_states,
+    )
+    if ns.max_mamba_cache_size < state_ratio(engine):
+        raise UsageError(
+            f"--max-mamba-cache-size {ns.max_mamba_cache_size} cannot hold one running request "
+            f"({state_ratio(engine)} slots each with arm {arm.name})"
+        )
+    context = ns.context_length or min(ns.max_total_tokens, model.max_context)
+    if context <= 1:
+        raise UsageError("--context-length must be at least 2")
+    return ServerConfig(
+        host=ns.host, port=ns.port, arm=arm, engine=engine, model=model, faults=frozenset(ns.inject_bug),
+        enable_metrics=ns.enable_metrics, context_length=min(context, ns.max_total_tokens),
+        max_request_bytes=ns.max_request_bytes, decode_log_interval=ns.decode_log_interval,
+        served_model_name=ns.served_model_name, args=dict(vars(ns)),
+    )

@@ -1,0 +1,265 @@
+"""The model loop: one thread owns the engine core and the model; the HTTP side only sends commands.
+
+Commands (submit, abort, run-a-function) queue up and are applied between forwards, so the core is
+never touched while a batch runs — this is SGLang's scheduler process, with a thread instead of a
+process. Every step's new tokens go back to their requests through ``Submission.deliver`` (which the
+HTTP layer makes thread-safe), and the step is logged in SGLang's format.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from reference_impl.engine.core import Batch, EngineRequest
+from reference_impl.model.executor import Executor, RequestCtx
+from reference_impl.model.model import HybridModel
+from reference_impl.server.args import ServerConfig
+from reference_impl.server.faults import FaultyEngineCore, MambaAllocationError
+from reference_impl.server.metrics import Metrics, pool_usage
+
+__all__ = ["EngineLoop", "Submission", "Update"]
+
+log = logging.getLogger("reference_impl.server")
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    output_ids: list[int]  # cumulative
+    cached_tokens: int
+    num_retractions: int
+    finished: bool = False
+    finish_reason: dict[str, Any] | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Submission:
+    rid: int
+    input_ids: list[int]
+    max_new_tokens: int  # as the client asked (0: prefill only)
+    ctx: RequestCtx
+    deliver: Callable[[Update], None]
+    max_prefix: int | None = None
+    created: float = field(default_factory=time.perf_counter)
+    first_token: float | None = None
+    last_token: float | None = None
+    request: EngineRequest | None = None
+
+
+class EngineLoop:
+    def __init__(self, config: ServerConfig, model: HybridModel) -> None:
+        self.config = config
+        self.model = model
+        self.metrics = Metrics()
+        self._cv = threading.Condition()
+        self._inbox: deque[tuple[str, Any]] = deque()
+        self.subs: dict[int, Submission] = {}
+        self._build()
+        self._decode_steps = 0
+        self._last_prefill_log = self._last_decode_log = time.perf_counter()
+        self._decode_tokens = 0
+        self.thread = threading.Thread(target=self._main, name="model-loop", daemon=True)
+
+    def _build(self) -> None:
+        faults = self.config.faults
+        self.core = FaultyEngineCore(self.config.engine, faults)
+        self.executor = Executor(
+            self.core, self.model, branch_off_by_one="branch_off_by_one" in faults,
+            stale_cow_source="stale_cow_source" in faults, copy_every_chunk="copy_every_chunk" in faults,
+        )
+        self.metrics.snapshot(self.core)
+
+    # ------------------------------------------------------------------ commands (any thread)
+    def start(self) -> None:
+        self.thread.start()
+
+    def _send(self, kind: str, payload: Any) -> None:
+        with self._cv:
+            self._inbox.append((kind, payload))
+            self._cv.notify()
+
+    def submit(self, sub: Submission) -> None:
+        self._send("submit", sub)
+
+    def abort(self, rid: int) -> None:
+        self._send("abort", rid)
+
+    def call(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        """Run ``fn`` in the model thread between two forwards."""
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._send("call", (fn, fut))
+        return fut
+
+    def flush_cache(self) -> bool:
+        """Drop the whole cache (model thread only); refused while requests are in flight."""
+        if not self.core.idle:
+            return False
+        self._build()
+        return True
+
+    # ------------------------------------------------------------------ the loop
+    def _main(self) -> None:
+        try:
+            while True:
+                self._iterate()
+        except MambaAllocationError as exc:
+            self._die(str(exc))
+        except Exception:
+            self._die("Scheduler hit an exception: " + traceback.format_exc())
+
+    def _die(self, message: str) -> None:
+        # SGLang's scheduler takes the whole server down when it dies; so do we.
+        log.error(message)
+        sys.stderr.flush()
+        os._exit(1)
+
+    def _iterate(self) -> None:
+        with self._cv:
+            while not self._inbox and self.core.idle:
+                self._cv.wait()
+            commands = list(self._inbox)
+            self._inbox.clear()
+        for kind, payload in commands:
+            if kind == "submit":
+                self._add(payload)
+            elif kind == "abort":
+                self._abort(payload, "client disconnected")
+            else:
+                fn, fut = payload
+                try:
+                    fut.set_result(fn())
+                except Exception as exc:
+                    fut.set_exception(exc)
+        if self.core.idle:
+            self.metrics.snapshot(self.core)
+            return
+        prev_chunked = self.core.chunked
+        t0 = time.perf_counter()
+        report = self.executor.step()
+        if report is None:
+            if self.core.waiting and not self.core.running and self.core.chunked is None:
+                head = self.core.waiting[0]
+                self.core.abort(head, "request cannot be admitted with the configured pools")
+                self._finish_aborted(head.rid, head.error)
+            return
+        now = time.perf_counter()
+        self.metrics.snapshot(self.core)
+        if report.batch.kind == "prefill":
+            self._log_prefill(report.batch, prev_chunked, now)
+        else:
+            self._log_decode(len(report.batch.items), now)
+        for rid in report.sampled:
+            self._deliver_tokens(rid, now)
+        for req in report.finished:
+            self._finish(req.rid, now)
+        del t0
+
+    def _add(self, sub: Submission) -> None:
+        req = self.core.add_request(sub.rid, sub.input_ids, max(1, sub.max_new_tokens), max_prefix=sub.max_prefix)
+        sub.request = req
+        self.subs[sub.rid] = sub
+        if req.status == "aborted":
+            self._finish_aborted(sub.rid, req.error)
+            return
+        self.executor.register(req, sub.ctx)
+        with self.metrics.lock:
+            self.metrics.num_requests += 1
+
+    def _abort(self, rid: int, reason: str) -> None:
+        sub = self.subs.get(rid)
+        if sub is None or sub.request is None:
+            return
+        self.core.abort(sub.request, reason)
+        self._finish_aborted(rid, reason)
+
+    def _finish_aborted(self, rid: int, reason: str) -> None:
+        sub = self.subs.pop(rid, None)
+        self.executor.forget(rid)
+        with self.metrics.lock:
+            self.metrics.num_aborted += 1
+        if sub is not None:
+            reason_obj = {"type": "abort", "message": reason}
+            sub.deliver(Update([], 0, 0, finished=True, finish_reason=reason_obj, error=reason))
+
+    def _visible_output(self, sub: Submission) -> list[int]:
+        assert sub.request is not None
+        return list(sub.request.output[: sub.max_new_tokens])
+
+    def _deliver_tokens(self, rid: int, now: float) -> None:
+        sub = self.subs.get(rid)
+        if sub is None or sub.request is None:
+            return
+        req = sub.request
+        m = self.metrics
+        with m.lock:
+            if sub.first_token is None:
+                sub.first_token = now
+                m.ttft.observe(now - sub.created)
+                m.prompt_tokens += len(sub.input_ids)
+                m.cached_tokens += req.cached_tokens or 0
+            elif sub.last_token is not None:
+                m.itl.observe(now - sub.last_token)
+            if len(req.output) <= sub.max_new_tokens:
+                m.generation_tokens += 1
+        sub.last_token = now
+        if req.status != "finished":
+            sub.deliver(Update(self._visible_output(sub), req.cached_tokens or 0, req.retractions))
+
+    def _finish(self, rid: int, now: float) -> None:
+        sub = self.subs.pop(rid, None)
+        self.executor.forget(rid)
+        if sub is None or sub.request is None:
+            return
+        req = sub.request
+        with self.metrics.lock:
+            self.metrics.e2e.observe(now - sub.created)
+        out = self._visible_output(sub)
+        if sub.ctx.stopped and sub.max_new_tokens > 0:
+            reason: dict[str, Any] = {"type": "stop", "matched": out[-1] if out else None}
+        else:
+            reason = {"type": "length", "length": sub.max_new_tokens}
+        sub.deliver(Update(out, req.cached_tokens or 0, req.retractions, finished=True, finish_reason=reason))
+
+    # ------------------------------------------------------------------ SGLang-style log lines
+    def _log_prefill(self, batch: Batch, prev_chunked: EngineRequest | None, now: float) -> None:
+        new = [i for i in batch.items if i.request is not prev_chunked]
+        cached = sum(i.start for i in new)
+        full, mamba, _, _ = pool_usage(self.core)
+        rate = batch.num_tokens / max(1e-9, now - self._last_prefill_log)
+        self._last_prefill_log = now
+        hit = cached / max(1, cached + batch.num_tokens)
+        with self.metrics.lock:
+            self.metrics.cache_hit_rate = hit
+        pending = sum(len(r.fill_tokens) for r in self.core.waiting)
+        log.info(
+            f"Prefill batch, #new-seq: {len(new)}, #new-token: {batch.num_tokens}, #cached-token: {cached}, "
+            f"full token usage: {full:.2f}, mamba usage: {mamba:.2f}, #running-req: {len(self.core.running)}, "
+            f"#queue-req: {len(self.core.waiting)}, #pending-token: {pending}, cuda graph: False, "
+            f"input throughput (token/s): {rate:.2f}"
+        )
+
+    def _log_decode(self, batch_size: int, now: float) -> None:
+        self._decode_steps += 1
+        self._decode_tokens += batch_size
+        if self._decode_steps % self.config.decode_log_interval:
+            return
+        rate = self._decode_tokens / max(1e-9, now - self._last_decode_log)
+        self._last_decode_log, self._decode_tokens = now, 0
+        full, mamba, kv_used, st_used = pool_usage(self.core)
+        with self.metrics.lock:
+            self.metrics.gen_throughput = rate
+        log.info(
+            f"Decode batch, #running-req: {len(self.core.running)}, #full token: {kv_used}, "
+            f"full token usage: {full:.2f}, mamba num: {st_used}, mamba usage: {mamba:.2f}, cuda graph: False, "
+            f"gen throughput (token/s): {rate:.2f}, #queue-req: {len(self.core.waiting)}"
+        )

@@ -1,0 +1,180 @@
+"""The reference server as a separate process over real HTTP: endpoints, cache accounting, safety."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from server_harness import Server, running_server
+
+
+def toks(rng: random.Random, n: int) -> list[int]:
+    return [rng.randrange(300, 4096) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    with running_server("--arm", "branching", "--max-total-tokens", "20000") as s:
+        yield s
+
+
+def test_info_endpoints(server: Server) -> None:
+    assert server.request("GET", "/health")[0] == 200
+    assert server.request("GET", "/health_generate")[0] == 200
+    info = server.get_json("/server_info")
+    assert info["disable_radix_cache"] is False and info["mamba_radix_cache_strategy"] == "extra_buffer"
+    assert info["max_total_num_tokens"] == 20000 and info["page_size"] == 1
+    assert server.get_json("/model_info")["is_generation"] is True
+    models = server.get_json("/v1/models")
+    assert models["data"][0]["id"] == "reference-tiny-hybrid"
+
+
+def test_branching_cached_tokens_0_0_256(server: Server) -> None:
+    """SGLang's PrefixCacheBranchingMixin: a 257-token prefix, three suffixes, sent one after another."""
+    assert server.request("POST", "/flush_cache")[0] == 200
+    rng = random.Random(0)
+    prefix = toks(rng, 257)
+    cached = []
+    for _ in range(3):
+        out = server.generate({"input_ids": prefix + toks(rng, 256), "sampling_params": {"max_new_tokens": 1}})
+        cached.append(out["meta_info"]["cached_tokens"])
+    assert cached == [0, 0, 256]
+    assert server.metric("sglang:cached_tokens_total") >= 256
+    assert server.metric("sglang:prompt_tokens_total") >= 3 * 513
+
+
+def test_stream_is_cumulative_and_ends_with_done(server: Server) -> None:
+    events = server.stream("/generate", {"text": "hello", "sampling_params": {"max_new_tokens": 6, "ignore_eos": True}})
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    assert [c["meta_info"]["completion_tokens"] for c in chunks] == [1, 2, 3, 4, 5, 6]
+    assert all(chunks[i + 1]["text"].startswith(chunks[i]["text"]) for i in range(5))
+    last = chunks[-1]["meta_info"]
+    assert last["finish_reason"] == {"type": "length", "length": 6} and "e2e_latency" in last
+    assert last["prompt_tokens"] == 5 and last["cached_tokens"] == 0
+
+
+def test_logprobs_of_a_cache_hit_equal_a_cold_prefill(server: Server) -> None:
+    """The KL method of SGLang's tests: output logprobs after a hit vs input logprobs of a cold replay."""
+    rng = random.Random(1)
+    prefix = toks(rng, 300)
+    server.generate({"input_ids": prefix + toks(rng, 10), "sampling_params": {"max_new_tokens": 1}})
+    prompt = prefix + toks(rng, 20)
+    body = {"input_ids": prompt, "sampling_params": {"max_new_tokens": 8, "temperature": 0}, "return_logprob": True}
+    hit = server.generate(body)  # the first request tracked the branch point at 256: this one hits it
+    assert hit["meta_info"]["cached_tokens"] == 256
+    out_lp = [e[0] for e in hit["meta_info"]["output_token_logprobs"]]
+    assert server.request("POST", "/flush_cache")[0] == 200
+    replay = server.generate({"input_ids": prompt + hit["output_ids"], "sampling_params": {"max_new_tokens": 0},
+                              "return_logprob": True, "logprob_start_len": 0})
+    meta = replay["meta_info"]
+    assert meta["cached_tokens"] == 0 and meta["completion_tokens"] == 0
+    assert meta["input_token_logprobs"][0][0] is None
+    in_lp = [e[0] for e in meta["input_token_logprobs"][-8:]]
+    kl = sum(math.exp(a - b) - 1 - (a - b) for a, b in zip(in_lp, out_lp, strict=True)) / 8
+    assert max(abs(a - b) for a, b in zip(in_lp, out_lp, strict=True)) < 1e-3
+    assert kl < 1e-6
+
+
+def test_v1_completions(server: Server) -> None:
+    rng = random.Random(2)
+    prompt = toks(rng, 40)
+    status, body = server.request("POST", "/v1/completions", {"model": "x", "prompt": prompt, "max_tokens": 3})
+    assert status == 200
+    out = json.loads(body)
+    assert out["usage"]["completion_tokens"] == 3 and out["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    events = server.stream("/v1/completions", {"prompt": prompt, "max_tokens": 4, "ignore_eos": True})
+    assert events[-1] == "[DONE]"
+    assert events[-2]["choices"][0]["finish_reason"] == "length" and events[-2]["usage"]["completion_tokens"] == 4
+    assert "".join(e["choices"][0]["text"] for e in events[:-1])
+
+
+@pytest.mark.parametrize(
+    ("raw", "needle"),
+    [
+        (b"{not json", "malformed JSON"),
+        (b"[1, 2]", "JSON object"),
+        (json.dumps({"input_ids": [1], "bogus": 1}).encode(), "unknown field"),
+        (json.dumps({"input_ids": [1, 99999]}).encode(), "outside the vocabulary"),
+        (json.dumps({"input_ids": [-1]}).encode(), "outside the vocabulary"),
+        (json.dumps({"input_ids": [5] * 20000}).encode(), "context length"),
+        (json.dumps({"input_ids": [5], "sampling_params": {"max_new_tokens": -1}}).encode(), "max_new_tokens"),
+        (json.dumps({"input_ids": [5], "sampling_params": {"temperature": "hot"}}).encode(), "temperature"),
+        (json.dumps({"text": "a", "input_ids": [1]}).encode(), "exactly one"),
+    ],
+)
+def test_bad_input_is_a_400_with_a_message(server: Server, raw: bytes, needle: str) -> None:
+    status, body = server.request("POST", "/generate", raw=raw)
+    assert status == 400
+    assert needle in json.loads(body)["error"]["message"]
+
+
+def test_body_size_limit(server: Server) -> None:
+    status, body = server.request("POST", "/generate", raw=b'{"text": "' + b"a" * (9 << 20) + b'"}')
+    assert status == 400 and b"larger than" in body
+    assert server.request("GET", "/health")[0] == 200
+
+
+def test_client_disconnect_mid_stream_frees_its_slots(server: Server) -> None:
+    body = json.dumps({"input_ids": [7] * 50, "stream": True,
+                       "sampling_params": {"max_new_tokens": 5000, "ignore_eos": True}}).encode()
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        got = b""
+        while b"data: " not in got:
+            got += sock.recv(4096)
+        deadline = time.monotonic() + 10
+        while server.metric("sglang:num_running_reqs") < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.metric("sglang:num_running_reqs") == 1
+    deadline = time.monotonic() + 10
+    while server.metric("sglang:num_running_reqs") > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.metric("sglang:num_running_reqs") == 0
+    assert server.metric("sglang:mamba_usage") == 0.0 and server.metric("sglang:full_token_usage") == 0.0
+    assert server.request("POST", "/flush_cache")[0] == 200  # idle again: nothing holds a slot
+
+
+def test_concurrent_clients_interleave(server: Server) -> None:
+    lasts: dict[int, float] = {}
+
+    def client(i: int) -> None:
+        events = server.stream("/generate", {"input_ids": [11 + i] * 30,
+                                             "sampling_params": {"max_new_tokens": 40, "ignore_eos": True}})
+        assert events[-2]["meta_info"]["completion_tokens"] == 40
+        lasts[i] = time.monotonic()
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Decoding four requests together takes about as long as one: they shared decode batches.
+    assert max(lasts.values()) - start < 20
+    assert len(lasts) == 4
+
+
+def test_flush_cache_is_refused_while_busy(server: Server) -> None:
+    result: list[int] = []
+
+    def long_request() -> None:
+        server.generate({"input_ids": [9] * 20, "sampling_params": {"max_new_tokens": 400, "ignore_eos": True}})
+        result.append(1)
+
+    t = threading.Thread(target=long_request)
+    t.start()
+    deadline = time.monotonic() + 10
+    while server.metric("sglang:num_running_reqs") < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.request("POST", "/flush_cache")[0] == 400
+    t.join()
+    assert result == [1]
+    assert server.request("POST", "/flush_cache?timeout=5")[0] == 200
