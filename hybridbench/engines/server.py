@@ -47,7 +47,8 @@ def reference_command(cfg: RunCfg, arm: str, port: int) -> list[str]:
     e = cfg.engine
     cmd = [e.python or sys.executable, "-m", "reference_impl.server", "--host", e.host, "--port", str(port),
            "--arm", arm, "--page-size", str(e.page_size), "--chunked-prefill-size", str(e.chunked_prefill_size),
-           "--mamba-track-interval", str(e.track_interval), "--seed", str(cfg.seed), "--enable-metrics"]
+           "--mamba-track-interval", str(e.track_interval), "--random-seed", str(cfg.seed),
+           "--vocab-size", str(cfg.model.vocab_size), "--enable-metrics", "--enable-cache-report"]
     if e.kv_tokens:
         cmd += ["--max-total-tokens", str(e.kv_tokens)]
     if e.max_mamba_cache_size:

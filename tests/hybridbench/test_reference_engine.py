@@ -1,0 +1,71 @@
+"""The harness against the reference CPU server: a real process over real HTTP, including its death.
+
+A killed server (SIGKILL) and a hung one (SIGSTOP) must end the run with exit code 3, one clear
+line, the records of the requests that finished kept, and no server process left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = ["+experiment=smoke", "engine=reference", "model=reference-tiny"]
+
+
+def server_pids(seed: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", f"reference_impl.server.*--random-seed {seed}( |$)"],
+                         capture_output=True, text=True, check=False).stdout
+    return [int(p) for p in out.split()]
+
+
+def start(tmp_path: Path, seed: int, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hybridbench", *BASE, f"seed={seed}", f"hydra.run.dir={tmp_path}", *extra],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_smoke_on_the_reference_server_reports_real_cache_hits(tmp_path: Path) -> None:
+    proc = start(tmp_path, 5151)
+    _out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert records and all(r["status"] == "ok" and r["cache_state"] == "cold-flushed" for r in records)
+    assert not any(r["modelled"] for r in records)
+    hits = [r["cached_tokens"] for r in records if r["arm"] == "branching"]
+    assert any(h > 0 for h in hits) and all(r["cached_tokens"] == 0 for r in records if r["arm"] == "disabled")
+    bundle = json.loads((tmp_path / "bundle.json").read_text())
+    cmd = bundle["provenance"]["engine"]["command"]
+    assert "reference_impl.server" in cmd and "--arm" in cmd
+    assert bundle["trials"][1]["server"]["log_prefill_batches"] > 0  # parsed from its "Prefill batch" lines
+    assert not server_pids(5151)
+
+
+@pytest.mark.parametrize(("sig", "needle"), [(signal.SIGKILL, "died"), (signal.SIGSTOP, "hung")])
+def test_a_server_that_dies_or_hangs_ends_the_run_with_exit_3(tmp_path: Path, sig: int, needle: str) -> None:
+    seed = 6161 if sig == signal.SIGKILL else 7171
+    proc = start(tmp_path, seed, "workloads.gsp.params.output_len=400", "load.max_concurrency=2",
+                 "engine.request_timeout_s=4")
+    records = tmp_path / "records.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (records.exists() and records.read_text().strip()):
+        time.sleep(0.1)
+    pids = server_pids(seed)
+    assert pids, "the server never started"
+    for pid in pids:
+        os.kill(pid, sig)
+    _out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 3, err
+    assert needle in err and "Traceback" not in err
+    kept = [json.loads(line) for line in records.read_text().splitlines()]
+    assert any(r["status"] == "ok" for r in kept)  # what finished before the fault is still there
+    time.sleep(0.5)
+    assert not server_pids(seed)  # no orphan: the whole process group was stopped
