@@ -18,14 +18,8 @@ ENGINES: dict[str, Callable[[], Engine]] = {
     "sglang": make_sglang_engine,
     "vllm": make_vllm_engine,
 }
-# Not yet available in this build: the names DESIGN.md promises, with why.
-_PENDING = {
-}
-
 
 def make_engine(name: str) -> Engine:
     if name in ENGINES:
         return ENGINES[name]()
-    if name in _PENDING:
-        raise ConfigError(f"engine={name}: {_PENDING[name]}")
-    raise ConfigError(f"engine={name}: unknown engine; choose one of {', '.join([*ENGINES, *_PENDING])}")
+    raise ConfigError(f"engine={name}: unknown engine; choose one of {', '.join(ENGINES)}")
