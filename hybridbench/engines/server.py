@@ -90,7 +90,9 @@ class ServerEngine:
         port = cfg.engine.port or free_port(cfg.engine.host)
         base = f"http://{cfg.engine.host}:{port}"
         env = self.env_for(arm) if self.env_for else None
-        server = ServerProcess(self.build(cfg, arm, port), self._run_dir / "logs" / f"server-{arm}.log", base, env=env)
+        command = self.build(cfg, arm, port)
+        self._commands[arm] = command  # provenance records what really ran
+        server = ServerProcess(command, self._run_dir / "logs" / f"server-{arm}.log", base, env=env)
         server.start()
         self._server, self._arm = server, arm
         server.wait_ready(cfg.engine.startup_timeout_s)

@@ -85,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     a("--max-request-bytes", type=int, default=8 << 20, help="HTTP body size limit")
     a("--inject-bug", action="append", default=[], choices=FAULTS, help="reproduce a historical bug (repeatable)")
     a("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    # SGLang flags a launcher always passes; accepted so hybridbench's SGLang launcher can be pointed
+    # at this server. They have no meaning for a tiny CPU model and are ignored.
+    a("--model-path", default=None, help="accepted for SGLang compatibility; the tiny model is built in")
+    a("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1, help="accepted; ignored on CPU")
+    a("--mem-fraction-static", type=float, default=None, help="accepted; pools are sized by their flags")
+    a("--hicache-write-policy", default="write_through", choices=["write_through", "write_back",
+                                                                  "write_through_selective"])
     return p
 
 
