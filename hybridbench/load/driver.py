@@ -87,8 +87,10 @@ async def drive(
                 await asyncio.sleep(delay)
             prompt = list(row.input_tokens) if prev is None else _next_prompt(*prev, row)
             async with slots:
+                # A closed loop intends to send the moment a slot frees; an open loop at its arrival time.
+                intended = time.perf_counter() - t0 if load.kind == "closed" else times[i]
                 result = await send(prompt, max(1, len(row.output_tokens)))
-            on_done(Completed(i, row, prompt, times[i], t0, result))
+            on_done(Completed(i, row, prompt, intended, t0, result))
             prev = (prompt, row, result.output_ids)
 
     # Start sessions in order of their first intended send, so FIFO slots follow trace order.

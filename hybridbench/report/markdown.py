@@ -42,7 +42,14 @@ def render_report(bundle: dict[str, Any]) -> str:
         "",
     ]
     for workload, by_arm in bundle["aggregates"].items():
-        lines += [f"## {workload}", "", "| metric | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
+        lines += [f"## {workload}", ""]
+        for arm in arms:
+            s = by_arm.get(arm, {})
+            delay, ttft = s.get("p99_client_delay_ms"), s.get("median_ttft_ms")
+            if isinstance(delay, float) and isinstance(ttft, float) and ttft > 0 and delay > 0.1 * ttft:
+                lines += [f"**Client delay flagged** ({arm}): p99 {delay:.1f} ms against a median TTFT of "
+                          f"{ttft:.1f} ms — the client fell behind its schedule; TTFT may include client queueing.", ""]
+        lines += ["| metric | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
         for key, label, fmt, _ in ROWS:
             base = by_arm.get(baseline, {}).get(key)
             cells = [_cell(by_arm.get(arm, {}).get(key), fmt, None if arm == baseline else base) for arm in arms]

@@ -67,3 +67,15 @@ def test_secrets_are_redacted_from_launch_commands() -> None:
     cmd = ["python", "-m", "sglang.launch_server", "--api-key", "s3cret", "--hf-token=abc", "HF_TOKEN=xyz", "--tp", "4"]
     assert redact(cmd) == ["python", "-m", "sglang.launch_server", "--api-key", "***", "--hf-token=***",
                            "HF_TOKEN=***", "--tp", "4"]
+
+
+def test_report_flags_a_client_that_fell_behind_its_schedule() -> None:
+    from hybridbench.report.markdown import render_report
+
+    def bundle(delay: float) -> dict[str, object]:
+        agg = {"median_ttft_ms": 100.0, "p99_client_delay_ms": delay, "completed": 3}
+        return {"name": "x", "arms": ["a"], "baseline_arm": "a", "aggregates": {"w": {"a": agg}}, "checks": [],
+                "verdict": "pass", "provenance": {"engine": {"name": "reference", "version": ""}, "git_sha": "",
+                                                  "git_dirty": False, "plan_fingerprint": "f"}}
+    assert "Client delay flagged" in render_report(bundle(50.0))
+    assert "Client delay flagged" not in render_report(bundle(2.0))
