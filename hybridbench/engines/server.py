@@ -22,7 +22,7 @@ import aiohttp
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import EngineInfo, TrialContext
 from hybridbench.engines.process import ServerProcess, free_port
-from hybridbench.engines.server_logs import LogStats
+from hybridbench.engines.server_logs import CacheCounters, LogStats, cache_counters, parse_prometheus
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.load.client import ClientResult, generate_openai, generate_sglang
 from hybridbench.load.driver import Completed, drive
@@ -118,6 +118,9 @@ class ServerEngine:
         server = self._ensure(cfg, ctx.trial.arm)
         state = "cold-flushed" if self._flush(server) else "uncontrolled"
         log_offset = server.log_path.stat().st_size if server.log_path.exists() else 0
+        counters_before = self._scrape(server)
+        total = len(ctx.rows)
+        progress = {"done": 0, "failed": 0}
         timeout = cfg.engine.request_timeout_s
 
         def on_done(done: Completed) -> None:
@@ -126,6 +129,11 @@ class ServerEngine:
             def rel(t: float | None) -> float | None:
                 return None if t is None else t - done.t0
 
+            progress["done"] += 1
+            progress["failed"] += r.status != "ok"
+            if progress["done"] % max(1, total // 10) == 0 or progress["done"] == total:
+                print(f"    {progress['done']}/{total} requests done, {progress['failed']} failed",
+                      file=sys.stderr, flush=True)
             ctx.emit(Record(
                 run_id=ctx.plan.fingerprint, trial_id=ctx.trial.trial_id, arm=ctx.trial.arm,
                 workload=ctx.trial.workload, repeat=ctx.trial.repeat, request_index=done.index,
@@ -153,7 +161,20 @@ class ServerEngine:
         if not server.healthy(timeout_s=10.0):
             raise EngineError(f"{self.name} server for arm {ctx.trial.arm} hung during trial {ctx.trial.trial_id} "
                               f"(no health response within 10 s)")
-        return {"crashes": 0, "cache_state": state, **self._log_snapshot(server, log_offset)}
+        snapshot: dict[str, Any] = {"crashes": 0, "cache_state": state, **self._log_snapshot(server, log_offset)}
+        counters_after = self._scrape(server)
+        if counters_before is not None and counters_after is not None:
+            delta = counters_after.since(counters_before)  # the server's own counters for this trial
+            snapshot.update(metrics_cached_tokens=delta.cached_tokens, metrics_prompt_tokens=delta.prompt_tokens)
+        return snapshot
+
+    @staticmethod
+    def _scrape(server: ServerProcess) -> CacheCounters | None:
+        try:
+            with urllib.request.urlopen(server.base_url + "/metrics", timeout=10) as resp:
+                return cache_counters(parse_prometheus(resp.read().decode("utf-8", "replace")))
+        except (urllib.error.URLError, OSError, ValueError):
+            return None  # metrics not enabled on this server
 
     @staticmethod
     def _log_snapshot(server: ServerProcess, offset: int) -> dict[str, Any]:

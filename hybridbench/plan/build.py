@@ -1,7 +1,9 @@
 """Config -> frozen plan: validate names, cross arms × workloads × repeats, derive seeds, write plan.json.
 
-Arms interleave within each repeat (A/B/A/B over repeats), so slow drift on a machine hits every
-arm alike. Nothing launches before the plan is on disk.
+Trials run repeat by repeat, and within a repeat arm by arm over every workload (A: w1 w2, B: w1 w2,
+then again for the next repeat): arms alternate A/B/A/B across repeats, so slow drift on a machine
+hits every arm alike, and a server engine launches each arm's server once per repeat and reuses it
+across workloads (flushing between trials). Nothing launches before the plan is on disk.
 """
 
 from __future__ import annotations
@@ -86,8 +88,8 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
     )
     trials: list[Trial] = []
     for repeat in range(cfg.repeats):
-        for w in workloads:
-            for arm in cfg.arms:
+        for arm in cfg.arms:
+            for w in workloads:
                 trials.append(Trial(len(trials), arm, w.name, repeat, derive_seed(cfg.seed, "arrivals", repeat)))
     body = {"config": resolved, "trials": [asdict(t) for t in trials], "workloads": [asdict(w) for w in workloads]}
     fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -42,11 +42,14 @@ def test_each_experiment_composes_and_plans(name: str, tmp_path: Path) -> None:
     assert plan.baseline_arm in cfg.arms
 
 
-def test_arms_interleave_within_a_repeat_and_seeds_are_stable(tmp_path: Path) -> None:
+def test_arms_alternate_across_repeats_and_seeds_are_stable(tmp_path: Path) -> None:
     cfg = load("+experiment=seglen", "repeats=2")
     plan = build_plan(cfg, tmp_path, {})
-    first = [(t.workload, t.arm, t.repeat) for t in plan.trials[:3]]
-    assert first == [("gsp_prefix_heavy", arm, 0) for arm in cfg.arms]
+    arms_in_order = [t.arm for t in plan.trials]
+    per_arm = len(cfg.workloads)
+    expected_arms = [a for _ in range(2) for a in cfg.arms for _ in range(per_arm)]
+    assert arms_in_order == expected_arms  # A A A B B B C C C, A A A B B B C C C: one server per arm and repeat
+    assert [t.workload for t in plan.trials[:per_arm]] == list(cfg.workloads)
     assert [t.repeat for t in plan.trials].count(1) == len(plan.trials) // 2
     again = build_plan(load("+experiment=seglen", "repeats=2"), tmp_path, {})
     assert [w.seed for w in again.workloads] == [w.seed for w in plan.workloads]

@@ -45,7 +45,10 @@ def test_smoke_on_the_reference_server_reports_real_cache_hits(tmp_path: Path) -
     bundle = json.loads((tmp_path / "bundle.json").read_text())
     cmd = bundle["provenance"]["engine"]["command"]
     assert "reference_impl.server" in cmd and "--arm" in cmd
-    assert bundle["trials"][1]["server"]["log_prefill_batches"] > 0  # parsed from its "Prefill batch" lines
+    server = next(t["server"] for t in bundle["trials"] if t["arm"] == "branching")
+    assert server["log_prefill_batches"] > 0  # parsed from its "Prefill batch" lines
+    # Three accountings of the same hits agree: per-request meta_info, the log lines, /metrics counters.
+    assert sum(hits) == server["log_cached_tokens"] == server["metrics_cached_tokens"] > 0
     assert not server_pids(5151)
 
 
