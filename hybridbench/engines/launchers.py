@@ -42,9 +42,9 @@ def _builder(engine: str, help_argv: Callable[[str], list[str]], command: Callab
 
 def make_sglang_engine() -> ServerEngine:
     return ServerEngine("sglang", _builder("sglang", sglang_help_argv, sglang_command), api="sglang",
-                        env_for=sglang_env, flush_path="/flush_cache")
+                        env_for=sglang_env, flush_path="/flush_cache", package="sglang")
 
 
 def make_vllm_engine() -> ServerEngine:
     return ServerEngine("vllm", _builder("vllm", vllm_help_argv, vllm_command), api="openai",
-                        env_for=vllm_env, flush_path="/reset_prefix_cache")
+                        env_for=vllm_env, flush_path="/reset_prefix_cache", package="vllm")

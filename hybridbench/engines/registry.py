@@ -14,10 +14,11 @@ __all__ = ["ENGINES", "make_engine"]
 
 ENGINES: dict[str, Callable[[], Engine]] = {
     "sim": SimEngine,
-    "reference": lambda: ServerEngine("reference", reference_command, api="sglang"),
+    "reference": lambda: ServerEngine("reference", reference_command, api="sglang", package="hybridbench"),
     "sglang": make_sglang_engine,
     "vllm": make_vllm_engine,
 }
+
 
 def make_engine(name: str) -> Engine:
     if name in ENGINES:

@@ -9,6 +9,7 @@ dies or hangs ends the run with exit code 3; the records of finished requests ar
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 import time
 import urllib.error
@@ -56,6 +57,18 @@ def reference_command(cfg: RunCfg, arm: str, port: int) -> list[str]:
     return cmd + list(e.extra_args)
 
 
+def _installed_version(python: str, package: str) -> str:
+    """``package``'s version as the engine's interpreter sees it ("" if unknown)."""
+    if not package:
+        return ""
+    code = f"from importlib.metadata import version; print(version({package!r}))"
+    try:
+        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
 class ServerEngine:
     def __init__(
         self,
@@ -65,12 +78,15 @@ class ServerEngine:
         api: str = "sglang",
         env_for: Callable[[str], dict[str, str]] | None = None,
         flush_path: str = "/flush_cache",
+        package: str = "",
     ) -> None:
         self.name = name
         self.build = build
         self.api = api  # "sglang" (native /generate) or "openai" (/v1/completions)
         self.env_for = env_for
         self.flush_path = flush_path
+        self.package = package  # the Python distribution whose version goes into provenance
+        self._version = ""
         self._server: ServerProcess | None = None
         self._arm: str | None = None
         self._commands: dict[str, list[str]] = {}
@@ -79,6 +95,7 @@ class ServerEngine:
     # ------------------------------------------------------------------ plan time
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         self._run_dir = Path(plan.run_dir)
+        self._version = _installed_version(cfg.engine.python or sys.executable, self.package)
         for arm in plan.arms:
             self._commands[arm] = self.build(cfg, arm, 0)  # raises ConfigError naming the arm or flag
 
@@ -198,7 +215,7 @@ class ServerEngine:
 
     def info(self) -> EngineInfo:
         command = tuple(redact(self._commands.get(self._arm or "", next(iter(self._commands.values()), []))))
-        return EngineInfo(name=self.name, version="", command=command,
+        return EngineInfo(name=self.name, version=self._version, command=command,
                           extra={"commands": {a: redact(c) for a, c in self._commands.items()}})
 
     def close(self) -> None:

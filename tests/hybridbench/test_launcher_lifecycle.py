@@ -38,6 +38,7 @@ def test_sglang_launcher_runs_a_trial_end_to_end_against_the_reference_server(tm
     assert "--disable-radix-cache" in commands["disabled"]
     i = commands["branching"].index("--mamba-radix-cache-strategy")  # read from the server's own --help
     assert commands["branching"][i + 1] == "extra_buffer"
+    assert bundle["provenance"]["engine"]["version"] == ""  # the shim is no installed sglang distribution
     branching = next(t for t in bundle["trials"] if t["arm"] == "branching")
     assert branching["summary"]["token_hit_rate"] > 0
     assert branching["server"]["log_prefill_batches"] > 0 and branching["server"]["log_cached_tokens"] > 0

@@ -43,6 +43,7 @@ def test_smoke_on_the_reference_server_reports_real_cache_hits(tmp_path: Path) -
     hits = [r["cached_tokens"] for r in records if r["arm"] == "branching"]
     assert any(h > 0 for h in hits) and all(r["cached_tokens"] == 0 for r in records if r["arm"] == "disabled")
     bundle = json.loads((tmp_path / "bundle.json").read_text())
+    assert bundle["provenance"]["engine"]["version"] == "0.1.0"
     cmd = bundle["provenance"]["engine"]["command"]
     assert "reference_impl.server" in cmd and "--arm" in cmd
     server = next(t["server"] for t in bundle["trials"] if t["arm"] == "branching")
