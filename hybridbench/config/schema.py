@@ -57,6 +57,7 @@ class LoadCfg:
     max_concurrency: int = 5
     request_rate: float = 0.0
     slowdown: float = 1.0
+    prime: bool = False  # replay the trial's requests once, unrecorded, after the flush: records say "primed"
 
 
 @dataclass

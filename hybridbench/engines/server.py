@@ -133,12 +133,14 @@ class ServerEngine:
     # ------------------------------------------------------------------ trials
     def run_trial(self, cfg: RunCfg, ctx: TrialContext) -> dict[str, Any]:
         server = self._ensure(cfg, ctx.trial.arm)
-        state = "cold-flushed" if self._flush(server) else "uncontrolled"
+        flushed = self._flush(server)
+        if flushed and cfg.load.prime:
+            self._drive(cfg, server, ctx, lambda _done: None)  # priming pass: warms the cache, not recorded
+        state = ("primed" if cfg.load.prime else "cold-flushed") if flushed else "uncontrolled"
         log_offset = server.log_path.stat().st_size if server.log_path.exists() else 0
         counters_before = self._scrape(server)
         total = len(ctx.rows)
         progress = {"done": 0, "failed": 0}
-        timeout = cfg.engine.request_timeout_s
 
         def on_done(done: Completed) -> None:
             r: ClientResult = done.result
@@ -160,18 +162,7 @@ class ServerEngine:
                 status=r.status, error=r.error, itl_ms=r.itl_ms, cache_state=state,  # type: ignore[arg-type]
             ))
 
-        async def run() -> None:
-            connector = aiohttp.TCPConnector(limit=0)
-            async with aiohttp.ClientSession(connector=connector) as session:
-                async def send(prompt: list[int], max_new: int) -> ClientResult:
-                    if self.api == "openai":
-                        return await generate_openai(session, server.base_url, prompt, max_new, timeout,
-                                                     model=cfg.model.hf_id)
-                    return await generate_sglang(session, server.base_url, prompt, max_new, timeout)
-
-                await drive(ctx.rows, cfg.load, ctx.trial.seed, send, on_done)
-
-        asyncio.run(run())
+        self._drive(cfg, server, ctx, on_done)
         if not server.alive():
             raise EngineError(f"{self.name} server for arm {ctx.trial.arm} died during trial "
                               f"{ctx.trial.trial_id}: {server.log_tail()}")
@@ -184,6 +175,22 @@ class ServerEngine:
             delta = counters_after.since(counters_before)  # the server's own counters for this trial
             snapshot.update(metrics_cached_tokens=delta.cached_tokens, metrics_prompt_tokens=delta.prompt_tokens)
         return snapshot
+
+    def _drive(self, cfg: RunCfg, server: ServerProcess, ctx: TrialContext,
+               on_done: Callable[[Completed], None]) -> None:
+        timeout = cfg.engine.request_timeout_s
+
+        async def run() -> None:
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+                async def send(prompt: list[int], max_new: int) -> ClientResult:
+                    if self.api == "openai":
+                        return await generate_openai(session, server.base_url, prompt, max_new, timeout,
+                                                     model=cfg.model.hf_id)
+                    return await generate_sglang(session, server.base_url, prompt, max_new, timeout)
+
+                await drive(ctx.rows, cfg.load, ctx.trial.seed, send, on_done)
+
+        asyncio.run(run())
 
     @staticmethod
     def _scrape(server: ServerProcess) -> CacheCounters | None:

@@ -70,3 +70,15 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], n
     assert proc.returncode == 2
     assert needle in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_a_priming_pass_warms_the_cache_and_is_recorded_as_primed(tmp_path: Path) -> None:
+    cold = hb("+experiment=smoke", f"hydra.run.dir={tmp_path / 'cold'}")
+    primed = hb("+experiment=smoke", "load.prime=true", f"hydra.run.dir={tmp_path / 'primed'}")
+    assert cold.returncode == primed.returncode == 0, primed.stderr
+    rate = {}
+    for name in ("cold", "primed"):
+        recs = [r for r in read_records(tmp_path / name / "records.jsonl") if r.arm == "branching"]
+        assert {r.cache_state for r in recs} == {"cold-flushed" if name == "cold" else "primed"}
+        rate[name] = sum(r.cached_tokens or 0 for r in recs) / sum(r.prompt_tokens for r in recs)
+    assert rate["primed"] > rate["cold"]  # every prompt was seen once before the measured pass
