@@ -287,6 +287,7 @@ def build_app(config: ServerConfig, engine: EngineLoop) -> web.Application:
     app.router.add_get("/health", api.health)
     app.router.add_get("/health_generate", api.health_generate)
     app.router.add_route("*", "/flush_cache", api.flush_cache)
+    app.router.add_post("/reset_prefix_cache", api.flush_cache)  # vLLM's name for the same operation
     app.router.add_get("/server_info", api.server_info)
     app.router.add_get("/get_server_info", api.server_info)
     app.router.add_get("/model_info", api.model_info)
