@@ -60,6 +60,11 @@ def throughput(inp: CheckInput) -> Sequence[CheckResult]:
         base = [s["request_throughput"] for s in inp.trial_summaries.get((workload, inp.baseline_arm), [])]
         for arm in _candidates(inp):
             cand = [s["request_throughput"] for s in inp.trial_summaries.get((workload, arm), [])]
+            if min(len(base), len(cand)) < 2:
+                # One run per arm has no interval: a throughput verdict needs repeats.
+                out.append(CheckResult("throughput", workload, arm, "skip", None, "repeats >= 2",
+                                       f"{len(cand)} repeat(s): no confidence interval, no verdict"))
+                continue
             ch = bootstrap_relative_change(base, cand, samples=inp.cfg.bootstrap_samples,
                                            confidence=inp.cfg.confidence, seed=derive_seed(inp.seed, workload, arm))
             limit = inp.cfg.throughput_regression

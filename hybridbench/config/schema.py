@@ -28,6 +28,10 @@ class EngineCfg:
     page_size: int = 1
     track_interval: int = 256
     extra_args: list[str] = field(default_factory=list)
+    # What a CPU engine can carry: every workload is shrunk by this factor more (lengths and groups or
+    # sessions, sharing kept), and token ids stay below max_vocab (0 = the model's vocabulary).
+    workload_scale: int = 1
+    max_vocab: int = 0
     # Arm knobs that map to server flags (hybridbench/engines/sglang_cmd.py, vllm_cmd.py).
     seglen_eff_weight: float = 0.85  # --seglen-eff-weight (the seglen PR's example value)
     marconi_eff_weight: float | None = None  # --marconi-eff-weight; None = let the server tune it

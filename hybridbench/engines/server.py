@@ -27,6 +27,7 @@ from hybridbench.engines.server_logs import CacheCounters, LogStats, cache_count
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.load.client import ClientResult, generate_openai, generate_sglang
 from hybridbench.load.driver import Completed, drive
+from hybridbench.plan.build import effective_vocab
 from hybridbench.plan.types import RunPlan
 from hybridbench.records.schema import Record
 from hybridbench.results.bundle import redact
@@ -49,7 +50,7 @@ def reference_command(cfg: RunCfg, arm: str, port: int) -> list[str]:
     cmd = [e.python or sys.executable, "-m", "reference_impl.server", "--host", e.host, "--port", str(port),
            "--arm", arm, "--page-size", str(e.page_size), "--chunked-prefill-size", str(e.chunked_prefill_size),
            "--mamba-track-interval", str(e.track_interval), "--random-seed", str(cfg.seed),
-           "--vocab-size", str(cfg.model.vocab_size), "--enable-metrics", "--enable-cache-report"]
+           "--vocab-size", str(effective_vocab(cfg)), "--enable-metrics", "--enable-cache-report"]
     if e.kv_tokens:
         cmd += ["--max-total-tokens", str(e.kv_tokens)]
     if e.max_mamba_cache_size:

@@ -21,7 +21,7 @@ from hybridbench.errors import ConfigError
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
 from workloads.registry import WORKLOADS
 
-__all__ = ["build_plan", "derive_seed", "workload_argv", "write_json_atomic"]
+__all__ = ["build_plan", "derive_seed", "effective_vocab", "workload_argv", "write_json_atomic"]
 
 
 def derive_seed(*parts: object) -> int:
@@ -30,7 +30,15 @@ def derive_seed(*parts: object) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def workload_argv(name: str, w: WorkloadCfg, vocab_size: int, seed: int, out: Path) -> tuple[str, ...]:
+def effective_vocab(cfg: RunCfg) -> int:
+    """Token ids are drawn below the model's vocabulary, capped by what the engine's model has."""
+    cap = cfg.engine.max_vocab
+    return min(cfg.model.vocab_size, cap) if cap > 0 else cfg.model.vocab_size
+
+
+def workload_argv(
+    name: str, w: WorkloadCfg, vocab_size: int, seed: int, out: Path, *, engine_scale: int = 1
+) -> tuple[str, ...]:
     if w.kind not in WORKLOADS:
         raise ConfigError(f"workloads.{name}.kind: unknown workload {w.kind!r}; choose one of {', '.join(WORKLOADS)}")
     argv = [w.kind]
@@ -43,10 +51,10 @@ def workload_argv(name: str, w: WorkloadCfg, vocab_size: int, seed: int, out: Pa
         elif value is not False and value is not None:
             argv += [flag, str(value)]
     argv += ["--vocab-size", str(vocab_size), "--seed", str(seed), "-o", str(out)]
-    if w.scale > 1:
-        argv += ["--scale", str(w.scale)]
-    elif w.scale < 1:
+    if w.scale < 1:
         raise ConfigError(f"workloads.{name}.scale must be >= 1, got {w.scale}")
+    if w.scale * engine_scale > 1:
+        argv += ["--scale", str(w.scale * engine_scale)]
     return tuple(argv)
 
 
@@ -76,13 +84,16 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
     if baseline not in cfg.arms:
         raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the arms {cfg.arms}")
     traces = run_dir / "traces"
+    vocab = effective_vocab(cfg)
+    if cfg.engine.workload_scale < 1:
+        raise ConfigError(f"engine.workload_scale must be >= 1, got {cfg.engine.workload_scale}")
     workloads = tuple(
         WorkloadPlan(
             name=name,
             kind=w.kind,
             seed=(seed := derive_seed(cfg.seed, "workload", name)),
             trace_path=str(traces / f"{name}.jsonl"),
-            argv=workload_argv(name, w, cfg.model.vocab_size, seed, traces / f"{name}.jsonl"),
+            argv=workload_argv(name, w, vocab, seed, traces / f"{name}.jsonl", engine_scale=cfg.engine.workload_scale),
         )
         for name, w in cfg.workloads.items()
     )

@@ -47,7 +47,7 @@ def test_smoke_on_sim_writes_every_artifact_and_passes(tmp_path: Path) -> None:
 
 
 def test_a_failed_check_exits_1_and_says_which(tmp_path: Path) -> None:
-    proc = hb("+experiment=smoke", "checks.min_token_hit_rate=0.99", f"hydra.run.dir={tmp_path}")
+    proc = hb("+experiment=smoke", "engine=sim", "checks.min_token_hit_rate=0.99", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 1
     assert "| cache_hits | gsp | branching | **FAIL**" in proc.stdout
     assert json.loads((tmp_path / "bundle.json").read_text())["verdict"] == "fail"
@@ -66,15 +66,15 @@ def test_a_failed_check_exits_1_and_says_which(tmp_path: Path) -> None:
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
-    proc = hb(*args, f"hydra.run.dir={tmp_path}")
+    proc = hb(*args, "engine=sim", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 2
     assert needle in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
 def test_a_priming_pass_warms_the_cache_and_is_recorded_as_primed(tmp_path: Path) -> None:
-    cold = hb("+experiment=smoke", f"hydra.run.dir={tmp_path / 'cold'}")
-    primed = hb("+experiment=smoke", "load.prime=true", f"hydra.run.dir={tmp_path / 'primed'}")
+    cold = hb("+experiment=smoke", "engine=sim", f"hydra.run.dir={tmp_path / 'cold'}")
+    primed = hb("+experiment=smoke", "engine=sim", "load.prime=true", f"hydra.run.dir={tmp_path / 'primed'}")
     assert cold.returncode == primed.returncode == 0, primed.stderr
     rate = {}
     for name in ("cold", "primed"):

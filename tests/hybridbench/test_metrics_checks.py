@@ -79,3 +79,15 @@ def test_report_flags_a_client_that_fell_behind_its_schedule() -> None:
                                                   "git_dirty": False, "plan_fingerprint": "f"}}
     assert "Client delay flagged" in render_report(bundle(50.0))
     assert "Client delay flagged" not in render_report(bundle(2.0))
+
+
+def test_throughput_has_no_verdict_without_repeats() -> None:
+    from hybridbench.checks.builtin import throughput
+
+    one = {("w", "lru"): [{"request_throughput": 10.0}], ("w", "seglen"): [{"request_throughput": 5.0}]}
+    three = {("w", "lru"): [{"request_throughput": 10.0 + i * 0.1} for i in range(3)],
+             ("w", "seglen"): [{"request_throughput": 5.0 + i * 0.1} for i in range(3)]}
+    base = make_input({})
+    (single,) = throughput(CheckInput(base.cfg, base.arms, "lru", ("w",), {}, one, {}, 0))
+    (repeated,) = throughput(CheckInput(base.cfg, base.arms, "lru", ("w",), {}, three, {}, 0))
+    assert single.status == "skip" and repeated.status == "fail"  # a halved throughput over 3 repeats fails
