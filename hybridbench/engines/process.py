@@ -15,7 +15,25 @@ from pathlib import Path
 
 from hybridbench.errors import EngineError
 
-__all__ = ["ServerProcess", "free_port"]
+__all__ = ["ServerProcess", "free_port", "port_in_use", "visible_gpus"]
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def visible_gpus() -> int | None:
+    """GPUs nvidia-smi lists, or None when nvidia-smi is absent (nothing to check)."""
+    try:
+        proc = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return sum(1 for line in proc.stdout.splitlines() if line.startswith("GPU ")) if proc.returncode == 0 else 0
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -22,7 +22,7 @@ import aiohttp
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import EngineInfo, TrialContext
-from hybridbench.engines.process import ServerProcess, free_port
+from hybridbench.engines.process import ServerProcess, free_port, port_in_use, visible_gpus
 from hybridbench.engines.server_logs import CacheCounters, LogStats, cache_counters, parse_prometheus
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.load.client import ClientResult, generate_openai, generate_sglang
@@ -105,6 +105,12 @@ class ServerEngine:
         if self._server is not None and self._arm == arm and self._server.alive():
             return self._server
         self.close()
+        if cfg.engine.port and port_in_use(cfg.engine.host, cfg.engine.port):
+            raise EngineError(f"engine.port {cfg.engine.port} on {cfg.engine.host} is already in use")
+        if self.name != "reference" and cfg.engine.gpu != "cpu":
+            gpus = visible_gpus()
+            if gpus is not None and gpus < cfg.engine.tp:
+                raise EngineError(f"engine.tp={cfg.engine.tp} needs {cfg.engine.tp} GPUs; nvidia-smi lists {gpus}")
         port = cfg.engine.port or free_port(cfg.engine.host)
         base = f"http://{cfg.engine.host}:{port}"
         env = self.env_for(arm) if self.env_for else None

@@ -73,3 +73,16 @@ def test_a_server_that_dies_or_hangs_ends_the_run_with_exit_3(tmp_path: Path, si
     assert any(r["status"] == "ok" for r in kept)  # what finished before the fault is still there
     time.sleep(0.5)
     assert not server_pids(seed)  # no orphan: the whole process group was stopped
+
+
+def test_a_busy_port_is_refused_before_launch(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = start(tmp_path, 8181, f"engine.port={port}")
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3 and f"engine.port {port}" in err and "already in use" in err
+    assert not server_pids(8181)
