@@ -7,7 +7,9 @@ naming the bad key, flag or file), 3 infrastructure failure. Never a raw traceba
 from __future__ import annotations
 
 import io
+import signal
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -69,21 +71,34 @@ def _task(cfg: DictConfig) -> None:
     sys.stderr = _hold.real
     from hybridbench.app import run  # noqa: PLC0415 - keeps compose errors free of import cost
 
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         run_cfg = OmegaConf.to_object(cfg)
         assert isinstance(run_cfg, RunCfg)
         resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
-        code = run(run_cfg, Path(HydraConfig.get().runtime.output_dir), resolved)
+        code = run(run_cfg, run_dir, resolved)
     except HybridbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         code = exc.exit_code
     except KeyboardInterrupt:
-        print("error: interrupted; records written so far are kept", file=sys.stderr)
+        print("error: interrupted (SIGINT/SIGTERM); records written so far are kept", file=sys.stderr)
+        code = 3
+    except Exception as exc:  # a bug or an unforeseen failure is infrastructure, never "a check failed"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "crash.txt").write_text(traceback.format_exc())
+        print(f"error: internal {type(exc).__name__}: {exc} (traceback in {run_dir / 'crash.txt'})", file=sys.stderr)
         code = 3
     _outcome["exit_code"] = max(_outcome["exit_code"], code)  # a sweep exits with its worst job
 
 
+def _terminate(signum: int, _frame: object) -> None:
+    # A CI cancel sends SIGTERM: unwind like Ctrl-C so every `finally` stops the servers we started.
+    raise KeyboardInterrupt
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
     register()
     sys.stderr = _hold
     try:

@@ -149,7 +149,7 @@ class Strategy:
             else:
                 tree.state_pool.write(req.live_state, fingerprint(req.tokens, 0))
             if self.host is not None:
-                self._load_back(req)
+                self._load_back(req, limit)
             if budget and hit:
                 self._evict_to_budget()
             for _ in range(self._num_track_slots()):
@@ -164,11 +164,10 @@ class Strategy:
         if pool.available < STATES_PER_REQUEST_WITH_CACHE:
             self.tree.evict(num_states=STATES_PER_REQUEST_WITH_CACHE - pool.available)
 
-    def _load_back(self, req: CachedRequest) -> None:
-        """If the host holds a longer reusable prefix than the device, bring it to the device."""
+    def _load_back(self, req: CachedRequest, limit: int) -> None:
+        """If the host holds a longer reusable prefix (up to ``limit``) than the device, bring it over."""
         assert self.host is not None and req.lock is not None and req.live_state is not None
         tree = self.tree
-        limit = page_floor(max(0, req.input_len - 1), tree.page_size)
         host_len, content = self.host.match(req.tokens[:limit])
         if host_len <= req.prefix_len or content is None:
             return

@@ -3,6 +3,7 @@ polling a health endpoint, death detection, and shutdown with SIGTERM then SIGKI
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -53,6 +54,7 @@ class ServerProcess:
         self.health_paths = tuple(health_paths)
         self.grace_s = grace_s
         self.proc: subprocess.Popen[bytes] | None = None
+        self.pgid: int | None = None
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,6 +68,7 @@ class ServerProcess:
             raise EngineError(f"cannot start {self.command[0]}: {exc.strerror or exc}") from None
         finally:
             log.close()
+        self.pgid = self.proc.pid  # start_new_session: the server leads its own process group
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -78,13 +81,18 @@ class ServerProcess:
         return " | ".join(text[-lines:])
 
     def healthy(self, timeout_s: float = 5.0) -> bool:
+        """The first health path the server has decides; a later one is tried only if an earlier one is
+        missing (404). A timeout or 503 is unhealthy: a stuck scheduler can still answer /health (#30314)."""
         for path in self.health_paths:
             try:
                 with urllib.request.urlopen(self.base_url + path, timeout=timeout_s) as resp:
-                    if resp.status == 200:
-                        return True
+                    return bool(resp.status == 200)
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:
+                    continue
+                return False
             except (urllib.error.URLError, OSError, TimeoutError):
-                continue
+                return False
         return False
 
     def wait_ready(self, timeout_s: float) -> None:
@@ -98,20 +106,33 @@ class ServerProcess:
             time.sleep(0.25)
         raise EngineError(f"server not ready after {timeout_s:g} s (log: {self.log_path})")
 
-    def stop(self) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
+    def _signal_group(self, sig: int) -> bool:
+        if self.pgid is None:
+            return False
         try:
-            os.killpg(proc.pid, signal.SIGCONT)  # a stopped (hung) server must be able to die
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(self.pgid, sig)
         except ProcessLookupError:
+            return False
+        return True
+
+    def stop(self) -> None:
+        """Stop the whole group: SGLang's scheduler and vLLM's workers are children that may outlive a dead
+        leader. SIGCONT first so a stopped (hung) group can act on SIGTERM; SIGKILL after the grace period."""
+        proc = self.proc
+        if proc is None or not self._signal_group(signal.SIGCONT):
             return
-        try:
-            proc.wait(timeout=self.grace_s)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
+        self._signal_group(signal.SIGTERM)
+        deadline = time.monotonic() + self.grace_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None and not self._group_alive():
                 return
+            time.sleep(0.1)
+        self._signal_group(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)
+        deadline = time.monotonic() + 5.0  # killed children linger as zombies until init reaps them
+        while self._group_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def _group_alive(self) -> bool:
+        return self._signal_group(0)

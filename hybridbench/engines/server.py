@@ -34,6 +34,9 @@ from hybridbench.results.bundle import redact
 
 __all__ = ["CommandBuilder", "ServerEngine", "reference_command"]
 
+WATCH_INTERVAL_S = 5.0
+WATCH_HEALTH_TIMEOUT_S = 30.0  # /health_generate runs a real generation; give a loaded server time
+
 # (cfg, arm, port) -> argv; raises ConfigError when the engine cannot express the arm.
 CommandBuilder = Callable[[RunCfg, str, int], list[str]]
 
@@ -88,6 +91,7 @@ class ServerEngine:
         self.flush_path = flush_path
         self.package = package  # the Python distribution whose version goes into provenance
         self._version = ""
+        self._reason: dict[str, str | None] = {"why": None}
         self._server: ServerProcess | None = None
         self._arm: str | None = None
         self._commands: dict[str, list[str]] = {}
@@ -195,9 +199,39 @@ class ServerEngine:
                                                      model=cfg.model.hf_id)
                     return await generate_sglang(session, server.base_url, prompt, max_new, timeout)
 
-                await drive(ctx.rows, cfg.load, ctx.trial.seed, send, on_done)
+                task = asyncio.ensure_future(drive(ctx.rows, cfg.load, ctx.trial.seed, send, on_done))
+                watchdog = asyncio.ensure_future(self._watch(server, task))
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    if reason["why"] is None:
+                        raise
+                finally:
+                    watchdog.cancel()
 
+        reason: dict[str, str | None] = {"why": None}
+        self._reason = reason
         asyncio.run(run())
+        if reason["why"] is not None:
+            raise EngineError(f"{self.name} server for arm {ctx.trial.arm} {reason['why']} during trial "
+                              f"{ctx.trial.trial_id}: {server.log_tail()}")
+
+    async def _watch(self, server: ServerProcess, task: asyncio.Future[None]) -> None:
+        """Stop driving a dead or hung server at once instead of timing out every remaining request."""
+        strikes = 0
+        while not task.done():
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            if not server.alive():
+                self._reason["why"] = "died"
+            elif not await asyncio.to_thread(server.healthy, WATCH_HEALTH_TIMEOUT_S):
+                strikes += 1
+                if strikes >= 2:
+                    self._reason["why"] = f"hung (no health answer within {WATCH_HEALTH_TIMEOUT_S:g} s, twice)"
+            else:
+                strikes = 0
+            if self._reason["why"] is not None:
+                task.cancel()
+                return
 
     @staticmethod
     def _scrape(server: ServerProcess) -> CacheCounters | None:

@@ -10,7 +10,7 @@ from hybridbench.errors import ConfigError
 from hybridbench.plan.types import RunPlan
 from hybridbench.records.schema import Record
 from reference_impl.engine.arms import parse_arm
-from reference_impl.engine.core import EngineConfig, EngineCore
+from reference_impl.engine.core import EngineConfig, EngineCore, EngineCounters
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import get_gpu
 from reference_impl.engine.simulator import ArrivalSpec, simulate
@@ -70,6 +70,7 @@ class SimEngine:
         core = EngineCore(self._configs[ctx.trial.arm])
         if cfg.load.prime:  # the same requests once through the same cache, unrecorded
             simulate(ctx.rows, core, self._timer, _arrival(cfg, ctx.trial.seed))
+            core.counters = EngineCounters()  # peaks and retractions of the measured pass only
         result = simulate(ctx.rows, core, self._timer, _arrival(cfg, ctx.trial.seed))
         for rec in result.records:
             ctx.emit(
@@ -79,7 +80,7 @@ class SimEngine:
                     arm=ctx.trial.arm,
                     workload=ctx.trial.workload,
                     repeat=ctx.trial.repeat,
-                    request_index=rec.rid,
+                    request_index=rec.row_index,
                     session_id=rec.session_id,
                     turn_id=rec.turn_id,
                     scheduled_s=rec.scheduled_s,

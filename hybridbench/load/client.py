@@ -32,6 +32,21 @@ class ClientResult:
     status: str = "ok"  # ok | error | timeout | server_died
 
 
+def _in_band_error(chunk: dict[str, Any], res: ClientResult) -> bool:
+    """SGLang and vLLM report a failure inside a 200 stream: an ``error`` chunk or an ``abort`` finish."""
+    err = chunk.get("error")
+    finish = (chunk.get("meta_info") or {}).get("finish_reason")
+    choices = chunk.get("choices") or []
+    if choices and isinstance(choices[0], dict) and choices[0].get("finish_reason") == "abort":
+        finish = {"type": "abort"}
+    if err is None and not (isinstance(finish, dict) and finish.get("type") == "abort"):
+        return False
+    message = err.get("message", err) if isinstance(err, dict) else (err or (finish or {}).get("message", "aborted"))
+    res.status, res.error = "error", f"server reported: {message}"
+    res.end = time.perf_counter()
+    return True
+
+
 def _failure(exc: BaseException, timeout_s: float) -> tuple[str, str]:
     """(status, error) of a failed request, in the record's vocabulary."""
     if isinstance(exc, TimeoutError):
@@ -70,6 +85,8 @@ async def generate_sglang(
                 return res
             async for chunk in _sse_lines(resp):
                 now = time.perf_counter()
+                if _in_band_error(chunk, res):
+                    return res
                 meta = chunk.get("meta_info", {})
                 n = int(meta.get("completion_tokens", last_n))
                 if n > last_n:
@@ -106,6 +123,8 @@ async def generate_openai(
             chunks = 0
             async for chunk in _sse_lines(resp):
                 now = time.perf_counter()
+                if _in_band_error(chunk, res):
+                    return res
                 choices = chunk.get("choices") or []
                 if choices and choices[0].get("text"):
                     chunks += 1

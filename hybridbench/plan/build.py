@@ -80,6 +80,17 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
         raise ConfigError("workloads: none configured; pick an experiment with +experiment=NAME (conf/experiment/)")
     if cfg.repeats < 1:
         raise ConfigError(f"repeats must be >= 1, got {cfg.repeats}")
+    e = cfg.engine
+    for key, value in (("tp", e.tp), ("page_size", e.page_size), ("chunked_prefill_size", e.chunked_prefill_size),
+                       ("track_interval", e.track_interval)):
+        if value < 1:
+            raise ConfigError(f"engine.{key} must be >= 1, got {value}")
+    if e.chunked_prefill_size < e.page_size:
+        raise ConfigError(
+            f"engine.chunked_prefill_size {e.chunked_prefill_size} is smaller than a page ({e.page_size})"
+        )
+    if not 0 < e.mem_fraction_static <= 1:
+        raise ConfigError(f"engine.mem_fraction_static must be in (0, 1], got {e.mem_fraction_static}")
     baseline = cfg.checks.baseline_arm or cfg.arms[0]
     if baseline not in cfg.arms:
         raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the arms {cfg.arms}")

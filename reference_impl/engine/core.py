@@ -37,6 +37,7 @@ from reference_impl.radix.tree import MambaRadixTree
 __all__ = ["Batch", "EngineConfig", "EngineCore", "EngineCounters", "EngineRequest", "state_ratio"]
 
 RETRACT_DECODE_STEPS = 20  # SGLang: tokens of headroom assumed per request after a retraction
+CLIP_MAX_NEW_TOKENS = 4096  # SGLang's clip on max_new_tokens when it budgets a prefill batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,10 +237,11 @@ class EngineCore:
             if item.end == len(req.fill_tokens):
                 self.chunked = None
         if self.chunked is None:
+            batch_reserve = 0
             for req in self._order_waiting():
                 if budget <= 0 or chunk_budget <= 0 or len(self.running) + len(items) >= self.max_running:
                     break
-                if not self._admit(req):
+                if not self._admit(req, batch_reserve):
                     self.counters.admission_blocked += 1
                     break
                 item = self._plan_chunk(req, min(budget, chunk_budget))
@@ -249,6 +251,9 @@ class EngineCore:
                     break
                 self.waiting.remove(req)
                 items.append(item)
+                # SGLang's PrefillAdder reserves each admitted request's rest of prompt and its outputs
+                # (clipped) before it considers the next one.
+                batch_reserve += len(req.fill_tokens) - item.end + min(req.remaining, CLIP_MAX_NEW_TOKENS)
                 budget -= item.end - item.start
                 chunk_budget -= item.end - item.start
                 if item.end < len(req.fill_tokens):
@@ -259,7 +264,7 @@ class EngineCore:
         self.counters.prefill_batches += 1
         return Batch("prefill", tuple(items))
 
-    def _admit(self, req: EngineRequest) -> bool:
+    def _admit(self, req: EngineRequest, batch_reserve: int = 0) -> bool:
         """Match and lock; False (and nothing held) if either pool cannot take the request now."""
         tokens = req.fill_tokens
         states_needed = state_ratio(self.config)
@@ -269,8 +274,12 @@ class EngineCore:
             cached = self.strategy.admit(tokens, req.max_prefix)
         except PoolExhausted:
             return False
-        extend = len(tokens) - cached.prefix_len
-        if extend + req.remaining * self.new_token_ratio > self._kv_headroom():
+        return self._take(req, cached, batch_reserve)
+
+    def _take(self, req: EngineRequest, cached: CachedRequest, batch_reserve: int) -> bool:
+        """Keep a matched request if the KV pool can carry it, else give everything back."""
+        extend = len(req.fill_tokens) - cached.prefix_len
+        if extend + req.remaining * self.new_token_ratio > self._kv_headroom() - batch_reserve:
             self.strategy.release(cached)
             return False
         req.cached = cached

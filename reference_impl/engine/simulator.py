@@ -68,6 +68,7 @@ class RequestRecord:
     status: Literal["ok", "error", "pending"] = "pending"
     error: str = ""
     itl_ms: list[float] = field(default_factory=list)
+    row_index: int = -1  # position in the trace as given (rid follows send order for trace arrivals)
 
     @property
     def ttft_ms(self) -> float | None:
@@ -140,7 +141,9 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
     )
     rows = [rows[i] for i in order]
     earliest = _schedules(rows, arrival)
-    records = [RequestRecord(i, r.session_id, r.turn_id, earliest[i] / NS) for i, r in enumerate(rows)]
+    records = [
+        RequestRecord(i, r.session_id, r.turn_id, earliest[i] / NS, row_index=order[i]) for i, r in enumerate(rows)
+    ]
     # A turn waits for the previous turn of its session; the first turn of each session is free.
     prev_turn: dict[int, int] = {}
     last_of_session: dict[int | str, int] = {}
@@ -154,7 +157,9 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
     for i in range(len(rows)):
         if i not in prev_turn:
             heapq.heappush(ready, (earliest[i], i))
-    in_flight = 0
+    # When each concurrency slot last became free: a request is sent the moment it is ready *and* a
+    # slot is free, even while the engine is in the middle of a forward.
+    free_slots = [0] * min(cap, len(rows))
     now = 0
     by_rid: dict[int, EngineRequest] = {}
     last_token_ns: dict[int, int] = {}
@@ -167,23 +172,25 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
             heapq.heappush(ready, (max(earliest[j], at), j))
 
     def finish(i: int, at: int, status: Literal["ok", "error"], error: str = "") -> None:
-        nonlocal in_flight, done
+        nonlocal done
         rec = records[i]
         rec.end_s, rec.status, rec.error = at / NS, status, error
-        in_flight -= 1
+        heapq.heappush(free_slots, at)
         done += 1
         release(i, at)
 
     arriving: list[tuple[int, int]] = []  # (ns the scheduler sees it, row index)
     while done < len(rows):
         # Clients send every request whose time has come, up to the concurrency cap, in trace order.
-        while ready and ready[0][0] <= now and in_flight < cap:
-            _, i = heapq.heappop(ready)
+        while ready and ready[0][0] <= now and free_slots:
+            ready_at, i = heapq.heappop(ready)
+            sent = max(ready_at, heapq.heappop(free_slots))
             rec = records[i]
-            rec.sent_s, rec.prompt_tokens = now / NS, len(rows[i].input_tokens)
-            in_flight += 1
+            rec.sent_s, rec.prompt_tokens = sent / NS, len(rows[i].input_tokens)
+            # A closed loop intends to send when a slot frees; an open loop when the request is due.
+            rec.scheduled_s = (sent if arrival.kind == "closed" else ready_at) / NS
             latency = round(timer.frontend_seconds(len(rows[i].input_tokens)) * NS)
-            heapq.heappush(arriving, (now + latency, i))
+            heapq.heappush(arriving, (sent + latency, i))
         while arriving and arriving[0][0] <= now:
             _, i = heapq.heappop(arriving)
             row = rows[i]
@@ -192,12 +199,14 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
                 finish(i, now, "error", req.error)
                 continue
             by_rid[i] = req
+        if done == len(rows):  # the last requests were rejected on arrival
+            break
         loaded = _host_loads(core)
         batch = core.schedule()
         if batch is None:
             if core.running or core.chunked:
                 raise RuntimeError("engine core has running requests but scheduled nothing")
-            upcoming = [t for t, _ in arriving[:1]] + ([ready[0][0]] if ready and in_flight < cap else [])
+            upcoming = [t for t, _ in arriving[:1]] + ([ready[0][0]] if ready and free_slots else [])
             if upcoming:
                 now = max(now, min(upcoming))  # idle until the next send or arrival
                 continue

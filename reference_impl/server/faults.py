@@ -54,32 +54,23 @@ class FaultyEngineCore(EngineCore):
             return state_ratio(self.config)  # "always enough": the check that was missing
         return super()._state_headroom()
 
-    def _admit(self, req: EngineRequest) -> bool:
+    def _admit(self, req: EngineRequest, batch_reserve: int = 0) -> bool:
         busy = bool(self.running or self.chunked or self._admitted_this_batch)
         if "no_shared_prefix_hits" in self.faults and busy:
             req.max_prefix = 0  # concurrent requests never see the cache
         if "no_mamba_pool_check" in self.faults:
             try:
-                ok = self._admit_unchecked(req)
+                ok = self._admit_unchecked(req, batch_reserve)
             except PoolExhausted as exc:
                 if "mamba" in str(exc):
                     raise MambaAllocationError(MAMBA_ALLOC_MESSAGE) from exc
                 return False
         else:
-            ok = super()._admit(req)
+            ok = super()._admit(req, batch_reserve)
         if ok:
             self._admitted_this_batch += 1
         return ok
 
-    def _admit_unchecked(self, req: EngineRequest) -> bool:
+    def _admit_unchecked(self, req: EngineRequest, batch_reserve: int) -> bool:
         """``EngineCore._admit`` without swallowing a state allocation failure."""
-        cached = self.strategy.admit(req.fill_tokens, req.max_prefix)
-        extend = len(req.fill_tokens) - cached.prefix_len
-        if extend + req.remaining * self.new_token_ratio > self._kv_headroom():
-            self.strategy.release(cached)
-            return False
-        req.cached = cached
-        if req.cached_tokens is None:
-            req.cached_tokens = cached.prefix_len
-        req.status = "running"
-        return True
+        return self._take(req, self.strategy.admit(req.fill_tokens, req.max_prefix), batch_reserve)

@@ -100,3 +100,33 @@ def test_poisson_and_trace_arrivals_are_seeded_and_scaled() -> None:
     assert a == intended_times(rows, LoadCfg(kind="poisson", request_rate=4.0), seed=1)
     assert a[-1] / (len(a) - 1) == pytest.approx(0.25, rel=0.2)
     assert intended_times(rows, LoadCfg(kind="trace", slowdown=2.0), seed=0)[:3] == [0.0, 2.0, 4.0]
+
+
+def test_an_error_inside_a_200_stream_is_recorded_as_an_error() -> None:
+    async def failing(request: web.Request) -> web.StreamResponse:
+        await request.json()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        first = {"text": "x", "meta_info": {"completion_tokens": 1}}
+        await resp.write(f"data: {json.dumps(first)}\n\n".encode())
+        await resp.write(f"data: {json.dumps({'error': {'message': 'Not enough space for mamba cache'}})}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    async def go() -> tuple[str, str]:
+        app = web.Application()
+        app.router.add_post("/generate", failing)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            async with aiohttp.ClientSession() as session:
+                r = await generate_sglang(session, f"http://127.0.0.1:{port}", [1, 2], 16, 10.0)
+        finally:
+            await runner.cleanup()
+        return r.status, r.error
+
+    status, error = asyncio.run(go())
+    assert status == "error" and "Not enough space for mamba cache" in error

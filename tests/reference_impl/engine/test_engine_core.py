@@ -141,3 +141,61 @@ def test_lpm_schedules_the_request_with_the_longest_cached_prefix_first() -> Non
         assert batch is not None and batch.kind == "prefill"
         order[policy] = batch.items[0].request.rid
     assert order == {"fcfs": 10, "lpm": 13}
+
+
+class FixedTimer:
+    """Every forward takes one second: makes send and first-token times checkable by hand."""
+
+    def batch_seconds(self, batch: object) -> float:
+        return 1.0
+
+    def frontend_seconds(self, prompt_tokens: int) -> float:
+        return 0.0
+
+    def host_transfer_seconds(self, tokens: int, states: int) -> float:
+        return 0.0
+
+
+def test_a_request_due_during_a_forward_is_sent_on_time_and_waits_in_ttft() -> None:
+    rows = [TraceRow(0, 0, 0.0, tuple(range(100)), (1,)), TraceRow(1, 0, 0.5, tuple(range(200, 300)), (1,))]
+    core = EngineCore(EngineConfig(kv_tokens=10_000, state_slots=16, cache="no_buffer"))
+    res = simulate(rows, core, FixedTimer(), ArrivalSpec("trace"))  # type: ignore[arg-type]
+    late = res.records[1]
+    assert late.sent_s == 0.5 and late.scheduled_s == 0.5  # the client sent it while prefill 1 ran
+    assert late.first_token_s == 2.0 and late.ttft_ms == 1500.0  # it waited for the engine, not the client
+
+
+def test_rejecting_the_last_requests_on_arrival_ends_the_simulation_cleanly() -> None:
+    rows = [TraceRow(0, 0, 0.0, tuple(range(50)), (1, 2)), TraceRow(1, 0, 0.0, tuple(range(5000)), (1, 2))]
+    core = EngineCore(EngineConfig(kv_tokens=300, state_slots=16, cache="no_buffer"))
+    res = simulate(rows, core, FixedTimer(), ArrivalSpec("closed", max_concurrency=4))  # type: ignore[arg-type]
+    assert [r.status for r in res.records] == ["ok", "error"]
+
+
+def test_one_prefill_batch_reserves_room_for_what_it_already_admitted() -> None:
+    core = EngineCore(EngineConfig(kv_tokens=1000, state_slots=64, cache="no_buffer", init_new_token_ratio=0.7))
+    for i in range(10):
+        core.add_request(i, tuple(range(100 * i, 100 * i + 50)), 200)
+    batch = core.schedule()
+    assert batch is not None and batch.kind == "prefill"
+    # Each admitted request reserves its 200 outputs: 1000 tokens cannot carry all ten at once.
+    assert 2 <= len(batch.items) <= 5
+
+
+def test_host_load_back_respects_the_prefix_cap() -> None:
+    from reference_impl.host_tier import HostTier
+    from reference_impl.lifecycle import fingerprint, make_strategy
+    from reference_impl.policies.registry import make_policy
+    from reference_impl.radix.pools import KVPool, StatePool
+    from reference_impl.radix.tree import MambaRadixTree
+
+    host = HostTier(kv_tokens=1000, state_slots=8)
+    prefix = list(range(150))
+    host.write_back(prefix, fingerprint(prefix, 150))
+    s = make_strategy("no_buffer", MambaRadixTree(KVPool(1000), StatePool(16), make_policy("lru")), host=host)
+    req = s.admit([*prefix, 7, 8], max_prefix=20)
+    assert req.prefix_len == 0  # the host's 150-token prefix lies past the cap: not loaded back
+    s.release(req)
+    req = s.admit([*prefix, 7, 8])
+    assert req.prefix_len == 150
+    s.release(req)

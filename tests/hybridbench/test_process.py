@@ -1,0 +1,42 @@
+"""ServerProcess.stop() leaves nothing behind: children of a dead leader, and children ignoring SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from hybridbench.engines.process import ServerProcess
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_children_of_a_crashed_leader_are_stopped(tmp_path: Path) -> None:
+    p = ServerProcess(["bash", "-c", "sleep 1000 & sleep 1000 & wait"], tmp_path / "log", "http://127.0.0.1:1",
+                      grace_s=2.0)
+    p.start()
+    time.sleep(0.3)
+    assert p.proc is not None and p.pgid is not None
+    os.kill(p.proc.pid, signal.SIGKILL)  # the leader dies, its workers do not
+    p.proc.wait()
+    assert group_alive(p.pgid)
+    p.stop()
+    assert not group_alive(p.pgid)
+
+
+def test_children_that_ignore_sigterm_are_killed_after_the_grace_period(tmp_path: Path) -> None:
+    p = ServerProcess(["bash", "-c", "trap '' TERM; sleep 1000 & wait"], tmp_path / "log", "http://127.0.0.1:1",
+                      grace_s=1.0)
+    p.start()
+    time.sleep(0.3)
+    assert p.pgid is not None
+    start = time.monotonic()
+    p.stop()
+    assert not group_alive(p.pgid) and time.monotonic() - start < 10
