@@ -86,3 +86,16 @@ def test_a_busy_port_is_refused_before_launch(tmp_path: Path) -> None:
         _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 3 and f"engine.port {port}" in err and "already in use" in err
     assert not server_pids(8181)
+
+
+def test_sigterm_to_hybridbench_stops_its_server_and_exits_3(tmp_path: Path) -> None:
+    proc = start(tmp_path, 9191, "workloads.gsp.params.output_len=400", "load.max_concurrency=2")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not server_pids(9191):
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3 and "interrupted" in err
+    time.sleep(0.5)
+    assert not server_pids(9191)
