@@ -5,27 +5,13 @@ from __future__ import annotations
 import random
 
 import pytest
+from toy_model import TOY
 
 from reference_impl.marconi import MarconiCache
 from reference_impl.marconi.tree import TOKEN_BYTES, HybridTree, Node
-from reference_impl.models import ModelSpec, get_model
+from reference_impl.models import get_model
 
 # A toy model with readable sizes: one state = 50 B, one token of KV = 2 B.
-TOY = ModelSpec(
-    name="toy",
-    d_model=8,
-    dtype_bytes=1,
-    num_attn_layers=1,
-    attn_q_dim=8,
-    attn_kv_dim=1,
-    attn_proj_params=64,
-    num_ssm_layers=1,
-    ssm_proj_params=96,
-    ssm_token_flops=40,
-    ssm_state_bytes_per_layer=50,
-    num_mlp_layers=2,
-    mlp_active_params=128,
-)
 BIG = 10**12
 Req = tuple[tuple[int, ...], tuple[int, ...]]
 

@@ -2,24 +2,10 @@
 
 from __future__ import annotations
 
-from reference_impl.marconi import VllmPlusCache
-from reference_impl.models import ModelSpec
+from toy_model import TOY
 
-TOY = ModelSpec(
-    name="toy",
-    d_model=8,
-    dtype_bytes=1,
-    num_attn_layers=1,
-    attn_q_dim=8,
-    attn_kv_dim=1,
-    attn_proj_params=64,
-    num_ssm_layers=1,
-    ssm_proj_params=96,
-    ssm_token_flops=40,
-    ssm_state_bytes_per_layer=50,
-    num_mlp_layers=2,
-    mlp_active_params=128,
-)
+from reference_impl.marconi import VllmPlusCache
+
 BIG = 10**12
 
 
