@@ -73,6 +73,16 @@ class ServerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def wait_exit(self, timeout_s: float) -> bool:
+        """True if the process exits within ``timeout_s``."""
+        if self.proc is None:
+            return True
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def log_tail(self, lines: int = 5) -> str:
         try:
             text = self.log_path.read_text(errors="replace").strip().splitlines()

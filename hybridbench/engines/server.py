@@ -174,10 +174,13 @@ class ServerEngine:
             ))
 
         self._drive(cfg, server, ctx, on_done)
+        healthy = server.alive() and server.healthy(timeout_s=10.0)
+        if not healthy:
+            server.wait_exit(2.0)  # a killed server can look alive for a moment: let it finish dying
         if not server.alive():
             raise EngineError(f"{self.name} server for arm {ctx.trial.arm} died during trial "
                               f"{ctx.trial.trial_id}: {server.log_tail()}")
-        if not server.healthy(timeout_s=10.0):
+        if not healthy:
             raise EngineError(f"{self.name} server for arm {ctx.trial.arm} hung during trial {ctx.trial.trial_id} "
                               f"(no health response within 10 s)")
         snapshot: dict[str, Any] = {"crashes": 0, "cache_state": state, **self._log_snapshot(server, log_offset)}
