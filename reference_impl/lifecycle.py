@@ -18,6 +18,7 @@ Committed KV at finish is ``input + output - 1`` tokens (SGLang's ``kv_committed
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -74,7 +75,7 @@ class LifecycleCounters:
     state_alloc_failures: int = 0  # a chunk checkpoint skipped because no state slot could be freed
 
 
-class Strategy:
+class Strategy(ABC):
     """Common request flow; subclasses decide where states are tracked and inserted."""
 
     name = "base"
@@ -255,6 +256,7 @@ class Strategy:
 
     def _on_forward(self, req: CachedRequest, start: int, end: int) -> None:
         """A prefill forward over ``tokens[start:end]`` ran; track states if the strategy does."""
+        return  # no_buffer and disabled track nothing mid-forward
 
     def track_position(self, req: CachedRequest, start: int, end: int) -> int | None:
         """Where a forward over ``tokens[start:end]`` tracks a state (a model executor snapshots it)."""
@@ -262,6 +264,7 @@ class Strategy:
 
     def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
         """Decode committed ``tokens[start:end]``; track states if the strategy does."""
+        return  # only extra_buffer tracks during decode
 
     # ---------------------------------------------------------------- insertion
     def _insert(self, req: CachedRequest, cache_len: int, slot: int) -> None:
@@ -283,11 +286,13 @@ class Strategy:
         req.lock = tree.lock(match.last_node)
         req.protected_len = max(req.protected_len, cache_len)
 
+    @abstractmethod
     def cache_unfinished(self, req: CachedRequest) -> None:
-        raise NotImplementedError
+        """A prefill chunk (or the whole prompt of a request that goes on decoding) ran: checkpoint it."""
 
+    @abstractmethod
     def finish(self, req: CachedRequest) -> None:
-        raise NotImplementedError
+        """The request finished: cache what the strategy keeps, free the rest."""
 
 
 class NoBufferStrategy(Strategy):

@@ -63,6 +63,7 @@ import tempfile
 import time
 import traceback
 import warnings
+from abc import ABC, abstractmethod
 from array import array
 from typing import Any
 
@@ -93,7 +94,7 @@ def _capture_fd1() -> Any:
             buf.write(py_buf.getvalue())
 
 
-class Fixture:
+class Fixture(ABC):
     """Pools + cache as in SGLang's unit-test fixture, for one version."""
 
     version: str
@@ -107,48 +108,51 @@ class Fixture:
         self.chunk = int(cmd.get("chunk_size", 64))
         self.max_context = int(cmd.get("max_context_len", 2048))
         self.token_of: dict[int, int] = {}  # KV slot index -> the token it was allocated for
-        self.nodes: dict[int, Any] = {}  # handle -> node (0.5.9 nodes are objects)
         self.locks: dict[int, Any] = {}
         self._next_lock = 1
         self._rid = 0
         self.build(cmd)
 
     # -- version specific -------------------------------------------------------------------------
+    @abstractmethod
     def build(self, cmd: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Version-specific: each fixture subclass implements it."""
 
+    @abstractmethod
     def key(self, tokens: list[int]) -> Any:
-        raise NotImplementedError
+        """Version-specific: each fixture subclass implements it."""
 
+    @abstractmethod
     def mamba_alloc(self, n: int) -> Any:
-        raise NotImplementedError
+        """Version-specific: each fixture subclass implements it."""
 
+    @abstractmethod
     def mamba_free(self, idx: Any) -> None:
-        raise NotImplementedError
+        """Version-specific: each fixture subclass implements it."""
 
+    @abstractmethod
     def mamba_available(self) -> int:
-        raise NotImplementedError
+        """Version-specific: each fixture subclass implements it."""
 
-    def handle(self, node: Any) -> int:
-        raise NotImplementedError
-
-    def node(self, handle: int) -> Any:
-        raise NotImplementedError
-
+    @abstractmethod
     def lock_node(self, node: Any) -> Any:
-        raise NotImplementedError
+        """Version-specific: each fixture subclass implements it."""
 
+    @abstractmethod
     def unlock_lock(self, lock: Any) -> None:
-        raise NotImplementedError
+        """Version-specific: each fixture subclass implements it."""
 
+    @abstractmethod
     def tree_dump(self) -> list[list[Any]]:
-        raise NotImplementedError
+        """Version-specific: each fixture subclass implements it."""
 
+    @abstractmethod
     def new_req(self) -> Any:
-        raise NotImplementedError
+        """Version-specific: each fixture subclass implements it."""
 
+    @abstractmethod
     def req_mamba_slot(self, req: Any) -> Any:
-        raise NotImplementedError
+        """Version-specific: each fixture subclass implements it."""
 
     def match_extra(self, result: Any) -> dict[str, Any]:
         return {}
@@ -243,8 +247,9 @@ class Fixture:
         """KV indices of a match's reusable prefix."""
         return self.cache.path_device_indices(result.last_device_node)[: self.prefix_len(result)]
 
+    @abstractmethod
     def key_len(self, node: Any) -> int:
-        raise NotImplementedError
+        """Version-specific: each fixture subclass implements it."""
 
     def unlock(self, lid: int) -> dict[str, Any]:
         self.unlock_lock(self.locks.pop(lid))
