@@ -157,24 +157,38 @@ def _nemotron_h_8b() -> ModelSpec:
     )
 
 
-def _qwen3_next_80b_a3b() -> ModelSpec:
-    # Qwen/Qwen3-Next-80B-A3B-Instruct config.json: hidden_size 2048, num_hidden_layers 48,
-    # full_attention_interval 4 (36 gated-delta-net + 12 gated full-attention layers),
-    # num_attention_heads 16, num_key_value_heads 2, head_dim 256 (q_proj also emits an output
-    # gate of the same width), linear_num_key_heads 16, linear_num_value_heads 32,
-    # linear_key_head_dim 128, linear_value_head_dim 128, linear_conv_kernel_dim 4,
-    # num_experts 512, num_experts_per_tok 10, moe_intermediate_size 512,
-    # shared_expert_intermediate_size 512, decoder_sparse_step 1 (MoE in every layer), bfloat16.
-    hidden, layers, interval = 2048, 48, 4
-    heads, kv_heads, head_dim = 16, 2, 256
-    lk_heads, lv_heads, lk_dim, lv_dim, kernel = 16, 32, 128, 128, 4
-    experts_active, moe_inter, shared_inter, num_experts = 10, 512, 512, 512
+def _gated_delta_hybrid(
+    name: str,
+    source: str,
+    *,
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    lv_heads: int,
+    vocab_size: int,
+    dense_intermediate: int = 0,
+    moe: tuple[int, int, int, int] | None = None,  # (experts, active, expert intermediate, shared intermediate)
+) -> ModelSpec:
+    """Qwen3-Next / Qwen3.5 geometry: gated-delta-net layers with gated full attention every 4th layer.
+
+    Shared by the family: head_dim 256 with a q_proj that also emits an output gate, 16 linear key heads,
+    key/value head dims 128, conv kernel 4, bf16. The MLP is dense SwiGLU or MoE with a shared expert.
+    """
+    interval, head_dim, lk_heads, lk_dim, lv_dim, kernel, dtype = 4, 256, 16, 128, 128, 4, 2
     key_dim, value_dim = lk_heads * lk_dim, lv_heads * lv_dim
     conv_dim = 2 * key_dim + value_dim  # q, k, v go through the causal conv
     n_attn = layers // interval
-    dtype = 2
+    if moe is None:
+        mlp_active, moe_fields = 3 * hidden * dense_intermediate, {}  # SwiGLU gate, up, down
+    else:
+        experts, active, inter, shared = moe
+        # SwiGLU experts (3 matrices): routed + shared, plus router and shared-expert gate.
+        mlp_active = 3 * hidden * (active * inter + shared) + hidden * experts + hidden
+        moe_fields = {"moe_num_experts": experts, "moe_experts_per_token": active,
+                      "moe_expert_params": 3 * hidden * inter}
     return ModelSpec(
-        name="qwen3-next-80b-a3b",
+        name=name,
         d_model=hidden,
         dtype_bytes=dtype,
         num_attn_layers=n_attn,
@@ -188,13 +202,25 @@ def _qwen3_next_80b_a3b() -> ModelSpec:
         ssm_token_flops=2 * conv_dim * kernel + 8 * lv_heads * lk_dim * lv_dim + 10 * value_dim,
         ssm_state_bytes_per_layer=(conv_dim * (kernel - 1) + lv_heads * lk_dim * lv_dim) * dtype,
         num_mlp_layers=layers,
-        # SwiGLU experts (3 matrices): 10 routed + 1 shared, plus router and shared-expert gate.
-        mlp_active_params=3 * hidden * (experts_active * moe_inter + shared_inter) + hidden * num_experts + hidden,
-        source="huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct/blob/main/config.json",
-        moe_num_experts=num_experts,
-        moe_experts_per_token=experts_active,
-        moe_expert_params=3 * hidden * moe_inter,
-        vocab_size=151936,
+        mlp_active_params=mlp_active,
+        source=source,
+        vocab_size=vocab_size,
+        **moe_fields,
+    )
+
+
+def _qwen3_next_80b_a3b() -> ModelSpec:
+    # Qwen/Qwen3-Next-80B-A3B-Instruct config.json: hidden_size 2048, num_hidden_layers 48,
+    # full_attention_interval 4 (36 gated-delta-net + 12 gated full-attention layers),
+    # num_attention_heads 16, num_key_value_heads 2, head_dim 256 (q_proj also emits an output
+    # gate of the same width), linear_num_key_heads 16, linear_num_value_heads 32,
+    # linear_key_head_dim 128, linear_value_head_dim 128, linear_conv_kernel_dim 4,
+    # num_experts 512, num_experts_per_tok 10, moe_intermediate_size 512,
+    # shared_expert_intermediate_size 512, decoder_sparse_step 1 (MoE in every layer), bfloat16.
+    return _gated_delta_hybrid(
+        "qwen3-next-80b-a3b",
+        "huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct/blob/main/config.json",
+        hidden=2048, layers=48, heads=16, kv_heads=2, lv_heads=32, vocab_size=151936, moe=(512, 10, 512, 512),
     )
 
 
@@ -210,32 +236,10 @@ def _qwen3_5_9b() -> ModelSpec:
     # linear_num_key_heads 16, linear_num_value_heads 32, linear_key_head_dim 128,
     # linear_value_head_dim 128, linear_conv_kernel_dim 4, intermediate_size 12288 (dense SwiGLU),
     # vocab_size 248320, tie_word_embeddings false. The vision tower and the MTP layer are left out.
-    hidden, layers, interval = 4096, 32, 4
-    heads, kv_heads, head_dim = 16, 4, 256
-    lk_heads, lv_heads, lk_dim, lv_dim, kernel = 16, 32, 128, 128, 4
-    intermediate = 12288
-    key_dim, value_dim = lk_heads * lk_dim, lv_heads * lv_dim
-    conv_dim = 2 * key_dim + value_dim  # q, k, v go through the causal conv
-    n_attn = layers // interval
-    dtype = 2
-    return ModelSpec(
-        name="qwen3.5-9b",
-        d_model=hidden,
-        dtype_bytes=dtype,
-        num_attn_layers=n_attn,
-        attn_q_dim=heads * head_dim,
-        attn_kv_dim=kv_heads * head_dim,
-        # q_proj emits the query and an output gate of the same width (attn_output_gate).
-        attn_proj_params=hidden * (2 * heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden,
-        num_ssm_layers=layers - n_attn,
-        # in_proj_qkv + in_proj_z (vLLM fuses them as in_proj_qkvz), in_proj_b + in_proj_a, out_proj.
-        ssm_proj_params=hidden * (2 * key_dim + 2 * value_dim) + hidden * 2 * lv_heads + value_dim * hidden,
-        ssm_token_flops=2 * conv_dim * kernel + 8 * lv_heads * lk_dim * lv_dim + 10 * value_dim,
-        ssm_state_bytes_per_layer=(conv_dim * (kernel - 1) + lv_heads * lk_dim * lv_dim) * dtype,
-        num_mlp_layers=layers,
-        mlp_active_params=3 * hidden * intermediate,  # SwiGLU gate, up, down
-        source="huggingface.co/Qwen/Qwen3.5-9B/blob/main/config.json (text_config)",
-        vocab_size=248320,
+    return _gated_delta_hybrid(
+        "qwen3.5-9b",
+        "huggingface.co/Qwen/Qwen3.5-9B/blob/main/config.json (text_config)",
+        hidden=4096, layers=32, heads=16, kv_heads=4, lv_heads=32, vocab_size=248320, dense_intermediate=12288,
     )
 
 
@@ -252,34 +256,10 @@ def _qwen3_5_122b_a10b() -> ModelSpec:
     # linear_value_head_dim 128, linear_conv_kernel_dim 4, num_experts 256, num_experts_per_tok 8,
     # moe_intermediate_size 1024, shared_expert_intermediate_size 1024, decoder_sparse_step 1
     # (MoE in every layer), vocab_size 248320. Vision tower and MTP layer left out.
-    hidden, layers, interval = 3072, 48, 4
-    heads, kv_heads, head_dim = 32, 2, 256
-    lk_heads, lv_heads, lk_dim, lv_dim, kernel = 16, 64, 128, 128, 4
-    experts_active, moe_inter, shared_inter, num_experts = 8, 1024, 1024, 256
-    key_dim, value_dim = lk_heads * lk_dim, lv_heads * lv_dim
-    conv_dim = 2 * key_dim + value_dim
-    n_attn = layers // interval
-    dtype = 2
-    return ModelSpec(
-        name="qwen3.5-122b-a10b",
-        d_model=hidden,
-        dtype_bytes=dtype,
-        num_attn_layers=n_attn,
-        attn_q_dim=heads * head_dim,
-        attn_kv_dim=kv_heads * head_dim,
-        attn_proj_params=hidden * (2 * heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden,
-        num_ssm_layers=layers - n_attn,
-        ssm_proj_params=hidden * (2 * key_dim + 2 * value_dim) + hidden * 2 * lv_heads + value_dim * hidden,
-        ssm_token_flops=2 * conv_dim * kernel + 8 * lv_heads * lk_dim * lv_dim + 10 * value_dim,
-        ssm_state_bytes_per_layer=(conv_dim * (kernel - 1) + lv_heads * lk_dim * lv_dim) * dtype,
-        num_mlp_layers=layers,
-        # SwiGLU experts: 8 routed + 1 shared, plus router and shared-expert gate.
-        mlp_active_params=3 * hidden * (experts_active * moe_inter + shared_inter) + hidden * num_experts + hidden,
-        source="huggingface.co/Qwen/Qwen3.5-122B-A10B/blob/main/config.json (text_config)",
-        moe_num_experts=num_experts,
-        moe_experts_per_token=experts_active,
-        moe_expert_params=3 * hidden * moe_inter,
-        vocab_size=248320,
+    return _gated_delta_hybrid(
+        "qwen3.5-122b-a10b",
+        "huggingface.co/Qwen/Qwen3.5-122B-A10B/blob/main/config.json (text_config)",
+        hidden=3072, layers=48, heads=32, kv_heads=2, lv_heads=64, vocab_size=248320, moe=(256, 8, 1024, 1024),
     )
 
 
