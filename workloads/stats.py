@@ -20,7 +20,7 @@ from workloads.cli import OneLineArgumentParser, run_cli
 from workloads.prefix_tree import PrefixTree, pack_tokens
 from workloads.trace import TraceError, TraceRow, iter_trace
 
-__all__ = ["Distribution", "TraceStats", "compute_stats", "format_stats", "ideal_hits", "main"]
+__all__ = ["Distribution", "TraceStats", "compute_stats", "format_stats", "ideal_hits", "main", "percentile"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,13 @@ class Distribution:
         return cls(len(s), sum(s), sum(s) / len(s), s[0], _pct(s, 50), _pct(s, 90), _pct(s, 95), _pct(s, 99), s[-1])
 
 
-def _pct(s: Sequence[int], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
+    """numpy.percentile(values, q) (linear interpolation) without numpy; NaN for no values. The one copy
+    the whole project uses: bench_serving reports its percentiles this way."""
+    return _pct(sorted(values), q) if values else math.nan
+
+
+def _pct(s: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile of sorted ``s`` (numpy's default method)."""
     pos = (len(s) - 1) * q / 100.0
     lo = math.floor(pos)

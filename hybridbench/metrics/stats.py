@@ -8,17 +8,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from workloads.stats import percentile
+
 __all__ = ["RelativeChange", "bootstrap_relative_change", "percentile"]
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return math.nan
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,19 +11,9 @@ import statistics
 from collections.abc import Sequence
 
 from reference_impl.engine.simulator import SimResult
+from workloads.stats import percentile
 
 __all__ = ["percentile", "summarize"]
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """numpy.percentile(values, q) with linear interpolation, without numpy."""
-    if not values:
-        return math.nan
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def _stats(prefix: str, values: Sequence[float]) -> dict[str, float]:
