@@ -71,6 +71,17 @@ class LockHandle:
     state_locked: bool  # False if the node was a tombstone when locked: release skips the state lock
 
 
+def _peek_live(heap: list[tuple[int, int, int]], live: dict[int, Node], tick_attr: str) -> Node | None:
+    """The oldest heap entry that is still a candidate with its current tick; stale entries are dropped."""
+    while heap:
+        tick, _depth, nid = heap[0]
+        node = live.get(nid)
+        if node is not None and getattr(node, tick_attr) == tick:
+            return node
+        heapq.heappop(heap)
+    return None
+
+
 class MambaRadixTree:
     def __init__(
         self,
@@ -159,25 +170,11 @@ class MambaRadixTree:
 
     def lru_leaf(self) -> Node | None:
         """Least recently used unlocked leaf in KV order."""
-        heap = self._kv_heap
-        while heap:
-            tick, _depth, nid = heap[0]
-            node = self.evictable_leaves.get(nid)
-            if node is not None and node.kv_tick == tick:
-                return node
-            heapq.heappop(heap)
-        return None
+        return _peek_live(self._kv_heap, self.evictable_leaves, "kv_tick")
 
     def lru_state(self) -> Node | None:
         """Least recently used state-unlocked stateful node in state order."""
-        heap = self._state_heap
-        while heap:
-            tick, _depth, nid = heap[0]
-            node = self.evictable_states.get(nid)
-            if node is not None and node.state_tick == tick:
-                return node
-            heapq.heappop(heap)
-        return None
+        return _peek_live(self._state_heap, self.evictable_states, "state_tick")
 
     # ----------------------------------------------------------------- structure
     def _new_node(self, key: tuple[int, ...], parent: Node, depth: int) -> Node:
