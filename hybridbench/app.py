@@ -22,6 +22,7 @@ from hybridbench.metrics.summary import summarize
 from hybridbench.plan.build import build_plan, write_json_atomic
 from hybridbench.plan.types import RunPlan, WorkloadPlan
 from hybridbench.records.io import RecordWriter, read_records
+from hybridbench.records.kl import KlSample, read_kl_samples
 from hybridbench.records.schema import Record
 from hybridbench.report.markdown import render_report
 from hybridbench.results.bundle import build_bundle, write_text_atomic
@@ -52,7 +53,7 @@ def _progress(msg: str) -> None:
 
 def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
-    validate_checks(cfg.checks.enabled)
+    validate_checks(cfg.checks)
     plan: RunPlan = build_plan(cfg, run_dir, resolved)
     engine = make_engine(cfg.engine.name)
     engine.validate(cfg, plan)
@@ -61,11 +62,11 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     records_path = run_dir / "records.jsonl"
     snapshots: dict[str, dict[str, Any]] = {}
     try:
-        with RecordWriter(records_path) as writer:
+        with RecordWriter(records_path) as writer, RecordWriter(run_dir / "kl.jsonl") as kl_writer:
             for trial in plan.trials:
                 n = len(traces[trial.workload])
                 _progress(f"[{trial.index + 1}/{len(plan.trials)}] {trial.trial_id} ({n} requests)")
-                ctx = TrialContext(plan, trial, traces[trial.workload], writer.write)
+                ctx = TrialContext(plan, trial, traces[trial.workload], writer.write, kl_writer.write)
                 snapshots[trial.trial_id] = engine.run_trial(cfg, ctx)
     except EngineError:
         raise
@@ -88,11 +89,15 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
         snaps[key].append(snapshots.get(trial.trial_id, {}))
         trials_out.append({"trial_id": trial.trial_id, "arm": trial.arm, "workload": trial.workload,
                            "repeat": trial.repeat, "summary": summary, "server": snapshots.get(trial.trial_id, {})})
+    kl_samples: dict[tuple[str, str], list[KlSample]] = defaultdict(list)
+    for sample in read_kl_samples(run_dir / "kl.jsonl"):
+        kl_samples[(sample.workload, sample.arm)].append(sample)
     aggregates = {w.name: {arm: summarize(pooled[(w.name, arm)]) for arm in plan.arms} for w in plan.workloads}
     checks = run_checks(
         cfg.checks.enabled,
         CheckInput(cfg.checks, plan.arms, plan.baseline_arm, tuple(w.name for w in plan.workloads),
-                   dict(pooled), dict(trial_summaries), dict(snaps), cfg.seed),
+                   dict(pooled), dict(trial_summaries), dict(snaps), cfg.seed, dict(kl_samples),
+                   cfg.engine.kl_threshold),
     )
     bundle = build_bundle(plan, engine.info(), trials_out, aggregates, checks)
     write_json_atomic(run_dir / "bundle.json", bundle)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hybridbench.config.schema import ChecksCfg
+from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
 
 __all__ = ["Check", "CheckInput", "CheckResult", "Status"]
@@ -35,6 +36,8 @@ class CheckInput:
     trial_summaries: dict[tuple[str, str], list[dict[str, Any]]]  # (workload, arm) -> one per repeat
     snapshots: dict[tuple[str, str], list[dict[str, Any]]]
     seed: int
+    kl_samples: dict[tuple[str, str], list[KlSample]] = field(default_factory=dict)  # (workload, arm) -> samples
+    kl_threshold: float = 0.003  # the engine's (EngineCfg.kl_threshold)
 
 
 Check = Callable[[CheckInput], Sequence[CheckResult]]

@@ -32,6 +32,8 @@ class EngineCfg:
     # sessions, sharing kept), and token ids stay below max_vocab (0 = the model's vocabulary).
     workload_scale: int = 1
     max_vocab: int = 0
+    # The kl check's threshold for this engine's numerics: SGLang's kits use 0.002-0.005 on bf16/fp8 GPUs.
+    kl_threshold: float = 0.003
     # Arm knobs that map to server flags (hybridbench/engines/sglang_cmd.py, vllm_cmd.py).
     seglen_eff_weight: float = 0.85  # --seglen-eff-weight (the seglen PR's example value)
     marconi_eff_weight: float | None = None  # --marconi-eff-weight; None = let the server tune it
@@ -73,6 +75,14 @@ class ChecksCfg:
     min_token_hit_rate: float = 0.0  # cache_hits floor for cache-on arms on shared-prefix workloads
     bootstrap_samples: int = 1000
     confidence: float = 0.95
+    # The kl check's probe (hybridbench/load/kl_probe.py), run after each trial of a cache-on arm.
+    kl_samples: int = 4  # prompts per variant
+    kl_variants: list[str] = field(default_factory=lambda: ["prefill", "decode", "branch"])
+    kl_max_new_tokens: int = 16
+    kl_temperature: float = 1.0  # SGLang's unified-radix KL kit samples at temperature 1
+    kl_min_hit_fraction: float = 0.5  # SGLang asserts that more than half of the samples hit
+    # prefill_overhead: radix-on input throughput / radix-off (the disabled arm) must stay above this.
+    min_prefill_throughput_ratio: float = 0.85
 
 
 @dataclass

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.plan.types import RunPlan, Trial
+from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
 from workloads.trace import TraceRow
 
@@ -28,6 +29,7 @@ class TrialContext:
     trial: Trial
     rows: Sequence[TraceRow]
     emit: Callable[[Record], None]  # appends one record to records.jsonl as it completes
+    emit_kl: Callable[[KlSample], None] | None = None  # appends one KL probe sample to kl.jsonl
 
 
 class Engine(Protocol):

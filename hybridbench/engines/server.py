@@ -27,8 +27,11 @@ from hybridbench.engines.server_logs import CacheCounters, LogStats, cache_count
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.load.client import ClientResult, generate_openai, generate_sglang
 from hybridbench.load.driver import Completed, drive
+from hybridbench.load.kl_probe import KlProbe, probe_prompts
+from hybridbench.load.progress import TrialProgress
 from hybridbench.plan.build import effective_vocab
 from hybridbench.plan.types import RunPlan
+from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
 from hybridbench.results.bundle import redact
 
@@ -46,10 +49,12 @@ def reference_command(cfg: RunCfg, arm: str, port: int) -> list[str]:
     from reference_impl.engine.arms import parse_arm  # noqa: PLC0415 - validation only
 
     try:
-        parse_arm(arm)
+        spec = parse_arm(arm)
     except ValueError as exc:
         raise ConfigError(f"engine reference: {exc}") from None
     e = cfg.engine
+    if spec.strategy == "no_buffer" and e.page_size > 1:  # SGLang's startup assert, caught at plan time
+        raise ConfigError(f"arm {arm} uses no_buffer, which needs page size 1; engine.page_size is {e.page_size}")
     cmd = [e.python or sys.executable, "-m", "reference_impl.server", "--host", e.host, "--port", str(port),
            "--arm", arm, "--page-size", str(e.page_size), "--chunked-prefill-size", str(e.chunked_prefill_size),
            "--mamba-track-interval", str(e.track_interval), "--random-seed", str(cfg.seed),
@@ -71,6 +76,18 @@ def _installed_version(python: str, package: str) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+_NO_BUFFER_SKIP = "no_buffer keeps a state only at a request's end: no prefill or branch-point hit by design"
+
+
+def _no_buffer(arm: str) -> bool:
+    from reference_impl.engine.arms import parse_arm  # noqa: PLC0415 - SGLang's arm vocabulary
+
+    try:
+        return parse_arm(arm).strategy == "no_buffer"
+    except ValueError:
+        return False  # an arm only a real server knows (marconi): probe every variant
 
 
 class ServerEngine:
@@ -150,8 +167,7 @@ class ServerEngine:
         state = ("primed" if cfg.load.prime else "cold-flushed") if flushed else "uncontrolled"
         log_offset = server.log_path.stat().st_size if server.log_path.exists() else 0
         counters_before = self._scrape(server)
-        total = len(ctx.rows)
-        progress = {"done": 0, "failed": 0}
+        progress = TrialProgress(len(ctx.rows), label=f"{ctx.trial.arm} r{ctx.trial.repeat}")
 
         def on_done(done: Completed) -> None:
             r: ClientResult = done.result
@@ -159,11 +175,7 @@ class ServerEngine:
             def rel(t: float | None) -> float | None:
                 return None if t is None else t - done.t0
 
-            progress["done"] += 1
-            progress["failed"] += r.status != "ok"
-            if progress["done"] % max(1, total // 10) == 0 or progress["done"] == total:
-                print(f"    {progress['done']}/{total} requests done, {progress['failed']} failed",
-                      file=sys.stderr, flush=True)
+            progress.update(r.status == "ok")
             ctx.emit(Record(
                 run_id=ctx.plan.fingerprint, trial_id=ctx.trial.trial_id, arm=ctx.trial.arm,
                 workload=ctx.trial.workload, repeat=ctx.trial.repeat, request_index=done.index,
@@ -173,7 +185,8 @@ class ServerEngine:
                 status=r.status, error=r.error, itl_ms=r.itl_ms, cache_state=state,  # type: ignore[arg-type]
             ))
 
-        self._drive(cfg, server, ctx, on_done)
+        with progress:  # shows the final counts even when the drive ends early
+            self._drive(cfg, server, ctx, on_done)
         healthy = server.alive() and server.healthy(timeout_s=10.0)
         if not healthy:
             server.wait_exit(2.0)  # a killed server can look alive for a moment: let it finish dying
@@ -188,7 +201,38 @@ class ServerEngine:
         if counters_before is not None and counters_after is not None:
             delta = counters_after.since(counters_before)  # the server's own counters for this trial
             snapshot.update(metrics_cached_tokens=delta.cached_tokens, metrics_prompt_tokens=delta.prompt_tokens)
+        if "kl" in cfg.checks.enabled and ctx.emit_kl is not None:
+            snapshot["kl_probe"] = self._probe_kl(cfg, server, ctx, ctx.emit_kl)
         return snapshot
+
+    def _probe_kl(self, cfg: RunCfg, server: ServerProcess, ctx: TrialContext,
+                  emit: Callable[[KlSample], None]) -> str:
+        """After the measured traffic (never mixed with it): SGLang's KL method, one request at a time."""
+        if self.api != "sglang":
+            return "skipped: the KL probe needs SGLang's /generate logprobs"
+        if "disabled" in ctx.trial.arm.split("+"):
+            return "skipped: no cache to hit"
+        c = cfg.checks
+        prompts = probe_prompts([r.input_tokens for r in ctx.rows], c.kl_samples)
+        identity = {"trial_id": ctx.trial.trial_id, "arm": ctx.trial.arm, "workload": ctx.trial.workload,
+                    "repeat": ctx.trial.repeat}
+
+        async def run() -> None:
+            async with aiohttp.ClientSession() as session:
+                probe = KlProbe(session, server.base_url, c.kl_max_new_tokens, c.kl_temperature,
+                                effective_vocab(cfg), ctx.trial.seed, cfg.engine.track_interval,
+                                cfg.engine.request_timeout_s)
+                for variant in c.kl_variants:
+                    skip = "" if variant == "decode" or not _no_buffer(ctx.trial.arm) else _NO_BUFFER_SKIP
+                    for i, prompt in enumerate(prompts):
+                        emit(await probe.sample(variant, i, prompt, skip=skip, **identity))  # type: ignore[arg-type]
+
+        asyncio.run(run())
+        if not (server.alive() and server.healthy(timeout_s=10.0)):
+            server.wait_exit(2.0)
+            raise EngineError(f"{self.name} server for arm {ctx.trial.arm} died or hung during the KL probe of "
+                              f"trial {ctx.trial.trial_id}: {server.log_tail()}")
+        return f"{len(prompts)} prompt(s) x {len(c.kl_variants)} variant(s)"
 
     def _drive(self, cfg: RunCfg, server: ServerProcess, ctx: TrialContext,
                on_done: Callable[[Completed], None]) -> None:

@@ -6,19 +6,26 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Protocol
 
 from hybridbench.errors import ConfigError
 from hybridbench.records.schema import Record, record_from_json
 
-__all__ = ["RecordWriter", "read_records"]
+__all__ = ["JsonRow", "RecordWriter", "read_records"]
+
+
+class JsonRow(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
 
 
 class RecordWriter:
+    """Appends request records (records.jsonl) or KL samples (kl.jsonl): one flushed line each."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fh = path.open("a", encoding="utf-8")
 
-    def write(self, record: Record) -> None:
+    def write(self, record: JsonRow) -> None:
         self._fh.write(json.dumps(record.to_json(), sort_keys=True) + "\n")
         self._fh.flush()
 

@@ -1,0 +1,87 @@
+"""The checks of DESIGN.md §5 that need more than request records: ``kl`` and ``prefill_overhead``.
+
+``kl`` scores the KL probe's samples (hybridbench/load/kl_probe.py) exactly as SGLang's KL tests do:
+samples whose probed request did not hit the cache are left out of the mean, and more than half of
+them must hit, otherwise a cache that silently never hits would pass. ``prefill_overhead`` is seed
+001's measurement: what the radix cache costs when nothing is reused, as the input-token throughput of
+a cache-on arm over the ``disabled`` arm's (the seed measured 0.88 on Qwen3-Next-80B, TP8).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from hybridbench.checks.base import CheckInput, CheckResult, Status
+from hybridbench.metrics.stats import bootstrap_relative_change
+from hybridbench.plan.build import derive_seed
+from hybridbench.records.kl import KlSample
+
+__all__ = ["kl", "prefill_overhead"]
+
+
+def _kl_verdict(samples: list[KlSample], threshold: float, min_hit_fraction: float) -> tuple[Status, float | None, str]:
+    if all(s.skipped for s in samples):
+        return "skip", None, samples[0].skipped
+    samples = [s for s in samples if not s.skipped]
+    failed = [s for s in samples if s.error]
+    if failed:
+        return "fail", None, f"{len(failed)} of {len(samples)} probe(s) failed: {failed[0].error}"
+    hits = [s for s in samples if s.hit]
+    if len(hits) <= min_hit_fraction * len(samples):
+        return "fail", None, (f"only {len(hits)} of {len(samples)} probe(s) hit the cache "
+                              f"(need more than {min_hit_fraction:.0%}); KL is unmeasured")
+    values = [v for s in hits if (v := s.kl) is not None]
+    mean = sum(values) / len(values)
+    status: Status = "pass" if mean < threshold else "fail"
+    return status, mean, f"mean k3 {mean:.3g} over {len(hits)} hit(s) of {len(samples)}, max {max(values):.3g}"
+
+
+def kl(inp: CheckInput) -> Sequence[CheckResult]:
+    groups: dict[tuple[str, str, str], list[KlSample]] = defaultdict(list)
+    for (workload, arm), samples in inp.kl_samples.items():
+        for s in samples:
+            groups[(workload, arm, s.variant)].append(s)
+    out = []
+    for (workload, arm), _ in sorted(inp.records.items()):
+        if "disabled" in arm.split("+"):
+            continue
+        variants = sorted(v for (w, a, v) in groups if (w, a) == (workload, arm))
+        if not variants:
+            out.append(CheckResult("kl", workload, arm, "skip", None, f"mean k3 < {inp.kl_threshold:g}",
+                                   "no logprob samples (the engine cannot return prompt logprobs)"))
+            continue
+        for variant in variants:
+            status, value, detail = _kl_verdict(groups[(workload, arm, variant)], inp.kl_threshold,
+                                                inp.cfg.kl_min_hit_fraction)
+            out.append(CheckResult("kl", f"{workload}/{variant}", arm, status, value,
+                                   f"mean k3 < {inp.kl_threshold:g}", detail))
+    return out
+
+
+def prefill_overhead(inp: CheckInput) -> Sequence[CheckResult]:
+    floor = inp.cfg.min_prefill_throughput_ratio
+    expected = f"input throughput / disabled's >= {floor:.2f}"
+    out = []
+    for workload in inp.workloads:
+        base = [s["input_throughput"] for s in inp.trial_summaries.get((workload, "disabled"), [])]
+        for arm in inp.arms:
+            if "disabled" in arm.split("+"):
+                continue
+            if not base:
+                out.append(CheckResult("prefill_overhead", workload, arm, "skip", None, expected,
+                                       "the experiment has no `disabled` arm to compare with"))
+                continue
+            cand = [s["input_throughput"] for s in inp.trial_summaries.get((workload, arm), [])]
+            if min(len(base), len(cand)) < 2:
+                out.append(CheckResult("prefill_overhead", workload, arm, "skip", None, expected,
+                                       f"{len(cand)} repeat(s): no confidence interval, no verdict"))
+                continue
+            ch = bootstrap_relative_change(base, cand, samples=inp.cfg.bootstrap_samples,
+                                           confidence=inp.cfg.confidence, seed=derive_seed(inp.seed, workload, arm))
+            # Fail only when even the interval's best case is below the floor: noise alone never fails.
+            status: Status = "fail" if 1 + ch.high < floor else "pass"
+            out.append(CheckResult("prefill_overhead", workload, arm, status, 1 + ch.estimate, expected,
+                                   f"ratio {1 + ch.estimate:.3f} (CI {1 + ch.low:.3f} .. {1 + ch.high:.3f}, "
+                                   f"{len(cand)} repeat(s))"))
+    return out

@@ -1,0 +1,166 @@
+"""The KL probe: SGLang's cache-hit-vs-cache-free logprob method, over SGLang's native /generate.
+
+Per sample (research/sglang.md §8.2): flush, build the cache state the variant needs, run the probed
+request with ``return_logprob`` (the logprob of every sampled token), flush again, replay prompt +
+output with ``max_new_tokens=0`` and take the last ``len(output)`` input logprobs — a cache-free prefill
+of the same tokens. The variants hit different paths of a hybrid cache:
+
+* ``prefill`` — the prompt is sent once with ``max_new_tokens=0``, then again: a prefill hit;
+* ``decode`` — turn 2 is turn 1's prompt + output + one separator token, so the hit reaches into
+  tokens that were *decoded* (SGLang's gate: more than ``len(prompt) + 1`` cached tokens); turn 1
+  decodes past the next ``--mamba-track-interval`` boundary, where extra_buffer tracks a state;
+* ``branch`` — two requests diverge after a shared prefix, then a third diverges there too: it can
+  only hit through the branch point's state (the "0, 0, 256" scenario of SGLang's branching test).
+
+A no_buffer arm keeps a state only at the end of a request, so it cannot hit a prefill or a branch
+point by design (SGLang: "Branching point caching ... not implemented"); those variants are recorded
+as skipped for it rather than as misses. The probe runs strictly one request at a time after a
+trial's measured traffic, so its requests and flushes never mix with what the trial measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from hybridbench.records.kl import KlSample, KlVariant
+
+__all__ = ["KlProbe", "ProbeError", "probe_prompts"]
+
+
+class ProbeError(RuntimeError):
+    """One probe request failed; the sample records the message and the probe goes on."""
+
+
+def probe_prompts(prompts: Sequence[Sequence[int]], count: int, min_len: int = 8) -> list[list[int]]:
+    """Up to ``count`` distinct prompts (first seen first), long enough to split into prefix + suffix."""
+    out: list[list[int]] = []
+    seen: set[tuple[int, ...]] = set()
+    for p in prompts:
+        key = tuple(p)
+        if len(p) >= min_len and key not in seen:
+            seen.add(key)
+            out.append(list(p))
+            if len(out) == count:
+                break
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    cached: int | None
+    output_ids: list[int]
+    output_logprobs: list[float]
+    input_logprobs: list[float | None]
+
+
+@dataclass
+class KlProbe:
+    session: aiohttp.ClientSession
+    base_url: str
+    max_new_tokens: int
+    temperature: float
+    vocab: int  # branch suffixes draw token ids below this
+    seed: int
+    track_interval: int  # --mamba-track-interval: where extra_buffer tracks states while decoding
+    timeout_s: float = 600.0
+
+    # ------------------------------------------------------------------ HTTP
+    async def _flush(self) -> None:
+        for _ in range(300):  # SGLang refuses a flush while requests are in flight: retry briefly
+            async with self.session.post(f"{self.base_url}/flush_cache") as resp:
+                if resp.status == 200:
+                    return
+            await asyncio.sleep(0.1)
+        raise ProbeError("/flush_cache refused for 30 s")
+
+    async def _generate(self, ids: list[int], max_new: int, *, logprobs: bool = False, logprob_start: int = -1,
+                        seed: int = 0) -> _Answer:
+        body: dict[str, Any] = {
+            "input_ids": ids,
+            "sampling_params": {"temperature": self.temperature, "max_new_tokens": max_new, "ignore_eos": True,
+                                "sampling_seed": seed},
+        }
+        if logprobs:  # SGLang's default start (-1) returns output logprobs only; a start >= len aborts
+            body.update(return_logprob=True, logprob_start_len=logprob_start)
+        async with self.session.post(f"{self.base_url}/generate", json=body,
+                                     timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as resp:
+            if resp.status != 200:
+                raise ProbeError(f"/generate answered HTTP {resp.status}: {(await resp.text())[:200]}")
+            out = await resp.json()
+        if isinstance(out, list):  # SGLang answers a batch with a list; one request is one element
+            out = out[0]
+        meta = out.get("meta_info") or {}
+        out_lp = meta.get("output_token_logprobs") or []
+        # Each entry is [logprob, token_id, text]: the ids come from there when output_ids is absent.
+        ids_out = [int(e[1]) for e in out_lp] if out_lp else [int(t) for t in out.get("output_ids") or []]
+        return _Answer(
+            cached=None if meta.get("cached_tokens") is None else int(meta["cached_tokens"]),
+            output_ids=ids_out,
+            output_logprobs=[float(e[0]) for e in out_lp],
+            input_logprobs=[None if e[0] is None else float(e[0]) for e in meta.get("input_token_logprobs") or []],
+        )
+
+    async def _reference(self, prompt: list[int], output: list[int]) -> list[float]:
+        """The same tokens through a flushed server: a full, cache-free prefill."""
+        await self._flush()
+        ans = await self._generate(prompt + output, 0, logprobs=True, logprob_start=len(prompt))
+        tail = ans.input_logprobs[-len(output):] if output else []
+        if len(tail) != len(output) or any(v is None for v in tail):
+            raise ProbeError(f"replay returned {len(ans.input_logprobs)} input logprobs for {len(output)} tokens")
+        return [float(v) for v in tail if v is not None]
+
+    # ------------------------------------------------------------------ variants
+    async def _prefill(self, prompt: list[int], seed: int) -> tuple[list[int], _Answer, int]:
+        await self._generate(prompt, 0, seed=seed)
+        return prompt, await self._generate(prompt, self.max_new_tokens, logprobs=True, seed=seed), 1
+
+    async def _decode(self, prompt: list[int], seed: int) -> tuple[list[int], _Answer, int]:
+        # Decode past the first tracked position beyond SGLang's gate (len(prompt) + 2).
+        boundary = -(-(len(prompt) + 2) // self.track_interval) * self.track_interval
+        first = await self._generate(prompt, boundary - len(prompt) + self.max_new_tokens, seed=seed)
+        turn2 = [*prompt, *first.output_ids, prompt[0]]
+        ans = await self._generate(turn2, self.max_new_tokens, logprobs=True, seed=seed + 1)
+        return turn2, ans, len(prompt) + 2
+
+    async def _branch(self, prompt: list[int], seed: int) -> tuple[list[int], _Answer, int]:
+        rng = random.Random(seed)
+        cut = len(prompt) // 2
+        suffix_len = len(prompt) - cut
+
+        def fork() -> list[int]:
+            # A suffix whose first token differs from every other fork's: the requests really diverge at `cut`.
+            first = rng.randrange(self.vocab)
+            while first == prompt[cut]:
+                first = rng.randrange(self.vocab)
+            return [*prompt[:cut], first, *(rng.randrange(self.vocab) for _ in range(suffix_len - 1))]
+
+        await self._generate(prompt, 1, seed=seed)
+        await self._generate(fork(), 1, seed=seed)  # diverges at `cut`: SGLang tracks the branch point here
+        probed = fork()
+        return probed, await self._generate(probed, self.max_new_tokens, logprobs=True, seed=seed), 1
+
+    # ------------------------------------------------------------------ one sample
+    async def sample(self, variant: KlVariant, index: int, prompt: list[int], *, skip: str = "",
+                     **identity: Any) -> KlSample:
+        """Run one variant on one prompt; a failure becomes the sample's ``error``, never an exception."""
+        if skip:
+            return KlSample(variant=variant, sample=index, prompt_tokens=len(prompt), cached_tokens=None,
+                            min_cached=0, skipped=skip, **identity)
+        seed = self.seed * 1_000_003 + index
+        runs = {"prefill": self._prefill, "decode": self._decode, "branch": self._branch}
+        probed: list[int] = prompt
+        try:
+            await self._flush()
+            probed, ans, min_cached = await runs[variant](prompt, seed)
+            ref = await self._reference(probed, ans.output_ids)
+        except (ProbeError, aiohttp.ClientError, TimeoutError, ValueError, KeyError, IndexError, TypeError) as exc:
+            return KlSample(variant=variant, sample=index, prompt_tokens=len(probed), cached_tokens=None,
+                            min_cached=0, error=f"{type(exc).__name__}: {exc}", **identity)
+        return KlSample(variant=variant, sample=index, prompt_tokens=len(probed), cached_tokens=ans.cached,
+                        min_cached=min_cached, hit_logprobs=ans.output_logprobs, ref_logprobs=ref, **identity)
