@@ -62,11 +62,15 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     records_path = run_dir / "records.jsonl"
     snapshots: dict[str, dict[str, Any]] = {}
     try:
-        with RecordWriter(records_path) as writer, RecordWriter(run_dir / "kl.jsonl") as kl_writer:
+        with contextlib.ExitStack() as files:
+            writer = files.enter_context(RecordWriter(records_path))
+            emit_kl = None  # kl.jsonl exists only when the kl check asked for probes
+            if "kl" in cfg.checks.enabled:
+                emit_kl = files.enter_context(RecordWriter(run_dir / "kl.jsonl")).write
             for trial in plan.trials:
                 n = len(traces[trial.workload])
                 _progress(f"[{trial.index + 1}/{len(plan.trials)}] {trial.trial_id} ({n} requests)")
-                ctx = TrialContext(plan, trial, traces[trial.workload], writer.write, kl_writer.write)
+                ctx = TrialContext(plan, trial, traces[trial.workload], writer.write, emit_kl)
                 snapshots[trial.trial_id] = engine.run_trial(cfg, ctx)
     except EngineError:
         raise

@@ -13,6 +13,7 @@ The core decides what runs and what is reused; this module makes it real:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -20,11 +21,28 @@ import torch
 from torch import Tensor
 
 from reference_impl.engine.core import Batch, BatchItem, EngineCore, EngineRequest
+from reference_impl.engine.cost_model import CALIBRATED, CostModel
+from reference_impl.engine.hardware import get_gpu
 from reference_impl.lifecycle import CachedRequest, fingerprint
 from reference_impl.model.model import HybridModel, RecState
 from reference_impl.model.storage import KVStore, StateMaterializationError, TensorStatePool, rolling_keys
+from reference_impl.models import get_model
 
-__all__ = ["Executor", "RequestCtx", "StepReport"]
+__all__ = ["Executor", "RequestCtx", "StepReport", "gpu_slot_copy_ratio"]
+
+
+def gpu_slot_copy_ratio(model: str = "qwen3-next-80b-a3b", gpu: str = "h100", tokens: int = 64) -> float:
+    """GPU seconds one state-slot copy (read + write) takes per GPU second of a ``tokens``-token prefill.
+
+    The tiny model's state is a few KB while its per-token work is Python-bound, so on this CPU a state
+    copy is almost free next to the forward; on a GPU serving the real model (seed 001's Qwen3-Next-80B
+    on H100s, ~40 MB of state per request) it is not. The ``copy_every_chunk`` fault charges its copies
+    at this ratio of the forward it interrupts, so its cost relative to compute is the GPU's.
+    """
+    spec, dev = get_model(model), get_gpu(gpu)
+    copy_s = 2 * spec.state_bytes() / dev.hbm_bytes_per_s
+    forward_s = CostModel(spec, dev).prefill_flops(tokens, 0) / (dev.bf16_flops * CALIBRATED.prefill_mfu)
+    return copy_s / forward_s
 
 TopLogprobs = list[tuple[float, int]]
 
@@ -87,6 +105,7 @@ class Executor:
         self.kv = KVStore(core.config.kv_tokens + core.config.chunked_prefill_size, model.kv_row_shape, self._live_keys)
         self.requests: dict[int, tuple[EngineRequest, RequestCtx]] = {}
         self.extra_copies = 0  # state copies made by the copy_every_chunk fault
+        self._slot_copy_ratio = gpu_slot_copy_ratio() if copy_every_chunk else 0.0
 
     # ------------------------------------------------------------------ bookkeeping
     def register(self, req: EngineRequest, ctx: RequestCtx) -> None:
@@ -169,10 +188,11 @@ class Executor:
         if self.branch_off_by_one and track is not None and track == cached.branch_seqlen:
             shift = 1  # the branch point's state is taken one token early but labelled as the branch point
         chunk = self.core.tree.chunk_size
-        if self.copy_every_chunk:  # #27220: every chunk boundary gets its own tracked copy
+        if self.copy_every_chunk and self.core.config.cache != "disabled":  # #27220: the radix cache's tracking
             snaps = sorted({*snaps, *range((start // chunk + 1) * chunk, end + 1, chunk)})
         want_lp = ctx.logprob_start is not None and end > ctx.logprob_start
         state = self.pool.get([slot])
+        t0 = time.perf_counter()
         out = self.model.extend(
             tokens[start:end],
             start,
@@ -184,10 +204,11 @@ class Executor:
         )
         rolling_keys(tokens, ctx.keys, end)
         ctx.rows.extend(self.kv.store(ctx.keys[start:end], out.kv))
+        forward_s = time.perf_counter() - t0
         self.pool.put(slot, out.state, fingerprint(tokens, end))
         for pos, snap in out.snapshots.items():
             if pos != track:
-                self._copy_chunk_state(snap)
+                self._copy_chunk_state(snap, forward_s * chunk / (end - start))
                 continue
             self.pool.pending[fingerprint(tokens, pos)] = snap
         if want_lp:
@@ -196,20 +217,26 @@ class Executor:
             return None
         return self._sample(ctx, out.logits[-1])
 
-    def _copy_chunk_state(self, snap: RecState) -> None:
+    def _copy_chunk_state(self, snap: RecState, chunk_forward_s: float) -> None:
         """The copy_every_chunk fault: every chunk boundary takes a slot and a synchronous buffer copy.
 
         #27220's per-chunk tracking allocates a slot, copies the state and inserts it for every
         chunk; here the copy goes through the whole state buffer, as a non-fused copy kernel does.
+        The copy really happens (tensors move); its time is then brought up to what copying every
+        slot of the pool costs a GPU relative to one chunk's forward (``gpu_slot_copy_ratio``), since
+        a synchronous copy stalls the stream and nothing overlaps it.
         """
         slot = self.pool.alloc()
         if slot is None:
             return
+        t0 = time.perf_counter()
         self.pool.tensors.conv[slot] = snap.conv
         self.pool.tensors.ssm[slot] = snap.ssm
         self.pool.tensors = RecState(self.pool.tensors.conv.clone(), self.pool.tensors.ssm.clone())
         self.pool.free(slot)
         self.extra_copies += 1
+        gpu_like = self.pool.size * self._slot_copy_ratio * chunk_forward_s
+        time.sleep(max(0.0, gpu_like - (time.perf_counter() - t0)))
 
     def _input_logprobs(
         self, ctx: RequestCtx, tokens: Sequence[int], span: tuple[int, int], input_len: int, logits: Tensor

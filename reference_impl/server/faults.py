@@ -13,7 +13,10 @@ Each switch puts one real bug back so a hybridbench check can be shown to catch 
 * ``no_shared_prefix_hits`` — a request admitted while others are in flight never reuses the cache
   (#28222's "#cached-token: 0" under concurrency; cache_hits check).
 * ``copy_every_chunk`` — every chunk boundary inside a prefill gets its own state snapshot, slot
-  and copy, as in #27220's per-chunk tracking (prefill_overhead check).
+  and a synchronous copy through the whole state buffer, as in #27220's per-chunk tracking; each
+  copy is charged what it costs a GPU relative to the chunk's forward (``gpu_slot_copy_ratio``), so
+  radix-on prefill throughput falls far below radix-off (prefill_overhead check). Arms with the
+  radix cache disabled track nothing and are unaffected, as in SGLang.
 """
 
 from __future__ import annotations

@@ -1,0 +1,41 @@
+"""The prefill_overhead check end to end on the reference server: it catches ``copy_every_chunk``.
+
+Seed 001's measurement (random prompts, one output token, nothing reused): input throughput with the
+radix cache on over off. A healthy cache costs little; #27220-style per-chunk state copies cost a
+multiple of the forward they interrupt, and the check must fail on them (DESIGN.md §5).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = ["+experiment=prefill_overhead", "model=reference-tiny", "arms=[disabled,branching]", "repeats=2",
+         "engine.workload_scale=1", "+workloads.random.params.num_prompts=3", "+workloads.random.params.input_len=640"]
+
+
+def verdict(tmp_path: Path, *extra: str) -> tuple[int, dict[str, object], dict[str, object]]:
+    proc = subprocess.run([sys.executable, "-m", "hybridbench", *SMALL, f"hydra.run.dir={tmp_path}", *extra],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode in (0, 1), proc.stderr
+    bundle = json.loads((tmp_path / "bundle.json").read_text())
+    (check,) = [c for c in bundle["checks"] if c["check"] == "prefill_overhead"]
+    server = next(t["server"] for t in bundle["trials"] if t["arm"] == "branching")
+    return proc.returncode, check, server
+
+
+@pytest.mark.parametrize("fault", [None, "copy_every_chunk"])
+def test_prefill_overhead_passes_a_healthy_cache_and_fails_per_chunk_copies(tmp_path: Path, fault: str | None) -> None:
+    extra = [f"engine.extra_args=[--inject-bug,{fault}]"] if fault else []
+    code, check, server = verdict(tmp_path, *extra)
+    assert server["log_cached_tokens"] == 0  # nothing was reused: what is measured is pure overhead
+    if fault is None:
+        assert code == 0 and check["status"] == "pass"
+    else:
+        assert code == 1 and check["status"] == "fail"
+        assert isinstance(check["observed"], float) and check["observed"] < 0.85
