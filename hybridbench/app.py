@@ -61,6 +61,8 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     traces = {w.name: _materialize(w) for w in plan.workloads}
     records_path = run_dir / "records.jsonl"
     snapshots: dict[str, dict[str, Any]] = {}
+    started = []
+    failure: EngineError | None = None
     try:
         with contextlib.ExitStack() as files:
             writer = files.enter_context(RecordWriter(records_path))
@@ -71,9 +73,15 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
                 n = len(traces[trial.workload])
                 _progress(f"[{trial.index + 1}/{len(plan.trials)}] {trial.trial_id} ({n} requests)")
                 ctx = TrialContext(plan, trial, traces[trial.workload], writer.write, emit_kl)
-                snapshots[trial.trial_id] = engine.run_trial(cfg, ctx)
-    except EngineError:
-        raise
+                started.append(trial)
+                try:
+                    snapshots[trial.trial_id] = engine.run_trial(cfg, ctx)
+                except EngineError as exc:
+                    # A dead or hung server is exit 3, but also what `survival` exists to report: the
+                    # bundle and report still cover every trial that ran, this one failing survival.
+                    snapshots[trial.trial_id] = {"infrastructure_error": str(exc)}
+                    failure = exc
+                    break
     finally:
         engine.close()
     # Metrics and checks work from the saved records, exactly as a later re-scoring would.
@@ -84,7 +92,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     pooled: dict[tuple[str, str], list[Record]] = defaultdict(list)
     trial_summaries: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     snaps: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for trial in plan.trials:
+    for trial in started:
         recs = by_trial.get(trial.trial_id, [])
         summary = summarize(recs)
         key = (trial.workload, trial.arm)
@@ -104,9 +112,13 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
                    cfg.engine.kl_threshold),
     )
     bundle = build_bundle(plan, engine.info(), trials_out, aggregates, checks)
+    if failure is not None:
+        bundle.update(verdict="error", infrastructure_error=str(failure))
     write_json_atomic(run_dir / "bundle.json", bundle)
     report = render_report(bundle)
     write_text_atomic(run_dir / "report.md", report)
     print(report)
     print(f"results: {run_dir}", file=sys.stderr)
+    if failure is not None:
+        raise failure
     return 1 if bundle["verdict"] == "fail" else 0

@@ -25,12 +25,17 @@ def survival(inp: CheckInput) -> Sequence[CheckResult]:
     out = []
     for (workload, arm), recs in inp.records.items():
         bad = [r for r in recs if r.status != "ok"]
-        crashes = sum(int(s.get("crashes", 0)) for s in inp.snapshots.get((workload, arm), []))
-        ok = not bad and crashes == 0
-        detail = "all requests completed" if ok else (
-            f"{len(bad)} of {len(recs)} requests failed ({bad[0].status}: {bad[0].error})" if bad
-            else f"{crashes} server crash(es)"
-        )
+        snaps = inp.snapshots.get((workload, arm), [])
+        crashes = sum(int(s.get("crashes", 0)) for s in snaps)
+        infra = [str(s["infrastructure_error"]) for s in snaps if s.get("infrastructure_error")]
+        ok = not bad and crashes == 0 and not infra
+        detail = "all requests completed"
+        if infra:  # keep the head (what died) and the tail (the server's last words, e.g. its allocation error)
+            detail = infra[0] if len(infra[0]) <= 400 else f"{infra[0][:150]} … {infra[0][-250:]}"
+        elif bad:
+            detail = f"{len(bad)} of {len(recs)} requests failed ({bad[0].status}: {bad[0].error})"
+        elif crashes:
+            detail = f"{crashes} server crash(es)"
         verdict: Status = "pass" if ok else "fail"
         out.append(CheckResult("survival", workload, arm, verdict, float(len(bad)),
                                "0 failed requests, 0 crashes", detail))
@@ -43,6 +48,10 @@ def ttft(inp: CheckInput) -> Sequence[CheckResult]:
         base = [t for r in inp.records.get((workload, inp.baseline_arm), []) if (t := r.ttft_ms) is not None]
         for arm in _candidates(inp):
             cand = [t for r in inp.records.get((workload, arm), []) if (t := r.ttft_ms) is not None]
+            if not base or not cand:  # e.g. a run cut short by a dead server
+                out.append(CheckResult("ttft", workload, arm, "skip", None, "TTFTs on both sides",
+                                       f"{len(base)} baseline and {len(cand)} candidate TTFT(s): no verdict"))
+                continue
             ch = bootstrap_relative_change(base, cand, samples=inp.cfg.bootstrap_samples,
                                            confidence=inp.cfg.confidence, seed=derive_seed(inp.seed, workload, arm))
             limit = inp.cfg.ttft_regression

@@ -58,6 +58,7 @@ def render_report(bundle: dict[str, Any]) -> str:
     lines += ["## checks", "", "| check | workload | arm | verdict | observed | expected |", "|---" * 6 + "|"]
     for c in bundle["checks"]:
         mark = {"pass": "pass", "fail": "**FAIL**", "skip": "skip"}[c["status"]]
-        lines.append(f"| {c['check']} | {c['workload']} | {c['arm']} | {mark} | {c['detail']} | {c['expected']} |")
+        detail = str(c["detail"]).replace("|", "\\|")  # a server log tail must not split the table row
+        lines.append(f"| {c['check']} | {c['workload']} | {c['arm']} | {mark} | {detail} | {c['expected']} |")
     lines += ["", f"verdict: **{bundle['verdict']}**", ""]
     return "\n".join(lines)
