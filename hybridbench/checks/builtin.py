@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from hybridbench.checks.base import CheckInput, CheckResult, Status
 from hybridbench.metrics.stats import bootstrap_relative_change
 from hybridbench.plan.build import derive_seed
+from hybridbench.records.schema import Record
 
 __all__ = ["cache_hits", "survival", "throughput", "ttft"]
 
@@ -86,10 +87,29 @@ def throughput(inp: CheckInput) -> Sequence[CheckResult]:
     return out
 
 
+def _exact_hits(workload: str, arm: str, recs: Sequence[Record]) -> CheckResult | None:
+    """Sequential mode: every request's cached_tokens equals the reference cache's prediction."""
+    predicted = [r for r in recs if r.expected_cached_tokens is not None]
+    if not predicted:
+        return None
+    wrong = [r for r in predicted if r.cached_tokens != r.expected_cached_tokens]
+    expected = "cached_tokens == the reference cache's prediction, request by request"
+    if not wrong:
+        return CheckResult("cache_hits", f"{workload}/exact", arm, "pass", 0.0, expected,
+                           f"all {len(predicted)} predicted request(s) match")
+    shown = ", ".join(f"request {r.request_index} (r{r.repeat}): {r.cached_tokens} vs {r.expected_cached_tokens}"
+                      for r in wrong[:3])
+    return CheckResult("cache_hits", f"{workload}/exact", arm, "fail", float(len(wrong)), expected,
+                       f"{len(wrong)} of {len(predicted)} differ: {shown}")
+
+
 def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
     floor = inp.cfg.min_token_hit_rate
     out = []
     for (workload, arm), recs in inp.records.items():
+        exact = _exact_hits(workload, arm, recs)
+        if exact is not None:
+            out.append(exact)
         if arm == "disabled" or floor <= 0:
             continue
         ok = [r for r in recs if r.status == "ok"]

@@ -9,6 +9,7 @@ dies or hangs ends the run with exit code 3; the records of finished requests ar
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ import aiohttp
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import EngineInfo, TrialContext
+from hybridbench.engines.prediction import CachePredictor, predictor_config
 from hybridbench.engines.process import ServerProcess, free_port, port_in_use, visible_gpus
 from hybridbench.engines.server_logs import CacheCounters, LogStats, cache_counters, parse_prometheus
 from hybridbench.errors import ConfigError, EngineError
@@ -168,9 +170,15 @@ class ServerEngine:
         log_offset = server.log_path.stat().st_size if server.log_path.exists() else 0
         counters_before = self._scrape(server)
         progress = TrialProgress(len(ctx.rows), label=f"{ctx.trial.arm} r{ctx.trial.repeat}")
+        predictor, why_not = self._predictor(cfg, server, ctx.trial.arm, state)
 
         def on_done(done: Completed) -> None:
             r: ClientResult = done.result
+            expected = None
+            if predictor is not None:
+                if r.status != "ok":
+                    predictor.broken = predictor.broken or f"request {done.index} failed"
+                expected = predictor.predict(done.prompt, r.output_ids, r.output_tokens)
 
             def rel(t: float | None) -> float | None:
                 return None if t is None else t - done.t0
@@ -183,6 +191,7 @@ class ServerEngine:
                 sent_s=rel(r.sent), first_token_s=rel(r.first_token), end_s=rel(r.end),
                 prompt_tokens=len(done.prompt), output_tokens=r.output_tokens, cached_tokens=r.cached_tokens,
                 status=r.status, error=r.error, itl_ms=r.itl_ms, cache_state=state,  # type: ignore[arg-type]
+                expected_cached_tokens=expected,
             ))
 
         with progress:  # shows the final counts even when the drive ends early
@@ -197,6 +206,8 @@ class ServerEngine:
             raise EngineError(f"{self.name} server for arm {ctx.trial.arm} hung during trial {ctx.trial.trial_id} "
                               f"(no health response within 10 s)")
         snapshot: dict[str, Any] = {"crashes": 0, "cache_state": state, **self._log_snapshot(server, log_offset)}
+        if predictor is not None or why_not:
+            snapshot["prediction"] = (predictor.broken if predictor is not None else why_not) or "exact"
         counters_after = self._scrape(server)
         if counters_before is not None and counters_after is not None:
             delta = counters_after.since(counters_before)  # the server's own counters for this trial
@@ -204,6 +215,20 @@ class ServerEngine:
         if "kl" in cfg.checks.enabled and ctx.emit_kl is not None:
             snapshot["kl_probe"] = self._probe_kl(cfg, server, ctx, ctx.emit_kl)
         return snapshot
+
+    def _predictor(self, cfg: RunCfg, server: ServerProcess, arm: str, state: str) -> tuple[CachePredictor | None, str]:
+        """A reference-cache mirror when the trial is sequential and cold; else (None, why not or "")."""
+        if not (cfg.load.kind == "closed" and cfg.load.max_concurrency == 1 and state == "cold-flushed"):
+            return None, ""  # concurrent hits depend on timing: there is no exact prediction to make
+        if self.api != "sglang":
+            return None, "the reference cache mirrors SGLang's semantics only"
+        try:
+            with urllib.request.urlopen(server.base_url + "/server_info", timeout=10) as resp:
+                info = json.loads(resp.read())
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            return None, f"/server_info unavailable ({exc})"
+        config = predictor_config(arm, info)
+        return (None, config) if isinstance(config, str) else (CachePredictor(config), "")
 
     def _probe_kl(self, cfg: RunCfg, server: ServerProcess, ctx: TrialContext,
                   emit: Callable[[KlSample], None]) -> str:

@@ -1,0 +1,96 @@
+"""Sequential mode: what the reference cache says every request's ``cached_tokens`` must be.
+
+With one request in flight at a time after a flush, a prefix cache's hits are a pure function of the
+requests before (their prompts *and* the tokens the server generated) and of a handful of settings:
+strategy, eviction policy, page size, chunk size, track interval, pool sizes. reference_impl is an
+exact model of SGLang's cache for those, so in this mode each record carries the reference's
+prediction and the ``cache_hits`` check demands equality (DESIGN.md §5): a real server that caches
+less (or more) than SGLang's semantics say shows up request by request, not as a blurred hit rate.
+
+The settings come from the running server's own ``/server_info`` (SGLang's server args plus
+``max_total_num_tokens``), the strategy and policy from the arm. Arms the reference cannot mirror
+request by request — a host tier (its write-back timing is asynchronous) or a policy only a real
+build has — get no prediction, and the check says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from reference_impl.engine.arms import parse_arm
+from reference_impl.engine.core import Batch, EngineConfig, EngineCore
+from reference_impl.engine.simulator import ArrivalSpec, simulate
+from workloads.trace import TraceRow
+
+__all__ = ["CachePredictor", "predictor_config"]
+
+_SEQUENTIAL = ArrivalSpec("closed", max_concurrency=1)
+# Without a reported pool size (SGLang derives it from GPU memory), a sequential load that fits in memory
+# never evicts: a pool this large makes the prediction assume exactly that.
+_UNBOUNDED = 1 << 30
+
+
+class _NoTime:
+    """Order is all a sequential prediction needs: every step takes no time."""
+
+    def batch_seconds(self, batch: Batch) -> float:
+        return 0.0
+
+    def frontend_seconds(self, prompt_tokens: int) -> float:
+        return 0.0
+
+    def host_transfer_seconds(self, tokens: int, states: int) -> float:
+        return 0.0
+
+
+def _int(info: dict[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = info.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def predictor_config(arm: str, info: dict[str, Any]) -> EngineConfig | str:
+    """The reference configuration of a running server, or why there is none."""
+    try:
+        spec = parse_arm(arm)
+    except ValueError as exc:
+        return f"the reference cache cannot mirror arm {arm!r} ({exc})"
+    if spec.host_tier:
+        return "a host tier's asynchronous write-back is not mirrored request by request"
+    states = dict(info.get("internal_states", [{}])[0]) if info.get("internal_states") else {}
+    kv = _int(info, "max_total_num_tokens", "max_total_tokens")
+    if kv is None:
+        return "/server_info reports no max_total_num_tokens"
+    return EngineConfig(
+        kv_tokens=kv,
+        state_slots=_int(info, "max_mamba_cache_size") or _int(states, "mamba_pool_size") or _UNBOUNDED,
+        cache=spec.strategy,
+        policy=spec.policy,
+        page_size=_int(info, "page_size") or 1,
+        chunked_prefill_size=_int(info, "chunked_prefill_size") or 8192,
+        track_interval=_int(info, "mamba_track_interval") or 256,
+        overlap=not info.get("disable_overlap_schedule", False),
+    )
+
+
+class CachePredictor:
+    def __init__(self, config: EngineConfig) -> None:
+        self.core = EngineCore(config)
+        self.broken = ""  # set once a request cannot be mirrored: later predictions would be guesses
+
+    def predict(self, prompt: Sequence[int], output_ids: Sequence[int], output_tokens: int) -> int | None:
+        """Mirror one completed request; its predicted ``cached_tokens`` (None once mirroring broke)."""
+        if self.broken:
+            return None
+        if len(output_ids) != output_tokens:
+            self.broken = "the server did not return its output token ids"
+            return None
+        row = TraceRow(0, 0, 0.0, tuple(prompt), tuple(output_ids))
+        (rec,) = simulate([row], self.core, _NoTime(), _SEQUENTIAL).records
+        if rec.status != "ok":
+            self.broken = f"the reference cache rejected a request the server served ({rec.error})"
+            return None
+        return rec.cached_tokens

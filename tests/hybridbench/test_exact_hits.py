@@ -1,0 +1,78 @@
+"""Sequential mode: every request's cached_tokens must equal the reference cache's prediction (DESIGN §5).
+
+The end-to-end test is a real differential: the reference *server* (HTTP, scheduler thread, tensor
+pools, tight pools that force eviction, multi-turn sessions that reuse decoded tokens) against the
+reference *cache* replaying the prompts and outputs the server actually produced.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from hybridbench.checks.base import CheckInput
+from hybridbench.checks.builtin import cache_hits
+from hybridbench.config.schema import ChecksCfg
+from hybridbench.engines.prediction import CachePredictor, predictor_config
+from hybridbench.records.schema import Record
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def rec(i: int, cached: int, expected: int | None, arm: str = "branching") -> Record:
+    return Record("run", "t", arm, "w", 0, i, i, 0, 0.0, 0.0, 0.1, 0.2, 300, 4, cached, "ok",
+                  expected_cached_tokens=expected)
+
+
+def exact_rows(records: list[Record]) -> list[tuple[str, str, str]]:
+    inp = CheckInput(ChecksCfg(), ("branching",), "branching", ("w",), {("w", "branching"): records}, {}, {}, 0)
+    return [(r.workload, r.status, r.detail) for r in cache_hits(inp)]
+
+
+def test_exact_check_fails_on_any_request_that_differs_and_names_it() -> None:
+    assert exact_rows([rec(0, 0, 0), rec(1, 256, 256)]) == [("w/exact", "pass", "all 2 predicted request(s) match")]
+    ((workload, status, detail),) = exact_rows([rec(0, 0, 0), rec(1, 192, 256), rec(2, 0, None)])
+    assert (workload, status) == ("w/exact", "fail") and detail.startswith("1 of 2 differ: request 1 (r0): 192 vs 256")
+    assert exact_rows([rec(0, 5, None)]) == []  # nothing predicted (concurrent load): no exact verdict
+
+
+def test_predictor_reads_sglangs_server_info_fields() -> None:
+    info = {"page_size": 16, "chunked_prefill_size": 2048, "mamba_track_interval": 128, "max_mamba_cache_size": 300,
+            "disable_overlap_schedule": True, "max_total_num_tokens": 500000, "internal_states": [{}]}
+    config = predictor_config("branching", info)
+    assert not isinstance(config, str)
+    assert (config.kv_tokens, config.state_slots, config.page_size, config.chunked_prefill_size,
+            config.track_interval, config.overlap, config.cache) == (500000, 300, 16, 2048, 128, False, "extra_buffer")
+    assert "host tier" in str(predictor_config("l2", info))
+    assert "max_total_num_tokens" in str(predictor_config("lru", {"page_size": 1}))
+
+
+def test_predictor_mirrors_sglang_branch_point_semantics() -> None:
+    # SGLang's branching test: "hi"*257 prefix, three suffixes, sent one after another -> 0, 0, 256 cached.
+    config = predictor_config("branching", {"max_total_num_tokens": 100000, "max_mamba_cache_size": 64,
+                                            "chunked_prefill_size": 8192, "mamba_track_interval": 256})
+    assert not isinstance(config, str)
+    predictor = CachePredictor(config)
+    prefix = [7] * 257
+    got = [predictor.predict(prefix + [s] * 256, [1], 1) for s in (11, 12, 13)]
+    assert got == [0, 0, 256]
+    assert predictor.predict(prefix, [], 1) is None and "output token ids" in predictor.broken
+
+
+def test_reference_server_matches_the_reference_cache_request_by_request(tmp_path: Path) -> None:
+    args = ["+experiment=branching", "model=reference-tiny", "repeats=1", "load.max_concurrency=1",
+            "engine.max_mamba_cache_size=30", "engine.kv_tokens=2500", "arms=[lru,branching,l2]",
+            "workloads.gsp.params.num_groups=3", f"hydra.run.dir={tmp_path}"]
+    proc = subprocess.run([sys.executable, "-m", "hybridbench", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, check=False)
+    bundle = json.loads((tmp_path / "bundle.json").read_text())
+    exact = {c["arm"]: c for c in bundle["checks"] if c["workload"] == "gsp/exact"}
+    assert set(exact) == {"lru", "branching"} and all(c["status"] == "pass" for c in exact.values()), proc.stdout
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    predicted = [r for r in records if r["expected_cached_tokens"] is not None]
+    assert predicted and sum(r["cached_tokens"] for r in predicted) > 0  # non-trivial: real hits predicted
+    assert all(r["expected_cached_tokens"] is None for r in records if r["arm"] == "l2")
+    prediction = {t["arm"]: t["server"]["prediction"] for t in bundle["trials"]}
+    assert prediction["lru"] == prediction["branching"] == "exact" and "host tier" in prediction["l2"]
