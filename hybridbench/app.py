@@ -18,7 +18,7 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import TrialContext
 from hybridbench.engines.registry import make_engine
 from hybridbench.errors import ConfigError, EngineError
-from hybridbench.metrics.summary import summarize
+from hybridbench.metrics.summary import aggregate, summarize
 from hybridbench.plan.build import build_plan, write_json_atomic
 from hybridbench.plan.types import RunPlan, WorkloadPlan
 from hybridbench.records.io import RecordWriter, read_records
@@ -104,7 +104,8 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     kl_samples: dict[tuple[str, str], list[KlSample]] = defaultdict(list)
     for sample in read_kl_samples(run_dir / "kl.jsonl"):
         kl_samples[(sample.workload, sample.arm)].append(sample)
-    aggregates = {w.name: {arm: summarize(pooled[(w.name, arm)]) for arm in plan.arms} for w in plan.workloads}
+    aggregates = {w.name: {arm: aggregate(pooled[(w.name, arm)], trial_summaries[(w.name, arm)]) for arm in plan.arms}
+                  for w in plan.workloads}
     checks = run_checks(
         cfg.checks.enabled,
         CheckInput(cfg.checks, plan.arms, plan.baseline_arm, tuple(w.name for w in plan.workloads),

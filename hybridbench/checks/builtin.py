@@ -1,17 +1,18 @@
 """The checks of DESIGN.md §5 that work from records alone: survival, ttft, throughput, cache_hits.
 
 Regression checks compare each candidate arm with the baseline arm and fail only when the *whole*
-bootstrap confidence interval of the relative change is past the threshold, so noise alone never
-fails a run. The cache-off arm ``disabled`` is a reference point, not a candidate, unless it is the
-baseline itself.
+confidence interval of the relative change (bootstrap over requests for TTFT, paired by repeat for
+throughput) is past the threshold, so noise alone never fails a run. The cache-off arm ``disabled``
+is a reference point, not a candidate, unless it is the baseline itself.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
-from hybridbench.metrics.stats import bootstrap_relative_change
+from hybridbench.metrics.stats import bootstrap_relative_change, paired_relative_change
 from hybridbench.plan.build import derive_seed
 from hybridbench.records.schema import Record
 
@@ -70,13 +71,12 @@ def throughput(inp: CheckInput) -> Sequence[CheckResult]:
         base = [s["request_throughput"] for s in inp.trial_summaries.get((workload, inp.baseline_arm), [])]
         for arm in _candidates(inp):
             cand = [s["request_throughput"] for s in inp.trial_summaries.get((workload, arm), [])]
-            if min(len(base), len(cand)) < 2:
+            ch = paired_relative_change(base, cand, confidence=inp.cfg.confidence)  # one value per repeat
+            if math.isnan(ch.high):
                 # One run per arm has no interval: a throughput verdict needs repeats.
                 out.append(CheckResult("throughput", workload, arm, "skip", None, "repeats >= 2",
                                        f"{len(cand)} repeat(s): no confidence interval, no verdict"))
                 continue
-            ch = bootstrap_relative_change(base, cand, samples=inp.cfg.bootstrap_samples,
-                                           confidence=inp.cfg.confidence, seed=derive_seed(inp.seed, workload, arm))
             limit = inp.cfg.throughput_regression
             status: Status = "fail" if ch.high < -limit else "pass"
             out.append(CheckResult(

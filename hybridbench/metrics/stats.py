@@ -1,4 +1,9 @@
-"""Percentiles (numpy's linear interpolation) and a seeded bootstrap CI for relative changes."""
+"""Percentiles (numpy's linear interpolation) and confidence intervals for relative changes.
+
+Per-request samples (TTFTs: dozens to thousands) get a seeded percentile bootstrap. Per-trial samples
+(one throughput per repeat: usually 3) get a paired t-interval instead: a bootstrap of three values
+can only recombine those three, so its interval is far too narrow and noise alone would fail runs.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from dataclasses import dataclass
 
 from workloads.stats import percentile
 
-__all__ = ["RelativeChange", "bootstrap_relative_change", "percentile"]
+__all__ = ["RelativeChange", "bootstrap_relative_change", "paired_relative_change", "percentile", "t_quantile"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +44,69 @@ def bootstrap_relative_change(
             stats.append(c / b - 1)
     alpha = (1 - confidence) / 2 * 100
     return RelativeChange(estimate, percentile(stats, alpha), percentile(stats, 100 - alpha))
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-14:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def _t_cdf(t: float, df: float) -> float:
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile (bisection on the CDF): t_quantile(0.975, 2) = 4.3027."""
+    if not 0.0 < p < 1.0 or df <= 0:
+        raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while _t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(100):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if _t_cdf(mid, df) < p else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+def paired_relative_change(
+    baseline: Sequence[float], candidate: Sequence[float], *, confidence: float
+) -> RelativeChange:
+    """t-interval of the mean per-repeat change ``candidate[i] / baseline[i] - 1``.
+
+    Arms run interleaved within each repeat (A, B, A, B on the same machine), so what drifts between
+    repeats moves both arms of a repeat alike; pairing by repeat removes it, as a paired test does.
+    Only the first ``min(len)`` repeats pair (a run cut short by a dead server has fewer).
+    """
+    ratios = [c / b - 1 for b, c in zip(baseline, candidate, strict=False) if b]
+    if len(ratios) < 2:  # no interval from fewer than two repeats
+        return RelativeChange(math.nan, math.nan, math.nan)
+    estimate = statistics.fmean(ratios)
+    half = t_quantile(1 - (1 - confidence) / 2, len(ratios) - 1) * statistics.stdev(ratios) / math.sqrt(len(ratios))
+    return RelativeChange(estimate, estimate - half, estimate + half)

@@ -10,7 +10,12 @@ from typing import Any
 from hybridbench.metrics.stats import percentile
 from hybridbench.records.schema import Record
 
-__all__ = ["SUMMARY_KEYS", "summarize"]
+__all__ = ["SUMMARY_KEYS", "aggregate", "summarize"]
+
+# Keys that describe one run's clock: every repeat's timestamps start at zero, so pooling repeats would
+# overlap them (three repeats would show three times the throughput). Across repeats they are means.
+PER_RUN_KEYS = ("duration", "request_throughput", "input_throughput", "output_throughput", "total_throughput",
+                "total_token_throughput", "concurrency")
 
 
 def _dist(prefix: str, values: Sequence[float]) -> dict[str, float]:
@@ -77,3 +82,14 @@ def summarize(records: Sequence[Record]) -> dict[str, Any]:
 
 
 SUMMARY_KEYS = tuple(summarize([]).keys())
+
+
+def aggregate(records: Sequence[Record], trial_summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One arm on one workload across repeats: distributions and counts pool every request; the
+    per-run keys are the mean of the repeats' own values."""
+    out = summarize(records)
+    for key in PER_RUN_KEYS:
+        values = [v for s in trial_summaries if not math.isnan(v := float(s[key]))]
+        out[key] = statistics.fmean(values) if values else math.nan
+    out["repeats"] = len(trial_summaries)
+    return out

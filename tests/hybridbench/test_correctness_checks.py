@@ -98,9 +98,9 @@ def overhead_input(base: list[float], cand: list[float], arms: tuple[str, ...] =
 
 def test_prefill_overhead_fails_only_below_the_floor_with_confidence() -> None:
     (res,) = prefill_overhead(overhead_input([1000.0, 1010.0, 990.0], [700.0, 705.0, 695.0]))
-    assert res.status == "fail" and res.observed == pytest.approx(0.7)
+    assert res.status == "fail" and res.observed == pytest.approx(0.7, abs=1e-3)
     (res,) = prefill_overhead(overhead_input([1000.0, 1010.0, 990.0], [950.0, 960.0, 940.0]))
-    assert res.status == "pass" and res.observed == pytest.approx(0.95)
+    assert res.status == "pass" and res.observed == pytest.approx(0.95, abs=1e-3)
     # The seed's own 0.88 passes at its 0.85 floor and fails a stricter one.
     (res,) = prefill_overhead(overhead_input([72806.7] * 3, [64229.5] * 3, floor=0.9))
     assert res.status == "fail" and res.observed == pytest.approx(0.882, abs=1e-3)

@@ -91,3 +91,46 @@ def test_throughput_has_no_verdict_without_repeats() -> None:
     (single,) = throughput(CheckInput(base.cfg, base.arms, "lru", ("w",), {}, one, {}, 0))
     (repeated,) = throughput(CheckInput(base.cfg, base.arms, "lru", ("w",), {}, three, {}, 0))
     assert single.status == "skip" and repeated.status == "fail"  # a halved throughput over 3 repeats fails
+
+
+def test_t_quantiles_match_the_tables() -> None:
+    from hybridbench.metrics.stats import t_quantile
+
+    for p, df, want in ((0.975, 2, 4.3027), (0.975, 4, 2.7764), (0.975, 30, 2.0423), (0.95, 1, 6.3138),
+                        (0.995, 10, 3.1693), (0.975, 1e6, 1.9600)):
+        assert t_quantile(p, df) == pytest.approx(want, abs=1e-4)
+    assert t_quantile(0.025, 10) == pytest.approx(-2.2281, abs=1e-4)
+
+
+def test_paired_interval_is_honest_about_three_noisy_repeats() -> None:
+    from hybridbench.checks.builtin import throughput
+    from hybridbench.metrics.stats import paired_relative_change
+
+    ch = paired_relative_change([10.0, 20.0, 40.0], [9.0, 19.0, 34.0], confidence=0.95)
+    # ratios -0.10, -0.05, -0.15: mean -0.10, sd 0.05, t(0.975, 2) = 4.3027 -> half-width 0.1242
+    assert (ch.estimate, ch.low, ch.high) == pytest.approx((-0.10, -0.2242, 0.0242), abs=1e-4)
+    # Pairing by repeat removes what drifts between repeats: a steady -30% under a machine that
+    # doubles its speed each repeat is still unambiguous.
+    drifting = paired_relative_change([10.0, 20.0, 40.0], [7.0, 14.1, 27.9], confidence=0.95)
+    assert drifting.high < -0.28
+    # The seglen main job's gsp throughputs on a shared 2-core machine: a -20% point estimate whose
+    # three repeats cannot exclude -10%; a bootstrap of three values claimed they could.
+    noisy = {("w", "lru"): [{"request_throughput": v} for v in (70.02, 87.22, 69.70)],
+             ("w", "seglen"): [{"request_throughput": v} for v in (62.85, 62.74, 56.98)]}
+    base = make_input({})
+    (res,) = throughput(CheckInput(base.cfg, base.arms, "lru", ("w",), {}, noisy, {}, 0))
+    assert res.status == "pass" and res.observed == pytest.approx(-0.1885, abs=1e-3)
+    bootstrap = bootstrap_relative_change([70.02, 87.22, 69.70], [62.85, 62.74, 56.98], samples=1000,
+                                          confidence=0.95, seed=0)
+    assert bootstrap.high < -0.10  # what the old rule would have failed on
+
+
+def test_aggregate_rates_are_per_repeat_means_not_pooled_clocks() -> None:
+    from hybridbench.metrics.summary import aggregate
+
+    trials = [[rec("a", 100.0, i=i) for i in range(10)] for _ in range(2)]  # each repeat's clock starts at 0
+    agg = aggregate([r for t in trials for r in t], [summarize(t) for t in trials])
+    assert agg["request_throughput"] == pytest.approx(summarize(trials[0])["request_throughput"])
+    assert agg["completed"] == 20 and agg["repeats"] == 2
+    pooled = summarize([r for t in trials for r in t])["request_throughput"]
+    assert pooled == pytest.approx(2 * agg["request_throughput"])  # the overlap a pooled clock would report
