@@ -14,7 +14,8 @@ from reference_impl.lifecycle import STRATEGIES, make_strategy
 from reference_impl.policies.registry import POLICIES, make_policy, make_replay_cache
 from reference_impl.radix.invariants import InvariantError, check_invariants
 from reference_impl.radix.pools import KVPool, PoolExhausted, StatePool
-from reference_impl.radix.tree import MambaRadixTree, MatchResult
+from reference_impl.radix.results import MatchResult
+from reference_impl.radix.tree import MambaRadixTree
 
 __all__ = [
     "POLICIES",

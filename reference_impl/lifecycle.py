@@ -26,7 +26,8 @@ from reference_impl.host_tier import HostTier
 from reference_impl.radix.key import page_floor
 from reference_impl.radix.node import Node
 from reference_impl.radix.pools import PoolExhausted, StateContent
-from reference_impl.radix.tree import LockHandle, MambaRadixTree
+from reference_impl.radix.results import LockHandle
+from reference_impl.radix.tree import MambaRadixTree
 
 __all__ = [
     "STATES_PER_REQUEST_WITH_CACHE", "STRATEGIES", "CachedRequest", "DisabledStrategy", "ExtraBufferStrategy",

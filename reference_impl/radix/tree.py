@@ -24,17 +24,17 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reference_impl.radix.key import child_key, match_len, page_floor
 from reference_impl.radix.node import Node
 from reference_impl.radix.pools import KVPool, StatePool
+from reference_impl.radix.results import EvictResult, InsertResult, LockHandle, MatchResult
 
 if TYPE_CHECKING:
     from reference_impl.policies.base import EvictionPolicy
 
-__all__ = ["SGLANG_SEMANTICS", "EvictResult", "InsertResult", "LockHandle", "MambaRadixTree", "MatchResult"]
+__all__ = ["SGLANG_SEMANTICS", "MambaRadixTree"]
 
 # The SGLang versions whose cache behaviour this tree reproduces, newest last (research/sglang.md §0):
 #   0.5.9  MambaRadixCache: a hit refreshes the whole matched chain in the state order; insert leaves
@@ -42,33 +42,6 @@ __all__ = ["SGLANG_SEMANTICS", "EvictResult", "InsertResult", "LockHandle", "Mam
 #   0.5.23 UnifiedRadixCache: a hit refreshes only the used node (#31643/#31648); insert frees
 #          duplicate KV; the branching seqlen is reported only beyond the reusable prefix.
 SGLANG_SEMANTICS = ("0.5.9", "0.5.23")
-
-
-@dataclass(frozen=True, slots=True)
-class MatchResult:
-    prefix_len: int  # reusable tokens: the prefix ends on ``last_node``, which holds a state
-    last_node: Node  # root when nothing is reusable
-    kv_match_len: int  # tokens whose KV the tree holds along the path (may exceed prefix_len)
-    branch_seqlen: int | None  # chunk-aligned KV match beyond the last state (SGLang's branching seqlen)
-
-
-@dataclass(frozen=True, slots=True)
-class InsertResult:
-    prefix_len: int  # tokens of the key already in the tree before the insert
-    state_exists: bool  # the key ended on a node that already had a state: the caller frees its slot
-    duplicate_kv: int  # caller-held KV tokens the tree already had: freed here (0.5.23) or by the caller (0.5.9)
-
-
-@dataclass(frozen=True, slots=True)
-class EvictResult:
-    tokens_evicted: int
-    states_evicted: int
-
-
-@dataclass(frozen=True, slots=True)
-class LockHandle:
-    node: Node
-    state_locked: bool  # False if the node was a tombstone when locked: release skips the state lock
 
 
 def _peek_live(heap: list[tuple[int, int, int]], live: dict[int, Node], tick_attr: str) -> Node | None:

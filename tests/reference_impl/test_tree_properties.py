@@ -16,7 +16,8 @@ from reference_impl.policies.registry import make_policy
 from reference_impl.radix.invariants import check_invariants
 from reference_impl.radix.node import Node
 from reference_impl.radix.pools import KVPool, StatePool
-from reference_impl.radix.tree import SGLANG_SEMANTICS, LockHandle, MambaRadixTree
+from reference_impl.radix.results import LockHandle
+from reference_impl.radix.tree import SGLANG_SEMANTICS, MambaRadixTree
 
 Key = tuple[int, ...]
 

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from reference_impl.policies.registry import make_policy
 from reference_impl.radix.invariants import check_invariants
 from reference_impl.radix.pools import KVPool, StatePool
-from reference_impl.radix.tree import InsertResult, MambaRadixTree
+from reference_impl.radix.results import InsertResult
+from reference_impl.radix.tree import MambaRadixTree
 
 
 class TreeHarness:

@@ -34,7 +34,8 @@ from reference_impl.lifecycle import CachedRequest, NoBufferStrategy
 from reference_impl.policies.registry import make_policy
 from reference_impl.radix.invariants import check_invariants
 from reference_impl.radix.pools import KVPool, StatePool
-from reference_impl.radix.tree import LockHandle, MambaRadixTree
+from reference_impl.radix.results import LockHandle
+from reference_impl.radix.tree import MambaRadixTree
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
