@@ -49,7 +49,7 @@ def kl(inp: CheckInput) -> Sequence[CheckResult]:
         variants = sorted(v for (w, a, v) in groups if (w, a) == (workload, arm))
         if not variants:
             out.append(CheckResult("kl", workload, arm, "skip", None, f"mean k3 < {inp.kl_threshold:g}",
-                                   "no logprob samples (the engine cannot return prompt logprobs)"))
+                                   "no KL samples: the engine has no prompt logprobs, or no prompt had >= 8 tokens"))
             continue
         for variant in variants:
             status, value, detail = _kl_verdict(groups[(workload, arm, variant)], inp.kl_threshold,

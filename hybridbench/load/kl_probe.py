@@ -123,7 +123,8 @@ class KlProbe:
     async def _decode(self, prompt: list[int], seed: int) -> tuple[list[int], _Answer, int]:
         # Decode past the first tracked position beyond SGLang's gate (len(prompt) + 2).
         boundary = -(-(len(prompt) + 2) // self.track_interval) * self.track_interval
-        first = await self._generate(prompt, boundary - len(prompt) + self.max_new_tokens, seed=seed)
+        # With logprobs, the output ids also come from output_token_logprobs (a build may omit output_ids).
+        first = await self._generate(prompt, boundary - len(prompt) + self.max_new_tokens, logprobs=True, seed=seed)
         turn2 = [*prompt, *first.output_ids, prompt[0]]
         ans = await self._generate(turn2, self.max_new_tokens, logprobs=True, seed=seed + 1)
         return turn2, ans, len(prompt) + 2
