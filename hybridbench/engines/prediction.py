@@ -89,7 +89,11 @@ class CachePredictor:
             self.broken = "the server did not return its output token ids"
             return None
         row = TraceRow(0, 0, 0.0, tuple(prompt), tuple(output_ids))
-        (rec,) = simulate([row], self.core, _NoTime(), _SEQUENTIAL).records
+        try:
+            (rec,) = simulate([row], self.core, _NoTime(), _SEQUENTIAL).records
+        except Exception as exc:  # a failing mirror must never cost the measurement itself
+            self.broken = f"the reference cache failed to mirror a request ({type(exc).__name__}: {exc})"
+            return None
         if rec.status != "ok":
             self.broken = f"the reference cache rejected a request the server served ({rec.error})"
             return None

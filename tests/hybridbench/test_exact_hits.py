@@ -76,3 +76,12 @@ def test_reference_server_matches_the_reference_cache_request_by_request(tmp_pat
     assert all(r["expected_cached_tokens"] is None for r in records if r["arm"] == "l2")
     prediction = {t["arm"]: t["server"]["prediction"] for t in bundle["trials"]}
     assert prediction["lru"] == prediction["branching"] == "exact" and "host tier" in prediction["l2"]
+
+
+def test_a_request_the_mirror_cannot_take_stops_predictions_without_raising() -> None:
+    config = predictor_config("branching", {"max_total_num_tokens": 64, "max_mamba_cache_size": 64})
+    assert not isinstance(config, str)
+    predictor = CachePredictor(config)
+    assert predictor.predict([5] * 10, [1], 1) == 0
+    assert predictor.predict([5] * 500, [1], 1) is None  # longer than the mirrored KV pool
+    assert predictor.broken and predictor.predict([5] * 10, [1], 1) is None  # no guessing afterwards
