@@ -233,8 +233,6 @@ class ServerEngine:
     def _probe_kl(self, cfg: RunCfg, server: ServerProcess, ctx: TrialContext,
                   emit: Callable[[KlSample], None]) -> str:
         """After the measured traffic (never mixed with it): SGLang's KL method, one request at a time."""
-        if self.api != "sglang":
-            return "skipped: the KL probe needs SGLang's /generate logprobs"
         if "disabled" in ctx.trial.arm.split("+"):
             return "skipped: no cache to hit"
         c = cfg.checks
@@ -246,9 +244,12 @@ class ServerEngine:
             async with aiohttp.ClientSession() as session:
                 probe = KlProbe(session, server.base_url, c.kl_max_new_tokens, c.kl_temperature,
                                 effective_vocab(cfg), ctx.trial.seed, cfg.engine.track_interval,
-                                cfg.engine.request_timeout_s)
+                                cfg.engine.request_timeout_s, api=self.api, flush_path=self.flush_path,
+                                model=cfg.model.hf_id)
+                # SGLang's no_buffer keeps no mid-prompt state; vLLM's modes are block-aligned and can hit there.
+                no_buffer = self.api == "sglang" and _no_buffer(ctx.trial.arm)
                 for variant in c.kl_variants:
-                    skip = "" if variant == "decode" or not _no_buffer(ctx.trial.arm) else _NO_BUFFER_SKIP
+                    skip = "" if variant == "decode" or not no_buffer else _NO_BUFFER_SKIP
                     for i, prompt in enumerate(prompts):
                         emit(await probe.sample(variant, i, prompt, skip=skip, **identity))  # type: ignore[arg-type]
 

@@ -1,4 +1,5 @@
-"""The KL probe: SGLang's cache-hit-vs-cache-free logprob method, over SGLang's native /generate.
+"""The KL probe: SGLang's cache-hit-vs-cache-free logprob method, over SGLang's /generate or vLLM's
+OpenAI /v1/completions.
 
 Per sample (research/sglang.md §8.2): flush, build the cache state the variant needs, run the probed
 request with ``return_logprob`` (the logprob of every sampled token), flush again, replay prompt +
@@ -69,18 +70,52 @@ class KlProbe:
     seed: int
     track_interval: int  # --mamba-track-interval: where extra_buffer tracks states while decoding
     timeout_s: float = 600.0
+    api: str = "sglang"  # "sglang" (/generate) or "openai" (vLLM's /v1/completions)
+    flush_path: str = "/flush_cache"  # vLLM: /reset_prefix_cache
+    model: str = ""  # the served model name (OpenAI API)
 
     # ------------------------------------------------------------------ HTTP
     async def _flush(self) -> None:
         for _ in range(300):  # SGLang refuses a flush while requests are in flight: retry briefly
-            async with self.session.post(f"{self.base_url}/flush_cache") as resp:
+            async with self.session.post(f"{self.base_url}{self.flush_path}") as resp:
                 if resp.status == 200:
                     return
             await asyncio.sleep(0.1)
-        raise ProbeError("/flush_cache refused for 30 s")
+        raise ProbeError(f"{self.flush_path} refused for 30 s")
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        async with self.session.post(f"{self.base_url}{path}", json=body,
+                                     timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as resp:
+            if resp.status != 200:
+                raise ProbeError(f"{path} answered HTTP {resp.status}: {(await resp.text())[:200]}")
+            return await resp.json()
+
+    async def _generate_openai(self, ids: list[int], max_new: int, *, logprobs: bool, logprob_start: int,
+                               seed: int) -> _Answer:
+        """vLLM: ``logprobs: 0`` gives each sampled token's logprob; ``prompt_logprobs: 0`` each prompt token's
+        (such requests never read vLLM's prefix cache, so the replay is cache-free twice over)."""
+        body: dict[str, Any] = {"model": self.model, "prompt": ids, "max_tokens": max(1, max_new), "seed": seed,
+                                "temperature": self.temperature, "ignore_eos": True, "return_token_ids": True}
+        if logprobs:
+            body["logprobs"] = 0
+            if logprob_start >= 0:
+                body["prompt_logprobs"] = 0
+        out = await self._post("/v1/completions", body)
+        choice = out["choices"][0]
+        details = (out.get("usage") or {}).get("prompt_tokens_details") or {}
+        prompt_lp = choice.get("prompt_logprobs") or []
+        return _Answer(
+            cached=None if details.get("cached_tokens") is None else int(details["cached_tokens"]),
+            output_ids=[int(t) for t in choice.get("token_ids") or []],
+            output_logprobs=[float(v) for v in ((choice.get("logprobs") or {}).get("token_logprobs") or [])],
+            input_logprobs=[None if e is None else float(e[str(ids[i])]["logprob"]) for i, e in enumerate(prompt_lp)],
+        )
 
     async def _generate(self, ids: list[int], max_new: int, *, logprobs: bool = False, logprob_start: int = -1,
                         seed: int = 0) -> _Answer:
+        if self.api == "openai":
+            return await self._generate_openai(ids, max_new, logprobs=logprobs, logprob_start=logprob_start,
+                                               seed=seed)
         body: dict[str, Any] = {
             "input_ids": ids,
             "sampling_params": {"temperature": self.temperature, "max_new_tokens": max_new, "ignore_eos": True,
@@ -88,11 +123,7 @@ class KlProbe:
         }
         if logprobs:  # SGLang's default start (-1) returns output logprobs only; a start >= len aborts
             body.update(return_logprob=True, logprob_start_len=logprob_start)
-        async with self.session.post(f"{self.base_url}/generate", json=body,
-                                     timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as resp:
-            if resp.status != 200:
-                raise ProbeError(f"/generate answered HTTP {resp.status}: {(await resp.text())[:200]}")
-            out = await resp.json()
+        out = await self._post("/generate", body)
         if isinstance(out, list):  # SGLang answers a batch with a list; one request is one element
             out = out[0]
         meta = out.get("meta_info") or {}

@@ -3,7 +3,8 @@
 The vLLM launcher's unit tests check command lines against flag tables and its lifecycle against the
 reference server; this tier runs the third-party engine itself: `vllm serve` started by hybridbench,
 readiness, `/reset_prefix_cache` between trials, streaming `/v1/completions` with token-id prompts,
-per-request `usage.prompt_tokens_details.cached_tokens`, vLLM's own Prometheus counters, shutdown.
+per-request `usage.prompt_tokens_details.cached_tokens`, vLLM's own Prometheus counters, the `kl` probe over
+the OpenAI API, shutdown.
 Build the env first (`bash tests/vllm_cpu/build_env.sh`, about 3 minutes and 3.5 GB); each run takes
 about a minute and a half (two server starts) on 2 cores.
 """
@@ -30,7 +31,8 @@ MODEL = HOME / "tiny-llama"
                     reason="no vLLM CPU env: run `bash tests/vllm_cpu/build_env.sh`")
 def test_smoke_on_real_vllm_reports_real_prefix_hits(tmp_path: Path) -> None:
     args = ["+experiment=smoke", "engine=vllm", f"engine.python={PYTHON}", "model=vllm-tiny-llama", "engine.tp=1",
-            "engine.gpu=cpu", "arms=[disabled,lru]", "engine.startup_timeout_s=400", f"hydra.run.dir={tmp_path}"]
+            "engine.gpu=cpu", "arms=[disabled,lru]", "engine.startup_timeout_s=400", f"hydra.run.dir={tmp_path}",
+            "checks.enabled=[survival,cache_hits,kl]", "checks.kl_samples=2"]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-m", "hybridbench", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=1200, check=False)
@@ -43,6 +45,10 @@ def test_smoke_on_real_vllm_reports_real_prefix_hits(tmp_path: Path) -> None:
     server = {t["arm"]: t["server"] for t in bundle["trials"]}
     # Per-request usage and vLLM's own vllm:prefix_cache_hits_total agree, request for request.
     assert server["lru"]["metrics_cached_tokens"] == cached["lru"]
+    # SGLang's KL method over vLLM's OpenAI API (logprobs / prompt_logprobs): every probe hits, k3 under 0.003.
+    kl = {c["workload"]: c for c in bundle["checks"] if c["check"] == "kl"}
+    assert set(kl) == {"gsp/prefill", "gsp/decode", "gsp/branch"}
+    assert all(c["status"] == "pass" and "over 2 hit(s) of 2" in c["detail"] for c in kl.values()), kl
     commands = bundle["provenance"]["engine"]["extra"]["commands"]
     assert "--no-enable-prefix-caching" in commands["disabled"] and "--enable-prefix-caching" in commands["lru"]
     assert not any("--mamba-cache-mode" in c for c in commands.values())  # dense model: no mamba flags
