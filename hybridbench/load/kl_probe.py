@@ -13,7 +13,7 @@ of the same tokens. The variants hit different paths of a hybrid cache:
 * ``branch`` — two requests diverge after a shared prefix, then a third diverges there too: it can
   only hit through the branch point's state (the "0, 0, 256" scenario of SGLang's branching test).
 
-A no_buffer arm keeps a state only at the end of a request, so it cannot hit a prefill or a branch
+On SGLang a no_buffer arm keeps a state only at the end of a request, so it cannot hit a prefill or a branch
 point by design (SGLang: "Branching point caching ... not implemented"); those variants are recorded
 as skipped for it rather than as misses. The probe runs strictly one request at a time after a
 trial's measured traffic, so its requests and flushes never mix with what the trial measured.
