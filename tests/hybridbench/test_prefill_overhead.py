@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = ["+experiment=prefill_overhead", "model=reference-tiny", "arms=[disabled,branching]", "repeats=3",
-         "engine.workload_scale=1", "+workloads.random.params.num_prompts=4", "+workloads.random.params.input_len=640"]
+SMALL = ["+experiment=prefill_overhead", "model=reference-tiny", "arms=[disabled,branching]", "repeats=4",
+         "engine.workload_scale=1", "+workloads.random.params.num_prompts=6", "+workloads.random.params.input_len=1024"]
 
 
 def verdict(tmp_path: Path, *extra: str) -> tuple[int, dict[str, object], dict[str, object]]:

