@@ -33,8 +33,9 @@ TAG = "HYBRIDBENCH_VLLM_TEST_TAG"
 
 needs_env = pytest.mark.skipif(not (PYTHON.exists() and (LLAMA / "config.json").exists()),
                                reason="no vLLM CPU env: run `bash tests/vllm_cpu/build_env.sh`")
-needs_hybrid = pytest.mark.skipif(not (PYTHON.exists() and (NEMOTRONH / "config.json").exists()),
-                                  reason="no vLLM CPU env with the hybrid model: run `bash tests/vllm_cpu/build_env.sh`")
+needs_hybrid = pytest.mark.skipif(
+    not (PYTHON.exists() and (NEMOTRONH / "config.json").exists()),
+    reason="no vLLM CPU env with the hybrid model: run `bash tests/vllm_cpu/build_env.sh`")
 
 
 def _tagged_pids(tag: str) -> list[int]:
@@ -117,18 +118,22 @@ def test_smoke_on_real_vllm_dense_reports_real_prefix_hits(tmp_path: Path) -> No
 
 @needs_hybrid
 def test_smoke_on_real_vllm_hybrid_align_mode_hits(tmp_path: Path) -> None:
+    """No `kl` check here: its probes are seeded (temperature 1), and vLLM 0.32.0's CPU build kills the engine on
+    a seeded request whose prefill is split across steps (`gen.set_offset` in `_bookkeeping_sync`: "CPU
+    Generator does not use offset"); align mode splits every prefill at the block boundary."""
     proc, tag = run_hybridbench(tmp_path, "arms=[disabled,lru]", f"model.hf_id={NEMOTRONH}", "model.hybrid=true",
-                                "model.name=tiny-nemotronh", "checks.enabled=[survival,cache_hits,kl]",
-                                "checks.kl_samples=2")
+                                "model.name=tiny-nemotronh", "checks.enabled=[survival,cache_hits]")
     assert proc.returncode == 0, proc.stderr[-2000:]
     bundle = check_real_run(tmp_path, tag, NEMOTRONH, SMOKE_LENS)
     commands = bundle["provenance"]["engine"]["extra"]["commands"]
     lru = commands["lru"]
     assert lru[lru.index("--mamba-cache-mode") + 1] == "align"
     assert "--mamba-cache-mode" not in commands["disabled"]
-    kl = {c["workload"]: c for c in bundle["checks"] if c["check"] == "kl"}
-    assert set(kl) == {"gsp/prefill", "gsp/decode", "gsp/branch"}
-    assert all(c["status"] == "pass" for c in kl.values()), kl
+    # Align mode keeps Mamba states at attention-block boundaries only (128 tokens on CPU): a hit on the
+    # 300-token shared system prompt is 256 tokens, never a partial block.
+    hits = [r["cached_tokens"] for r in map(json.loads, (tmp_path / "records.jsonl").read_text().splitlines())
+            if r["arm"] == "lru"]
+    assert set(hits) <= {0, 256} and hits.count(256) >= len(hits) // 2, hits
 
 
 @needs_hybrid
