@@ -10,17 +10,28 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from workloads.stats import percentile
 
-__all__ = ["RelativeChange", "bootstrap_relative_change", "paired_relative_change", "percentile", "t_quantile"]
+T = TypeVar("T")
+
+__all__ = [
+    "RelativeChange",
+    "bootstrap_relative_change",
+    "paired_bootstrap",
+    "paired_relative_change",
+    "percentile",
+    "t_quantile",
+    "welch_relative_change",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class RelativeChange:
-    estimate: float  # mean(candidate) / mean(baseline) - 1
+    estimate: float  # mean(candidate) / mean(baseline) - 1 (an absolute difference where a caller says so)
     low: float
     high: float
 
@@ -110,3 +121,49 @@ def paired_relative_change(
     estimate = statistics.fmean(ratios)
     half = t_quantile(1 - (1 - confidence) / 2, len(ratios) - 1) * statistics.stdev(ratios) / math.sqrt(len(ratios))
     return RelativeChange(estimate, estimate - half, estimate + half)
+
+
+def welch_relative_change(
+    baseline: Sequence[float], candidate: Sequence[float], *, confidence: float
+) -> RelativeChange:
+    """Welch t-interval of mean(candidate)/mean(baseline) - 1 for two *unpaired* sets of per-repeat values.
+
+    Two separate runs (main last night, a pull request now) share no repeats to pair, so each side's
+    spread counts. The interval is built on the log of the ratio (delta method: var(log mean) ~
+    var/(n mean^2)) with Welch-Satterthwaite degrees of freedom, then mapped back, so it stays above -100%.
+    """
+    nb, nc = len(baseline), len(candidate)
+    if nb < 2 or nc < 2:
+        return RelativeChange(math.nan, math.nan, math.nan)
+    mb, mc = statistics.fmean(baseline), statistics.fmean(candidate)
+    if mb <= 0 or mc <= 0:
+        return RelativeChange(math.nan, math.nan, math.nan)
+    vb = statistics.variance(baseline) / (nb * mb * mb)
+    vc = statistics.variance(candidate) / (nc * mc * mc)
+    log_ratio = math.log(mc / mb)
+    if vb + vc == 0:
+        return RelativeChange(mc / mb - 1, mc / mb - 1, mc / mb - 1)
+    df = (vb + vc) ** 2 / (vb * vb / (nb - 1) + vc * vc / (nc - 1))
+    half = t_quantile(1 - (1 - confidence) / 2, df) * math.sqrt(vb + vc)
+    return RelativeChange(mc / mb - 1, math.expm1(log_ratio - half), math.expm1(log_ratio + half))
+
+
+
+def paired_bootstrap(
+    items: Sequence[T], statistic: Callable[[Sequence[T]], float], *, samples: int, confidence: float, seed: int
+) -> RelativeChange:
+    """Percentile bootstrap of ``statistic`` over paired items, resampled together.
+
+    Two runs of one plan send byte-identical requests, so request i of repeat r pairs with its twin in the
+    other run: resampling pairs keeps what both share (a long prompt is slow in both), which a bootstrap
+    of each side alone would count as noise.
+    """
+    if not items:
+        return RelativeChange(math.nan, math.nan, math.nan)
+    estimate = statistic(items)
+    rng = random.Random(seed)
+    stats = [v for _ in range(samples) if not math.isnan(v := statistic(rng.choices(items, k=len(items))))]
+    if not stats:
+        return RelativeChange(estimate, math.nan, math.nan)
+    alpha = (1 - confidence) / 2 * 100
+    return RelativeChange(estimate, percentile(stats, alpha), percentile(stats, 100 - alpha))

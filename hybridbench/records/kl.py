@@ -69,6 +69,8 @@ _FIELDS = {f.name for f in fields(KlSample)}
 
 
 def kl_sample_from_json(obj: dict[str, Any]) -> KlSample:
+    if not isinstance(obj, dict):
+        raise TypeError(f"expected a JSON object, got {type(obj).__name__}")
     return KlSample(**{k: v for k, v in obj.items() if k in _FIELDS})
 
 

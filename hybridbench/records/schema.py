@@ -65,4 +65,6 @@ _FIELDS = {f.name for f in fields(Record)}
 
 
 def record_from_json(obj: dict[str, Any]) -> Record:
+    if not isinstance(obj, dict):
+        raise TypeError(f"expected a JSON object, got {type(obj).__name__}")
     return Record(**{k: v for k, v in obj.items() if k in _FIELDS})

@@ -1,0 +1,83 @@
+"""``python -m hybridbench.compare BASELINE_RUN CANDIDATE_RUN`` — main's run against a pull request's.
+
+Writes compare.md and compare.json (default: CANDIDATE_RUN/compare/) and prints the table. Exit codes
+as the harness's (DESIGN.md §4): 0 no regression, 1 a regression, 2 usage error or runs that cannot be
+compared (one line naming why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from hybridbench.compare.diff import CompareCfg, compare_runs
+from hybridbench.compare.runs import load_run
+from hybridbench.errors import ConfigError
+from hybridbench.plan.build import write_json_atomic
+from hybridbench.report.compare import comparison_json, render_comparison
+from hybridbench.results.bundle import write_text_atomic
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0, 1)")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    d = CompareCfg()
+    p = _Parser(prog="python -m hybridbench.compare", description=__doc__.split("\n\n")[0])
+    p.add_argument("baseline", type=Path, help="run directory of the baseline (e.g. main's nightly run)")
+    p.add_argument("candidate", type=Path, help="run directory of the candidate (e.g. the pull request's run)")
+    p.add_argument("-o", "--output", type=Path, help="where compare.md/compare.json go (default CANDIDATE/compare)")
+    p.add_argument("--ttft-regression", type=_fraction, default=d.ttft_regression,
+                   help=f"fail when the whole CI of the mean TTFT change is above this (default {d.ttft_regression})")
+    p.add_argument("--throughput-regression", type=_fraction, default=d.throughput_regression,
+                   help=f"fail when the whole CI of the throughput change is below minus this "
+                        f"(default {d.throughput_regression})")
+    p.add_argument("--max-hit-rate-drop", type=_fraction, default=d.max_hit_rate_drop,
+                   help=f"fail when the whole CI of the token hit rate change is below minus this "
+                        f"(absolute, default {d.max_hit_rate_drop})")
+    p.add_argument("--confidence", type=_fraction, default=d.confidence)
+    p.add_argument("--bootstrap-samples", type=int, default=d.bootstrap_samples)
+    p.add_argument("--seed", type=int, default=d.seed)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.bootstrap_samples < 1 or args.confidence <= 0:
+        print("error: --bootstrap-samples must be >= 1 and --confidence in (0, 1)", file=sys.stderr)
+        return 2
+    cfg = CompareCfg(args.ttft_regression, args.throughput_regression, args.max_hit_rate_drop, args.confidence,
+                     args.bootstrap_samples, args.seed)
+    try:
+        cmp = compare_runs(load_run(args.baseline), load_run(args.candidate), cfg)
+        out = args.output or args.candidate / "compare"
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{out}: cannot create the output directory ({exc.strerror or exc})") from None
+        write_json_atomic(out / "compare.json", comparison_json(cmp))
+        text = render_comparison(cmp)
+        write_text_atomic(out / "compare.md", text)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(text)
+    print(f"comparison: {out}", file=sys.stderr)
+    return 1 if cmp.verdict == "fail" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""Two saved runs of the same experiment, compared arm by arm: main's build against a pull request's.
+
+Each (workload, arm) the runs share gets four verdicts, each failing only when the *whole* confidence
+interval is past its threshold, so run-to-run noise alone never fails a pull request:
+
+- ``ttft``: mean TTFT, percentile bootstrap over requests, each paired with its twin in the other run
+  (the traces are identical, so request i of repeat r is the same request in both);
+- ``throughput``: request throughput, a Welch t-interval over the runs' repeats (two runs share no
+  repeat to pair, unlike the arms of one run) — needs at least two repeats on each side;
+- ``token_hit_rate``: absolute change of cached / prompt tokens, bootstrap over the same request pairs;
+- ``survival``: the candidate lost requests (or its server died) where the baseline lost none.
+
+Runs are comparable only when they drove the same engine kind and model with byte-identical traces;
+anything else is refused with the difference named (exit 2), never silently compared.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hybridbench.checks.base import Status
+from hybridbench.compare.runs import SavedRun
+from hybridbench.errors import ConfigError
+from hybridbench.metrics.stats import RelativeChange, paired_bootstrap, welch_relative_change
+from hybridbench.metrics.summary import summarize
+from hybridbench.plan.build import derive_seed
+from hybridbench.records.schema import Record
+
+__all__ = ["CompareCfg", "Comparison", "Delta", "compare_runs", "config_changes"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompareCfg:
+    ttft_regression: float = 0.10  # fail when the whole CI of the mean TTFT change is above +10%
+    throughput_regression: float = 0.10  # fail when the whole CI of the request throughput change is below -10%
+    max_hit_rate_drop: float = 0.02  # fail when the whole CI of the token hit rate change is below -0.02
+    confidence: float = 0.95
+    bootstrap_samples: int = 1000
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    metric: str  # ttft | throughput | token_hit_rate | survival
+    workload: str
+    arm: str
+    status: Status
+    base: float | None
+    candidate: float | None
+    change: float | None  # relative for ttft and throughput, absolute for token_hit_rate
+    low: float | None
+    high: float | None
+    expected: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    base: str
+    candidate: str
+    engine: str
+    model: str
+    modelled: bool
+    pairs: tuple[tuple[str, str], ...]  # (workload, arm) compared
+    not_compared: tuple[str, ...]  # what only one run has, said in words
+    config_changes: tuple[tuple[str, Any, Any], ...]  # (dotted key, base value, candidate value)
+    deltas: tuple[Delta, ...]
+
+    @property
+    def verdict(self) -> str:
+        return "fail" if any(d.status == "fail" for d in self.deltas) else "pass"
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), sub, out)
+    else:
+        out[prefix] = value
+
+
+def config_changes(base: dict[str, Any], candidate: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Every resolved-config key whose value differs (what the pull request's run changed, e.g. engine.python)."""
+    a: dict[str, Any] = {}
+    b: dict[str, Any] = {}
+    _flatten("", base, a)
+    _flatten("", candidate, b)
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def _check_comparable(base: SavedRun, cand: SavedRun) -> list[str]:
+    if base.engine != cand.engine:
+        raise ConfigError(f"not comparable: engine {base.engine!r} (baseline) vs {cand.engine!r} (candidate)")
+    if base.model != cand.model:
+        raise ConfigError(f"not comparable: model {base.model!r} (baseline) vs {cand.model!r} (candidate)")
+    for name in sorted(set(base.workload_digests) & set(cand.workload_digests)):
+        if base.workload_digests[name] != cand.workload_digests[name]:
+            raise ConfigError(f"not comparable: workload {name!r} sent different requests in the two runs "
+                              "(different trace: seed, parameters or scale changed)")
+    notes = [f"workload {w!r} only in the {side} run"
+             for side, mine, other in (("baseline", base, cand), ("candidate", cand, base))
+             for w in sorted(set(mine.workload_digests) - set(other.workload_digests))]
+    notes += [f"arm {a!r} only in the {side} run"
+              for side, mine, other in (("baseline", base, cand), ("candidate", cand, base))
+              for a in mine.arms if a not in other.arms]
+    return notes
+
+
+Subject = tuple[str, str, str]  # (metric, workload, arm)
+
+
+def _interval(subject: Subject, base: float, cand: float, ch: RelativeChange, *, limit: float, expected: str,
+              higher_is_worse: bool, relative: bool) -> Delta:
+    fail = ch.low > limit if higher_is_worse else ch.high < -limit
+    shown = "{:+.1%}" if relative else "{:+.3f}"
+    detail = f"{shown.format(ch.estimate)} (CI {shown.format(ch.low)} .. {shown.format(ch.high)})"
+    return Delta(*subject, "fail" if fail else "pass", base, cand, ch.estimate, ch.low, ch.high, expected, detail)
+
+
+def _skip(subject: Subject, expected: str, why: str, *, base: float | None = None,
+          cand: float | None = None) -> Delta:
+    return Delta(*subject, "skip", base, cand, None, None, None, expected, why)
+
+
+def _ttft_change(pairs: Sequence[tuple[float, float]]) -> float:
+    base = sum(b for b, _ in pairs)
+    return sum(c for _, c in pairs) / base - 1 if base > 0 else math.nan
+
+
+def _hit_rate(recs: Sequence[Record]) -> float:
+    prompt = sum(r.prompt_tokens for r in recs)
+    return sum(r.cached_tokens or 0 for r in recs) / prompt if prompt else math.nan
+
+
+def _hit_rate_change(pairs: Sequence[tuple[Record, Record]]) -> float:
+    return _hit_rate([c for _, c in pairs]) - _hit_rate([b for b, _ in pairs])
+
+
+def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareCfg) -> list[Delta]:
+    b_recs, c_recs = base.records(workload, arm), cand.records(workload, arm)
+    b_ok = [r for r in b_recs if r.status == "ok"]
+    c_ok = [r for r in c_recs if r.status == "ok"]
+    seed = derive_seed(cfg.seed, "compare", workload, arm)
+    out: list[Delta] = []
+
+    def lost(run: SavedRun, recs: list[Record], ok: list[Record]) -> int:
+        trials = run.trials_of(workload, arm)
+        return (len(recs) - len(ok) + sum(1 for t in trials if t.infrastructure_error)
+                + run.missing_trials(workload, arm))
+
+    b_lost, c_lost = lost(base, b_recs, b_ok), lost(cand, c_recs, c_ok)
+    expected = "no request, trial or server lost that the baseline did not lose"
+    if c_lost == 0:
+        out.append(Delta("survival", workload, arm, "pass", float(b_lost), 0.0, None, None, None, expected,
+                         f"all {len(c_recs)} requests completed"))
+    elif b_lost == 0:
+        why = next((t.infrastructure_error for t in cand.trials_of(workload, arm) if t.infrastructure_error),
+                   f"{cand.missing_trials(workload, arm)} planned trial(s) never ran")
+        bad = next((f"{r.status}: {r.error}" for r in c_recs if r.status != "ok"), why)
+        out.append(Delta("survival", workload, arm, "fail", 0.0, float(c_lost), None, None, None, expected,
+                         f"{c_lost} loss(es) in the candidate, none in the baseline ({bad[:200]})"))
+    else:
+        out.append(_skip(("survival", workload, arm), expected,
+                         f"both runs lost requests or trials ({b_lost} baseline, {c_lost} candidate): "
+                         "not a regression", base=float(b_lost), cand=float(c_lost)))
+
+    # Request i of repeat r in one run is request i of repeat r in the other (identical traces): pair them.
+    twins = {(r.repeat, r.request_index): r for r in b_ok}
+    pairs = [(twin, r) for r in c_ok if (twin := twins.get((r.repeat, r.request_index))) is not None]
+    timed = [(bt, ct) for b, c in pairs if (bt := b.ttft_ms) is not None and (ct := c.ttft_ms) is not None]
+    expected = f"mean TTFT change <= +{cfg.ttft_regression:.0%}"
+    if timed:
+        ch = paired_bootstrap(timed, _ttft_change, samples=cfg.bootstrap_samples, confidence=cfg.confidence,
+                              seed=seed)
+        out.append(_interval(("ttft", workload, arm), statistics.fmean(b for b, _ in timed),
+                             statistics.fmean(c for _, c in timed), ch, limit=cfg.ttft_regression,
+                             expected=expected, higher_is_worse=True, relative=True))
+    else:
+        out.append(_skip(("ttft", workload, arm), expected,
+                         f"no request completed with a TTFT in both runs ({len(b_ok)} baseline, {len(c_ok)} "
+                         "candidate completed)"))
+
+    b_tp = [s for t in base.trials_of(workload, arm) if not math.isnan(s := summarize(t.records)["request_throughput"])]
+    c_tp = [s for t in cand.trials_of(workload, arm) if not math.isnan(s := summarize(t.records)["request_throughput"])]
+    expected = f"request throughput change >= -{cfg.throughput_regression:.0%}"
+    ch = welch_relative_change(b_tp, c_tp, confidence=cfg.confidence)
+    if math.isnan(ch.high):
+        out.append(_skip(("throughput", workload, arm), expected,
+                         f"{len(b_tp)} baseline and {len(c_tp)} candidate repeat(s): a verdict needs >= 2 each",
+                         base=statistics.fmean(b_tp) if b_tp else None, cand=statistics.fmean(c_tp) if c_tp else None))
+    else:
+        out.append(_interval(("throughput", workload, arm), statistics.fmean(b_tp), statistics.fmean(c_tp), ch,
+                             limit=cfg.throughput_regression, expected=expected, higher_is_worse=False,
+                             relative=True))
+
+    expected = f"token hit rate change >= -{cfg.max_hit_rate_drop:.2f}"
+    ch = paired_bootstrap(pairs, _hit_rate_change, samples=cfg.bootstrap_samples, confidence=cfg.confidence,
+                          seed=seed + 1)
+    if math.isnan(ch.estimate) or math.isnan(ch.low):
+        out.append(_skip(("token_hit_rate", workload, arm), expected, "no request completed in both runs"))
+    else:
+        out.append(_interval(("token_hit_rate", workload, arm), _hit_rate([b for b, _ in pairs]),
+                             _hit_rate([c for _, c in pairs]), ch, limit=cfg.max_hit_rate_drop,
+                             expected=expected, higher_is_worse=False, relative=False))
+    return out
+
+
+def compare_runs(base: SavedRun, cand: SavedRun, cfg: CompareCfg) -> Comparison:
+    notes = _check_comparable(base, cand)
+    workloads = [w for w in base.workload_digests if w in cand.workload_digests]
+    pairs = [(w, a) for w in workloads for a in base.arms if a in cand.arms]
+    if not pairs:
+        raise ConfigError("not comparable: the runs share no (workload, arm) pair")
+    deltas = [d for w, a in pairs for d in _pair(base, cand, w, a, cfg)]
+    return Comparison(
+        base=base.label(),
+        candidate=cand.label(),
+        engine=base.engine,
+        model=base.model,
+        modelled=base.modelled,
+        pairs=tuple(pairs),
+        not_compared=tuple(notes),
+        config_changes=tuple(config_changes(base.config, cand.config)),
+        deltas=tuple(deltas),
+    )

@@ -1,0 +1,135 @@
+"""A finished run read back from its directory: plan.json, records.jsonl and (when present) bundle.json.
+
+Comparison works from saved files alone, like every check: a main-branch run from last night and a pull
+request's run from this morning are just two directories.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hybridbench.errors import ConfigError
+from hybridbench.plan.types import Trial
+from hybridbench.records.io import read_records
+from hybridbench.records.schema import Record
+
+__all__ = ["SavedRun", "TrialRecords", "load_run"]
+
+
+@dataclass(frozen=True, slots=True)
+class TrialRecords:
+    trial_id: str
+    arm: str
+    workload: str
+    repeat: int
+    records: tuple[Record, ...]
+    infrastructure_error: str = ""  # the server died or hung during this trial (from bundle.json)
+
+
+@dataclass(frozen=True, slots=True)
+class SavedRun:
+    path: Path
+    name: str
+    engine: str
+    model: str
+    arms: tuple[str, ...]
+    workload_digests: dict[str, str]  # workload name -> sha256 of its trace (what was actually sent)
+    trials: tuple[TrialRecords, ...]  # trials that ran (at least one record, or a recorded failure)
+    planned: dict[tuple[str, str], int]  # (workload, arm) -> trials the plan had (a run cut short ran fewer)
+    config: dict[str, Any]
+    provenance: dict[str, Any] = field(default_factory=dict)  # bundle.json's, when the run got that far
+
+    @property
+    def modelled(self) -> bool:
+        return self.engine == "sim"
+
+    def label(self) -> str:
+        sha = str(self.provenance.get("git_sha") or "")[:12]
+        pr = self.provenance.get("pr_number")
+        parts = [self.path.name] + ([f"PR {pr}"] if pr else []) + ([f"git {sha}"] if sha else [])
+        return " · ".join(parts)
+
+    def records(self, workload: str, arm: str) -> list[Record]:
+        return [r for t in self.trials if t.workload == workload and t.arm == arm for r in t.records]
+
+    def trials_of(self, workload: str, arm: str) -> list[TrialRecords]:
+        return [t for t in self.trials if t.workload == workload and t.arm == arm]
+
+    def missing_trials(self, workload: str, arm: str) -> int:
+        """Planned trials of the pair that never ran (the run ended early)."""
+        return self.planned.get((workload, arm), 0) - len(self.trials_of(workload, arm))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return data
+
+
+def _digest(trace: Path, argv: list[str]) -> str:
+    """The trace's bytes when the file is there; else its generator arguments without the output path."""
+    if trace.is_file():
+        h = hashlib.sha256()
+        with trace.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        return "trace:" + h.hexdigest()
+    kept = [a for i, a in enumerate(argv) if a != "-o" and (i == 0 or argv[i - 1] != "-o")]
+    return "argv:" + hashlib.sha256(json.dumps(kept).encode()).hexdigest()
+
+
+def load_run(path: Path) -> SavedRun:
+    if not path.is_dir():
+        raise ConfigError(f"{path}: not a run directory")
+    plan = _read_json(path / "plan.json")
+    try:
+        workloads = {w["name"]: w for w in plan["workloads"]}
+        planned = [Trial(**t) for t in plan["trials"]]
+        arms = tuple(plan["arms"])
+        engine = str(plan["engine"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{path / 'plan.json'}: not a hybridbench plan ({type(exc).__name__}: {exc})") from None
+    config = plan.get("config") or {}
+    digests = {}
+    for name, w in workloads.items():
+        # Traces live under the run dir; a moved or copied run still finds its own.
+        trace = path / "traces" / Path(str(w.get("trace_path", f"{name}.jsonl"))).name
+        digests[name] = _digest(trace, [str(a) for a in w.get("argv", [])])
+    by_trial: dict[str, list[Record]] = defaultdict(list)
+    for rec in read_records(path / "records.jsonl"):
+        by_trial[rec.trial_id].append(rec)
+    bundle_path = path / "bundle.json"
+    bundle = _read_json(bundle_path) if bundle_path.exists() else {}
+    infra = {str(t.get("trial_id")): str((t.get("server") or {}).get("infrastructure_error") or "")
+             for t in bundle.get("trials", []) if isinstance(t, dict)}
+    trials = []
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for t in planned:
+        counts[(t.workload, t.arm)] += 1
+        recs = by_trial.get(t.trial_id, [])
+        if recs or infra.get(t.trial_id):
+            trials.append(TrialRecords(t.trial_id, t.arm, t.workload, t.repeat, tuple(recs), infra.get(t.trial_id, "")))
+    model = config.get("model", {}) if isinstance(config.get("model"), dict) else {}
+    return SavedRun(
+        path=path,
+        name=str(plan.get("name", path.name)),
+        engine=engine,
+        model=str(model.get("name", "")),
+        arms=arms,
+        workload_digests=digests,
+        trials=tuple(trials),
+        planned=dict(counts),
+        config=config,
+        provenance=bundle.get("provenance", {}) if isinstance(bundle.get("provenance"), dict) else {},
+    )

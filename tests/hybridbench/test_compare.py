@@ -1,0 +1,202 @@
+"""`python -m hybridbench.compare`: a pull request's run against main's, from the saved files alone.
+
+Synthetic runs (written in the harness's own file formats) pin the verdict rules; two real runs of the
+smoke experiment show the command end to end, one of them catching a real cache fault on the reference
+server.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from hybridbench.compare.__main__ import main
+from hybridbench.metrics.stats import welch_relative_change
+from hybridbench.plan.types import Trial
+from hybridbench.records.schema import Record
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_run(path: Path, *, repeats: int = 3, ttft_ms: float = 100.0, duration_s: float = 10.0, cached: int = 50,
+              trace: str = "same", engine: str = "reference", lose: int = 0, ran: int | None = None,
+              died: str = "") -> Path:
+    """A run of one workload `w` and arms lru, seglen: 20 requests per trial, request i's TTFT ttft_ms + i."""
+    (path / "traces").mkdir(parents=True)
+    (path / "traces" / "w.jsonl").write_text(trace + "\n")
+    order = [(arm, r) for r in range(repeats) for arm in ("lru", "seglen")]  # the harness's interleaving
+    trials = [Trial(i, arm, "w", r, 0) for i, (arm, r) in enumerate(order)]
+    plan = {"name": "x", "engine": engine, "arms": ["lru", "seglen"], "trials": [asdict(t) for t in trials],
+            "workloads": [{"name": "w", "trace_path": str(path / "traces" / "w.jsonl"), "argv": ["gsp"]}],
+            "config": {"model": {"name": "m"}, "engine": {"name": engine, "python": str(path)}}}
+    (path / "plan.json").write_text(json.dumps(plan))
+    lines = []
+    for t in trials[: len(trials) if ran is None else ran]:
+        span = duration_s * (1 + 0.02 * t.repeat)  # repeats differ a little, as real ones do
+        for i in range(20):
+            sent = i * span / 20
+            lost = t.arm == "seglen" and i < lose
+            rec = Record("run", t.trial_id, t.arm, "w", t.repeat, i, i, 0, sent, sent,
+                         None if lost else sent + (ttft_ms + i) / 1e3, None if lost else sent + span / 20,
+                         200, 0 if lost else 4, None if lost else cached, "error" if lost else "ok",
+                         error="boom" if lost else "")
+            lines.append(json.dumps(rec.to_json()))
+    (path / "records.jsonl").write_text("".join(line + "\n" for line in lines))
+    if died:
+        bundle = {"trials": [{"trial_id": trials[(ran or 1) - 1].trial_id, "server": {"infrastructure_error": died}}]}
+        (path / "bundle.json").write_text(json.dumps(bundle))
+    return path
+
+
+def verdicts(out: Path) -> dict[tuple[str, str], dict[str, object]]:
+    data = json.loads((out / "compare" / "compare.json").read_text())
+    return {(d["arm"], d["metric"]): d for d in data["deltas"]}
+
+
+def test_identical_runs_pass_with_zero_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b")
+    assert main([str(a), str(b)]) == 0
+    v = verdicts(b)
+    assert {d["status"] for d in v.values()} == {"pass"} and len(v) == 8
+    assert v[("seglen", "ttft")]["change"] == 0 and v[("seglen", "throughput")]["change"] == 0
+    assert (b / "compare" / "compare.md").read_text() in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("kwargs", "metric", "status"), [
+    ({"ttft_ms": 160.0}, "ttft", "fail"),  # +50% on every request
+    ({"ttft_ms": 104.0}, "ttft", "pass"),  # +3.6%: under the 10% threshold
+    ({"duration_s": 14.0}, "throughput", "fail"),  # -29% request throughput
+    ({"duration_s": 10.5}, "throughput", "pass"),
+    ({"cached": 20}, "token_hit_rate", "fail"),  # 0.25 -> 0.10
+    ({"lose": 1}, "survival", "fail"),  # one request of sixty
+])
+def test_each_regression_fails_its_verdict_alone(tmp_path: Path, kwargs: dict[str, float], metric: str,
+                                                 status: str) -> None:
+    a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b", **kwargs)  # type: ignore[arg-type]
+    assert main([str(a), str(b)]) == (1 if status == "fail" else 0)
+    v = verdicts(b)
+    assert v[("seglen", metric)]["status"] == status
+    assert v[("lru", metric)]["status"] == ("pass" if metric in {"survival"} else status)
+    others = {k: d["status"] for k, d in v.items() if k[1] != metric}
+    # Losing requests takes their TTFT and hits out of the pairing; nothing else may fail.
+    assert set(others.values()) == {"pass"}, others
+
+
+def test_throughput_needs_two_repeats_on_each_side(tmp_path: Path) -> None:
+    a, b = write_run(tmp_path / "a", repeats=1), write_run(tmp_path / "b", repeats=1, duration_s=20.0)
+    assert main([str(a), str(b)]) == 0
+    assert verdicts(b)[("seglen", "throughput")]["status"] == "skip"
+
+
+def test_a_candidate_cut_short_fails_survival_naming_the_crash(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "a")
+    b = write_run(tmp_path / "b", ran=4, died="server exited with code -9: Not enough space for mamba cache")
+    assert main([str(a), str(b)]) == 1
+    v = verdicts(b)
+    assert v[("lru", "survival")]["status"] == "fail"  # its third repeat never ran
+    assert "mamba cache" in str(v[("seglen", "survival")]["detail"])
+    both = write_run(tmp_path / "c", ran=4)
+    assert main([str(both), str(b), "-o", str(tmp_path / "out")]) == 0  # lost on both sides: not a regression
+    data = json.loads((tmp_path / "out" / "compare.json").read_text())
+    assert {d["status"] for d in data["deltas"] if d["metric"] == "survival"} == {"skip"}
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"trace": "other"}, "workload 'w' sent different requests"),
+    ({"engine": "sim"}, "engine 'reference' (baseline) vs 'sim'"),
+])
+def test_runs_that_cannot_be_compared_exit_2_naming_why(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        kwargs: dict[str, str], needle: str) -> None:
+    a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b", **kwargs)  # type: ignore[arg-type]
+    assert main([str(a), str(b)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+    assert not (b / "compare").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize(("case", "needle"), [
+    ("missing", "not a run directory"),
+    ("not-json", "plan.json: not JSON"),
+    ("not-a-plan", "plan.json: not a hybridbench plan"),
+    ("bad-record", "records.jsonl:2: not a record"),
+    ("bad-flag", "--ttft-regression: 2 is not in [0, 1)"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str,
+                                          needle: str) -> None:
+    a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b")
+    args = [str(a), str(b)]
+    if case == "missing":
+        args[1] = str(tmp_path / "nope")
+    elif case == "not-json":
+        (b / "plan.json").write_text("{")
+    elif case == "not-a-plan":
+        (b / "plan.json").write_text('{"trials": []}')
+    elif case == "bad-record":
+        (b / "records.jsonl").write_text((b / "records.jsonl").read_text().splitlines()[0] + "\n[1, 2]\n")
+    else:
+        args.append("--ttft-regression=2")
+    try:
+        code = main(args)
+    except SystemExit as exc:  # argparse's own exit, as `python -m` would see it
+        code = exc.code  # type: ignore[assignment]
+    assert code == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0], err
+    assert not (b / "compare").exists()
+
+
+def test_welch_interval_covers_the_true_ratio_at_its_confidence() -> None:
+    """Three repeats a side, as a nightly run has: a z-interval (or the wrong degrees of freedom) would
+    cover far less than 95% of the time; Welch's t covers about as often as it claims."""
+    rng = random.Random(7)
+    trials, covered = 2000, 0
+    for _ in range(trials):
+        base = [rng.gauss(100.0, 5.0) for _ in range(3)]
+        cand = [rng.gauss(100.0, 8.0) for _ in range(3)]
+        ch = welch_relative_change(base, cand, confidence=0.95)
+        covered += ch.low <= 0.0 <= ch.high
+    assert 0.93 <= covered / trials <= 0.985
+
+
+def hb(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          check=False)
+
+
+def test_two_real_runs_a_cache_fault_fails_the_comparison(tmp_path: Path) -> None:
+    """Main's reference server against one with shared prefixes never hitting under concurrency: the
+    branching arm's hit rate collapses and the comparison says so; the cache-off arm has nothing to lose."""
+    base, cand = tmp_path / "main", tmp_path / "pr"
+    proc = hb("hybridbench", "+experiment=smoke", "model=reference-tiny", f"hydra.run.dir={base}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = hb("hybridbench", "+experiment=smoke", "model=reference-tiny", f"hydra.run.dir={cand}",
+              "engine.extra_args=[--inject-bug,no_shared_prefix_hits]")
+    # Its own cache_hits floor (0.1) may or may not catch the fault; the comparison with main must.
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    proc = hb("hybridbench.compare", str(base), str(cand))
+    assert proc.returncode == 1, proc.stderr
+    v = verdicts(cand)
+    assert v[("branching", "token_hit_rate")]["status"] == "fail"
+    assert float(v[("branching", "token_hit_rate")]["change"]) < -0.2  # type: ignore[arg-type]
+    assert v[("disabled", "token_hit_rate")]["status"] == "pass"
+    changes = json.loads((cand / "compare" / "compare.json").read_text())["config_changes"]
+    injected = ["--inject-bug", "no_shared_prefix_hits"]
+    assert {"key": "engine.extra_args", "baseline": [], "candidate": injected} in changes
+    assert "| branching | token_hit_rate |" in proc.stdout and "verdict: **fail**" in proc.stdout
+
+
+def test_two_identical_sim_runs_compare_clean(tmp_path: Path) -> None:
+    for side in ("a", "b"):
+        assert hb("hybridbench", "+experiment=smoke", "engine=sim", "repeats=2",
+                  f"hydra.run.dir={tmp_path / side}").returncode == 0
+    proc = hb("hybridbench.compare", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "cmp"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert data["modelled"] and data["verdict"] == "pass" and data["config_changes"] == []
+    assert {d["change"] for d in data["deltas"] if d["metric"] in {"ttft", "throughput"}} == {0.0}
