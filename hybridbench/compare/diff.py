@@ -3,8 +3,9 @@
 Each (workload, arm) the runs share gets four verdicts, each failing only when the *whole* confidence
 interval is past its threshold, so run-to-run noise alone never fails a pull request:
 
-- ``ttft``: mean TTFT, percentile bootstrap over requests, each paired with its twin in the other run
-  (the traces are identical, so request i of repeat r is the same request in both);
+- ``ttft``: mean TTFT; with two or more repeats a side, a Welch t-interval over the per-repeat means (so
+  drift between repeats counts as spread); with one, a percentile bootstrap over requests, each paired with
+  its twin in the other run (the traces are identical: request i of repeat r is the same request in both);
 - ``throughput``: request throughput, a Welch t-interval over the runs' repeats (two runs share no
   repeat to pair, unlike the arms of one run) — needs at least two repeats on each side;
 - ``token_hit_rate``: absolute change of cached / prompt tokens, bootstrap over the same request pairs;
@@ -126,6 +127,10 @@ def _skip(subject: Subject, expected: str, why: str, *, base: float | None = Non
     return Delta(*subject, "skip", base, cand, None, None, None, expected, why)
 
 
+def _per_repeat(run: SavedRun, workload: str, arm: str, key: str) -> list[float]:
+    return [v for t in run.trials_of(workload, arm) if not math.isnan(v := float(summarize(t.records)[key]))]
+
+
 def _ttft_change(pairs: Sequence[tuple[float, float]]) -> float:
     base = sum(b for b, _ in pairs)
     return sum(c for _, c in pairs) / base - 1 if base > 0 else math.nan
@@ -172,8 +177,14 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     twins = {(r.repeat, r.request_index): r for r in b_ok}
     pairs = [(twin, r) for r in c_ok if (twin := twins.get((r.repeat, r.request_index))) is not None]
     timed = [(bt, ct) for b, c in pairs if (bt := b.ttft_ms) is not None and (ct := c.ttft_ms) is not None]
+    b_rep, c_rep = (_per_repeat(run, workload, arm, "mean_ttft_ms") for run in (base, cand))
     expected = f"mean TTFT change <= +{cfg.ttft_regression:.0%}"
-    if timed:
+    if len(b_rep) >= 2 and len(c_rep) >= 2:
+        # Repeats on both sides: their spread is the run-level drift a request bootstrap cannot see.
+        ch = welch_relative_change(b_rep, c_rep, confidence=cfg.confidence)
+        out.append(_interval(("ttft", workload, arm), statistics.fmean(b_rep), statistics.fmean(c_rep), ch,
+                             limit=cfg.ttft_regression, expected=expected, higher_is_worse=True, relative=True))
+    elif timed:
         ch = paired_bootstrap(timed, _ttft_change, samples=cfg.bootstrap_samples, confidence=cfg.confidence,
                               seed=seed)
         out.append(_interval(("ttft", workload, arm), statistics.fmean(b for b, _ in timed),
@@ -184,8 +195,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
                          f"no request completed with a TTFT in both runs ({len(b_ok)} baseline, {len(c_ok)} "
                          "candidate completed)"))
 
-    b_tp = [s for t in base.trials_of(workload, arm) if not math.isnan(s := summarize(t.records)["request_throughput"])]
-    c_tp = [s for t in cand.trials_of(workload, arm) if not math.isnan(s := summarize(t.records)["request_throughput"])]
+    b_tp, c_tp = (_per_repeat(run, workload, arm, "request_throughput") for run in (base, cand))
     expected = f"request throughput change >= -{cfg.throughput_regression:.0%}"
     ch = welch_relative_change(b_tp, c_tp, confidence=cfg.confidence)
     if math.isnan(ch.high):

@@ -42,8 +42,9 @@ def write_run(path: Path, *, repeats: int = 3, ttft_ms: float = 100.0, duration_
         for i in range(20):
             sent = i * span / 20
             lost = t.arm == "seglen" and i < lose
+            first = sent + (ttft_ms * (1 + 0.01 * t.repeat) + i) / 1e3
             rec = Record("run", t.trial_id, t.arm, "w", t.repeat, i, i, 0, sent, sent,
-                         None if lost else sent + (ttft_ms + i) / 1e3, None if lost else sent + span / 20,
+                         None if lost else first, None if lost else sent + span / 20,
                          200, 0 if lost else 4, None if lost else cached, "error" if lost else "ok",
                          error="boom" if lost else "")
             lines.append(json.dumps(rec.to_json()))
@@ -88,10 +89,15 @@ def test_each_regression_fails_its_verdict_alone(tmp_path: Path, kwargs: dict[st
     assert set(others.values()) == {"pass"}, others
 
 
-def test_throughput_needs_two_repeats_on_each_side(tmp_path: Path) -> None:
-    a, b = write_run(tmp_path / "a", repeats=1), write_run(tmp_path / "b", repeats=1, duration_s=20.0)
-    assert main([str(a), str(b)]) == 0
-    assert verdicts(b)[("seglen", "throughput")]["status"] == "skip"
+def test_one_repeat_a_side_pairs_requests_for_ttft_and_gives_no_throughput_verdict(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "a", repeats=1)
+    b = write_run(tmp_path / "b", repeats=1, duration_s=20.0, ttft_ms=130.0)
+    assert main([str(a), str(b)]) == 1
+    v = verdicts(b)
+    assert v[("seglen", "throughput")]["status"] == "skip"
+    # +27% on each request: a request-paired interval is tight around it (each side alone spans 100..130 ms).
+    assert v[("seglen", "ttft")]["status"] == "fail"
+    assert 0.25 < float(v[("seglen", "ttft")]["low"]) <= float(v[("seglen", "ttft")]["high"]) < 0.29  # type: ignore[arg-type]
 
 
 def test_a_candidate_cut_short_fails_survival_naming_the_crash(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hybridbench.checks.base import CheckInput
@@ -52,6 +54,34 @@ def test_ttft_fails_only_when_the_whole_interval_is_past_the_threshold() -> None
     assert bad.status == "fail" and bad.observed == pytest.approx(0.485, abs=0.01)
     (fine,) = ttft(make_input({("w", "lru"): base, ("w", "seglen"): noisy}, ttft_regression=0.5))
     assert fine.status == "pass"
+
+
+def test_with_repeats_ttft_pairs_repeat_means_so_drift_between_repeats_is_not_a_regression() -> None:
+    """The seglen main job on a busy 2-core machine: the candidate's per-repeat means swung 342, 106, 192 ms
+    while its hits matched the baseline. Pooled requests gave a narrow interval and a false failure;
+    pairing repeat means counts the swing as spread. A consistent +50% in every repeat still fails."""
+    def trial(arm: str, repeat: int, ttft_ms: float) -> list[Record]:
+        return [replace(rec(arm, ttft_ms + i % 5, i=i), repeat=repeat, trial_id=f"{arm}-r{repeat}")
+                for i in range(40)]
+
+    def run(base_ms: list[float], cand_ms: list[float]) -> CheckInput:
+        records: dict[tuple[str, str], list[Record]] = {("w", "lru"): [], ("w", "seglen"): []}
+        summaries: dict[tuple[str, str], list[dict[str, object]]] = {("w", "lru"): [], ("w", "seglen"): []}
+        for arm, means in (("lru", base_ms), ("seglen", cand_ms)):
+            for r, ms in enumerate(means):
+                recs = trial(arm, r, ms)
+                records[("w", arm)] += recs
+                summaries[("w", arm)].append(summarize(recs))
+        return CheckInput(ChecksCfg(), ("lru", "seglen"), "lru", ("w",), records, summaries, {}, 0)  # type: ignore[arg-type]
+
+    swinging = run([150.0, 160.0, 140.0], [342.0, 106.0, 192.0])
+    (drift,) = ttft(swinging)
+    assert drift.status == "pass" and "3 paired repeats" in drift.detail
+    base, cand = ([t for r in swinging.records[("w", a)] if (t := r.ttft_ms) is not None] for a in ("lru", "seglen"))
+    pooled = bootstrap_relative_change(base, cand, samples=500, confidence=0.95, seed=0)
+    assert pooled.low > 0.10  # what the pooled bootstrap would have called a regression
+    (slower,) = ttft(run([150.0, 160.0, 140.0], [225.0, 240.0, 212.0]))
+    assert slower.status == "fail" and slower.observed == pytest.approx(0.5, abs=0.01)
 
 
 def test_survival_and_cache_hit_floor() -> None:
