@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
+from hybridbench.config.strict import reject_unknown_keys
 from hybridbench.errors import HybridbenchError
 
 _CONF = str(Path(__file__).resolve().parent.parent / "conf")
@@ -73,6 +74,7 @@ def _task(cfg: DictConfig) -> None:
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
+        reject_unknown_keys(cfg, RunCfg)
         run_cfg = OmegaConf.to_object(cfg)
         assert isinstance(run_cfg, RunCfg)
         resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]

@@ -63,6 +63,11 @@ def test_a_failed_check_exits_1_and_says_which(tmp_path: Path) -> None:
         (["+experiment=smoke", "checks.enabled=[ttft,nope]"], "unknown check(s) nope"),
         (["+experiment=smoke", "workloads.gsp.params.num_groups=-1"], "num_groups must be >= 1"),
         ([], "pick an experiment with +experiment=NAME"),
+        # `+` forces a key in past Hydra's schema check; the dataclass conversion would drop it silently.
+        (["+experiment=smoke", "+engine.chunked_prefil_size=4"],
+         "unknown config key engine.chunked_prefil_size (did you mean engine.chunked_prefill_size?)"),
+        (["+experiment=smoke", "+workloads.gsp.parms.num_groups=2"], "unknown config key workloads.gsp.parms"),
+        (["+experiment=smoke", "++checks.ttft_regresion=0.2"], "unknown config key checks.ttft_regresion"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
