@@ -1,9 +1,10 @@
 """Server engines (reference, sglang, vllm): a real process per arm, driven over HTTP.
 
 Lifecycle per trial: make sure the arm's server runs (one server at a time; a different arm stops the
-previous one), flush its cache (``/flush_cache``, retried while the server is busy) so every trial
-starts cold-flushed, drive the load, then check the server is still alive and healthy. A server that
-dies or hangs ends the run with exit code 3; the records of finished requests are kept.
+previous one), flush its cache (``/flush_cache``, retried while the server is busy; a server without a
+flush endpoint is restarted instead) so every trial starts cold, drive the load, then check the server
+is still alive and healthy. A server that dies or hangs ends the run with exit code 3; the records of
+finished requests are kept.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 
@@ -38,6 +39,8 @@ from hybridbench.records.schema import Record
 from hybridbench.results.bundle import redact
 
 __all__ = ["CommandBuilder", "ServerEngine", "reference_command"]
+
+FlushOutcome = Literal["flushed", "absent", "failed"]
 
 WATCH_INTERVAL_S = 5.0
 WATCH_HEALTH_TIMEOUT_S = 30.0  # /health_generate runs a real generation; give a loaded server time
@@ -115,6 +118,8 @@ class ServerEngine:
         self._arm: str | None = None
         self._commands: dict[str, list[str]] = {}
         self._run_dir = Path(".")
+        self._flush_absent = False  # the server has no flush endpoint: trials get fresh servers instead
+        self._served = False  # the current server has run a trial since it started
 
     # ------------------------------------------------------------------ plan time
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
@@ -141,32 +146,52 @@ class ServerEngine:
         self._commands[arm] = command  # provenance records what really ran
         server = ServerProcess(command, self._run_dir / "logs" / f"server-{arm}.log", base, env=env)
         server.start()
-        self._server, self._arm = server, arm
+        self._server, self._arm, self._served = server, arm, False
         server.wait_ready(cfg.engine.startup_timeout_s)
         return server
 
-    def _flush(self, server: ServerProcess, timeout_s: float = 60.0) -> bool:
+    def _flush(self, server: ServerProcess, timeout_s: float = 60.0) -> FlushOutcome:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             req = urllib.request.Request(server.base_url + self.flush_path, method="POST", data=b"")
             try:
                 with urllib.request.urlopen(req, timeout=10) as resp:
                     if resp.status == 200:
-                        return True
-            except urllib.error.HTTPError:
-                pass  # refused while requests are in flight: retry
+                        return "flushed"
+            except urllib.error.HTTPError as exc:
+                if exc.code in (404, 405):  # no such endpoint (vLLM without VLLM_SERVER_DEV_MODE=1)
+                    return "absent"
+                # otherwise refused while requests are in flight: retry
             except (urllib.error.URLError, OSError):
-                return False
+                return "failed"
             time.sleep(0.2)
-        return False
+        return "failed"
+
+    def _cold_server(self, cfg: RunCfg, arm: str) -> tuple[ServerProcess, str, str]:
+        """A server with an empty cache: flushed, or (no flush endpoint) freshly started, as issue 7's
+        protocol says. Returns the server, the records' cache state and how it was made cold."""
+        server = self._ensure(cfg, arm)
+        if not self._flush_absent:
+            outcome = self._flush(server)
+            if outcome == "flushed":
+                return server, "cold-flushed", "flushed"
+            if outcome == "failed":
+                return server, "uncontrolled", "flush failed"
+            self._flush_absent = True
+            print(f"{self.name}: {self.flush_path} answered 404: a fresh server per trial keeps the cache cold",
+                  file=sys.stderr, flush=True)
+        if self._served:  # this server has cached a trial's traffic: only a new one is cold
+            self.close()
+            server = self._ensure(cfg, arm)
+        return server, "cold-flushed", "restarted"
 
     # ------------------------------------------------------------------ trials
     def run_trial(self, cfg: RunCfg, ctx: TrialContext) -> dict[str, Any]:
-        server = self._ensure(cfg, ctx.trial.arm)
-        flushed = self._flush(server)
-        if flushed and cfg.load.prime:
+        server, state, how_cold = self._cold_server(cfg, ctx.trial.arm)
+        self._served = True
+        if state == "cold-flushed" and cfg.load.prime:
             self._drive(cfg, server, ctx, lambda _done: None)  # priming pass: warms the cache, not recorded
-        state = ("primed" if cfg.load.prime else "cold-flushed") if flushed else "uncontrolled"
+            state = "primed"
         log_offset = server.log_path.stat().st_size if server.log_path.exists() else 0
         counters_before = self._scrape(server)
         progress = TrialProgress(len(ctx.rows), label=f"{ctx.trial.arm} r{ctx.trial.repeat}")
@@ -205,7 +230,8 @@ class ServerEngine:
         if not healthy:
             raise EngineError(f"{self.name} server for arm {ctx.trial.arm} hung during trial {ctx.trial.trial_id} "
                               f"(no health response within 10 s)")
-        snapshot: dict[str, Any] = {"crashes": 0, "cache_state": state, **self._log_snapshot(server, log_offset)}
+        snapshot: dict[str, Any] = {"crashes": 0, "cache_state": state, "cold_by": how_cold,
+                                    **self._log_snapshot(server, log_offset)}
         if predictor is not None or why_not:
             snapshot["prediction"] = (predictor.broken if predictor is not None else why_not) or "exact"
         counters_after = self._scrape(server)
