@@ -6,11 +6,18 @@ Arrivals (intended send times) follow bench_serving: ``closed`` (all at 0, at mo
 when turn t+1's recorded input extends turn t's input + recorded output, the output the server
 *actually* generated is substituted, so the server sees the conversation it produced. Every request
 is timed against its intended send time, so the client's own delay is measured and reported.
+
+In a closed loop the intended send time is when the request *could* have gone out: the moment a slot
+became free (the last byte of the request that held it arrived) or the request became ready (its
+arrival; for a session's next turn, the previous turn's last byte), whichever is later. Taking it
+after the slot is acquired instead would hide any lag of the client itself (a busy event loop), since
+that lag also delays the acquisition.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import random
 import time
 from collections import defaultdict
@@ -74,12 +81,16 @@ async def drive(
         sessions[rows[i].session_id].append(i)
     for turns in sessions.values():
         turns.sort(key=lambda i: (rows[i].turn_id, i))
-    limit = load.max_concurrency if load.max_concurrency > 0 else len(rows)
-    slots = asyncio.Semaphore(max(1, limit))
+    limit = max(1, load.max_concurrency if load.max_concurrency > 0 else len(rows))
+    slots = asyncio.Semaphore(limit)
+    # When each free slot became free (seconds after t0), as a min-heap: one entry per unheld slot, so
+    # whoever acquires the semaphore pops one. The earliest is the first moment a slot was available.
+    free_since: list[float] = [0.0] * limit
     t0 = time.perf_counter()
 
     async def run_session(turns: list[int]) -> None:
         prev: tuple[list[int], TraceRow, list[int]] | None = None
+        ready = 0.0  # when the previous turn's last byte arrived, seconds after t0
         for i in turns:
             row = rows[i]
             delay = t0 + times[i] - time.perf_counter()
@@ -87,9 +98,18 @@ async def drive(
                 await asyncio.sleep(delay)
             prompt = list(row.input_tokens) if prev is None else _next_prompt(*prev, row)
             async with slots:
-                # A closed loop intends to send the moment a slot frees; an open loop at its arrival time.
-                intended = time.perf_counter() - t0 if load.kind == "closed" else times[i]
-                result = await send(prompt, max(1, len(row.output_tokens)))
+                freed = heapq.heappop(free_since)
+                # Open loops intend their arrival times; a closed loop intends the moment both a slot
+                # and this turn were ready, so client lag between then and now counts as delay.
+                intended = max(freed, times[i], ready) if load.kind == "closed" else times[i]
+                try:
+                    result = await send(prompt, max(1, len(row.output_tokens)))
+                except BaseException:
+                    heapq.heappush(free_since, time.perf_counter() - t0)
+                    raise
+                # The server was done at its last byte; a failure without one, when send returned.
+                ready = (result.end if result.end is not None else time.perf_counter()) - t0
+                heapq.heappush(free_since, ready)
             on_done(Completed(i, row, prompt, intended, t0, result))
             prev = (prompt, row, result.output_ids)
 

@@ -10,7 +10,11 @@ from typing import Any
 from hybridbench.metrics.stats import percentile
 from hybridbench.records.schema import Record
 
-__all__ = ["SUMMARY_KEYS", "aggregate", "summarize"]
+__all__ = ["CLIENT_DELAY_FLAG_FRACTION", "SUMMARY_KEYS", "aggregate", "client_delay_flagged", "summarize"]
+
+# A run is flagged when the client's p99 delay exceeds this fraction of the median TTFT: past that, the
+# client's own lag is a visible part of the latencies it reports.
+CLIENT_DELAY_FLAG_FRACTION = 0.1
 
 # Keys that describe one run's clock: every repeat's timestamps start at zero, so pooling repeats would
 # overlap them (three repeats would show three times the throughput). Across repeats they are means.
@@ -32,6 +36,16 @@ def _dist(prefix: str, values: Sequence[float]) -> dict[str, float]:
             }
         )
     return out
+
+
+def client_delay_flagged(summary: dict[str, Any]) -> bool:
+    """The client-delay rule, on a summary's (or aggregate's) own keys; False when either is unknown."""
+    delay, ttft = summary.get("p99_client_delay_ms"), summary.get("median_ttft_ms")
+    if not isinstance(delay, (int, float)) or not isinstance(ttft, (int, float)):
+        return False
+    if math.isnan(delay) or math.isnan(ttft) or ttft <= 0:
+        return False
+    return bool(delay > CLIENT_DELAY_FLAG_FRACTION * ttft)
 
 
 def summarize(records: Sequence[Record]) -> dict[str, Any]:
@@ -78,6 +92,7 @@ def summarize(records: Sequence[Record]) -> dict[str, Any]:
         "p99_client_delay_ms": percentile(delays, 99),
         "modelled": any(r.modelled for r in records),
     }
+    out["client_delay_flagged"] = client_delay_flagged(out)
     return out
 
 
@@ -92,4 +107,8 @@ def aggregate(records: Sequence[Record], trial_summaries: Sequence[dict[str, Any
         values = [v for s in trial_summaries if not math.isnan(v := float(s[key]))]
         out[key] = statistics.fmean(values) if values else math.nan
     out["repeats"] = len(trial_summaries)
+    # Pooling can dilute one repeat whose client fell behind; that repeat's numbers are still suspect.
+    flagged = sum(1 for s in trial_summaries if s.get("client_delay_flagged"))
+    out["client_delay_flagged_repeats"] = flagged
+    out["client_delay_flagged"] = bool(out["client_delay_flagged"] or flagged)
     return out

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from hybridbench.metrics.summary import client_delay_flagged
+
 __all__ = ["render_report"]
 
 # (summary key, label, format, lower is better)
@@ -29,6 +31,10 @@ def _cell(value: Any, fmt: str, base: Any) -> str:
     return text
 
 
+def _ms(value: Any) -> str:
+    return f"{value:.1f} ms" if isinstance(value, (int, float)) else "n/a"
+
+
 def render_report(bundle: dict[str, Any]) -> str:
     arms: list[str] = bundle["arms"]
     baseline: str = bundle["baseline_arm"]
@@ -45,10 +51,16 @@ def render_report(bundle: dict[str, Any]) -> str:
         lines += [f"## {workload}", ""]
         for arm in arms:
             s = by_arm.get(arm, {})
-            delay, ttft = s.get("p99_client_delay_ms"), s.get("median_ttft_ms")
-            if isinstance(delay, float) and isinstance(ttft, float) and ttft > 0 and delay > 0.1 * ttft:
-                lines += [f"**Client delay flagged** ({arm}): p99 {delay:.1f} ms against a median TTFT of "
-                          f"{ttft:.1f} ms — the client fell behind its schedule; TTFT may include client queueing.", ""]
+            # The flag is bundle data; bundles written before it existed get the same rule applied here.
+            flagged = s.get("client_delay_flagged")
+            if flagged is None:
+                flagged = client_delay_flagged(s)
+            if flagged:
+                repeats = s.get("client_delay_flagged_repeats")
+                which = f" in {repeats} of {s['repeats']} repeats" if repeats and "repeats" in s else ""
+                lines += [f"**Client delay flagged** ({arm}{which}): p99 {_ms(s.get('p99_client_delay_ms'))} "
+                          f"against a median TTFT of {_ms(s.get('median_ttft_ms'))} — the client fell behind its "
+                          "schedule; TTFT may include client queueing.", ""]
         lines += ["| metric | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
         for key, label, fmt, _ in ROWS:
             base = by_arm.get(baseline, {}).get(key)

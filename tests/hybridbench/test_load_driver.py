@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -15,8 +17,10 @@ import pytest
 from aiohttp import web
 
 from hybridbench.config.schema import LoadCfg
-from hybridbench.load.client import generate_sglang
+from hybridbench.load.client import ClientResult, generate_sglang
 from hybridbench.load.driver import Completed, drive, intended_times
+from hybridbench.metrics.summary import summarize
+from hybridbench.records.schema import Record
 from workloads.trace import TraceRow
 
 
@@ -50,7 +54,8 @@ class Recorder:
         return resp
 
 
-async def serve_and_drive(rows: list[TraceRow], load: LoadCfg, rec: Recorder) -> list[Completed]:
+async def serve_and_drive(rows: list[TraceRow], load: LoadCfg, rec: Recorder,
+                          after: Callable[[Completed], None] = lambda _c: None) -> list[Completed]:
     app = web.Application()
     app.router.add_post("/generate", rec.generate)
     runner = web.AppRunner(app)
@@ -64,7 +69,11 @@ async def serve_and_drive(rows: list[TraceRow], load: LoadCfg, rec: Recorder) ->
             async def send(prompt: list[int], n: int):  # type: ignore[no-untyped-def]
                 return await generate_sglang(session, f"http://127.0.0.1:{port}", prompt, n, 10.0)
 
-            await drive(rows, load, 0, send, done.append)
+            def on_done(c: Completed) -> None:
+                done.append(c)
+                after(c)
+
+            await drive(rows, load, 0, send, on_done)
     finally:
         await runner.cleanup()
     return done
@@ -92,6 +101,75 @@ def test_next_turn_waits_for_the_previous_and_carries_the_generated_output() -> 
     assert first.result.end is not None and second.result.sent >= first.result.end
     generated = first.result.output_ids
     assert generated == [1003, 1004] and second.prompt == [*t1_in, *generated, 42]
+    # The next turn was intended the moment the previous turn's last byte arrived.
+    assert second.scheduled_s == first.result.end - first.t0
+
+
+def to_records(done: list[Completed]) -> list[Record]:
+    """Records the way the server engine builds them, so the summary's flag can be checked."""
+    out = []
+    for c in done:
+        r = c.result
+
+        def rel(t: float | None, t0: float = c.t0) -> float | None:
+            return None if t is None else t - t0
+
+        out.append(Record(run_id="r", trial_id="t", arm="a", workload="w", repeat=0, request_index=c.index,
+                          session_id=c.row.session_id, turn_id=c.row.turn_id, scheduled_s=c.scheduled_s,
+                          sent_s=rel(r.sent), first_token_s=rel(r.first_token), end_s=rel(r.end),
+                          prompt_tokens=len(c.prompt), output_tokens=r.output_tokens, cached_tokens=r.cached_tokens,
+                          status="ok" if r.status == "ok" else "error"))
+    return out
+
+
+STALL_MS = 30.0
+
+
+def stall(_c: Completed) -> None:
+    # A client busy in its own event loop (e.g. post-processing a completion): nothing can be sent meanwhile.
+    end = time.perf_counter() + STALL_MS / 1e3
+    while time.perf_counter() < end:
+        pass
+
+
+def test_closed_loop_counts_a_stalled_client_as_client_delay_and_flags_it() -> None:
+    # One output token after 50 ms: TTFT ~50 ms, so a 30 ms stall is far above the 10% flag line.
+    rows = [TraceRow(i, 0, 0.0, (1, 2, i), (0,)) for i in range(12)]
+    done = asyncio.run(serve_and_drive(rows, LoadCfg(kind="closed", max_concurrency=2), Recorder(0.05), stall))
+    assert all(c.result.status == "ok" for c in done)
+    delays = {c.index: (c.result.sent - c.t0 - c.scheduled_s) * 1e3 for c in done}
+    first_wave, rest = [delays[i] for i in (0, 1)], [delays[i] for i in range(2, 12)]
+    assert max(first_wave) < STALL_MS / 2  # nothing stalled before the first sends
+    # Each later request waits at least for the stall after the completion that freed its slot, and at
+    # most for both slots' stalls (plus scheduling slack).
+    assert all(STALL_MS <= d < 2 * STALL_MS + 15 for d in rest), rest
+    summary = summarize(to_records(done))
+    assert summary["p99_client_delay_ms"] >= STALL_MS and summary["client_delay_flagged"] is True
+
+
+def test_closed_loop_without_a_stall_has_small_client_delay_and_no_flag() -> None:
+    rows = [TraceRow(i, 0, 0.0, (1, 2, i), (0,)) for i in range(12)]
+    done = asyncio.run(serve_and_drive(rows, LoadCfg(kind="closed", max_concurrency=2), Recorder(0.05)))
+    summary = summarize(to_records(done))
+    assert summary["completed"] == 12 and summary["median_ttft_ms"] >= 50
+    assert 0 <= summary["p99_client_delay_ms"] < 5 and summary["client_delay_flagged"] is False
+
+
+@pytest.mark.parametrize("load", [LoadCfg(kind="poisson", request_rate=200.0, max_concurrency=2),
+                                  LoadCfg(kind="trace", slowdown=0.01)])
+def test_open_loops_still_intend_their_arrival_times(load: LoadCfg) -> None:
+    rows = [TraceRow(i, 0, float(i), (1,), (1,)) for i in range(10)]
+
+    async def send(prompt: list[int], n: int) -> ClientResult:
+        r = ClientResult(sent=time.perf_counter())
+        await asyncio.sleep(0.005)
+        r.first_token = r.end = time.perf_counter()
+        return r
+
+    done: list[Completed] = []
+    asyncio.run(drive(rows, load, 3, send, lambda c: (done.append(c), stall(c))))
+    want = intended_times(rows, load, 3)
+    assert sorted((c.index, c.scheduled_s) for c in done) == list(enumerate(want))
 
 
 def test_poisson_and_trace_arrivals_are_seeded_and_scaled() -> None:
