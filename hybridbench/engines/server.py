@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import aiohttp
 
+from hybridbench.config.redact import redact
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import EngineInfo, TrialContext
 from hybridbench.engines.prediction import CachePredictor, predictor_config
@@ -36,7 +37,6 @@ from hybridbench.plan.build import effective_vocab
 from hybridbench.plan.types import RunPlan
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
-from hybridbench.results.bundle import redact
 
 __all__ = ["CommandBuilder", "ServerEngine", "reference_command"]
 

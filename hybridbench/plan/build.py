@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from hybridbench.config.redact import redact_config
 from hybridbench.config.schema import RunCfg, WorkloadCfg
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
@@ -113,7 +114,10 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
         for arm in cfg.arms:
             for w in workloads:
                 trials.append(Trial(len(trials), arm, w.name, repeat, derive_seed(cfg.seed, "arrivals", repeat)))
-    body = {"config": resolved, "trials": [asdict(t) for t in trials], "workloads": [asdict(w) for w in workloads]}
+    # The plan holds only the redacted config: it is what plan.json, bundle.json and the fingerprint see, so
+    # no secret reaches disk and the fingerprint stays the same whichever key a run was given.
+    config: dict[str, Any] = redact_config(resolved)
+    body = {"config": config, "trials": [asdict(t) for t in trials], "workloads": [asdict(w) for w in workloads]}
     fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return RunPlan(
         name=cfg.name,
@@ -123,6 +127,6 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
         baseline_arm=baseline,
         workloads=workloads,
         trials=tuple(trials),
-        config=resolved,
+        config=config,
         fingerprint=fingerprint,
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import subprocess
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -13,40 +12,47 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.checks.base import CheckResult
+from hybridbench.config.redact import redact_config
 from hybridbench.engines.base import EngineInfo
 from hybridbench.plan.types import RunPlan
 
-__all__ = ["BUNDLE_SCHEMA_VERSION", "build_bundle", "provenance", "redact"]
+__all__ = ["BUNDLE_SCHEMA_VERSION", "build_bundle", "package_checkout", "provenance"]
 
 BUNDLE_SCHEMA_VERSION = 1
-_SECRET_FLAGS = ("--api-key", "--token", "--hf-token", "--admin-api-key")
-_SECRET_ENV = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD)", re.IGNORECASE)
+# The package's own source tree: provenance names the hybridbench that ran, not whatever repo the cwd is in.
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+# Set by git hooks and some CI steps; they would point git at another repository than the package's.
+_GIT_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
 
-def redact(command: tuple[str, ...] | list[str]) -> list[str]:
-    """Hide the values of secret flags (``--api-key X`` and ``--api-key=X``) and secret env assignments."""
-    out: list[str] = []
-    hide_next = False
-    for arg in command:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-        elif arg in _SECRET_FLAGS:
-            out.append(arg)
-            hide_next = True
-        elif "=" in arg and (arg.split("=", 1)[0] in _SECRET_FLAGS or _SECRET_ENV.search(arg.split("=", 1)[0])):
-            out.append(arg.split("=", 1)[0] + "=***")
-        else:
-            out.append(arg)
-    return out
-
-
-def _git(*args: str) -> str:
+def _git(cwd: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_REDIRECTS}
     try:
-        proc = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, check=False)
+        proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=10,
+                              check=False, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def package_checkout(package_dir: Path | None = None) -> Path | None:
+    """The git checkout hybridbench runs from, or None (an installed wheel, even one in a venv inside a repo).
+
+    The package's ``__init__.py`` must be tracked there: a site-packages copy under some repo's ignored
+    ``.venv`` must not report that repo's sha.
+    """
+    package_dir = package_dir or _PACKAGE_DIR
+    if not (package_dir / "__init__.py").is_file() or not _git(package_dir, "ls-files", "--", "__init__.py"):
+        return None
+    top = _git(package_dir, "rev-parse", "--show-toplevel")
+    return Path(top) if top else None
+
+
+def _git_state() -> tuple[str, bool]:
+    repo = package_checkout()
+    if repo is None:
+        return "", False
+    return _git(repo, "rev-parse", "HEAD"), bool(_git(repo, "status", "--porcelain"))
 
 
 def provenance(plan: RunPlan, engine: EngineInfo) -> dict[str, Any]:
@@ -55,16 +61,18 @@ def provenance(plan: RunPlan, engine: EngineInfo) -> dict[str, Any]:
         version = metadata.version("hybridbench")
     except metadata.PackageNotFoundError:
         version = "unknown"
+    sha, dirty = _git_state()
     return {
-        "git_sha": _git("rev-parse", "HEAD"),
-        "git_dirty": bool(_git("status", "--porcelain")),
+        "git_sha": sha,
+        "git_dirty": dirty,
         "pr_number": pr,
         "hybridbench_version": version,
         "python": platform.python_version(),
         "host": platform.node(),
-        "engine": {**asdict(engine), "command": redact(engine.command)},
+        # Both already redacted upstream (plan, engine); again here since this goes to disk.
+        "engine": redact_config(asdict(engine)),
         "plan_fingerprint": plan.fingerprint,
-        "config": plan.config,
+        "config": redact_config(plan.config),
     }
 
 

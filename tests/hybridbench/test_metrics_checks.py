@@ -8,11 +8,11 @@ import pytest
 
 from hybridbench.checks.base import CheckInput
 from hybridbench.checks.builtin import cache_hits, survival, ttft
+from hybridbench.config.redact import redact
 from hybridbench.config.schema import ChecksCfg
 from hybridbench.metrics.stats import bootstrap_relative_change, percentile
 from hybridbench.metrics.summary import summarize
 from hybridbench.records.schema import Record
-from hybridbench.results.bundle import redact
 
 
 def rec(arm: str, ttft_ms: float, *, i: int = 0, out: int = 5, cached: int = 0, status: str = "ok") -> Record:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from hybridbench.config.redact import redact
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines.sglang_cmd import (
     ArmKnobs,
@@ -16,7 +17,6 @@ from hybridbench.engines.sglang_cmd import (
     sglang_help_argv,
 )
 from hybridbench.errors import ConfigError
-from hybridbench.results.bundle import redact
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OLD = (FIXTURES / "sglang_help_old.txt").read_text()

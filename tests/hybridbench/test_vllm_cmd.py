@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from hybridbench.config.redact import redact
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines.sglang_cmd import ArmKnobs
 from hybridbench.engines.vllm_cmd import vllm_command, vllm_env, vllm_help_argv
 from hybridbench.errors import ConfigError
-from hybridbench.results.bundle import redact
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V032 = (FIXTURES / "vllm_help_0_32.txt").read_text()
