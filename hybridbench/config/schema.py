@@ -8,7 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ChecksCfg", "EngineCfg", "LoadCfg", "ModelCfg", "RunCfg", "WorkloadCfg"]
+__all__ = [
+    "ArmCfg",
+    "ChecksCfg",
+    "EngineCfg",
+    "L2ArmCfg",
+    "LoadCfg",
+    "MarconiArmCfg",
+    "ModelCfg",
+    "RunCfg",
+    "SeglenArmCfg",
+    "WorkloadCfg",
+]
 
 
 @dataclass
@@ -34,12 +45,34 @@ class EngineCfg:
     max_vocab: int = 0
     # The kl check's threshold for this engine's numerics: SGLang's kits use 0.002-0.005 on bf16/fp8 GPUs.
     kl_threshold: float = 0.003
-    # Arm knobs that map to server flags (hybridbench/engines/sglang_cmd.py, vllm_cmd.py).
-    seglen_eff_weight: float = 0.85  # --seglen-eff-weight (the seglen PR's example value)
-    marconi_eff_weight: float | None = None  # --marconi-eff-weight; None = let the server tune it
-    hicache_ratio: float = 2.0  # --hicache-ratio for the l2 arm
-    hicache_write_policy: str = "write_through"
-    host_tier_gb: float = 0.0  # vLLM --kv-offloading-size for the l2 arm
+
+
+@dataclass
+class SeglenArmCfg:
+    eff_weight: float = 0.85  # --seglen-eff-weight: PR #22172's example value (sglang.md §4)
+
+
+@dataclass
+class MarconiArmCfg:
+    eff_weight: float | None = None  # --marconi-eff-weight; None = the PR's autotuner picks it (PR #21862)
+
+
+@dataclass
+class L2ArmCfg:
+    hicache_ratio: float = 2.0  # --hicache-ratio: host pools as a multiple of the device pools (SGLang's default)
+    hicache_write_policy: str = "write_through"  # SGLang's default; what its mamba HiCache KL tests use
+    host_tier_gb: float = 0.0  # vLLM --kv-offloading-size GiB; 0 = not set (vLLM's l2 arm then needs it)
+
+
+@dataclass
+class ArmCfg:
+    """The knobs of the arms that have any (conf/arm/), the same on every engine: ``arm.seglen.eff_weight``
+    becomes SGLang's ``--seglen-eff-weight``, the reference server's flag of that name and the simulator's
+    policy weight; ``-m arm.seglen.eff_weight=0.5,0.85`` sweeps it. Which arms run is ``arms``."""
+
+    seglen: SeglenArmCfg = field(default_factory=SeglenArmCfg)
+    marconi: MarconiArmCfg = field(default_factory=MarconiArmCfg)
+    l2: L2ArmCfg = field(default_factory=L2ArmCfg)
 
 
 @dataclass
@@ -92,6 +125,7 @@ class ChecksCfg:
 class RunCfg:
     name: str = "adhoc"
     arms: list[str] = field(default_factory=lambda: ["disabled", "lru"])
+    arm: ArmCfg = field(default_factory=ArmCfg)
     workloads: dict[str, WorkloadCfg] = field(default_factory=dict)
     repeats: int = 1
     seed: int = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hydra.core.config_store import ConfigStore
 
-from hybridbench.config.schema import EngineCfg, LoadCfg, ModelCfg, RunCfg
+from hybridbench.config.schema import ArmCfg, EngineCfg, LoadCfg, ModelCfg, RunCfg
 
 __all__ = ["register"]
 
@@ -15,3 +15,4 @@ def register() -> None:
     cs.store(group="engine", name="engine_schema", node=EngineCfg)
     cs.store(group="model", name="model_schema", node=ModelCfg)
     cs.store(group="load", name="load_schema", node=LoadCfg)
+    cs.store(group="arm", name="arm_schema", node=ArmCfg)

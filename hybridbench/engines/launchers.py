@@ -35,7 +35,7 @@ def _builder(engine: str, help_argv: Callable[[str], list[str]], command: Callab
         if python not in help_cache:
             help_cache[python] = installed_help(help_argv(python), engine, python)
         return command(python=python, model=cfg.model, engine=cfg.engine, arm=arm, port=port,
-                       help_text=help_cache[python])
+                       help_text=help_cache[python], knobs=cfg.arm)
 
     return build
 

@@ -64,6 +64,10 @@ def reference_command(cfg: RunCfg, arm: str, port: int) -> list[str]:
            "--arm", arm, "--page-size", str(e.page_size), "--chunked-prefill-size", str(e.chunked_prefill_size),
            "--mamba-track-interval", str(e.track_interval), "--random-seed", str(cfg.seed),
            "--vocab-size", str(effective_vocab(cfg)), "--enable-metrics", "--enable-cache-report"]
+    if spec.policy == "seglen":
+        cmd += ["--seglen-eff-weight", str(cfg.arm.seglen.eff_weight)]
+    if spec.host_tier:
+        cmd += ["--hicache-ratio", str(cfg.arm.l2.hicache_ratio)]
     if e.kv_tokens:
         cmd += ["--max-total-tokens", str(e.kv_tokens)]
     if e.max_mamba_cache_size:

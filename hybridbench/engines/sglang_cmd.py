@@ -18,19 +18,16 @@ The helpers for help-text parsing, arm resolution and ``engine.extra_args`` merg
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.config.schema import ArmCfg, EngineCfg, ModelCfg
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ARMS, ArmSpec, parse_arm
 
 __all__ = [
-    "ArmKnobs",
     "Flag",
     "HelpText",
     "check_flags",
@@ -145,37 +142,6 @@ def resolve_arm(arm: str) -> ArmSpec:
     return replace(base, name="+".join(parts), strategy="extra_buffer", policy="marconi")
 
 
-@dataclass(frozen=True, slots=True)
-class ArmKnobs:
-    """Arm parameters that EngineCfg does not (yet) carry, with defaults from the research notes.
-
-    ``from_engine`` reads fields of the same names from EngineCfg when the schema has them, so adding them there
-    needs no change here. Any flag given in ``engine.extra_args`` replaces the one built from these.
-    """
-
-    seglen_eff_weight: float = 0.85  # PR #22172's example value (sglang.md §4)
-    marconi_eff_weight: float | None = None  # None: the PR's autotuner picks it (sglang.md §4, PR #21862)
-    hicache_ratio: float = 2.0  # SGLang's default host:device ratio (sglang.md §5)
-    hicache_write_policy: str = "write_through"  # SGLang's default; what the mamba HiCache KL tests use (§8.2)
-    host_tier_gb: float = 0.0  # vLLM --kv-offloading-size GiB; 0 = not set (harness_anchors.md §1.6)
-
-    @classmethod
-    def from_engine(cls, engine: EngineCfg) -> ArmKnobs:
-        values: dict[str, Any] = {}
-        for name in ("seglen_eff_weight", "marconi_eff_weight", "hicache_ratio", "hicache_write_policy",
-                     "host_tier_gb"):
-            if hasattr(engine, name):
-                values[name] = getattr(engine, name)
-        knobs = cls(**values)
-        for name in ("seglen_eff_weight", "marconi_eff_weight", "hicache_ratio", "host_tier_gb"):
-            v = getattr(knobs, name)
-            if v is None and name == "marconi_eff_weight":
-                continue
-            if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise ConfigError(f"engine.{name}: expected a finite number >= 0, got {v!r}")
-        return knobs
-
-
 # --------------------------------------------------------------------------------------------------------------
 # Flags
 
@@ -247,7 +213,7 @@ def _pick(help_text: HelpText | None, preferred: str, *older: str) -> tuple[str,
 # SGLang
 
 
-def sglang_arm_flags(spec: ArmSpec, engine: EngineCfg, knobs: ArmKnobs, help_text: HelpText | None) -> list[Flag]:
+def sglang_arm_flags(spec: ArmSpec, engine: EngineCfg, knobs: ArmCfg, help_text: HelpText | None) -> list[Flag]:
     """The flags that express one arm (DESIGN.md §2 table; sglang.md §2, §4, §5).
 
     * ``disabled``: ``--disable-radix-cache`` only. The strategy is not set: with the radix cache off, ``auto``
@@ -279,18 +245,18 @@ def sglang_arm_flags(spec: ArmSpec, engine: EngineCfg, knobs: ArmKnobs, help_tex
     if spec.policy == "seglen":
         flags.append(Flag("--radix-eviction-policy", "seglen", owner))
         weight, alts = _pick(help_text, SEGLEN_WEIGHT_FLAG, SEGLEN_WEIGHT_FLAG_FORK)
-        flags.append(Flag(weight, fmt_number(knobs.seglen_eff_weight), owner, alts))
+        flags.append(Flag(weight, fmt_number(knobs.seglen.eff_weight), owner, alts))
     elif spec.policy == "marconi":
         flags.append(Flag("--radix-eviction-policy", "marconi", owner))
-        if knobs.marconi_eff_weight is not None:
-            flags.append(Flag(MARCONI_WEIGHT_FLAG, fmt_number(knobs.marconi_eff_weight), owner))
+        if knobs.marconi.eff_weight is not None:
+            flags.append(Flag(MARCONI_WEIGHT_FLAG, fmt_number(knobs.marconi.eff_weight), owner))
     elif spec.policy != "lru":
         flags.append(Flag("--radix-eviction-policy", spec.policy, owner))
     if spec.host_tier:
         hicache, alts = _pick(help_text, HICACHE_FLAG, HICACHE_FLAG_ALIAS)
         flags.append(Flag(hicache, None, owner, alts))
-        flags.append(Flag("--hicache-ratio", fmt_number(knobs.hicache_ratio), owner))
-        flags.append(Flag("--hicache-write-policy", knobs.hicache_write_policy, owner))
+        flags.append(Flag("--hicache-ratio", fmt_number(knobs.l2.hicache_ratio), owner))
+        flags.append(Flag("--hicache-write-policy", knobs.l2.hicache_write_policy, owner))
     return flags
 
 
@@ -302,7 +268,7 @@ def sglang_command(
     arm: str,
     port: int,
     help_text: str | None,
-    knobs: ArmKnobs | None = None,
+    knobs: ArmCfg | None = None,
     metrics: bool = True,
     cache_report: bool = True,
 ) -> list[str]:
@@ -317,7 +283,7 @@ def sglang_command(
     ``--tp-size`` is spelled out rather than ``--tp``, which only works through argparse prefix matching.
     """
     spec = resolve_arm(arm)
-    knobs = knobs if knobs is not None else ArmKnobs.from_engine(engine)
+    knobs = knobs if knobs is not None else ArmCfg()
     helped = parse_help(help_text) if help_text is not None else None
     if engine.tp < 1:
         raise ConfigError(f"engine.tp must be >= 1, got {engine.tp}")

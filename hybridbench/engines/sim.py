@@ -32,6 +32,11 @@ def _arrival(cfg: RunCfg, seed: int) -> ArrivalSpec:
     raise ConfigError(f"load.kind: unknown load {load.kind!r}; choose closed, poisson or trace")
 
 
+def _policy_weight(cfg: RunCfg, policy: str) -> float | None:
+    """The eviction policy's weight from the arm knobs (None: the policy's own default)."""
+    return {"seglen": cfg.arm.seglen.eff_weight, "marconi": cfg.arm.marconi.eff_weight}.get(policy)
+
+
 class SimEngine:
     name = "sim"
 
@@ -54,6 +59,8 @@ class SimEngine:
                     chunked_prefill_size=cfg.engine.chunked_prefill_size,
                     page_size=cfg.engine.page_size,
                     track_interval=cfg.engine.track_interval,
+                    eff_weight=_policy_weight(cfg, parse_arm(arm).policy),
+                    hicache_ratio=cfg.arm.l2.hicache_ratio,
                 )
             _arrival(cfg, 0)
             if cfg.load.kind == "closed" and cfg.load.max_concurrency < 1:

@@ -27,9 +27,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.config.schema import ArmCfg, EngineCfg, ModelCfg
 from hybridbench.engines.sglang_cmd import (
-    ArmKnobs,
     Flag,
     check_flags,
     extra_flag_names,
@@ -52,7 +51,7 @@ def vllm_help_argv(python: str) -> list[str]:
     return [python or sys.executable, "-m", VLLM_MODULE, "serve", "--help=all"]
 
 
-def vllm_arm_flags(spec: ArmSpec, knobs: ArmKnobs, extra: Sequence[str] = (), *, hybrid: bool = True) -> list[Flag]:
+def vllm_arm_flags(spec: ArmSpec, knobs: ArmCfg, extra: Sequence[str] = (), *, hybrid: bool = True) -> list[Flag]:
     """The flags that express one arm on vLLM (module docstring; harness_anchors.md §1.5, §1.6).
 
     A dense model (``hybrid=False``) gets no ``--mamba-cache-mode``: vLLM 0.32.0 accepts the flag and then its
@@ -71,12 +70,12 @@ def vllm_arm_flags(spec: ArmSpec, knobs: ArmKnobs, extra: Sequence[str] = (), *,
     if hybrid:
         flags.append(Flag("--mamba-cache-mode", mode, owner))
     if spec.host_tier:
-        if knobs.host_tier_gb <= 0 and "--kv-offloading-size" not in extra_flag_names(extra):
+        if knobs.l2.host_tier_gb <= 0 and "--kv-offloading-size" not in extra_flag_names(extra):
             raise ConfigError(
                 f"arm {spec.name} on vLLM needs a host tier size for --kv-offloading-size (GiB): set "
-                "engine.host_tier_gb, or pass --kv-offloading-size in engine.extra_args"
+                "arm.l2.host_tier_gb, or pass --kv-offloading-size in engine.extra_args"
             )
-        flags.append(Flag("--kv-offloading-size", fmt_number(knobs.host_tier_gb), owner))
+        flags.append(Flag("--kv-offloading-size", fmt_number(knobs.l2.host_tier_gb), owner))
         flags.append(Flag("--kv-offloading-backend", "native", owner))
     return flags
 
@@ -89,7 +88,7 @@ def vllm_command(
     arm: str,
     port: int,
     help_text: str | None,
-    knobs: ArmKnobs | None = None,
+    knobs: ArmCfg | None = None,
     cache_report: bool = True,
 ) -> list[str]:
     """``python -m vllm.entrypoints.cli.main serve <hf_id> ...`` (= ``vllm serve``) for one arm.
@@ -106,7 +105,7 @@ def vllm_command(
     engine.track_interval has no vLLM counterpart either (states follow the block size) and is not used.
     """
     spec = resolve_arm(arm)
-    knobs = knobs if knobs is not None else ArmKnobs.from_engine(engine)
+    knobs = knobs if knobs is not None else ArmCfg()
     helped = parse_help(help_text) if help_text is not None else None
     if engine.tp < 1:
         raise ConfigError(f"engine.tp must be >= 1, got {engine.tp}")

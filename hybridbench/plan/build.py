@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from dataclasses import asdict
@@ -17,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.config.redact import redact_config
-from hybridbench.config.schema import RunCfg, WorkloadCfg
+from hybridbench.config.schema import ArmCfg, RunCfg, WorkloadCfg
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
 from workloads.registry import WORKLOADS
 
-__all__ = ["build_plan", "derive_seed", "effective_vocab", "workload_argv", "write_json_atomic"]
+__all__ = ["build_plan", "check_arm_knobs", "derive_seed", "effective_vocab", "workload_argv", "write_json_atomic"]
 
 
 def derive_seed(*parts: object) -> int:
@@ -72,6 +73,19 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
+def check_arm_knobs(arm: ArmCfg) -> None:
+    """The arm knobs are numbers every engine passes on as is: refuse what no server would take."""
+    for key, value in (("arm.seglen.eff_weight", arm.seglen.eff_weight), ("arm.marconi.eff_weight",
+                       arm.marconi.eff_weight), ("arm.l2.hicache_ratio", arm.l2.hicache_ratio),
+                       ("arm.l2.host_tier_gb", arm.l2.host_tier_gb)):
+        if value is None and key == "arm.marconi.eff_weight":  # None: the server tunes it
+            continue
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{key}: expected a finite number >= 0, got {value!r}")
+    if arm.l2.hicache_ratio <= 0:
+        raise ConfigError(f"arm.l2.hicache_ratio must be > 0, got {arm.l2.hicache_ratio}")
+
+
 def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
     if not cfg.arms:
         raise ConfigError("arms: the experiment lists no arms")
@@ -90,6 +104,7 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
         raise ConfigError(
             f"engine.chunked_prefill_size {e.chunked_prefill_size} is smaller than a page ({e.page_size})"
         )
+    check_arm_knobs(cfg.arm)
     if not 0 < e.mem_fraction_static <= 1:
         raise ConfigError(f"engine.mem_fraction_static must be in (0, 1], got {e.mem_fraction_static}")
     baseline = cfg.checks.baseline_arm or cfg.arms[0]

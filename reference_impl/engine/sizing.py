@@ -29,8 +29,14 @@ def engine_config(
     schedule_policy: str = "fcfs",
     page_size: int = 1,
     track_interval: int = 256,
+    eff_weight: float | None = None,
+    hicache_ratio: float | None = None,
 ) -> EngineConfig:
-    """ValueError names the problem when the model does not fit or an arm cannot run."""
+    """ValueError names the problem when the model does not fit or an arm cannot run.
+
+    ``eff_weight``: the seglen/marconi policy weight (None: the policy's default). ``hicache_ratio``: host
+    pools as a multiple of the device pools, as SGLang's ``--hicache-ratio`` sizes them (None: host KV
+    ``host_kv_tokens`` or 4x the device pool, one host state slot per 1024 host tokens)."""
     if arm.strategy == "no_buffer" and page_size != 1:
         raise ValueError(f"arm {arm.name} (no_buffer) requires page size 1, as SGLang asserts")
     model, gpu = timer.model, timer.gpu
@@ -43,6 +49,11 @@ def engine_config(
     slots = state_slots or int(budget * r / (1 + r) // model.state_bytes())
     kv = kv_tokens or int((budget - slots * model.state_bytes()) // model.kv_bytes_per_token())
     host = (host_kv_tokens or 4 * kv) if arm.host_tier else 0
+    host_slots = max(1, host // 1024) if host else 0
+    if arm.host_tier and hicache_ratio is not None:
+        if hicache_ratio <= 0:
+            raise ValueError(f"hicache ratio must be > 0, got {hicache_ratio}")
+        host, host_slots = max(1, int(kv * hicache_ratio)), max(1, int(slots * hicache_ratio))
     if schedule_policy not in ("fcfs", "lpm"):
         raise ValueError(f"unknown schedule policy {schedule_policy!r}; choose fcfs or lpm")
     config = EngineConfig(
@@ -56,7 +67,8 @@ def engine_config(
         schedule_policy=schedule_policy,  # type: ignore[arg-type]
         track_interval=track_interval,
         host_kv_tokens=host,
-        host_state_slots=max(1, host // 1024) if host else 0,
+        host_state_slots=host_slots,
+        eff_weight=eff_weight,
     )
     if slots < state_ratio(config):
         raise ValueError(f"{slots} state slots cannot hold one running request of arm {arm.name}")

@@ -87,3 +87,21 @@ def test_a_priming_pass_warms_the_cache_and_is_recorded_as_primed(tmp_path: Path
         assert {r.cache_state for r in recs} == {"cold-flushed" if name == "cold" else "primed"}
         rate[name] = sum(r.cached_tokens or 0 for r in recs) / sum(r.prompt_tokens for r in recs)
     assert rate["primed"] > rate["cold"]  # every prompt was seen once before the measured pass
+
+
+def test_a_multirun_sweeps_an_arm_knob_into_every_engine(tmp_path: Path) -> None:
+    """DESIGN.md §6's sweep: `-m ... arm.seglen.eff_weight=A,B` runs one job per value, and the value reaches
+    what each engine runs (the reference server's own flag; the plan every engine reads)."""
+    from hybridbench.config.schema import ArmCfg, L2ArmCfg, RunCfg, SeglenArmCfg
+    from hybridbench.engines.server import reference_command
+
+    proc = hb("-m", "+experiment=smoke", "engine=sim", "arms=[lru,seglen]", "arm.seglen.eff_weight=0.25,0.75",
+              f"hydra.sweep.dir={tmp_path}")
+    assert proc.returncode in (0, 1), proc.stderr
+    weights = sorted(json.loads((tmp_path / job / "plan.json").read_text())["config"]["arm"]["seglen"]["eff_weight"]
+                     for job in ("0", "1"))
+    assert weights == [0.25, 0.75]
+    cfg = RunCfg(arm=ArmCfg(seglen=SeglenArmCfg(eff_weight=0.25), l2=L2ArmCfg(hicache_ratio=3.0)))
+    cmd = reference_command(cfg, "seglen+l2", 1)
+    assert cmd[cmd.index("--seglen-eff-weight") + 1] == "0.25" and cmd[cmd.index("--hicache-ratio") + 1] == "3.0"
+    assert "--seglen-eff-weight" not in reference_command(cfg, "branching", 1)

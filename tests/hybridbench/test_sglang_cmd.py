@@ -7,9 +7,17 @@ from pathlib import Path
 import pytest
 
 from hybridbench.config.redact import redact
-from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.config.schema import (
+    ArmCfg,
+    EngineCfg,
+    L2ArmCfg,
+    MarconiArmCfg,
+    ModelCfg,
+    RunCfg,
+    SeglenArmCfg,
+    WorkloadCfg,
+)
 from hybridbench.engines.sglang_cmd import (
-    ArmKnobs,
     parse_help,
     resolve_arm,
     sglang_command,
@@ -17,6 +25,7 @@ from hybridbench.engines.sglang_cmd import (
     sglang_help_argv,
 )
 from hybridbench.errors import ConfigError
+from hybridbench.plan.build import build_plan
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OLD = (FIXTURES / "sglang_help_old.txt").read_text()
@@ -99,7 +108,7 @@ def test_marconi_on_its_pr_build() -> None:
     base = ["--mamba-scheduler-strategy", "extra_buffer", "--mamba-track-interval", "256",
             "--radix-eviction-policy", "marconi"]  # fmt: skip
     assert arm_part("marconi", MARCONI) == base
-    weighted = cmd("marconi", MARCONI, knobs=ArmKnobs(marconi_eff_weight=0.3))
+    weighted = cmd("marconi", MARCONI, knobs=ArmCfg(marconi=MarconiArmCfg(eff_weight=0.3)))
     assert weighted[len(HEAD):] == [*base, "--marconi-eff-weight", "0.3"]
 
 
@@ -141,17 +150,16 @@ def test_extra_args_replace_a_built_flag() -> None:
     ]  # fmt: skip
 
 
-def test_knobs_come_from_engine_fields_when_the_schema_has_them() -> None:
-    engine = EngineCfg(tp=4)
-    engine.seglen_eff_weight = 0.6  # type: ignore[attr-defined]  # a field the schema may gain
-    engine.hicache_ratio = 4  # type: ignore[attr-defined]
-    assert ArmKnobs.from_engine(engine) == ArmKnobs(seglen_eff_weight=0.6, hicache_ratio=4)
-    part = cmd("seglen+l2", SEGLEN, engine)[len(HEAD):]
+def test_arm_knobs_reach_the_command_and_bad_ones_fail_at_plan_time(tmp_path: Path) -> None:
+    knobs = ArmCfg(seglen=SeglenArmCfg(eff_weight=0.6), l2=L2ArmCfg(hicache_ratio=4))
+    part = cmd("seglen+l2", SEGLEN, EngineCfg(tp=4), knobs=knobs)[len(HEAD):]
     assert part[part.index("--seglen-eff-weight") + 1] == "0.6"
     assert part[part.index("--hicache-ratio") + 1] == "4"
-    engine.seglen_eff_weight = float("nan")  # type: ignore[attr-defined]
-    with pytest.raises(ConfigError, match=r"engine\.seglen_eff_weight"):
-        ArmKnobs.from_engine(engine)
+    for bad, key in ((ArmCfg(seglen=SeglenArmCfg(eff_weight=float("nan"))), r"arm\.seglen\.eff_weight"),
+                     (ArmCfg(l2=L2ArmCfg(hicache_ratio=0.0)), r"arm\.l2\.hicache_ratio must be > 0"),
+                     (ArmCfg(marconi=MarconiArmCfg(eff_weight=-1.0)), r"arm\.marconi\.eff_weight")):
+        with pytest.raises(ConfigError, match=key):
+            build_plan(RunCfg(arm=bad, workloads={"w": WorkloadCfg()}), tmp_path, {})
 
 
 def test_default_python_is_this_interpreter() -> None:
@@ -188,7 +196,7 @@ def test_missing_flags_are_named() -> None:
         cmd("seglen", no_weight)
     with pytest.raises(ConfigError, match=r"^arm marconi needs --marconi-eff-weight, which"):
         cmd("marconi", MARCONI.replace("--marconi-eff-weight MARCONI", "--x MARCONI"),
-            knobs=ArmKnobs(marconi_eff_weight=0.3))
+            knobs=ArmCfg(marconi=MarconiArmCfg(eff_weight=0.3)))
     no_track = OLD.replace("--mamba-track-interval MAMBA_TRACK_INTERVAL", "")
     with pytest.raises(ConfigError, match=r"^arm branching needs --mamba-track-interval, which"):
         cmd("branching", no_track)
@@ -220,7 +228,7 @@ def test_engine_options_and_extra_args_are_checked_too() -> None:
     assert cmd("lru", NEW, EngineCfg(extra_args=["--mamba-max-states-per-path", "4"]))[-2:] == [
         "--mamba-max-states-per-path", "4"]  # fmt: skip
     with pytest.raises(ConfigError, match=r"write_policy|--hicache-write-policy bogus"):
-        cmd("l2", NEW, knobs=ArmKnobs(hicache_write_policy="bogus"))
+        cmd("l2", NEW, knobs=ArmCfg(l2=L2ArmCfg(hicache_write_policy="bogus")))
 
 
 def test_strategy_preconditions() -> None:

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from hybridbench.config.redact import redact
-from hybridbench.config.schema import EngineCfg, ModelCfg
-from hybridbench.engines.sglang_cmd import ArmKnobs
+from hybridbench.config.schema import ArmCfg, EngineCfg, L2ArmCfg, ModelCfg
 from hybridbench.engines.vllm_cmd import vllm_command, vllm_env, vllm_help_argv
 from hybridbench.errors import ConfigError
 
@@ -75,7 +74,7 @@ def test_l2_needs_a_host_tier_size() -> None:
         cmd("l2", MAIN)
     tier = ["--enable-prefix-caching", "--mamba-cache-mode", "all",
             "--kv-offloading-size", "64.0", "--kv-offloading-backend", "native"]  # fmt: skip
-    assert cmd("l2", MAIN, knobs=ArmKnobs(host_tier_gb=64.0))[len(HEAD):] == tier
+    assert cmd("l2", MAIN, knobs=ArmCfg(l2=L2ArmCfg(host_tier_gb=64.0)))[len(HEAD):] == tier
     via_extra = arm_part("l2", MAIN, EngineCfg(tp=4, extra_args=["--kv-offloading-size", "32"]))
     assert via_extra == [*tier[:3], "--kv-offloading-backend", "native", "--kv-offloading-size", "32"]
 
