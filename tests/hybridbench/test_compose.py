@@ -65,3 +65,14 @@ def test_a_misspelt_key_fails_at_compose_time_with_the_key_named() -> None:
 def test_plan_refuses_a_baseline_that_is_not_an_arm(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="baseline_arm"):
         build_plan(load("+experiment=smoke", "checks.baseline_arm=seglen"), tmp_path, {})
+
+
+def test_named_workloads_are_a_group_any_experiment_can_add_from_the_command_line(tmp_path: Path) -> None:
+    cfg = load("+experiment=smoke", "+workload@workloads.chat=sharegpt", "workloads.chat.params.num_sessions=7")
+    assert list(cfg.workloads) == ["gsp", "chat"]
+    assert cfg.workloads["chat"].kind == "sharegpt" and cfg.workloads["chat"].params == {"num_sessions": 7}
+    assert cfg.workloads["gsp"].params["system_prompt_len"] == 300  # smoke's own, from workload/smoke_gsp
+    plan = build_plan(cfg, tmp_path, {})
+    assert [w.name for w in plan.workloads] == ["gsp", "chat"] and len(plan.trials) == 4
+    with pytest.raises(ConfigCompositionException, match="workload/nope"):
+        load("+experiment=smoke", "+workload@workloads.x=nope")
