@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hydra.core.config_store import ConfigStore
 
-from hybridbench.config.schema import ArmCfg, EngineCfg, LoadCfg, ModelCfg, RunCfg, WorkloadCfg
+from hybridbench.config.schema import ArmCfg, ChecksCfg, EngineCfg, LoadCfg, ModelCfg, RunCfg, WorkloadCfg
 
 __all__ = ["register"]
 
@@ -17,3 +17,4 @@ def register() -> None:
     cs.store(group="load", name="load_schema", node=LoadCfg)
     cs.store(group="arm", name="arm_schema", node=ArmCfg)
     cs.store(group="workload", name="workload_schema", node=WorkloadCfg)
+    cs.store(group="checks", name="checks_schema", node=ChecksCfg)

@@ -76,3 +76,11 @@ def test_named_workloads_are_a_group_any_experiment_can_add_from_the_command_lin
     assert [w.name for w in plan.workloads] == ["gsp", "chat"] and len(plan.trials) == 4
     with pytest.raises(ConfigCompositionException, match="workload/nope"):
         load("+experiment=smoke", "+workload@workloads.x=nope")
+
+
+def test_the_checks_group_sets_thresholds_and_the_experiment_still_picks_the_checks() -> None:
+    default, strict = load("+experiment=prefill_overhead"), load("+experiment=prefill_overhead", "checks=strict")
+    assert (default.checks.ttft_regression, strict.checks.ttft_regression) == (0.10, 0.05)
+    assert strict.checks.bootstrap_samples == 4000
+    assert strict.checks.enabled == default.checks.enabled == ["survival", "throughput", "prefill_overhead"]
+    assert strict.checks.throughput_regression == 0.15  # the experiment's own setting wins over the group's
