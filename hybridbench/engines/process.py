@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hybridbench.errors import EngineError
 
-__all__ = ["ServerProcess", "free_port", "port_in_use", "visible_gpus"]
+__all__ = ["ServerProcess", "free_port", "port_in_use"]
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -26,37 +26,6 @@ def port_in_use(host: str, port: int) -> bool:
         except OSError:
             return True
     return False
-
-
-def visible_gpus() -> int | None:
-    """GPUs a server started from here can use, or None when nvidia-smi is absent or hangs (nothing to check).
-
-    ``nvidia-smi -L`` lists every GPU in the machine (one ``GPU i: ...`` line each; MIG instances are indented
-    lines under their GPU, not GPUs) and ignores ``CUDA_VISIBLE_DEVICES``, so when that is set its entries
-    decide. A failing nvidia-smi (no driver) raises EngineError with its message rather than reporting 0 GPUs.
-    """
-    try:
-        proc = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    physical = sum(1 for line in proc.stdout.splitlines() if line.startswith("GPU "))
-    if proc.returncode != 0 and physical == 0:
-        message = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[0]
-        raise EngineError(f"nvidia-smi -L failed (exit {proc.returncode}): {message}")
-    restricted = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return physical if restricted is None else _cuda_visible_count(restricted, physical)
-
-
-def _cuda_visible_count(value: str, physical: int) -> int:
-    """Devices CUDA enumerates for a CUDA_VISIBLE_DEVICES value: like CUDA, stop at the first invalid entry
-    (``-1``, an index the machine lacks, junk); ``GPU-``/``MIG-`` UUID entries count one each."""
-    count = 0
-    for entry in (e.strip() for e in value.split(",")):
-        is_uuid = entry.startswith(("GPU-", "MIG-"))
-        if not (is_uuid or (entry.isascii() and entry.isdigit() and int(entry) < physical)):
-            break
-        count += 1
-    return count
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -1,4 +1,4 @@
-"""visible_gpus() against a fake nvidia-smi on PATH printing the real ``nvidia-smi -L`` format."""
+"""visible_gpus() and busy_gpus() against a fake nvidia-smi on PATH printing nvidia-smi's real output formats."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridbench.engines.process import visible_gpus
+from hybridbench.engines.gpus import busy_gpus, visible_gpus, wait_for_free_gpus
 from hybridbench.errors import EngineError
 
 FOUR_GPUS = """\
@@ -97,3 +97,64 @@ def test_cuda_visible_devices_without_nvidia_smi_is_still_unchecked(monkeypatch:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     assert visible_gpus() is None
+
+
+# `nvidia-smi --query-gpu=index,uuid --format=csv,noheader,nounits` and the compute-apps query, as printed.
+UUIDS = ["GPU-5d3c8f6e-1b2a-4c3d-9e8f-0a1b2c3d4e5f", "GPU-6e4d9f7a-2c3b-4d4e-8f9a-1b2c3d4e5f60",
+         "GPU-7f5e0a8b-3d4c-4e5f-9a0b-2c3d4e5f6071", "GPU-8a6f1b9c-4e5d-4f6a-8b1c-3d4e5f607182"]
+QUERY_GPU = "".join(f"{i}, {u}\n" for i, u in enumerate(UUIDS))
+APPS_ON_GPU2 = f"{UUIDS[2]}, 4242, 40960\n"
+
+
+def fake_queries(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, apps: str, *, free_after: int = 0) -> None:
+    """An nvidia-smi answering exactly the two queries busy_gpus makes (anything else: exit 64). With
+    ``free_after`` > 0 the apps query reports the processes that many times, then none (memory released)."""
+    counter = tmp_path / "calls"
+    script = tmp_path / "nvidia-smi"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys, pathlib\n"
+        f"args = sys.argv[1:]\n"
+        f"if args == ['--query-gpu=index,uuid', '--format=csv,noheader,nounits']:\n"
+        f"    sys.stdout.write({QUERY_GPU!r}); sys.exit(0)\n"
+        f"if args == ['--query-compute-apps=gpu_uuid,pid,used_memory', '--format=csv,noheader,nounits']:\n"
+        f"    c = pathlib.Path({str(counter)!r})\n"
+        f"    n = int(c.read_text()) if c.exists() else 0\n"
+        f"    c.write_text(str(n + 1))\n"
+        f"    sys.stdout.write({apps!r} if {free_after} == 0 or n < {free_after} else ''); sys.exit(0)\n"
+        f"sys.exit(64)\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+
+@pytest.mark.parametrize(("cuda", "tp", "expected"), [
+    (None, 2, []),  # the server takes GPUs 0 and 1; the process sits on 2
+    (None, 4, ["GPU 2: pid 4242 holds 40960 MiB"]),
+    ("2,3", 1, ["GPU 0: pid 4242 holds 40960 MiB"]),  # CUDA's ordinal, as the server sees it
+    (f"{UUIDS[3]},{UUIDS[2]}", 2, ["GPU 1: pid 4242 holds 40960 MiB"]),
+    ("3,9,2", 2, []),  # CUDA stops at the missing index 9: the server only gets GPU 3
+    ("MIG-1a2b3c4d-5e6f-5a7b-8c9d-0e1f2a3b4c5d", 1, []),  # per-slice use is not reported: not checked
+])
+def test_busy_gpus_names_processes_on_the_gpus_the_server_would_get(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cuda: str | None, tp: int, expected: list[str]
+) -> None:
+    fake_queries(monkeypatch, tmp_path, APPS_ON_GPU2)
+    if cuda is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", cuda)
+    assert busy_gpus(tp) == expected
+
+
+def test_a_gpu_that_stays_busy_refuses_the_launch_one_that_frees_does_not(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    fake_queries(monkeypatch, tmp_path, APPS_ON_GPU2)
+    with pytest.raises(EngineError, match=r"GPUs busy before launch \(GPU 2: pid 4242 holds 40960 MiB\)"):
+        wait_for_free_gpus(4, timeout_s=0.0)
+    freeing = tmp_path / "freeing"
+    freeing.mkdir()
+    fake_queries(monkeypatch, freeing, APPS_ON_GPU2, free_after=1)  # the previous arm's server, still exiting
+    wait_for_free_gpus(4, timeout_s=10.0)
+    assert (freeing / "calls").read_text() == "2"
+
+
+def test_no_nvidia_smi_means_no_busy_check(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert busy_gpus(8) == []

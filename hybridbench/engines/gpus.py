@@ -1,0 +1,104 @@
+"""What GPUs a server launched from here would get, checked before launch: how many, and whether another
+process already holds one (a leftover server from a crashed run makes SGLang fail on memory minutes later).
+
+Everything comes from ``nvidia-smi`` in its documented output formats; with no nvidia-smi (a CPU machine)
+there is nothing to check and the functions say so with None / an empty list.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from hybridbench.errors import EngineError
+
+__all__ = ["busy_gpus", "visible_gpus", "wait_for_free_gpus"]
+
+
+def visible_gpus() -> int | None:
+    """GPUs a server started from here can use, or None when nvidia-smi is absent or hangs (nothing to check).
+
+    ``nvidia-smi -L`` lists every GPU in the machine (one ``GPU i: ...`` line each; MIG instances are indented
+    lines under their GPU, not GPUs) and ignores ``CUDA_VISIBLE_DEVICES``, so when that is set its entries
+    decide. A failing nvidia-smi (no driver) raises EngineError with its message rather than reporting 0 GPUs.
+    """
+    try:
+        proc = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    physical = sum(1 for line in proc.stdout.splitlines() if line.startswith("GPU "))
+    if proc.returncode != 0 and physical == 0:
+        message = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[0]
+        raise EngineError(f"nvidia-smi -L failed (exit {proc.returncode}): {message}")
+    restricted = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return physical if restricted is None else _cuda_visible_count(restricted, physical)
+
+
+def _cuda_visible_count(value: str, physical: int) -> int:
+    """Devices CUDA enumerates for a CUDA_VISIBLE_DEVICES value: like CUDA, stop at the first invalid entry
+    (``-1``, an index the machine lacks, junk); ``GPU-``/``MIG-`` UUID entries count one each."""
+    count = 0
+    for entry in (e.strip() for e in value.split(",")):
+        is_uuid = entry.startswith(("GPU-", "MIG-"))
+        if not (is_uuid or (entry.isascii() and entry.isdigit() and int(entry) < physical)):
+            break
+        count += 1
+    return count
+
+
+def _query(*args: str) -> list[list[str]] | None:
+    """Rows of an ``nvidia-smi --query-*=... --format=csv,noheader,nounits`` call; None if it cannot run."""
+    try:
+        proc = subprocess.run(["nvidia-smi", *args, "--format=csv,noheader,nounits"], capture_output=True,
+                              text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    return [[cell.strip() for cell in line.split(",")] for line in proc.stdout.splitlines() if line.strip()]
+
+
+def _server_gpu_uuids(tp: int) -> list[str] | None:
+    """UUIDs of the first ``tp`` devices CUDA would hand a server, in CUDA's order (CUDA_VISIBLE_DEVICES
+    entries are indices or GPU UUIDs); None when they cannot be known (no nvidia-smi, MIG instances)."""
+    gpus = _query("--query-gpu=index,uuid")
+    if gpus is None:
+        return None
+    by_index = {row[0]: row[1] for row in gpus if len(row) >= 2}
+    restricted = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if restricted is None:
+        order = [by_index[i] for i in sorted(by_index, key=int)]
+    else:
+        order = []
+        for entry in (e.strip() for e in restricted.split(",")):
+            if entry.startswith("MIG-"):
+                return None  # compute apps are reported per GPU; a MIG slice's own use is not told apart
+            uuid = entry if entry.startswith("GPU-") else by_index.get(entry)
+            if uuid is None:
+                break  # CUDA stops at the first invalid entry
+            order.append(uuid)
+    return order[:tp]
+
+
+def busy_gpus(tp: int) -> list[str]:
+    """One line per process holding memory on a GPU the server would use, e.g. ``GPU 0: pid 4242 holds
+    40960 MiB``; empty when all are free or nothing can be checked."""
+    uuids = _server_gpu_uuids(tp)
+    if not uuids:
+        return []
+    apps = _query("--query-compute-apps=gpu_uuid,pid,used_memory") or []
+    position = {uuid: i for i, uuid in enumerate(uuids)}
+    return [f"GPU {position[row[0]]}: pid {row[1]} holds {row[2]} MiB"
+            for row in apps if len(row) >= 3 and row[0] in position]
+
+
+def wait_for_free_gpus(tp: int, timeout_s: float = 30.0) -> None:
+    """Raise EngineError naming the holders if the server's GPUs stay busy for ``timeout_s``: memory of a
+    server just stopped (this run's previous arm) takes a moment to be released, a leftover one does not."""
+    deadline = time.monotonic() + timeout_s
+    while busy := busy_gpus(tp):
+        if time.monotonic() >= deadline:
+            raise EngineError(f"GPUs busy before launch ({'; '.join(busy)}): stop those processes or choose "
+                              f"other GPUs with CUDA_VISIBLE_DEVICES")
+        time.sleep(1.0)
