@@ -225,7 +225,9 @@ def sglang_arm_flags(spec: ArmSpec, engine: EngineCfg, knobs: ArmCfg, help_text:
       the weight ``--marconi-eff-weight``, used when that is what the build offers.
     * ``marconi``: ``--radix-eviction-policy marconi`` (PR #21862's launch line), plus
       ``--marconi-eff-weight W`` only when a weight is configured (the PR autotunes it otherwise).
-    * host tier (``l2``): ``--enable-hierarchical-cache --hicache-ratio R --hicache-write-policy P``.
+    * host tier (``l2``): ``--enable-hierarchical-cache --hicache-ratio R --hicache-write-policy P``, plus
+      ``--hicache-io-backend direct --hicache-mem-layout page_first_direct`` as SGLang's own mamba HiCache
+      tests run it (arm.l2.*; "" leaves a flag out).
     """
     owner = f"arm {spec.name}"
     if spec.strategy == "disabled":
@@ -257,6 +259,10 @@ def sglang_arm_flags(spec: ArmSpec, engine: EngineCfg, knobs: ArmCfg, help_text:
         flags.append(Flag(hicache, None, owner, alts))
         flags.append(Flag("--hicache-ratio", fmt_number(knobs.l2.hicache_ratio), owner))
         flags.append(Flag("--hicache-write-policy", knobs.l2.hicache_write_policy, owner))
+        for flag, value in (("--hicache-io-backend", knobs.l2.hicache_io_backend),
+                            ("--hicache-mem-layout", knobs.l2.hicache_mem_layout)):
+            if value:
+                flags.append(Flag(flag, value, owner))
     return flags
 
 

@@ -42,7 +42,8 @@ HEAD = [
     "--page-size", "1", "--chunked-prefill-size", "8192", "--mem-fraction-static", "0.85",
     "--enable-metrics", "--enable-cache-report",
 ]  # fmt: skip
-HICACHE = ["--enable-hierarchical-cache", "--hicache-ratio", "2.0", "--hicache-write-policy", "write_through"]
+HICACHE = ["--enable-hierarchical-cache", "--hicache-ratio", "2.0", "--hicache-write-policy", "write_through",
+           "--hicache-io-backend", "direct", "--hicache-mem-layout", "page_first_direct"]
 
 
 def cmd(arm: str, help_text: str | None, engine: EngineCfg | None = None, **kw: object) -> list[str]:
