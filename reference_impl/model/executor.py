@@ -28,7 +28,9 @@ from reference_impl.model.model import HybridModel, RecState
 from reference_impl.model.storage import KVStore, StateMaterializationError, TensorStatePool, rolling_keys
 from reference_impl.models import get_model
 
-__all__ = ["Executor", "RequestCtx", "StepReport", "gpu_slot_copy_ratio"]
+__all__ = ["SAMPLING_EPS", "Executor", "RequestCtx", "StepReport", "gpu_slot_copy_ratio"]
+
+SAMPLING_EPS = 1e-6  # SGLang's _SAMPLING_EPS: a lower temperature samples greedily (top_k = 1)
 
 
 def gpu_slot_copy_ratio(model: str = "qwen3-next-80b-a3b", gpu: str = "h100", tokens: int = 64) -> float:
@@ -282,10 +284,14 @@ class Executor:
         return [(float(v), int(i)) for v, i in zip(vals, ids, strict=True)]
 
     def _sample(self, ctx: RequestCtx, logits: Tensor) -> int:
-        if ctx.temperature <= 0:
+        if not ctx.temperature >= SAMPLING_EPS:  # also catches NaN: greedy, never a division blowing up
             token = int(logits.argmax())
         else:
-            probs = torch.softmax(logits / ctx.temperature, -1)
+            # Shift so the best logit is 0 before dividing, in float64: every scaled value is in [-inf, 0]
+            # and the best is exactly 0, so the probabilities are finite and sum to >= 1 for any finite
+            # temperature (1e-45 would overflow float32 to inf and make the softmax NaN).
+            scaled = (logits.double() - logits.max().double()) / ctx.temperature
+            probs = torch.softmax(scaled, -1)
             token = int(torch.multinomial(probs, 1, generator=ctx.generator))
         if ctx.keep_logits:
             ctx.logits.append(logits.clone())

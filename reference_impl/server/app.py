@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -85,18 +86,21 @@ class Api:
         if params.return_logprob:
             ctx = sub.ctx
             outs = ctx.output_logprobs[: len(u.output_ids)]
-            meta["output_token_logprobs"] = [[lp, t, None] for (lp, _), t in zip(outs, u.output_ids, strict=False)]
+            def text(token: int) -> str | None:  # return_text_in_logprobs: each entry's token as text
+                return decode([token]) if params.return_text_in_logprobs else None
+
+            meta["output_token_logprobs"] = [[lp, t, text(t)] for (lp, _), t in zip(outs, u.output_ids, strict=False)]
             meta["output_token_logprobs_length"] = len(meta["output_token_logprobs"])
             inputs: list[list[Any]] = []
             if params.logprob_start_len is not None:
                 for pos in range(params.logprob_start_len, len(sub.input_ids)):
                     entry = ctx.input_logprobs.get(pos)
-                    inputs.append([entry[0] if entry else None, sub.input_ids[pos], None])
+                    inputs.append([entry[0] if entry else None, sub.input_ids[pos], text(sub.input_ids[pos])])
             meta["input_token_logprobs"] = inputs
             if params.top_logprobs_num:
-                meta["output_top_logprobs"] = [[[v, i, None] for v, i in top] for _, top in outs]
+                meta["output_top_logprobs"] = [[[v, i, text(i)] for v, i in top] for _, top in outs]
                 meta["input_top_logprobs"] = [
-                    [[v, i, None] for v, i in ctx.input_logprobs[p][1]] if p in ctx.input_logprobs else None
+                    [[v, i, text(i)] for v, i in ctx.input_logprobs[p][1]] if p in ctx.input_logprobs else None
                     for p in range(params.logprob_start_len or 0, len(sub.input_ids))
                 ] if params.logprob_start_len is not None else []
         return meta
@@ -160,6 +164,8 @@ class Api:
                                     "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason}]}
             if u is not None:
                 body["usage"] = usage(u)
+                if params.return_cached_tokens_details:  # SGLang's extension, read by bench_serving's cache report
+                    body["sglext"] = {"cached_tokens_details": {"device": u.cached_tokens, "host": 0}}
             return body
 
         def reason_of(u: Update) -> str:
@@ -194,7 +200,7 @@ class Api:
         return web.Response(text="")
 
     async def health_generate(self, request: web.Request) -> web.Response:
-        params = GenerateParams([0], 1, 0.0, True, False, False, None, 0, None, False)
+        params = GenerateParams(input_ids=[0], max_new_tokens=1, temperature=0.0, ignore_eos=True, stream=False)
         sub, queue = self._start(params)
 
         async def run() -> str | None:
@@ -213,7 +219,9 @@ class Api:
         try:
             timeout = float(request.query.get("timeout", "0"))
         except ValueError:
-            return _error("timeout must be a number of seconds")
+            timeout = math.nan
+        if not math.isfinite(timeout):  # an infinite wait would hold the client forever
+            return _error("timeout must be a finite number of seconds")
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             if await asyncio.wrap_future(self.engine.call(self.engine.flush_cache)):
@@ -228,15 +236,24 @@ class Api:
     def _info(self) -> dict[str, Any]:
         cfg = self.config
         core = self.engine.core
-        info = {k: v for k, v in cfg.args.items()}
+        m = self.engine.metrics
+        info = dict(cfg.args)  # the flags under SGLang's ServerArgs field names
+        # SGLang resolves "auto" only with the radix cache on; off, it reports the flag as given.
+        strategy = (cfg.args["mamba_radix_cache_strategy"] or "auto") if cfg.disable_radix_cache else cfg.engine.cache
         info.update({
             "model_path": cfg.served_model_name, "disable_radix_cache": cfg.disable_radix_cache, "arm": cfg.arm.name,
-            "mamba_radix_cache_strategy": cfg.engine.cache, "radix_eviction_policy": cfg.engine.policy,
-            "max_total_num_tokens": cfg.engine.kv_tokens, "max_req_input_len": cfg.context_length - 1,
-            "context_length": cfg.context_length, "inject_bug": sorted(cfg.faults), "version": VERSION,
-            "internal_states": [{"max_running_requests": core.max_running, "mamba_pool_size": cfg.engine.state_slots,
-                                 "mamba_cache_chunk_size": core.tree.chunk_size, "avg_spec_accept_length": None,
-                                 "chunk_state_copies": self.engine.executor.extra_copies}],
+            "mamba_radix_cache_strategy": strategy, "radix_eviction_policy": cfg.engine.policy,
+            "max_running_requests": core.max_running, "max_total_num_tokens": cfg.engine.kv_tokens,
+            "max_req_input_len": cfg.context_length - 1, "context_length": cfg.context_length,
+            "inject_bug": sorted(cfg.faults), "version": VERSION,
+            "internal_states": [{
+                "max_running_requests": core.max_running, "mamba_pool_size": cfg.engine.state_slots,
+                "mamba_cache_chunk_size": core.tree.chunk_size, "avg_spec_accept_length": None,
+                # reference-only readouts: tests prove a load really exhausted the pools
+                "chunk_state_copies": self.engine.executor.extra_copies,
+                "peak_full_token_usage": m.peak_full_token_usage, "peak_mamba_usage": m.peak_mamba_usage,
+                "evicted_mamba_states": m.evicted_states,
+            }],
         })
         return info
 

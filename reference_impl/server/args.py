@@ -35,7 +35,7 @@ class ServerConfig:
     max_request_bytes: int
     decode_log_interval: int
     served_model_name: str
-    args: dict[str, object]  # every flag as parsed, for /server_info
+    args: dict[str, object]  # every flag as parsed, under SGLang's ServerArgs field names (/server_info)
 
     @property
     def disable_radix_cache(self) -> bool:
@@ -56,10 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: not reachable from other machines)")
     a("--port", type=int, default=30000)
     a("--arm", default=None, help="cache arm: disabled, lru, branching, seglen, l2 (compose with '+')")
-    a("--mamba-radix-cache-strategy", "--mamba-scheduler-strategy", dest="strategy", default=None,
+    a("--mamba-radix-cache-strategy", "--mamba-scheduler-strategy", dest="mamba_radix_cache_strategy", default=None,
       choices=["auto", "no_buffer", "extra_buffer"], help="used when --arm is not given (auto = extra_buffer)")
     tree_policies = sorted(n for n, e in POLICIES.items() if e.tree_policy)
-    a("--policy", "--radix-eviction-policy", dest="policy", default=None, choices=tree_policies)
+    a("--policy", "--radix-eviction-policy", dest="radix_eviction_policy", default=None, choices=tree_policies)
     a("--seglen-eff-weight", type=float, default=None)
     a("--disable-radix-cache", action="store_true")
     a("--page-size", type=int, default=1)
@@ -71,11 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--mamba-track-interval", type=int, default=256)
     a("--schedule-policy", default="fcfs", choices=["fcfs", "lpm"])
     a("--disable-overlap-schedule", action="store_true", help="1 extra state slot per request instead of 2")
-    a("--enable-hierarchical-cache", "--enable-hicache", dest="hicache", action="store_true")
+    a("--enable-hierarchical-cache", "--enable-hicache", dest="enable_hierarchical_cache", action="store_true")
     a("--hicache-ratio", type=float, default=2.0, help="host tier size as a multiple of the device pools")
     a("--enable-metrics", action="store_true")
     a("--enable-cache-report", action="store_true", help="accepted for SGLang compatibility; always on here")
-    a("--random-seed", "--seed", dest="seed", type=int, default=0, help="model weights and sampling")
+    a("--random-seed", "--seed", dest="random_seed", type=int, default=0, help="model weights and sampling")
     a("--context-length", type=int, default=None, help="longest prompt + output (default: the KV pool)")
     a("--decode-log-interval", type=int, default=40)
     a("--served-model-name", default=MODEL_NAME)
@@ -104,9 +104,9 @@ def _arm(ns: argparse.Namespace) -> ArmSpec:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     else:
-        name = {"no_buffer": "lru"}.get(ns.strategy or "auto", "branching")
-        spec = parse_arm(name + ("+l2" if ns.hicache else ""))
-    if ns.hicache and not spec.host_tier and spec.strategy != "disabled":
+        name = {"no_buffer": "lru"}.get(ns.mamba_radix_cache_strategy or "auto", "branching")
+        spec = parse_arm(name + ("+l2" if ns.enable_hierarchical_cache else ""))
+    if ns.enable_hierarchical_cache and not spec.host_tier and spec.strategy != "disabled":
         spec = parse_arm(spec.name + "+l2")
     return spec
 
@@ -128,9 +128,12 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
         raise UsageError("--mamba-track-interval must be a multiple of --page-size")
     if ns.hicache_ratio <= 0:
         raise UsageError("--hicache-ratio must be positive")
-    policy = ns.policy or arm.policy
+    if not -(1 << 63) <= ns.random_seed < 1 << 63:  # torch.manual_seed overflows past 64 bits
+        raise UsageError(f"--random-seed must fit in 64 bits, got {ns.random_seed}")
+    policy = ns.radix_eviction_policy or arm.policy
     try:
-        model = ModelConfig(vocab_size=ns.vocab_size, hidden=ns.hidden_size, layers=ns.model_layers, seed=ns.seed)
+        model = ModelConfig(vocab_size=ns.vocab_size, hidden=ns.hidden_size, layers=ns.model_layers,
+                            seed=ns.random_seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     host_kv = int(ns.max_total_tokens * ns.hicache_ratio) if arm.host_tier else 0

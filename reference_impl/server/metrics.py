@@ -29,15 +29,22 @@ class Histogram:
         self.total += value
         self.n += 1
 
-    def render(self, name: str, help_text: str) -> list[str]:
+    def render(self, name: str, help_text: str, label: str) -> list[str]:
+        """Prometheus lines; ``label`` (``model_name="..."``) goes on every sample, as SGLang's do."""
         lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
         counts = self.counts or [0] * (len(self.buckets) + 1)
         acc = 0
         for bound, c in zip(self.buckets, counts, strict=False):
             acc += c
-            lines.append(f'{name}_bucket{{le="{bound}"}} {acc}')
-        lines += [f'{name}_bucket{{le="+Inf"}} {self.n}', f"{name}_sum {self.total}", f"{name}_count {self.n}"]
+            lines.append(f'{name}_bucket{{le="{bound}",{label}}} {acc}')
+        lines += [f'{name}_bucket{{le="+Inf",{label}}} {self.n}', f"{name}_sum{{{label}}} {self.total}",
+                  f"{name}_count{{{label}}} {self.n}"]
         return lines
+
+
+def _label_value(text: str) -> str:
+    """Escape a Prometheus label value (backslash, double quote, newline)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def pool_usage(core: EngineCore) -> tuple[float, float, int, int]:
@@ -67,6 +74,9 @@ class Metrics:
         self.mamba_used = 0
         self.max_total_num_tokens = 0
         self.evicted_states = 0
+        # Highest usage seen after any step: shows a load really filled the pools (the gauges are instantaneous).
+        self.peak_full_token_usage = 0.0
+        self.peak_mamba_usage = 0.0
         self.evicted_tokens = 0
         self.retractions = 0
         self.ttft = Histogram(TTFT_BUCKETS)
@@ -79,6 +89,8 @@ class Metrics:
             self.running = len(core.running) + (1 if core.chunked else 0)
             self.queued = len(core.waiting)
             self.full_token_usage, self.mamba_usage = full, mamba
+            self.peak_full_token_usage = max(self.peak_full_token_usage, full)
+            self.peak_mamba_usage = max(self.peak_mamba_usage, mamba)
             self.token_usage = max(full, mamba)
             self.kv_used, self.mamba_used = kv_used, st_used
             self.max_total_num_tokens = core.tree.kv_pool.size
@@ -87,7 +99,7 @@ class Metrics:
             self.retractions = core.counters.retractions
 
     def render(self, model_name: str) -> str:
-        label = f'model_name="{model_name}"'
+        label = f'model_name="{_label_value(model_name)}"'
         with self.lock:
             gauges = {
                 "num_running_reqs": self.running, "num_queue_reqs": self.queued, "token_usage": self.token_usage,
@@ -108,7 +120,8 @@ class Metrics:
                 lines += [f"# TYPE sglang:{name} counter", f"sglang:{name}{{{label}}} {value}"]
             lines += ["# TYPE sglang:cached_tokens_total counter",
                       f'sglang:cached_tokens_total{{{label},cache_source="device"}} {self.cached_tokens}']
-            lines += self.ttft.render("sglang:time_to_first_token_seconds", "Time to first token in seconds.")
-            lines += self.itl.render("sglang:inter_token_latency_seconds", "Inter-token latency in seconds.")
-            lines += self.e2e.render("sglang:e2e_request_latency_seconds", "End-to-end request latency in seconds.")
+            lines += self.ttft.render("sglang:time_to_first_token_seconds", "Time to first token in seconds.", label)
+            lines += self.itl.render("sglang:inter_token_latency_seconds", "Inter-token latency in seconds.", label)
+            lines += self.e2e.render("sglang:e2e_request_latency_seconds", "End-to-end request latency in seconds.",
+                                     label)
         return "\n".join(lines) + "\n"

@@ -1,4 +1,10 @@
-"""Validating request bodies: every bad input becomes one ``BadRequest`` line (HTTP 400), never a crash."""
+"""Validating request bodies: every bad input becomes one ``BadRequest`` line (HTTP 400), never a crash.
+
+Which fields exist, and which are accepted only with a neutral value, is ``fields.py``'s table; this
+module types and bounds the fields the server uses. Every integer is bounded before it reaches torch
+(a seed beyond 64 bits overflows ``Generator.manual_seed`` in the model thread, killing the server),
+and a null means the field's default, as in SGLang's ``SamplingParams.__post_init__``.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reference_impl.model.executor import SAMPLING_EPS
+from reference_impl.server.fields import COMPLETION, GENERATE, SAMPLING, FieldTable, field_problem, preview
 from reference_impl.server.tokenizer import encode
 
 __all__ = ["BadRequest", "GenerateParams", "parse_completions", "parse_generate", "parse_json"]
 
-GENERATE_FIELDS = {
-    "text", "input_ids", "sampling_params", "stream", "return_logprob", "logprob_start_len", "top_logprobs_num",
-    "return_text_in_logprobs", "rid", "lora_path",
-}
-SAMPLING_FIELDS = {"temperature", "max_new_tokens", "ignore_eos", "top_p", "top_k", "min_p", "n", "stop",
-                   "sampling_seed", "skip_special_tokens", "no_stop_trim", "spaces_between_special_tokens"}
-COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "stream", "stream_options",
-                     "ignore_eos", "n", "stop", "seed", "logprobs", "echo", "user", "return_cached_tokens_details"}
 MAX_TOP_LOGPROBS = 20
+SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1  # int64, what SGLang's seeded sampler holds
 
 
 class BadRequest(ValueError):
@@ -31,14 +32,16 @@ class BadRequest(ValueError):
 class GenerateParams:
     input_ids: list[int]
     max_new_tokens: int
-    temperature: float
+    temperature: float  # 0: greedy
     ignore_eos: bool
     stream: bool
-    return_logprob: bool
-    logprob_start_len: int | None  # None: no input logprobs
-    top_logprobs_num: int
-    seed: int | None
-    text_input: bool
+    return_logprob: bool = False
+    logprob_start_len: int | None = None  # None: no input logprobs
+    top_logprobs_num: int = 0
+    seed: int | None = None
+    text_input: bool = False
+    return_text_in_logprobs: bool = False
+    return_cached_tokens_details: bool = False
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -46,119 +49,134 @@ def parse_json(body: bytes) -> dict[str, Any]:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"malformed JSON body: {exc}") from None
+    except RecursionError:  # e.g. 100000 nested brackets
+        raise BadRequest("malformed JSON body: nested too deeply") from None
     if not isinstance(data, dict):
         raise BadRequest("the request body must be a JSON object")
     return data
 
 
-def _unknown(data: Mapping[str, Any], known: set[str], where: str) -> None:
-    extra = sorted(set(data) - known)
-    if extra:
-        raise BadRequest(f"unknown field(s) in {where}: {', '.join(extra)}")
+def _check_fields(data: Mapping[str, Any], table: FieldTable) -> None:
+    problem = field_problem(data, table)
+    if problem is not None:
+        raise BadRequest(problem)
 
 
-def _int(value: Any, name: str, *, minimum: int | None = None) -> int:
+def _get(data: Mapping[str, Any], key: str, default: Any) -> Any:
+    value = data.get(key)
+    return default if value is None else value
+
+
+def _int(value: Any, name: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise BadRequest(f"{name} must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise BadRequest(f"{name} must be >= {minimum}, got {value}")
+        raise BadRequest(f"{name} must be an integer, got {preview(value)}")
+    if not lo <= value <= hi:
+        raise BadRequest(f"{name} must be in [{lo}, {hi}], got {preview(value)}")
     return value
-
-
-def _float(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise BadRequest(f"{name} must be a number, got {value!r}")
-    return float(value)
 
 
 def _bool(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
-        raise BadRequest(f"{name} must be true or false, got {value!r}")
+        raise BadRequest(f"{name} must be true or false, got {preview(value)}")
     return value
 
 
-def _tokens(value: Any, vocab: int, context: int) -> list[int]:
-    if isinstance(value, list) and value and isinstance(value[0], list):
+def _temperature(value: Any) -> float:
+    """SGLang's rule: non-negative and finite; below ``SAMPLING_EPS`` means greedy."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise BadRequest(f"temperature must be a non-negative finite number, got {preview(value)}")
+    return 0.0 if value < SAMPLING_EPS else float(value)
+
+
+def _seed(value: Any, name: str) -> int | None:
+    return None if value is None else _int(value, name, SEED_MIN, SEED_MAX)
+
+
+def _text(value: Any, name: str) -> list[int]:
+    if not isinstance(value, str):
+        raise BadRequest(f"{name} must be a string, got {preview(value)}")
+    try:
+        return encode(value)
+    except UnicodeEncodeError as exc:  # a lone surrogate ("\ud800") has no UTF-8 form
+        raise BadRequest(f"{name} is not valid Unicode: unpaired surrogate at character {exc.start}") from None
+
+
+def _tokens(value: Any, vocab: int, context: int, name: str = "input_ids") -> list[int]:
+    if isinstance(value, list) and value and isinstance(value[0], list | str):
         raise BadRequest("batched input (a list of prompts) is not supported by the reference server")
-    if not isinstance(value, list) or not value:
-        raise BadRequest("input_ids must be a non-empty list of token ids")
+    if not isinstance(value, list):
+        raise BadRequest(f"{name} must be a list of token ids, got {preview(value)}")
+    if not value:
+        raise BadRequest(f"{name} is empty: the prompt needs at least one token")
+    if len(value) >= context:  # before the per-token loop: a huge list is refused at once
+        raise BadRequest(f"the prompt has {len(value)} tokens; the context length is {context}")
     for t in value:
         if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab:
-            raise BadRequest(f"token id {t!r} is outside the vocabulary [0, {vocab})")
-    if len(value) >= context:
-        raise BadRequest(f"the prompt has {len(value)} tokens; the context length is {context}")
+            raise BadRequest(f"token id {preview(t)} is outside the vocabulary [0, {vocab})")
     return list(value)
 
 
-def _unsupported(params: Mapping[str, Any]) -> None:
-    if params.get("top_p", 1.0) != 1.0 or params.get("top_k", -1) not in (-1, 0) or params.get("min_p", 0.0) != 0.0:
-        raise BadRequest("top_p, top_k and min_p sampling are not supported by the reference server")
-    if params.get("n", 1) != 1:
-        raise BadRequest("n > 1 is not supported by the reference server")
-    if params.get("stop") not in (None, [], ""):
-        raise BadRequest("stop strings are not supported by the reference server")
+def _max_new(value: Any, name: str, prompt_len: int, context: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest(f"{name} must be a non-negative integer, got {preview(value)}")
+    if prompt_len + value > context:
+        raise BadRequest(f"prompt ({prompt_len}) + {name} ({value}) exceeds the context length {context}")
+    return value
 
 
 def parse_generate(data: Mapping[str, Any], vocab: int, context: int) -> GenerateParams:
-    _unknown(data, GENERATE_FIELDS, "the request")
-    if data.get("lora_path") is not None:
-        raise BadRequest("lora_path is not supported by the reference server")
-    if ("text" in data) == ("input_ids" in data):
+    _check_fields(data, GENERATE)
+    if (data.get("text") is None) == (data.get("input_ids") is None):
         raise BadRequest("give exactly one of text or input_ids")
-    text_input = "text" in data
-    if text_input:
-        if not isinstance(data["text"], str):
-            raise BadRequest("text must be a string")
-        ids = _tokens(encode(data["text"]), vocab, context)
-    else:
-        ids = _tokens(data["input_ids"], vocab, context)
-    sp = data.get("sampling_params") or {}
+    text_input = data.get("text") is not None
+    if text_input and isinstance(data["text"], list):
+        raise BadRequest("batched input (a list of prompts) is not supported by the reference server")
+    name = "text" if text_input else "input_ids"
+    ids = _tokens(_text(data["text"], name) if text_input else data["input_ids"], vocab, context, name)
+    sp = _get(data, "sampling_params", {})
     if not isinstance(sp, dict):
-        raise BadRequest("sampling_params must be an object")
-    _unknown(sp, SAMPLING_FIELDS, "sampling_params")
-    _unsupported(sp)
-    max_new = _int(sp.get("max_new_tokens", 128), "max_new_tokens", minimum=0)
-    if len(ids) + max_new > context:
-        raise BadRequest(f"prompt ({len(ids)}) + max_new_tokens ({max_new}) exceeds the context length {context}")
-    temperature = _float(sp.get("temperature", 1.0), "temperature")
-    if temperature < 0:
-        raise BadRequest("temperature must be >= 0")
-    ret_lp = _bool(data.get("return_logprob", False), "return_logprob")
-    start = _int(data.get("logprob_start_len", -1), "logprob_start_len", minimum=-1)
+        raise BadRequest("sampling_params must be an object (batched sampling params are not supported)")
+    _check_fields(sp, SAMPLING)
+    raw_max_new = sp.get("max_new_tokens", 128)
+    # SGLang: an absent max_new_tokens is 128, an explicit null means "until the context is full".
+    max_new = context - len(ids) if raw_max_new is None else _max_new(raw_max_new, "max_new_tokens", len(ids), context)
+    ret_lp = _bool(_get(data, "return_logprob", False), "return_logprob")
+    start = _int(_get(data, "logprob_start_len", -1), "logprob_start_len", -1, context)
     if start >= len(ids):
         raise BadRequest(f"logprob_start_len {start} must be below the prompt length {len(ids)}")
-    top = _int(data.get("top_logprobs_num", 0), "top_logprobs_num", minimum=0)
-    if top > MAX_TOP_LOGPROBS:
-        raise BadRequest(f"top_logprobs_num is limited to {MAX_TOP_LOGPROBS}")
-    seed = sp.get("sampling_seed")
+    top = _int(_get(data, "top_logprobs_num", 0), "top_logprobs_num", 0, MAX_TOP_LOGPROBS)
     return GenerateParams(
-        input_ids=ids, max_new_tokens=max_new, temperature=temperature,
-        ignore_eos=_bool(sp.get("ignore_eos", False), "ignore_eos"),
-        stream=_bool(data.get("stream", False), "stream"), return_logprob=ret_lp,
+        input_ids=ids, max_new_tokens=max_new, temperature=_temperature(_get(sp, "temperature", 1.0)),
+        ignore_eos=_bool(_get(sp, "ignore_eos", False), "ignore_eos"),
+        stream=_bool(_get(data, "stream", False), "stream"), return_logprob=ret_lp,
         logprob_start_len=start if ret_lp and start >= 0 else None, top_logprobs_num=top if ret_lp else 0,
-        seed=None if seed is None else _int(seed, "sampling_seed"), text_input=text_input,
+        seed=_seed(sp.get("sampling_seed"), "sampling_seed"), text_input=text_input,
+        return_text_in_logprobs=_bool(_get(data, "return_text_in_logprobs", False), "return_text_in_logprobs"),
     )
 
 
+def _prompt(value: Any, vocab: int, context: int) -> tuple[list[int], bool]:
+    """The completion prompt's ids, and whether it was text; a one-element batch is unwrapped."""
+    if isinstance(value, list) and value and isinstance(value[0], list | str):
+        if len(value) != 1:
+            raise BadRequest("batched prompts (a list of prompts) are not supported by the reference server")
+        value = value[0]
+    if isinstance(value, str):
+        return _tokens(_text(value, "prompt"), vocab, context, "prompt"), True
+    if not isinstance(value, list):
+        raise BadRequest(f"prompt must be a string or a list of token ids, got {preview(value)}")
+    return _tokens(value, vocab, context, "prompt"), False
+
+
 def parse_completions(data: Mapping[str, Any], vocab: int, context: int) -> GenerateParams:
-    _unknown(data, COMPLETION_FIELDS, "the request")
-    _unsupported(data)
-    if data.get("logprobs") not in (None, 0) or data.get("echo", False):
-        raise BadRequest("logprobs and echo are not supported on /v1/completions; use /generate")
-    prompt = data.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], list | str):
-        prompt = prompt[0]
-    ids = _tokens(encode(prompt) if isinstance(prompt, str) else prompt, vocab, context)
-    max_new = _int(data.get("max_tokens", 16), "max_tokens", minimum=0)
-    if len(ids) + max_new > context:
-        raise BadRequest(f"prompt ({len(ids)}) + max_tokens ({max_new}) exceeds the context length {context}")
-    temperature = _float(data.get("temperature", 1.0), "temperature")
-    if temperature < 0:
-        raise BadRequest("temperature must be >= 0")
-    seed = data.get("seed")
+    _check_fields(data, COMPLETION)
+    ids, text_input = _prompt(data.get("prompt"), vocab, context)
     return GenerateParams(
-        input_ids=ids, max_new_tokens=max_new, temperature=temperature,
-        ignore_eos=_bool(data.get("ignore_eos", False), "ignore_eos"),
-        stream=_bool(data.get("stream", False), "stream"), return_logprob=False, logprob_start_len=None,
-        top_logprobs_num=0, seed=None if seed is None else _int(seed, "seed"), text_input=isinstance(prompt, str),
+        input_ids=ids, max_new_tokens=_max_new(_get(data, "max_tokens", 16), "max_tokens", len(ids), context),
+        temperature=_temperature(_get(data, "temperature", 1.0)),
+        ignore_eos=_bool(_get(data, "ignore_eos", False), "ignore_eos"),
+        stream=_bool(_get(data, "stream", False), "stream"), seed=_seed(data.get("seed"), "seed"),
+        text_input=text_input,
+        return_cached_tokens_details=_bool(_get(data, "return_cached_tokens_details", False),
+                                           "return_cached_tokens_details"),
     )

@@ -11,6 +11,9 @@ import pytest
 from server_harness import Server, running_server
 
 TIGHT = ("--arm", "branching", "--max-total-tokens", "3000", "--max-mamba-cache-size", "20")
+# 40 state slots // 5 per request (extra_buffer with overlap) = 8 running requests, whose KV alone
+# (8 x ~200 tokens) overflows the 1500-token pool. Logs at warning: the harness never drains stdout.
+EXHAUST = ("--arm", "branching", "--max-total-tokens", "1500", "--max-mamba-cache-size", "40", "--log-level", "warning")
 
 
 def toks(rng: random.Random, n: int) -> list[int]:
@@ -43,11 +46,31 @@ def load(seed: int = 0, n: int = 16) -> list[dict[str, Any]]:
             for _ in range(n)]
 
 
+def exhausting_load(seed: int = 0, n: int = 48, groups: int = 12) -> list[dict[str, Any]]:
+    """``n`` requests over ``groups`` shared 140-token prefixes, sent at once.
+
+    Each group's branch point (128) gets a cached state that the group's later requests lock, and
+    the twelve cached prefixes (12 x 128 tokens) do not fit beside the running requests: the KV pool
+    evicts tokens, the state pool evicts states, and running requests hold 4 of their 5 slots.
+    """
+    rng = random.Random(seed)
+    prefixes = [toks(rng, 140) for _ in range(groups)]
+    return [{"input_ids": prefixes[i % groups] + toks(rng, 20), "sampling_params": {"max_new_tokens": 40,
+                                                                                     "ignore_eos": True}}
+            for i in range(n)]
+
+
 def test_survives_a_load_that_exhausts_both_pools() -> None:
-    with running_server(*TIGHT) as server:
-        results = blast(server, load())
+    with running_server(*EXHAUST) as server:
+        results = blast(server, exhausting_load())
         assert all(status == 200 for status, _ in results), results
-        assert all(r["meta_info"]["completion_tokens"] == 80 for _, r in results)
+        assert all(r["meta_info"]["completion_tokens"] == 40 for _, r in results)
+        state = server.get_json("/server_info")["internal_states"][0]
+        assert state["max_running_requests"] == 8
+        # SGLang's usage (evictable excluded): what the running requests pinned at the fullest step.
+        assert state["peak_full_token_usage"] >= 0.9, state
+        assert state["peak_mamba_usage"] >= 0.75, state  # 4 of the 5 slots each request reserves
+        assert server.metric("sglang:evicted_tokens_total") > 0 and state["evicted_mamba_states"] > 0, state
         assert server.request("GET", "/health_generate")[0] == 200
         assert server.proc.poll() is None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import socket
 import threading
 import time
@@ -30,9 +31,58 @@ def test_info_endpoints(server: Server) -> None:
     info = server.get_json("/server_info")
     assert info["disable_radix_cache"] is False and info["mamba_radix_cache_strategy"] == "extra_buffer"
     assert info["max_total_num_tokens"] == 20000 and info["page_size"] == 1
+    # SGLang's ServerArgs field names, and the effective running-request cap at the top level too.
+    assert info["random_seed"] == 0 and info["enable_hierarchical_cache"] is False
+    assert info["radix_eviction_policy"] == "lru"
+    assert not {"seed", "hicache", "strategy", "policy"} & set(info)
+    assert info["max_running_requests"] == info["internal_states"][0]["max_running_requests"] == 256 // 5
     assert server.get_json("/model_info")["is_generation"] is True
     models = server.get_json("/v1/models")
     assert models["data"][0]["id"] == "reference-tiny-hybrid"
+
+
+def test_server_info_with_the_radix_cache_disabled() -> None:
+    """SGLang resolves the mamba strategy only with the radix cache on; off, the flag is reported as given."""
+    with running_server("--disable-radix-cache", "--log-level", "warning") as s:
+        info = s.get_json("/server_info")
+    assert info["disable_radix_cache"] is True and info["mamba_radix_cache_strategy"] == "auto"
+    assert info["max_running_requests"] == 256  # one state slot per request without the cache
+
+
+SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+)$")
+
+
+def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of every sample line; each must have labels (SGLang labels them all)."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        assert m, f"sample line without labels: {line!r}"
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2)))
+        out.append((m.group(1), labels, float(m.group(3))))
+    return out
+
+
+def test_metrics_label_every_sample_and_are_sane(server: Server) -> None:
+    server.generate({"input_ids": [3] * 10, "sampling_params": {"max_new_tokens": 3, "ignore_eos": True}})
+    status, body = server.request("GET", "/metrics")
+    assert status == 200
+    parsed = samples(body.decode())
+    assert all(labels.get("model_name") == "reference-tiny-hybrid" for _, labels, _ in parsed), parsed
+    by_name: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for name, labels, value in parsed:
+        by_name.setdefault(name, []).append((labels, value))
+    ttft = "sglang:time_to_first_token_seconds"
+    buckets = by_name[ttft + "_bucket"]
+    counts = [v for _, v in buckets]
+    assert counts == sorted(counts) and buckets[-1][0]["le"] == "+Inf"  # cumulative, ending at +Inf
+    (count,), (total,) = [v for _, v in by_name[ttft + "_count"]], [v for _, v in by_name[ttft + "_sum"]]
+    assert counts[-1] == count >= 1 and total > 0
+    ((_, usage),) = by_name["sglang:token_usage"]
+    ((_, queued),) = by_name["sglang:num_queue_reqs"]
+    assert 0.0 <= usage <= 1.0 and queued >= 0 and queued == int(queued)
 
 
 def test_branching_cached_tokens_0_0_256(server: Server) -> None:
