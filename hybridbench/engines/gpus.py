@@ -13,7 +13,7 @@ import time
 
 from hybridbench.errors import EngineError
 
-__all__ = ["busy_gpus", "visible_gpus", "wait_for_free_gpus"]
+__all__ = ["busy_gpus", "server_gpus", "visible_gpus", "wait_for_free_gpus"]
 
 
 def visible_gpus() -> int | None:
@@ -59,13 +59,14 @@ def _query(*args: str) -> list[list[str]] | None:
     return [[cell.strip() for cell in line.split(",")] for line in proc.stdout.splitlines() if line.strip()]
 
 
-def _server_gpu_uuids(tp: int) -> list[str] | None:
-    """UUIDs of the first ``tp`` devices CUDA would hand a server, in CUDA's order (CUDA_VISIBLE_DEVICES
+def server_gpus(tp: int) -> list[tuple[str, str]] | None:
+    """(UUID, name) of the first ``tp`` devices CUDA would hand a server, in CUDA's order (CUDA_VISIBLE_DEVICES
     entries are indices or GPU UUIDs); None when they cannot be known (no nvidia-smi, MIG instances)."""
-    gpus = _query("--query-gpu=index,uuid")
+    gpus = _query("--query-gpu=index,uuid,name")
     if gpus is None:
         return None
-    by_index = {row[0]: row[1] for row in gpus if len(row) >= 2}
+    by_index = {row[0]: (row[1], row[2]) for row in gpus if len(row) >= 3}
+    by_uuid = dict(by_index.values())
     restricted = os.environ.get("CUDA_VISIBLE_DEVICES")
     if restricted is None:
         order = [by_index[i] for i in sorted(by_index, key=int)]
@@ -74,21 +75,21 @@ def _server_gpu_uuids(tp: int) -> list[str] | None:
         for entry in (e.strip() for e in restricted.split(",")):
             if entry.startswith("MIG-"):
                 return None  # compute apps are reported per GPU; a MIG slice's own use is not told apart
-            uuid = entry if entry.startswith("GPU-") else by_index.get(entry)
-            if uuid is None:
+            gpu = (entry, by_uuid[entry]) if entry in by_uuid else by_index.get(entry)
+            if gpu is None:
                 break  # CUDA stops at the first invalid entry
-            order.append(uuid)
+            order.append(gpu)
     return order[:tp]
 
 
 def busy_gpus(tp: int) -> list[str]:
     """One line per process holding memory on a GPU the server would use, e.g. ``GPU 0: pid 4242 holds
     40960 MiB``; empty when all are free or nothing can be checked."""
-    uuids = _server_gpu_uuids(tp)
-    if not uuids:
+    gpus = server_gpus(tp)
+    if not gpus:
         return []
     apps = _query("--query-compute-apps=gpu_uuid,pid,used_memory") or []
-    position = {uuid: i for i, uuid in enumerate(uuids)}
+    position = {uuid: i for i, (uuid, _) in enumerate(gpus)}
     return [f"GPU {position[row[0]]}: pid {row[1]} holds {row[2]} MiB"
             for row in apps if len(row) >= 3 and row[0] in position]
 

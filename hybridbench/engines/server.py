@@ -25,10 +25,16 @@ import aiohttp
 from hybridbench.config.redact import redact
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import EngineInfo, TrialContext
-from hybridbench.engines.gpus import visible_gpus, wait_for_free_gpus
+from hybridbench.engines.gpus import server_gpus, visible_gpus, wait_for_free_gpus
 from hybridbench.engines.prediction import CachePredictor, predictor_config
 from hybridbench.engines.process import ServerProcess, free_port, port_in_use
-from hybridbench.engines.server_logs import CacheCounters, LogStats, cache_counters, parse_prometheus
+from hybridbench.engines.server_logs import (
+    CacheCounters,
+    LogStats,
+    cache_counters,
+    parse_prometheus,
+    startup_cache_impl,
+)
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.load.client import ClientResult, generate_openai, generate_sglang
 from hybridbench.load.driver import Completed, drive
@@ -125,6 +131,8 @@ class ServerEngine:
         self._run_dir = Path(".")
         self._flush_absent = False  # the server has no flush endpoint: trials get fresh servers instead
         self._served = False  # the current server has run a trial since it started
+        self._gpus: list[str] = []
+        self._cache_impl: dict[str, str] = {}
 
     # ------------------------------------------------------------------ plan time
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
@@ -145,6 +153,7 @@ class ServerEngine:
             if gpus is not None and gpus < cfg.engine.tp:
                 raise EngineError(f"engine.tp={cfg.engine.tp} needs {cfg.engine.tp} GPUs; nvidia-smi lists {gpus}")
             wait_for_free_gpus(cfg.engine.tp)
+            self._gpus = [name for _, name in server_gpus(cfg.engine.tp) or []] or self._gpus
         port = cfg.engine.port or free_port(cfg.engine.host)
         base = f"http://{cfg.engine.host}:{port}"
         env = self.env_for(arm) if self.env_for else None
@@ -154,6 +163,9 @@ class ServerEngine:
         server.start()
         self._server, self._arm, self._served = server, arm, False
         server.wait_ready(cfg.engine.startup_timeout_s)
+        impl = startup_cache_impl(server.log_path)
+        if impl:
+            self._cache_impl[arm] = impl
         return server
 
     def _flush(self, server: ServerProcess, timeout_s: float = 60.0) -> FlushOutcome:
@@ -368,8 +380,12 @@ class ServerEngine:
 
     def info(self) -> EngineInfo:
         command = tuple(redact(self._commands.get(self._arm or "", next(iter(self._commands.values()), []))))
-        return EngineInfo(name=self.name, version=self._version, command=command,
-                          extra={"commands": {a: redact(c) for a, c in self._commands.items()}})
+        extra: dict[str, Any] = {"commands": {a: redact(c) for a, c in self._commands.items()}}
+        if self._gpus:
+            extra["gpus"] = list(self._gpus)  # what nvidia-smi named, beside the configured engine.gpu label
+        if self._cache_impl:
+            extra["cache_impl"] = dict(self._cache_impl)  # per arm, from the server's "Tree cache initialized" line
+        return EngineInfo(name=self.name, version=self._version, command=command, extra=extra)
 
     def close(self) -> None:
         if self._server is not None:

@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, NamedTuple
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "parse_prometheus_samples",
     "parse_sglang_log_line",
     "parse_tree_cache_impl",
+    "startup_cache_impl",
 ]
 
 BatchKind = Literal["prefill", "decode"]
@@ -147,6 +149,19 @@ def parse_sglang_log_line(line: str) -> LogSample | None:
 
 _TREE_IMPL = re.compile(r"Tree cache initialized:.*?\bimpl=(\w+)")
 _UNIFIED_INIT = re.compile(r"Init Unified Radix Cache")
+
+
+def startup_cache_impl(log_path: Path) -> str | None:
+    """The cache implementation a server's startup log names (SGLang: "Tree cache initialized: ... impl=X"),
+    or None when the log has no such line (older builds, vLLM, the reference server)."""
+    try:
+        with log_path.open("rb") as fh:
+            for raw in fh:
+                if (impl := parse_tree_cache_impl(raw.decode("utf-8", "replace"))) is not None:
+                    return impl
+    except OSError:
+        return None
+    return None
 
 
 def parse_tree_cache_impl(line: str) -> str | None:

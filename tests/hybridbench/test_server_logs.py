@@ -15,6 +15,7 @@ from hybridbench.engines.server_logs import (
     parse_prometheus_samples,
     parse_sglang_log_line,
     parse_tree_cache_impl,
+    startup_cache_impl,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -83,6 +84,13 @@ def test_tree_cache_impl_lines() -> None:
     assert parse_tree_cache_impl("Tree cache initialized: source=default impl=MambaRadixCache x=1") == "MambaRadixCache"
     assert parse_tree_cache_impl("[x TP0] Init Unified Radix Cache. Components: (FULL, MAMBA)") == "UnifiedRadixCache"
     assert parse_tree_cache_impl("Prefill batch. #new-seq: 1") is None
+
+
+def test_the_startup_log_names_the_cache_implementation_for_provenance(tmp_path: Path) -> None:
+    assert startup_cache_impl(FIXTURES / "sglang_server.log") == "UnifiedRadixCache"
+    quiet = tmp_path / "vllm.log"
+    quiet.write_text("INFO 11-24 api_server.py: Starting vLLM API server\n")
+    assert startup_cache_impl(quiet) is None and startup_cache_impl(tmp_path / "missing.log") is None
 
 
 def test_prometheus_sums_label_sets_and_skips_buckets_and_created() -> None:
