@@ -32,6 +32,9 @@ class EngineCfg:
     port: int = 0  # 0 = pick a free port
     startup_timeout_s: float = 600.0
     request_timeout_s: float = 600.0
+    # A server that misses two health checks in a row while a trial runs is hung (exit 3). /health_generate
+    # runs a real generation: on a loaded GPU server it can take seconds.
+    health_timeout_s: float = 30.0
     chunked_prefill_size: int = 8192
     mem_fraction_static: float = 0.85
     max_mamba_cache_size: int = 0  # 0 = from memory

@@ -50,7 +50,6 @@ __all__ = ["CommandBuilder", "ServerEngine", "reference_command"]
 FlushOutcome = Literal["flushed", "absent", "failed"]
 
 WATCH_INTERVAL_S = 5.0
-WATCH_HEALTH_TIMEOUT_S = 30.0  # /health_generate runs a real generation; give a loaded server time
 
 # (cfg, arm, port) -> argv; raises ConfigError when the engine cannot express the arm.
 CommandBuilder = Callable[[RunCfg, str, int], list[str]]
@@ -317,7 +316,7 @@ class ServerEngine:
                     return await generate_sglang(session, server.base_url, prompt, max_new, timeout)
 
                 task = asyncio.ensure_future(drive(ctx.rows, cfg.load, ctx.trial.seed, send, on_done))
-                watchdog = asyncio.ensure_future(self._watch(server, task))
+                watchdog = asyncio.ensure_future(self._watch(server, task, cfg.engine.health_timeout_s))
                 try:
                     await task
                 except asyncio.CancelledError:
@@ -333,17 +332,17 @@ class ServerEngine:
             raise EngineError(f"{self.name} server for arm {ctx.trial.arm} {reason['why']} during trial "
                               f"{ctx.trial.trial_id}: {server.log_tail()}")
 
-    async def _watch(self, server: ServerProcess, task: asyncio.Future[None]) -> None:
+    async def _watch(self, server: ServerProcess, task: asyncio.Future[None], health_timeout_s: float) -> None:
         """Stop driving a dead or hung server at once instead of timing out every remaining request."""
         strikes = 0
         while not task.done():
             await asyncio.sleep(WATCH_INTERVAL_S)
             if not server.alive():
                 self._reason["why"] = "died"
-            elif not await asyncio.to_thread(server.healthy, WATCH_HEALTH_TIMEOUT_S):
+            elif not await asyncio.to_thread(server.healthy, health_timeout_s):
                 strikes += 1
                 if strikes >= 2:
-                    self._reason["why"] = f"hung (no health answer within {WATCH_HEALTH_TIMEOUT_S:g} s, twice)"
+                    self._reason["why"] = f"hung (no health answer within {health_timeout_s:g} s, twice)"
             else:
                 strikes = 0
             if self._reason["why"] is not None:

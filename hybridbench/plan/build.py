@@ -105,6 +105,10 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
             f"engine.chunked_prefill_size {e.chunked_prefill_size} is smaller than a page ({e.page_size})"
         )
     check_arm_knobs(cfg.arm)
+    for key, seconds in (("startup_timeout_s", e.startup_timeout_s), ("request_timeout_s", e.request_timeout_s),
+                         ("health_timeout_s", e.health_timeout_s)):
+        if not seconds > 0:
+            raise ConfigError(f"engine.{key} must be > 0 seconds, got {seconds}")
     if not 0 < e.mem_fraction_static <= 1:
         raise ConfigError(f"engine.mem_fraction_static must be in (0, 1], got {e.mem_fraction_static}")
     baseline = cfg.checks.baseline_arm or cfg.arms[0]

@@ -59,7 +59,7 @@ def test_a_server_that_dies_or_hangs_ends_the_run_with_exit_3(tmp_path: Path, si
     # Long enough that the kill lands mid-run, short enough that a request finishes well inside its timeout on
     # a loaded 2-core runner (a CI run saw 400 tokens at ~12 ms each against a 4 s timeout: every request timed out).
     proc = start(tmp_path, seed, "workloads.gsp.params.output_len=120", "load.max_concurrency=2",
-                 "engine.request_timeout_s=6")
+                 "engine.request_timeout_s=6", "engine.health_timeout_s=5")
     records = tmp_path / "records.jsonl"
     deadline = time.monotonic() + 120
     # Act once a request has *completed*: on a loaded machine the first record can be a timeout.
