@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a record or bundle of the wrong shape
+        print(f"error: malformed run files ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
     print(text)
     print(f"comparison: {out}", file=sys.stderr)
     return 1 if cmp.verdict == "fail" else 0

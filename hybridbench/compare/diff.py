@@ -93,15 +93,28 @@ def config_changes(base: dict[str, Any], candidate: dict[str, Any]) -> list[tupl
     return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
+# What must match for two builds to be compared: the load, and how the server is sized. The interpreter,
+# extra_args, timeouts, arm knobs and check thresholds may differ (that is what a comparison is about).
+_SAME_LOAD = ("load.", "seed")
+_SAME_ENGINE = frozenset(f"engine.{k}" for k in ("gpu", "tp", "page_size", "chunked_prefill_size",
+                                                  "mem_fraction_static", "max_mamba_cache_size", "kv_tokens",
+                                                  "track_interval", "workload_scale", "max_vocab"))
+
+
 def _check_comparable(base: SavedRun, cand: SavedRun) -> list[str]:
     if base.engine != cand.engine:
         raise ConfigError(f"not comparable: engine {base.engine!r} (baseline) vs {cand.engine!r} (candidate)")
     if base.model != cand.model:
         raise ConfigError(f"not comparable: model {base.model!r} (baseline) vs {cand.model!r} (candidate)")
     for name in sorted(set(base.workload_digests) & set(cand.workload_digests)):
-        if base.workload_digests[name] != cand.workload_digests[name]:
+        b, c = base.workload_digests[name], cand.workload_digests[name]
+        if b.argv != c.argv or (b.trace and c.trace and b.trace != c.trace):
             raise ConfigError(f"not comparable: workload {name!r} sent different requests in the two runs "
                               "(different trace: seed, parameters or scale changed)")
+    for key, a, b in config_changes(base.config, cand.config):
+        if key.startswith(_SAME_LOAD) or key in _SAME_ENGINE:
+            raise ConfigError(f"not comparable: {key} is {a!r} in the baseline and {b!r} in the candidate "
+                              "(the same load on the same sizing is what makes two builds comparable)")
     notes = [f"workload {w!r} only in the {side} run"
              for side, mine, other in (("baseline", base, cand), ("candidate", cand, base))
              for w in sorted(set(mine.workload_digests) - set(other.workload_digests))]
@@ -158,19 +171,19 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
                 + run.missing_trials(workload, arm))
 
     b_lost, c_lost = lost(base, b_recs, b_ok), lost(cand, c_recs, c_ok)
-    expected = "no request, trial or server lost that the baseline did not lose"
+    expected = "no more requests, trials or servers lost than the baseline lost"
     if c_lost == 0:
         out.append(Delta("survival", workload, arm, "pass", float(b_lost), 0.0, None, None, None, expected,
                          f"all {len(c_recs)} requests completed"))
-    elif b_lost == 0:
+    elif c_lost > b_lost:  # losses are rare events, not noise: any more than main's is a regression
         why = next((t.infrastructure_error for t in cand.trials_of(workload, arm) if t.infrastructure_error),
                    f"{cand.missing_trials(workload, arm)} planned trial(s) never ran")
         bad = next((f"{r.status}: {r.error}" for r in c_recs if r.status != "ok"), why)
-        out.append(Delta("survival", workload, arm, "fail", 0.0, float(c_lost), None, None, None, expected,
-                         f"{c_lost} loss(es) in the candidate, none in the baseline ({bad[:200]})"))
+        out.append(Delta("survival", workload, arm, "fail", float(b_lost), float(c_lost), None, None, None, expected,
+                         f"{c_lost} loss(es) in the candidate against {b_lost} in the baseline ({bad[:200]})"))
     else:
         out.append(_skip(("survival", workload, arm), expected,
-                         f"both runs lost requests or trials ({b_lost} baseline, {c_lost} candidate): "
+                         f"the baseline lost as many or more ({b_lost} baseline, {c_lost} candidate): "
                          "not a regression", base=float(b_lost), cand=float(c_lost)))
 
     # Request i of repeat r in one run is request i of repeat r in the other (identical traces): pair them.
@@ -185,11 +198,14 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
         out.append(_interval(("ttft", workload, arm), statistics.fmean(b_rep), statistics.fmean(c_rep), ch,
                              limit=cfg.ttft_regression, expected=expected, higher_is_worse=True, relative=True))
     elif timed:
+        # One repeat a side: a request-pair interval sees request noise but not the drift between two runs
+        # (a third of mean TTFT on a shared machine), so it is shown, not gated — as throughput needs repeats.
         ch = paired_bootstrap(timed, _ttft_change, samples=cfg.bootstrap_samples, confidence=cfg.confidence,
                               seed=seed)
-        out.append(_interval(("ttft", workload, arm), statistics.fmean(b for b, _ in timed),
-                             statistics.fmean(c for _, c in timed), ch, limit=cfg.ttft_regression,
-                             expected=expected, higher_is_worse=True, relative=True))
+        out.append(_skip(("ttft", workload, arm), expected,
+                         f"advisory {ch.estimate:+.1%} (request pairs, CI {ch.low:+.1%} .. {ch.high:+.1%}): "
+                         "a verdict needs >= 2 repeats a side",
+                         base=statistics.fmean(b for b, _ in timed), cand=statistics.fmean(c for _, c in timed)))
     else:
         out.append(_skip(("ttft", workload, arm), expected,
                          f"no request completed with a TTFT in both runs ({len(b_ok)} baseline, {len(c_ok)} "
@@ -200,7 +216,8 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     ch = welch_relative_change(b_tp, c_tp, confidence=cfg.confidence)
     if math.isnan(ch.high):
         out.append(_skip(("throughput", workload, arm), expected,
-                         f"{len(b_tp)} baseline and {len(c_tp)} candidate repeat(s): a verdict needs >= 2 each",
+                         f"{len(b_tp)} baseline and {len(c_tp)} candidate repeat(s) with completed requests: "
+                         "a verdict needs >= 2 each",
                          base=statistics.fmean(b_tp) if b_tp else None, cand=statistics.fmean(c_tp) if c_tp else None))
     else:
         out.append(_interval(("throughput", workload, arm), statistics.fmean(b_tp), statistics.fmean(c_tp), ch,

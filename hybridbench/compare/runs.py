@@ -18,7 +18,7 @@ from hybridbench.plan.types import Trial
 from hybridbench.records.io import read_records
 from hybridbench.records.schema import Record
 
-__all__ = ["SavedRun", "TrialRecords", "load_run"]
+__all__ = ["SavedRun", "TrialRecords", "WorkloadDigest", "load_run"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +32,19 @@ class TrialRecords:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadDigest:
+    argv: str  # sha256 of the generator arguments (without the output path)
+    trace: str | None  # sha256 of the trace file, when the run directory still has it
+
+
+@dataclass(frozen=True, slots=True)
 class SavedRun:
     path: Path
     name: str
     engine: str
     model: str
     arms: tuple[str, ...]
-    workload_digests: dict[str, str]  # workload name -> sha256 of its trace (what was actually sent)
+    workload_digests: dict[str, WorkloadDigest]  # workload name -> what identifies the requests it sent
     trials: tuple[TrialRecords, ...]  # trials that ran (at least one record, or a recorded failure)
     planned: dict[tuple[str, str], int]  # (workload, arm) -> trials the plan had (a run cut short ran fewer)
     config: dict[str, Any]
@@ -49,9 +55,12 @@ class SavedRun:
         return self.engine == "sim"
 
     def label(self) -> str:
-        sha = str(self.provenance.get("git_sha") or "")[:12]
+        """The run dir, the PR number, and the engine build (main's and a PR's run share hybridbench's sha)."""
+        found = self.provenance.get("engine")
+        engine: dict[str, Any] = found if isinstance(found, dict) else {}
+        build = " ".join(str(x) for x in (engine.get("name"), engine.get("version")) if x)
         pr = self.provenance.get("pr_number")
-        parts = [self.path.name] + ([f"PR {pr}"] if pr else []) + ([f"git {sha}"] if sha else [])
+        parts = [self.path.name] + ([f"PR {pr}"] if pr else []) + ([build] if build else [])
         return " · ".join(parts)
 
     def records(self, workload: str, arm: str) -> list[Record]:
@@ -77,16 +86,18 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _digest(trace: Path, argv: list[str]) -> str:
-    """The trace's bytes when the file is there; else its generator arguments without the output path."""
+def _digest(trace: Path, argv: list[str]) -> WorkloadDigest:
+    """The generator arguments without the output path; and the trace's bytes when the file is there (a run
+    copied without its traces still compares by arguments)."""
+    kept = [a for i, a in enumerate(argv) if a != "-o" and (i == 0 or argv[i - 1] != "-o")]
+    trace_digest = None
     if trace.is_file():
         h = hashlib.sha256()
         with trace.open("rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
-        return "trace:" + h.hexdigest()
-    kept = [a for i, a in enumerate(argv) if a != "-o" and (i == 0 or argv[i - 1] != "-o")]
-    return "argv:" + hashlib.sha256(json.dumps(kept).encode()).hexdigest()
+        trace_digest = h.hexdigest()
+    return WorkloadDigest(hashlib.sha256(json.dumps(kept).encode()).hexdigest(), trace_digest)
 
 
 def load_run(path: Path) -> SavedRun:
@@ -111,8 +122,10 @@ def load_run(path: Path) -> SavedRun:
         by_trial[rec.trial_id].append(rec)
     bundle_path = path / "bundle.json"
     bundle = _read_json(bundle_path) if bundle_path.exists() else {}
-    infra = {str(t.get("trial_id")): str((t.get("server") or {}).get("infrastructure_error") or "")
-             for t in bundle.get("trials", []) if isinstance(t, dict)}
+    trials_json = bundle.get("trials", [])
+    infra = {str(t.get("trial_id")): str(t["server"].get("infrastructure_error") or "")
+             for t in trials_json if isinstance(trials_json, list) and isinstance(t, dict)
+             and isinstance(t.get("server"), dict)}
     trials = []
     counts: dict[tuple[str, str], int] = defaultdict(int)
     for t in planned:

@@ -238,7 +238,7 @@ class ServerEngine:
 
         with progress:  # shows the final counts even when the drive ends early
             self._drive(cfg, server, ctx, on_done)
-        healthy = server.alive() and server.healthy(timeout_s=10.0)
+        healthy = server.alive() and server.healthy(timeout_s=cfg.engine.health_timeout_s)
         if not healthy:
             server.wait_exit(2.0)  # a killed server can look alive for a moment: let it finish dying
         if not server.alive():
@@ -246,7 +246,7 @@ class ServerEngine:
                               f"{ctx.trial.trial_id}: {server.log_tail()}")
         if not healthy:
             raise EngineError(f"{self.name} server for arm {ctx.trial.arm} hung during trial {ctx.trial.trial_id} "
-                              f"(no health response within 10 s)")
+                              f"(no health response within {cfg.engine.health_timeout_s:g} s)")
         snapshot: dict[str, Any] = {"crashes": 0, "cache_state": state, "cold_by": how_cold,
                                     **self._log_snapshot(server, log_offset)}
         if predictor is not None or why_not:
@@ -297,7 +297,7 @@ class ServerEngine:
                         emit(await probe.sample(variant, i, prompt, skip=skip, **identity))  # type: ignore[arg-type]
 
         asyncio.run(run())
-        if not (server.alive() and server.healthy(timeout_s=10.0)):
+        if not (server.alive() and server.healthy(timeout_s=cfg.engine.health_timeout_s)):
             server.wait_exit(2.0)
             raise EngineError(f"{self.name} server for arm {ctx.trial.arm} died or hung during the KL probe of "
                               f"trial {ctx.trial.trial_id}: {server.log_tail()}")
