@@ -26,6 +26,7 @@ from hybridbench.records.kl import KlSample, read_kl_samples
 from hybridbench.records.schema import Record
 from hybridbench.report.markdown import render_report
 from hybridbench.results.bundle import build_bundle, write_text_atomic
+from hybridbench.results.index import append_to_index
 from workloads import generate
 from workloads.cli import run_cli
 from workloads.trace import TraceError, TraceRow, read_trace
@@ -116,6 +117,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     if failure is not None:
         bundle.update(verdict="error", infrastructure_error=str(failure))
     write_json_atomic(run_dir / "bundle.json", bundle)
+    append_to_index(run_dir, bundle)
     report = render_report(bundle)
     write_text_atomic(run_dir / "report.md", report)
     print(report)

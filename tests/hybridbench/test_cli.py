@@ -106,3 +106,15 @@ def test_a_multirun_sweeps_an_arm_knob_into_every_engine(tmp_path: Path) -> None
     cmd = reference_command(cfg, "seglen+l2", 1)
     assert cmd[cmd.index("--seglen-eff-weight") + 1] == "0.25" and cmd[cmd.index("--hicache-ratio") + 1] == "3.0"
     assert "--seglen-eff-weight" not in reference_command(cfg, "branching", 1)
+
+
+def test_every_finished_run_adds_one_line_to_the_index_beside_it(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    assert hb("+experiment=smoke", "engine=sim", f"hydra.run.dir={runs / 'a'}").returncode == 0
+    assert hb("+experiment=smoke", "engine=sim", "checks.min_token_hit_rate=0.99",
+              f"hydra.run.dir={runs / 'b'}").returncode == 1
+    lines = [json.loads(line) for line in (runs / "index.jsonl").read_text().splitlines()]
+    assert [(e["run_dir"], e["verdict"]) for e in lines] == [(str(runs / "a"), "pass"), (str(runs / "b"), "fail")]
+    assert lines[1]["failed_checks"] == ["cache_hits:gsp:branching"]
+    fingerprint = json.loads((runs / "a" / "plan.json").read_text())["fingerprint"]
+    assert lines[0]["plan_fingerprint"] == fingerprint and lines[0]["engine"] == "sim" and lines[0]["modelled"]
