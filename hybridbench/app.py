@@ -117,7 +117,10 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     if failure is not None:
         bundle.update(verdict="error", infrastructure_error=str(failure))
     write_json_atomic(run_dir / "bundle.json", bundle)
-    append_to_index(run_dir, bundle)
+    try:
+        append_to_index(run_dir, bundle)
+    except OSError as exc:  # the run itself is complete on disk; an unwritable parent must not cost it
+        print(f"warning: run not indexed ({exc.strerror or exc})", file=sys.stderr)
     report = render_report(bundle)
     write_text_atomic(run_dir / "report.md", report)
     print(report)
