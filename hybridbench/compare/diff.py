@@ -140,8 +140,8 @@ def _skip(subject: Subject, expected: str, why: str, *, base: float | None = Non
     return Delta(*subject, "skip", base, cand, None, None, None, expected, why)
 
 
-def _per_repeat(run: SavedRun, workload: str, arm: str, key: str) -> list[float]:
-    return [v for t in run.trials_of(workload, arm) if not math.isnan(v := float(summarize(t.records)[key]))]
+def _per_repeat(summaries: Sequence[dict[str, Any]], key: str) -> list[float]:
+    return [v for s in summaries if not math.isnan(v := float(s[key]))]
 
 
 def _ttft_change(pairs: Sequence[tuple[float, float]]) -> float:
@@ -163,6 +163,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     b_ok = [r for r in b_recs if r.status == "ok"]
     c_ok = [r for r in c_recs if r.status == "ok"]
     seed = derive_seed(cfg.seed, "compare", workload, arm)
+    b_sums, c_sums = ([summarize(t.records) for t in run.trials_of(workload, arm)] for run in (base, cand))
     out: list[Delta] = []
 
     def lost(run: SavedRun, recs: list[Record], ok: list[Record]) -> int:
@@ -190,7 +191,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     twins = {(r.repeat, r.request_index): r for r in b_ok}
     pairs = [(twin, r) for r in c_ok if (twin := twins.get((r.repeat, r.request_index))) is not None]
     timed = [(bt, ct) for b, c in pairs if (bt := b.ttft_ms) is not None and (ct := c.ttft_ms) is not None]
-    b_rep, c_rep = (_per_repeat(run, workload, arm, "mean_ttft_ms") for run in (base, cand))
+    b_rep, c_rep = _per_repeat(b_sums, "mean_ttft_ms"), _per_repeat(c_sums, "mean_ttft_ms")
     expected = f"mean TTFT change <= +{cfg.ttft_regression:.0%}"
     if len(b_rep) >= 2 and len(c_rep) >= 2:
         # Repeats on both sides: their spread is the run-level drift a request bootstrap cannot see.
@@ -211,7 +212,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
                          f"no request completed with a TTFT in both runs ({len(b_ok)} baseline, {len(c_ok)} "
                          "candidate completed)"))
 
-    b_tp, c_tp = (_per_repeat(run, workload, arm, "request_throughput") for run in (base, cand))
+    b_tp, c_tp = _per_repeat(b_sums, "request_throughput"), _per_repeat(c_sums, "request_throughput")
     expected = f"request throughput change >= -{cfg.throughput_regression:.0%}"
     ch = welch_relative_change(b_tp, c_tp, confidence=cfg.confidence)
     if math.isnan(ch.high):

@@ -82,24 +82,32 @@ def server_gpus(tp: int) -> list[tuple[str, str]] | None:
     return order[:tp]
 
 
-def busy_gpus(tp: int) -> list[str]:
-    """One line per process holding memory on a GPU the server would use, e.g. ``GPU 0: pid 4242 holds
-    40960 MiB``; empty when all are free or nothing can be checked."""
-    gpus = server_gpus(tp)
-    if not gpus:
-        return []
+def _holders(gpus: list[tuple[str, str]]) -> list[str]:
     apps = _query("--query-compute-apps=gpu_uuid,pid,used_memory") or []
     position = {uuid: i for i, (uuid, _) in enumerate(gpus)}
     return [f"GPU {position[row[0]]}: pid {row[1]} holds {row[2]} MiB"
             for row in apps if len(row) >= 3 and row[0] in position]
 
 
-def wait_for_free_gpus(tp: int, timeout_s: float = 30.0) -> None:
-    """Raise EngineError naming the holders if the server's GPUs stay busy for ``timeout_s``: memory of a
-    server just stopped (this run's previous arm) takes a moment to be released, a leftover one does not."""
+def busy_gpus(tp: int) -> list[str]:
+    """One line per process holding memory on a GPU the server would use, e.g. ``GPU 0: pid 4242 holds
+    40960 MiB``; empty when all are free or nothing can be checked."""
+    gpus = server_gpus(tp)
+    return _holders(gpus) if gpus else []
+
+
+def wait_for_free_gpus(tp: int, timeout_s: float = 30.0) -> list[str]:
+    """The names of the server's GPUs once no other process holds them ([] when they cannot be known).
+
+    Raises EngineError naming the holders if they stay busy for ``timeout_s``: memory of a server just
+    stopped (this run's previous arm) takes a moment to be released, a leftover one does not."""
+    gpus = server_gpus(tp)
+    if not gpus:
+        return []
     deadline = time.monotonic() + timeout_s
-    while busy := busy_gpus(tp):
+    while busy := _holders(gpus):
         if time.monotonic() >= deadline:
             raise EngineError(f"GPUs busy before launch ({'; '.join(busy)}): stop those processes or choose "
                               f"other GPUs with CUDA_VISIBLE_DEVICES")
         time.sleep(1.0)
+    return [name for _, name in gpus]

@@ -25,7 +25,7 @@ import aiohttp
 from hybridbench.config.redact import redact
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import EngineInfo, TrialContext
-from hybridbench.engines.gpus import server_gpus, visible_gpus, wait_for_free_gpus
+from hybridbench.engines.gpus import visible_gpus, wait_for_free_gpus
 from hybridbench.engines.prediction import CachePredictor, predictor_config
 from hybridbench.engines.process import ServerProcess, free_port, port_in_use
 from hybridbench.engines.server_logs import (
@@ -151,8 +151,7 @@ class ServerEngine:
             gpus = visible_gpus()
             if gpus is not None and gpus < cfg.engine.tp:
                 raise EngineError(f"engine.tp={cfg.engine.tp} needs {cfg.engine.tp} GPUs; nvidia-smi lists {gpus}")
-            wait_for_free_gpus(cfg.engine.tp)
-            self._gpus = [name for _, name in server_gpus(cfg.engine.tp) or []] or self._gpus
+            self._gpus = wait_for_free_gpus(cfg.engine.tp) or self._gpus
         port = cfg.engine.port or free_port(cfg.engine.host)
         base = f"http://{cfg.engine.host}:{port}"
         env = self.env_for(arm) if self.env_for else None

@@ -12,6 +12,7 @@ from reference_impl.engine.core import EngineConfig, state_ratio
 from reference_impl.model.config import ModelConfig
 from reference_impl.policies.registry import POLICIES
 from reference_impl.server.faults import FAULTS
+from reference_impl.server.requests import SEED_MAX, SEED_MIN
 
 __all__ = ["ServerConfig", "UsageError", "build_parser", "parse_config"]
 
@@ -128,7 +129,7 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
         raise UsageError("--mamba-track-interval must be a multiple of --page-size")
     if ns.hicache_ratio <= 0:
         raise UsageError("--hicache-ratio must be positive")
-    if not -(1 << 63) <= ns.random_seed < 1 << 63:  # torch.manual_seed overflows past 64 bits
+    if not SEED_MIN <= ns.random_seed <= SEED_MAX:  # torch.manual_seed overflows past 64 bits
         raise UsageError(f"--random-seed must fit in 64 bits, got {ns.random_seed}")
     policy = ns.radix_eviction_policy or arm.policy
     try:
