@@ -1,6 +1,6 @@
 """The checks of DESIGN.md §5 that need more than request records: ``kl`` and ``prefill_overhead``.
 
-``kl`` scores the KL probe's samples (hybridbench/load/kl_probe.py) exactly as SGLang's KL tests do:
+``kl`` scores the KL probe's samples (hybridbench/probes/kl_requests.py) exactly as SGLang's KL tests do:
 samples whose probed request did not hit the cache are left out of the mean, and more than half of
 them must hit, otherwise a cache that silently never hits would pass. ``prefill_overhead`` is seed
 001's measurement: what the radix cache costs when nothing is reused, as the input-token throughput of

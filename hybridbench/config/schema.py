@@ -118,7 +118,7 @@ class ChecksCfg:
     min_token_hit_rate: float = 0.0  # cache_hits floor for cache-on arms on shared-prefix workloads
     bootstrap_samples: int = 1000
     confidence: float = 0.95
-    # The kl check's probe (hybridbench/load/kl_probe.py), run after each trial of a cache-on arm.
+    # The kl check's probe (hybridbench/probes/kl_requests.py), run after each trial of a cache-on arm.
     kl_samples: int = 4  # prompts per variant
     kl_variants: list[str] = field(default_factory=lambda: ["prefill", "decode", "branch"])
     kl_max_new_tokens: int = 16

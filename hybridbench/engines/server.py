@@ -26,7 +26,6 @@ from hybridbench.config.redact import redact
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import EngineInfo, TrialContext
 from hybridbench.engines.gpus import visible_gpus, wait_for_free_gpus
-from hybridbench.engines.prediction import CachePredictor, predictor_config
 from hybridbench.engines.process import ServerProcess, free_port, port_in_use
 from hybridbench.engines.server_logs import (
     CacheCounters,
@@ -38,10 +37,11 @@ from hybridbench.engines.server_logs import (
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.load.client import ClientResult, generate_openai, generate_sglang
 from hybridbench.load.driver import Completed, drive
-from hybridbench.load.kl_probe import KlProbe, probe_prompts
 from hybridbench.load.progress import TrialProgress
 from hybridbench.plan.build import effective_vocab
 from hybridbench.plan.types import RunPlan
+from hybridbench.probes.exact_hits import CachePredictor, predictor_config
+from hybridbench.probes.kl_requests import KlProbe, probe_prompts
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
 

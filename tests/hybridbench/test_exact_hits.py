@@ -15,7 +15,7 @@ from pathlib import Path
 from hybridbench.checks.base import CheckInput
 from hybridbench.checks.builtin import cache_hits
 from hybridbench.config.schema import ChecksCfg
-from hybridbench.engines.prediction import CachePredictor, predictor_config
+from hybridbench.probes.exact_hits import CachePredictor, predictor_config
 from hybridbench.records.schema import Record
 
 ROOT = Path(__file__).resolve().parents[2]
