@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reference_impl.policies.base import EvictionPolicy
+from reference_impl.policies.base import EvictionPolicy, TreeView
 
 if TYPE_CHECKING:
     from reference_impl.radix.node import Node
-    from reference_impl.radix.tree import MambaRadixTree
 
 __all__ = ["LRUPolicy"]
 
@@ -16,8 +15,8 @@ __all__ = ["LRUPolicy"]
 class LRUPolicy(EvictionPolicy):
     name = "lru"
 
-    def kv_victim(self, tree: MambaRadixTree) -> Node | None:
+    def kv_victim(self, tree: TreeView) -> Node | None:
         return tree.lru_leaf()
 
-    def state_victim(self, tree: MambaRadixTree) -> Node | None:
+    def state_victim(self, tree: TreeView) -> Node | None:
         return tree.lru_state()

@@ -26,11 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from reference_impl.policies.base import EvictionPolicy
+from reference_impl.policies.base import EvictionPolicy, TreeView
 
 if TYPE_CHECKING:
     from reference_impl.radix.node import Node
-    from reference_impl.radix.tree import MambaRadixTree
 
 __all__ = ["SeglenPolicy", "minmax"]
 
@@ -74,7 +73,7 @@ class SeglenPolicy(EvictionPolicy):
         self.eff_weight = eff_weight
 
     def _pick(
-        self, tree: MambaRadixTree, candidates: Iterable[Node], tick_of: Callable[[Node], tuple[int, int]]
+        self, tree: TreeView, candidates: Iterable[Node], tick_of: Callable[[Node], tuple[int, int]]
     ) -> Node | None:
         nodes = list(candidates)
         if not nodes:
@@ -89,8 +88,8 @@ class SeglenPolicy(EvictionPolicy):
         best = min(range(len(nodes)), key=lambda i: (rec[i] + w * seg[i], tick_of(nodes[i]), nodes[i].id))
         return nodes[best]
 
-    def kv_victim(self, tree: MambaRadixTree) -> Node | None:
+    def kv_victim(self, tree: TreeView) -> Node | None:
         return self._pick(tree, tree.evictable_leaves.values(), lambda n: n.kv_order)
 
-    def state_victim(self, tree: MambaRadixTree) -> Node | None:
+    def state_victim(self, tree: TreeView) -> Node | None:
         return self._pick(tree, tree.evictable_states.values(), lambda n: (n.state_tick, n.depth))

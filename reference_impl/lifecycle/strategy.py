@@ -1,79 +1,26 @@
-"""Request-level caching: when a request's KV and states enter the tree, per strategy.
+"""The request flow every strategy shares: admission, prefill chunks, decode, insertion, release.
 
-This is SGLang's ``match_prefix(cow_mamba=True)`` → prefill chunks → ``cache_unfinished_req`` →
-decode → ``cache_finished_req`` (research/sglang.md §1.4, §1.8, §2), for one request at a time. The
-scheduler (batching, retraction) lives above it; this module only moves tokens and slots.
-
-Two strategies, one class each, selected by name from ``STRATEGIES``:
-
-* ``no_buffer``: a state at every prefill-chunk end (a copy of the live state) and at the end of the
-  committed sequence at finish (the live slot is donated). No branch points, page size 1.
-* ``extra_buffer``: states only at chunk-aligned positions (chunk = max(64, page size)) — the last
-  aligned point of each prefill forward, or the *branch point* the match reported if it falls in
-  that forward — and every ``track_interval`` tokens during decode. At finish only the last tracked
-  position is cached. A request holds ping-pong track slots (2 with overlap, 1 without).
-
-Committed KV at finish is ``input + output - 1`` tokens (SGLang's ``kv_committed_len``).
+Subclasses (``strategies``) decide where states are tracked and which are inserted.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from reference_impl.host_tier import HostTier
+from reference_impl.lifecycle.request import (
+    STATES_PER_REQUEST_WITH_CACHE,
+    CachedRequest,
+    LifecycleCounters,
+    fingerprint,
+)
 from reference_impl.radix.key import page_floor
 from reference_impl.radix.node import Node
-from reference_impl.radix.pools import PoolExhausted, StateContent
-from reference_impl.radix.results import LockHandle
+from reference_impl.radix.pools import PoolExhausted
 from reference_impl.radix.tree import MambaRadixTree
 
-__all__ = [
-    "STATES_PER_REQUEST_WITH_CACHE", "STRATEGIES", "CachedRequest", "DisabledStrategy", "ExtraBufferStrategy",
-    "LifecycleCounters", "NoBufferStrategy", "Strategy", "make_strategy",
-]
-
-# SGLang mem_cache/common.py: MAMBA_STATE_PER_REQ_PREFIX_CACHE; alloc_req_slots evicts states until
-# this many per admitted request are free (research/sglang.md §1.7; over-eviction is #38151).
-STATES_PER_REQUEST_WITH_CACHE = 3
-
-
-def fingerprint(tokens: Sequence[int], n: int) -> StateContent:
-    """What a recurrent state after ``tokens[:n]`` summarises, as checkable content."""
-    return StateContent(n, hash(tuple(tokens[:n])))
-
-
-@dataclass(slots=True)
-class CachedRequest:
-    """One request as the cache sees it. ``tokens`` grows from the input as decode appends output."""
-
-    tokens: list[int]
-    input_len: int
-    lock: LockHandle | None = None
-    prefix_len: int = 0  # cached tokens reported at admission (SGLang's cached_tokens)
-    protected_len: int = 0  # tokens shared with the tree (cache_protected_len)
-    kv_len: int = 0  # tokens with KV (tree-shared + request-held)
-    kv_reserved: int = 0  # KV allocated ahead for the next decode step (scheduler's out_cache_loc)
-    live_state: int | None = None
-    track_slots: list[int] = field(default_factory=list)
-    track_seqlen: int | None = None  # position of the newest tracked, not yet inserted state
-    branch_seqlen: int | None = None
-
-    @property
-    def held_kv(self) -> int:
-        return self.kv_len - self.protected_len + self.kv_reserved
-
-    def held_states(self) -> list[int]:
-        live = [] if self.live_state is None else [self.live_state]
-        return live + self.track_slots
-
-
-@dataclass(slots=True)
-class LifecycleCounters:
-    states_inserted: int = 0  # states handed to the tree (including ones it already had)
-    states_duplicate: int = 0  # inserts that found a state already there
-    state_alloc_failures: int = 0  # a chunk checkpoint skipped because no state slot could be freed
+__all__ = ["Strategy"]
 
 
 class Strategy(ABC):
@@ -294,123 +241,3 @@ class Strategy(ABC):
     @abstractmethod
     def finish(self, req: CachedRequest) -> None:
         """The request finished: cache what the strategy keeps, free the rest."""
-
-
-class NoBufferStrategy(Strategy):
-    name = "no_buffer"
-
-    def cache_unfinished(self, req: CachedRequest) -> None:
-        assert req.live_state is not None and req.lock is not None
-        try:
-            slot = self._alloc_state(protect=req.lock.node)
-        except PoolExhausted:
-            # SGLang asserts here (#36770); the proposed fix, modelled here, skips the checkpoint.
-            self.counters.state_alloc_failures += 1
-            return
-        self.tree.state_pool.copy(req.live_state, slot)
-        self._insert(req, req.kv_len, slot)
-
-    def finish(self, req: CachedRequest) -> None:
-        assert req.live_state is not None
-        slot, req.live_state = req.live_state, None
-        if req.kv_len > req.protected_len:
-            self._insert(req, req.kv_len, slot)
-        else:
-            self.tree.state_pool.free(slot)
-        self.write_back(req)
-        self.release(req)
-
-
-class ExtraBufferStrategy(Strategy):
-    name = "extra_buffer"
-
-    def _num_track_slots(self) -> int:
-        return 2 if self.overlap else 1
-
-    def _on_forward(self, req: CachedRequest, start: int, end: int) -> None:
-        if (track := self.track_position(req, start, end)) is not None:
-            self._track(req, track)
-
-    def track_position(self, req: CachedRequest, start: int, end: int) -> int | None:
-        chunk = self.tree.chunk_size
-        extend = end - start
-        if extend < chunk:
-            return None  # SGLang tracks nothing in a forward shorter than one chunk
-        track = start + extend // chunk * chunk
-        b = req.branch_seqlen
-        if b is not None and start < b < end and (b - start) % chunk == 0:
-            track = b  # checkpoint the branch point so the next request sharing it hits
-        return track
-
-    def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
-        interval = self.track_interval
-        last = end // interval * interval
-        if last > start:
-            self._track(req, last)
-
-    def _track(self, req: CachedRequest, position: int) -> None:
-        # The ping-pong slot written next becomes the newest tracked state.
-        slot = req.track_slots.pop(0)
-        self.tree.state_pool.write(slot, fingerprint(req.tokens, position))
-        req.track_slots.append(slot)
-        req.track_seqlen = position
-
-    def cache_unfinished(self, req: CachedRequest) -> None:
-        if req.track_seqlen is None or req.track_seqlen <= req.protected_len:
-            req.track_seqlen = None
-            return
-        donated = req.track_slots.pop()  # the newest tracked state goes to the tree
-        try:
-            req.track_slots.insert(0, self._alloc_state(protect=req.lock.node if req.lock else None))
-        except PoolExhausted:
-            req.track_slots.append(donated)
-            self.counters.state_alloc_failures += 1
-            req.track_seqlen = None
-            return
-        self._insert(req, req.track_seqlen, donated)
-        req.track_seqlen = None
-
-    def finish(self, req: CachedRequest) -> None:
-        cache_len = req.track_seqlen or 0
-        if cache_len > req.protected_len:
-            donated = req.track_slots.pop()
-            self._insert(req, cache_len, donated)
-        self.write_back(req)
-        # KV past the last tracked state cannot be reused without a state: free it.
-        self.release(req)
-
-
-class DisabledStrategy(Strategy):
-    """``--disable-radix-cache``: no matching, no insertion; a request holds one state slot."""
-
-    name = "disabled"
-
-    def admit(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
-        req = CachedRequest(list(input_tokens), len(input_tokens))
-        req.lock = self.tree.lock(self.tree.root)
-        slot = self.tree.state_pool.alloc()
-        if slot is None:
-            self.release(req)
-            raise PoolExhausted("Not enough space for mamba cache")
-        req.live_state = slot
-        self.tree.state_pool.write(slot, fingerprint(req.tokens, 0))
-        return req
-
-    def cache_unfinished(self, req: CachedRequest) -> None:
-        return
-
-    def finish(self, req: CachedRequest) -> None:
-        self.release(req)
-
-
-STRATEGIES: dict[str, type[Strategy]] = {
-    s.name: s for s in (NoBufferStrategy, ExtraBufferStrategy, DisabledStrategy)
-}
-
-
-def make_strategy(name: str, tree: MambaRadixTree, **kwargs: object) -> Strategy:
-    try:
-        cls = STRATEGIES[name]
-    except KeyError:
-        raise KeyError(f"unknown strategy {name!r}; choose one of {', '.join(sorted(STRATEGIES))}") from None
-    return cls(tree, **kwargs)  # type: ignore[arg-type]

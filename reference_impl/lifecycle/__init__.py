@@ -1,0 +1,37 @@
+"""Request-level caching: when a request's KV and states enter the tree, per strategy.
+
+This is SGLang's ``match_prefix(cow_mamba=True)`` → prefill chunks → ``cache_unfinished_req`` →
+decode → ``cache_finished_req`` (research/sglang.md §1.4, §1.8, §2), for one request at a time. The
+scheduler (batching, retraction) lives above it; this module only moves tokens and slots.
+
+Two strategies, one class each, selected by name from ``STRATEGIES``:
+
+* ``no_buffer``: a state at every prefill-chunk end (a copy of the live state) and at the end of the
+  committed sequence at finish (the live slot is donated). No branch points, page size 1.
+* ``extra_buffer``: states only at chunk-aligned positions (chunk = max(64, page size)) — the last
+  aligned point of each prefill forward, or the *branch point* the match reported if it falls in
+  that forward — and every ``track_interval`` tokens during decode. At finish only the last tracked
+  position is cached. A request holds ping-pong track slots (2 with overlap, 1 without).
+
+Committed KV at finish is ``input + output - 1`` tokens (SGLang's ``kv_committed_len``).
+"""
+
+from reference_impl.lifecycle.request import (
+    STATES_PER_REQUEST_WITH_CACHE,
+    CachedRequest,
+    LifecycleCounters,
+    fingerprint,
+)
+from reference_impl.lifecycle.strategies import (
+    STRATEGIES,
+    DisabledStrategy,
+    ExtraBufferStrategy,
+    NoBufferStrategy,
+    make_strategy,
+)
+from reference_impl.lifecycle.strategy import Strategy
+
+__all__ = [
+    "STATES_PER_REQUEST_WITH_CACHE", "STRATEGIES", "CachedRequest", "DisabledStrategy", "ExtraBufferStrategy",
+    "LifecycleCounters", "NoBufferStrategy", "Strategy", "fingerprint", "make_strategy",
+]

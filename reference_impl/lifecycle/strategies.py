@@ -1,0 +1,132 @@
+"""The three strategies (``no_buffer``, ``extra_buffer``, ``disabled``) and the registry that names them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reference_impl.lifecycle.request import CachedRequest, fingerprint
+from reference_impl.lifecycle.strategy import Strategy
+from reference_impl.radix.pools import PoolExhausted
+from reference_impl.radix.tree import MambaRadixTree
+
+__all__ = ["STRATEGIES", "DisabledStrategy", "ExtraBufferStrategy", "NoBufferStrategy", "make_strategy"]
+
+
+class NoBufferStrategy(Strategy):
+    name = "no_buffer"
+
+    def cache_unfinished(self, req: CachedRequest) -> None:
+        assert req.live_state is not None and req.lock is not None
+        try:
+            slot = self._alloc_state(protect=req.lock.node)
+        except PoolExhausted:
+            # SGLang asserts here (#36770); the proposed fix, modelled here, skips the checkpoint.
+            self.counters.state_alloc_failures += 1
+            return
+        self.tree.state_pool.copy(req.live_state, slot)
+        self._insert(req, req.kv_len, slot)
+
+    def finish(self, req: CachedRequest) -> None:
+        assert req.live_state is not None
+        slot, req.live_state = req.live_state, None
+        if req.kv_len > req.protected_len:
+            self._insert(req, req.kv_len, slot)
+        else:
+            self.tree.state_pool.free(slot)
+        self.write_back(req)
+        self.release(req)
+
+
+class ExtraBufferStrategy(Strategy):
+    name = "extra_buffer"
+
+    def _num_track_slots(self) -> int:
+        return 2 if self.overlap else 1
+
+    def _on_forward(self, req: CachedRequest, start: int, end: int) -> None:
+        if (track := self.track_position(req, start, end)) is not None:
+            self._track(req, track)
+
+    def track_position(self, req: CachedRequest, start: int, end: int) -> int | None:
+        chunk = self.tree.chunk_size
+        extend = end - start
+        if extend < chunk:
+            return None  # SGLang tracks nothing in a forward shorter than one chunk
+        track = start + extend // chunk * chunk
+        b = req.branch_seqlen
+        if b is not None and start < b < end and (b - start) % chunk == 0:
+            track = b  # checkpoint the branch point so the next request sharing it hits
+        return track
+
+    def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
+        interval = self.track_interval
+        last = end // interval * interval
+        if last > start:
+            self._track(req, last)
+
+    def _track(self, req: CachedRequest, position: int) -> None:
+        # The ping-pong slot written next becomes the newest tracked state.
+        slot = req.track_slots.pop(0)
+        self.tree.state_pool.write(slot, fingerprint(req.tokens, position))
+        req.track_slots.append(slot)
+        req.track_seqlen = position
+
+    def cache_unfinished(self, req: CachedRequest) -> None:
+        if req.track_seqlen is None or req.track_seqlen <= req.protected_len:
+            req.track_seqlen = None
+            return
+        donated = req.track_slots.pop()  # the newest tracked state goes to the tree
+        try:
+            req.track_slots.insert(0, self._alloc_state(protect=req.lock.node if req.lock else None))
+        except PoolExhausted:
+            req.track_slots.append(donated)
+            self.counters.state_alloc_failures += 1
+            req.track_seqlen = None
+            return
+        self._insert(req, req.track_seqlen, donated)
+        req.track_seqlen = None
+
+    def finish(self, req: CachedRequest) -> None:
+        cache_len = req.track_seqlen or 0
+        if cache_len > req.protected_len:
+            donated = req.track_slots.pop()
+            self._insert(req, cache_len, donated)
+        self.write_back(req)
+        # KV past the last tracked state cannot be reused without a state: free it.
+        self.release(req)
+
+
+class DisabledStrategy(Strategy):
+    """``--disable-radix-cache``: no matching, no insertion; a request holds one state slot."""
+
+    name = "disabled"
+
+    def admit(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
+        req = CachedRequest(list(input_tokens), len(input_tokens))
+        req.lock = self.tree.lock(self.tree.root)
+        slot = self.tree.state_pool.alloc()
+        if slot is None:
+            self.release(req)
+            raise PoolExhausted("Not enough space for mamba cache")
+        req.live_state = slot
+        self.tree.state_pool.write(slot, fingerprint(req.tokens, 0))
+        return req
+
+    def cache_unfinished(self, req: CachedRequest) -> None:
+        return
+
+    def finish(self, req: CachedRequest) -> None:
+        self.release(req)
+
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    s.name: s for s in (NoBufferStrategy, ExtraBufferStrategy, DisabledStrategy)
+}
+
+
+def make_strategy(name: str, tree: MambaRadixTree, **kwargs: object) -> Strategy:
+    try:
+        cls = STRATEGIES[name]
+    except KeyError:
+        raise KeyError(f"unknown strategy {name!r}; choose one of {', '.join(sorted(STRATEGIES))}") from None
+    return cls(tree, **kwargs)  # type: ignore[arg-type]
