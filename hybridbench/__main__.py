@@ -7,8 +7,10 @@ naming the bad key, flag or file), 3 infrastructure failure. Never a raw traceba
 from __future__ import annotations
 
 import io
+import os
 import signal
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any, TextIO
@@ -49,6 +51,11 @@ _NOISE = ("HYDRA_FULL_ERROR", "To append to your config", "reference_type=", "ob
 
 def _one_line(text: str) -> str:
     """Hydra's compose error, condensed: drop search paths and hints, keep what names the problem."""
+    if "Traceback (most recent call last)" in text:  # Hydra failed outside composition: its last line says why
+        last = [ln.strip() for ln in text.splitlines() if ln.strip() and not any(n in ln for n in _NOISE)][-1]
+        if last.startswith(("FileExistsError", "NotADirectoryError", "PermissionError")):
+            return f"hydra.run.dir: cannot create the run directory ({last.split(': ', 1)[-1]})"
+        return last
     text = text.split("Config search path:", maxsplit=1)[0]
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not any(n in ln for n in _NOISE)]
     out: list[str] = []
@@ -64,6 +71,20 @@ def _one_line(text: str) -> str:
 
 _hold = _HoldStderr(sys.stderr)
 _outcome = {"exit_code": 0}  # Hydra discards the task's return value; keep it here
+
+
+def _save_traceback(run_dir: Path) -> Path:
+    """The traceback of a bug goes to a file (the terminal gets one line): the run dir, else a temp file."""
+    text = traceback.format_exc()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "crash.txt").write_text(text)
+        return run_dir / "crash.txt"
+    except OSError:
+        fd, name = tempfile.mkstemp(prefix="hybridbench-crash-", suffix=".txt")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        return Path(name)
 
 
 @hydra.main(version_base="1.3", config_path=_CONF, config_name="config")
@@ -86,9 +107,9 @@ def _task(cfg: DictConfig) -> None:
         print("error: interrupted (SIGINT/SIGTERM); records written so far are kept", file=sys.stderr)
         code = 3
     except Exception as exc:  # a bug or an unforeseen failure is infrastructure, never "a check failed"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "crash.txt").write_text(traceback.format_exc())
-        print(f"error: internal {type(exc).__name__}: {exc} (traceback in {run_dir / 'crash.txt'})", file=sys.stderr)
+        where = _save_traceback(run_dir)
+        summary = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        print(f"error: internal {summary} (traceback in {where})", file=sys.stderr)
         code = 3
     _outcome["exit_code"] = max(_outcome["exit_code"], code)  # a sweep exits with its worst job
 

@@ -27,6 +27,7 @@ from hybridbench.records.schema import Record
 from hybridbench.report.markdown import render_report
 from hybridbench.results.bundle import build_bundle, write_text_atomic
 from hybridbench.results.index import append_to_index
+from hybridbench.results.run_dir import claim_run_dir
 from workloads import generate
 from workloads.cli import run_cli
 from workloads.trace import TraceError, TraceRow, read_trace
@@ -53,11 +54,11 @@ def _progress(msg: str) -> None:
 
 
 def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
-    run_dir.mkdir(parents=True, exist_ok=True)
     validate_checks(cfg.checks)
     plan: RunPlan = build_plan(cfg, run_dir, resolved)
     engine = make_engine(cfg.engine.name)
     engine.validate(cfg, plan)
+    claim_run_dir(run_dir, overwrite=cfg.overwrite)  # last: overwrite empties it only for a valid run
     write_json_atomic(run_dir / "plan.json", plan.to_json())
     traces = {w.name: _materialize(w) for w in plan.workloads}
     records_path = run_dir / "records.jsonl"

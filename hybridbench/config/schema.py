@@ -136,6 +136,8 @@ class RunCfg:
     workloads: dict[str, WorkloadCfg] = field(default_factory=dict)
     repeats: int = 1
     seed: int = 0
+    # A run dir that already holds files is refused; true replaces the run in it (hybridbench/results/run_dir.py).
+    overwrite: bool = False
     engine: EngineCfg = field(default_factory=EngineCfg)
     model: ModelCfg = field(default_factory=ModelCfg)
     load: LoadCfg = field(default_factory=LoadCfg)

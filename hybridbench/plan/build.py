@@ -19,6 +19,7 @@ from typing import Any
 
 from hybridbench.config.redact import redact_config
 from hybridbench.config.schema import ArmCfg, RunCfg, WorkloadCfg
+from hybridbench.config.validate import validate_config
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
 from workloads.registry import WORKLOADS
@@ -87,37 +88,19 @@ def check_arm_knobs(arm: ArmCfg) -> None:
 
 
 def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
+    validate_config(cfg)
     if not cfg.arms:
         raise ConfigError("arms: the experiment lists no arms")
     if len(set(cfg.arms)) != len(cfg.arms):
         raise ConfigError(f"arms: duplicate arm in {cfg.arms}")
     if not cfg.workloads:
         raise ConfigError("workloads: none configured; pick an experiment with +experiment=NAME (conf/experiment/)")
-    if cfg.repeats < 1:
-        raise ConfigError(f"repeats must be >= 1, got {cfg.repeats}")
-    e = cfg.engine
-    for key, value in (("tp", e.tp), ("page_size", e.page_size), ("chunked_prefill_size", e.chunked_prefill_size),
-                       ("track_interval", e.track_interval)):
-        if value < 1:
-            raise ConfigError(f"engine.{key} must be >= 1, got {value}")
-    if e.chunked_prefill_size < e.page_size:
-        raise ConfigError(
-            f"engine.chunked_prefill_size {e.chunked_prefill_size} is smaller than a page ({e.page_size})"
-        )
     check_arm_knobs(cfg.arm)
-    for key, seconds in (("startup_timeout_s", e.startup_timeout_s), ("request_timeout_s", e.request_timeout_s),
-                         ("health_timeout_s", e.health_timeout_s)):
-        if not seconds > 0:
-            raise ConfigError(f"engine.{key} must be > 0 seconds, got {seconds}")
-    if not 0 < e.mem_fraction_static <= 1:
-        raise ConfigError(f"engine.mem_fraction_static must be in (0, 1], got {e.mem_fraction_static}")
     baseline = cfg.checks.baseline_arm or cfg.arms[0]
     if baseline not in cfg.arms:
         raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the arms {cfg.arms}")
     traces = run_dir / "traces"
     vocab = effective_vocab(cfg)
-    if cfg.engine.workload_scale < 1:
-        raise ConfigError(f"engine.workload_scale must be >= 1, got {cfg.engine.workload_scale}")
     workloads = tuple(
         WorkloadPlan(
             name=name,
@@ -136,7 +119,9 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
     # The plan holds only the redacted config: it is what plan.json, bundle.json and the fingerprint see, so
     # no secret reaches disk and the fingerprint stays the same whichever key a run was given.
     config: dict[str, Any] = redact_config(resolved)
-    body = {"config": config, "trials": [asdict(t) for t in trials], "workloads": [asdict(w) for w in workloads]}
+    # Whether the run replaced an earlier one in its directory does not change what it measures.
+    measured = {k: v for k, v in config.items() if k != "overwrite"}
+    body = {"config": measured, "trials": [asdict(t) for t in trials], "workloads": [asdict(w) for w in workloads]}
     fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return RunPlan(
         name=cfg.name,

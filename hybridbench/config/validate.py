@@ -1,0 +1,131 @@
+"""Plan-time ranges for every number in the run config, so no value a user can type ends in an internal error
+or a gate that silently stops gating (``checks.bootstrap_samples=0`` or ``checks.ttft_regression=nan`` once
+turned a +19% TTFT regression into a pass).
+
+One rule per key, in one table. Arm knobs (``arm.*``) and load settings (``load.*``) get their ranges where
+arms and loads are parsed (plan/); here they, like every other number, only may not be NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
+
+from hybridbench.config.schema import RunCfg
+from hybridbench.errors import ConfigError
+
+__all__ = ["INT64_MAX", "INT64_MIN", "MAX_TRIALS", "RULES", "Range", "validate_config"]
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1  # the reference server's --random-seed (torch.manual_seed)
+# A run plans every trial up front and keeps one record per request; this bounds what a typo can ask for
+# (repeats=100000000 once grew the process to gigabytes with no output).
+MAX_TRIALS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """A closed or half-open interval of finite numbers (``hi=math.inf`` leaves it unbounded above)."""
+
+    lo: float
+    hi: float = math.inf
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def holds(self, v: float) -> bool:
+        if not math.isfinite(v):
+            return False
+        above = v > self.lo if self.lo_open else v >= self.lo
+        below = v < self.hi if self.hi_open else v <= self.hi
+        return above and below
+
+    def text(self) -> str:
+        if self.hi == math.inf:
+            return f"{'>' if self.lo_open else '>='} {_num(self.lo)}"
+        return f"in {'(' if self.lo_open else '['}{_num(self.lo)}, {_num(self.hi)}{')' if self.hi_open else ']'}"
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e18 else repr(v)
+
+
+_POSITIVE = Range(0, lo_open=True)
+_NON_NEGATIVE = Range(0)
+_ONE_UP = Range(1)
+_FRACTION = Range(0, 1)
+
+RULES: dict[str, Range] = {
+    "repeats": _ONE_UP,
+    "seed": Range(INT64_MIN, INT64_MAX),
+    "engine.tp": _ONE_UP,
+    "engine.port": Range(0, 65535),  # 0 = pick a free one
+    "engine.startup_timeout_s": _POSITIVE,
+    "engine.request_timeout_s": _POSITIVE,
+    "engine.health_timeout_s": _POSITIVE,
+    "engine.chunked_prefill_size": _ONE_UP,
+    "engine.mem_fraction_static": Range(0, 1, lo_open=True),
+    "engine.max_mamba_cache_size": _NON_NEGATIVE,  # 0 = sized from memory
+    "engine.kv_tokens": _NON_NEGATIVE,  # 0 = sized from memory
+    "engine.page_size": _ONE_UP,
+    "engine.track_interval": _ONE_UP,
+    "engine.workload_scale": _ONE_UP,
+    "engine.max_vocab": _NON_NEGATIVE,  # 0 = the model's vocabulary
+    "engine.kl_threshold": _NON_NEGATIVE,
+    "model.vocab_size": Range(2, INT64_MAX),
+    "checks.ttft_regression": _NON_NEGATIVE,
+    "checks.throughput_regression": _NON_NEGATIVE,
+    "checks.min_token_hit_rate": _FRACTION,
+    # Fewer resamples make the interval's ends the extremes of a handful of draws: a gate in name only.
+    "checks.bootstrap_samples": Range(100, 1_000_000),
+    "checks.confidence": Range(0, 1, lo_open=True, hi_open=True),
+    "checks.kl_samples": Range(1, 10_000),
+    "checks.kl_max_new_tokens": Range(1, 100_000),
+    "checks.kl_temperature": _NON_NEGATIVE,
+    "checks.kl_min_hit_fraction": _FRACTION,
+    "checks.min_prefill_throughput_ratio": _NON_NEGATIVE,
+}
+
+
+def _get(cfg: Any, key: str) -> Any:
+    for part in key.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def _nans(value: Any, path: str) -> list[str]:
+    """Dotted paths of every NaN anywhere in the config, workload parameters and lists included."""
+    if isinstance(value, float):
+        return [path] if math.isnan(value) else []
+    if is_dataclass(value) and not isinstance(value, type):
+        return [p for f in fields(value) for p in _nans(getattr(value, f.name), f"{path}{f.name}.")]
+    if isinstance(value, Mapping):
+        return [p for k, v in value.items() for p in _nans(v, f"{path}{k}.")]
+    if isinstance(value, (list, tuple)):
+        return [p for i, v in enumerate(value) for p in _nans(v, f"{path}{i}.")]
+    return []
+
+
+def validate_config(cfg: RunCfg) -> None:
+    """Raise ConfigError naming the first key whose value is out of range, before anything is written."""
+    nans = _nans(cfg, "")
+    if nans:
+        raise ConfigError(f"{nans[0].rstrip('.')}: expected a number, got nan")
+    for key, rule in RULES.items():
+        value = _get(cfg, key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not rule.holds(value):
+            raise ConfigError(f"{key} must be a finite number {rule.text()}, got {value!r}")
+    if cfg.engine.chunked_prefill_size < cfg.engine.page_size:
+        raise ConfigError(
+            f"engine.chunked_prefill_size {cfg.engine.chunked_prefill_size} is smaller than a page "
+            f"({cfg.engine.page_size})"
+        )
+    for name, w in cfg.workloads.items():
+        if not 1 <= w.scale <= 1_000_000:
+            raise ConfigError(f"workloads.{name}.scale must be in [1, 1000000], got {w.scale}")
+    trials = cfg.repeats * max(len(cfg.arms), 1) * max(len(cfg.workloads), 1)
+    if trials > MAX_TRIALS:
+        raise ConfigError(
+            f"repeats: {cfg.repeats} repeats x {len(cfg.arms)} arm(s) x {len(cfg.workloads)} workload(s) = "
+            f"{trials} trials; one run plans at most {MAX_TRIALS}"
+        )

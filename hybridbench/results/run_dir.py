@@ -1,0 +1,44 @@
+"""A run directory holds one run: reusing one (a fixed ``hydra.run.dir``) once appended a second run's records
+to the first's records.jsonl, and the report then counted 36 completed requests for 18-request trials.
+
+A directory that already holds files is refused unless ``overwrite=true`` asks to replace the run in it; even
+then only a directory that holds a hybridbench run (its plan.json) is emptied, never an arbitrary one.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from hybridbench.errors import ConfigError
+
+__all__ = ["claim_run_dir"]
+
+
+def _ours(entry: Path) -> bool:
+    """Hydra's own job log (``__main__.log``), opened before the run starts, is not a previous run."""
+    return entry.is_file() and entry.suffix == ".log"
+
+
+def claim_run_dir(run_dir: Path, *, overwrite: bool) -> None:
+    """Make ``run_dir`` an empty directory for this run, or raise ConfigError (exit 2) saying why not."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"hydra.run.dir: {run_dir} exists and is not a directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    held = sorted(p for p in run_dir.iterdir() if not _ours(p))
+    if not held:
+        return
+    names = ", ".join(p.name for p in held[:4]) + (" ..." if len(held) > 4 else "")
+    if not overwrite:
+        raise ConfigError(
+            f"hydra.run.dir: {run_dir} already holds files ({names}); choose a new directory, or pass "
+            "overwrite=true to replace the run in it"
+        )
+    if not (run_dir / "plan.json").is_file():
+        raise ConfigError(f"hydra.run.dir: {run_dir} holds files ({names}) but no hybridbench run (plan.json); "
+                          "overwrite=true only replaces a previous run")
+    for p in held:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
