@@ -128,4 +128,4 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     print(f"results: {run_dir}", file=sys.stderr)
     if failure is not None:
         raise failure
-    return 1 if bundle["verdict"] == "fail" else 0
+    return 1 if bundle["verdict"] in ("fail", "inconclusive") else 0

@@ -12,7 +12,8 @@ from hybridbench.records.schema import Record
 
 __all__ = ["Check", "CheckInput", "CheckResult", "Status"]
 
-Status = Literal["pass", "fail", "skip"]
+# inconclusive: the check could not decide (e.g. a policy comparison in which nothing was evicted); never a pass.
+Status = Literal["pass", "fail", "skip", "inconclusive"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hybridbench.checks.base import Check, CheckInput, CheckResult
 from hybridbench.checks.builtin import cache_hits, survival, throughput, ttft
 from hybridbench.checks.correctness import kl, prefill_overhead
+from hybridbench.checks.evictions import evictions
 from hybridbench.config.schema import ChecksCfg
 from hybridbench.errors import ConfigError
 from hybridbench.records.kl import KL_VARIANTS
@@ -18,6 +19,7 @@ CHECKS: dict[str, Check] = {
     "cache_hits": cache_hits,
     "kl": kl,
     "prefill_overhead": prefill_overhead,
+    "evictions": evictions,
 }
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "LoadCfg",
     "MarconiArmCfg",
     "ModelCfg",
+    "PublishedCfg",
     "RunCfg",
     "SeglenArmCfg",
     "WorkloadCfg",
@@ -129,6 +130,27 @@ class ChecksCfg:
 
 
 @dataclass
+class PublishedCfg:
+    """One result a seed published, set beside this run in the report ("published vs this run").
+
+    With ``baseline_arm``: ``value`` is the relative change of ``metric`` from ``baseline_arm`` to ``arm``
+    (-0.295 = 29.5% lower). Without: ``value`` is ``arm``'s absolute ``metric``. Comparable only on the same
+    engine, model and workload scale (``workloads.W.scale`` x ``engine.workload_scale``) as the source."""
+
+    metric: str = ""  # a summary key of the bundle's aggregates: mean_ttft_ms, request_throughput, ...
+    workload: str = ""  # this experiment's workload that stands for the published load
+    arm: str = ""
+    baseline_arm: str = ""
+    value: float = 0.0
+    source: str = ""  # where it was published: seed, PR, issue
+    engine: str = "sglang"
+    hardware: str = ""
+    model: str = ""  # a reference_impl.models name, as model.name
+    scale: int = 1  # the published run's workload scale (1: full size)
+    tolerance: float = 0.25  # absolute values: reproduced within this fraction of max(|value|, 1)
+
+
+@dataclass
 class RunCfg:
     name: str = "adhoc"
     arms: list[str] = field(default_factory=lambda: ["disabled", "lru"])
@@ -142,3 +164,4 @@ class RunCfg:
     model: ModelCfg = field(default_factory=ModelCfg)
     load: LoadCfg = field(default_factory=LoadCfg)
     checks: ChecksCfg = field(default_factory=ChecksCfg)
+    published: list[PublishedCfg] = field(default_factory=list)

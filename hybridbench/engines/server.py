@@ -25,6 +25,7 @@ import aiohttp
 from hybridbench.config.redact import redact
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import EngineInfo, TrialContext
+from hybridbench.engines.evictions import read_evictions
 from hybridbench.engines.gpus import visible_gpus, wait_for_free_gpus
 from hybridbench.engines.process import ServerProcess, free_port, port_in_use
 from hybridbench.engines.server_logs import (
@@ -210,6 +211,7 @@ class ServerEngine:
             state = "primed"
         log_offset = server.log_path.stat().st_size if server.log_path.exists() else 0
         counters_before = self._scrape(server)
+        evictions_before = read_evictions(server.base_url)
         progress = TrialProgress(len(ctx.rows), label=f"{ctx.trial.arm} r{ctx.trial.repeat}")
         predictor, why_not = self._predictor(cfg, server, ctx.trial.arm, state)
 
@@ -250,6 +252,7 @@ class ServerEngine:
                                     **self._log_snapshot(server, log_offset)}
         if predictor is not None or why_not:
             snapshot["prediction"] = (predictor.broken if predictor is not None else why_not) or "exact"
+        snapshot.update(read_evictions(server.base_url).since(evictions_before).snapshot())
         counters_after = self._scrape(server)
         if counters_before is not None and counters_after is not None:
             delta = counters_after.since(counters_before)  # the server's own counters for this trial

@@ -78,6 +78,7 @@ class SimEngine:
         if cfg.load.prime:  # the same requests once through the same cache, unrecorded
             simulate(ctx.rows, core, self._timer, _arrival(cfg, ctx.trial.seed))
             core.counters = EngineCounters()  # peaks and retractions of the measured pass only
+        evicted_before = (core.tree.tokens_evicted_total, core.tree.states_evicted_total)
         result = simulate(ctx.rows, core, self._timer, _arrival(cfg, ctx.trial.seed))
         for rec in result.records:
             ctx.emit(
@@ -112,6 +113,8 @@ class SimEngine:
             "kv_pool_tokens": result.kv_pool_tokens,
             "state_pool_slots": result.state_pool_slots,
             "crashes": 0,
+            "evicted_tokens": core.tree.tokens_evicted_total - evicted_before[0],
+            "evicted_states": core.tree.states_evicted_total - evicted_before[1],
         }
 
     def info(self) -> EngineInfo:

@@ -35,6 +35,34 @@ def _ms(value: Any) -> str:
     return f"{value:.1f} ms" if isinstance(value, (int, float)) else "n/a"
 
 
+def _evicted(bundle: dict[str, Any], workload: str, arm: str, key: str) -> str:
+    """Mean per repeat of a trial snapshot counter; "—" when no trial of the arm reported it."""
+    values = [v for t in bundle.get("trials", []) if t["workload"] == workload and t["arm"] == arm
+              if isinstance(v := t.get("server", {}).get(key), (int, float))]
+    return f"{sum(values) / len(values):,.0f}" if values else "—"
+
+
+def _change(p: dict[str, Any], key: str) -> str:
+    value = p.get(key)
+    if not isinstance(value, (int, float)):
+        return "—"
+    return f"{value:+.1%}" if p.get("baseline_arm") else f"{value:.4g}"
+
+
+def _published(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["## published vs this run", "",
+             "| workload | metric | arms | published | source | this run | direction | verdict |", "|---" * 8 + "|"]
+    for p in rows:
+        arms = f"{p['baseline_arm']} → {p['arm']}" if p.get("baseline_arm") else p["arm"]
+        source = f"{p['source']} ({p['engine']}, {p['hardware']}, {p['model']}, scale 1/{p['scale']})"
+        mark = p["mark"] + (f" ({p['why']})" if p.get("why") else "")
+        lines.append(f"| {p['workload']} | {p['metric']} | {arms} | {_change(p, 'value')} | {source} | "
+                     f"{_change(p, 'observed')} | {p['direction']} | {mark} |".replace("\n", " "))
+    return [*lines, ""]
+
+
 def render_report(bundle: dict[str, Any]) -> str:
     arms: list[str] = bundle["arms"]
     baseline: str = bundle["baseline_arm"]
@@ -66,10 +94,14 @@ def render_report(bundle: dict[str, Any]) -> str:
             base = by_arm.get(baseline, {}).get(key)
             cells = [_cell(by_arm.get(arm, {}).get(key), fmt, None if arm == baseline else base) for arm in arms]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        for key, label in (("evicted_tokens", "evicted KV tokens / repeat"),
+                           ("evicted_states", "evicted states / repeat")):
+            lines.append(f"| {label} | " + " | ".join(_evicted(bundle, workload, arm, key) for arm in arms) + " |")
         lines.append("")
+    lines += _published(bundle.get("published") or [])
     lines += ["## checks", "", "| check | workload | arm | verdict | observed | expected |", "|---" * 6 + "|"]
     for c in bundle["checks"]:
-        mark = {"pass": "pass", "fail": "**FAIL**", "skip": "skip"}[c["status"]]
+        mark = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "inconclusive": "**INCONCLUSIVE**"}[c["status"]]
         detail = str(c["detail"]).replace("|", "\\|")  # a server log tail must not split the table row
         lines.append(f"| {c['check']} | {c['workload']} | {c['arm']} | {mark} | {detail} | {c['expected']} |")
     lines += ["", f"verdict: **{bundle['verdict']}**", ""]

@@ -14,6 +14,7 @@ from typing import Any
 from hybridbench.checks.base import CheckResult
 from hybridbench.config.redact import redact_config
 from hybridbench.engines.base import EngineInfo
+from hybridbench.metrics.published import compare_published
 from hybridbench.plan.types import RunPlan
 
 __all__ = ["BUNDLE_SCHEMA_VERSION", "build_bundle", "package_checkout", "provenance"]
@@ -84,6 +85,7 @@ def build_bundle(
     checks: list[CheckResult],
 ) -> dict[str, Any]:
     failed = [c for c in checks if c.status == "fail"]
+    undecided = [c for c in checks if c.status == "inconclusive"]
     return {
         "schema_version": BUNDLE_SCHEMA_VERSION,
         "name": plan.name,
@@ -95,7 +97,9 @@ def build_bundle(
         "trials": trials,
         "aggregates": aggregates,
         "checks": [asdict(c) for c in checks],
-        "verdict": "fail" if failed else "pass",
+        "published": compare_published(plan.config, aggregates),
+        # A run that could not decide is not a pass (exit 1 like a failure), but it is named for what it is.
+        "verdict": "fail" if failed else "inconclusive" if undecided else "pass",
         "provenance": provenance(plan, engine),
     }
 

@@ -78,6 +78,9 @@ class Metrics:
         self.peak_full_token_usage = 0.0
         self.peak_mamba_usage = 0.0
         self.evicted_tokens = 0
+        # Lifetime counters, as SGLang's: a flush builds a new tree, whose own counters start again at zero.
+        self._tree: object = None
+        self._evicted_before = (0, 0)  # (tokens, states) evicted by the trees before the current one
         self.retractions = 0
         self.ttft = Histogram(TTFT_BUCKETS)
         self.e2e = Histogram(LATENCY_BUCKETS)
@@ -94,8 +97,11 @@ class Metrics:
             self.token_usage = max(full, mamba)
             self.kv_used, self.mamba_used = kv_used, st_used
             self.max_total_num_tokens = core.tree.kv_pool.size
-            self.evicted_tokens = core.tree.tokens_evicted_total
-            self.evicted_states = core.tree.states_evicted_total
+            if core.tree is not self._tree:
+                self._evicted_before = (self.evicted_tokens, self.evicted_states)
+                self._tree = core.tree
+            self.evicted_tokens = self._evicted_before[0] + core.tree.tokens_evicted_total
+            self.evicted_states = self._evicted_before[1] + core.tree.states_evicted_total
             self.retractions = core.counters.retractions
 
     def render(self, model_name: str) -> str:

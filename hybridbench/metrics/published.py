@@ -1,0 +1,69 @@
+"""Published vs this run: each result the seeds published (the experiment's ``published`` list) beside the
+same metric of this run, from the bundle's aggregates alone.
+
+A relative result (``baseline_arm`` set) is ``reproduced`` when this run moves the metric the same way by
+at least half the published change, ``not reproduced`` otherwise; an absolute one when this run's value is
+within ``tolerance`` x max(|published|, 1). A run on another engine, model or workload scale than the source
+is ``not comparable`` — its direction and change are still shown, never scored. None of this gates the exit
+code: the checks do.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+__all__ = ["Mark", "compare_published"]
+
+Mark = Literal["reproduced", "not reproduced", "not comparable"]
+
+
+def _value(aggregates: Mapping[str, Any], workload: str, arm: str, metric: str) -> float | None:
+    v = aggregates.get(workload, {}).get(arm, {}).get(metric)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+        return None
+    return float(v)
+
+
+def _direction(published: float, observed: float) -> str:
+    if published == 0 or observed == 0:
+        return "flat" if published == observed else "differs"
+    return "same" if (published > 0) == (observed > 0) else "opposite"
+
+
+def compare_published(config: Mapping[str, Any], aggregates: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per published result; ``config`` is the run's resolved config (plan.json's)."""
+    engine = str(config.get("engine", {}).get("name", ""))
+    model = str(config.get("model", {}).get("name", ""))
+    engine_scale = int(config.get("engine", {}).get("workload_scale", 1) or 1)
+    workloads = config.get("workloads", {}) or {}
+    rows = []
+    for p in config.get("published", []) or []:
+        w = str(p["workload"])
+        scale = int((workloads.get(w) or {}).get("scale", 1) or 1) * engine_scale
+        arm, base = str(p["arm"]), str(p.get("baseline_arm") or "")
+        observed = _value(aggregates, w, arm, p["metric"])
+        if base and observed is not None:
+            before = _value(aggregates, w, base, p["metric"])
+            observed = observed / before - 1 if before else None
+        differs = [f"{what} {ours} vs {theirs}" for what, ours, theirs in (
+            ("engine", engine, p["engine"]), ("model", model, p["model"]), ("scale", f"1/{scale}", f"1/{p['scale']}"))
+            if ours != theirs]
+        value = float(p["value"])
+        mark: Mark
+        if observed is None:
+            mark, why, direction = "not comparable", f"{w}/{arm} has no {p['metric']} in this run", "—"
+        else:
+            direction = _direction(value, observed) if base else "—"
+            if base:
+                ok = direction == "same" and abs(observed) >= abs(value) / 2
+            else:
+                ok = abs(observed - value) <= float(p.get("tolerance", 0.25)) * max(abs(value), 1.0)
+            mark = "reproduced" if ok else "not reproduced"
+            why = ""
+            if differs:
+                mark, why = "not comparable", "; ".join(differs)
+        rows.append({**dict(p), "observed": observed, "direction": direction, "mark": mark, "why": why,
+                     "run_scale": scale})
+    return rows

@@ -1,0 +1,109 @@
+"""Eviction pressure: every trial records what it evicted, and a policy comparison that evicted nothing is
+inconclusive (never a pass, exit 1); published results sit beside the run, scored only when comparable."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hybridbench.checks.base import CheckInput
+from hybridbench.checks.evictions import evictions
+from hybridbench.config.schema import ChecksCfg
+from hybridbench.metrics.published import compare_published
+from reference_impl.engine.core import EngineConfig, EngineCore
+from reference_impl.server.metrics import Metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def check(snaps: dict[str, list[dict[str, Any]]]) -> dict[str, tuple[str, str]]:
+    inp = CheckInput(ChecksCfg(), ("disabled", "lru", "seglen"), "lru", ("w",), {},  {},
+                     {("w", arm): s for arm, s in snaps.items()}, 0)
+    return {r.arm: (r.status, r.detail) for r in evictions(inp)}
+
+
+def test_an_arm_that_evicted_nothing_or_cannot_say_is_inconclusive() -> None:
+    got = check({"disabled": [{}], "lru": [{"evicted_tokens": 120, "evicted_states": 3}] * 2,
+                 "seglen": [{"evicted_tokens": 50, "evicted_states": 0}, {"evicted_tokens": 0, "evicted_states": 0}]})
+    assert "disabled" not in got  # no cache, no policy to exercise
+    assert got["lru"][0] == "pass" and "240 KV tokens, 6 states" in got["lru"][1]
+    assert got["seglen"][0] == "inconclusive" and "1 of 2 repeat(s)" in got["seglen"][1]
+    unknown = check({"lru": [{"evicted_tokens": None, "evicted_states": None}], "seglen": []})
+    assert unknown["lru"][0] == "inconclusive" and "without eviction counters" in unknown["lru"][1]
+    assert unknown["seglen"][0] == "inconclusive"
+    states_only = check({"lru": [{"evicted_tokens": None, "evicted_states": 4}], "seglen": [{"evicted_states": 1}]})
+    assert states_only["lru"][0] == states_only["seglen"][0] == "pass"
+
+
+def test_reference_server_eviction_counters_survive_a_flush() -> None:
+    """A flush builds a new tree whose counters start at 0; the server's lifetime counters must not go back."""
+    metrics = Metrics()
+    core = EngineCore(EngineConfig(kv_tokens=1000, state_slots=20, cache="no_buffer"))
+    core.tree.tokens_evicted_total, core.tree.states_evicted_total = 70, 4
+    metrics.snapshot(core)
+    assert (metrics.evicted_tokens, metrics.evicted_states) == (70, 4)
+    fresh = EngineCore(EngineConfig(kv_tokens=1000, state_slots=20, cache="no_buffer"))
+    metrics.snapshot(fresh)
+    assert (metrics.evicted_tokens, metrics.evicted_states) == (70, 4)
+    fresh.tree.tokens_evicted_total = 5
+    metrics.snapshot(fresh)
+    assert metrics.evicted_tokens == 75
+    assert "sglang:evicted_tokens_total" in metrics.render("m")
+
+
+def published(**kw: Any) -> dict[str, Any]:
+    base = {"metric": "mean_ttft_ms", "workload": "w", "arm": "seglen", "baseline_arm": "lru", "value": -0.3,
+            "source": "seed", "engine": "sglang", "hardware": "H100", "model": "m", "scale": 1, "tolerance": 0.25}
+    return {**base, **kw}
+
+
+def config(engine: str = "sglang", scale: int = 1, *rows: dict[str, Any]) -> dict[str, Any]:
+    return {"engine": {"name": engine, "workload_scale": 1}, "model": {"name": "m"},
+            "workloads": {"w": {"scale": scale}}, "published": list(rows)}
+
+
+AGG = {"w": {"lru": {"mean_ttft_ms": 100.0, "failed": 0}, "seglen": {"mean_ttft_ms": 80.0, "failed": 0}}}
+
+
+@pytest.mark.parametrize(("value", "mark", "direction"), [
+    (-0.3, "reproduced", "same"), (-0.5, "not reproduced", "same"), (0.1, "not reproduced", "opposite"),
+])
+def test_published_relative_change_is_reproduced_only_in_its_direction_and_size(value: float, mark: str,
+                                                                                 direction: str) -> None:
+    (row,) = compare_published(config("sglang", 1, published(value=value)), AGG)
+    assert row["observed"] == pytest.approx(-0.2) and row["mark"] == mark and row["direction"] == direction
+
+
+def test_another_engine_or_scale_is_not_comparable_but_still_shown() -> None:
+    (row,) = compare_published(config("reference", 32, published()), AGG)
+    assert row["mark"] == "not comparable" and "engine reference vs sglang" in row["why"] and "1/32" in row["why"]
+    assert row["observed"] == pytest.approx(-0.2) and row["direction"] == "same"
+    (absolute,) = compare_published(config("sglang", 1, published(metric="failed", baseline_arm="", value=0,
+                                                                    tolerance=0)), AGG)
+    assert absolute["mark"] == "reproduced"
+    (missing,) = compare_published(config("sglang", 1, published(arm="marconi")), AGG)
+    assert missing["mark"] == "not comparable" and missing["observed"] is None
+
+
+def hb(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hybridbench", *args], capture_output=True, text=True,
+                          timeout=300, check=False, cwd=ROOT)
+
+
+def test_sim_trials_record_evictions_and_a_quiet_comparison_exits_1_inconclusive(tmp_path: Path) -> None:
+    common = ("+experiment=smoke", "engine=sim", "arms=[lru,seglen]", "checks.enabled=[survival,evictions]")
+    quiet = hb(*common, f"hydra.run.dir={tmp_path / 'quiet'}")
+    assert quiet.returncode == 1, quiet.stderr
+    bundle = json.loads((tmp_path / "quiet" / "bundle.json").read_text())
+    assert bundle["verdict"] == "inconclusive"
+    assert all(t["server"]["evicted_tokens"] == 0 for t in bundle["trials"])
+    assert "**INCONCLUSIVE**" in (tmp_path / "quiet" / "report.md").read_text()
+    pressed = hb(*common, "engine.kv_tokens=600", "engine.max_mamba_cache_size=12", f"hydra.run.dir={tmp_path / 'p'}")
+    assert pressed.returncode == 0, pressed.stdout + pressed.stderr
+    trials = json.loads((tmp_path / "p" / "bundle.json").read_text())["trials"]
+    assert all(t["server"]["evicted_tokens"] + t["server"]["evicted_states"] > 0 for t in trials)
