@@ -19,16 +19,17 @@ from hybridbench.engines.base import TrialContext
 from hybridbench.engines.registry import make_engine
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.metrics.summary import aggregate, summarize
-from hybridbench.plan.build import build_plan, write_json_atomic
+from hybridbench.plan.build import build_plan
 from hybridbench.plan.types import RunPlan, WorkloadPlan
 from hybridbench.records.io import RecordWriter, read_records
 from hybridbench.records.kl import KlSample, read_kl_samples
 from hybridbench.records.schema import Record
 from hybridbench.report.markdown import render_report
-from hybridbench.results.bundle import build_bundle, write_text_atomic
+from hybridbench.results.bundle import build_bundle
 from hybridbench.results.index import append_to_index
 from hybridbench.results.run_dir import claim_run_dir
 from workloads import generate
+from workloads.atomic_file import write_json_atomic, write_text_atomic
 from workloads.cli import run_cli
 from workloads.trace import TraceError, TraceRow, read_trace
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from workloads.atomic_file import atomic_writer
 
 __all__ = [
     "METADATA_KEY",
@@ -185,18 +186,8 @@ def write_trace(
     """Write atomically: a crash or a bad row never leaves a half-written trace behind."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            if metadata:
-                fh.write(json.dumps({METADATA_KEY: dict(metadata)}) + "\n")
-            for row in rows:
-                fh.write(json.dumps(row.to_json()) + "\n")
-        # mkstemp creates 0600; a trace is an ordinary file, so honour the umask like open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(p) as fh:
+        if metadata:
+            fh.write(json.dumps({METADATA_KEY: dict(metadata)}) + "\n")
+        for row in rows:
+            fh.write(json.dumps(row.to_json()) + "\n")

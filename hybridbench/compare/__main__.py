@@ -14,9 +14,8 @@ from pathlib import Path
 from hybridbench.compare.diff import CompareCfg, compare_runs
 from hybridbench.compare.runs import load_run
 from hybridbench.errors import ConfigError
-from hybridbench.plan.build import write_json_atomic
 from hybridbench.report.compare import comparison_json, render_comparison
-from hybridbench.results.bundle import write_text_atomic
+from workloads.atomic_file import write_json_atomic, write_text_atomic
 
 __all__ = ["main"]
 

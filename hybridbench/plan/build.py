@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from hybridbench.errors import ConfigError
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
 from workloads.registry import WORKLOADS
 
-__all__ = ["build_plan", "check_arm_knobs", "derive_seed", "effective_vocab", "workload_argv", "write_json_atomic"]
+__all__ = ["build_plan", "check_arm_knobs", "derive_seed", "effective_vocab", "workload_argv"]
 
 
 def derive_seed(*parts: object) -> int:
@@ -59,19 +57,6 @@ def workload_argv(
     if w.scale * engine_scale > 1:
         argv += ["--scale", str(w.scale * engine_scale)]
     return tuple(argv)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True, default=str)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def check_arm_knobs(arm: ArmCfg) -> None:

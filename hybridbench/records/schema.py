@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+from workloads.bench_serving import ServedTiming
+
 __all__ = ["RECORD_SCHEMA_VERSION", "Record", "record_from_json"]
 
 RECORD_SCHEMA_VERSION = 1
@@ -14,7 +16,7 @@ CacheState = Literal["cold-flushed", "primed", "uncontrolled"]
 
 
 @dataclass(slots=True)
-class Record:
+class Record(ServedTiming):
     run_id: str
     trial_id: str
     arm: str
@@ -36,18 +38,6 @@ class Record:
     expected_cached_tokens: int | None = None  # what the reference cache predicts, when known
     cache_state: CacheState = "uncontrolled"
     modelled: bool = False  # True for the sim engine: times come from a cost model
-
-    @property
-    def ttft_ms(self) -> float | None:
-        if self.first_token_s is None or self.sent_s is None:
-            return None
-        return (self.first_token_s - self.sent_s) * 1e3
-
-    @property
-    def e2e_ms(self) -> float | None:
-        if self.end_s is None or self.sent_s is None:
-            return None
-        return (self.end_s - self.sent_s) * 1e3
 
     @property
     def client_delay_ms(self) -> float | None:

@@ -103,8 +103,3 @@ def build_bundle(
         "provenance": provenance(plan, engine),
     }
 
-
-def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from reference_impl.engine.core import Batch, EngineCore, EngineRequest
+from workloads.bench_serving import ServedTiming
 from workloads.trace import TraceRow
 
 __all__ = ["ArrivalSpec", "RequestRecord", "SimResult", "StepRecord", "simulate"]
@@ -53,7 +54,7 @@ class ArrivalSpec:
 
 
 @dataclass(slots=True)
-class RequestRecord:
+class RequestRecord(ServedTiming):
     rid: int
     session_id: int | str
     turn_id: int
@@ -69,18 +70,6 @@ class RequestRecord:
     error: str = ""
     itl_ms: list[float] = field(default_factory=list)
     row_index: int = -1  # position in the trace as given (rid follows send order for trace arrivals)
-
-    @property
-    def ttft_ms(self) -> float | None:
-        if self.first_token_s is None or self.sent_s is None:
-            return None
-        return (self.first_token_s - self.sent_s) * 1e3
-
-    @property
-    def e2e_ms(self) -> float | None:
-        if self.end_s is None or self.sent_s is None:
-            return None
-        return (self.end_s - self.sent_s) * 1e3
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,48 @@
+"""The project's one atomic file writer: traces, plan.json, bundle.json, report.md and compare files.
+
+Writes go to a uniquely named temporary file beside the target (two writers never share one), which
+replaces the target only once it is complete: a crash, a full disk or a bad row never leaves a
+half-written file, and a reader sees the old file or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["atomic_writer", "write_json_atomic", "write_text_atomic"]
+
+
+@contextmanager
+def atomic_writer(path: str | os.PathLike[str]) -> Iterator[TextIO]:
+    """A text handle whose content becomes ``path`` when the block ends without an exception."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            yield fh
+        # mkstemp creates 0600; these are ordinary files, so honour the umask like open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    with atomic_writer(path) as fh:
+        fh.write(text)
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
+    """Indented, key-sorted JSON; values JSON cannot hold (paths, enums) as their ``str``."""
+    with atomic_writer(path) as fh:
+        json.dump(data, fh, indent=2, sort_keys=True, default=str)
+        fh.write("\n")
