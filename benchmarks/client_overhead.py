@@ -21,24 +21,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import multiprocessing as mp
 import os
 import platform
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from hybridbench.config.schema import LoadCfg
 from hybridbench.load.client import ClientResult, generate_sglang
 from hybridbench.load.driver import Completed, drive
-from hybridbench.metrics.stats import percentile
+from hybridbench.load.http import StreamPool
+from hybridbench.metrics.summary import summarize
+from hybridbench.records.schema import Record
 from workloads.trace import TraceRow
 
 CONCURRENCY = (1, 64, 512)
@@ -86,18 +91,46 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _run(port: int, n: int, concurrency: int) -> tuple[list[float], float]:
+@dataclass(frozen=True)
+class Cell:
+    """One run of one client at one concurrency."""
+
+    p50_ms: float
+    p99_ms: float
+    rate: float
+    failed: int = 0
+    p99_delay_ms: float = math.nan  # hybridbench only: its records' client delay
+
+
+async def _run(port: int, n: int, concurrency: int) -> Cell:
+    """hybridbench's client as a trial runs it: every completion becomes a Record (kept), with its delay."""
     rows = [TraceRow(i, 0, 0.0, tuple(range(INPUT_TOKENS)), (0,) * OUTPUT_TOKENS) for i in range(n)]
-    done: list[Completed] = []
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+    records: list[Record] = []
+
+    def on_done(done: Completed) -> None:
+        r = done.result
+
+        def rel(t: float | None) -> float | None:
+            return None if t is None else t - done.t0
+
+        records.append(Record(
+            run_id="client-overhead", trial_id=f"c{concurrency}", arm="none", workload="instant", repeat=0,
+            request_index=done.index, session_id=done.row.session_id, turn_id=done.row.turn_id,
+            scheduled_s=done.scheduled_s, sent_s=rel(r.sent), first_token_s=rel(r.first_token), end_s=rel(r.end),
+            prompt_tokens=len(done.prompt), output_tokens=r.output_tokens, cached_tokens=r.cached_tokens,
+            status=r.status, error=r.error, itl_ms=r.itl_ms,  # type: ignore[arg-type]
+        ))
+
+    async with StreamPool(f"http://127.0.0.1:{port}") as pool:
         async def send(prompt: list[int], k: int) -> ClientResult:
-            return await generate_sglang(session, f"http://127.0.0.1:{port}", prompt, k, 30.0)
+            return await generate_sglang(pool, prompt, k, 30.0)
 
         start = time.perf_counter()
-        await drive(rows, LoadCfg(kind="closed", max_concurrency=concurrency), 0, send, done.append)
+        await drive(rows, LoadCfg(kind="closed", max_concurrency=concurrency), 0, send, on_done)
         wall = time.perf_counter() - start
-    ttft = [(c.result.first_token - c.result.sent) * 1e3 for c in done if c.result.first_token is not None]
-    return ttft, n / wall
+    summary = summarize(records)
+    return Cell(summary["median_ttft_ms"], summary["p99_ttft_ms"], n / wall, summary["failed"],
+                summary["p99_client_delay_ms"])
 
 
 # --- SGLang's bench_serving, side by side --------------------------------------------------------------
@@ -157,10 +190,10 @@ def bench_serving_args(base_url: str, tokenizer: str, n: int, concurrency: str, 
             "--output-file", output_file]
 
 
-def _bench_serving(python: str, tmp: Path, port: int, n: int, concurrency: int, *,
-                   extra: list[str]) -> dict[str, Any] | str:
-    """bench_serving's result line (its JSON output), or why there is none."""
+def _bench_serving(python: str, tmp: Path, port: int, n: int, concurrency: int, *, extra: list[str]) -> Cell | str:
+    """One bench_serving run's figures (from its JSON output), or why there are none."""
     out = tmp / f"bench_serving_{len(extra)}_c{concurrency}.jsonl"
+    out.unlink(missing_ok=True)
     cmd = [python, "-c", _BENCH_SERVING_SHIM, *extra,
            *bench_serving_args(f"http://127.0.0.1:{port}", str(tmp / "tokenizer"), n, str(concurrency), str(out))]
     try:
@@ -169,74 +202,107 @@ def _bench_serving(python: str, tmp: Path, port: int, n: int, concurrency: int, 
         return "bench_serving did not finish within 900 s"
     if proc.returncode != 0 or not out.exists():
         return f"bench_serving exited with status {proc.returncode}:\n{_tail(proc.stderr or proc.stdout)}"
-    result: dict[str, Any] = json.loads(out.read_text().strip().splitlines()[-1])
-    return result
+    res: dict[str, Any] = json.loads(out.read_text().strip().splitlines()[-1])
+    return Cell(res["median_ttft_ms"], res["p99_ttft_ms"], res["request_throughput"], n - int(res.get("completed", 0)))
 
 
-def run_bench_serving(python: str, port: int, n: int) -> None:
-    """Print bench_serving's figures beside hybridbench's, or a note saying why they are missing."""
-    print()
+Runner = Callable[[int], "Cell | str"]
+
+
+def bench_serving_clients(python: str, tmp: Path, port: int, n: int) -> list[tuple[str, Runner]]:
+    """bench_serving's Python client and (where this SGLang has it) its Rust client, or none with a note why."""
     if not python:
         print("bench_serving: skipped (--sglang-python '').")
-        return
+        return []
     if not os.access(python, os.X_OK):
         print(f"bench_serving: skipped, no SGLang python at {python} (build it with "
               "tests/sglang_oracle/build_env.sh, or pass --sglang-python PATH).")
-        return
-    with tempfile.TemporaryDirectory(prefix="client_overhead_") as tmp_name:
-        tmp = Path(tmp_name)
-        made = subprocess.run([python, "-c", _TOKENIZER_SCRIPT, str(tmp / "tokenizer")], capture_output=True,
-                              text=True, env=_sglang_env(), timeout=300, check=False)
-        if made.returncode != 0:
-            print(f"bench_serving: skipped, {python} cannot build the local tokenizer (is SGLang installed?):\n"
-                  f"{_tail(made.stderr)}")
-            return
-        info = json.loads(made.stdout.strip().splitlines()[-1])
-        # bench_serving's own Python client; newer SGLang also ships a Rust one behind --rust-client.
-        clients: list[tuple[str, list[str]]] = [("Python", [])]
-        if info["rust_client"]:
-            clients.append(("Rust (--rust-client)", ["--rust-client"]))
-        shown = bench_serving_args("http://127.0.0.1:PORT", "TOKENIZER_DIR", n, "C", "OUT.jsonl")
-        print(f"SGLang {info['version']} bench_serving against the same server, same request shape:")
-        rust_flag = "[--rust-client] " if len(clients) > 1 else ""
-        print(f"    {python} -m sglang.bench_serving {rust_flag}{' '.join(shown)}")
-        print("    (run as `python -c` with a stand-in for the `datasets` package when the venv lacks it)")
-        print("| bench_serving client | concurrent streams | requests | TTFT p50 ms | TTFT p99 ms | requests/s |")
-        print("|---|---|---|---|---|---|")
-        for label, extra in clients:
-            for c in CONCURRENCY:
-                res = _bench_serving(python, tmp, port, n, c, extra=extra)
-                if isinstance(res, str):
-                    print(f"| {label} | {c} | {n} | n/a | n/a | n/a |\n{res}", flush=True)
-                    continue
-                failed = n - int(res.get("completed", 0))
-                note = f" ({failed} failed)" if failed else ""
-                print(f"| {label} | {c} | {n}{note} | {res['median_ttft_ms']:.2f} | {res['p99_ttft_ms']:.2f} | "
-                      f"{res['request_throughput']:,.0f} |", flush=True)
+        return []
+    made = subprocess.run([python, "-c", _TOKENIZER_SCRIPT, str(tmp / "tokenizer")], capture_output=True,
+                          text=True, env=_sglang_env(), timeout=300, check=False)
+    if made.returncode != 0:
+        print(f"bench_serving: skipped, {python} cannot build the local tokenizer (is SGLang installed?):\n"
+              f"{_tail(made.stderr)}")
+        return []
+    info = json.loads(made.stdout.strip().splitlines()[-1])
+    flags: list[tuple[str, list[str]]] = [("bench_serving (Python)", [])]
+    if info["rust_client"]:
+        flags.append(("bench_serving `--rust-client`", ["--rust-client"]))
+    shown = bench_serving_args("http://127.0.0.1:PORT", "TOKENIZER_DIR", n, "C", "OUT.jsonl")
+    rust_flag = "[--rust-client] " if len(flags) > 1 else ""
+    print(f"SGLang {info['version']} bench_serving against the same server, same request shape:\n"
+          f"    {python} -m sglang.bench_serving {rust_flag}{' '.join(shown)}\n"
+          "    (run as `python -c` with a stand-in for the `datasets` package when the venv lacks it)")
+
+    def runner(extra: list[str]) -> Runner:
+        return lambda c: _bench_serving(python, tmp, port, n, c, extra=extra)
+
+    return [(label, runner(extra)) for label, extra in flags]
+
+
+def _median(cells: list[Cell], key: str) -> float:
+    return float(statistics.median(getattr(c, key) for c in cells))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=6, help="runs per client and concurrency, alternated (default 6)")
+    ap.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)),
+                    help="comma-separated stream counts (default %(default)s)")
+    ap.add_argument("--no-python-client", action="store_true", help="leave out bench_serving's Python client")
     ap.add_argument("--sglang-python", default=str(DEFAULT_SGLANG_PYTHON),
                     help="a python with SGLang installed, to run bench_serving side by side ('' to skip); "
                          "default: %(default)s")
     args = ap.parse_args()
+    try:
+        levels = [int(c) for c in args.concurrency.split(",")]
+    except ValueError:
+        ap.error(f"--concurrency: not a list of integers: {args.concurrency!r}")
+    if args.requests < 1 or args.runs < 1 or min(levels) < 1:
+        ap.error("--requests, --runs and every --concurrency must be >= 1")
     port = _free_port()
     server = mp.Process(target=_serve, args=(port, OUTPUT_TOKENS), daemon=True)
     server.start()
     time.sleep(1.0)
     try:
-        cpu = platform.processor() or platform.machine()
-        print(f"machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}; server in its own process")
-        print("hybridbench load client:")
-        print("| concurrent streams | requests | TTFT p50 ms | TTFT p99 ms | requests/s |")
-        print("|---|---|---|---|---|")
-        for c in CONCURRENCY:
-            ttft, rate = asyncio.run(_run(port, args.requests, c))
-            print(f"| {c} | {args.requests} | {percentile(ttft, 50):.2f} | {percentile(ttft, 99):.2f} | {rate:,.0f} |",
-                  flush=True)
-        run_bench_serving(args.sglang_python, port, args.requests)
+        with tempfile.TemporaryDirectory(prefix="client_overhead_") as tmp_name:
+            cpu = platform.processor() or platform.machine()
+            print(f"machine: {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start, "
+                  f"Python {platform.python_version()}; server in its own process")
+            clients: list[tuple[str, Runner]] = [("hybridbench", lambda c: asyncio.run(_run(port, args.requests, c)))]
+            clients += [(label, run) for label, run in bench_serving_clients(args.sglang_python, Path(tmp_name), port,
+                                                                              args.requests)
+                        if not (args.no_python_client and "Python" in label)]
+            cells: dict[tuple[str, int], list[Cell]] = {}
+            for c in levels:
+                for rep in range(args.runs):
+                    # Alternate who goes first, so a slow spell on the shared machine hits every client.
+                    for label, run in clients if rep % 2 == 0 else clients[::-1]:
+                        cell = run(c)
+                        if isinstance(cell, str):
+                            print(f"{label} at {c} streams: {cell}", flush=True)
+                            continue
+                        cells.setdefault((label, c), []).append(cell)
+                        print(f"  run {rep + 1}/{args.runs} {label} c={c}: p50 {cell.p50_ms:.2f} ms, p99 "
+                              f"{cell.p99_ms:.2f} ms, {cell.rate:,.0f} req/s", flush=True)
+            print(f"\nmedians of {args.runs} alternating runs, {args.requests} requests each; the ratios divide "
+                  "by the last client's cell (> 1: hybridbench ahead)")
+            last = clients[-1][0]
+            print(f"| client | concurrent streams | TTFT p50 ms | TTFT p99 ms | requests/s | p99 client delay ms "
+                  f"| failed | req/s ratio | p99 ratio |\n|{'---|' * 9}")
+            for c in levels:
+                for label, _ in clients:
+                    got = cells.get((label, c))
+                    if not got:
+                        continue
+                    ref = cells.get((last, c))
+                    rate_ratio = _median(got, "rate") / _median(ref, "rate") if ref else math.nan
+                    p99_ratio = _median(ref, "p99_ms") / _median(got, "p99_ms") if ref else math.nan
+                    delay = _median(got, "p99_delay_ms")
+                    print(f"| {label} | {c} | {_median(got, 'p50_ms'):.2f} | {_median(got, 'p99_ms'):.2f} | "
+                          f"{_median(got, 'rate'):,.0f} | {'—' if math.isnan(delay) else f'{delay:.2f}'} | "
+                          f"{sum(x.failed for x in got)} | {rate_ratio:.2f} | {p99_ratio:.2f} |")
     finally:
         server.terminate()
         server.join(5)

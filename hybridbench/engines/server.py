@@ -38,6 +38,7 @@ from hybridbench.engines.server_logs import (
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.load.client import ClientResult, generate_openai, generate_sglang
 from hybridbench.load.driver import Completed, drive
+from hybridbench.load.http import StreamPool
 from hybridbench.load.progress import TrialProgress
 from hybridbench.plan.build import effective_vocab
 from hybridbench.plan.types import RunPlan
@@ -310,12 +311,11 @@ class ServerEngine:
         timeout = cfg.engine.request_timeout_s
 
         async def run() -> None:
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+            async with StreamPool(server.base_url) as pool:
                 async def send(prompt: list[int], max_new: int) -> ClientResult:
                     if self.api == "openai":
-                        return await generate_openai(session, server.base_url, prompt, max_new, timeout,
-                                                     model=cfg.model.hf_id)
-                    return await generate_sglang(session, server.base_url, prompt, max_new, timeout)
+                        return await generate_openai(pool, prompt, max_new, timeout, model=cfg.model.hf_id)
+                    return await generate_sglang(pool, prompt, max_new, timeout)
 
                 task = asyncio.ensure_future(drive(ctx.rows, cfg.load, ctx.trial.seed, send, on_done))
                 watchdog = asyncio.ensure_future(self._watch(server, task, cfg.engine.health_timeout_s))

@@ -3,7 +3,8 @@
 SGLang native ``/generate`` with ``input_ids`` (SSE; each chunk's ``text`` is cumulative and
 ``meta_info.completion_tokens`` is the running count): TTFT is the first chunk with new tokens, ITL
 is the gap between chunks divided by the tokens they added. OpenAI ``/v1/completions`` with a
-token-id prompt: TTFT at the first chunk with non-empty text, one ITL per chunk.
+token-id prompt: TTFT at the first chunk with non-empty text, one ITL per chunk. Chunks are timed
+when their bytes arrive (hybridbench.load.http), not when a task gets round to reading them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
+from hybridbench.load.http import DataHandler, StreamPool
 
 __all__ = ["ClientResult", "generate_openai", "generate_sglang"]
 
@@ -32,7 +33,7 @@ class ClientResult:
     status: str = "ok"  # ok | error | timeout | server_died
 
 
-def _in_band_error(chunk: dict[str, Any], res: ClientResult) -> bool:
+def _in_band_error(chunk: dict[str, Any], res: ClientResult, now: float) -> bool:
     """SGLang and vLLM report a failure inside a 200 stream: an ``error`` chunk or an ``abort`` finish."""
     err = chunk.get("error")
     finish = (chunk.get("meta_info") or {}).get("finish_reason")
@@ -43,32 +44,48 @@ def _in_band_error(chunk: dict[str, Any], res: ClientResult) -> bool:
         return False
     message = err.get("message", err) if isinstance(err, dict) else (err or (finish or {}).get("message", "aborted"))
     res.status, res.error = "error", f"server reported: {message}"
-    res.end = time.perf_counter()
+    res.end = now
     return True
 
 
 def _failure(exc: BaseException, timeout_s: float) -> tuple[str, str]:
     """(status, error) of a failed request, in the record's vocabulary."""
-    if isinstance(exc, TimeoutError):
+    if isinstance(exc, TimeoutError):  # before OSError: TimeoutError is one
         return "timeout", f"no complete response within {timeout_s:g} s"
-    if isinstance(exc, aiohttp.ClientConnectionError):
+    if isinstance(exc, OSError):
         return "server_died", f"connection failed: {exc}"
     return "error", f"{type(exc).__name__}: {exc}"
 
 
-async def _sse_lines(resp: aiohttp.ClientResponse) -> Any:
-    async for raw in resp.content:
-        line = raw.decode("utf-8", "replace").strip()
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return
-        yield json.loads(data)
+_decode = json.JSONDecoder().raw_decode  # the payload is stripped: json.loads' whitespace scans are wasted
+
+
+def _object(data: bytes) -> dict[str, Any]:
+    text = data.decode("utf-8", "surrogatepass")
+    chunk, end = _decode(text)
+    if end != len(text):
+        raise ValueError(f"trailing data after the JSON object: {data[:80]!r}")
+    if not isinstance(chunk, dict):
+        raise ValueError(f"SSE data is not a JSON object: {data[:80]!r}")
+    return chunk
+
+
+async def _stream(pool: StreamPool, path: str, payload: dict[str, Any], res: ClientResult, on_data: DataHandler,
+                  *, timeout_s: float) -> None:
+    """POST, feed the stream to ``on_data``, and record how the request ended on ``res``."""
+    try:
+        resp = await pool.post_sse(path, json.dumps(payload).encode(), on_data, timeout_s)
+    except (TimeoutError, OSError, ValueError) as exc:
+        res.status, res.error = _failure(exc, timeout_s)
+        return
+    if resp.status != 200:
+        res.status, res.error = "error", f"HTTP {resp.status}: {resp.body.decode('utf-8', 'replace')[:200]}"
+    elif res.status == "ok":
+        res.end = resp.end
 
 
 async def generate_sglang(
-    session: aiohttp.ClientSession, base_url: str, input_ids: Sequence[int], max_new_tokens: int, timeout_s: float
+    pool: StreamPool, input_ids: Sequence[int], max_new_tokens: int, timeout_s: float
 ) -> ClientResult:
     payload = {
         "input_ids": list(input_ids),
@@ -76,71 +93,63 @@ async def generate_sglang(
         "stream": True,
     }
     res = ClientResult(sent=time.perf_counter())
-    last_t, last_n = res.sent, 0
-    try:
-        async with session.post(f"{base_url}/generate", json=payload,
-                                timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-            if resp.status != 200:
-                res.status, res.error = "error", f"HTTP {resp.status}: {(await resp.text())[:200]}"
-                return res
-            async for chunk in _sse_lines(resp):
-                now = time.perf_counter()
-                if _in_band_error(chunk, res):
-                    return res
-                meta = chunk.get("meta_info", {})
-                n = int(meta.get("completion_tokens", last_n))
-                if n > last_n:
-                    if res.first_token is None:
-                        res.first_token = now
-                    else:
-                        res.itl_ms.extend([(now - last_t) * 1e3 / (n - last_n)] * (n - last_n))
-                    last_t, last_n = now, n
-                if "cached_tokens" in meta:
-                    res.cached_tokens = int(meta["cached_tokens"])
-                if isinstance(chunk.get("output_ids"), list):
-                    res.output_ids = [int(t) for t in chunk["output_ids"]]
-            res.end = time.perf_counter()
-            res.output_tokens = last_n
-    except (TimeoutError, aiohttp.ClientError, json.JSONDecodeError, ValueError) as exc:
-        res.status, res.error = _failure(exc, timeout_s)
+    last_t, last_n = res.sent, 0  # time and completion_tokens of the last chunk that added tokens
+
+    def on_data(data: bytes, now: float) -> bool:
+        nonlocal last_t, last_n
+        chunk = _object(data)
+        if _in_band_error(chunk, res, now):
+            return True
+        meta = chunk.get("meta_info", {})
+        n = int(meta.get("completion_tokens", last_n))
+        if n > last_n:
+            if res.first_token is None:
+                res.first_token = now
+            else:
+                res.itl_ms.extend([(now - last_t) * 1e3 / (n - last_n)] * (n - last_n))
+            last_t, last_n = now, n
+        if "cached_tokens" in meta:
+            res.cached_tokens = int(meta["cached_tokens"])
+        if isinstance(chunk.get("output_ids"), list):
+            res.output_ids = [int(t) for t in chunk["output_ids"]]
+        return False
+
+    await _stream(pool, "/generate", payload, res, on_data, timeout_s=timeout_s)
+    if res.status == "ok":
+        res.output_tokens = last_n
     return res
 
 
 async def generate_openai(
-    session: aiohttp.ClientSession, base_url: str, input_ids: Sequence[int], max_tokens: int, timeout_s: float,
-    *, model: str,
+    pool: StreamPool, input_ids: Sequence[int], max_tokens: int, timeout_s: float, *, model: str,
 ) -> ClientResult:
     payload = {"model": model, "prompt": list(input_ids), "max_tokens": max_tokens, "temperature": 0.0,
                "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
     res = ClientResult(sent=time.perf_counter())
-    last_t = res.sent
-    try:
-        async with session.post(f"{base_url}/v1/completions", json=payload,
-                                timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-            if resp.status != 200:
-                res.status, res.error = "error", f"HTTP {resp.status}: {(await resp.text())[:200]}"
-                return res
-            chunks = 0
-            async for chunk in _sse_lines(resp):
-                now = time.perf_counter()
-                if _in_band_error(chunk, res):
-                    return res
-                choices = chunk.get("choices") or []
-                if choices and choices[0].get("text"):
-                    chunks += 1
-                    if res.first_token is None:
-                        res.first_token = now
-                    else:
-                        res.itl_ms.append((now - last_t) * 1e3)
-                    last_t = now
-                usage = chunk.get("usage") or {}
-                if usage:
-                    res.output_tokens = int(usage.get("completion_tokens", chunks))
-                    details = usage.get("prompt_tokens_details") or {}
-                    if "cached_tokens" in details:
-                        res.cached_tokens = int(details["cached_tokens"])
-            res.end = time.perf_counter()
-            res.output_tokens = res.output_tokens or chunks
-    except (TimeoutError, aiohttp.ClientError, json.JSONDecodeError, ValueError) as exc:
-        res.status, res.error = _failure(exc, timeout_s)
+    last_t, chunks = res.sent, 0  # time of the last text chunk, text chunks so far
+
+    def on_data(data: bytes, now: float) -> bool:
+        nonlocal last_t, chunks
+        chunk = _object(data)
+        if _in_band_error(chunk, res, now):
+            return True
+        choices = chunk.get("choices") or []
+        if choices and choices[0].get("text"):
+            chunks += 1
+            if res.first_token is None:
+                res.first_token = now
+            else:
+                res.itl_ms.append((now - last_t) * 1e3)
+            last_t = now
+        usage = chunk.get("usage") or {}
+        if usage:
+            res.output_tokens = int(usage.get("completion_tokens", chunks))
+            details = usage.get("prompt_tokens_details") or {}
+            if "cached_tokens" in details:
+                res.cached_tokens = int(details["cached_tokens"])
+        return False
+
+    await _stream(pool, "/v1/completions", payload, res, on_data, timeout_s=timeout_s)
+    if res.status == "ok":
+        res.output_tokens = res.output_tokens or chunks
     return res

@@ -1,0 +1,302 @@
+"""A lean HTTP/1.1 keep-alive client for the load driver's streaming POSTs.
+
+aiohttp spent most of the client's CPU per request (request and response objects, header multidicts,
+a coroutine wake-up per SSE line); on a loaded machine that CPU shows up as TTFT and caps the request
+rate. Here one ``asyncio.Protocol`` per connection parses the status line, headers and (chunked or
+sized) body inside ``data_received`` and hands every complete SSE ``data:`` payload, with the time
+its bytes arrived, straight to the request's handler: no task switch per line, one per request.
+
+Failures surface as the exceptions the clients map to record statuses: ``TimeoutError`` (no complete
+response within the request's timeout), ``ConnectionError`` (refused, reset or closed mid-response)
+and ``ValueError`` (a response that is not HTTP/1.x, or a handler that cannot parse a payload).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+__all__ = ["DataHandler", "Response", "StreamPool"]
+
+# One SSE ``data:`` payload (stripped) and the perf_counter() at which its bytes arrived; True stops the stream.
+DataHandler = Callable[[bytes, float], bool]
+
+_MAX_HEAD = 64 * 1024  # a status line plus headers longer than this is not a server we talk to
+_MAX_ERROR_BODY = 64 * 1024  # of a non-200 body, only the start is kept (the record shows 200 characters)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    body: bytes  # a non-200 response's body (its start); empty for a 200 stream
+    end: float  # perf_counter() when the stream ended: [DONE], the handler stopped it, or the body ended
+
+
+class _StaleConnection(ConnectionError):
+    """A reused keep-alive connection closed before any byte of the response: the server dropped it idle."""
+
+
+class _Conn(asyncio.Protocol):
+    """One connection, one request at a time: parse the response as its bytes arrive."""
+
+    def __init__(self, pool: StreamPool) -> None:
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.served = 0  # responses completed on this connection
+        self._waiter: asyncio.Future[Response] | None = None
+        self._on_data: DataHandler | None = None
+
+    # ------------------------------------------------------------- a request
+    def start(self, request: bytes, on_data: DataHandler) -> asyncio.Future[Response]:
+        assert self.transport is not None
+        self._waiter = self.pool.loop.create_future()
+        self._on_data = on_data
+        self._buf = b""
+        self._head_done = False
+        self._status = 0
+        self._keep_alive = True
+        self._mode = ""  # chunked | length | close
+        self._left = 0  # bytes left in the current chunk (chunked) or the body (length)
+        self._chunk_tail = False  # a chunk's data was read; its CRLF is next
+        self._trailers = False  # the last chunk was read; trailer lines until an empty one
+        self._sse = b""  # an SSE line not yet complete
+        self._error_body = bytearray()
+        self._end: float | None = None  # [DONE] seen (or the handler stopped): the result's end time
+        self._got_bytes = False
+        self.transport.write(request)
+        return self._waiter
+
+    def abort(self, exc: BaseException) -> None:
+        """Fail the pending request (timeout, cancellation) and drop the connection."""
+        self._fail(exc)
+
+    # ------------------------------------------------------------- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._waiter is None or self._waiter.done():
+            return
+        if self._head_done and self._mode == "close":
+            self._finish()  # a body delimited by the connection's end is complete
+        elif not self._got_bytes and self.served:
+            self._fail(_StaleConnection("keep-alive connection closed before the response"))
+        else:
+            self._fail(ConnectionError(f"connection closed mid-response{f': {exc}' if exc else ''}"))
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        if self._waiter is None:  # bytes nobody asked for: not a connection to reuse
+            self._close()
+            return
+        self._got_bytes = True
+        try:
+            self._feed(self._buf + data if self._buf else data, now)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a payload the handler cannot read
+            self._fail(exc if isinstance(exc, ValueError) else ValueError(f"{type(exc).__name__}: {exc}"))
+
+    # ------------------------------------------------------------- parsing
+    def _feed(self, data: bytes, now: float) -> None:
+        self._buf = b""
+        pos = 0
+        if not self._head_done:
+            end = data.find(b"\r\n\r\n")
+            if end < 0:
+                if len(data) > _MAX_HEAD:
+                    raise ValueError("response headers exceed 64 KiB")
+                self._buf = data
+                return
+            self._parse_head(data[:end].decode("latin-1"))
+            pos = end + 4
+        pieces: list[bytes] = []  # body bytes of this read, handled in one go after the framing
+        complete = self._mode == "length" and self._left == 0
+        n = len(data)
+        while pos < n and not complete:
+            if self._mode != "chunked":
+                take = n - pos if self._mode == "close" else min(self._left, n - pos)
+                pieces.append(data[pos:pos + take])
+                pos += take
+                if self._mode == "length":
+                    self._left -= take
+                    complete = self._left == 0
+            elif self._left:
+                take = min(self._left, n - pos)
+                pieces.append(data[pos:pos + take])
+                pos += take
+                self._left -= take
+                self._chunk_tail = self._left == 0
+            else:  # a chunk-size line, the CRLF after a chunk's data, or a trailer line
+                eol = data.find(b"\r\n", pos)
+                if eol < 0:
+                    self._buf = data[pos:]
+                    break
+                line = data[pos:eol]
+                pos = eol + 2
+                if self._trailers:
+                    complete = not line
+                elif self._chunk_tail:
+                    if line:
+                        raise ValueError("malformed chunked body: no CRLF after a chunk")
+                    self._chunk_tail = False
+                else:
+                    self._left = int(line.split(b";", 1)[0], 16)
+                    self._trailers = self._left == 0
+        if pieces:
+            self._body(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
+        if complete and not self.closed:
+            self._finish(now)
+
+    def _parse_head(self, head: str) -> None:
+        lines = head.split("\r\n")
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+            raise ValueError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+        self._status = int(parts[1])
+        self._keep_alive = parts[0] != "HTTP/1.0"
+        self._mode = "close"
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            name, value = name.strip().lower(), value.strip().lower()
+            if name == "transfer-encoding" and "chunked" in value:
+                self._mode = "chunked"
+            elif name == "content-length" and self._mode != "chunked":
+                self._mode, self._left = "length", int(value)
+            elif name == "connection":
+                self._keep_alive = "close" not in value if self._keep_alive else "keep-alive" in value
+        if self._mode == "close":
+            self._keep_alive = False
+        self._head_done = True
+
+    def _body(self, piece: bytes, now: float) -> None:
+        if self._status != 200:
+            if len(self._error_body) < _MAX_ERROR_BODY:
+                self._error_body += piece
+            return
+        if self._end is not None:
+            return  # after [DONE]: drain the body so the connection can be reused
+        lines = (self._sse + piece if self._sse else piece).split(b"\n")
+        self._sse = lines.pop()  # an incomplete last line waits for the next read
+        for raw in lines:
+            line = raw if raw.startswith(b"data:") else raw.strip()
+            if not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            assert self._on_data is not None and self._waiter is not None
+            if payload == b"[DONE]":
+                self._end = now
+                self._sse = b""
+                self._waiter.set_result(Response(200, b"", now))
+                return
+            if self._on_data(payload, now):
+                self._end = now
+                self._waiter.set_result(Response(200, b"", now))
+                self._close()  # the rest of the stream is unread: the connection cannot be reused
+                return
+
+    # ------------------------------------------------------------- endings
+    def _finish(self, now: float | None = None) -> None:
+        assert self._waiter is not None
+        end = now if now is not None else time.perf_counter()
+        if not self._waiter.done():
+            body = bytes(self._error_body) if self._status != 200 else b""
+            self._waiter.set_result(Response(self._status, body, self._end if self._end is not None else end))
+        self.served += 1
+        self._waiter, self._on_data = None, None
+        if self._keep_alive and not self.closed:
+            self.pool.release(self)
+        else:
+            self._close()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(exc)
+        self._close()
+
+    def _close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class StreamPool:
+    """Keep-alive connections to one ``http://host:port[/prefix]`` server, opened as needed, never capped."""
+
+    def __init__(self, base_url: str) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"the load client speaks plain http://host:port, not {base_url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or 80
+        self.prefix = parts.path.rstrip("/")
+        self._host_header = parts.netloc.rsplit("@", 1)[-1]
+        self._idle: list[_Conn] = []
+        self._all: set[_Conn] = set()
+        self.loop = asyncio.get_running_loop()
+
+    async def __aenter__(self) -> StreamPool:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for conn in list(self._all):
+            conn.abort(ConnectionError("client closed"))
+        self._all.clear()
+        self._idle.clear()
+
+    def release(self, conn: _Conn) -> None:
+        if conn in self._all:
+            self._idle.append(conn)
+
+    def request_bytes(self, path: str, body: bytes) -> bytes:
+        head = (f"POST {self.prefix}{path} HTTP/1.1\r\nHost: {self._host_header}\r\n"
+                "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n")
+        return head.encode("latin-1") + body
+
+    async def _connect(self, timeout_s: float) -> _Conn:
+        try:
+            _, conn = await asyncio.wait_for(
+                self.loop.create_connection(lambda: _Conn(self), self.host, self.port), timeout_s)
+        except asyncio.TimeoutError:  # a distinct class before Python 3.11
+            raise TimeoutError(f"no connection within {timeout_s:g} s") from None
+        self._all.add(conn)
+        return conn
+
+    async def post_sse(self, path: str, body: bytes, on_data: DataHandler, timeout_s: float) -> Response:
+        """POST ``body`` and feed the SSE payloads of a 200 response to ``on_data``, within ``timeout_s``."""
+        deadline = time.perf_counter() + timeout_s
+        request = self.request_bytes(path, body)
+        while True:
+            conn = None
+            while self._idle:
+                candidate = self._idle.pop()
+                if not candidate.closed:
+                    conn = candidate
+                    break
+                self._all.discard(candidate)
+            if conn is None:
+                conn = await self._connect(deadline - time.perf_counter())
+            waiter = conn.start(request, on_data)
+            timer = self.loop.call_at(self.loop.time() + max(0.0, deadline - time.perf_counter()), conn.abort,
+                                      TimeoutError(f"no complete response within {timeout_s:g} s"))
+            try:
+                return await waiter
+            except _StaleConnection:
+                self._all.discard(conn)
+                continue  # nothing reached the server's handler: send again on a fresh connection
+            except BaseException:
+                conn.abort(ConnectionError("request abandoned"))
+                self._all.discard(conn)
+                raise
+            finally:
+                timer.cancel()
+                if conn.closed:
+                    self._all.discard(conn)

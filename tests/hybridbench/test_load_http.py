@@ -1,0 +1,144 @@
+"""The load client's HTTP layer against raw-socket servers that send exactly the bytes a test chooses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+
+from hybridbench.load.client import generate_openai, generate_sglang
+from hybridbench.load.http import StreamPool
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def _sse(chunks: list[dict[str, object]]) -> bytes:
+    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+
+
+def _chunked(body: bytes, size: int) -> bytes:
+    parts = [body[i:i + size] for i in range(0, len(body), size)]
+    return b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in parts) + b"0\r\n\r\n"
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length"))
+    return await reader.readexactly(length)
+
+
+async def _with_server(handler: Handler, body: Callable[[str], Awaitable[object]]) -> object:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        return await body(f"http://127.0.0.1:{port}")
+    finally:
+        server.close()
+
+
+STREAM = [{"text": "a", "output_ids": [7], "meta_info": {"completion_tokens": 1, "cached_tokens": 3}},
+          {"text": "ab", "output_ids": [7, 8], "meta_info": {"completion_tokens": 2, "cached_tokens": 3}},
+          {"text": "abc", "output_ids": [7, 8, 9], "meta_info": {"completion_tokens": 3, "cached_tokens": 3}}]
+
+
+def test_a_chunked_stream_split_at_every_byte_parses_the_same_and_reuses_one_connection() -> None:
+    connections = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+        for split in (1, 7, 10_000):  # one request per split size, all on this keep-alive connection
+            payload = json.loads(await _read_request(reader))
+            assert payload["input_ids"] == [1, 2, 3] and payload["stream"] is True
+            data = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + _chunked(_sse(STREAM), 5))
+            for i in range(0, len(data), split):
+                writer.write(data[i:i + split])
+                await writer.drain()
+        await reader.read()
+
+    async def body(url: str) -> object:
+        async with StreamPool(url) as pool:
+            return [await generate_sglang(pool, [1, 2, 3], 3, 5.0) for _ in range(3)]
+
+    results = asyncio.run(_with_server(handler, body))
+    assert len(connections) == 1
+    for r in results:  # type: ignore[attr-defined]
+        assert r.status == "ok", r.error
+        assert (r.output_tokens, r.output_ids, r.cached_tokens, len(r.itl_ms)) == (3, [7, 8, 9], 3, 2)
+        assert r.sent < r.first_token <= r.end
+
+
+def test_an_error_status_keeps_the_body_and_a_sized_openai_stream_counts_usage() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        path = (await reader.readuntil(b"\r\n")).split()[1]
+        await reader.readuntil(b"\r\n\r\n")
+        if path == b"/generate":
+            msg = b'{"error": "prompt too long"}'
+            writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n%s" % (len(msg), msg))
+        else:
+            chunks = [{"choices": [{"text": "x"}]}, {"choices": [{"text": "y"}]},
+                      {"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 4}}}]
+            sse = _sse(chunks)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(sse), sse))
+        await writer.drain()
+        writer.close()
+
+    async def body(url: str) -> object:
+        async with StreamPool(url) as pool:
+            return (await generate_sglang(pool, [1], 4, 5.0),
+                    await generate_openai(pool, [1], 4, 5.0, model="m"))
+
+    bad, good = asyncio.run(_with_server(handler, body))  # type: ignore[misc]
+    assert bad.status == "error" and bad.error == 'HTTP 400: {"error": "prompt too long"}' and bad.end is None
+    assert good.status == "ok" and (good.output_tokens, good.cached_tokens, len(good.itl_ms)) == (2, 4, 1)
+
+
+def test_a_silent_server_times_out_and_a_closed_port_is_server_died() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # never answers
+
+    async def body(url: str) -> object:
+        async with StreamPool(url) as pool:
+            return await generate_sglang(pool, [1], 4, 0.3)
+
+    slow = asyncio.run(_with_server(handler, body))
+    assert slow.status == "timeout" and "0.3 s" in slow.error  # type: ignore[attr-defined]
+
+    async def refused() -> object:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        server.close()
+        await server.wait_closed()
+        async with StreamPool(f"http://127.0.0.1:{port}") as pool:
+            return await generate_sglang(pool, [1], 4, 5.0)
+
+    dead = asyncio.run(refused())
+    assert dead.status == "server_died" and dead.error.startswith("connection failed")  # type: ignore[attr-defined]
+
+
+def test_a_connection_dropped_mid_stream_is_server_died_and_an_idle_drop_is_retried() -> None:
+    served = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        served.append(1)
+        head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        if len(served) == 1:  # a whole response, then the server drops the idle keep-alive connection
+            writer.write(head + _chunked(_sse(STREAM[:1]), 64))
+        else:  # half a response, then the connection dies
+            writer.write(head + _chunked(_sse(STREAM[:1]), 64)[:20])
+        await writer.drain()
+        writer.close()
+
+    async def body(url: str) -> object:
+        async with StreamPool(url) as pool:
+            first = await generate_sglang(pool, [1], 1, 5.0)
+            await asyncio.sleep(0.1)  # the server has closed the idle connection by now
+            second = await generate_sglang(pool, [1], 1, 5.0)
+            return first, second
+
+    first, second = asyncio.run(_with_server(handler, body))  # type: ignore[misc]
+    assert first.status == "ok" and first.output_tokens == 1
+    assert len(served) == 2  # the dropped idle connection was replaced, not reported as a failure
+    assert second.status == "server_died" and "mid-response" in second.error
