@@ -28,6 +28,7 @@ __all__ = ["build_app"]
 
 VERSION = "reference-0.1.0"
 HEALTH_TIMEOUT_S = 20.0
+HEALTH_POLL_S = 0.05
 
 
 def _error(message: str, status: int = 400) -> web.Response:
@@ -200,6 +201,10 @@ class Api:
         return web.Response(text="")
 
     async def health_generate(self, request: web.Request) -> web.Response:
+        """SGLang's rule: healthy once the scheduler produces any output after the probe was sent (its
+        ``last_receive_tstamp``), not only once the probe itself finished. Under an all-at-once load the probe
+        waits in the queue behind every request; waiting for it alone called a busy server hung."""
+        forwards = self.engine.forwards
         params = GenerateParams(input_ids=[0], max_new_tokens=1, temperature=0.0, ignore_eos=True, stream=False)
         sub, queue = self._start(params)
 
@@ -209,10 +214,18 @@ class Api:
                     return u.error
             return None
 
-        try:  # wait_for, not asyncio.timeout: the package supports Python 3.10
-            error = await asyncio.wait_for(run(), HEALTH_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            return web.Response(status=503, text="health generation timed out")
+        task = asyncio.ensure_future(run())
+        deadline = time.monotonic() + HEALTH_TIMEOUT_S
+        try:
+            while not task.done():
+                if self.engine.forwards > forwards:
+                    return web.Response(text="")
+                if time.monotonic() >= deadline:
+                    return web.Response(status=503, text="health generation timed out")
+                await asyncio.wait({task}, timeout=HEALTH_POLL_S)
+            error = task.result()
+        finally:
+            task.cancel()  # a probe still queued is aborted (its slots freed) by _updates
         return web.Response(status=503, text=error) if error else web.Response(text="")
 
     async def flush_cache(self, request: web.Request) -> web.Response:

@@ -66,6 +66,7 @@ class EngineLoop:
         self.subs: dict[int, Submission] = {}
         self._build()
         self._decode_steps = 0
+        self.forwards = 0
         self._last_prefill_log = self._last_decode_log = time.perf_counter()
         self._decode_tokens = 0
         self.thread = threading.Thread(target=self._main, name="model-loop", daemon=True)
@@ -153,6 +154,7 @@ class EngineLoop:
                 self._finish_aborted(head.rid, head.error)
             return
         now = time.perf_counter()
+        self.forwards += 1  # read by /health_generate from the HTTP thread: progress, as SGLang judges health
         self.metrics.snapshot(self.core)
         if report.batch.kind == "prefill":
             self._log_prefill(report.batch, prev_chunked, now)

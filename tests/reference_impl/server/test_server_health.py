@@ -1,0 +1,28 @@
+"""/health_generate judges progress, as SGLang does: a busy server with a long queue is healthy."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from server_harness import running_server
+
+
+def test_health_generate_answers_while_its_probe_waits_behind_a_long_queue() -> None:
+    """SGLang returns 200 once any scheduler output arrives after the probe was sent. The reference server
+    used to wait for its own probe, which under an all-at-once load queued behind every request: the
+    survival experiment's busy server was declared hung (two 30 s health timeouts) while it made progress."""
+    with running_server("--arm", "lru", "--max-running-requests", "1") as server:
+        body = {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 12000, "ignore_eos": True}}
+        # Each long request alone outlasts the server's 20 s probe timeout at this machine's decode speed.
+        workers = [threading.Thread(target=server.request, args=("POST", "/generate", body), daemon=True)
+                   for _ in range(3)]
+        for w in workers:
+            w.start()
+        deadline = time.monotonic() + 10
+        while server.metric("sglang:num_queue_reqs") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.metric("sglang:num_queue_reqs") >= 2  # the probe lands behind these
+        t0 = time.monotonic()
+        status, _ = server.request("GET", "/health_generate")
+        assert status == 200 and time.monotonic() - t0 < 5
