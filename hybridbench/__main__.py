@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.config.strict import reject_unknown_keys
-from hybridbench.errors import HybridbenchError
+from hybridbench.errors import HybridbenchError, Interrupted, RunInterrupted
 
 _CONF = str(Path(__file__).resolve().parent.parent / "conf")
 
@@ -100,12 +100,17 @@ def _task(cfg: DictConfig) -> None:
         assert isinstance(run_cfg, RunCfg)
         resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
         code = run(run_cfg, run_dir, resolved)
+    except RunInterrupted as exc:  # what ran is on disk; a sweep stops here too
+        print(f"error: {exc}", file=sys.stderr)
+        _outcome["exit_code"] = exc.exit_code
+        raise SystemExit(exc.exit_code) from None
     except HybridbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         code = exc.exit_code
-    except KeyboardInterrupt:
-        print("error: interrupted (SIGINT/SIGTERM); records written so far are kept", file=sys.stderr)
-        code = 3
+    except KeyboardInterrupt as exc:  # before any trial started (a signal during a trial is RunInterrupted)
+        name = exc.signame if isinstance(exc, Interrupted) else "SIGINT"
+        print(f"error: interrupted by {name} before the run started", file=sys.stderr)
+        raise SystemExit(3) from None
     except Exception as exc:  # a bug or an unforeseen failure is infrastructure, never "a check failed"
         where = _save_traceback(run_dir)
         summary = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
@@ -114,14 +119,25 @@ def _task(cfg: DictConfig) -> None:
     _outcome["exit_code"] = max(_outcome["exit_code"], code)  # a sweep exits with its worst job
 
 
-def _terminate(signum: int, _frame: object) -> None:
-    # A CI cancel sends SIGTERM: unwind like Ctrl-C so every `finally` stops the servers we started.
-    raise KeyboardInterrupt
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _stop(signum: int, _frame: object) -> None:
+    """Ctrl-C, a CI cancel (SIGTERM) or a closed terminal (SIGHUP): unwind so every ``finally`` stops the servers
+    we started and the run writes its bundle for what ran. Later signals only wait for that to finish."""
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _stopping)
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def _stopping(signum: int, _frame: object) -> None:
+    print(f"{signal.Signals(signum).name}: already stopping (stopping the server, writing what ran)",
+          file=sys.stderr, flush=True)
 
 
 def main() -> int:
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGHUP, _terminate)
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _stop)
     register()
     sys.stderr = _hold
     try:

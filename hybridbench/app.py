@@ -17,10 +17,11 @@ from hybridbench.checks.registry import run_checks, validate_checks
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import TrialContext
 from hybridbench.engines.registry import make_engine
-from hybridbench.errors import ConfigError, EngineError
+from hybridbench.errors import ConfigError, EngineError, HybridbenchError, Interrupted, RunInterrupted
 from hybridbench.metrics.summary import aggregate, summarize
 from hybridbench.plan.build import build_plan
-from hybridbench.plan.types import RunPlan, WorkloadPlan
+from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
+from hybridbench.records.coverage import TrialOutcome, TrialState, coverage
 from hybridbench.records.io import RecordWriter, read_records
 from hybridbench.records.kl import KlSample, read_kl_samples
 from hybridbench.records.schema import Record
@@ -61,32 +62,51 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     engine.validate(cfg, plan)
     claim_run_dir(run_dir, overwrite=cfg.overwrite)  # last: overwrite empties it only for a valid run
     write_json_atomic(run_dir / "plan.json", plan.to_json())
-    traces = {w.name: _materialize(w) for w in plan.workloads}
+    traces: dict[str, list[TraceRow]] = {}
     records_path = run_dir / "records.jsonl"
     snapshots: dict[str, dict[str, Any]] = {}
-    started = []
-    failure: EngineError | None = None
+    outcomes: dict[str, TrialOutcome] = {}
+    failure: HybridbenchError | None = None  # what ended the run early: a dead server (exit 3) or a signal
+    current: Trial | None = None
+
+    def outcome(trial: Trial, state: TrialState, detail: str = "") -> TrialOutcome:
+        return TrialOutcome(trial.trial_id, trial.workload, trial.arm, trial.repeat, state,
+                            len(traces.get(trial.workload, ())), detail)
+
     try:
-        with contextlib.ExitStack() as files:
-            writer = files.enter_context(RecordWriter(records_path))
-            emit_kl = None  # kl.jsonl exists only when the kl check asked for probes
-            if "kl" in cfg.checks.enabled:
-                emit_kl = files.enter_context(RecordWriter(run_dir / "kl.jsonl")).write
-            for trial in plan.trials:
-                n = len(traces[trial.workload])
-                _progress(f"[{trial.index + 1}/{len(plan.trials)}] {trial.trial_id} ({n} requests)")
-                ctx = TrialContext(plan, trial, traces[trial.workload], writer.write, emit_kl)
-                started.append(trial)
-                try:
-                    snapshots[trial.trial_id] = engine.run_trial(cfg, ctx)
-                except EngineError as exc:
-                    # A dead or hung server is exit 3, but also what `survival` exists to report: the
-                    # bundle and report still cover every trial that ran, this one failing survival.
-                    snapshots[trial.trial_id] = {"infrastructure_error": str(exc)}
-                    failure = exc
-                    break
-    finally:
-        engine.close()
+        try:
+            for w in plan.workloads:
+                traces[w.name] = _materialize(w)
+            with contextlib.ExitStack() as files:
+                writer = files.enter_context(RecordWriter(records_path))
+                emit_kl = None  # kl.jsonl exists only when the kl check asked for probes
+                if "kl" in cfg.checks.enabled:
+                    emit_kl = files.enter_context(RecordWriter(run_dir / "kl.jsonl")).write
+                for trial in plan.trials:
+                    n = len(traces[trial.workload])
+                    _progress(f"[{trial.index + 1}/{len(plan.trials)}] {trial.trial_id} ({n} requests)")
+                    ctx = TrialContext(plan, trial, traces[trial.workload], writer.write, emit_kl)
+                    current = trial
+                    try:
+                        snapshots[trial.trial_id] = engine.run_trial(cfg, ctx)
+                    except EngineError as exc:
+                        # A dead or hung server is exit 3, but also what `survival` exists to report: the
+                        # bundle and report still cover every trial that ran, this one failing survival.
+                        snapshots[trial.trial_id] = {"infrastructure_error": str(exc)}
+                        outcomes[trial.trial_id] = outcome(trial, "engine died", str(exc))
+                        failure = exc
+                        break
+                    outcomes[trial.trial_id] = outcome(trial, "ran")
+        finally:
+            engine.close()
+    except Interrupted as exc:
+        # Ctrl-C, a CI cancel (SIGTERM), a closed terminal (SIGHUP): what ran is scored and written like any run.
+        failure = RunInterrupted(f"interrupted by {exc.signame}; the bundle and report cover the trials that ran")
+        if current is not None and current.trial_id not in outcomes:
+            outcomes[current.trial_id] = outcome(current, "interrupted", exc.signame)
+    for trial in plan.trials:
+        if trial.trial_id not in outcomes:
+            outcomes[trial.trial_id] = outcome(trial, "not run", f"the run ended before it ({failure})")
     # Metrics and checks work from the saved records, exactly as a later re-scoring would.
     by_trial: dict[str, list[Record]] = defaultdict(list)
     for rec in read_records(records_path):
@@ -95,15 +115,24 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     pooled: dict[tuple[str, str], list[Record]] = defaultdict(list)
     trial_summaries: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     snaps: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for trial in started:
-        recs = by_trial.get(trial.trial_id, [])
-        summary = summarize(recs)
+    by_pair: dict[tuple[str, str], list[TrialOutcome]] = defaultdict(list)
+    for trial in plan.trials:
+        done = outcomes[trial.trial_id]
         key = (trial.workload, trial.arm)
+        by_pair[key].append(done)
+        recs = by_trial.get(trial.trial_id, [])
+        cover = coverage(done.planned_requests, recs)
+        entry = {"trial_id": trial.trial_id, "arm": trial.arm, "workload": trial.workload, "repeat": trial.repeat,
+                 "state": done.state, "planned_requests": done.planned_requests,
+                 "recorded_requests": cover.recorded, "duplicated_records": cover.duplicated}
+        if done.state == "not run":
+            trials_out.append(entry)
+            continue
+        summary = summarize(recs)
         pooled[key].extend(recs)
         trial_summaries[key].append(summary)
         snaps[key].append(snapshots.get(trial.trial_id, {}))
-        trials_out.append({"trial_id": trial.trial_id, "arm": trial.arm, "workload": trial.workload,
-                           "repeat": trial.repeat, "summary": summary, "server": snapshots.get(trial.trial_id, {})})
+        trials_out.append({**entry, "summary": summary, "server": snapshots.get(trial.trial_id, {})})
     kl_samples: dict[tuple[str, str], list[KlSample]] = defaultdict(list)
     for sample in read_kl_samples(run_dir / "kl.jsonl"):
         kl_samples[(sample.workload, sample.arm)].append(sample)
@@ -113,10 +142,12 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
         cfg.checks.enabled,
         CheckInput(cfg.checks, plan.arms, plan.baseline_arm, tuple(w.name for w in plan.workloads),
                    dict(pooled), dict(trial_summaries), dict(snaps), cfg.seed, dict(kl_samples),
-                   cfg.engine.kl_threshold),
+                   cfg.engine.kl_threshold, trials=dict(by_pair)),
     )
     bundle = build_bundle(plan, engine.info(), trials_out, aggregates, checks)
-    if failure is not None:
+    if isinstance(failure, RunInterrupted):
+        bundle.update(verdict="interrupted", interrupted=str(failure))
+    elif failure is not None:
         bundle.update(verdict="error", infrastructure_error=str(failure))
     write_json_atomic(run_dir / "bundle.json", bundle)
     try:

@@ -6,7 +6,7 @@ the bad key, flag or file); 3 infrastructure failure (engine would not start, di
 
 from __future__ import annotations
 
-__all__ = ["CheckFailed", "ConfigError", "EngineError", "HybridbenchError"]
+__all__ = ["CheckFailed", "ConfigError", "EngineError", "HybridbenchError", "Interrupted", "RunInterrupted"]
 
 
 class HybridbenchError(Exception):
@@ -23,3 +23,17 @@ class EngineError(HybridbenchError):
 
 class CheckFailed(HybridbenchError):
     exit_code = 1
+
+
+class RunInterrupted(HybridbenchError):
+    """A signal stopped the run; raised after what ran was written (exit 3)."""
+
+    exit_code = 3
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP, raised where the run was (a KeyboardInterrupt, so every ``finally`` runs)."""
+
+    def __init__(self, signame: str) -> None:
+        super().__init__(signame)
+        self.signame = signame

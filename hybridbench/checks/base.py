@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hybridbench.config.schema import ChecksCfg
+from hybridbench.records.coverage import TrialOutcome
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
 
@@ -39,6 +40,8 @@ class CheckInput:
     seed: int
     kl_samples: dict[tuple[str, str], list[KlSample]] = field(default_factory=dict)  # (workload, arm) -> samples
     kl_threshold: float = 0.003  # the engine's (EngineCfg.kl_threshold)
+    # (workload, arm) -> every planned trial: whether it ran, and how many requests it was to send
+    trials: dict[tuple[str, str], list[TrialOutcome]] = field(default_factory=dict)
 
 
 Check = Callable[[CheckInput], Sequence[CheckResult]]

@@ -15,6 +15,7 @@ from typing import Any
 from hybridbench.checks.base import CheckInput, CheckResult, Status
 from hybridbench.metrics.stats import bootstrap_relative_change, paired_relative_change
 from hybridbench.plan.build import derive_seed
+from hybridbench.records.coverage import TrialOutcome, coverage
 from hybridbench.records.schema import Record
 
 __all__ = ["cache_hits", "survival", "throughput", "ttft"]
@@ -24,24 +25,53 @@ def _candidates(inp: CheckInput) -> list[str]:
     return [a for a in inp.arms if a != inp.baseline_arm and (a != "disabled" or inp.baseline_arm == "disabled")]
 
 
+def _shortened(text: str) -> str:
+    """The head (what died) and the tail (the server's last words, e.g. its allocation error)."""
+    return text if len(text) <= 400 else f"{text[:150]} … {text[-250:]}"
+
+
+def _trial_problems(outcomes: Sequence[TrialOutcome], recs: Sequence[Record]) -> list[str]:
+    """What keeps a pair's trials from counting as complete: one that did not run to its end, or records that
+    do not hold each planned request once (a trial cut short; a second run appended to the same file)."""
+    problems = []
+    for t in outcomes:
+        if t.state == "engine died":
+            problems.append(_shortened(t.detail) or f"{t.trial_id}: the engine died")
+        elif t.state != "ran":
+            problems.append(f"{t.trial_id} {t.state}" + (f" ({t.detail})" if t.state == "interrupted" else ""))
+        else:
+            cover = coverage(t.planned_requests, [r for r in recs if r.trial_id == t.trial_id])
+            if not cover.complete:
+                problems.append(f"{t.trial_id}: {cover.describe()}")
+    return problems
+
+
 def survival(inp: CheckInput) -> Sequence[CheckResult]:
     out = []
-    for (workload, arm), recs in inp.records.items():
+    pairs = list(inp.records) + [p for p in inp.trials if p not in inp.records]
+    for workload, arm in pairs:
+        recs = inp.records.get((workload, arm), [])
+        outcomes = inp.trials.get((workload, arm), [])
         bad = [r for r in recs if r.status != "ok"]
         snaps = inp.snapshots.get((workload, arm), [])
         crashes = sum(int(s.get("crashes", 0)) for s in snaps)
         infra = [str(s["infrastructure_error"]) for s in snaps if s.get("infrastructure_error")]
-        ok = not bad and crashes == 0 and not infra
-        detail = "all requests completed"
-        if infra:  # keep the head (what died) and the tail (the server's last words, e.g. its allocation error)
-            detail = infra[0] if len(infra[0]) <= 400 else f"{infra[0][:150]} … {infra[0][-250:]}"
+        problems = _trial_problems(outcomes, recs)
+        if not outcomes and not recs:  # nothing says a request was even sent: never "all completed"
+            problems.append("no trial of this arm recorded anything")
+        ok = not bad and crashes == 0 and not infra and not problems
+        detail = f"all {len(recs)} requests completed"
+        if infra:
+            detail = _shortened(infra[0])
+        elif problems:
+            detail = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
         elif bad:
             detail = f"{len(bad)} of {len(recs)} requests failed ({bad[0].status}: {bad[0].error})"
         elif crashes:
             detail = f"{crashes} server crash(es)"
         verdict: Status = "pass" if ok else "fail"
         out.append(CheckResult("survival", workload, arm, verdict, float(len(bad)),
-                               "0 failed requests, 0 crashes", detail))
+                               "every planned request recorded once; 0 failed, 0 crashes", detail))
     return out
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 from hybridbench.checks.base import Check, CheckInput, CheckResult
 from hybridbench.checks.builtin import cache_hits, survival, throughput, ttft
 from hybridbench.checks.correctness import kl, prefill_overhead
@@ -36,5 +39,13 @@ def validate_checks(cfg: ChecksCfg) -> None:
         raise ConfigError("checks.kl_samples and checks.kl_max_new_tokens must be >= 1 when the kl check is enabled")
 
 
+def _no_nan_pass(result: CheckResult) -> CheckResult:
+    """A pass computed from a NaN (an empty side, a zero baseline) compared false against its limit: not a pass."""
+    if result.status == "pass" and result.observed is not None and not math.isfinite(result.observed):
+        return replace(result, status="fail",
+                       detail=f"{result.detail} (observed {result.observed}: not a number, not a pass)")
+    return result
+
+
 def run_checks(names: list[str], inp: CheckInput) -> list[CheckResult]:
-    return [r for name in names for r in CHECKS[name](inp)]
+    return [_no_nan_pass(r) for name in names for r in CHECKS[name](inp)]
