@@ -21,7 +21,14 @@ from aiohttp import web
 from reference_impl.model.executor import RequestCtx
 from reference_impl.server.args import ServerConfig
 from reference_impl.server.engine_loop import EngineLoop, Submission, Update
-from reference_impl.server.requests import BadRequest, GenerateParams, parse_completions, parse_generate, parse_json
+from reference_impl.server.requests import (
+    BadRequest,
+    GenerateParams,
+    parse_chat,
+    parse_completions,
+    parse_generate,
+    parse_json,
+)
 from reference_impl.server.tokenizer import decode
 
 __all__ = ["build_app"]
@@ -147,22 +154,39 @@ class Api:
 
     # ------------------------------------------------------------------ /v1/completions
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._openai(request, chat=False)
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._openai(request, chat=True)
+
+    async def _openai(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+        """/v1/completions and /v1/chat/completions: one flow, two body shapes (text vs message/delta)."""
+        parse = parse_chat if chat else parse_completions
         try:
             data = await self._read(request)
-            params = parse_completions(data, self.config.model.vocab_size, self.config.context_length)
+            params = parse(data, self.config.model.vocab_size, self.config.context_length)
         except BadRequest as exc:
             return _error(str(exc))
         sub, queue = self._start(params)
-        cid, created, model = f"cmpl-{sub.rid}", int(time.time()), self.config.served_model_name
+        cid = f"{'chatcmpl' if chat else 'cmpl'}-{sub.rid}"
+        created, model = int(time.time()), self.config.served_model_name
 
         def usage(u: Update) -> dict[str, Any]:
             n_in, n_out = len(sub.input_ids), len(u.output_ids)
             return {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out,
                     "prompt_tokens_details": {"cached_tokens": u.cached_tokens}}
 
-        def chunk(text: str, reason: str | None, u: Update | None) -> dict[str, Any]:
-            body: dict[str, Any] = {"id": cid, "object": "text_completion", "created": created, "model": model,
-                                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason}]}
+        def chunk(text: str, reason: str | None, u: Update | None, *, whole: bool = False) -> dict[str, Any]:
+            choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason}
+            if not chat:
+                choice["text"] = text
+            elif whole:
+                choice["message"] = {"role": "assistant", "content": text}
+            else:
+                choice["delta"] = {"role": "assistant", "content": text}
+            kind = ("chat.completion" if whole else "chat.completion.chunk") if chat else "text_completion"
+            body: dict[str, Any] = {"id": cid, "object": kind, "created": created, "model": model,
+                                    "choices": [choice]}
             if u is not None:
                 body["usage"] = usage(u)
                 if params.return_cached_tokens_details:  # SGLang's extension, read by bench_serving's cache report
@@ -179,7 +203,7 @@ class Api:
             assert last is not None
             if last.error is not None:
                 return _error(last.error)
-            return web.json_response(chunk(decode(last.output_ids), reason_of(last), last))
+            return web.json_response(chunk(decode(last.output_ids), reason_of(last), last, whole=True))
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         sent = ""
@@ -314,6 +338,7 @@ def build_app(config: ServerConfig, engine: EngineLoop) -> web.Application:
     app.router.add_post("/generate", api.generate)
     app.router.add_put("/generate", api.generate)
     app.router.add_post("/v1/completions", api.completions)
+    app.router.add_post("/v1/chat/completions", api.chat_completions)
     app.router.add_get("/health", api.health)
     app.router.add_get("/health_generate", api.health_generate)
     app.router.add_route("*", "/flush_cache", api.flush_cache)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["COMPLETION", "GENERATE", "SAMPLING", "FieldTable", "field_problem", "preview"]
+__all__ = ["CHAT", "CHAT_MESSAGE", "COMPLETION", "GENERATE", "SAMPLING", "FieldTable", "field_problem", "preview"]
 
 ANY: Final = "any value"  # labels the request (ids, routing, logging): never changes the answer
 TOP_K_ALL = 1 << 30  # SGLang's "whole vocabulary" top_k
@@ -94,6 +94,19 @@ COMPLETION = FieldTable(
         "custom_logit_processor": (), "images_config": (), "bootstrap_host": (), "bootstrap_port": (),
         "bootstrap_room": (), "extra_key": ("",), "cache_salt": ("",), "ngram_corpus_id": (),
         "custom_labels": ({},),
+    },
+)
+
+# /v1/chat/completions (SGLang's ChatCompletionRequest): text messages only, no tools.
+CHAT_MESSAGE = FieldTable("a message", used={"role", "content"}, neutral={"name": ANY})
+CHAT = FieldTable(
+    "the request",
+    used={"messages", "max_tokens", "max_completion_tokens", "temperature", "stream", "ignore_eos", "seed"},
+    neutral={
+        **{k: v for k, v in COMPLETION.neutral.items() if k not in ("best_of", "echo", "suffix", "logprobs")},
+        "logprobs": (False,), "top_logprobs": (0,), "tools": ([],), "tool_choice": ("none", "auto"),
+        "parallel_tool_calls": ANY, "reasoning_effort": (), "separate_reasoning": ANY,
+        "stream_reasoning": ANY, "chat_template_kwargs": ({},), "continue_final_message": (False,),
     },
 )
 

@@ -15,10 +15,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from reference_impl.model.executor import SAMPLING_EPS
-from reference_impl.server.fields import COMPLETION, GENERATE, SAMPLING, FieldTable, field_problem, preview
+from reference_impl.server.fields import (
+    CHAT,
+    CHAT_MESSAGE,
+    COMPLETION,
+    GENERATE,
+    SAMPLING,
+    FieldTable,
+    field_problem,
+    preview,
+)
 from reference_impl.server.tokenizer import encode
 
-__all__ = ["BadRequest", "GenerateParams", "parse_completions", "parse_generate", "parse_json"]
+__all__ = ["BadRequest", "GenerateParams", "parse_chat", "parse_completions", "parse_generate", "parse_json"]
 
 MAX_TOP_LOGPROBS = 20
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1  # int64, what SGLang's seeded sampler holds
@@ -179,4 +188,43 @@ def parse_completions(data: Mapping[str, Any], vocab: int, context: int) -> Gene
         text_input=text_input,
         return_cached_tokens_details=_bool(_get(data, "return_cached_tokens_details", False),
                                            "return_cached_tokens_details"),
+    )
+
+
+CHAT_ROLES = ("system", "user", "assistant")
+
+
+def render_chat(messages: Any) -> str:
+    """The reference model's chat template: each message as ``<|role|>\ncontent\n``, then the assistant's turn.
+
+    Plain text, so the byte tokenizer sees it and requests that share their leading messages (few-shot
+    examples, a system prompt) share a token prefix, as they do under a real model's template.
+    """
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest(f"messages must be a non-empty list of messages, got {preview(messages)}")
+    parts = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise BadRequest(f"messages[{i}] must be an object, got {preview(m)}")
+        _check_fields(m, CHAT_MESSAGE)
+        role, content = m.get("role"), m.get("content")
+        if role not in CHAT_ROLES:
+            raise BadRequest(f"messages[{i}].role must be one of {', '.join(CHAT_ROLES)}, got {preview(role)}")
+        if not isinstance(content, str):
+            raise BadRequest(f"messages[{i}].content must be a string (text only), got {preview(content)}")
+        parts.append(f"<|{role}|>\n{content}\n")
+    return "".join(parts) + "<|assistant|>\n"
+
+
+def parse_chat(data: Mapping[str, Any], vocab: int, context: int) -> GenerateParams:
+    _check_fields(data, CHAT)
+    ids = _tokens(_text(render_chat(data.get("messages")), "messages"), vocab, context, "messages")
+    # OpenAI's newer name wins when both are given, as in SGLang's ChatCompletionRequest.
+    name = "max_completion_tokens" if data.get("max_completion_tokens") is not None else "max_tokens"
+    return GenerateParams(
+        input_ids=ids, max_new_tokens=_max_new(_get(data, name, context - len(ids)), name, len(ids), context),
+        temperature=_temperature(_get(data, "temperature", 1.0)),
+        ignore_eos=_bool(_get(data, "ignore_eos", False), "ignore_eos"),
+        stream=_bool(_get(data, "stream", False), "stream"), seed=_seed(data.get("seed"), "seed"),
+        text_input=True,
     )

@@ -145,6 +145,52 @@ def test_v1_completions(server: Server) -> None:
     assert "".join(e["choices"][0]["text"] for e in events[:-1])
 
 
+def test_v1_chat_completions_templates_messages_and_shares_their_prefix(server: Server) -> None:
+    """evalscope's OpenAI client speaks /v1/chat/completions: messages become one templated byte prompt,
+    so two chats that share their first message share a cacheable token prefix."""
+    shots = "Q: 1+1?\nA: 2\n" * 30  # a few-shot preamble of ~400 bytes, as gsm8k's 4-shot prompt has
+    first = {"model": "x", "messages": [{"role": "system", "content": shots}, {"role": "user", "content": "Q: 2+3?"}],
+             "max_tokens": 5, "temperature": 0, "n": None, "stream_options": None}
+    status, raw = server.request("POST", "/v1/chat/completions", first)
+    assert status == 200, raw
+    out = json.loads(raw)
+    prompt_len = len(f"<|system|>\n{shots}\n<|user|>\nQ: 2+3?\n<|assistant|>\n".encode())
+    assert out["object"] == "chat.completion" and out["usage"]["prompt_tokens"] == prompt_len
+    message = out["choices"][0]["message"]
+    assert message["role"] == "assistant" and out["usage"]["completion_tokens"] == 5
+    second = {**first, "messages": [first["messages"][0], {"role": "user", "content": "Q: 4+4?"}], "stream": True,
+              "stream_options": {"include_usage": True}}
+    events = server.stream("/v1/chat/completions", second)
+    assert events[-1] == "[DONE]"
+    assert all(e["object"] == "chat.completion.chunk" for e in events[:-1])
+    last = events[-2]
+    assert last["choices"][0]["finish_reason"] == "length"
+    # the shared system message was reused from the first chat's prefill (branching arm: a branch-point state)
+    shared = len(f"<|system|>\n{shots}\n<|user|>\nQ: ".encode())
+    assert shared // 2 < last["usage"]["prompt_tokens_details"]["cached_tokens"] <= shared
+    # greedy and deterministic: the same chat again, streamed, gives the non-streamed answer
+    again = server.stream("/v1/chat/completions", {**first, "stream": True})
+    assert "".join(e["choices"][0]["delta"]["content"] for e in again[:-1]) == message["content"]
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"messages": []}, "messages must be a non-empty list"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role must be one of"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "content must be a string"),
+        ({"messages": [{"role": "user", "content": "x", "tool_calls": []}]}, "unknown field(s) in a message"),
+        ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n=2 is not supported"),
+        ({"messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs=True is not supported"),
+        ({"prompt": "x"}, "unknown field(s) in the request: prompt"),
+    ],
+)
+def test_v1_chat_completions_refuses_what_it_cannot_serve(server: Server, body: dict[str, object],
+                                                          needle: str) -> None:
+    status, raw = server.request("POST", "/v1/chat/completions", body)
+    assert status == 400 and needle in raw.decode(), raw
+
+
 @pytest.mark.parametrize(
     ("raw", "needle"),
     [
