@@ -13,11 +13,15 @@ from pathlib import Path
 
 from hybridbench.compare.diff import CompareCfg, compare_runs
 from hybridbench.compare.runs import load_run
+from hybridbench.config.validate import RULES
 from hybridbench.errors import ConfigError
 from hybridbench.report.compare import comparison_json, render_comparison
 from workloads.atomic_file import write_json_atomic, write_text_atomic
 
 __all__ = ["main"]
+
+# The run's own rule (checks.bootstrap_samples): fewer resamples make the interval a handful of draws.
+MIN_BOOTSTRAP, MAX_BOOTSTRAP = int(RULES["checks.bootstrap_samples"].lo), int(RULES["checks.bootstrap_samples"].hi)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,8 +59,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.bootstrap_samples < 1 or args.confidence <= 0:
-        print("error: --bootstrap-samples must be >= 1 and --confidence in (0, 1)", file=sys.stderr)
+    if not MIN_BOOTSTRAP <= args.bootstrap_samples <= MAX_BOOTSTRAP or args.confidence <= 0:
+        print(f"error: --bootstrap-samples must be in [{MIN_BOOTSTRAP}, {MAX_BOOTSTRAP}] and --confidence in (0, 1)",
+              file=sys.stderr)
         return 2
     cfg = CompareCfg(args.ttft_regression, args.throughput_regression, args.max_hit_rate_drop, args.confidence,
                      args.bootstrap_samples, args.seed)

@@ -130,6 +130,8 @@ Subject = tuple[str, str, str]  # (metric, workload, arm)
 def _interval(subject: Subject, base: float, cand: float, ch: RelativeChange, *, limit: float, expected: str,
               higher_is_worse: bool, relative: bool) -> Delta:
     fail = ch.low > limit if higher_is_worse else ch.high < -limit
+    if not all(math.isfinite(v) for v in (ch.estimate, ch.low, ch.high)):
+        fail = True  # NaN compares false against any limit: it must not read as a pass
     shown = "{:+.1%}" if relative else "{:+.3f}"
     detail = f"{shown.format(ch.estimate)} (CI {shown.format(ch.low)} .. {shown.format(ch.high)})"
     return Delta(*subject, "fail" if fail else "pass", base, cand, ch.estimate, ch.low, ch.high, expected, detail)
@@ -167,9 +169,16 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     out: list[Delta] = []
 
     def lost(run: SavedRun, recs: list[Record], ok: list[Record]) -> int:
+        """Failed requests, planned requests with no record, dead servers and trials that never ran."""
         trials = run.trials_of(workload, arm)
-        return (len(recs) - len(ok) + sum(1 for t in trials if t.infrastructure_error)
-                + run.missing_trials(workload, arm))
+        return (len(recs) - len(ok) + sum(t.coverage.missing for t in trials)
+                + sum(1 for t in trials if t.infrastructure_error) + run.missing_trials(workload, arm))
+
+    def why_lost(run: SavedRun) -> str:
+        trials = run.trials_of(workload, arm)
+        return next((t.infrastructure_error for t in trials if t.infrastructure_error),
+                    next((f"{t.trial_id}: {t.coverage.describe()}" for t in trials if t.coverage.missing),
+                         f"{run.missing_trials(workload, arm)} planned trial(s) never ran"))
 
     b_lost, c_lost = lost(base, b_recs, b_ok), lost(cand, c_recs, c_ok)
     expected = "no more requests, trials or servers lost than the baseline lost"
@@ -177,9 +186,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
         out.append(Delta("survival", workload, arm, "pass", float(b_lost), 0.0, None, None, None, expected,
                          f"all {len(c_recs)} requests completed"))
     elif c_lost > b_lost:  # losses are rare events, not noise: any more than main's is a regression
-        why = next((t.infrastructure_error for t in cand.trials_of(workload, arm) if t.infrastructure_error),
-                   f"{cand.missing_trials(workload, arm)} planned trial(s) never ran")
-        bad = next((f"{r.status}: {r.error}" for r in c_recs if r.status != "ok"), why)
+        bad = next((f"{r.status}: {r.error}" for r in c_recs if r.status != "ok"), why_lost(cand))
         out.append(Delta("survival", workload, arm, "fail", float(b_lost), float(c_lost), None, None, None, expected,
                          f"{c_lost} loss(es) in the candidate against {b_lost} in the baseline ({bad[:200]})"))
     else:
@@ -237,7 +244,23 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     return out
 
 
+def _check_distinct_and_whole(base: SavedRun, cand: SavedRun) -> None:
+    """The same run twice compares equal by construction; a run whose records hold a request twice (a second run
+    appended to the same records.jsonl) is not one run. Both are refused, never compared."""
+    if base.path.resolve() == cand.path.resolve():
+        raise ConfigError(f"not comparable: {base.path} is both the baseline and the candidate")
+    if base.created and base.created == cand.created and base.config == cand.config:
+        raise ConfigError(f"not comparable: {base.path} and {cand.path} are one run (same bundle, created "
+                          f"{base.created}); compare two runs")
+    for side, run in (("baseline", base), ("candidate", cand)):
+        twice = next((t for t in run.trials if t.coverage.duplicated), None)
+        if twice is not None:
+            raise ConfigError(f"{side} {run.path}: trial {twice.trial_id} has {twice.coverage.describe()} "
+                              "(records of two runs in one directory?)")
+
+
 def compare_runs(base: SavedRun, cand: SavedRun, cfg: CompareCfg) -> Comparison:
+    _check_distinct_and_whole(base, cand)
     notes = _check_comparable(base, cand)
     workloads = [w for w in base.workload_digests if w in cand.workload_digests]
     pairs = [(w, a) for w in workloads for a in base.arms if a in cand.arms]

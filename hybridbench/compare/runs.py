@@ -15,6 +15,7 @@ from typing import Any
 
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import Trial
+from hybridbench.records.coverage import Coverage, coverage
 from hybridbench.records.io import read_records
 from hybridbench.records.schema import Record
 
@@ -29,6 +30,16 @@ class TrialRecords:
     repeat: int
     records: tuple[Record, ...]
     infrastructure_error: str = ""  # the server died or hung during this trial (from bundle.json)
+    planned_requests: int | None = None  # None: neither bundle.json nor the trace says
+    state: str = "ran"  # records.coverage.TrialState, from bundle.json (older bundles: ran)
+
+    @property
+    def coverage(self) -> Coverage:
+        """Planned against recorded requests; a run without a count is measured against what it recorded."""
+        planned = self.planned_requests
+        if planned is None:
+            planned = len({r.request_index for r in self.records})
+        return coverage(planned, self.records)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +60,7 @@ class SavedRun:
     planned: dict[tuple[str, str], int]  # (workload, arm) -> trials the plan had (a run cut short ran fewer)
     config: dict[str, Any]
     provenance: dict[str, Any] = field(default_factory=dict)  # bundle.json's, when the run got that far
+    created: str = ""  # bundle.json's timestamp: two directories with the same one are one run copied
 
     @property
     def modelled(self) -> bool:
@@ -100,6 +112,15 @@ def _digest(trace: Path, argv: list[str]) -> WorkloadDigest:
     return WorkloadDigest(hashlib.sha256(json.dumps(kept).encode()).hexdigest(), trace_digest)
 
 
+def _trace_rows(trace: Path) -> int | None:
+    """How many requests the workload's trace holds (one per non-blank line), when the run still has it."""
+    try:
+        with trace.open("rb") as fh:
+            return sum(1 for line in fh if line.strip())
+    except OSError:
+        return None
+
+
 def load_run(path: Path) -> SavedRun:
     if not path.is_dir():
         raise ConfigError(f"{path}: not a run directory")
@@ -123,16 +144,23 @@ def load_run(path: Path) -> SavedRun:
     bundle_path = path / "bundle.json"
     bundle = _read_json(bundle_path) if bundle_path.exists() else {}
     trials_json = bundle.get("trials", [])
-    infra = {str(t.get("trial_id")): str(t["server"].get("infrastructure_error") or "")
-             for t in trials_json if isinstance(trials_json, list) and isinstance(t, dict)
-             and isinstance(t.get("server"), dict)}
+    saved = {str(t.get("trial_id")): t for t in trials_json if isinstance(t, dict)} if isinstance(trials_json,
+                                                                                                   list) else {}
+    infra = {k: str(t["server"].get("infrastructure_error") or "") for k, t in saved.items()
+             if isinstance(t.get("server"), dict)}
+    rows = {name: _trace_rows(path / "traces" / Path(str(w.get("trace_path", f"{name}.jsonl"))).name)
+            for name, w in workloads.items()}
     trials = []
     counts: dict[tuple[str, str], int] = defaultdict(int)
     for t in planned:
         counts[(t.workload, t.arm)] += 1
         recs = by_trial.get(t.trial_id, [])
-        if recs or infra.get(t.trial_id):
-            trials.append(TrialRecords(t.trial_id, t.arm, t.workload, t.repeat, tuple(recs), infra.get(t.trial_id, "")))
+        entry = saved.get(t.trial_id, {})
+        state = str(entry.get("state") or ("engine died" if infra.get(t.trial_id) else "ran"))
+        if recs or infra.get(t.trial_id) or state not in ("ran", "not run"):
+            count = entry.get("planned_requests")
+            trials.append(TrialRecords(t.trial_id, t.arm, t.workload, t.repeat, tuple(recs), infra.get(t.trial_id, ""),
+                                       count if isinstance(count, int) else rows.get(t.workload), state))
     model = config.get("model", {}) if isinstance(config.get("model"), dict) else {}
     return SavedRun(
         path=path,
@@ -145,4 +173,5 @@ def load_run(path: Path) -> SavedRun:
         planned=dict(counts),
         config=config,
         provenance=bundle.get("provenance", {}) if isinstance(bundle.get("provenance"), dict) else {},
+        created=str(bundle.get("created") or ""),
     )

@@ -4,14 +4,16 @@ polling a health endpoint, death detection, and shutdown with SIGTERM then SIGKI
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hybridbench.errors import EngineError
@@ -34,6 +36,31 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec hook that asks Linux to SIGKILL the server when the harness dies, even by SIGKILL (no
+    ``finally`` runs then): a killed harness once left its server answering /health under pid 1. SGLang's and
+    vLLM's own workers already follow their launcher the same way. The signal follows the *thread* that
+    forked, so servers are started from the main thread."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the harness died between fork and prctl
+            os._exit(1)
+
+    return hook
+
+
 class ServerProcess:
     def __init__(self, command: Sequence[str], log_path: Path, base_url: str, *,
                  env: dict[str, str] | None = None, health_paths: Sequence[str] = ("/health_generate", "/health"),
@@ -54,6 +81,7 @@ class ServerProcess:
             self.proc = subprocess.Popen(
                 self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **(self.env or {})}, start_new_session=True,
+                preexec_fn=_die_with_parent(),  # noqa: PLW1509 - prctl and getppid only: no locks, no imports
             )
         except OSError as exc:
             raise EngineError(f"cannot start {self.command[0]}: {exc.strerror or exc}") from None

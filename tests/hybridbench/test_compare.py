@@ -30,7 +30,7 @@ def write_run(path: Path, *, repeats: int = 3, ttft_ms: float = 100.0, duration_
               sizing: dict[str, int] | None = None) -> Path:
     """A run of one workload `w` and arms lru, seglen: 20 requests per trial, request i's TTFT ttft_ms + i."""
     (path / "traces").mkdir(parents=True)
-    (path / "traces" / "w.jsonl").write_text(trace + "\n")
+    (path / "traces" / "w.jsonl").write_text(f"{trace}\n" * 20)  # one line per planned request
     order = [(arm, r) for r in range(repeats) for arm in ("lru", "seglen")]  # the harness's interleaving
     trials = [Trial(i, arm, "w", r, 0) for i, (arm, r) in enumerate(order)]
     plan = {"name": "x", "engine": engine, "arms": ["lru", "seglen"], "trials": [asdict(t) for t in trials],
@@ -125,6 +125,36 @@ def test_a_candidate_cut_short_fails_survival_naming_the_crash(tmp_path: Path) -
     assert {d["status"] for d in data["deltas"] if d["metric"] == "survival"} == {"skip"}
 
 
+def test_a_candidate_missing_records_fails_survival_though_nothing_failed(tmp_path: Path) -> None:
+    """12 of 20 requests of the candidate's last trial recorded, none failed: missing records are lost ones."""
+    a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b")
+    lines = (b / "records.jsonl").read_text().splitlines()
+    (b / "records.jsonl").write_text("".join(line + "\n" for line in lines[:-8]))
+    assert main([str(a), str(b)]) == 1
+    v = verdicts(b)
+    assert v[("seglen", "survival")]["status"] == "fail"
+    assert "12 of 20 planned requests recorded" in str(v[("seglen", "survival")]["detail"])
+
+
+@pytest.mark.parametrize("case", ["same-path", "copied", "duplicated"])
+def test_the_same_run_twice_or_one_holding_two_runs_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               case: str) -> None:
+    import shutil
+
+    a = write_run(tmp_path / "a")
+    (a / "bundle.json").write_text(json.dumps({"created": "2026-11-24T10:00:00+00:00", "trials": []}))
+    b = a
+    if case == "copied":
+        b = Path(shutil.copytree(a, tmp_path / "b"))
+    elif case == "duplicated":  # a reused run dir: a second run appended to the same records.jsonl
+        b = write_run(tmp_path / "b")
+        (b / "records.jsonl").write_text((b / "records.jsonl").read_text() * 2)
+    assert main([str(a), str(b)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert ("duplicated" in err) if case == "duplicated" else ("not comparable" in err and "run" in err)
+
+
 @pytest.mark.parametrize(("kwargs", "needle"), [
     ({"trace": "other"}, "workload 'w' sent different requests"),
     ({"argv": ["gsp", "--num-groups", "9"]}, "workload 'w' sent different requests"),
@@ -148,6 +178,8 @@ def test_runs_that_cannot_be_compared_exit_2_naming_why(tmp_path: Path, capsys: 
     ("bad-record", "records.jsonl:2: not a record"),
     ("null-field", "malformed run files"),
     ("bad-flag", "--ttft-regression: 2 is not in [0, 1)"),
+    ("few-resamples", "--bootstrap-samples must be in [100, 1000000]"),
+    ("nan-confidence", "--confidence: nan is not in [0, 1)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str,
                                           needle: str) -> None:
@@ -164,6 +196,10 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
         (b / "records.jsonl").write_text(json.dumps({**first, "prompt_tokens": None}) + "\n")
     elif case == "bad-record":
         (b / "records.jsonl").write_text((b / "records.jsonl").read_text().splitlines()[0] + "\n[1, 2]\n")
+    elif case == "few-resamples":
+        args.append("--bootstrap-samples=0")
+    elif case == "nan-confidence":
+        args.append("--confidence=nan")
     else:
         args.append("--ttft-regression=2")
     try:

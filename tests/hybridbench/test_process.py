@@ -40,3 +40,23 @@ def test_children_that_ignore_sigterm_are_killed_after_the_grace_period(tmp_path
     start = time.monotonic()
     p.stop()
     assert not group_alive(p.pgid) and time.monotonic() - start < 10
+
+
+def test_a_server_dies_with_a_harness_killed_by_sigkill(tmp_path: Path) -> None:
+    """No ``finally`` runs on SIGKILL: the kernel must take the server down with the harness (PR_SET_PDEATHSIG)."""
+    import subprocess
+    import sys
+
+    harness = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from hybridbench.engines.process import ServerProcess\n"
+        f"p = ServerProcess(['sleep', '1000'], Path({str(tmp_path / 'log')!r}), 'http://127.0.0.1:1')\n"
+        "p.start(); print(p.proc.pid, flush=True); time.sleep(1000)\n")], stdout=subprocess.PIPE, text=True)
+    assert harness.stdout is not None
+    server = int(harness.stdout.readline())
+    assert group_alive(server)
+    harness.kill()
+    harness.wait()
+    deadline = time.monotonic() + 5
+    while group_alive(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not group_alive(server)  # not reparented to pid 1 and left running
