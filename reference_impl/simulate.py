@@ -45,6 +45,14 @@ def _positive(kind: type[int] | type[float]):  # type: ignore[no-untyped-def]
     return parse
 
 
+def _rate(text: str) -> float:
+    """A positive request rate, or ``inf`` (bench_serving's default: every request at once)."""
+    if text.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    value: float = _positive(float)(text)
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m reference_impl.simulate", description=(__doc__ or "").splitlines()[0])
     p.add_argument("trace")
@@ -52,10 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", default="h100", choices=sorted(GPUS))
     p.add_argument("--tp", type=_positive(int), default=1)
     p.add_argument("--arm", default="lru", help=f"one of {', '.join(ARMS)}, composable with '+'")
-    load = p.add_mutually_exclusive_group(required=True)
-    load.add_argument("--max-concurrency", type=_positive(int), help="closed loop, all requests ready at t=0")
-    load.add_argument("--request-rate", type=_positive(float), help="Poisson arrivals, requests/s")
-    load.add_argument("--trace-timestamps", action="store_true", help="send at each row's ts × --slowdown")
+    # bench_serving's pair: --request-rate (default inf: everything at once) capped by --max-concurrency.
+    p.add_argument("--max-concurrency", type=_positive(int), help="at most N requests in flight")
+    p.add_argument("--request-rate", type=_rate, help="Poisson arrivals, requests/s; inf = all at t=0")
+    p.add_argument("--trace-timestamps", action="store_true", help="send at each row's ts × --slowdown")
     p.add_argument("--slowdown", type=_positive(float), default=1.0)
     p.add_argument("--mem-fraction-static", type=_positive(float), default=0.85)
     p.add_argument("--kv-tokens", type=_positive(int), help="KV pool size (default: from GPU memory)")
@@ -74,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        trace_ts, rate, cap = args.trace_timestamps, args.request_rate, args.max_concurrency
+        if trace_ts and rate is not None:
+            raise ValueError("--trace-timestamps and --request-rate both set when requests are sent; choose one")
+        if not (trace_ts or rate is not None or cap):
+            raise ValueError("choose a load: --max-concurrency N, --request-rate R (or inf), --trace-timestamps")
         arm = parse_arm(args.arm)
         model, gpu = get_model(args.model), get_gpu(args.gpu)
         timer = CostModel(model, gpu, tp=args.tp)
@@ -90,18 +103,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             page_size=args.page_size,
             track_interval=args.track_interval,
         )
-        trace = read_trace(args.trace)
+        rows = list(read_trace(args.trace).rows)
         core = EngineCore(config)
-        if args.max_concurrency:
-            arrival = ArrivalSpec("closed", max_concurrency=args.max_concurrency, seed=args.seed)
-        elif args.request_rate:
-            arrival = ArrivalSpec("poisson", request_rate=args.request_rate, seed=args.seed)
+        if trace_ts:
+            arrival = ArrivalSpec("trace", slowdown=args.slowdown, max_concurrency=cap, seed=args.seed)
+        elif rate is None or math.isinf(rate):  # all at t=0, as bench_serving's default rate inf sends them
+            arrival = ArrivalSpec("closed", max_concurrency=cap or max(1, len(rows)), seed=args.seed)
         else:
-            arrival = ArrivalSpec("trace", slowdown=args.slowdown, seed=args.seed)
+            arrival = ArrivalSpec("poisson", request_rate=rate, max_concurrency=cap, seed=args.seed)
     except (TraceError, ValueError, KeyError) as exc:
         print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return EXIT_USAGE
-    result = simulate(trace.rows, core, timer, arrival)
+    result = simulate(rows, core, timer, arrival)
     summary = summarize(result)
     summary.update({"arm": arm.name, "model": model.name, "gpu": gpu.name, "tp": args.tp})
     if args.json:

@@ -12,6 +12,10 @@ Sessions are built as in Marconi (research/marconi.md §3.2): turn t's input is 
 assistant) pair + user message t, its output is assistant message t; a session stops at the first turn
 whose input exceeds ``max_context`` tokens; session i starts at ``i / sps`` s and each later turn
 follows after the user's typing time (words / (90 words per minute)).
+
+``single_turn`` is SGLang bench_serving's ``--dataset-name sharegpt`` instead: each conversation's first
+user message alone is one request (its reply's length is the output, or ``output_len`` when set, as
+``--sharegpt-output-len``), so almost nothing is shared — the seglen PR's regression load, "~1% prefix hit".
 """
 
 from __future__ import annotations
@@ -76,8 +80,11 @@ class ShareGptParams:
     max_context: int = 32768
     sps: float = 1.0
     shuffle: bool = False
+    single_turn: bool = False  # bench_serving's form: each conversation's first user message alone
+    output_len: int = 0  # every output this long (bench_serving --sharegpt-output-len); 0 = the reply's length
 
     def validate(self) -> None:
+        require(self.output_len >= 0, f"output_len must be >= 0, got {self.output_len}")
         require(self.num_sessions >= 1, f"num_sessions must be >= 1, got {self.num_sessions}")
         require(self.min_turns >= 1, f"min_turns must be >= 1, got {self.min_turns}")
         require(self.max_turns >= self.min_turns, f"max_turns {self.max_turns} < min_turns {self.min_turns}")
@@ -189,10 +196,19 @@ def synthetic_sessions(
     return sessions
 
 
+def _fixed_output(turn: ChatTurn, output_len: int) -> ChatTurn:
+    if not output_len:
+        return turn
+    reply = (turn.assistant * (output_len // max(1, len(turn.assistant)) + 1))[:output_len] or (0,) * output_len
+    return replace(turn, assistant=reply)
+
+
 def session_rows(sessions: Sequence[Sequence[ChatTurn]], params: ShareGptParams) -> Iterator[TraceRow]:
-    """Marconi's multi-turn rows, sorted by ``ts`` (ties: session, then turn)."""
+    """Marconi's multi-turn rows (or bench_serving's first turns alone), sorted by ``ts`` (ties: session,
+    then turn)."""
     rows: list[TraceRow] = []
-    for sid, turns in enumerate(sessions):
+    for sid, whole in enumerate(sessions):
+        turns = [_fixed_output(t, params.output_len) for t in (whole[:1] if params.single_turn else whole)]
         history: tuple[int, ...] = ()
         ts = sid / params.sps
         for tid, turn in enumerate(turns):
@@ -248,12 +264,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-context", type=int, help="end a session at an input over this; default 32768")
     parser.add_argument("--sps", type=float, help="sessions started per second; default 1.0")
     parser.add_argument("--shuffle", action="store_true", default=None, help="shuffle conversations (seeded)")
+    parser.add_argument("--single-turn", action="store_true", default=None,
+                        help="bench_serving's sharegpt: each conversation's first user message alone")
+    parser.add_argument("--output-len", type=int, help="every output this many tokens (--sharegpt-output-len)")
 
 
 def from_args(args: argparse.Namespace, vocab_size: int, seed: int) -> TraceStream:
     preset: str | None = args.preset
     params = PRESETS[preset] if preset else ShareGptParams()
-    names = ("num_sessions", "min_turns", "max_turns", "max_context", "sps", "shuffle")
+    names = ("num_sessions", "min_turns", "max_turns", "max_context", "sps", "shuffle", "single_turn", "output_len")
     overrides = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     return generate_sharegpt(
         replace(params, **overrides),

@@ -11,6 +11,7 @@ import pytest
 
 from workloads.errors import WorkloadError
 from workloads.sharegpt import ShareGptParams, generate_sharegpt, parse_conversations
+from workloads.stats import ideal_hits
 from workloads.text_tokens import HashWordTokenizer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sharegpt_tiny.json"
@@ -96,3 +97,19 @@ def test_bad_files_and_missing_optional_packages(tmp_path: Path) -> None:
     if importlib.util.find_spec("datasets") is None:
         with pytest.raises(WorkloadError, match="datasets"):
             generate_sharegpt(ShareGptParams(), V, 0, dataset="anon/sharegpt")
+
+
+def test_single_turn_is_bench_serving_sharegpt_first_user_turns_alone_with_little_reuse() -> None:
+    multi = list(generate_sharegpt(ShareGptParams(), V, 0, path=str(FIXTURE)).rows)
+    single = list(generate_sharegpt(ShareGptParams(single_turn=True, output_len=7), V, 0, path=str(FIXTURE)).rows)
+    firsts = [r for r in multi if r.turn_id == 0]
+    assert [(r.session_id, r.input_tokens) for r in single] == [(r.session_id, r.input_tokens) for r in firsts]
+    assert all(r.turn_id == 0 and len(r.output_tokens) == 7 for r in single)
+    synthetic = list(generate_sharegpt(ShareGptParams(num_sessions=300, single_turn=True), V, 1).rows)
+    assert len(synthetic) == 300  # one request per conversation
+    hits = sum(ideal_hits(synthetic))
+    assert hits < 0.05 * sum(r.num_input_tokens for r in synthetic)  # the seed's regression load: ~1% hit
+    chats = list(generate_sharegpt(ShareGptParams(num_sessions=300), V, 1).rows)
+    assert sum(ideal_hits(chats)) > 0.3 * sum(r.num_input_tokens for r in chats)  # multi-turn: histories reused
+    with pytest.raises(WorkloadError, match="output_len"):
+        generate_sharegpt(ShareGptParams(output_len=-1), V, 0)

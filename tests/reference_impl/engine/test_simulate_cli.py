@@ -66,7 +66,9 @@ def test_summary_keys_and_cache_arms_against_disabled() -> None:
     [
         (["--arm", "marconi", "--max-concurrency", "2"], "cannot run on this engine"),
         (["--arm", "lru", "--max-concurrency", "0"], "must be positive"),
-        (["--arm", "lru"], "one of the arguments"),
+        (["--arm", "lru"], "choose a load"),
+        (["--arm", "lru", "--request-rate", "-1"], "must be positive"),
+        (["--arm", "lru", "--request-rate", "2", "--trace-timestamps"], "choose one"),
         (["--arm", "lru", "--max-concurrency", "2", "--page-size", "16"], "page size 1"),
         (["--arm", "lru", "--max-concurrency", "2", "--model", "gpt"], "invalid choice"),
         (["--arm", "lru", "--max-concurrency", "2"], "does not fit on 1 x h100"),
@@ -77,3 +79,17 @@ def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
     assert proc.returncode == 2
     assert needle in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_request_rate_inf_sends_everything_at_once_as_bench_serving_does() -> None:
+    """bench_serving's default --request-rate inf: every request at t=0, capped by --max-concurrency if given."""
+    def run(*load: str) -> dict[str, float]:
+        proc = sim(str(EXAMPLE), "--arm", "branching", "--tp", "4", *load, "--json")
+        assert proc.returncode == 0, proc.stderr
+        out: dict[str, float] = json.loads(proc.stdout)
+        return out
+
+    everything = run("--request-rate", "inf")
+    assert everything == run("--max-concurrency", "44")  # the example has 44 requests
+    assert run("--request-rate", "inf", "--max-concurrency", "4") == run("--max-concurrency", "4")
+    assert everything["mean_ttft_ms"] > run("--max-concurrency", "4")["mean_ttft_ms"]  # they queue
