@@ -12,23 +12,22 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from hybridbench.checks.base import CheckInput
-from hybridbench.checks.registry import run_checks, validate_checks
+from hybridbench.checks.registry import validate_checks
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import TrialContext
 from hybridbench.engines.registry import make_engine
 from hybridbench.errors import ConfigError, EngineError, HybridbenchError, Interrupted, RunInterrupted
-from hybridbench.metrics.summary import aggregate, summarize
 from hybridbench.plan.build import build_plan
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
-from hybridbench.records.coverage import TrialOutcome, TrialState, coverage
-from hybridbench.records.io import RecordWriter, read_records
-from hybridbench.records.kl import KlSample, read_kl_samples
+from hybridbench.records.coverage import TrialOutcome, TrialState
+from hybridbench.records.io import RecordWriter
 from hybridbench.records.schema import Record
 from hybridbench.report.markdown import render_report
+from hybridbench.results import KL_SAMPLES, read_kl_samples, read_records
 from hybridbench.results.bundle import build_bundle
 from hybridbench.results.index import append_to_index
 from hybridbench.results.run_dir import claim_run_dir
+from hybridbench.results.score import ScoreSettings, score_trials
 from workloads import generate
 from workloads.atomic_file import write_json_atomic, write_text_atomic
 from workloads.cli import run_cli
@@ -81,7 +80,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
                 writer = files.enter_context(RecordWriter(records_path))
                 emit_kl = None  # kl.jsonl exists only when the kl check asked for probes
                 if "kl" in cfg.checks.enabled:
-                    emit_kl = files.enter_context(RecordWriter(run_dir / "kl.jsonl")).write
+                    emit_kl = files.enter_context(RecordWriter(run_dir / KL_SAMPLES)).write
                 for trial in plan.trials:
                     n = len(traces[trial.workload])
                     _progress(f"[{trial.index + 1}/{len(plan.trials)}] {trial.trial_id} ({n} requests)")
@@ -111,40 +110,13 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     by_trial: dict[str, list[Record]] = defaultdict(list)
     for rec in read_records(records_path):
         by_trial[rec.trial_id].append(rec)
-    trials_out = []
-    pooled: dict[tuple[str, str], list[Record]] = defaultdict(list)
-    trial_summaries: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    snaps: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    by_pair: dict[tuple[str, str], list[TrialOutcome]] = defaultdict(list)
-    for trial in plan.trials:
-        done = outcomes[trial.trial_id]
-        key = (trial.workload, trial.arm)
-        by_pair[key].append(done)
-        recs = by_trial.get(trial.trial_id, [])
-        cover = coverage(done.planned_requests, recs)
-        entry = {"trial_id": trial.trial_id, "arm": trial.arm, "workload": trial.workload, "repeat": trial.repeat,
-                 "state": done.state, "planned_requests": done.planned_requests,
-                 "recorded_requests": cover.recorded, "duplicated_records": cover.duplicated}
-        if done.state == "not run":
-            trials_out.append(entry)
-            continue
-        summary = summarize(recs)
-        pooled[key].extend(recs)
-        trial_summaries[key].append(summary)
-        snaps[key].append(snapshots.get(trial.trial_id, {}))
-        trials_out.append({**entry, "summary": summary, "server": snapshots.get(trial.trial_id, {})})
-    kl_samples: dict[tuple[str, str], list[KlSample]] = defaultdict(list)
-    for sample in read_kl_samples(run_dir / "kl.jsonl"):
-        kl_samples[(sample.workload, sample.arm)].append(sample)
-    aggregates = {w.name: {arm: aggregate(pooled[(w.name, arm)], trial_summaries[(w.name, arm)]) for arm in plan.arms}
-                  for w in plan.workloads}
-    checks = run_checks(
-        cfg.checks.enabled,
-        CheckInput(cfg.checks, plan.arms, plan.baseline_arm, tuple(w.name for w in plan.workloads),
-                   dict(pooled), dict(trial_summaries), dict(snaps), cfg.seed, dict(kl_samples),
-                   cfg.engine.kl_threshold, trials=dict(by_pair)),
+    scored = score_trials(
+        [outcomes[t.trial_id] for t in plan.trials], by_trial, snapshots,
+        list(read_kl_samples(run_dir / KL_SAMPLES)), arms=plan.arms, baseline_arm=plan.baseline_arm,
+        workloads=tuple(w.name for w in plan.workloads),
+        settings=ScoreSettings(cfg.checks, cfg.seed, cfg.engine.kl_threshold),
     )
-    bundle = build_bundle(plan, engine.info(), trials_out, aggregates, checks)
+    bundle = build_bundle(plan, engine.info(), scored.trials, scored.aggregates, scored.checks)
     if isinstance(failure, RunInterrupted):
         bundle.update(verdict="interrupted", interrupted=str(failure))
     elif failure is not None:

@@ -11,8 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hybridbench.compare.diff import CompareCfg, compare_runs
-from hybridbench.compare.runs import load_run
+from hybridbench.compare import CompareCfg, compare_runs, load_run
 from hybridbench.config.validate import RULES
 from hybridbench.errors import ConfigError
 from hybridbench.report.compare import comparison_json, render_comparison

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,14 +77,14 @@ class Comparison:
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         for key, sub in value.items():
             _flatten(f"{prefix}.{key}" if prefix else str(key), sub, out)
     else:
         out[prefix] = value
 
 
-def config_changes(base: dict[str, Any], candidate: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+def config_changes(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """Every resolved-config key whose value differs (what the pull request's run changed, e.g. engine.python)."""
     a: dict[str, Any] = {}
     b: dict[str, Any] = {}

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from hybridbench.errors import ConfigError
-from hybridbench.records.schema import Record, record_from_json
-
-__all__ = ["JsonRow", "RecordWriter", "read_records"]
+__all__ = ["JsonRow", "RecordWriter"]
 
 
 class JsonRow(Protocol):
@@ -38,17 +34,3 @@ class RecordWriter:
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.close()
 
-
-def read_records(path: Path) -> Iterator[Record]:
-    try:
-        fh = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read records ({exc.strerror or exc})") from None
-    with fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield record_from_json(json.loads(line))
-            except (json.JSONDecodeError, TypeError) as exc:
-                raise ConfigError(f"{path}:{lineno}: not a record ({exc})") from None

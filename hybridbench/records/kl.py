@@ -9,16 +9,11 @@ tokens alone; it is >= 0 and 0 only when every pair matches. Samples are saved r
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any, Literal
 
-from hybridbench.errors import ConfigError
-
-__all__ = ["KL_VARIANTS", "KlSample", "k3", "kl_sample_from_json", "read_kl_samples"]
+__all__ = ["KL_VARIANTS", "KlSample", "k3", "kl_sample_from_json"]
 
 KlVariant = Literal["prefill", "decode", "branch"]
 # prefill: the same prompt again (a prefill hit); decode: turn 2 extends turn 1's prompt + output (a hit
@@ -73,16 +68,3 @@ def kl_sample_from_json(obj: dict[str, Any]) -> KlSample:
         raise TypeError(f"expected a JSON object, got {type(obj).__name__}")
     return KlSample(**{k: v for k, v in obj.items() if k in _FIELDS})
 
-
-def read_kl_samples(path: Path) -> Iterator[KlSample]:
-    """Samples saved by a run; a run without a KL probe has no file and yields nothing."""
-    if not path.exists():
-        return
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield kl_sample_from_json(json.loads(line))
-            except (json.JSONDecodeError, TypeError) as exc:
-                raise ConfigError(f"{path}:{lineno}: not a KL sample ({exc})") from None

@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from hybridbench.compare.diff import Comparison
+from hybridbench.compare import Comparison
 
 __all__ = ["COMPARE_SCHEMA_VERSION", "comparison_json", "render_comparison"]
 

@@ -75,6 +75,10 @@ def render_report(bundle: dict[str, Any]) -> str:
         f"{' (dirty)' if prov['git_dirty'] else ''} · plan `{prov['plan_fingerprint']}` · baseline arm `{baseline}`",
         "",
     ]
+    rescored = bundle.get("rescored")
+    if isinstance(rescored, dict):
+        changed = ", ".join(f"`{o}`" for o in rescored.get("overrides", [])) or "the run's own settings"
+        lines += [f"**Re-scored** {rescored.get('created', '')} from the saved files, with {changed}.", ""]
     for workload, by_arm in bundle["aggregates"].items():
         lines += [f"## {workload}", ""]
         for arm in arms:

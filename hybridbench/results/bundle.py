@@ -9,17 +9,29 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hybridbench.checks.base import CheckResult
 from hybridbench.config.redact import redact_config
-from hybridbench.engines.base import EngineInfo
 from hybridbench.metrics.published import compare_published
 from hybridbench.plan.types import RunPlan
 
-__all__ = ["BUNDLE_SCHEMA_VERSION", "build_bundle", "package_checkout", "provenance"]
+__all__ = ["BUNDLE_SCHEMA_VERSION", "EngineBuild", "build_bundle", "package_checkout", "provenance"]
 
 BUNDLE_SCHEMA_VERSION = 1
+class EngineBuild(Protocol):
+    """What provenance records of the engine that ran (``engines.base.EngineInfo``; results import no engine)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def command(self) -> tuple[str, ...]: ...
+    @property
+    def extra(self) -> dict[str, Any]: ...
+
+
 # The package's own source tree: provenance names the hybridbench that ran, not whatever repo the cwd is in.
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # Set by git hooks and some CI steps; they would point git at another repository than the package's.
@@ -56,7 +68,7 @@ def _git_state() -> tuple[str, bool]:
     return _git(repo, "rev-parse", "HEAD"), bool(_git(repo, "status", "--porcelain"))
 
 
-def provenance(plan: RunPlan, engine: EngineInfo) -> dict[str, Any]:
+def provenance(plan: RunPlan, engine: EngineBuild) -> dict[str, Any]:
     pr = next((os.environ[k] for k in ("HYBRIDBENCH_PR", "PR_NUMBER", "GITHUB_PR_NUMBER") if os.environ.get(k)), None)
     try:
         version = metadata.version("hybridbench")
@@ -71,7 +83,8 @@ def provenance(plan: RunPlan, engine: EngineInfo) -> dict[str, Any]:
         "python": platform.python_version(),
         "host": platform.node(),
         # Both already redacted upstream (plan, engine); again here since this goes to disk.
-        "engine": redact_config(asdict(engine)),
+        "engine": redact_config({"name": engine.name, "version": engine.version,
+                                "command": list(engine.command), "extra": engine.extra}),
         "plan_fingerprint": plan.fingerprint,
         "config": redact_config(plan.config),
     }
@@ -79,7 +92,7 @@ def provenance(plan: RunPlan, engine: EngineInfo) -> dict[str, Any]:
 
 def build_bundle(
     plan: RunPlan,
-    engine: EngineInfo,
+    engine: EngineBuild,
     trials: list[dict[str, Any]],
     aggregates: dict[str, dict[str, dict[str, Any]]],
     checks: list[CheckResult],

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hybridbench.metrics.summary import summarize
-from hybridbench.records.io import read_records
+from hybridbench.results.reader import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -53,7 +53,9 @@ def write_run(path: Path, *, repeats: int = 3, ttft_ms: float = 100.0, duration_
             lines.append(json.dumps(rec.to_json()))
     (path / "records.jsonl").write_text("".join(line + "\n" for line in lines))
     if died:
-        bundle = {"trials": [{"trial_id": trials[(ran or 1) - 1].trial_id, "server": {"infrastructure_error": died}}]}
+        dead = trials[(ran or 1) - 1]
+        bundle = {"trials": [{"trial_id": dead.trial_id, "arm": dead.arm, "workload": "w", "repeat": dead.repeat,
+                              "summary": {}, "server": {"infrastructure_error": died}}]}
         (path / "bundle.json").write_text(json.dumps(bundle))
     return path
 
@@ -177,6 +179,7 @@ def test_runs_that_cannot_be_compared_exit_2_naming_why(tmp_path: Path, capsys: 
     ("not-a-plan", "plan.json: not a hybridbench plan"),
     ("bad-record", "records.jsonl:2: not a record"),
     ("null-field", "malformed run files"),
+    ("newer-plan", "plan schema version 2 is newer than this hybridbench reads"),
     ("bad-flag", "--ttft-regression: 2 is not in [0, 1)"),
     ("few-resamples", "--bootstrap-samples must be in [100, 1000000]"),
     ("nan-confidence", "--confidence: nan is not in [0, 1)"),
@@ -194,6 +197,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     elif case == "null-field":
         first = json.loads((b / "records.jsonl").read_text().splitlines()[0])
         (b / "records.jsonl").write_text(json.dumps({**first, "prompt_tokens": None}) + "\n")
+    elif case == "newer-plan":
+        (b / "plan.json").write_text(json.dumps({**json.loads((b / "plan.json").read_text()), "schema_version": 2}))
     elif case == "bad-record":
         (b / "records.jsonl").write_text((b / "records.jsonl").read_text().splitlines()[0] + "\n[1, 2]\n")
     elif case == "few-resamples":

@@ -14,8 +14,9 @@ from hybridbench.checks.registry import validate_checks
 from hybridbench.config.schema import ChecksCfg
 from hybridbench.errors import ConfigError
 from hybridbench.records.io import RecordWriter
-from hybridbench.records.kl import KlSample, k3, read_kl_samples
+from hybridbench.records.kl import KlSample, k3
 from hybridbench.records.schema import Record
+from hybridbench.results.reader import read_kl_samples
 
 
 def sample(arm: str, variant: str = "prefill", *, cached: int | None = 100, min_cached: int = 1,

@@ -1,0 +1,84 @@
+"""The settings a re-scoring uses: the run's own (plan.json's resolved config) with the overrides applied.
+
+Only what scoring reads may change — ``checks.*`` (thresholds, which checks run, the baseline arm) and
+``engine.kl_threshold``. Anything else (load, workloads, arms, seeds) decided what was sent and measured, so
+changing it needs a new run: such an override is refused with the key named (exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from hybridbench.checks.registry import validate_checks
+from hybridbench.config.schema import ChecksCfg, EngineCfg, RunCfg
+from hybridbench.config.validate import validate_config
+from hybridbench.errors import ConfigError
+from hybridbench.results import SavedPlan
+from hybridbench.results.score import ScoreSettings
+
+__all__ = ["RESCORABLE", "effective_settings", "parse_overrides"]
+
+RESCORABLE = ("checks.", "engine.kl_threshold")
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``key=value`` arguments (Hydra's syntax: ``checks.enabled=[ttft,survival]``) as a nested dict."""
+    for item in items:
+        key = item.split("=", 1)[0]
+        if "=" not in item or not key:
+            raise ConfigError(f"override {item!r}: expected key=value, e.g. checks.ttft_regression=0.05")
+        if not (key.startswith(RESCORABLE[0]) or key == RESCORABLE[1]):
+            raise ConfigError(f"override {key}: a re-scoring changes only checks.* and engine.kl_threshold; "
+                              f"{key} decided what the run measured, so it needs a new run")
+    try:
+        parsed = OmegaConf.to_container(OmegaConf.from_dotlist(list(items)))
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"overrides: {str(exc).splitlines()[0]}") from None
+    assert isinstance(parsed, dict)
+    return {str(k): v for k, v in parsed.items()}
+
+
+def _checks(saved: object, overrides: Mapping[str, Any]) -> ChecksCfg:
+    known = {f.name for f in fields(ChecksCfg)}
+    # An older run may carry keys a later hybridbench dropped: they no longer mean anything to a check.
+    kept = {k: v for k, v in saved.items() if k in known} if isinstance(saved, Mapping) else {}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ConfigError(f"override checks.{unknown[0]}: no such key; checks has {', '.join(sorted(known))}")
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(ChecksCfg), kept, dict(overrides))
+        out = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", "") or "checks"
+        raise ConfigError(f"checks.{key}: {str(exc).splitlines()[0]}" if key != "checks"
+                          else f"checks: {str(exc).splitlines()[0]}") from None
+    assert isinstance(out, ChecksCfg)
+    return out
+
+
+def effective_settings(plan: SavedPlan, overrides: Mapping[str, Any]) -> tuple[ScoreSettings, str]:
+    """The run's scoring settings with ``overrides`` applied, validated as a run's would be; and the baseline arm."""
+    config = plan.config
+    checks = _checks(config.get("checks"), overrides.get("checks") or {})
+    engine_saved = config.get("engine")
+    kl = EngineCfg().kl_threshold
+    if isinstance(engine_saved, Mapping) and isinstance(engine_saved.get("kl_threshold"), (int, float)):
+        kl = float(engine_saved["kl_threshold"])
+    engine_over = overrides.get("engine") or {}
+    if "kl_threshold" in engine_over:
+        value = engine_over["kl_threshold"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"engine.kl_threshold: expected a number, got {value!r}")
+        kl = float(value)
+    validate_checks(checks)
+    validate_config(RunCfg(checks=checks, engine=EngineCfg(kl_threshold=kl)))
+    baseline = checks.baseline_arm or (plan.arms[0] if plan.arms else "")
+    if baseline not in plan.arms:
+        raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the run's arms {list(plan.arms)}")
+    seed = config.get("seed", 0)
+    return ScoreSettings(checks, seed if isinstance(seed, int) else 0, kl), baseline

@@ -1,0 +1,252 @@
+"""Read a run directory back into ``hybridbench.results.types``: ``read_run(path)``.
+
+Every file is checked as it is read: a missing or malformed file, a wrong type under a key, or a schema
+version newer than this hybridbench's is a ConfigError (exit 2) naming the file (and line, for JSONL) —
+one line, never a traceback. Bundles written before a key existed (``published``, ``infrastructure_error``,
+``client_delay_flagged`` in summaries) read with that key empty.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from hybridbench.checks.base import CheckResult
+from hybridbench.errors import ConfigError
+from hybridbench.records.coverage import TRIAL_STATES
+from hybridbench.records.kl import KlSample, kl_sample_from_json
+from hybridbench.records.schema import Record, record_from_json
+from hybridbench.results.types import (
+    Bundle,
+    EngineBuildInfo,
+    PlannedTrial,
+    PlannedWorkload,
+    Provenance,
+    Run,
+    SavedPlan,
+    TrialResult,
+    TrialRun,
+)
+from hybridbench.results.versions import check_version
+
+__all__ = ["KL_SAMPLES", "read_bundle", "read_json_object", "read_kl_samples", "read_plan", "read_records", "read_run"]
+
+KL_SAMPLES = "kl.jsonl"
+
+
+class _Fields:
+    """Typed access to one JSON object, each failure naming the file and the key."""
+
+    def __init__(self, where: str, obj: object, kind: str) -> None:
+        if not isinstance(obj, dict):
+            raise ConfigError(f"{where}: not {kind} (expected a JSON object, got {type(obj).__name__})")
+        self.where, self.obj, self.kind = where, obj, kind
+
+    def _get(self, key: str, kinds: tuple[type, ...], default: Any) -> Any:
+        if key not in self.obj:
+            if default is _REQUIRED:
+                raise ConfigError(f"{self.where}: not {self.kind} (missing key {key!r})")
+            return default
+        value = self.obj[key]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise ConfigError(f"{self.where}: not {self.kind} ({key} must be {names}, got {type(value).__name__})")
+        return value
+
+    def text(self, key: str, default: Any = None) -> str:
+        return str(self._get(key, (str,), _REQUIRED if default is None else default))
+
+    def integer(self, key: str, default: int | None = None) -> int:
+        return int(self._get(key, (int,), _REQUIRED if default is None else default))
+
+    def optional_integer(self, key: str) -> int | None:
+        value = self._get(key, (int, type(None)), None)
+        return None if value is None else int(value)
+
+    def flag(self, key: str, default: bool) -> bool:
+        return bool(self._get(key, (bool,), default))
+
+    def array(self, key: str, default: Any = None) -> list[Any]:
+        return list(self._get(key, (list,), _REQUIRED if default is None else default))
+
+    def mapping(self, key: str, default: Any = None) -> dict[str, Any]:
+        return dict(self._get(key, (dict,), _REQUIRED if default is None else default))
+
+    def at(self, key: str, index: int | None = None) -> str:
+        return f"{self.where}: {key}" + (f"[{index}]" if index is not None else "")
+
+    def sub(self, key: str, index: int | None, obj: object) -> _Fields:
+        return _Fields(self.at(key, index), obj, self.kind)
+
+
+_REQUIRED = object()
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return data
+
+
+def _jsonl(path: Path, what: str) -> Iterator[tuple[str, Any]]:
+    try:
+        fh = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    with fh:
+        try:
+            for lineno, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        yield f"{path}:{lineno}", json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise ConfigError(f"{path}:{lineno}: not {what} ({exc.msg})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not UTF-8 text") from None
+
+
+def read_plan(path: Path) -> SavedPlan:
+    f = _Fields(str(path), read_json_object(path), "a hybridbench plan")
+    version = check_version(path, "plan", f.obj.get("schema_version"))
+    workloads = []
+    for i, w in enumerate(f.array("workloads")):
+        wf = f.sub("workloads", i, w)
+        workloads.append(PlannedWorkload(wf.text("name"), wf.text("kind", ""), wf.integer("seed", 0),
+                                         wf.text("trace_path", ""), tuple(str(a) for a in wf.array("argv", []))))
+    trials = []
+    for i, t in enumerate(f.array("trials")):
+        tf = f.sub("trials", i, t)
+        trials.append(PlannedTrial(tf.integer("index"), tf.text("arm"), tf.text("workload"), tf.integer("repeat"),
+                                   tf.integer("seed", 0)))
+    arms = tuple(str(a) for a in f.array("arms"))
+    return SavedPlan(version, f.text("name", path.parent.name), f.text("engine"), arms,
+                     f.text("baseline_arm", arms[0] if arms else ""), tuple(workloads), tuple(trials),
+                     f.mapping("config", {}), f.text("fingerprint", ""))
+
+
+def _check(f: _Fields) -> CheckResult:
+    where = f.where
+    status = f.text("status")
+    if status not in ("pass", "fail", "skip", "inconclusive"):
+        raise ConfigError(f"{where}: status {status!r} is not pass, fail, skip or inconclusive")
+    observed = f.obj.get("observed")
+    if observed is not None and (not isinstance(observed, (int, float)) or isinstance(observed, bool)):
+        raise ConfigError(f"{where}: observed must be a number or null")
+    return CheckResult(f.text("check"), f.text("workload"), f.text("arm"), status,  # type: ignore[arg-type]
+                       None if observed is None else float(observed), f.text("expected", ""), f.text("detail", ""))
+
+
+def _provenance(f: _Fields) -> Provenance:
+    e = f.sub("engine", None, f.obj.get("engine", {}))
+    engine = EngineBuildInfo(e.text("name", ""), str(e.obj.get("version") or ""),
+                             tuple(str(a) for a in e.array("command", [])), e.mapping("extra", {}))
+    pr = f.obj.get("pr_number")
+    return Provenance(f.text("git_sha", ""), f.flag("git_dirty", False), None if pr in (None, "") else str(pr),
+                      f.text("hybridbench_version", ""), engine, f.text("plan_fingerprint", ""),
+                      f.mapping("config", {}))
+
+
+def read_bundle(path: Path) -> Bundle:
+    raw = read_json_object(path)
+    f = _Fields(str(path), raw, "a hybridbench bundle")
+    version = check_version(path, "bundle", raw.get("schema_version"))
+    trials = []
+    for i, t in enumerate(f.array("trials")):
+        tf = f.sub("trials", i, t)
+        server = tf.mapping("server", {})
+        state = tf.text("state", "engine died" if server.get("infrastructure_error") else "ran")
+        if state not in TRIAL_STATES:
+            raise ConfigError(f"{tf.where}: state {state!r} is not one of {', '.join(TRIAL_STATES)}")
+        trials.append(TrialResult(tf.text("trial_id"), tf.text("arm"), tf.text("workload"), tf.integer("repeat"),
+                                  tf.mapping("summary", {}), server, state, tf.optional_integer("planned_requests"),
+                                  tf.optional_integer("recorded_requests"), tf.optional_integer("duplicated_records"),
+                                  tf.text("detail", "")))
+    aggregates: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for workload, by_arm in f.mapping("aggregates", {}).items():
+        af = f.sub(f"aggregates.{workload}", None, by_arm)
+        aggregates[workload] = {arm: af.mapping(arm) for arm in af.obj}
+    checks = tuple(_check(f.sub("checks", i, c)) for i, c in enumerate(f.array("checks", [])))
+    published = tuple(f.sub("published", i, p).obj for i, p in enumerate(f.array("published", [])))
+    rescored = raw.get("rescored")
+    return Bundle(
+        schema_version=version,
+        name=f.text("name", path.parent.name),
+        created=f.text("created", ""),
+        modelled=f.flag("modelled", False),
+        arms=tuple(str(a) for a in f.array("arms", [])),
+        baseline_arm=f.text("baseline_arm", ""),
+        trials=tuple(trials),
+        aggregates=aggregates,
+        checks=checks,
+        verdict=f.text("verdict", ""),
+        provenance=_provenance(f.sub("provenance", None, raw.get("provenance", {}))),
+        infrastructure_error=f.text("infrastructure_error", ""),
+        published=published,
+        rescored=rescored if isinstance(rescored, dict) else None,
+        raw=raw,
+    )
+
+
+def read_records(path: Path) -> Iterator[Record]:
+    for where, obj in _jsonl(path, "records"):
+        if isinstance(obj, dict):
+            check_version(where, "record", obj.get("schema_version"))
+        try:
+            yield record_from_json(obj)
+        except TypeError as exc:
+            raise ConfigError(f"{where}: not a record ({exc})") from None
+
+
+def read_kl_samples(path: Path) -> Iterator[KlSample]:
+    """The kl probe's samples; a run without the probe has no file and yields nothing."""
+    if not path.exists():
+        return
+    for where, obj in _jsonl(path, "a KL sample"):
+        try:
+            yield kl_sample_from_json(obj)
+        except TypeError as exc:
+            raise ConfigError(f"{where}: not a KL sample ({exc})") from None
+
+
+def _trace_rows(trace: Path) -> int | None:
+    """How many requests the workload's trace holds (one per non-blank line), when the run still has it."""
+    try:
+        with trace.open("rb") as fh:
+            return sum(1 for line in fh if line.strip())
+    except OSError:
+        return None
+
+
+def read_run(path: Path) -> Run:
+    """The run in ``path``: plan.json and records.jsonl must be there; bundle.json and probe samples may not."""
+    if not path.is_dir():
+        raise ConfigError(f"{path}: not a run directory")
+    plan = read_plan(path / "plan.json")
+    bundle_path = path / "bundle.json"
+    bundle = read_bundle(bundle_path) if bundle_path.exists() else None
+    by_trial: dict[str, list[Record]] = {}
+    for rec in read_records(path / "records.jsonl"):
+        by_trial.setdefault(rec.trial_id, []).append(rec)
+    rows = {w.name: _trace_rows(path / "traces" / Path(w.trace_path or f"{w.name}.jsonl").name)
+            for w in plan.workloads}
+    trials = []
+    for t in plan.trials:
+        result = bundle.trial(t.trial_id) if bundle is not None else None
+        recs = by_trial.get(t.trial_id, [])
+        state = result.state if result is not None else "ran"
+        # A trial that ran left records, a recorded failure or a state saying it was cut short; one with
+        # none of these counts as missing.
+        if recs or (result is not None and result.infrastructure_error) or state not in ("ran", "not run"):
+            planned = result.planned_requests if result is not None else None
+            trials.append(TrialRun(t, tuple(recs), result, rows.get(t.workload) if planned is None else planned))
+    return Run(path, plan, bundle, tuple(trials), tuple(read_kl_samples(path / KL_SAMPLES)))

@@ -1,0 +1,89 @@
+"""Records -> summaries, aggregates and check verdicts: the one scoring step a run and a re-scoring share.
+
+``python -m hybridbench`` scores the records it just saved; ``python -m hybridbench.rescore`` scores the
+records of a saved run with other settings. Both call ``score_trials``, so the same files and the same
+settings give the same verdicts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybridbench.checks.base import CheckInput, CheckResult
+from hybridbench.checks.registry import run_checks
+from hybridbench.config.schema import ChecksCfg
+from hybridbench.metrics.summary import aggregate, summarize
+from hybridbench.records.coverage import TrialOutcome, coverage
+from hybridbench.records.kl import KlSample
+from hybridbench.records.schema import Record
+
+__all__ = ["ScoreSettings", "Scored", "score_trials"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreSettings:
+    """Everything the verdicts depend on besides the saved files."""
+
+    checks: ChecksCfg
+    seed: int
+    kl_threshold: float
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    trials: list[dict[str, Any]] = field(default_factory=list)  # bundle.json's per-trial lines
+    aggregates: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    checks: list[CheckResult] = field(default_factory=list)
+
+
+def score_trials(
+    outcomes: Sequence[TrialOutcome],
+    records: Mapping[str, Sequence[Record]],
+    snapshots: Mapping[str, Mapping[str, Any]],
+    kl_samples: Sequence[KlSample],
+    *,
+    arms: tuple[str, ...],
+    baseline_arm: str,
+    workloads: tuple[str, ...],
+    settings: ScoreSettings,
+) -> Scored:
+    """Score every planned trial (``outcomes``, in plan order: whether it ran) from its ``records`` and the
+    server's ``snapshots`` (both by trial id) under ``settings``."""
+    trials_out: list[dict[str, Any]] = []
+    pooled: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    trial_summaries: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    snaps: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    by_pair: dict[tuple[str, str], list[TrialOutcome]] = defaultdict(list)
+    for done in outcomes:
+        key = (done.workload, done.arm)
+        by_pair[key].append(done)
+        recs = list(records.get(done.trial_id, []))
+        cover = coverage(done.planned_requests, recs)
+        entry = {"trial_id": done.trial_id, "arm": done.arm, "workload": done.workload, "repeat": done.repeat,
+                 "state": done.state, "planned_requests": done.planned_requests,
+                 "recorded_requests": cover.recorded, "duplicated_records": cover.duplicated}
+        if done.detail:  # kept so that a re-scoring sees why a trial did not run to its end
+            entry["detail"] = done.detail
+        if done.state == "not run":
+            trials_out.append(entry)
+            continue
+        summary = summarize(recs)
+        snapshot = dict(snapshots.get(done.trial_id, {}))
+        pooled[key].extend(recs)
+        trial_summaries[key].append(summary)
+        snaps[key].append(snapshot)
+        trials_out.append({**entry, "summary": summary, "server": snapshot})
+    kl: dict[tuple[str, str], list[KlSample]] = defaultdict(list)
+    for sample in kl_samples:
+        kl[(sample.workload, sample.arm)].append(sample)
+    aggregates = {w: {arm: aggregate(pooled[(w, arm)], trial_summaries[(w, arm)]) for arm in arms}
+                  for w in workloads}
+    checks = run_checks(
+        settings.checks.enabled,
+        CheckInput(settings.checks, arms, baseline_arm, workloads, dict(pooled), dict(trial_summaries), dict(snaps),
+                   settings.seed, dict(kl), settings.kl_threshold, trials=dict(by_pair)),
+    )
+    return Scored(trials_out, aggregates, checks)

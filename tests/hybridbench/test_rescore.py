@@ -1,0 +1,135 @@
+"""`python -m hybridbench.rescore`: metrics and checks again from a saved run's files alone."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybridbench.rescore.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = Path(__file__).parent / "fixtures" / "runs"
+
+
+def _verdicts(run: Path) -> list[tuple[str, str, str, str]]:
+    checks = json.loads((run / "bundle.json").read_text())["checks"]
+    return [(c["check"], c["workload"], c["arm"], c["status"]) for c in checks]
+
+
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real sim run: lru is +3.3% TTFT against branching in both repeats (the simulator is deterministic)."""
+    run = tmp_path_factory.mktemp("sim") / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim", "arms=[branching,lru]", "repeats=2",
+         "checks.min_token_hit_rate=0", f"hydra.run.dir={run}"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return run
+
+
+@pytest.fixture
+def run_copy(sim_run: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(sim_run, tmp_path / "run"))
+
+
+def test_same_settings_reproduce_the_same_bundle_and_report(run_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = json.loads((run_copy / "bundle.json").read_text())
+    report = (run_copy / "report.md").read_text()
+    records = (run_copy / "records.jsonl").read_bytes()
+    assert main([str(run_copy)]) == 0
+    after = json.loads((run_copy / "bundle.json").read_text())
+    for key in ("checks", "verdict", "trials", "aggregates", "published", "baseline_arm"):
+        assert json.dumps(after[key], sort_keys=True) == json.dumps(before[key], sort_keys=True), key
+    assert after["rescored"]["overrides"] == []
+    assert after["provenance"]["git_sha"] == before["provenance"]["git_sha"]  # the build that measured
+    lines = (run_copy / "report.md").read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("**Re-scored**"))
+    assert "with the run's own settings" in lines[at]
+    assert lines[:at] + lines[at + 2:] == report.splitlines()  # the same report, plus when it was re-scored
+    assert (run_copy / "records.jsonl").read_bytes() == records  # what was measured is only read
+    assert "verdict: **pass**" in capsys.readouterr().out
+
+
+def test_a_tighter_threshold_fails_and_the_original_one_passes_again(run_copy: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    original = _verdicts(run_copy)
+    assert main([str(run_copy), "checks.ttft_regression=0.02"]) == 1
+    bundle = json.loads((run_copy / "bundle.json").read_text())
+    assert bundle["verdict"] == "fail" and bundle["provenance"]["config"]["checks"]["ttft_regression"] == 0.02
+    assert ("ttft", "gsp", "lru", "fail") in _verdicts(run_copy)
+    assert "| ttft | gsp | lru | **FAIL** |" in (run_copy / "report.md").read_text()
+    assert "`checks.ttft_regression=0.02`" in (run_copy / "report.md").read_text()
+    # Back to the run's own settings (0.10): the first verdicts, exactly.
+    assert main([str(run_copy), "checks.ttft_regression=0.05"]) == 0
+    assert _verdicts(run_copy) == original
+
+
+def test_other_checks_and_other_baseline(run_copy: Path) -> None:
+    assert main([str(run_copy), "checks.enabled=[survival,cache_hits]", "checks.min_token_hit_rate=0.2"]) == 1
+    assert {v[0] for v in _verdicts(run_copy)} == {"survival", "cache_hits"}
+    assert ("cache_hits", "gsp", "lru", "fail") in _verdicts(run_copy)
+    assert main([str(run_copy), "checks.baseline_arm=lru"]) == 0
+    bundle = json.loads((run_copy / "bundle.json").read_text())
+    assert bundle["baseline_arm"] == "lru"
+    assert ("ttft", "gsp", "branching", "pass") in _verdicts(run_copy)  # branching is now the candidate
+
+
+def test_the_first_harness_run_rescores(tmp_path: Path) -> None:
+    run = Path(shutil.copytree(RUNS / "fbde869-smoke-sim", tmp_path / "old"))
+    assert main([str(run)]) == 0
+    bundle = json.loads((run / "bundle.json").read_text())
+    assert bundle["schema_version"] == 1 and "rescored" in bundle and bundle["verdict"] == "pass"
+    assert main([str(run), "checks.min_token_hit_rate=0.99"]) == 1
+
+
+def test_a_reference_run_rescores_its_kl_samples(tmp_path: Path) -> None:
+    run = Path(shutil.copytree(RUNS / "reference-smoke-kl", tmp_path / "ref"))
+    original = _verdicts(run)
+    assert main([str(run)]) == 0
+    assert _verdicts(run) == original and any(v[0] == "kl" for v in original)
+    assert main([str(run), "engine.kl_threshold=1e-15"]) == 1  # the saved samples' k3 is ~1e-12
+    assert {v[3] for v in _verdicts(run) if v[0] == "kl"} == {"fail"}
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["load.max_concurrency=1"], "load.max_concurrency decided what the run measured"),
+    (["checks.nope=1"], "override checks.nope: no such key"),
+    (["checks.ttft_regression=abc"], "checks.ttft_regression"),
+    (["checks.bootstrap_samples=5"], "checks.bootstrap_samples must be"),
+    (["checks.enabled=[ttft,nope]"], "checks.enabled: unknown check(s) nope"),
+    (["checks.baseline_arm=seglen"], "checks.baseline_arm: 'seglen' is not one of the run's arms"),
+    (["ttft_regression"], "expected key=value"),
+])
+def test_bad_overrides_are_one_line_and_exit_2(run_copy: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                                               needle: str) -> None:
+    before = (run_copy / "bundle.json").read_bytes()
+    assert main([str(run_copy), *args]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0], err
+    assert (run_copy / "bundle.json").read_bytes() == before
+
+
+def test_unreadable_runs_are_one_line_and_exit_2(run_copy: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    bundle = json.loads((run_copy / "bundle.json").read_text())
+    (run_copy / "bundle.json").write_text(json.dumps({**bundle, "schema_version": 2}))
+    assert main([str(run_copy)]) == 2
+    assert main([str(tmp_path / "nowhere")]) == 2
+    (run_copy / "bundle.json").unlink()
+    assert main([str(run_copy)]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 3 and "bundle schema version 2 is newer" in err[0]
+    assert "not a run directory" in err[1] and "bundle.json: missing" in err[2]
+
+
+def test_the_module_runs_from_the_command_line(run_copy: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "hybridbench.rescore", str(run_copy), "checks.ttft_regression=0.02"],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
+    assert proc.returncode == 1 and "verdict: **fail**" in proc.stdout, proc.stderr
