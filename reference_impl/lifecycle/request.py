@@ -15,9 +15,27 @@ __all__ = ["STATES_PER_REQUEST_WITH_CACHE", "CachedRequest", "LifecycleCounters"
 STATES_PER_REQUEST_WITH_CACHE = 3
 
 
+# A fingerprint chains the hashes of 256-token blocks, so a request that grows by one decode token
+# re-hashes at most one block instead of its whole sequence (which made decode quadratic in length).
+_BLOCK = 256
+
+
+def _extend_chain(tokens: Sequence[int], blocks: int, chain: list[int]) -> None:
+    """Grow ``chain`` (``chain[k]``: the hash of the first ``k`` full blocks) to ``blocks`` + 1 entries."""
+    for k in range(len(chain) - 1, blocks):
+        chain.append(hash((chain[k], tuple(tokens[k * _BLOCK:(k + 1) * _BLOCK]))))
+
+
+def _content(chain: list[int], tokens: Sequence[int], n: int) -> StateContent:
+    blocks = n // _BLOCK
+    return StateContent(n, hash((chain[blocks], n, tuple(tokens[blocks * _BLOCK:n]))))
+
+
 def fingerprint(tokens: Sequence[int], n: int) -> StateContent:
     """What a recurrent state after ``tokens[:n]`` summarises, as checkable content."""
-    return StateContent(n, hash(tuple(tokens[:n])))
+    chain = [0]
+    _extend_chain(tokens, n // _BLOCK, chain)
+    return _content(chain, tokens, n)
 
 
 @dataclass(slots=True)
@@ -35,6 +53,14 @@ class CachedRequest:
     track_slots: list[int] = field(default_factory=list)
     track_seqlen: int | None = None  # position of the newest tracked, not yet inserted state
     branch_seqlen: int | None = None
+    block_hashes: list[int] = field(default_factory=lambda: [0], repr=False)  # fingerprint's chain, kept
+
+    def fingerprint(self, n: int) -> StateContent:
+        """``fingerprint(self.tokens, n)``, reusing the block hashes of earlier calls (tokens only grow)."""
+        if n > len(self.tokens):
+            return fingerprint(self.tokens, n)  # blocks past the end would be cached half-filled
+        _extend_chain(self.tokens, n // _BLOCK, self.block_hashes)
+        return _content(self.block_hashes, self.tokens, n)
 
     @property
     def held_kv(self) -> int:

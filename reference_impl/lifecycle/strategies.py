@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reference_impl.lifecycle.request import CachedRequest, fingerprint
+from reference_impl.lifecycle.request import CachedRequest
 from reference_impl.lifecycle.strategy import Strategy
 from reference_impl.radix.pools import PoolExhausted
 from reference_impl.radix.tree import MambaRadixTree
@@ -67,7 +67,7 @@ class ExtraBufferStrategy(Strategy):
     def _track(self, req: CachedRequest, position: int) -> None:
         # The ping-pong slot written next becomes the newest tracked state.
         slot = req.track_slots.pop(0)
-        self.tree.state_pool.write(slot, fingerprint(req.tokens, position))
+        self.tree.state_pool.write(slot, req.fingerprint(position))
         req.track_slots.append(slot)
         req.track_seqlen = position
 
@@ -109,7 +109,7 @@ class DisabledStrategy(Strategy):
             self.release(req)
             raise PoolExhausted("Not enough space for mamba cache")
         req.live_state = slot
-        self.tree.state_pool.write(slot, fingerprint(req.tokens, 0))
+        self.tree.state_pool.write(slot, req.fingerprint(0))
         return req
 
     def cache_unfinished(self, req: CachedRequest) -> None:

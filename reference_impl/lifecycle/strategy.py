@@ -13,7 +13,6 @@ from reference_impl.lifecycle.request import (
     STATES_PER_REQUEST_WITH_CACHE,
     CachedRequest,
     LifecycleCounters,
-    fingerprint,
 )
 from reference_impl.radix.key import page_floor
 from reference_impl.radix.node import Node
@@ -96,7 +95,7 @@ class Strategy(ABC):
                 assert match.last_node.state is not None
                 tree.state_pool.copy(match.last_node.state, req.live_state)
             else:
-                tree.state_pool.write(req.live_state, fingerprint(req.tokens, 0))
+                tree.state_pool.write(req.live_state, req.fingerprint(0))
             if self.host is not None:
                 self._load_back(req, limit)
             if budget and hit:
@@ -140,7 +139,7 @@ class Strategy(ABC):
     def write_back(self, req: CachedRequest) -> None:
         """Copy what the request has cached on the device to the host tier (on finish or retract)."""
         if self.host is not None and req.protected_len > 0:
-            self.host.write_back(req.tokens[: req.protected_len], fingerprint(req.tokens, req.protected_len))
+            self.host.write_back(req.tokens[: req.protected_len], req.fingerprint(req.protected_len))
 
     def release(self, req: CachedRequest) -> None:
         """Drop everything the request holds without caching it (abort or failed admission)."""
@@ -184,7 +183,7 @@ class Strategy(ABC):
         end = req.kv_len
         self._on_forward(req, start, end)
         assert req.live_state is not None
-        self.tree.state_pool.write(req.live_state, fingerprint(req.tokens, end))
+        self.tree.state_pool.write(req.live_state, req.fingerprint(end))
         if not (end == req.input_len and finishes_after_prefill):
             self.cache_unfinished(req)
 
@@ -200,7 +199,7 @@ class Strategy(ABC):
             req.kv_len = committed
             self._on_decode(req, old_committed, committed)
             assert req.live_state is not None
-            self.tree.state_pool.write(req.live_state, fingerprint(req.tokens, committed))
+            self.tree.state_pool.write(req.live_state, req.fingerprint(committed))
 
     def _on_forward(self, req: CachedRequest, start: int, end: int) -> None:
         """A prefill forward over ``tokens[start:end]`` ran; track states if the strategy does."""

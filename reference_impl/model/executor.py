@@ -161,7 +161,7 @@ class Executor:
     def _check_live(self, cached: CachedRequest, at: int) -> int:
         slot = cached.live_state
         assert slot is not None
-        want = fingerprint(cached.tokens, at)
+        want = cached.fingerprint(at)
         if at and self.pool.held.get(slot) != want:
             raise StateMaterializationError(f"live state slot {slot} does not hold the state after {at} tokens")
         return slot
@@ -271,7 +271,7 @@ class Executor:
             assert cached is not None
             rolling_keys(cached.tokens, ctx.keys, item.end)
             ctx.rows.extend(self.kv.store(ctx.keys[item.start : item.end], new_kv[b : b + 1]))
-            self.pool.put(slots[b], RecState(state.conv[b], state.ssm[b]), fingerprint(cached.tokens, item.end))
+            self.pool.put(slots[b], RecState(state.conv[b], state.ssm[b]), cached.fingerprint(item.end))
             sampled[req.rid] = self._sample(ctx, logits[b])
         return sampled
 
