@@ -1,10 +1,20 @@
-"""Saved runs, read and written: ``read_run(path)`` gives a ``Run`` (plan, bundle, trials with records, probe
-samples) as frozen values; ``bundle`` builds bundle.json; ``index`` appends to index.jsonl."""
+"""Saved runs, read and written. ``read_run(path)`` gives a ``Run`` (plan, bundle, trials with their records,
+probe samples) as frozen values; ``read_index`` lists the runs that finished beside each other (index.jsonl).
+``bundle`` builds bundle.json, ``index`` appends to index.jsonl, ``score`` turns records into verdicts."""
 
-from hybridbench.results.reader import KL_SAMPLES, read_bundle, read_kl_samples, read_plan, read_records, read_run
+from hybridbench.results.reader import (
+    KL_SAMPLES,
+    read_bundle,
+    read_index,
+    read_kl_samples,
+    read_plan,
+    read_records,
+    read_run,
+)
 from hybridbench.results.types import (
     Bundle,
     EngineBuildInfo,
+    IndexEntry,
     PlannedTrial,
     PlannedWorkload,
     Provenance,
@@ -15,19 +25,7 @@ from hybridbench.results.types import (
 )
 
 __all__ = [
-    "KL_SAMPLES",
-    "Bundle",
-    "EngineBuildInfo",
-    "PlannedTrial",
-    "PlannedWorkload",
-    "Provenance",
-    "Run",
-    "SavedPlan",
-    "TrialResult",
-    "TrialRun",
-    "read_bundle",
-    "read_kl_samples",
-    "read_plan",
-    "read_records",
-    "read_run",
+    "KL_SAMPLES", "Bundle", "EngineBuildInfo", "IndexEntry", "PlannedTrial", "PlannedWorkload", "Provenance", "Run",
+    "SavedPlan", "TrialResult", "TrialRun", "read_bundle", "read_index", "read_kl_samples", "read_plan",
+    "read_records", "read_run",
 ]

@@ -21,6 +21,7 @@ from hybridbench.records.schema import Record, record_from_json
 from hybridbench.results.types import (
     Bundle,
     EngineBuildInfo,
+    IndexEntry,
     PlannedTrial,
     PlannedWorkload,
     Provenance,
@@ -31,7 +32,8 @@ from hybridbench.results.types import (
 )
 from hybridbench.results.versions import check_version
 
-__all__ = ["KL_SAMPLES", "read_bundle", "read_json_object", "read_kl_samples", "read_plan", "read_records", "read_run"]
+__all__ = ["KL_SAMPLES", "read_bundle", "read_index", "read_json_object", "read_kl_samples", "read_plan",
+           "read_records", "read_run"]
 
 KL_SAMPLES = "kl.jsonl"
 
@@ -250,3 +252,21 @@ def read_run(path: Path) -> Run:
             planned = result.planned_requests if result is not None else None
             trials.append(TrialRun(t, tuple(recs), result, rows.get(t.workload) if planned is None else planned))
     return Run(path, plan, bundle, tuple(trials), tuple(read_kl_samples(path / KL_SAMPLES)))
+
+
+def read_index(path: Path) -> tuple[IndexEntry, ...]:
+    """index.jsonl's lines in the order the runs finished (a run replaced with overwrite=true appears again:
+    its last line is the current one)."""
+    out = []
+    for where, obj in _jsonl(path, "an index line"):
+        f = _Fields(where, obj, "an index line")
+        pr = f.obj.get("pr_number")
+        out.append(IndexEntry(
+            Path(f.text("run_dir")), str(f.obj.get("name") or ""), str(f.obj.get("created") or ""),
+            str(f.obj.get("verdict") or ""), f.obj.get("modelled") is True,
+            tuple(str(a) for a in f.obj.get("arms") or ()), str(f.obj.get("engine") or ""),
+            str(f.obj.get("engine_version") or ""), str(f.obj.get("git_sha") or ""),
+            None if pr in (None, "") else str(pr), str(f.obj.get("plan_fingerprint") or ""),
+            tuple(str(c) for c in f.array("failed_checks", [])),
+        ))
+    return tuple(out)

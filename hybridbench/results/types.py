@@ -18,8 +18,8 @@ from hybridbench.records.coverage import Coverage, coverage
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
 
-__all__ = ["Bundle", "EngineBuildInfo", "PlannedTrial", "PlannedWorkload", "Provenance", "Run", "SavedPlan",
-           "TrialResult", "TrialRun"]
+__all__ = ["Bundle", "EngineBuildInfo", "IndexEntry", "PlannedTrial", "PlannedWorkload", "Provenance", "Run",
+           "SavedPlan", "TrialResult", "TrialRun"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,3 +176,21 @@ class Run:
     def missing_trials(self, workload: str, arm: str) -> int:
         """Planned trials of the pair that never ran (the run ended early)."""
         return self.planned_count(workload, arm) - len(self.trials_of(workload, arm))
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """One line of index.jsonl: a finished run as a dashboard lists it (``read_run(path)`` for the rest)."""
+
+    path: Path
+    name: str
+    created: str
+    verdict: str
+    modelled: bool
+    arms: tuple[str, ...]
+    engine: str
+    engine_version: str
+    git_sha: str
+    pr_number: str | None
+    plan_fingerprint: str
+    failed_checks: tuple[str, ...]  # "check:workload:arm"

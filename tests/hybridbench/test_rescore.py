@@ -133,3 +133,19 @@ def test_the_module_runs_from_the_command_line(run_copy: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "hybridbench.rescore", str(run_copy), "checks.ttft_regression=0.02"],
                           capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
     assert proc.returncode == 1 and "verdict: **fail**" in proc.stdout, proc.stderr
+
+
+def test_the_index_beside_the_run_reads_typed(sim_run: Path, tmp_path: Path) -> None:
+    from hybridbench.errors import ConfigError
+    from hybridbench.results import read_index, read_run
+
+    entries = read_index(sim_run.parent / "index.jsonl")
+    assert [e.path for e in entries] == [sim_run]
+    entry, run = entries[0], read_run(sim_run)
+    assert run.bundle is not None
+    assert (entry.verdict, entry.engine, entry.arms, entry.modelled) == ("pass", "sim", ("branching", "lru"), True)
+    assert entry.plan_fingerprint == run.plan.fingerprint and entry.failed_checks == ()
+    bad = tmp_path / "index.jsonl"
+    bad.write_text((sim_run.parent / "index.jsonl").read_text() + '{"name": "x"}\n')
+    with pytest.raises(ConfigError, match=r"index.jsonl:2: not an index line \(missing key 'run_dir'\)"):
+        read_index(bad)
