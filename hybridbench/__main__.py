@@ -17,12 +17,15 @@ from typing import Any, TextIO
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.config.strict import reject_unknown_keys
 from hybridbench.errors import HybridbenchError, Interrupted, RunInterrupted
+from hybridbench.results.scrub import scrub_file
 
 _CONF = str(Path(__file__).resolve().parent.parent / "conf")
 
@@ -73,9 +76,9 @@ _hold = _HoldStderr(sys.stderr)
 _outcome = {"exit_code": 0}  # Hydra discards the task's return value; keep it here
 
 
-def _save_traceback(run_dir: Path) -> Path:
+def _save_traceback(run_dir: Path, secrets: frozenset[str]) -> Path:
     """The traceback of a bug goes to a file (the terminal gets one line): the run dir, else a temp file."""
-    text = traceback.format_exc()
+    text = scrub(traceback.format_exc(), secrets)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "crash.txt").write_text(text)
@@ -93,27 +96,32 @@ def _task(cfg: DictConfig) -> None:
     sys.stderr = _hold.real
     from hybridbench.app import run  # noqa: PLC0415 - keeps compose errors free of import cost
 
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    secrets: frozenset[str] = frozenset()
     try:
+        resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+        secrets = secret_values(resolved)
+        if hydra_cfg.mode == RunMode.MULTIRUN:  # Hydra wrote the sweep's config and overrides verbatim
+            scrub_file(Path(hydra_cfg.sweep.dir) / "multirun.yaml", secrets)
         reject_unknown_keys(cfg, RunCfg)
         run_cfg = OmegaConf.to_object(cfg)
         assert isinstance(run_cfg, RunCfg)
-        resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
         code = run(run_cfg, run_dir, resolved)
     except RunInterrupted as exc:  # what ran is on disk; a sweep stops here too
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc), secrets)}", file=sys.stderr)
         _outcome["exit_code"] = exc.exit_code
         raise SystemExit(exc.exit_code) from None
     except HybridbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc), secrets)}", file=sys.stderr)
         code = exc.exit_code
     except KeyboardInterrupt as exc:  # before any trial started (a signal during a trial is RunInterrupted)
         name = exc.signame if isinstance(exc, Interrupted) else "SIGINT"
         print(f"error: interrupted by {name} before the run started", file=sys.stderr)
         raise SystemExit(3) from None
     except Exception as exc:  # a bug or an unforeseen failure is infrastructure, never "a check failed"
-        where = _save_traceback(run_dir)
-        summary = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        where = _save_traceback(run_dir, secrets)
+        summary = scrub(" ".join(f"{type(exc).__name__}: {exc}".split()), secrets)[:300]
         print(f"error: internal {summary} (traceback in {where})", file=sys.stderr)
         code = 3
     _outcome["exit_code"] = max(_outcome["exit_code"], code)  # a sweep exits with its worst job

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.checks.registry import validate_checks
+from hybridbench.config.redact import scrub, scrub_obj, secret_values
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import TrialContext
 from hybridbench.engines.registry import make_engine
@@ -28,6 +29,7 @@ from hybridbench.results.bundle import build_bundle
 from hybridbench.results.index import append_to_index
 from hybridbench.results.run_dir import claim_run_dir
 from hybridbench.results.score import ScoreSettings, score_trials
+from hybridbench.results.scrub import scrub_tree
 from workloads import generate
 from workloads.atomic_file import write_json_atomic, write_text_atomic
 from workloads.cli import run_cli
@@ -60,7 +62,10 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     engine = make_engine(cfg.engine.name)
     engine.validate(cfg, plan)
     claim_run_dir(run_dir, overwrite=cfg.overwrite)  # last: overwrite empties it only for a valid run
-    write_json_atomic(run_dir / "plan.json", plan.to_json())
+    # One redaction for every file the run writes: what the config hides is masked wherever it shows up again
+    # (a workload's argv, a server's last words quoting its command line, the logs).
+    secrets = secret_values(resolved)
+    write_json_atomic(run_dir / "plan.json", scrub_obj(plan.to_json(), secrets))
     traces: dict[str, list[TraceRow]] = {}
     records_path = run_dir / "records.jsonl"
     snapshots: dict[str, dict[str, Any]] = {}
@@ -98,6 +103,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
                     outcomes[trial.trial_id] = outcome(trial, "ran")
         finally:
             engine.close()
+            scrub_tree(run_dir / "logs", secrets)
     except Interrupted as exc:
         # Ctrl-C, a CI cancel (SIGTERM), a closed terminal (SIGHUP): what ran is scored and written like any run.
         failure = RunInterrupted(f"interrupted by {exc.signame}; the bundle and report cover the trials that ran")
@@ -121,6 +127,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
         bundle.update(verdict="interrupted", interrupted=str(failure))
     elif failure is not None:
         bundle.update(verdict="error", infrastructure_error=str(failure))
+    bundle = scrub_obj(bundle, secrets)
     write_json_atomic(run_dir / "bundle.json", bundle)
     try:
         append_to_index(run_dir, bundle)
@@ -131,5 +138,5 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     print(report)
     print(f"results: {run_dir}", file=sys.stderr)
     if failure is not None:
-        raise failure
+        raise type(failure)(scrub(str(failure), secrets))
     return 1 if bundle["verdict"] in ("fail", "inconclusive") else 0

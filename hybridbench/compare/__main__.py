@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from hybridbench.compare import CompareCfg, compare_runs, load_run
+from hybridbench.config.redact import redact_config, scrub, secret_values
 from hybridbench.config.validate import RULES
 from hybridbench.errors import ConfigError
 from hybridbench.report.compare import comparison_json, render_comparison
@@ -71,8 +72,11 @@ def main(argv: list[str] | None = None) -> int:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"{out}: cannot create the output directory ({exc.strerror or exc})") from None
-        write_json_atomic(out / "compare.json", comparison_json(cmp))
-        text = render_comparison(cmp)
+        # Runs older than their redaction may carry a secret in a detail: the one redaction applies here too.
+        data = comparison_json(cmp)
+        secrets = secret_values(data)
+        write_json_atomic(out / "compare.json", redact_config(data))
+        text = scrub(render_comparison(cmp), secrets)
         write_text_atomic(out / "compare.md", text)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

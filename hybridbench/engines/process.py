@@ -16,7 +16,9 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from hybridbench.config.redact import scrub, secret_values
 from hybridbench.errors import EngineError
+from hybridbench.results.scrub import scrub_file
 
 __all__ = ["ServerProcess", "free_port", "port_in_use"]
 
@@ -102,12 +104,22 @@ class ServerProcess:
             return False
         return True
 
+    @property
+    def secrets(self) -> frozenset[str]:
+        """What the launch hides (``--api-key X``, ``HF_TOKEN=...`` in its env): the server may echo it."""
+        return secret_values(self.command) | secret_values(self.env or {})
+
     def log_tail(self, lines: int = 5) -> str:
+        """The server's last words (they end up in error messages, bundle.json and report.md), secrets hidden."""
         try:
             text = self.log_path.read_text(errors="replace").strip().splitlines()
         except OSError:
             return ""
-        return " | ".join(text[-lines:])
+        return scrub(" | ".join(text[-lines:]), self.secrets)
+
+    def scrub_log(self) -> None:
+        """Rewrite the log with secrets hidden (``unrecognized arguments: --api-key ...`` quotes them)."""
+        scrub_file(self.log_path, self.secrets)
 
     def healthy(self, timeout_s: float = 5.0) -> bool:
         """The first health path the server has decides; a later one is tried only if an earlier one is
@@ -145,8 +157,15 @@ class ServerProcess:
         return True
 
     def stop(self) -> None:
-        """Stop the whole group: SGLang's scheduler and vLLM's workers are children that may outlive a dead
-        leader. SIGCONT first so a stopped (hung) group can act on SIGTERM; SIGKILL after the grace period."""
+        """Stop the whole group, then hide secrets in what it logged."""
+        try:
+            self._stop_group()
+        finally:
+            self.scrub_log()
+
+    def _stop_group(self) -> None:
+        """SGLang's scheduler and vLLM's workers are children that may outlive a dead leader. SIGCONT first so
+        a stopped (hung) group can act on SIGTERM; SIGKILL after the grace period."""
         proc = self.proc
         if proc is None or not self._signal_group(signal.SIGCONT):
             return
