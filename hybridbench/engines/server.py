@@ -253,6 +253,8 @@ class ServerEngine:
                                     **self._log_snapshot(server, log_offset)}
         if predictor is not None or why_not:
             snapshot["prediction"] = (predictor.broken if predictor is not None else why_not) or "exact"
+        if predictor is not None:
+            snapshot["prediction_semantics"] = predictor.core.config.semantics  # chosen by the reported version
         snapshot.update(read_evictions(server.base_url).since(evictions_before).snapshot())
         counters_after = self._scrape(server)
         if counters_before is not None and counters_after is not None:

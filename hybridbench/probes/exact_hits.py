@@ -8,27 +8,31 @@ prediction and the ``cache_hits`` check demands equality (DESIGN.md §5): a real
 less (or more) than SGLang's semantics say shows up request by request, not as a blurred hit rate.
 
 The settings come from the running server's own ``/server_info`` (SGLang's server args plus
-``max_total_num_tokens``), the strategy and policy from the arm. Arms the reference cannot mirror
-request by request — a host tier (its write-back timing is asynchronous) or a policy only a real
-build has — get no prediction, and the check says so.
+``max_total_num_tokens``), the cache semantics from the ``version`` it reports (``semantics_for``: the
+releases ``reference_impl.radix.tree.SGLANG_SEMANTICS`` reproduces), the strategy and policy from the
+arm. Arms the reference cannot mirror request by request — a host tier (its write-back timing is
+asynchronous) or a policy only a real build has — get no prediction, and the check says so.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from reference_impl.engine.arms import parse_arm
 from reference_impl.engine.core import Batch, EngineConfig, EngineCore
 from reference_impl.engine.simulator import ArrivalSpec, simulate
+from reference_impl.radix.tree import SGLANG_SEMANTICS
 from workloads.trace import TraceRow
 
-__all__ = ["CachePredictor", "predictor_config"]
+__all__ = ["CachePredictor", "predictor_config", "semantics_for"]
 
 _SEQUENTIAL = ArrivalSpec("closed", max_concurrency=1)
 # Without a reported pool size (SGLang derives it from GPU memory), a sequential load that fits in memory
 # never evicts: a pool this large makes the prediction assume exactly that.
 _UNBOUNDED = 1 << 30
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")  # "0.5.16", "0.5.24.dev0+gabc": major.minor.patch
 
 
 class _NoTime:
@@ -52,8 +56,30 @@ def _int(info: dict[str, Any], *keys: str) -> int | None:
     return None
 
 
+def semantics_for(version: object) -> str | None:
+    """Which proven SGLang cache semantics mirror a server reporting ``version`` (None: none proven).
+
+    A release between two proven ones gets the older one's (the change is not known before the newer one);
+    a newer release gets the newest (a divergence then shows request by request). The reference server
+    (``reference-*``) implements the newest.
+    """
+    text = str(version or "")
+    if text.startswith("reference"):
+        return SGLANG_SEMANTICS[-1]
+    match = _VERSION.match(text)
+    if match is None:
+        return None
+    reported = tuple(int(part) for part in match.groups())
+    proven = [s for s in SGLANG_SEMANTICS if tuple(int(p) for p in s.split(".")) <= reported]
+    return proven[-1] if proven else None
+
+
 def predictor_config(arm: str, info: dict[str, Any]) -> EngineConfig | str:
     """The reference configuration of a running server, or why there is none."""
+    semantics = semantics_for(info.get("version"))
+    if semantics is None:
+        return (f"no cache semantics proven for SGLang {info.get('version')!r} "
+                f"(proven: {', '.join(SGLANG_SEMANTICS)})")
     try:
         spec = parse_arm(arm)
     except ValueError as exc:
@@ -73,6 +99,7 @@ def predictor_config(arm: str, info: dict[str, Any]) -> EngineConfig | str:
         chunked_prefill_size=_int(info, "chunked_prefill_size") or 8192,
         track_interval=_int(info, "mamba_track_interval") or 256,
         overlap=not info.get("disable_overlap_schedule", False),
+        semantics=semantics,
     )
 
 

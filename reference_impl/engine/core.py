@@ -59,6 +59,7 @@ class EngineConfig:
     init_new_token_ratio: float = 0.7
     min_new_token_ratio: float = 0.1
     new_token_ratio_decay: float = 0.001
+    semantics: str = "0.5.23"  # which SGLang release's cache behaviour (reference_impl.radix.tree)
 
 
 def state_ratio(config: EngineConfig) -> int:
@@ -130,6 +131,7 @@ class EngineCore:
             StatePool(config.state_slots),
             make_policy(config.policy, config.eff_weight),
             page_size=config.page_size,
+            semantics=config.semantics,
         )
         host = None
         if config.host_kv_tokens > 0 and config.cache != "disabled":

@@ -60,7 +60,7 @@ class Strategy(ABC):
         pool = self.tree.kv_pool
         if n > pool.available:
             handle = self.tree.lock(protect) if protect is not None else None
-            self.tree.evict(num_tokens=n - pool.available)
+            self.tree.evict(num_tokens=n if self.tree.semantics == "0.5.16" else n - pool.available)
             if handle is not None:
                 self.tree.unlock(handle)
         if not pool.alloc(n):
@@ -86,7 +86,7 @@ class Strategy(ABC):
         # 0.5.9's alloc_req_slots evicts until MAMBA_STATE_PER_REQ_PREFIX_CACHE (3) slots are free —
         # after the COW slot of a hit, before the live slot of a miss (#38151 calls it over-eviction).
         # 0.5.23's ensure_mamba_capacity evicts only what this request still needs (checked on CPU).
-        budget = tree.semantics == "0.5.9"
+        budget = tree.semantics in ("0.5.9", "0.5.16")
         try:
             if budget and not hit:
                 self._evict_to_budget()
@@ -164,6 +164,10 @@ class Strategy(ABC):
 
     def alloc_chunk(self, req: CachedRequest, end: int) -> None:
         """Allocate KV for ``tokens[kv_len:end]`` (a scheduler does this when it plans the batch)."""
+        if self.tree.semantics == "0.5.16" and req.kv_len > req.prefix_len:
+            # 0.5.16's alloc_for_extend runs alloc_req_slots, and with it the 3-states-free budget, for every
+            # extend batch: each later chunk of a chunked prefill evicts again (checked on CPU against 0.5.16).
+            self._evict_to_budget()
         self._alloc_kv(end - req.kv_len, protect=req.lock.node if req.lock else None)
         req.kv_len = end
 

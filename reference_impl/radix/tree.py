@@ -39,9 +39,14 @@ __all__ = ["SGLANG_SEMANTICS", "MambaRadixTree"]
 # The SGLang versions whose cache behaviour this tree reproduces, newest last (research/sglang.md §0):
 #   0.5.9  MambaRadixCache: a hit refreshes the whole matched chain in the state order; insert leaves
 #          duplicate KV to its caller; the branching seqlen is reported whenever it is > 0.
+#   0.5.16 UnifiedRadixCache as 0.5.23, except that a split re-adds the lower half at the
+#          most-recent end of the state order and the branching seqlen is reported whenever the KV
+#          match goes deeper (both as 0.5.9); its scheduler keeps 0.5.9's budget of 3
+#          free states per extend batch and evicts a whole allocation's KV when short
+#          (reference_impl.lifecycle). Checked request by request against 0.5.16's code on CPU.
 #   0.5.23 UnifiedRadixCache: a hit refreshes only the used node (#31643/#31648); insert frees
 #          duplicate KV; the branching seqlen is reported only beyond the reusable prefix.
-SGLANG_SEMANTICS = ("0.5.9", "0.5.23")
+SGLANG_SEMANTICS = ("0.5.9", "0.5.16", "0.5.23")
 
 
 def _peek_live(heap: list[tuple[int, int, int]], live: dict[int, Node], tick_attr: str) -> Node | None:
@@ -160,10 +165,10 @@ class MambaRadixTree:
         """Cut ``child``'s edge after ``split_len`` tokens; the new parent has no state."""
         parent = child.parent
         assert parent is not None
-        # Splitting re-stamps the lower half as most recent in KV order (both versions, checked
-        # against SGLang on CPU); 0.5.9 also re-adds it at the most-recent end of the state order.
+        # Splitting re-stamps the lower half as most recent in KV order (every version, checked
+        # against SGLang on CPU); 0.5.9 and 0.5.16 also re-add it at the most-recent end of the state order.
         self._touch_kv(child)
-        if self.semantics == "0.5.9" and child.state is not None:
+        if self.semantics in ("0.5.9", "0.5.16") and child.state is not None:
             self._touch_state(child)
         new = self._new_node(child.key[:split_len], parent, child.depth - len(child.key) + split_len)
         new.kv_lock = child.kv_lock  # KV locks cover whole paths, so the upper half inherits them
@@ -219,7 +224,7 @@ class MambaRadixTree:
         branch = None
         if pos > best_len:
             aligned = pos // self.chunk_size * self.chunk_size
-            floor = 0 if self.semantics == "0.5.9" else best_len
+            floor = best_len if self.semantics == "0.5.23" else 0  # 0.5.16 as 0.5.9 (read from its code)
             branch = aligned if aligned > floor else None
         return MatchResult(best_len, best, pos, branch)
 

@@ -39,19 +39,22 @@ def test_exact_check_fails_on_any_request_that_differs_and_names_it() -> None:
 
 
 def test_predictor_reads_sglangs_server_info_fields() -> None:
-    info = {"page_size": 16, "chunked_prefill_size": 2048, "mamba_track_interval": 128, "max_mamba_cache_size": 300,
+    info = {"version": "0.5.23",
+            "page_size": 16, "chunked_prefill_size": 2048, "mamba_track_interval": 128, "max_mamba_cache_size": 300,
             "disable_overlap_schedule": True, "max_total_num_tokens": 500000, "internal_states": [{}]}
     config = predictor_config("branching", info)
     assert not isinstance(config, str)
     assert (config.kv_tokens, config.state_slots, config.page_size, config.chunked_prefill_size,
             config.track_interval, config.overlap, config.cache) == (500000, 300, 16, 2048, 128, False, "extra_buffer")
     assert "host tier" in str(predictor_config("l2", info))
-    assert "max_total_num_tokens" in str(predictor_config("lru", {"page_size": 1}))
+    assert "max_total_num_tokens" in str(predictor_config("lru", {"version": "0.5.23", "page_size": 1}))
+    assert "no cache semantics proven" in str(predictor_config("lru", {**info, "version": "0.4.0"}))
 
 
 def test_predictor_mirrors_sglang_branch_point_semantics() -> None:
     # SGLang's branching test: "hi"*257 prefix, three suffixes, sent one after another -> 0, 0, 256 cached.
-    config = predictor_config("branching", {"max_total_num_tokens": 100000, "max_mamba_cache_size": 64,
+    config = predictor_config("branching", {"version": "0.5.23", "max_total_num_tokens": 100000,
+                                            "max_mamba_cache_size": 64,
                                             "chunked_prefill_size": 8192, "mamba_track_interval": 256})
     assert not isinstance(config, str)
     predictor = CachePredictor(config)
@@ -79,7 +82,8 @@ def test_reference_server_matches_the_reference_cache_request_by_request(tmp_pat
 
 
 def test_a_request_the_mirror_cannot_take_stops_predictions_without_raising() -> None:
-    config = predictor_config("branching", {"max_total_num_tokens": 64, "max_mamba_cache_size": 64})
+    config = predictor_config("branching",
+                              {"version": "0.5.23", "max_total_num_tokens": 64, "max_mamba_cache_size": 64})
     assert not isinstance(config, str)
     predictor = CachePredictor(config)
     assert predictor.predict([5] * 10, [1], 1) == 0
