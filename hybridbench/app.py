@@ -18,7 +18,7 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import TrialContext
 from hybridbench.engines.registry import make_engine
 from hybridbench.errors import ConfigError, EngineError, HybridbenchError, Interrupted, RunInterrupted
-from hybridbench.plan.build import build_plan
+from hybridbench.plan.build import build_plan, effective_vocab
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
 from hybridbench.records.coverage import TrialOutcome, TrialState
 from hybridbench.records.io import RecordWriter
@@ -38,7 +38,7 @@ from workloads.trace import TraceError, TraceRow, read_trace
 __all__ = ["run"]
 
 
-def _materialize(w: WorkloadPlan) -> list[TraceRow]:
+def _materialize(w: WorkloadPlan, vocab_size: int) -> list[TraceRow]:
     """Generate the workload's trace into the run dir (in-process, one line of error on failure)."""
     Path(w.trace_path).parent.mkdir(parents=True, exist_ok=True)
     err = io.StringIO()
@@ -47,7 +47,7 @@ def _materialize(w: WorkloadPlan) -> list[TraceRow]:
     if code != 0:
         raise ConfigError(f"workloads.{w.name}: {err.getvalue().strip().splitlines()[-1]}")
     try:
-        return list(read_trace(w.trace_path).rows)
+        return list(read_trace(w.trace_path, vocab_size).rows)  # a replayed file may hold any id
     except TraceError as exc:
         raise ConfigError(f"workloads.{w.name}: {exc}") from None
 
@@ -80,7 +80,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     try:
         try:
             for w in plan.workloads:
-                traces[w.name] = _materialize(w)
+                traces[w.name] = _materialize(w, effective_vocab(cfg))
             with contextlib.ExitStack() as files:
                 writer = files.enter_context(RecordWriter(records_path))
                 emit_kl = None  # kl.jsonl exists only when the kl check asked for probes

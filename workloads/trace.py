@@ -15,6 +15,7 @@ This module does not generate loads or order them for serving; it only reads and
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ __all__ = [
 ]
 
 METADATA_KEY = "__trace_metadata__"
+INT64_LIMIT = 1 << 63  # token ids travel as int64 (torch, SGLang's input_ids)
+# A SWE-bench row of 128K input tokens is ~1 MB of JSON; 64 MB bounds what one line may hold in memory.
+MAX_LINE_CHARS = 64 << 20
 REQUIRED_KEYS = ("session_id", "turn_id", "input_tokens", "output_tokens")
 
 
@@ -96,24 +100,35 @@ class TraceStream:
         return Trace(tuple(self.rows), dict(self.metadata))
 
 
-def _token_list(value: Any, key: str, where: str) -> tuple[int, ...]:
+def _token_list(value: Any, key: str, where: str, vocab_size: int | None) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise TraceError(f"{where}: '{key}' must be a list of token ids, got {type(value).__name__}")
+    limit = INT64_LIMIT if vocab_size is None else min(vocab_size, INT64_LIMIT)
     for tok in value:
         # bool is an int subclass; a True in a token list is a bug upstream, not a token.
         if not isinstance(tok, int) or isinstance(tok, bool) or tok < 0:
-            raise TraceError(f"{where}: '{key}' holds {tok!r}, not a non-negative integer token id")
+            raise TraceError(f"{where}: '{key}' holds {_short(tok)}, not a non-negative integer token id")
+        if tok >= limit:
+            what = f"the vocabulary ({vocab_size} tokens)" if limit == vocab_size else "int64"
+            raise TraceError(f"{where}: '{key}' holds token id {_short(tok)}, outside {what}")
     return tuple(value)
 
 
-def _parse_row(obj: Any, where: str) -> TraceRow:
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _parse_row(obj: Any, where: str, vocab_size: int | None = None) -> TraceRow:
     if not isinstance(obj, dict):
         raise TraceError(f"{where}: a row must be a JSON object, got {type(obj).__name__}")
     missing = [k for k in REQUIRED_KEYS if k not in obj]
     if missing:
         raise TraceError(f"{where}: missing key(s) {', '.join(missing)}")
-    inputs = _token_list(obj["input_tokens"], "input_tokens", where)
-    outputs = _token_list(obj["output_tokens"], "output_tokens", where)
+    inputs = _token_list(obj["input_tokens"], "input_tokens", where, vocab_size)
+    outputs = _token_list(obj["output_tokens"], "output_tokens", where, vocab_size)
+    if not inputs:
+        raise TraceError(f"{where}: 'input_tokens' is empty (a request needs a prompt)")
     for key, toks in (("num_input_tokens", inputs), ("num_output_tokens", outputs)):
         if key in obj and obj[key] != len(toks):
             raise TraceError(f"{where}: '{key}' is {obj[key]!r} but the token list has {len(toks)}")
@@ -124,30 +139,40 @@ def _parse_row(obj: Any, where: str) -> TraceRow:
     if not isinstance(turn, int) or isinstance(turn, bool):
         raise TraceError(f"{where}: 'turn_id' must be an integer")
     ts = obj.get("ts", 0.0)
-    if not isinstance(ts, (int, float)) or isinstance(ts, bool):
-        raise TraceError(f"{where}: 'ts' must be a number")
+    if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts) or ts < 0:
+        raise TraceError(f"{where}: 'ts' must be a finite number >= 0 (seconds), got {_short(ts)}")
     known = {*REQUIRED_KEYS, "ts", "num_input_tokens", "num_output_tokens"}
     extra = {k: v for k, v in obj.items() if k not in known}
     return TraceRow(session, turn, float(ts), inputs, outputs, extra)
 
 
-def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRow | dict[str, Any]]:
-    """Yield the metadata dict (if the file has one) and then each row, in file order."""
+def iter_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> Iterator[TraceRow | dict[str, Any]]:
+    """Yield the metadata dict (if the file has one) and then each row, in file order.
+
+    Every consumer (the harness, stats, scale, the trace generator, replay, simulate) reads through here, so a
+    row is refused the same way everywhere: one line naming file:line. Reads are bounded (``MAX_LINE_CHARS``:
+    /dev/zero is a line that never ends); token ids must fit int64, or ``vocab_size`` when the caller knows
+    the model; a (session_id, turn_id) appears once (a duplicate was sent twice)."""
     p = Path(path)
     try:
         fh = p.open(encoding="utf-8")
     except OSError as exc:
         raise TraceError(f"{p}: cannot open trace ({exc.strerror or exc})") from None
+    seen: dict[tuple[int | str, int], int] = {}
     with fh:
         lineno = 0
         while True:
             lineno += 1
             try:
-                line = fh.readline()
+                line = fh.readline(MAX_LINE_CHARS + 1)
             except UnicodeDecodeError:
                 raise TraceError(f"{p}:{lineno}: not UTF-8 text") from None
+            except OSError as exc:
+                raise TraceError(f"{p}:{lineno}: cannot read ({exc.strerror or exc})") from None
             if not line:
                 break
+            if len(line) > MAX_LINE_CHARS:
+                raise TraceError(f"{p}:{lineno}: line longer than {MAX_LINE_CHARS} characters")
             if not line.strip():
                 continue
             where = f"{p}:{lineno}"
@@ -163,14 +188,20 @@ def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRow | dict[str, An
                     raise TraceError(f"{where}: '{METADATA_KEY}' must be an object")
                 yield meta
                 continue
-            yield _parse_row(obj, where)
+            row = _parse_row(obj, where, vocab_size)
+            key = (row.session_id, row.turn_id)
+            if key in seen:
+                raise TraceError(f"{where}: session {_short(row.session_id)} turn {row.turn_id} already at line "
+                                 f"{seen[key]} (each request once)")
+            seen[key] = lineno
+            yield row
 
 
-def read_trace(path: str | os.PathLike[str]) -> Trace:
+def read_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> Trace:
     """Read a whole trace; rows keep file order (Marconi's files are already sorted by ``ts``)."""
     rows: list[TraceRow] = []
     metadata: dict[str, Any] = {}
-    for item in iter_trace(path):
+    for item in iter_trace(path, vocab_size):
         if isinstance(item, TraceRow):
             rows.append(item)
         else:
