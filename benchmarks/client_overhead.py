@@ -38,12 +38,12 @@ from typing import Any
 
 from aiohttp import web
 
-from hybridbench.config.schema import LoadCfg
 from hybridbench.load.client import ClientResult, generate_sglang
 from hybridbench.load.driver import Completed, drive
 from hybridbench.load.http import StreamPool
 from hybridbench.metrics.summary import summarize
 from hybridbench.records.schema import Record
+from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.trace import TraceRow
 
 CONCURRENCY = (1, 64, 512)
@@ -126,7 +126,7 @@ async def _run(port: int, n: int, concurrency: int) -> Cell:
             return await generate_sglang(pool, prompt, k, 30.0)
 
         start = time.perf_counter()
-        await drive(rows, LoadCfg(kind="closed", max_concurrency=concurrency), 0, send, on_done)
+        await drive(rows, arrival_schedule(rows, LoadSpec("closed", max_concurrency=concurrency)), send, on_done)
         wall = time.perf_counter() - start
     summary = summarize(records)
     return Cell(summary["median_ttft_ms"], summary["p99_ttft_ms"], n / wall, summary["failed"],

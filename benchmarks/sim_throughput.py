@@ -18,20 +18,21 @@ from reference_impl.engine.arms import parse_arm
 from reference_impl.engine.core import EngineConfig, EngineCore
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import get_gpu
-from reference_impl.engine.simulator import ArrivalSpec, simulate
+from reference_impl.engine.simulator import simulate
 from reference_impl.models import get_model
+from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.gsp import PRESETS, generate_gsp
 from workloads.swebench import PRESETS as SWE_PRESETS
 from workloads.swebench import generate_swebench
 from workloads.trace import TraceRow
 
 
-def run(rows: list[TraceRow], arm: str, arrival: ArrivalSpec) -> tuple[float, int]:
+def run(rows: list[TraceRow], arm: str, load: LoadSpec) -> tuple[float, int]:
     spec = parse_arm(arm)
     config = EngineConfig(kv_tokens=1_200_000, state_slots=1_200, cache=spec.strategy, policy=spec.policy)
     timer = CostModel(get_model("qwen3-next-80b-a3b"), get_gpu("h100"), tp=4)
     start = time.perf_counter()
-    res = simulate(rows, EngineCore(config), timer, arrival)
+    res = simulate(rows, EngineCore(config), timer, arrival_schedule(rows, load))
     return time.perf_counter() - start, len(res.steps)
 
 
@@ -43,8 +44,8 @@ def main() -> int:
     print("| load | arm | requests | input tokens | wall s | sim requests/s | sim tokens/s |")
     print("|---|---|---|---|---|---|---|")
     loads = [
-        ("radix (closed, c=5)", radix, ArrivalSpec("closed", max_concurrency=5)),
-        ("seglen swebench (trace ts)", swe, ArrivalSpec("trace")),
+        ("radix (closed, c=5)", radix, LoadSpec("closed", max_concurrency=5)),
+        ("seglen swebench (trace ts)", swe, LoadSpec("trace")),
     ]
     for name, rows, arrival in loads:
         tokens = sum(len(r.input_tokens) + len(r.output_tokens) for r in rows)
@@ -56,7 +57,7 @@ def main() -> int:
     print("|---|---|---|")
     for frac in (4, 2, 1):
         rows = radix[: len(radix) // frac]
-        wall, _ = run(rows, "lru", ArrivalSpec("closed", max_concurrency=5))
+        wall, _ = run(rows, "lru", LoadSpec("closed", max_concurrency=5))
         print(f"| {len(rows)} | {wall:.2f} | {wall / len(rows) * 1e3:.2f} |", flush=True)
     return 0
 

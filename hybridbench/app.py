@@ -31,6 +31,7 @@ from hybridbench.results.run_dir import claim_run_dir
 from hybridbench.results.score import ScoreSettings, score_trials
 from hybridbench.results.scrub import scrub_tree
 from workloads import generate
+from workloads.arrival import arrival_schedule
 from workloads.atomic_file import write_json_atomic, write_text_atomic
 from workloads.cli import run_cli
 from workloads.trace import TraceError, TraceRow, read_trace
@@ -81,6 +82,8 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
         try:
             for w in plan.workloads:
                 traces[w.name] = _materialize(w, effective_vocab(cfg))
+            # Every trial's arrivals, fixed before the first server starts: the driver and the simulator follow them.
+            schedules = {t.trial_id: arrival_schedule(traces[t.workload], plan.load, t.seed) for t in plan.trials}
             with contextlib.ExitStack() as files:
                 writer = files.enter_context(RecordWriter(records_path))
                 emit_kl = None  # kl.jsonl exists only when the kl check asked for probes
@@ -89,7 +92,8 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
                 for trial in plan.trials:
                     n = len(traces[trial.workload])
                     _progress(f"[{trial.index + 1}/{len(plan.trials)}] {trial.trial_id} ({n} requests)")
-                    ctx = TrialContext(plan, trial, traces[trial.workload], writer.write, emit_kl)
+                    ctx = TrialContext(plan, trial, traces[trial.workload], writer.write, emit_kl,
+                                       schedule=schedules[trial.trial_id])
                     current = trial
                     try:
                         snapshots[trial.trial_id] = engine.run_trial(cfg, ctx)
@@ -121,6 +125,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
         list(read_kl_samples(run_dir / KL_SAMPLES)), arms=plan.arms, baseline_arm=plan.baseline_arm,
         workloads=tuple(w.name for w in plan.workloads),
         settings=ScoreSettings(cfg.checks, cfg.seed, cfg.engine.kl_threshold),
+        cache_off=frozenset(s.name for s in plan.arm_specs if not s.cache_on),
     )
     bundle = build_bundle(plan, engine.info(), scored.trials, scored.aggregates, scored.checks)
     if isinstance(failure, RunInterrupted):

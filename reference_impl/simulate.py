@@ -14,14 +14,15 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from reference_impl.engine.arms import ARMS, parse_arm
+from reference_impl.engine.arms import ARMS, NOT_ON_REFERENCE, parse_arm
 from reference_impl.engine.core import EngineCore
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import GPUS, get_gpu
-from reference_impl.engine.simulator import ArrivalSpec, simulate
+from reference_impl.engine.simulator import simulate
 from reference_impl.engine.sizing import engine_config
 from reference_impl.engine.summary import summarize
 from reference_impl.models import MODELS, get_model
+from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.trace import TraceError, read_trace
 
 EXIT_USAGE = 2
@@ -59,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="qwen3-next-80b-a3b", choices=sorted(MODELS))
     p.add_argument("--gpu", default="h100", choices=sorted(GPUS))
     p.add_argument("--tp", type=_positive(int), default=1)
-    p.add_argument("--arm", default="lru", help=f"one of {', '.join(ARMS)}, composable with '+'")
+    arms = ", ".join(a for a in ARMS if a not in NOT_ON_REFERENCE)
+    p.add_argument("--arm", default="lru", help=f"one of {arms}, composable with '+'")
     # bench_serving's pair: --request-rate (default inf: everything at once) capped by --max-concurrency.
     p.add_argument("--max-concurrency", type=_positive(int), help="at most N requests in flight")
     p.add_argument("--request-rate", type=_rate, help="Poisson arrivals, requests/s; inf = all at t=0")
@@ -106,11 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = list(read_trace(args.trace).rows)
         core = EngineCore(config)
         if trace_ts:
-            arrival = ArrivalSpec("trace", slowdown=args.slowdown, max_concurrency=cap, seed=args.seed)
+            load = LoadSpec("trace", slowdown=args.slowdown, max_concurrency=cap)
         elif rate is None or math.isinf(rate):  # all at t=0, as bench_serving's default rate inf sends them
-            arrival = ArrivalSpec("closed", max_concurrency=cap or max(1, len(rows)), seed=args.seed)
+            load = LoadSpec("closed", max_concurrency=cap or max(1, len(rows)))
         else:
-            arrival = ArrivalSpec("poisson", request_rate=rate, max_concurrency=cap, seed=args.seed)
+            load = LoadSpec("poisson", request_rate=rate, max_concurrency=cap)
+        arrival = arrival_schedule(rows, load, args.seed)
     except (TraceError, ValueError, KeyError) as exc:
         print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,166 +1,95 @@
-"""Arrival processes: when each request of a trace may be sent, as pure schedule computations.
+"""The load: when each request of a trace is meant to be sent. The one definition, shared by hybridbench's
+client driver and reference_impl's simulator (both consume an :class:`ArrivalSchedule`).
 
-Three processes (DESIGN.md §1 "load"):
+Three processes, as SGLang's ``bench_serving`` drives them (research/sglang.md §6.4):
 
-* ``ClosedLoop(max_concurrency)``: every session is ready at t=0; at most N requests in flight;
-* ``PoissonArrival(rate)``: sessions arrive with exponential gaps of mean ``1/rate`` (SGLang's
-  ``--request-rate``; ``inf`` = all at 0), optionally capped by ``max_concurrency`` (SGLang's semaphore);
-* ``TraceTimestamps(slowdown)``: each request is released at ``(ts - first ts) * slowdown`` (Mooncake's
-  ``--mooncake-slowdown-factor``), optionally capped by ``max_concurrency``.
+* ``closed``: every request is ready at t=0, at most ``max_concurrency`` in flight
+  (``--request-rate inf --max-concurrency N``);
+* ``poisson``: one exponential gap of mean ``1/request_rate`` after *each request*, in trace order
+  (``--request-rate R``; ``inf`` sends everything at 0), optionally capped by ``max_concurrency``;
+* ``trace``: each row at ``(ts - first ts) * slowdown`` (Mooncake's ``--mooncake-slowdown-factor``),
+  optionally capped by ``max_concurrency``.
 
-In every process turn t+1 of a session is sent only after turn t finished (multi-turn causality).
-``build_schedule`` turns a trace + process into ``ScheduledRequest`` constraints; ``simulate`` applies
-them to given service times (from a simulator, or a model) and returns each request's send and finish
-times; the load driver applies the same constraints to a live server.
+The schedule holds intended times only. The consumer adds what depends on the server: a session's turn t+1 is
+sent only after turn t finished, and never more than ``max_concurrency`` requests are in flight.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, cast
 
-from workloads.errors import WorkloadError, require
 from workloads.trace import TraceRow
 
-__all__ = [
-    "ArrivalProcess",
-    "ClosedLoop",
-    "Dispatch",
-    "PoissonArrival",
-    "Schedule",
-    "ScheduledRequest",
-    "TraceTimestamps",
-    "build_schedule",
-    "simulate",
-]
+__all__ = ["LOAD_KINDS", "ArrivalSchedule", "LoadKind", "LoadSpec", "arrival_schedule"]
+
+LoadKind = Literal["closed", "poisson", "trace"]
+LOAD_KINDS: tuple[LoadKind, ...] = ("closed", "poisson", "trace")
 
 
 @dataclass(frozen=True, slots=True)
-class ClosedLoop:
-    max_concurrency: int
+class LoadSpec:
+    """A validated arrival process. ValueError names the field (``max_concurrency``, ...) on bad values."""
+
+    kind: LoadKind = "closed"
+    max_concurrency: int | None = None  # closed: required, >= 1; open loops: a cap, None = unbounded
+    request_rate: float | None = None  # poisson: requests per second, > 0 (inf: all at once)
+    slowdown: float = 1.0  # trace: multiplies the recorded gaps
 
     def __post_init__(self) -> None:
-        require(self.max_concurrency >= 1, f"max_concurrency must be >= 1, got {self.max_concurrency}")
+        if self.kind not in LOAD_KINDS:
+            raise ValueError(f"kind: unknown load {self.kind!r}; choose {', '.join(LOAD_KINDS)}")
+        if self.kind == "closed" and (self.max_concurrency is None or self.max_concurrency < 1):
+            raise ValueError(f"max_concurrency must be >= 1 for a closed loop, got {self.max_concurrency}")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1 (or unset: no cap), got {self.max_concurrency}")
+        rate = self.request_rate
+        if self.kind == "poisson" and (rate is None or not rate > 0):  # also refuses NaN
+            raise ValueError(f"request_rate must be > 0 for Poisson arrivals, got {rate}")
+        if self.kind == "trace" and not (math.isfinite(self.slowdown) and self.slowdown >= 0):
+            raise ValueError(f"slowdown must be a finite number >= 0, got {self.slowdown}")
+
+    @staticmethod
+    def of(kind: str, max_concurrency: int | None = None, request_rate: float | None = None,
+           slowdown: float = 1.0) -> LoadSpec:
+        """From unchecked input (a config, a command line): the kind is checked like every field."""
+        return LoadSpec(cast(LoadKind, kind), max_concurrency, request_rate, slowdown)
 
 
 @dataclass(frozen=True, slots=True)
-class PoissonArrival:
-    rate: float  # sessions per second; math.inf sends every session at t=0
-    max_concurrency: int | None = None
+class ArrivalSchedule:
+    """Intended send times, one per trace row (in the trace's order), and the in-flight cap."""
 
-    def __post_init__(self) -> None:
-        require(self.rate > 0 and not math.isnan(self.rate), f"rate must be > 0 or inf, got {self.rate}")
-        require(self.max_concurrency is None or self.max_concurrency >= 1, "max_concurrency must be >= 1")
+    kind: LoadKind
+    times_s: tuple[float, ...]
+    max_concurrency: int | None  # None: unbounded
 
+    @property
+    def closed(self) -> bool:
+        """A closed loop intends to send when a slot frees, not at a time of its own."""
+        return self.kind == "closed"
 
-@dataclass(frozen=True, slots=True)
-class TraceTimestamps:
-    slowdown: float = 1.0
-    max_concurrency: int | None = None
-
-    def __post_init__(self) -> None:
-        ok = math.isfinite(self.slowdown) and self.slowdown >= 0
-        require(ok, f"slowdown must be a finite number >= 0, got {self.slowdown}")
-        require(self.max_concurrency is None or self.max_concurrency >= 1, "max_concurrency must be >= 1")
+    def order(self) -> list[int]:
+        """Row indices in send order: by intended time, then trace order."""
+        return sorted(range(len(self.times_s)), key=lambda i: (self.times_s[i], i))
 
 
-ArrivalProcess = ClosedLoop | PoissonArrival | TraceTimestamps
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduledRequest:
-    """Send row ``index`` no earlier than ``release_s``, and only once row ``after`` (if any) finished."""
-
-    index: int
-    session_id: int | str
-    turn_id: int
-    release_s: float
-    after: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Schedule:
-    requests: tuple[ScheduledRequest, ...]  # in trace order; requests[i].index == i
-    max_concurrency: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Dispatch:
-    index: int
-    ready_s: float  # released and its previous turn finished
-    send_s: float  # ready and a concurrency slot free
-    finish_s: float
-
-
-def _previous_turns(rows: Sequence[TraceRow]) -> list[int | None]:
-    by_session: dict[int | str, list[tuple[int, int]]] = {}
-    for i, row in enumerate(rows):
-        by_session.setdefault(row.session_id, []).append((row.turn_id, i))
-    after: list[int | None] = [None] * len(rows)
-    for sid, turns in by_session.items():
-        turns.sort()
-        for (t_prev, i_prev), (t, i) in itertools.pairwise(turns):
-            if t == t_prev:
-                raise WorkloadError(f"session {sid!r} has turn {t} twice (rows {i_prev} and {i})")
-            after[i] = i_prev
-    return after
-
-
-def build_schedule(rows: Sequence[TraceRow], process: ArrivalProcess, seed: int = 0) -> Schedule:
-    """Release times and turn dependencies of every row; deterministic given ``seed``."""
-    after = _previous_turns(rows)
-    release = [0.0] * len(rows)
-    if isinstance(process, PoissonArrival):
+def arrival_schedule(rows: Sequence[TraceRow], spec: LoadSpec, seed: int = 0) -> ArrivalSchedule:
+    """Deterministic given ``seed`` (only Poisson draws from it)."""
+    if spec.kind == "poisson":
+        rate = spec.request_rate or math.inf
         rng = random.Random(seed)
-        clock = 0.0
-        session_start: dict[int | str, float] = {}
-        for row in rows:  # sessions arrive in order of first appearance
-            if row.session_id not in session_start:
-                session_start[row.session_id] = clock
-                if math.isfinite(process.rate):
-                    clock += rng.expovariate(process.rate)
-        release = [session_start[row.session_id] if after[i] is None else 0.0 for i, row in enumerate(rows)]
-    elif isinstance(process, TraceTimestamps) and rows:
-        t0 = min(row.ts for row in rows)
-        release = [(row.ts - t0) * process.slowdown for row in rows]
-    requests = tuple(
-        ScheduledRequest(i, row.session_id, row.turn_id, release[i], after[i]) for i, row in enumerate(rows)
-    )
-    return Schedule(requests, process.max_concurrency)
-
-
-def simulate(schedule: Schedule, durations: Sequence[float]) -> tuple[Dispatch, ...]:
-    """Send and finish times given each request's service time (FIFO among ready requests by time, index)."""
-    reqs = schedule.requests
-    require(len(durations) == len(reqs), f"{len(durations)} durations for {len(reqs)} requests")
-    require(all(d >= 0 for d in durations), "durations must be >= 0")
-    children: dict[int, list[int]] = {}
-    ready: list[tuple[float, int]] = []
-    for r in reqs:
-        if r.after is None:
-            heapq.heappush(ready, (r.release_s, r.index))
-        else:
-            children.setdefault(r.after, []).append(r.index)
-    slots = schedule.max_concurrency if schedule.max_concurrency is not None else len(reqs) + 1
-    running: list[tuple[float, int]] = []
-    out: dict[int, Dispatch] = {}
-    now = 0.0
-    while ready or running:
-        if ready and len(running) < slots and (not running or ready[0][0] <= running[0][0]):
-            ready_s, i = heapq.heappop(ready)
-            now = max(now, ready_s)
-            finish = now + durations[i]
-            out[i] = Dispatch(i, ready_s, now, finish)
-            heapq.heappush(running, (finish, i))
-            continue
-        finish, i = heapq.heappop(running)
-        now = max(now, finish)
-        for child in children.get(i, ()):
-            heapq.heappush(ready, (max(reqs[child].release_s, finish), child))
-    if len(out) != len(reqs):
-        raise WorkloadError("the schedule has a dependency cycle; some requests never became ready")
-    return tuple(out[i] for i in range(len(reqs)))
+        times, t = [], 0.0
+        for _ in rows:
+            times.append(t)
+            if math.isfinite(rate):
+                t += rng.expovariate(rate)
+    elif spec.kind == "trace":
+        base = min((r.ts for r in rows), default=0.0)
+        times = [(r.ts - base) * spec.slowdown for r in rows]
+    else:
+        times = [0.0] * len(rows)
+    return ArrivalSchedule(spec.kind, tuple(times), spec.max_concurrency)

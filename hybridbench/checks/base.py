@@ -42,6 +42,8 @@ class CheckInput:
     kl_threshold: float = 0.003  # the engine's (EngineCfg.kl_threshold)
     # (workload, arm) -> every planned trial: whether it ran, and how many requests it was to send
     trials: dict[tuple[str, str], list[TrialOutcome]] = field(default_factory=dict)
+    # The arms whose spec has the cache off (RunPlan.arm_specs); the checks never read it from an arm's name.
+    cache_off: frozenset[str] = frozenset()
 
 
 Check = Callable[[CheckInput], Sequence[CheckResult]]

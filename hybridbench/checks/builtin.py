@@ -22,7 +22,9 @@ __all__ = ["cache_hits", "survival", "throughput", "ttft"]
 
 
 def _candidates(inp: CheckInput) -> list[str]:
-    return [a for a in inp.arms if a != inp.baseline_arm and (a != "disabled" or inp.baseline_arm == "disabled")]
+    # A cache-off arm is a candidate only against a cache-off baseline.
+    off = inp.cache_off
+    return [a for a in inp.arms if a != inp.baseline_arm and (a not in off or inp.baseline_arm in off)]
 
 
 def _shortened(text: str) -> str:
@@ -158,7 +160,7 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
         exact = _exact_hits(workload, arm, recs)
         if exact is not None:
             out.append(exact)
-        if arm == "disabled" or floor <= 0:
+        if arm in inp.cache_off or floor <= 0:
             continue
         ok = [r for r in recs if r.status == "ok"]
         prompt = sum(r.prompt_tokens for r in ok)

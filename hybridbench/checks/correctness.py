@@ -44,7 +44,7 @@ def kl(inp: CheckInput) -> Sequence[CheckResult]:
             groups[(workload, arm, s.variant)].append(s)
     out = []
     for (workload, arm), _ in sorted(inp.records.items()):
-        if "disabled" in arm.split("+"):
+        if arm in inp.cache_off:
             continue
         variants = sorted(v for (w, a, v) in groups if (w, a) == (workload, arm))
         if not variants:
@@ -66,7 +66,7 @@ def prefill_overhead(inp: CheckInput) -> Sequence[CheckResult]:
     for workload in inp.workloads:
         base = [s["input_throughput"] for s in inp.trial_summaries.get((workload, "disabled"), [])]
         for arm in inp.arms:
-            if "disabled" in arm.split("+"):
+            if arm in inp.cache_off:
                 continue
             if not base:
                 out.append(CheckResult("prefill_overhead", workload, arm, "skip", None, expected,

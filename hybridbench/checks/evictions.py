@@ -26,7 +26,7 @@ def evictions(inp: CheckInput) -> Sequence[CheckResult]:
     out = []
     for workload in inp.workloads:
         for arm in inp.arms:
-            if arm == "disabled":
+            if arm in inp.cache_off:
                 continue
             snaps = inp.snapshots.get((workload, arm), [])
             per_repeat = [(_count(s, "evicted_tokens"), _count(s, "evicted_states")) for s in snaps]

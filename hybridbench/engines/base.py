@@ -10,6 +10,7 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.plan.types import RunPlan, Trial
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
+from workloads.arrival import ArrivalSchedule
 from workloads.trace import TraceRow
 
 __all__ = ["Engine", "EngineInfo", "TrialContext"]
@@ -30,6 +31,7 @@ class TrialContext:
     rows: Sequence[TraceRow]
     emit: Callable[[Record], None]  # appends one record to records.jsonl as it completes
     emit_kl: Callable[[KlSample], None] | None = None  # appends one KL probe sample to kl.jsonl
+    schedule: ArrivalSchedule = field(kw_only=True)  # when each row is meant to be sent (built before any trial)
 
 
 class Engine(Protocol):

@@ -11,6 +11,7 @@ from hybridbench.engines.server import CommandBuilder, ServerEngine
 from hybridbench.engines.sglang_cmd import sglang_command, sglang_env, sglang_help_argv
 from hybridbench.engines.vllm_cmd import vllm_command, vllm_env, vllm_help_argv
 from hybridbench.errors import ConfigError
+from reference_impl.engine.arms import ArmSpec
 
 __all__ = ["installed_help", "make_sglang_engine", "make_vllm_engine"]
 
@@ -30,12 +31,12 @@ def installed_help(argv: list[str], engine: str, python: str) -> str:
 def _builder(engine: str, help_argv: Callable[[str], list[str]], command: Callable[..., list[str]]) -> CommandBuilder:
     help_cache: dict[str, str] = {}
 
-    def build(cfg: RunCfg, arm: str, port: int) -> list[str]:
+    def build(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
         python = cfg.engine.python or sys.executable
         if python not in help_cache:
             help_cache[python] = installed_help(help_argv(python), engine, python)
         return command(python=python, model=cfg.model, engine=cfg.engine, arm=arm, port=port,
-                       help_text=help_cache[python], knobs=cfg.arm)
+                       help_text=help_cache[python])
 
     return build
 

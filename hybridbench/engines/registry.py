@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 from hybridbench.engines.base import Engine
 from hybridbench.engines.launchers import make_sglang_engine, make_vllm_engine
-from hybridbench.engines.server import ServerEngine, reference_command
+from hybridbench.engines.reference_cmd import reference_command
+from hybridbench.engines.server import ServerEngine
 from hybridbench.engines.sim import SimEngine
 from hybridbench.errors import ConfigError
 

@@ -35,7 +35,7 @@ from hybridbench.engines.server_logs import (
     parse_prometheus,
     startup_cache_impl,
 )
-from hybridbench.errors import ConfigError, EngineError
+from hybridbench.errors import EngineError
 from hybridbench.load.client import ClientResult, generate_openai, generate_sglang
 from hybridbench.load.driver import Completed, drive
 from hybridbench.load.http import StreamPool
@@ -46,41 +46,16 @@ from hybridbench.probes.exact_hits import CachePredictor, predictor_config
 from hybridbench.probes.kl_requests import KlProbe, probe_prompts
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
+from reference_impl.engine.arms import ArmSpec
 
-__all__ = ["CommandBuilder", "ServerEngine", "reference_command"]
+__all__ = ["CommandBuilder", "ServerEngine"]
 
 FlushOutcome = Literal["flushed", "absent", "failed"]
 
 WATCH_INTERVAL_S = 5.0
 
 # (cfg, arm, port) -> argv; raises ConfigError when the engine cannot express the arm.
-CommandBuilder = Callable[[RunCfg, str, int], list[str]]
-
-
-def reference_command(cfg: RunCfg, arm: str, port: int) -> list[str]:
-    """``python -m reference_impl.server`` with SGLang's flag names (issue 5)."""
-    from reference_impl.engine.arms import parse_arm  # noqa: PLC0415 - validation only
-
-    try:
-        spec = parse_arm(arm)
-    except ValueError as exc:
-        raise ConfigError(f"engine reference: {exc}") from None
-    e = cfg.engine
-    if spec.strategy == "no_buffer" and e.page_size > 1:  # SGLang's startup assert, caught at plan time
-        raise ConfigError(f"arm {arm} uses no_buffer, which needs page size 1; engine.page_size is {e.page_size}")
-    cmd = [e.python or sys.executable, "-m", "reference_impl.server", "--host", e.host, "--port", str(port),
-           "--arm", arm, "--page-size", str(e.page_size), "--chunked-prefill-size", str(e.chunked_prefill_size),
-           "--mamba-track-interval", str(e.track_interval), "--random-seed", str(cfg.seed),
-           "--vocab-size", str(effective_vocab(cfg)), "--enable-metrics", "--enable-cache-report"]
-    if spec.policy == "seglen":
-        cmd += ["--seglen-eff-weight", str(cfg.arm.seglen.eff_weight)]
-    if spec.host_tier:
-        cmd += ["--hicache-ratio", str(cfg.arm.l2.hicache_ratio)]
-    if e.kv_tokens:
-        cmd += ["--max-total-tokens", str(e.kv_tokens)]
-    if e.max_mamba_cache_size:
-        cmd += ["--max-mamba-cache-size", str(e.max_mamba_cache_size)]
-    return cmd + list(e.extra_args)
+CommandBuilder = Callable[[RunCfg, ArmSpec, int], list[str]]
 
 
 def _installed_version(python: str, package: str) -> str:
@@ -98,15 +73,6 @@ def _installed_version(python: str, package: str) -> str:
 _NO_BUFFER_SKIP = "no_buffer keeps a state only at a request's end: no prefill or branch-point hit by design"
 
 
-def _no_buffer(arm: str) -> bool:
-    from reference_impl.engine.arms import parse_arm  # noqa: PLC0415 - SGLang's arm vocabulary
-
-    try:
-        return parse_arm(arm).strategy == "no_buffer"
-    except ValueError:
-        return False  # an arm only a real server knows (marconi): probe every variant
-
-
 class ServerEngine:
     def __init__(
         self,
@@ -114,7 +80,7 @@ class ServerEngine:
         build: CommandBuilder,
         *,
         api: str = "sglang",
-        env_for: Callable[[str], dict[str, str]] | None = None,
+        env_for: Callable[[ArmSpec], dict[str, str]] | None = None,
         flush_path: str = "/flush_cache",
         package: str = "",
     ) -> None:
@@ -139,11 +105,12 @@ class ServerEngine:
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         self._run_dir = Path(plan.run_dir)
         self._version = _installed_version(cfg.engine.python or sys.executable, self.package)
-        for arm in plan.arms:
-            self._commands[arm] = self.build(cfg, arm, 0)  # raises ConfigError naming the arm or flag
+        for spec in plan.arm_specs:
+            self._commands[spec.name] = self.build(cfg, spec, 0)  # raises ConfigError naming the arm or flag
 
     # ------------------------------------------------------------------ lifecycle
-    def _ensure(self, cfg: RunCfg, arm: str) -> ServerProcess:
+    def _ensure(self, cfg: RunCfg, spec: ArmSpec) -> ServerProcess:
+        arm = spec.name
         if self._server is not None and self._arm == arm and self._server.alive():
             return self._server
         self.close()
@@ -156,8 +123,8 @@ class ServerEngine:
             self._gpus = wait_for_free_gpus(cfg.engine.tp) or self._gpus
         port = cfg.engine.port or free_port(cfg.engine.host)
         base = f"http://{cfg.engine.host}:{port}"
-        env = self.env_for(arm) if self.env_for else None
-        command = self.build(cfg, arm, port)
+        env = self.env_for(spec) if self.env_for else None
+        command = self.build(cfg, spec, port)
         self._commands[arm] = command  # provenance records what really ran
         server = ServerProcess(command, self._run_dir / "logs" / f"server-{arm}.log", base, env=env)
         server.start()
@@ -185,7 +152,7 @@ class ServerEngine:
             time.sleep(0.2)
         return "failed"
 
-    def _cold_server(self, cfg: RunCfg, arm: str) -> tuple[ServerProcess, str, str]:
+    def _cold_server(self, cfg: RunCfg, arm: ArmSpec) -> tuple[ServerProcess, str, str]:
         """A server with an empty cache: flushed, or (no flush endpoint) freshly started, as issue 7's
         protocol says. Returns the server, the records' cache state and how it was made cold."""
         server = self._ensure(cfg, arm)
@@ -205,7 +172,8 @@ class ServerEngine:
 
     # ------------------------------------------------------------------ trials
     def run_trial(self, cfg: RunCfg, ctx: TrialContext) -> dict[str, Any]:
-        server, state, how_cold = self._cold_server(cfg, ctx.trial.arm)
+        spec = ctx.plan.arm(ctx.trial.arm)
+        server, state, how_cold = self._cold_server(cfg, spec)
         self._served = True
         if state == "cold-flushed" and cfg.load.prime:
             self._drive(cfg, server, ctx, lambda _done: None)  # priming pass: warms the cache, not recorded
@@ -214,7 +182,7 @@ class ServerEngine:
         counters_before = self._scrape(server)
         evictions_before = read_evictions(server.base_url)
         progress = TrialProgress(len(ctx.rows), label=f"{ctx.trial.arm} r{ctx.trial.repeat}")
-        predictor, why_not = self._predictor(cfg, server, ctx.trial.arm, state)
+        predictor, why_not = self._predictor(cfg, server, spec, state)
 
         def on_done(done: Completed) -> None:
             r: ClientResult = done.result
@@ -261,10 +229,11 @@ class ServerEngine:
             delta = counters_after.since(counters_before)  # the server's own counters for this trial
             snapshot.update(metrics_cached_tokens=delta.cached_tokens, metrics_prompt_tokens=delta.prompt_tokens)
         if "kl" in cfg.checks.enabled and ctx.emit_kl is not None:
-            snapshot["kl_probe"] = self._probe_kl(cfg, server, ctx, ctx.emit_kl)
+            snapshot["kl_probe"] = self._probe_kl(cfg, server, ctx, spec, ctx.emit_kl)
         return snapshot
 
-    def _predictor(self, cfg: RunCfg, server: ServerProcess, arm: str, state: str) -> tuple[CachePredictor | None, str]:
+    def _predictor(self, cfg: RunCfg, server: ServerProcess, arm: ArmSpec,
+                   state: str) -> tuple[CachePredictor | None, str]:
         """A reference-cache mirror when the trial is sequential and cold; else (None, why not or "")."""
         if not (cfg.load.kind == "closed" and cfg.load.max_concurrency == 1 and state == "cold-flushed"):
             return None, ""  # concurrent hits depend on timing: there is no exact prediction to make
@@ -278,10 +247,10 @@ class ServerEngine:
         config = predictor_config(arm, info)
         return (None, config) if isinstance(config, str) else (CachePredictor(config), "")
 
-    def _probe_kl(self, cfg: RunCfg, server: ServerProcess, ctx: TrialContext,
+    def _probe_kl(self, cfg: RunCfg, server: ServerProcess, ctx: TrialContext, spec: ArmSpec,
                   emit: Callable[[KlSample], None]) -> str:
         """After the measured traffic (never mixed with it): SGLang's KL method, one request at a time."""
-        if "disabled" in ctx.trial.arm.split("+"):
+        if not spec.cache_on:
             return "skipped: no cache to hit"
         c = cfg.checks
         prompts = probe_prompts([r.input_tokens for r in ctx.rows], c.kl_samples)
@@ -295,7 +264,7 @@ class ServerEngine:
                                 cfg.engine.request_timeout_s, api=self.api, flush_path=self.flush_path,
                                 model=cfg.model.hf_id)
                 # SGLang's no_buffer keeps no mid-prompt state; vLLM's modes are block-aligned and can hit there.
-                no_buffer = self.api == "sglang" and _no_buffer(ctx.trial.arm)
+                no_buffer = self.api == "sglang" and spec.strategy == "no_buffer"
                 for variant in c.kl_variants:
                     skip = "" if variant == "decode" or not no_buffer else _NO_BUFFER_SKIP
                     for i, prompt in enumerate(prompts):
@@ -319,7 +288,7 @@ class ServerEngine:
                         return await generate_openai(pool, prompt, max_new, timeout, model=cfg.model.hf_id)
                     return await generate_sglang(pool, prompt, max_new, timeout)
 
-                task = asyncio.ensure_future(drive(ctx.rows, cfg.load, ctx.trial.seed, send, on_done))
+                task = asyncio.ensure_future(drive(ctx.rows, ctx.schedule, send, on_done))
                 watchdog = asyncio.ensure_future(self._watch(server, task, cfg.engine.health_timeout_s))
                 try:
                     await task

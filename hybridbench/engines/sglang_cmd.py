@@ -12,8 +12,7 @@ that will serve). When it is given, every flag the command uses must appear in i
 be one of the flag's listed choices, or a ConfigError names the flag and who needs it. When it is ``None`` the
 newest spellings are used and nothing is checked; the caller decides when that is acceptable.
 
-The helpers for help-text parsing, arm resolution and ``engine.extra_args`` merging are shared with
-``vllm_cmd``.
+The helpers for help-text parsing and ``engine.extra_args`` merging are shared with ``vllm_cmd``.
 """
 
 from __future__ import annotations
@@ -21,13 +20,15 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from hybridbench.config.schema import ArmCfg, EngineCfg, ModelCfg
+from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.errors import ConfigError
-from reference_impl.engine.arms import ARMS, ArmSpec, parse_arm
+from reference_impl.engine.arms import ArmSpec, L2Knobs
 
 __all__ = [
+    "SGLANG_ARMS",
     "Flag",
     "HelpText",
     "check_flags",
@@ -35,7 +36,6 @@ __all__ = [
     "fmt_number",
     "merge_extra",
     "parse_help",
-    "resolve_arm",
     "sglang_command",
     "sglang_env",
     "sglang_help_argv",
@@ -114,35 +114,6 @@ def sglang_help_argv(python: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Arms
-
-
-def resolve_arm(arm: str) -> ArmSpec:
-    """Arm name (``+``-composed) -> ArmSpec, via ``reference_impl.engine.arms.parse_arm``; errors are ConfigError.
-
-    ``marconi`` is added here because server engines can express it where a build carries PR #21862
-    (``--radix-eviction-policy marconi``, sglang.md §4); ``parse_arm`` refuses it for the reference engines.
-    It implies ``extra_buffer``, as the PR's own launch line uses, and composes like ``seglen`` does.
-    """
-    parts = [p.strip() for p in arm.split("+") if p.strip()]
-    if "marconi" not in parts:
-        try:
-            return parse_arm(arm)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-    rest = [p for p in parts if p != "marconi"]
-    if "disabled" in rest:
-        raise ConfigError(f"arm {arm!r}: arm 'disabled' does not compose")
-    try:
-        base = parse_arm("+".join(rest)) if rest else ARMS["branching"]
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    if base.policy != "lru":
-        raise ConfigError(f"arm {arm!r}: marconi and {base.policy} are both eviction policies; choose one")
-    return replace(base, name="+".join(parts), strategy="extra_buffer", policy="marconi")
-
-
-# --------------------------------------------------------------------------------------------------------------
 # Flags
 
 
@@ -213,29 +184,26 @@ def _pick(help_text: HelpText | None, preferred: str, *older: str) -> tuple[str,
 # SGLang
 
 
-def sglang_arm_flags(spec: ArmSpec, engine: EngineCfg, knobs: ArmCfg, help_text: HelpText | None) -> list[Flag]:
-    """The flags that express one arm (DESIGN.md §2 table; sglang.md §2, §4, §5).
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    engine: EngineCfg
+    help: HelpText | None
 
-    * ``disabled``: ``--disable-radix-cache`` only. The strategy is not set: with the radix cache off, ``auto``
-      resolution does not apply (sglang.md §2), and an explicit value can only trip validation that is
-      irrelevant there (e.g. a flashinfer GDN decode backend refuses ``no_buffer`` even with the cache off).
-    * every cache-on arm sets the strategy explicitly (§2, §10.2): ``no_buffer`` for ``lru``, ``extra_buffer``
-      (plus ``--mamba-track-interval``) for the rest.
-    * ``seglen``: ``--radix-eviction-policy seglen --seglen-eff-weight W`` (PR #22172); the fork branch spells
-      the weight ``--marconi-eff-weight``, used when that is what the build offers.
-    * ``marconi``: ``--radix-eviction-policy marconi`` (PR #21862's launch line), plus
-      ``--marconi-eff-weight W`` only when a weight is configured (the PR autotunes it otherwise).
-    * host tier (``l2``): ``--enable-hierarchical-cache --hicache-ratio R --hicache-write-policy P``, plus
-      ``--hicache-io-backend direct --hicache-mem-layout page_first_direct`` as SGLang's own mamba HiCache
-      tests run it (arm.l2.*; "" leaves a flag out).
-    """
-    owner = f"arm {spec.name}"
-    if spec.strategy == "disabled":
-        return [Flag("--disable-radix-cache", None, owner)]
+
+def _disabled(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
+    # The strategy is not set: with the radix cache off, ``auto`` resolution does not apply (sglang.md §2), and
+    # an explicit value can only trip validation irrelevant there (a flashinfer GDN decode backend refuses
+    # ``no_buffer`` even with the cache off).
+    return [Flag("--disable-radix-cache", None, f"arm {spec.name}")]
+
+
+def _strategy(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
+    # Every cache-on arm sets the strategy explicitly: ``auto`` can resolve to no_buffer (§2, §10.2).
+    owner, engine = f"arm {spec.name}", ctx.engine
     if spec.strategy == "no_buffer" and engine.page_size not in (0, 1):
         raise ConfigError(f"arm {spec.name} uses --mamba-radix-cache-strategy no_buffer, which needs page size 1; "
                           f"engine.page_size is {engine.page_size}")
-    strategy_flag, alts = _pick(help_text, STRATEGY_FLAG, STRATEGY_FLAG_OLD)
+    strategy_flag, alts = _pick(ctx.help, STRATEGY_FLAG, STRATEGY_FLAG_OLD)
     flags = [Flag(strategy_flag, spec.strategy, owner, alts)]
     if spec.strategy == "extra_buffer":
         if engine.track_interval < 1:
@@ -244,26 +212,51 @@ def sglang_arm_flags(spec: ArmSpec, engine: EngineCfg, knobs: ArmCfg, help_text:
             raise ConfigError(f"engine.track_interval ({engine.track_interval}) must be a multiple of "
                               f"engine.page_size ({engine.page_size}) for arm {spec.name} (extra_buffer)")
         flags.append(Flag("--mamba-track-interval", str(engine.track_interval), owner))
-    if spec.policy == "seglen":
-        flags.append(Flag("--radix-eviction-policy", "seglen", owner))
-        weight, alts = _pick(help_text, SEGLEN_WEIGHT_FLAG, SEGLEN_WEIGHT_FLAG_FORK)
-        flags.append(Flag(weight, fmt_number(knobs.seglen.eff_weight), owner, alts))
-    elif spec.policy == "marconi":
-        flags.append(Flag("--radix-eviction-policy", "marconi", owner))
-        if knobs.marconi.eff_weight is not None:
-            flags.append(Flag(MARCONI_WEIGHT_FLAG, fmt_number(knobs.marconi.eff_weight), owner))
-    elif spec.policy != "lru":
-        flags.append(Flag("--radix-eviction-policy", spec.policy, owner))
-    if spec.host_tier:
-        hicache, alts = _pick(help_text, HICACHE_FLAG, HICACHE_FLAG_ALIAS)
-        flags.append(Flag(hicache, None, owner, alts))
-        flags.append(Flag("--hicache-ratio", fmt_number(knobs.l2.hicache_ratio), owner))
-        flags.append(Flag("--hicache-write-policy", knobs.l2.hicache_write_policy, owner))
-        for flag, value in (("--hicache-io-backend", knobs.l2.hicache_io_backend),
-                            ("--hicache-mem-layout", knobs.l2.hicache_mem_layout)):
-            if value:
-                flags.append(Flag(flag, value, owner))
     return flags
+
+
+def _seglen(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
+    # PR #22172; the fork branch spells the weight --marconi-eff-weight, used when that is what the build offers.
+    owner = f"arm {spec.name}"
+    weight, alts = _pick(ctx.help, SEGLEN_WEIGHT_FLAG, SEGLEN_WEIGHT_FLAG_FORK)
+    w = spec.knobs.eff_weight
+    return [Flag("--radix-eviction-policy", "seglen", owner),
+            *([Flag(weight, fmt_number(w), owner, alts)] if w is not None else [])]
+
+
+def _marconi(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
+    # PR #21862's launch line; the weight only when configured (the PR autotunes it otherwise).
+    owner, w = f"arm {spec.name}", spec.knobs.eff_weight
+    return [Flag("--radix-eviction-policy", "marconi", owner),
+            *([Flag(MARCONI_WEIGHT_FLAG, fmt_number(w), owner)] if w is not None else [])]
+
+
+def _host_tier(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
+    # As SGLang's own mamba HiCache tests run it (arm.l2.*; "" leaves the io backend / layout flag out).
+    owner, l2 = f"arm {spec.name}", spec.knobs.l2 or L2Knobs()
+    hicache, alts = _pick(ctx.help, HICACHE_FLAG, HICACHE_FLAG_ALIAS)
+    flags = [Flag(hicache, None, owner, alts), Flag("--hicache-ratio", fmt_number(l2.hicache_ratio), owner),
+             Flag("--hicache-write-policy", l2.hicache_write_policy, owner)]
+    for flag, value in (("--hicache-io-backend", l2.hicache_io_backend),
+                        ("--hicache-mem-layout", l2.hicache_mem_layout)):
+        if value:
+            flags.append(Flag(flag, value, owner))
+    return flags
+
+
+# What SGLang can express of an arm, and how (DESIGN.md §2 table; sglang.md §2, §4, §5). An unmerged policy
+# (seglen, marconi) is in the table; whether the installed build has its flags is checked against --help.
+SGLANG_ARMS: ArmTable[_Ctx, Flag] = ArmTable(
+    engine="sglang",
+    strategies={"disabled": _disabled, "no_buffer": _strategy, "extra_buffer": _strategy},
+    policies={"lru": nothing, "seglen": _seglen, "marconi": _marconi},
+    host_tier=_host_tier,
+)
+
+
+def sglang_arm_flags(spec: ArmSpec, engine: EngineCfg, help_text: HelpText | None) -> list[Flag]:
+    """The flags that express one arm: :data:`SGLANG_ARMS`."""
+    return SGLANG_ARMS.express(spec, _Ctx(engine, help_text))
 
 
 def sglang_command(
@@ -271,10 +264,9 @@ def sglang_command(
     python: str,
     model: ModelCfg,
     engine: EngineCfg,
-    arm: str,
+    arm: ArmSpec,
     port: int,
     help_text: str | None,
-    knobs: ArmCfg | None = None,
     metrics: bool = True,
     cache_report: bool = True,
 ) -> list[str]:
@@ -288,8 +280,6 @@ def sglang_command(
 
     ``--tp-size`` is spelled out rather than ``--tp``, which only works through argparse prefix matching.
     """
-    spec = resolve_arm(arm)
-    knobs = knobs if knobs is not None else ArmCfg()
     helped = parse_help(help_text) if help_text is not None else None
     if engine.tp < 1:
         raise ConfigError(f"engine.tp must be >= 1, got {engine.tp}")
@@ -312,16 +302,14 @@ def sglang_command(
         flags.append(Flag("--enable-metrics", None, "metrics scraping"))
     if cache_report:
         flags.append(Flag("--enable-cache-report", None, "per-request cached_tokens"))
-    flags.extend(sglang_arm_flags(spec, engine, knobs, helped))
+    flags.extend(sglang_arm_flags(arm, engine, helped))
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
     overridden = extra_flag_names(extra)
     check_flags([f for f in flags if f.name not in overridden], extra, helped, "SGLang")
     return [python or sys.executable, "-m", "sglang.launch_server", *merge_extra(flags, extra)]
 
 
-def sglang_env(arm: str) -> dict[str, str]:
+def sglang_env(arm: ArmSpec) -> dict[str, str]:
     """Environment knobs an arm needs on top of the caller's environment: none today (sglang.md §5 lists the
-    variables; ``SGLANG_RADIX_FORCE_MISS=1`` would be a second cache-off baseline, not one of DESIGN.md's arms).
-    The arm is still resolved, so a bad name fails here too."""
-    resolve_arm(arm)
+    variables; ``SGLANG_RADIX_FORCE_MISS=1`` would be a second cache-off baseline, not one of DESIGN.md's arms)."""
     return {}

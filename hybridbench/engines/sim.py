@@ -5,36 +5,39 @@ from __future__ import annotations
 from typing import Any
 
 from hybridbench.config.schema import RunCfg
+from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.engines.base import EngineInfo, TrialContext
+from hybridbench.engines.reference_cmd import reference_refusals
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import RunPlan
 from hybridbench.records.schema import Record
-from reference_impl.engine.arms import parse_arm
+from reference_impl.engine.arms import ArmSpec
 from reference_impl.engine.core import EngineConfig, EngineCore, EngineCounters
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import get_gpu
-from reference_impl.engine.simulator import ArrivalSpec, simulate
+from reference_impl.engine.simulator import simulate
 from reference_impl.engine.sizing import engine_config
 from reference_impl.models import get_model
 
 __all__ = ["SimEngine"]
 
 
-def _arrival(cfg: RunCfg, seed: int) -> ArrivalSpec:
-    load = cfg.load
-    if load.kind == "closed":
-        return ArrivalSpec("closed", max_concurrency=load.max_concurrency, seed=seed)
-    if load.kind == "poisson":
-        return ArrivalSpec("poisson", request_rate=load.request_rate, max_concurrency=load.max_concurrency or None,
-                           seed=seed)
-    if load.kind == "trace":
-        return ArrivalSpec("trace", slowdown=load.slowdown, max_concurrency=load.max_concurrency or None, seed=seed)
-    raise ConfigError(f"load.kind: unknown load {load.kind!r}; choose closed, poisson or trace")
+def _weight(spec: ArmSpec, ctx: None) -> list[tuple[str, float | None]]:
+    return [("eff_weight", spec.knobs.eff_weight)]
 
 
-def _policy_weight(cfg: RunCfg, policy: str) -> float | None:
-    """The eviction policy's weight from the arm knobs (None: the policy's own default)."""
-    return {"seglen": cfg.arm.seglen.eff_weight, "marconi": cfg.arm.marconi.eff_weight}.get(policy)
+def _host_tier(spec: ArmSpec, ctx: None) -> list[tuple[str, float | None]]:
+    return [("hicache_ratio", spec.knobs.l2.hicache_ratio if spec.knobs.l2 is not None else None)]
+
+
+# What the simulator can express of an arm, and how: ``engine_config`` keywords beside the spec itself.
+SIM_ARMS: ArmTable[None, tuple[str, float | None]] = ArmTable(
+    engine="sim",
+    strategies={"disabled": nothing, "no_buffer": nothing, "extra_buffer": nothing},
+    policies={"lru": nothing, "seglen": _weight},
+    host_tier=_host_tier,
+    why_not=reference_refusals(),
+)
 
 
 class SimEngine:
@@ -49,9 +52,10 @@ class SimEngine:
             model = get_model(cfg.model.name)
             gpu = get_gpu(cfg.engine.gpu)
             self._timer = CostModel(model, gpu, tp=cfg.engine.tp)
-            for arm in plan.arms:
-                self._configs[arm] = engine_config(
-                    parse_arm(arm),
+            for spec in plan.arm_specs:
+                knobs = dict(SIM_ARMS.express(spec, None))
+                self._configs[spec.name] = engine_config(
+                    spec,
                     self._timer,
                     mem_fraction_static=cfg.engine.mem_fraction_static,
                     kv_tokens=cfg.engine.kv_tokens or None,
@@ -59,14 +63,9 @@ class SimEngine:
                     chunked_prefill_size=cfg.engine.chunked_prefill_size,
                     page_size=cfg.engine.page_size,
                     track_interval=cfg.engine.track_interval,
-                    eff_weight=_policy_weight(cfg, parse_arm(arm).policy),
-                    hicache_ratio=cfg.arm.l2.hicache_ratio,
+                    eff_weight=knobs.get("eff_weight"),
+                    hicache_ratio=knobs.get("hicache_ratio"),
                 )
-            _arrival(cfg, 0)
-            if cfg.load.kind == "closed" and cfg.load.max_concurrency < 1:
-                raise ConfigError("load.max_concurrency must be >= 1 for a closed loop")
-            if cfg.load.kind == "poisson" and cfg.load.request_rate <= 0:
-                raise ConfigError("load.request_rate must be > 0 for Poisson arrivals")
         except KeyError as exc:
             raise ConfigError(f"engine sim: {exc.args[0]}") from None
         except ValueError as exc:
@@ -76,10 +75,10 @@ class SimEngine:
         assert self._timer is not None, "validate() first"
         core = EngineCore(self._configs[ctx.trial.arm])
         if cfg.load.prime:  # the same requests once through the same cache, unrecorded
-            simulate(ctx.rows, core, self._timer, _arrival(cfg, ctx.trial.seed))
+            simulate(ctx.rows, core, self._timer, ctx.schedule)
             core.counters = EngineCounters()  # peaks and retractions of the measured pass only
         evicted_before = (core.tree.tokens_evicted_total, core.tree.states_evicted_total)
-        result = simulate(ctx.rows, core, self._timer, _arrival(cfg, ctx.trial.seed))
+        result = simulate(ctx.rows, core, self._timer, ctx.schedule)
         for rec in result.records:
             ctx.emit(
                 Record(

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from hybridbench.config.schema import ArmCfg, EngineCfg, ModelCfg
+from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.engines.sglang_cmd import (
     Flag,
     check_flags,
@@ -35,12 +37,11 @@ from hybridbench.engines.sglang_cmd import (
     fmt_number,
     merge_extra,
     parse_help,
-    resolve_arm,
 )
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 
-__all__ = ["vllm_arm_flags", "vllm_command", "vllm_env", "vllm_help_argv"]
+__all__ = ["VLLM_ARMS", "vllm_arm_flags", "vllm_command", "vllm_env", "vllm_help_argv"]
 
 VLLM_MODULE = "vllm.entrypoints.cli.main"
 
@@ -51,33 +52,53 @@ def vllm_help_argv(python: str) -> list[str]:
     return [python or sys.executable, "-m", VLLM_MODULE, "serve", "--help=all"]
 
 
-def vllm_arm_flags(spec: ArmSpec, knobs: ArmCfg, extra: Sequence[str] = (), *, hybrid: bool = True) -> list[Flag]:
-    """The flags that express one arm on vLLM (module docstring; harness_anchors.md §1.5, §1.6).
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    extra: Sequence[str]
+    hybrid: bool
 
-    A dense model (``hybrid=False``) gets no ``--mamba-cache-mode``: vLLM 0.32.0 accepts the flag and then its
-    worker dies on the first request ("no mamba layers in the model", seen on the CPU build). Its prefix
-    cache keeps every full block, so ``lru`` and ``branching`` are the same thing there."""
+
+def _off(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
+    return [Flag("--no-enable-prefix-caching", None, f"arm {spec.name}")]
+
+
+def _on(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
+    # A dense model gets no --mamba-cache-mode: vLLM 0.32.0 accepts the flag and then its worker dies on the
+    # first request ("no mamba layers in the model", seen on the CPU build). Its prefix cache keeps every full
+    # block, so lru and branching are the same thing there.
     owner = f"arm {spec.name}"
-    if spec.policy != "lru":
-        raise ConfigError(
-            f"arm {spec.name} needs the {spec.policy} eviction policy, which vLLM does not offer "
-            "(its prefix cache evicts LRU only); run it on engine=sglang with a build that has it"
-        )
-    if spec.strategy == "disabled":
-        return [Flag("--no-enable-prefix-caching", None, owner)]
     mode = "align" if spec.strategy == "no_buffer" else "all"
-    flags = [Flag("--enable-prefix-caching", None, owner)]
-    if hybrid:
-        flags.append(Flag("--mamba-cache-mode", mode, owner))
-    if spec.host_tier:
-        if knobs.l2.host_tier_gb <= 0 and "--kv-offloading-size" not in extra_flag_names(extra):
-            raise ConfigError(
-                f"arm {spec.name} on vLLM needs a host tier size for --kv-offloading-size (GiB): set "
-                "arm.l2.host_tier_gb, or pass --kv-offloading-size in engine.extra_args"
-            )
-        flags.append(Flag("--kv-offloading-size", fmt_number(knobs.l2.host_tier_gb), owner))
-        flags.append(Flag("--kv-offloading-backend", "native", owner))
-    return flags
+    return [Flag("--enable-prefix-caching", None, owner), *([Flag("--mamba-cache-mode", mode, owner)] if ctx.hybrid
+                                                             else [])]
+
+
+def _host_tier(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
+    gb = spec.knobs.l2.host_tier_gb if spec.knobs.l2 is not None else 0.0
+    if gb <= 0 and "--kv-offloading-size" not in extra_flag_names(ctx.extra):
+        raise ConfigError(
+            f"arm {spec.name} on vLLM needs a host tier size for --kv-offloading-size (GiB): set "
+            "arm.l2.host_tier_gb, or pass --kv-offloading-size in engine.extra_args"
+        )
+    owner = f"arm {spec.name}"
+    return [Flag("--kv-offloading-size", fmt_number(gb), owner), Flag("--kv-offloading-backend", "native", owner)]
+
+
+_LRU_ONLY = ("arm {arm} needs the %s eviction policy, which vLLM does not offer (its prefix cache evicts LRU "
+             "only); run it on engine=sglang with a build that has it")
+
+# What vLLM can express of an arm, and how (module docstring).
+VLLM_ARMS: ArmTable[_Ctx, Flag] = ArmTable(
+    engine="vllm",
+    strategies={"disabled": _off, "no_buffer": _on, "extra_buffer": _on},
+    policies={"lru": nothing},
+    host_tier=_host_tier,
+    why_not={p: _LRU_ONLY % p for p in ("seglen", "marconi")},
+)
+
+
+def vllm_arm_flags(spec: ArmSpec, extra: Sequence[str] = (), *, hybrid: bool = True) -> list[Flag]:
+    """The flags that express one arm on vLLM: :data:`VLLM_ARMS`."""
+    return VLLM_ARMS.express(spec, _Ctx(extra, hybrid))
 
 
 def vllm_command(
@@ -85,10 +106,9 @@ def vllm_command(
     python: str,
     model: ModelCfg,
     engine: EngineCfg,
-    arm: str,
+    arm: ArmSpec,
     port: int,
     help_text: str | None,
-    knobs: ArmCfg | None = None,
     cache_report: bool = True,
 ) -> list[str]:
     """``python -m vllm.entrypoints.cli.main serve <hf_id> ...`` (= ``vllm serve``) for one arm.
@@ -104,8 +124,6 @@ def vllm_command(
     is a ConfigError rather than a silently different experiment (pass vLLM's own options via extra_args).
     engine.track_interval has no vLLM counterpart either (states follow the block size) and is not used.
     """
-    spec = resolve_arm(arm)
-    knobs = knobs if knobs is not None else ArmCfg()
     helped = parse_help(help_text) if help_text is not None else None
     if engine.tp < 1:
         raise ConfigError(f"engine.tp must be >= 1, got {engine.tp}")
@@ -130,14 +148,13 @@ def vllm_command(
     if cache_report:
         flags.append(Flag("--enable-prompt-tokens-details", None, "per-request cached_tokens"))
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
-    flags.extend(vllm_arm_flags(spec, knobs, extra, hybrid=model.hybrid))
+    flags.extend(vllm_arm_flags(arm, extra, hybrid=model.hybrid))
     overridden = extra_flag_names(extra)
     check_flags([f for f in flags if f.name not in overridden], extra, helped, "vLLM")
     return [python or sys.executable, "-m", VLLM_MODULE, "serve", model.hf_id, *merge_extra(flags, extra)]
 
 
-def vllm_env(arm: str) -> dict[str, str]:
+def vllm_env(arm: ArmSpec) -> dict[str, str]:
     """``VLLM_SERVER_DEV_MODE=1`` mounts ``/reset_prefix_cache``, which the harness calls to flush between trials
-    (harness_anchors.md §1.4, §1.5). The arm is resolved so a bad name fails here too."""
-    resolve_arm(arm)
+    (harness_anchors.md §1.4, §1.5)."""
     return {"VLLM_SERVER_DEV_MODE": "1"}

@@ -1,11 +1,12 @@
-"""The load driver: one asyncio loop, one task per session, arrival processes, multi-turn causality.
+"""The load driver: one asyncio loop, one task per session, following an arrival schedule, multi-turn causality.
 
-Arrivals (intended send times) follow bench_serving: ``closed`` (all at 0, at most
-``max_concurrency`` in flight, FIFO), ``poisson`` (exponential gaps at ``request_rate``, seeded), or
-``trace`` (each row's ``ts`` × ``slowdown``). A session's turn t+1 is sent only after turn t finished;
-when turn t+1's recorded input extends turn t's input + recorded output, the output the server
-*actually* generated is substituted, so the server sees the conversation it produced. Every request
-is timed against its intended send time, so the client's own delay is measured and reported.
+Arrivals (intended send times) come from the trial's ``workloads.arrival.ArrivalSchedule``, the one the
+simulator follows too: ``closed`` (all at 0, at most ``max_concurrency`` in flight, FIFO), ``poisson``
+(bench_serving's exponential gap after each request), or ``trace`` (each row's ``ts`` × ``slowdown``).
+A session's turn t+1 is sent only after turn t finished; when turn t+1's recorded input extends turn t's
+input + recorded output, the output the server *actually* generated is substituted, so the server sees the
+conversation it produced. Every request is timed against its intended send time, so the client's own delay is
+measured and reported.
 
 In a closed loop the intended send time is when the request *could* have gone out: the moment a slot
 became free (the last byte of the request that held it arrived) or the request became ready (its
@@ -18,18 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import random
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from hybridbench.config.schema import LoadCfg
-from hybridbench.errors import ConfigError
 from hybridbench.load.client import ClientResult
+from workloads.arrival import ArrivalSchedule
 from workloads.trace import TraceRow
 
-__all__ = ["Completed", "drive", "intended_times"]
+__all__ = ["Completed", "drive"]
 
 Send = Callable[[list[int], int], Awaitable[ClientResult]]
 
@@ -44,26 +43,6 @@ class Completed:
     result: ClientResult
 
 
-def intended_times(rows: Sequence[TraceRow], load: LoadCfg, seed: int) -> list[float]:
-    if load.kind == "closed":
-        if load.max_concurrency < 1:
-            raise ConfigError("load.max_concurrency must be >= 1 for a closed loop")
-        return [0.0] * len(rows)
-    if load.kind == "poisson":
-        if load.request_rate <= 0:
-            raise ConfigError("load.request_rate must be > 0 for Poisson arrivals")
-        rng = random.Random(seed)
-        out, t = [], 0.0
-        for _ in rows:
-            out.append(t)
-            t += rng.expovariate(load.request_rate)
-        return out
-    if load.kind == "trace":
-        base = min((r.ts for r in rows), default=0.0)
-        return [(r.ts - base) * load.slowdown for r in rows]
-    raise ConfigError(f"load.kind: unknown load {load.kind!r}; choose closed, poisson or trace")
-
-
 def _next_prompt(prev_sent: list[int], prev: TraceRow, prev_out: list[int], row: TraceRow) -> list[int]:
     recorded_prefix = (*prev.input_tokens, *prev.output_tokens)
     if prev_out and row.input_tokens[: len(recorded_prefix)] == recorded_prefix:
@@ -72,16 +51,18 @@ def _next_prompt(prev_sent: list[int], prev: TraceRow, prev_out: list[int], row:
 
 
 async def drive(
-    rows: Sequence[TraceRow], load: LoadCfg, seed: int, send: Send, on_done: Callable[[Completed], None]
+    rows: Sequence[TraceRow], schedule: ArrivalSchedule, send: Send, on_done: Callable[[Completed], None]
 ) -> None:
-    times = intended_times(rows, load, seed)
-    order = sorted(range(len(rows)), key=lambda i: (times[i], i))
+    if len(schedule.times_s) != len(rows):
+        raise ValueError(f"the arrival schedule has {len(schedule.times_s)} times for {len(rows)} rows")
+    times = schedule.times_s
+    order = schedule.order()
     sessions: dict[int | str, list[int]] = defaultdict(list)
     for i in order:
         sessions[rows[i].session_id].append(i)
     for turns in sessions.values():
         turns.sort(key=lambda i: (rows[i].turn_id, i))
-    limit = max(1, load.max_concurrency if load.max_concurrency > 0 else len(rows))
+    limit = max(1, schedule.max_concurrency or len(rows))
     slots = asyncio.Semaphore(limit)
     # When each free slot became free (seconds after t0), as a min-heap: one entry per unheld slot, so
     # whoever acquires the semaphore pops one. The earliest is the first moment a slot was available.
@@ -101,7 +82,7 @@ async def drive(
                 freed = heapq.heappop(free_since)
                 # Open loops intend their arrival times; a closed loop intends the moment both a slot
                 # and this turn were ready, so client lag between then and now counts as delay.
-                intended = max(freed, times[i], ready) if load.kind == "closed" else times[i]
+                intended = max(freed, times[i], ready) if schedule.closed else times[i]
                 try:
                     result = await send(prompt, max(1, len(row.output_tokens)))
                 except BaseException:

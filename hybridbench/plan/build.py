@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from hybridbench.config.redact import redact_config
-from hybridbench.config.schema import ArmCfg, RunCfg, WorkloadCfg
+from hybridbench.config.schema import RunCfg, WorkloadCfg
 from hybridbench.config.validate import validate_config
 from hybridbench.errors import ConfigError
+from hybridbench.plan.arms import plan_arms
+from hybridbench.plan.load import plan_load
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
 from workloads.registry import WORKLOADS
 
-__all__ = ["build_plan", "check_arm_knobs", "derive_seed", "effective_vocab", "workload_argv"]
+__all__ = ["build_plan", "derive_seed", "effective_vocab", "workload_argv"]
 
 
 def derive_seed(*parts: object) -> int:
@@ -59,31 +60,18 @@ def workload_argv(
     return tuple(argv)
 
 
-def check_arm_knobs(arm: ArmCfg) -> None:
-    """The arm knobs are numbers every engine passes on as is: refuse what no server would take."""
-    for key, value in (("arm.seglen.eff_weight", arm.seglen.eff_weight), ("arm.marconi.eff_weight",
-                       arm.marconi.eff_weight), ("arm.l2.hicache_ratio", arm.l2.hicache_ratio),
-                       ("arm.l2.host_tier_gb", arm.l2.host_tier_gb)):
-        if value is None and key == "arm.marconi.eff_weight":  # None: the server tunes it
-            continue
-        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ConfigError(f"{key}: expected a finite number >= 0, got {value!r}")
-    if arm.l2.hicache_ratio <= 0:
-        raise ConfigError(f"arm.l2.hicache_ratio must be > 0, got {arm.l2.hicache_ratio}")
 
 
 def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
     validate_config(cfg)
-    if not cfg.arms:
-        raise ConfigError("arms: the experiment lists no arms")
-    if len(set(cfg.arms)) != len(cfg.arms):
-        raise ConfigError(f"arms: duplicate arm in {cfg.arms}")
+    arm_specs = plan_arms(list(cfg.arms), cfg.arm)  # unknown or malformed arm names stop here (exit 2)
+    load = plan_load(cfg.load)  # so does a bad load, long before any server starts
+    arms = [spec.name for spec in arm_specs]
     if not cfg.workloads:
         raise ConfigError("workloads: none configured; pick an experiment with +experiment=NAME (conf/experiment/)")
-    check_arm_knobs(cfg.arm)
-    baseline = cfg.checks.baseline_arm or cfg.arms[0]
-    if baseline not in cfg.arms:
-        raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the arms {cfg.arms}")
+    baseline = cfg.checks.baseline_arm or arms[0]
+    if baseline not in arms:
+        raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the arms {arms}")
     traces = run_dir / "traces"
     vocab = effective_vocab(cfg)
     workloads = tuple(
@@ -98,7 +86,7 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
     )
     trials: list[Trial] = []
     for repeat in range(cfg.repeats):
-        for arm in cfg.arms:
+        for arm in arms:
             for w in workloads:
                 trials.append(Trial(len(trials), arm, w.name, repeat, derive_seed(cfg.seed, "arrivals", repeat)))
     # The plan holds only the redacted config: it is what plan.json, bundle.json and the fingerprint see, so
@@ -112,10 +100,12 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
         name=cfg.name,
         run_dir=str(run_dir),
         engine=cfg.engine.name,
-        arms=tuple(cfg.arms),
+        arms=tuple(arms),
         baseline_arm=baseline,
         workloads=workloads,
         trials=tuple(trials),
         config=config,
         fingerprint=fingerprint,
+        arm_specs=arm_specs,
+        load=load,
     )

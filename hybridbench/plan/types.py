@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from reference_impl.engine.arms import ArmSpec
+from workloads.arrival import LoadSpec
+
 __all__ = ["PLAN_SCHEMA_VERSION", "RunPlan", "Trial", "WorkloadPlan"]
 
 PLAN_SCHEMA_VERSION = 1
@@ -44,9 +47,18 @@ class RunPlan:
     config: dict[str, Any] = field(default_factory=dict)  # the fully resolved config
     fingerprint: str = ""
     schema_version: int = PLAN_SCHEMA_VERSION
+    arm_specs: tuple[ArmSpec, ...] = field(kw_only=True)  # one per arm, in the order of ``arms`` (plan.arms)
+    load: LoadSpec = field(kw_only=True)  # the arrival process every trial follows (plan.load)
 
     def workload(self, name: str) -> WorkloadPlan:
         return next(w for w in self.workloads if w.name == name)
+
+    def arm(self, name: str) -> ArmSpec:
+        """The spec the plan parsed for arm ``name`` (KeyError for an arm the plan does not have)."""
+        for spec in self.arm_specs:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"arm {name!r} is not in the plan")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

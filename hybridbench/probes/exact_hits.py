@@ -20,15 +20,16 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from reference_impl.engine.arms import parse_arm
+from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec
 from reference_impl.engine.core import Batch, EngineConfig, EngineCore
-from reference_impl.engine.simulator import ArrivalSpec, simulate
+from reference_impl.engine.simulator import simulate
 from reference_impl.radix.tree import SGLANG_SEMANTICS
+from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.trace import TraceRow
 
 __all__ = ["CachePredictor", "predictor_config", "semantics_for"]
 
-_SEQUENTIAL = ArrivalSpec("closed", max_concurrency=1)
+_SEQUENTIAL = LoadSpec("closed", max_concurrency=1)
 # Without a reported pool size (SGLang derives it from GPU memory), a sequential load that fits in memory
 # never evicts: a pool this large makes the prediction assume exactly that.
 _UNBOUNDED = 1 << 30
@@ -74,16 +75,14 @@ def semantics_for(version: object) -> str | None:
     return proven[-1] if proven else None
 
 
-def predictor_config(arm: str, info: dict[str, Any]) -> EngineConfig | str:
+def predictor_config(spec: ArmSpec, info: dict[str, Any]) -> EngineConfig | str:
     """The reference configuration of a running server, or why there is none."""
     semantics = semantics_for(info.get("version"))
     if semantics is None:
         return (f"no cache semantics proven for SGLang {info.get('version')!r} "
                 f"(proven: {', '.join(SGLANG_SEMANTICS)})")
-    try:
-        spec = parse_arm(arm)
-    except ValueError as exc:
-        return f"the reference cache cannot mirror arm {arm!r} ({exc})"
+    if spec.policy in NOT_ON_REFERENCE:
+        return f"the reference cache cannot mirror arm {spec.name!r} ({NOT_ON_REFERENCE[spec.policy]})"
     if spec.host_tier:
         return "a host tier's asynchronous write-back is not mirrored request by request"
     states = dict(info.get("internal_states", [{}])[0]) if info.get("internal_states") else {}
@@ -117,7 +116,7 @@ class CachePredictor:
             return None
         row = TraceRow(0, 0, 0.0, tuple(prompt), tuple(output_ids))
         try:
-            (rec,) = simulate([row], self.core, _NoTime(), _SEQUENTIAL).records
+            (rec,) = simulate([row], self.core, _NoTime(), arrival_schedule([row], _SEQUENTIAL)).records
         except Exception as exc:  # a failing mirror must never cost the measurement itself
             self.broken = f"the reference cache failed to mirror a request ({type(exc).__name__}: {exc})"
             return None

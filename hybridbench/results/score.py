@@ -49,9 +49,11 @@ def score_trials(
     baseline_arm: str,
     workloads: tuple[str, ...],
     settings: ScoreSettings,
+    cache_off: frozenset[str] = frozenset(),
 ) -> Scored:
     """Score every planned trial (``outcomes``, in plan order: whether it ran) from its ``records`` and the
-    server's ``snapshots`` (both by trial id) under ``settings``."""
+    server's ``snapshots`` (both by trial id) under ``settings``; ``cache_off`` names the arms whose spec has the
+    cache off (``hybridbench.plan.arms.cache_off_arms``)."""
     trials_out: list[dict[str, Any]] = []
     pooled: dict[tuple[str, str], list[Record]] = defaultdict(list)
     trial_summaries: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -84,6 +86,6 @@ def score_trials(
     checks = run_checks(
         settings.checks.enabled,
         CheckInput(settings.checks, arms, baseline_arm, workloads, dict(pooled), dict(trial_summaries), dict(snaps),
-                   settings.seed, dict(kl), settings.kl_threshold, trials=dict(by_pair)),
+                   settings.seed, dict(kl), settings.kl_threshold, trials=dict(by_pair), cache_off=cache_off),
     )
     return Scored(trials_out, aggregates, checks)

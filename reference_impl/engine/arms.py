@@ -1,18 +1,41 @@
-"""Cache arms (DESIGN.md §2) as the reference engines express them: the one place arm names live.
+"""Cache arms (DESIGN.md §2): the one place arm names are parsed.
 
-An arm is a cache configuration; arms compose with ``+`` where that makes sense
-(``branching+seglen``, ``branching+l2``). An arm this engine cannot express is an error naming
-the arm, never a silent fallback.
+An arm is a cache configuration; arms compose with ``+`` where that makes sense (``branching+seglen``,
+``marconi+l2``). :func:`arm_spec` turns a name into a frozen :class:`ArmSpec` (cache on/off, strategy,
+eviction policy, host tier) and nothing else re-reads the name; the knobs (``arm.*`` in hybridbench's config)
+ride along in :class:`ArmKnobs`. Which specs an engine can express is the engine's own table;
+:func:`parse_arm` is the reference engines' (server, simulator): everything but a policy that brings its
+own tree.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-__all__ = ["ARMS", "ArmSpec", "parse_arm"]
+__all__ = ["ARMS", "NOT_ON_REFERENCE", "ArmKnobs", "ArmSpec", "L2Knobs", "Strategy", "arm_spec", "parse_arm"]
 
 Strategy = Literal["disabled", "no_buffer", "extra_buffer"]
+
+
+@dataclass(frozen=True, slots=True)
+class L2Knobs:
+    """The host tier's knobs (hybridbench's ``arm.l2.*``); each engine maps the ones it has a flag for."""
+
+    hicache_ratio: float = 2.0  # host pools as a multiple of the device pools (SGLang's --hicache-ratio)
+    hicache_write_policy: str = "write_through"
+    hicache_io_backend: str = "direct"  # "" = leave the server's default
+    hicache_mem_layout: str = "page_first_direct"  # "" = leave the server's default
+    host_tier_gb: float = 0.0  # an absolute host size in GiB (vLLM); 0 = not set
+
+
+@dataclass(frozen=True, slots=True)
+class ArmKnobs:
+    """What an arm's parts were tuned to. ``eff_weight`` is the eviction policy's weight (None: the policy's
+    default, or a policy that has none); ``l2`` is None unless the arm has a host tier."""
+
+    eff_weight: float | None = None
+    l2: L2Knobs | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +44,11 @@ class ArmSpec:
     strategy: Strategy
     policy: str = "lru"
     host_tier: bool = False
+    knobs: ArmKnobs = field(default_factory=ArmKnobs)
+
+    @property
+    def cache_on(self) -> bool:
+        return self.strategy != "disabled"
 
 
 ARMS: dict[str, ArmSpec] = {
@@ -30,25 +58,24 @@ ARMS: dict[str, ArmSpec] = {
         ArmSpec("lru", "no_buffer"),  # --mamba-radix-cache-strategy no_buffer
         ArmSpec("branching", "extra_buffer"),  # --mamba-radix-cache-strategy extra_buffer
         ArmSpec("seglen", "extra_buffer", policy="seglen"),  # as the seglen PR launches it
+        ArmSpec("marconi", "extra_buffer", policy="marconi"),  # as the marconi PR (#21862) launches it
         ArmSpec("l2", "extra_buffer", host_tier=True),  # --enable-hierarchical-cache
     )
 }
 
 # Policies that bring their own tree (Marconi's) cannot run inside the scheduler's SGLang tree.
-_UNEXPRESSIBLE = {
+NOT_ON_REFERENCE = {
     "marconi": "the marconi arm needs Marconi's admission tree; use `python -m reference_impl.replay --policy marconi`",
 }
 
 
-def parse_arm(text: str) -> ArmSpec:
-    """``branching+seglen+l2`` -> one ArmSpec; ValueError names an unknown or unexpressible part."""
+def arm_spec(text: str) -> ArmSpec:
+    """``branching+seglen+l2`` -> one ArmSpec; ValueError names an unknown part or a bad composition."""
     parts = [p.strip() for p in text.split("+") if p.strip()]
     if not parts:
         raise ValueError("empty arm name")
     spec: ArmSpec | None = None
     for part in parts:
-        if part in _UNEXPRESSIBLE:
-            raise ValueError(f"arm {part!r} cannot run on this engine: {_UNEXPRESSIBLE[part]}")
         if part not in ARMS:
             raise ValueError(f"unknown arm {part!r}; choose from {', '.join(ARMS)} (compose with '+')")
         base = ARMS[part]
@@ -56,9 +83,19 @@ def parse_arm(text: str) -> ArmSpec:
             spec = base
             continue
         if "disabled" in (spec.name, base.name):
-            raise ValueError(f"arm 'disabled' does not compose ({text!r})")
+            raise ValueError(f"arm {text!r}: arm 'disabled' does not compose")
+        if "lru" not in (spec.policy, base.policy) and spec.policy != base.policy:
+            raise ValueError(f"arm {text!r}: {spec.policy} and {base.policy} are both eviction policies; choose one")
         strategy: Strategy = "extra_buffer" if "extra_buffer" in (spec.strategy, base.strategy) else "no_buffer"
         policy = base.policy if base.policy != "lru" else spec.policy
         spec = replace(spec, strategy=strategy, policy=policy, host_tier=spec.host_tier or base.host_tier)
     assert spec is not None
     return replace(spec, name="+".join(parts))
+
+
+def parse_arm(text: str) -> ArmSpec:
+    """:func:`arm_spec`, refusing what the reference engines cannot express (ValueError naming the arm)."""
+    spec = arm_spec(text)
+    if spec.policy in NOT_ON_REFERENCE:
+        raise ValueError(f"arm {spec.policy!r} cannot run on this engine: {NOT_ON_REFERENCE[spec.policy]}")
+    return spec

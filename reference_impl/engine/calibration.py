@@ -16,8 +16,9 @@ from dataclasses import replace
 from reference_impl.engine.core import EngineConfig, EngineCore
 from reference_impl.engine.cost_model import CALIBRATED, CostFactors, CostModel
 from reference_impl.engine.hardware import get_gpu
-from reference_impl.engine.simulator import ArrivalSpec, SimResult, simulate
+from reference_impl.engine.simulator import SimResult, simulate
 from reference_impl.models import get_model
+from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.gsp import PRESETS, generate_gsp
 from workloads.trace import TraceRow
 
@@ -39,7 +40,7 @@ def seed_radix_rows(seed: int = 42) -> list[TraceRow]:
 def run_seed_arm(rows: list[TraceRow], cache: str, factors: CostFactors = CALIBRATED) -> SimResult:
     config = EngineConfig(kv_tokens=1_200_000, state_slots=1_200, cache=cache, chunked_prefill_size=8192)  # type: ignore[arg-type]
     timer = CostModel(get_model("qwen3-next-80b-a3b"), get_gpu("h100"), tp=4, factors=factors)
-    return simulate(rows, EngineCore(config), timer, ArrivalSpec("closed", max_concurrency=5))
+    return simulate(rows, EngineCore(config), timer, arrival_schedule(rows, LoadSpec("closed", max_concurrency=5)))
 
 
 def seed_metrics(res: SimResult) -> tuple[float, float, float]:

@@ -1,14 +1,13 @@
 """Discrete-event simulation of a serving run: clients, the engine core, and a cost model for time.
 
 Time is an exact integer count of nanoseconds, so runs are bit-for-bit repeatable; the only
-randomness is the Poisson arrival process, drawn from ``random.Random(seed)``. The loop is
+randomness is the Poisson arrival process, drawn when the schedule is built (``workloads.arrival``). The loop is
 SGLang's: the engine runs one forward at a time (prefill or decode); requests that arrive while it
 runs join the queue at the next step.
 
-Clients follow bench_serving (research/sglang.md §6.4): ``closed`` sends requests in trace order
-with at most ``max_concurrency`` in flight (``--request-rate inf --max-concurrency N``); ``poisson``
-schedules them at exponential intervals (``--request-rate R``); ``trace`` uses each row's ``ts``
-times ``slowdown``. In every mode a session's turn t+1 is sent only after turn t finished.
+Clients follow the arrival schedule the load driver also follows (``workloads.arrival``: ``closed``,
+``poisson`` per request, ``trace``), with at most ``max_concurrency`` in flight. In every mode a
+session's turn t+1 is sent only after turn t finished.
 
 The sampled tokens are the trace's recorded outputs, so multi-turn inputs stay consistent with what
 the engine generated. Outputs are *modelled*, not measured: every number this produces is a
@@ -18,16 +17,16 @@ statement about the cost model, not about a GPU.
 from __future__ import annotations
 
 import heapq
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from reference_impl.engine.core import Batch, EngineCore, EngineRequest
+from workloads.arrival import ArrivalSchedule
 from workloads.bench_serving import ServedTiming
 from workloads.trace import TraceRow
 
-__all__ = ["ArrivalSpec", "RequestRecord", "SimResult", "StepRecord", "simulate"]
+__all__ = ["RequestRecord", "SimResult", "StepRecord", "simulate"]
 
 NS = 1_000_000_000
 
@@ -42,15 +41,6 @@ class BatchTimer(Protocol):
     def host_transfer_seconds(self, tokens: int, states: int) -> float:
         """Host -> device copy of KV tokens and states (load-back before a prefill)."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class ArrivalSpec:
-    kind: Literal["closed", "poisson", "trace"] = "closed"
-    max_concurrency: int | None = None  # closed: required; poisson/trace: optional cap
-    request_rate: float | None = None  # poisson
-    slowdown: float = 1.0  # trace
-    seed: int = 0
 
 
 @dataclass(slots=True)
@@ -103,33 +93,13 @@ def _host_loads(core: EngineCore) -> tuple[int, int]:
     return (c.load_back_tokens, c.load_back_states)
 
 
-def _schedules(rows: Sequence[TraceRow], spec: ArrivalSpec) -> list[int]:
-    """Earliest send time of each row in ns (before causality and concurrency limits)."""
-    if spec.kind == "closed":
-        if not spec.max_concurrency or spec.max_concurrency < 1:
-            raise ValueError("a closed-loop client needs max_concurrency >= 1")
-        return [0] * len(rows)
-    if spec.kind == "poisson":
-        if not spec.request_rate or spec.request_rate <= 0:
-            raise ValueError("a Poisson client needs a positive request_rate")
-        rng = random.Random(spec.seed)
-        out, t = [], 0.0
-        for _ in rows:
-            out.append(round(t * NS))
-            t += rng.expovariate(spec.request_rate)
-        return out
-    if spec.kind == "trace":
-        base = min(r.ts for r in rows)
-        return [round((r.ts - base) * spec.slowdown * NS) for r in rows]
-    raise ValueError(f"unknown arrival kind {spec.kind!r}")
-
-
-def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arrival: ArrivalSpec) -> SimResult:
-    order = sorted(range(len(rows)), key=lambda i: (rows[i].ts, i)) if arrival.kind == "trace" else list(
-        range(len(rows))
-    )
+def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arrival: ArrivalSchedule) -> SimResult:
+    """Serve ``rows`` as ``arrival`` (``workloads.arrival``, built from the trace in the rows' order) sends them."""
+    if len(arrival.times_s) != len(rows):
+        raise ValueError(f"the arrival schedule has {len(arrival.times_s)} times for {len(rows)} rows")
+    order = arrival.order()
+    earliest = [round(arrival.times_s[i] * NS) for i in order]
     rows = [rows[i] for i in order]
-    earliest = _schedules(rows, arrival)
     records = [
         RequestRecord(i, r.session_id, r.turn_id, earliest[i] / NS, row_index=order[i]) for i, r in enumerate(rows)
     ]
@@ -177,7 +147,7 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
             rec = records[i]
             rec.sent_s, rec.prompt_tokens = sent / NS, len(rows[i].input_tokens)
             # A closed loop intends to send when a slot frees; an open loop when the request is due.
-            rec.scheduled_s = (sent if arrival.kind == "closed" else ready_at) / NS
+            rec.scheduled_s = (sent if arrival.closed else ready_at) / NS
             latency = round(timer.frontend_seconds(len(rows[i].input_tokens)) * NS)
             heapq.heappush(arriving, (sent + latency, i))
         while arriving and arriving[0][0] <= now:

@@ -95,7 +95,8 @@ def test_a_multirun_sweeps_an_arm_knob_into_every_engine(tmp_path: Path) -> None
     """DESIGN.md §6's sweep: `-m ... arm.seglen.eff_weight=A,B` runs one job per value, and the value reaches
     what each engine runs (the reference server's own flag; the plan every engine reads)."""
     from hybridbench.config.schema import ArmCfg, L2ArmCfg, RunCfg, SeglenArmCfg
-    from hybridbench.engines.server import reference_command
+    from hybridbench.engines.reference_cmd import reference_command
+    from hybridbench.plan.arms import plan_arm
 
     proc = hb("-m", "+experiment=smoke", "engine=sim", "arms=[lru,seglen]", "arm.seglen.eff_weight=0.25,0.75",
               f"hydra.sweep.dir={tmp_path}")
@@ -104,9 +105,9 @@ def test_a_multirun_sweeps_an_arm_knob_into_every_engine(tmp_path: Path) -> None
                      for job in ("0", "1"))
     assert weights == [0.25, 0.75]
     cfg = RunCfg(arm=ArmCfg(seglen=SeglenArmCfg(eff_weight=0.25), l2=L2ArmCfg(hicache_ratio=3.0)))
-    cmd = reference_command(cfg, "seglen+l2", 1)
+    cmd = reference_command(cfg, plan_arm("seglen+l2", cfg.arm), 1)
     assert cmd[cmd.index("--seglen-eff-weight") + 1] == "0.25" and cmd[cmd.index("--hicache-ratio") + 1] == "3.0"
-    assert "--seglen-eff-weight" not in reference_command(cfg, "branching", 1)
+    assert "--seglen-eff-weight" not in reference_command(cfg, plan_arm("branching", cfg.arm), 1)
 
 
 def test_every_finished_run_adds_one_line_to_the_index_beside_it(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ from hybridbench.app import run
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.engines import registry
-from hybridbench.engines.server import ServerEngine, reference_command
+from hybridbench.engines.reference_cmd import reference_command
+from hybridbench.engines.server import ServerEngine
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

@@ -36,7 +36,8 @@ def kl_input(samples: list[KlSample], threshold: float = 1e-3, arms: tuple[str, 
     for s in samples:
         by.setdefault((s.workload, s.arm), []).append(s)
     records = {("w", a): [record(a)] for a in arms}
-    return CheckInput(ChecksCfg(), arms, arms[0], ("w",), records, {}, {}, 0, by, threshold)
+    return CheckInput(ChecksCfg(), arms, arms[0], ("w",), records, {}, {}, 0, by, threshold,
+                      cache_off=frozenset({"disabled"}) & set(arms))
 
 
 def test_k3_is_sglangs_estimator() -> None:
@@ -94,7 +95,8 @@ def overhead_input(base: list[float], cand: list[float], arms: tuple[str, ...] =
                    floor: float = 0.85) -> CheckInput:
     summaries = {("w", "disabled"): [{"input_throughput": v} for v in base],
                  ("w", "branching"): [{"input_throughput": v} for v in cand]}
-    return CheckInput(ChecksCfg(min_prefill_throughput_ratio=floor), arms, arms[0], ("w",), {}, summaries, {}, 0)
+    return CheckInput(ChecksCfg(min_prefill_throughput_ratio=floor), arms, arms[0], ("w",), {}, summaries, {}, 0,
+                      cache_off=frozenset({"disabled"}) & set(arms))
 
 
 def test_prefill_overhead_fails_only_below_the_floor_with_confidence() -> None:

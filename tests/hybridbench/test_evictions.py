@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def check(snaps: dict[str, list[dict[str, Any]]]) -> dict[str, tuple[str, str]]:
     inp = CheckInput(ChecksCfg(), ("disabled", "lru", "seglen"), "lru", ("w",), {},  {},
-                     {("w", arm): s for arm, s in snaps.items()}, 0)
+                     {("w", arm): s for arm, s in snaps.items()}, 0, cache_off=frozenset({"disabled"}))
     return {r.arm: (r.status, r.detail) for r in evictions(inp)}
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from hybridbench.checks.base import CheckInput
 from hybridbench.checks.builtin import cache_hits
 from hybridbench.config.schema import ChecksCfg
+from hybridbench.plan.arms import plan_arm
 from hybridbench.probes.exact_hits import CachePredictor, predictor_config
 from hybridbench.records.schema import Record
 
@@ -27,7 +28,8 @@ def rec(i: int, cached: int, expected: int | None, arm: str = "branching") -> Re
 
 
 def exact_rows(records: list[Record]) -> list[tuple[str, str, str]]:
-    inp = CheckInput(ChecksCfg(), ("branching",), "branching", ("w",), {("w", "branching"): records}, {}, {}, 0)
+    inp = CheckInput(ChecksCfg(), ("branching",), "branching", ("w",), {("w", "branching"): records}, {}, {}, 0,
+                     cache_off=frozenset())
     return [(r.workload, r.status, r.detail) for r in cache_hits(inp)]
 
 
@@ -42,18 +44,18 @@ def test_predictor_reads_sglangs_server_info_fields() -> None:
     info = {"version": "0.5.23",
             "page_size": 16, "chunked_prefill_size": 2048, "mamba_track_interval": 128, "max_mamba_cache_size": 300,
             "disable_overlap_schedule": True, "max_total_num_tokens": 500000, "internal_states": [{}]}
-    config = predictor_config("branching", info)
+    config = predictor_config(plan_arm("branching"), info)
     assert not isinstance(config, str)
     assert (config.kv_tokens, config.state_slots, config.page_size, config.chunked_prefill_size,
             config.track_interval, config.overlap, config.cache) == (500000, 300, 16, 2048, 128, False, "extra_buffer")
-    assert "host tier" in str(predictor_config("l2", info))
-    assert "max_total_num_tokens" in str(predictor_config("lru", {"version": "0.5.23", "page_size": 1}))
-    assert "no cache semantics proven" in str(predictor_config("lru", {**info, "version": "0.4.0"}))
+    assert "host tier" in str(predictor_config(plan_arm("l2"), info))
+    assert "max_total_num_tokens" in str(predictor_config(plan_arm("lru"), {"version": "0.5.23", "page_size": 1}))
+    assert "no cache semantics proven" in str(predictor_config(plan_arm("lru"), {**info, "version": "0.4.0"}))
 
 
 def test_predictor_mirrors_sglang_branch_point_semantics() -> None:
     # SGLang's branching test: "hi"*257 prefix, three suffixes, sent one after another -> 0, 0, 256 cached.
-    config = predictor_config("branching", {"version": "0.5.23", "max_total_num_tokens": 100000,
+    config = predictor_config(plan_arm("branching"), {"version": "0.5.23", "max_total_num_tokens": 100000,
                                             "max_mamba_cache_size": 64,
                                             "chunked_prefill_size": 8192, "mamba_track_interval": 256})
     assert not isinstance(config, str)
@@ -82,7 +84,7 @@ def test_reference_server_matches_the_reference_cache_request_by_request(tmp_pat
 
 
 def test_a_request_the_mirror_cannot_take_stops_predictions_without_raising() -> None:
-    config = predictor_config("branching",
+    config = predictor_config(plan_arm("branching"),
                               {"version": "0.5.23", "max_total_num_tokens": 64, "max_mamba_cache_size": 64})
     assert not isinstance(config, str)
     predictor = CachePredictor(config)

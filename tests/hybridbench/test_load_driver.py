@@ -17,11 +17,18 @@ from aiohttp import web
 
 from hybridbench.config.schema import LoadCfg
 from hybridbench.load.client import ClientResult, generate_sglang
-from hybridbench.load.driver import Completed, drive, intended_times
+from hybridbench.load.driver import Completed, drive
 from hybridbench.load.http import StreamPool
 from hybridbench.metrics.summary import summarize
+from hybridbench.plan.load import plan_load
 from hybridbench.records.schema import Record
+from workloads.arrival import arrival_schedule
 from workloads.trace import TraceRow
+
+
+def intended_times(rows: list[TraceRow], load: LoadCfg, seed: int) -> list[float]:
+    """The schedule the plan builds for ``load`` (what the driver follows)."""
+    return list(arrival_schedule(rows, plan_load(load), seed).times_s)
 
 
 class Recorder:
@@ -73,7 +80,7 @@ async def serve_and_drive(rows: list[TraceRow], load: LoadCfg, rec: Recorder,
                 done.append(c)
                 after(c)
 
-            await drive(rows, load, 0, send, on_done)
+            await drive(rows, arrival_schedule(rows, plan_load(load), 0), send, on_done)
     finally:
         await runner.cleanup()
     return done
@@ -168,7 +175,7 @@ def test_open_loops_still_intend_their_arrival_times(load: LoadCfg) -> None:
         return r
 
     done: list[Completed] = []
-    asyncio.run(drive(rows, load, 3, send, lambda c: (done.append(c), stall(c))))
+    asyncio.run(drive(rows, arrival_schedule(rows, plan_load(load), 3), send, lambda c: (done.append(c), stall(c))))
     want = intended_times(rows, load, 3)
     assert sorted((c.index, c.scheduled_s) for c in done) == list(enumerate(want))
 

@@ -43,7 +43,8 @@ def test_bootstrap_interval_brackets_the_estimate_and_is_seeded() -> None:
 
 
 def make_input(records: dict[tuple[str, str], list[Record]], **cfg: float) -> CheckInput:
-    return CheckInput(ChecksCfg(**cfg), ("lru", "seglen"), "lru", ("w",), records, {}, {}, 0)  # type: ignore[arg-type]
+    return CheckInput(ChecksCfg(**cfg), ("lru", "seglen"), "lru", ("w",), records, {}, {}, 0,
+                      cache_off=frozenset())  # type: ignore[arg-type]
 
 
 def test_ttft_fails_only_when_the_whole_interval_is_past_the_threshold() -> None:
@@ -72,7 +73,8 @@ def test_with_repeats_ttft_pairs_repeat_means_so_drift_between_repeats_is_not_a_
                 recs = trial(arm, r, ms)
                 records[("w", arm)] += recs
                 summaries[("w", arm)].append(summarize(recs))
-        return CheckInput(ChecksCfg(), ("lru", "seglen"), "lru", ("w",), records, summaries, {}, 0)  # type: ignore[arg-type]
+        return CheckInput(ChecksCfg(), ("lru", "seglen"), "lru", ("w",), records, summaries, {}, 0,
+                          cache_off=frozenset())  # type: ignore[arg-type]
 
     swinging = run([150.0, 160.0, 140.0], [342.0, 106.0, 192.0])
     (drift,) = ttft(swinging)
@@ -118,8 +120,8 @@ def test_throughput_has_no_verdict_without_repeats() -> None:
     three = {("w", "lru"): [{"request_throughput": 10.0 + i * 0.1} for i in range(3)],
              ("w", "seglen"): [{"request_throughput": 5.0 + i * 0.1} for i in range(3)]}
     base = make_input({})
-    (single,) = throughput(CheckInput(base.cfg, base.arms, "lru", ("w",), {}, one, {}, 0))
-    (repeated,) = throughput(CheckInput(base.cfg, base.arms, "lru", ("w",), {}, three, {}, 0))
+    (single,) = throughput(CheckInput(base.cfg, base.arms, "lru", ("w",), {}, one, {}, 0, cache_off=frozenset()))
+    (repeated,) = throughput(CheckInput(base.cfg, base.arms, "lru", ("w",), {}, three, {}, 0, cache_off=frozenset()))
     assert single.status == "skip" and repeated.status == "fail"  # a halved throughput over 3 repeats fails
 
 
@@ -148,7 +150,7 @@ def test_paired_interval_is_honest_about_three_noisy_repeats() -> None:
     noisy = {("w", "lru"): [{"request_throughput": v} for v in (70.02, 87.22, 69.70)],
              ("w", "seglen"): [{"request_throughput": v} for v in (62.85, 62.74, 56.98)]}
     base = make_input({})
-    (res,) = throughput(CheckInput(base.cfg, base.arms, "lru", ("w",), {}, noisy, {}, 0))
+    (res,) = throughput(CheckInput(base.cfg, base.arms, "lru", ("w",), {}, noisy, {}, 0, cache_off=frozenset()))
     assert res.status == "pass" and res.observed == pytest.approx(-0.1885, abs=1e-3)
     bootstrap = bootstrap_relative_change([70.02, 87.22, 69.70], [62.85, 62.74, 56.98], samples=1000,
                                           confidence=0.95, seed=0)

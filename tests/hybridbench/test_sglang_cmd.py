@@ -19,12 +19,12 @@ from hybridbench.config.schema import (
 )
 from hybridbench.engines.sglang_cmd import (
     parse_help,
-    resolve_arm,
     sglang_command,
     sglang_env,
     sglang_help_argv,
 )
 from hybridbench.errors import ConfigError
+from hybridbench.plan.arms import plan_arm
 from hybridbench.plan.build import build_plan
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -46,10 +46,11 @@ HICACHE = ["--enable-hierarchical-cache", "--hicache-ratio", "2.0", "--hicache-w
            "--hicache-io-backend", "direct", "--hicache-mem-layout", "page_first_direct"]
 
 
-def cmd(arm: str, help_text: str | None, engine: EngineCfg | None = None, **kw: object) -> list[str]:
+def cmd(arm: str, help_text: str | None, engine: EngineCfg | None = None, knobs: ArmCfg | None = None,
+        **kw: object) -> list[str]:
     return sglang_command(
-        python=PY, model=MODEL, engine=engine or EngineCfg(tp=4), arm=arm, port=30000, help_text=help_text,
-        **kw,  # type: ignore[arg-type]
+        python=PY, model=MODEL, engine=engine or EngineCfg(tp=4), arm=plan_arm(arm, knobs), port=30000,
+        help_text=help_text, **kw,  # type: ignore[arg-type]
     )
 
 
@@ -119,7 +120,8 @@ def test_engine_options_and_extra_args_last() -> None:
         max_mamba_cache_size=100, kv_tokens=60000, track_interval=128,
         extra_args=["--schedule-policy", "lpm", "--api-key", "s3cret"],
     )  # fmt: skip
-    assert sglang_command(python=PY, model=MODEL, engine=engine, arm="branching", port=31000, help_text=NEW) == [
+    branching = plan_arm("branching")
+    assert sglang_command(python=PY, model=MODEL, engine=engine, arm=branching, port=31000, help_text=NEW) == [
         PY, "-m", "sglang.launch_server",
         "--model-path", "Qwen/Qwen3-Next-80B-A3B-Instruct",
         "--host", "0.0.0.0", "--port", "31000", "--tp-size", "2",
@@ -166,7 +168,7 @@ def test_arm_knobs_reach_the_command_and_bad_ones_fail_at_plan_time(tmp_path: Pa
 def test_default_python_is_this_interpreter() -> None:
     import sys
 
-    full = sglang_command(python="", model=MODEL, engine=EngineCfg(), arm="lru", port=1, help_text=None)
+    full = sglang_command(python="", model=MODEL, engine=EngineCfg(), arm=plan_arm("lru"), port=1, help_text=None)
     assert full[0] == sys.executable
     assert sglang_help_argv("/x/python") == ["/x/python", "-m", "sglang.launch_server", "--help"]
 
@@ -253,14 +255,14 @@ def test_bad_arm_names(arm: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         cmd(arm, None)
     with pytest.raises(ConfigError, match=message):
-        sglang_env(arm)
+        sglang_env(plan_arm(arm))
 
 
-def test_resolve_arm_adds_marconi_and_keeps_the_reference_vocabulary() -> None:
-    assert resolve_arm("marconi").strategy == "extra_buffer"
-    assert resolve_arm("marconi+l2").host_tier
-    assert resolve_arm("branching+seglen").policy == "seglen"
-    assert sglang_env("seglen") == {}
+def test_the_plan_knows_marconi_and_keeps_the_reference_vocabulary() -> None:
+    assert plan_arm("marconi").strategy == "extra_buffer"
+    assert plan_arm("marconi+l2").host_tier
+    assert plan_arm("branching+seglen").policy == "seglen"
+    assert sglang_env(plan_arm("seglen")) == {}
 
 
 # ---------------------------------------------------------------------------------------------- help parsing
@@ -290,5 +292,5 @@ def test_secrets_in_the_command_are_redacted() -> None:
     assert "--hf-token=***" in shown
     assert shown[shown.index("--api-key") + 1] == "***"
     assert shown[:-5] == full[:-5]  # nothing else touched
-    env = [f"{k}={v}" for k, v in {**sglang_env("seglen"), "HF_TOKEN": "hf_xyz"}.items()]
+    env = [f"{k}={v}" for k, v in {**sglang_env(plan_arm("seglen")), "HF_TOKEN": "hf_xyz"}.items()]
     assert redact(env) == ["HF_TOKEN=***"]

@@ -13,6 +13,7 @@ import pytest
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.launchers import make_sglang_engine
 from hybridbench.errors import ConfigError
+from hybridbench.plan.arms import plan_arm
 
 pytestmark = pytest.mark.sglang
 
@@ -32,7 +33,7 @@ def engine_for(version: str) -> tuple[RunCfg, object]:
                                                         ("0.5.9", "--mamba-scheduler-strategy")])
 def test_every_arm_builds_with_the_flags_this_build_has(version: str, strategy_flag: str) -> None:
     cfg, engine = engine_for(version)
-    cmd = {arm: engine.build(cfg, arm, 30000) for arm in ("disabled", "lru", "branching", "l2")}  # type: ignore[attr-defined]
+    cmd = {arm: engine.build(cfg, plan_arm(arm), 30000) for arm in ("disabled", "lru", "branching", "l2")}  # type: ignore[attr-defined]
     assert cmd["disabled"][1:3] == ["-m", "sglang.launch_server"] and "--disable-radix-cache" in cmd["disabled"]
     for arm, strategy in (("lru", "no_buffer"), ("branching", "extra_buffer"), ("l2", "extra_buffer")):
         i = cmd[arm].index(strategy_flag)
@@ -44,4 +45,4 @@ def test_every_arm_builds_with_the_flags_this_build_has(version: str, strategy_f
 def test_released_builds_cannot_express_seglen_and_say_so(version: str) -> None:
     cfg, engine = engine_for(version)
     with pytest.raises(ConfigError, match="--radix-eviction-policy seglen"):
-        engine.build(cfg, "seglen", 30000)  # type: ignore[attr-defined]
+        engine.build(cfg, plan_arm("seglen"), 30000)  # type: ignore[attr-defined]

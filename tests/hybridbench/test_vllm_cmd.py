@@ -10,6 +10,7 @@ from hybridbench.config.redact import redact
 from hybridbench.config.schema import ArmCfg, EngineCfg, L2ArmCfg, ModelCfg
 from hybridbench.engines.vllm_cmd import vllm_command, vllm_env, vllm_help_argv
 from hybridbench.errors import ConfigError
+from hybridbench.plan.arms import plan_arm
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V032 = (FIXTURES / "vllm_help_0_32.txt").read_text()
@@ -24,10 +25,11 @@ HEAD = [
 ]  # fmt: skip
 
 
-def cmd(arm: str, help_text: str | None, engine: EngineCfg | None = None, **kw: object) -> list[str]:
+def cmd(arm: str, help_text: str | None, engine: EngineCfg | None = None, knobs: ArmCfg | None = None,
+        **kw: object) -> list[str]:
     return vllm_command(
-        python=PY, model=MODEL, engine=engine or EngineCfg(tp=4), arm=arm, port=8000, help_text=help_text,
-        **kw,  # type: ignore[arg-type]
+        python=PY, model=MODEL, engine=engine or EngineCfg(tp=4), arm=plan_arm(arm, knobs), port=8000,
+        help_text=help_text, **kw,  # type: ignore[arg-type]
     )
 
 
@@ -82,7 +84,7 @@ def test_l2_needs_a_host_tier_size() -> None:
 def test_engine_options() -> None:
     engine = EngineCfg(tp=1, page_size=64, chunked_prefill_size=0, mem_fraction_static=0.5,
                        extra_args=["--max-model-len", "2048"])  # fmt: skip
-    assert vllm_command(python=PY, model=MODEL, engine=engine, arm="lru", port=8011, help_text=V032,
+    assert vllm_command(python=PY, model=MODEL, engine=engine, arm=plan_arm("lru"), port=8011, help_text=V032,
                         cache_report=False) == [
         PY, "-m", "vllm.entrypoints.cli.main", "serve", "nvidia/Nemotron-H-8B-Base-8K",
         "--host", "127.0.0.1", "--port", "8011", "--tensor-parallel-size", "1",
@@ -107,10 +109,10 @@ def test_extra_args_are_checked_against_help() -> None:
 
 
 def test_env_and_help_argv() -> None:
-    assert vllm_env("lru") == {"VLLM_SERVER_DEV_MODE": "1"}
+    assert vllm_env(plan_arm("lru")) == {"VLLM_SERVER_DEV_MODE": "1"}
     assert vllm_help_argv("/v/python") == ["/v/python", "-m", "vllm.entrypoints.cli.main", "serve", "--help=all"]
     with pytest.raises(ConfigError, match="unknown arm"):
-        vllm_env("lfu")
+        vllm_env(plan_arm("lfu"))
 
 
 def test_secrets_in_the_command_are_redacted() -> None:
@@ -126,5 +128,6 @@ def test_a_dense_model_gets_no_mamba_cache_mode() -> None:
     # worker then died on the first request: "AssertionError: no mamba layers in the model".
     dense = ModelCfg(name="tiny-llama", hf_id="/models/tiny-llama", vocab_size=1024, hybrid=False)
     for arm in ("lru", "branching"):
-        full = vllm_command(python=PY, model=dense, engine=EngineCfg(tp=1), arm=arm, port=8000, help_text=V032)
+        full = vllm_command(python=PY, model=dense, engine=EngineCfg(tp=1), arm=plan_arm(arm), port=8000,
+                            help_text=V032)
         assert full[full.index("--enable-prompt-tokens-details") + 1:] == ["--enable-prefix-caching"]

@@ -1,98 +1,75 @@
-"""Arrival processes: schedules are pure, deterministic and keep multi-turn causality."""
+"""The one arrival schedule: pure, deterministic, Poisson per request (as bench_serving), the same for the client
+driver and the simulator."""
 
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 
-from workloads.arrival import (
-    ClosedLoop,
-    Dispatch,
-    PoissonArrival,
-    TraceTimestamps,
-    build_schedule,
-    simulate,
-)
-from workloads.errors import WorkloadError
+from reference_impl.engine.core import Batch, EngineConfig, EngineCore
+from reference_impl.engine.simulator import simulate
+from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.trace import TraceRow
 
 
 def _row(sid: int, tid: int, ts: float = 0.0) -> TraceRow:
-    return TraceRow(sid, tid, ts, (sid, tid), (1,))
+    return TraceRow(sid, tid, ts, (sid + 1, tid + 1, 7), (1,))
 
 
-def _multi_turn_rows(sessions: int, turns: int) -> list[TraceRow]:
-    return [_row(s, t, s * 1.0 + t * 10.0) for s in range(sessions) for t in range(turns)]
+def test_poisson_is_per_request_at_the_rate_and_seeded() -> None:
+    # Two turns per session: bench_serving draws a gap after every request, not once per session.
+    rows = [_row(s, t) for s in range(1000) for t in range(2)]
+    schedule = arrival_schedule(rows, LoadSpec("poisson", request_rate=4.0), seed=1)
+    times = schedule.times_s
+    assert times[0] == 0.0 and list(times) == sorted(times) and len(set(times)) == len(rows)
+    assert times[-1] / (len(rows) - 1) == pytest.approx(0.25, rel=0.1)
+    assert schedule == arrival_schedule(rows, LoadSpec("poisson", request_rate=4.0), seed=1)
+    assert schedule != arrival_schedule(rows, LoadSpec("poisson", request_rate=4.0), seed=2)
+    assert set(arrival_schedule(rows, LoadSpec("poisson", request_rate=math.inf)).times_s) == {0.0}
 
 
-def _check_causality(rows: list[TraceRow], dispatches: tuple[Dispatch, ...]) -> None:
-    finish = {(rows[d.index].session_id, rows[d.index].turn_id): d.finish_s for d in dispatches}
-    for d in dispatches:
-        r = rows[d.index]
-        if r.turn_id > 0:
-            assert d.send_s >= finish[(r.session_id, r.turn_id - 1)]
+def test_trace_and_closed_schedules() -> None:
+    rows = [_row(0, 0, 100.0), _row(1, 0, 101.5), _row(0, 1, 103.0)]
+    trace = arrival_schedule(rows, LoadSpec("trace", slowdown=2.0, max_concurrency=2))
+    assert trace.times_s == (0.0, 3.0, 6.0) and trace.max_concurrency == 2 and not trace.closed
+    closed = arrival_schedule(rows, LoadSpec("closed", max_concurrency=1))
+    assert closed.times_s == (0.0, 0.0, 0.0) and closed.closed and closed.order() == [0, 1, 2]
+    late_first = arrival_schedule([_row(0, 0, 5.0), _row(1, 0, 1.0)], LoadSpec("trace"))
+    assert late_first.order() == [1, 0]
 
 
-def test_closed_loop_caps_concurrency_and_keeps_turn_order() -> None:
-    rows = _multi_turn_rows(6, 3)
-    rng = random.Random(0)
-    durations = [rng.uniform(0.5, 2.0) for _ in rows]
-    out = simulate(build_schedule(rows, ClosedLoop(2)), durations)
-    _check_causality(rows, out)
-    events = sorted([(d.send_s, 1) for d in out] + [(d.finish_s, -1) for d in out], key=lambda e: (e[0], e[1]))
-    in_flight = peak = 0
-    for _, delta in events:
-        in_flight += delta
-        peak = max(peak, in_flight)
-    assert peak == 2
-    assert min(d.send_s for d in out) == 0.0
-    # Work-conserving: with 2 slots and 18 requests the makespan is at least half the total work.
-    assert max(d.finish_s for d in out) >= sum(durations) / 2
+@pytest.mark.parametrize(("spec", "message"), [
+    (dict(kind="closed"), "max_concurrency must be >= 1 for a closed loop"),
+    (dict(kind="closed", max_concurrency=0), "max_concurrency must be >= 1 for a closed loop"),
+    (dict(kind="poisson", request_rate=0.0), "request_rate must be > 0"),
+    (dict(kind="poisson", request_rate=math.nan), "request_rate must be > 0"),
+    (dict(kind="poisson", request_rate=1.0, max_concurrency=-1), "max_concurrency must be >= 1"),
+    (dict(kind="trace", slowdown=math.inf), "slowdown must be a finite number"),
+    (dict(kind="burst"), "kind: unknown load 'burst'"),
+])
+def test_bad_load_settings_name_the_field(spec: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LoadSpec.of(**spec)  # type: ignore[arg-type]
 
 
-def test_closed_loop_small_example_by_hand() -> None:
-    rows = [_row(0, 0), _row(0, 1), _row(1, 0)]
-    out = simulate(build_schedule(rows, ClosedLoop(1)), [1.0, 1.0, 5.0])
-    assert [(d.send_s, d.finish_s) for d in out] == [(0.0, 1.0), (6.0, 7.0), (1.0, 6.0)]
-    out2 = simulate(build_schedule(rows, ClosedLoop(2)), [1.0, 1.0, 5.0])
-    assert [(d.send_s, d.finish_s) for d in out2] == [(0.0, 1.0), (1.0, 2.0), (0.0, 5.0)]
+class _FixedTimer:
+    def batch_seconds(self, batch: Batch) -> float:
+        return 0.01
+
+    def frontend_seconds(self, prompt_tokens: int) -> float:
+        return 0.0
+
+    def host_transfer_seconds(self, tokens: int, states: int) -> float:
+        return 0.0
 
 
-def test_poisson_sessions_arrive_at_rate_and_later_turns_wait() -> None:
-    rows = _multi_turn_rows(2000, 2)
-    schedule = build_schedule(rows, PoissonArrival(rate=4.0), seed=1)
-    starts = [r.release_s for r in schedule.requests if r.after is None]
-    assert starts == sorted(starts) and starts[0] == 0.0
-    mean_gap = starts[-1] / (len(starts) - 1)
-    assert 0.23 < mean_gap < 0.27
-    assert all(r.after is not None and rows[r.after].turn_id == 0 for r in schedule.requests if r.turn_id == 1)
-    assert schedule == build_schedule(rows, PoissonArrival(rate=4.0), seed=1)
-    assert schedule != build_schedule(rows, PoissonArrival(rate=4.0), seed=2)
-    burst = build_schedule(rows, PoissonArrival(rate=math.inf))
-    assert {r.release_s for r in burst.requests} == {0.0}
-    out = simulate(build_schedule(rows[:40], PoissonArrival(rate=2.0, max_concurrency=3), seed=0), [1.5] * 40)
-    _check_causality(rows[:40], out)
-
-
-def test_trace_timestamps_with_slowdown() -> None:
-    rows = [_row(0, 0, 100.0), _row(1, 0, 101.0), _row(0, 1, 103.0)]
-    schedule = build_schedule(rows, TraceTimestamps(slowdown=2.0))
-    assert [r.release_s for r in schedule.requests] == [0.0, 2.0, 6.0]
-    out = simulate(schedule, [10.0, 1.0, 1.0])
-    assert out[2].send_s == 10.0  # its timestamp says 6 s, but turn 0 only finishes at 10 s
-    assert out[1].send_s == 2.0
-
-
-def test_bad_inputs() -> None:
-    with pytest.raises(WorkloadError):
-        ClosedLoop(0)
-    with pytest.raises(WorkloadError):
-        PoissonArrival(rate=0.0)
-    with pytest.raises(WorkloadError):
-        TraceTimestamps(slowdown=-1.0)
-    with pytest.raises(WorkloadError, match="twice"):
-        build_schedule([_row(0, 0), _row(0, 0)], ClosedLoop(1))
-    with pytest.raises(WorkloadError, match="durations"):
-        simulate(build_schedule([_row(0, 0)], ClosedLoop(1)), [1.0, 2.0])
+def test_the_simulator_sends_first_turns_when_the_schedule_says() -> None:
+    rows = [_row(s, 0) for s in range(30)]
+    schedule = arrival_schedule(rows, LoadSpec("poisson", request_rate=20.0), seed=3)
+    core = EngineCore(EngineConfig(kv_tokens=10_000, state_slots=64, cache="no_buffer"))
+    res = simulate(rows, core, _FixedTimer(), schedule)  # type: ignore[arg-type]
+    assert sorted((r.row_index, r.scheduled_s) for r in res.records) == [
+        (i, round(t * 1e9) / 1e9) for i, t in enumerate(schedule.times_s)]
+    with pytest.raises(ValueError, match="2 times for 30 rows"):
+        simulate(rows, core, _FixedTimer(), arrival_schedule(rows[:2], LoadSpec("trace")))  # type: ignore[arg-type]

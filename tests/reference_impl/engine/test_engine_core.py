@@ -9,9 +9,10 @@ import pytest
 from reference_impl.engine.core import EngineConfig, EngineCore
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import get_gpu
-from reference_impl.engine.simulator import ArrivalSpec, simulate
+from reference_impl.engine.simulator import simulate
 from reference_impl.models import get_model
 from reference_impl.radix.invariants import check_invariants
+from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.trace import TraceRow
 
 
@@ -49,7 +50,7 @@ def run(rows: list[TraceRow], cache: str, *, kv: int = 200_000, states: int = 64
     cfg = EngineConfig(kv_tokens=kv, state_slots=states, cache=cache, chunked_prefill_size=256, **kw)  # type: ignore[arg-type]
     core = EngineCore(cfg)
     timer = CostModel(get_model("qwen3-next-80b-a3b"), get_gpu("h100"), tp=4)
-    return core, simulate(rows, core, timer, ArrivalSpec("closed", max_concurrency=conc))
+    return core, simulate(rows, core, timer, arrival_schedule(rows, LoadSpec("closed", max_concurrency=conc)))
 
 
 @pytest.mark.parametrize("cache", ["disabled", "no_buffer", "extra_buffer"])
@@ -86,7 +87,7 @@ def test_two_runs_with_one_seed_are_identical() -> None:
         cfg = EngineConfig(kv_tokens=3_000, state_slots=24, cache="extra_buffer", chunked_prefill_size=128)
         core = EngineCore(cfg)
         timer = CostModel(get_model("nemotron-h-8b"), get_gpu("a100"))
-        res = simulate(rows, core, timer, ArrivalSpec("poisson", request_rate=3.0, seed=7))
+        res = simulate(rows, core, timer, arrival_schedule(rows, LoadSpec("poisson", request_rate=3.0), 7))
         return [(r.sent_s, r.first_token_s, r.end_s, r.cached_tokens, tuple(r.itl_ms)) for r in res.records]
     assert once() == once()
 
@@ -159,7 +160,7 @@ class FixedTimer:
 def test_a_request_due_during_a_forward_is_sent_on_time_and_waits_in_ttft() -> None:
     rows = [TraceRow(0, 0, 0.0, tuple(range(100)), (1,)), TraceRow(1, 0, 0.5, tuple(range(200, 300)), (1,))]
     core = EngineCore(EngineConfig(kv_tokens=10_000, state_slots=16, cache="no_buffer"))
-    res = simulate(rows, core, FixedTimer(), ArrivalSpec("trace"))  # type: ignore[arg-type]
+    res = simulate(rows, core, FixedTimer(), arrival_schedule(rows, LoadSpec("trace")))  # type: ignore[arg-type]
     late = res.records[1]
     assert late.sent_s == 0.5 and late.scheduled_s == 0.5  # the client sent it while prefill 1 ran
     assert late.first_token_s == 2.0 and late.ttft_ms == 1500.0  # it waited for the engine, not the client
@@ -168,7 +169,7 @@ def test_a_request_due_during_a_forward_is_sent_on_time_and_waits_in_ttft() -> N
 def test_rejecting_the_last_requests_on_arrival_ends_the_simulation_cleanly() -> None:
     rows = [TraceRow(0, 0, 0.0, tuple(range(50)), (1, 2)), TraceRow(1, 0, 0.0, tuple(range(5000)), (1, 2))]
     core = EngineCore(EngineConfig(kv_tokens=300, state_slots=16, cache="no_buffer"))
-    res = simulate(rows, core, FixedTimer(), ArrivalSpec("closed", max_concurrency=4))  # type: ignore[arg-type]
+    res = simulate(rows, core, FixedTimer(), arrival_schedule(rows, LoadSpec("closed", max_concurrency=4)))  # type: ignore[arg-type]
     assert [r.status for r in res.records] == ["ok", "error"]
 
 

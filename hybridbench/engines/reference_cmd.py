@@ -1,0 +1,57 @@
+"""The ``python -m reference_impl.server`` command for one arm (issue 5), and what the reference engines can
+express of an arm: everything but a policy that brings its own tree (``reference_impl.engine.arms``)."""
+
+from __future__ import annotations
+
+import sys
+
+from hybridbench.config.schema import RunCfg
+from hybridbench.engines.arm_table import ArmTable, nothing
+from hybridbench.errors import ConfigError
+from hybridbench.plan.build import effective_vocab
+from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec
+
+__all__ = ["REFERENCE_ARMS", "reference_command", "reference_refusals"]
+
+
+def reference_refusals() -> dict[str, str]:
+    """``why_not`` for the reference engines' tables (server and simulator)."""
+    return {p: f"engine {{engine}}: arm '{p}' cannot run on this engine: {why}" for p, why in NOT_ON_REFERENCE.items()}
+
+
+def _weight(spec: ArmSpec, cfg: RunCfg) -> list[str]:
+    w = spec.knobs.eff_weight
+    return [] if w is None else ["--seglen-eff-weight", str(w)]
+
+
+def _host_tier(spec: ArmSpec, cfg: RunCfg) -> list[str]:
+    return [] if spec.knobs.l2 is None else ["--hicache-ratio", str(spec.knobs.l2.hicache_ratio)]
+
+
+# The server reads the arm's strategy, policy and host tier from ``--arm`` (SGLang's flag names otherwise);
+# the table adds the knobs.
+REFERENCE_ARMS: ArmTable[RunCfg, str] = ArmTable(
+    engine="reference",
+    strategies={"disabled": nothing, "no_buffer": nothing, "extra_buffer": nothing},
+    policies={"lru": nothing, "seglen": _weight},
+    host_tier=_host_tier,
+    why_not=reference_refusals(),
+)
+
+
+def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
+    """``python -m reference_impl.server`` with SGLang's flag names."""
+    knobs = REFERENCE_ARMS.express(arm, cfg)
+    e = cfg.engine
+    if arm.strategy == "no_buffer" and e.page_size > 1:  # SGLang's startup assert, caught at plan time
+        raise ConfigError(f"arm {arm.name} uses no_buffer, which needs page size 1; engine.page_size is "
+                          f"{e.page_size}")
+    cmd = [e.python or sys.executable, "-m", "reference_impl.server", "--host", e.host, "--port", str(port),
+           "--arm", arm.name, "--page-size", str(e.page_size), "--chunked-prefill-size", str(e.chunked_prefill_size),
+           "--mamba-track-interval", str(e.track_interval), "--random-seed", str(cfg.seed),
+           "--vocab-size", str(effective_vocab(cfg)), "--enable-metrics", "--enable-cache-report", *knobs]
+    if e.kv_tokens:
+        cmd += ["--max-total-tokens", str(e.kv_tokens)]
+    if e.max_mamba_cache_size:
+        cmd += ["--max-mamba-cache-size", str(e.max_mamba_cache_size)]
+    return cmd + list(e.extra_args)

@@ -1,0 +1,74 @@
+"""The experiment's arms, parsed once at plan time into frozen specs carrying their knobs.
+
+``arms: [disabled, branching+seglen]`` and ``arm.*`` become one :class:`ArmSpec` per arm (vocabulary and
+composition: ``reference_impl.engine.arms``). Which ``arm.*`` knob belongs to which part of an arm is decided
+here, once: ``arm.<policy>.eff_weight`` is the eviction policy's weight, ``arm.l2.*`` the host tier's. Each
+engine then maps a spec to its own flags through its table (``hybridbench.engines.arm_table``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from hybridbench.config.schema import ArmCfg
+from hybridbench.errors import ConfigError
+from reference_impl.engine.arms import ArmKnobs, ArmSpec, L2Knobs, arm_spec
+
+__all__ = ["ArmSpec", "cache_off_arms", "check_arm_knobs", "plan_arm", "plan_arms"]
+
+
+def check_arm_knobs(arm: ArmCfg) -> None:
+    """The arm knobs are numbers every engine passes on as is: refuse what no server would take."""
+    for key, value in (("arm.seglen.eff_weight", arm.seglen.eff_weight), ("arm.marconi.eff_weight",
+                       arm.marconi.eff_weight), ("arm.l2.hicache_ratio", arm.l2.hicache_ratio),
+                       ("arm.l2.host_tier_gb", arm.l2.host_tier_gb)):
+        if value is None and key == "arm.marconi.eff_weight":  # None: the server tunes it
+            continue
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{key}: expected a finite number >= 0, got {value!r}")
+    if arm.l2.hicache_ratio <= 0:
+        raise ConfigError(f"arm.l2.hicache_ratio must be > 0, got {arm.l2.hicache_ratio}")
+
+
+def _knobs(spec: ArmSpec, cfg: ArmCfg) -> ArmKnobs:
+    weights: dict[str, float | None] = {"seglen": cfg.seglen.eff_weight, "marconi": cfg.marconi.eff_weight}
+    l2 = None
+    if spec.host_tier:
+        c = cfg.l2
+        l2 = L2Knobs(hicache_ratio=c.hicache_ratio, hicache_write_policy=c.hicache_write_policy,
+                     hicache_io_backend=c.hicache_io_backend, hicache_mem_layout=c.hicache_mem_layout,
+                     host_tier_gb=c.host_tier_gb)
+    return ArmKnobs(eff_weight=weights.get(spec.policy), l2=l2)
+
+
+def plan_arm(name: str, knobs: ArmCfg | None = None) -> ArmSpec:
+    """One arm name -> its frozen spec with the knobs that apply to it; ConfigError names the arm."""
+    try:
+        spec = arm_spec(name)
+    except ValueError as exc:
+        raise ConfigError(f"arms: {exc}") from None
+    return ArmSpec(spec.name, spec.strategy, spec.policy, spec.host_tier, _knobs(spec, knobs or ArmCfg()))
+
+
+def plan_arms(names: list[str], knobs: ArmCfg) -> tuple[ArmSpec, ...]:
+    if not names:
+        raise ConfigError("arms: the experiment lists no arms")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"arms: duplicate arm in {names}")
+    check_arm_knobs(knobs)
+    specs = tuple(plan_arm(str(n), knobs) for n in names)
+    if len({s.name for s in specs}) != len(specs):  # " lru" and "lru" are one arm
+        raise ConfigError(f"arms: duplicate arm in {names}")
+    return specs
+
+
+def cache_off_arms(names: tuple[str, ...]) -> frozenset[str]:
+    """The arms of a saved plan whose spec has the cache off (re-scoring reads arm names from plan.json)."""
+    off = set()
+    for name in names:
+        try:
+            if not arm_spec(name).cache_on:
+                off.add(name)
+        except ValueError:  # a name this version no longer knows: not the cache-off baseline
+            continue
+    return frozenset(off)

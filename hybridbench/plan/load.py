@@ -1,0 +1,26 @@
+"""The load settings, checked once at plan time (before any server starts) into ``workloads.arrival.LoadSpec``.
+
+``load.max_concurrency: 0`` means no cap for the open loops (poisson, trace); a closed loop needs one.
+``load.prime`` is not part of the arrival process: the engines read it from the config.
+"""
+
+from __future__ import annotations
+
+from hybridbench.config.schema import LoadCfg
+from hybridbench.errors import ConfigError
+from workloads.arrival import LoadSpec
+
+__all__ = ["plan_load"]
+
+
+def plan_load(load: LoadCfg) -> LoadSpec:
+    """ConfigError naming the ``load.*`` key on a bad kind or value."""
+    kind = str(load.kind)
+    cap: int | None = load.max_concurrency
+    if kind != "closed" and cap == 0:
+        cap = None
+    try:
+        return LoadSpec.of(kind, max_concurrency=cap, request_rate=load.request_rate if kind == "poisson" else None,
+                           slowdown=load.slowdown)
+    except ValueError as exc:
+        raise ConfigError(f"load.{exc}") from None

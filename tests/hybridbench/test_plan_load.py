@@ -1,0 +1,38 @@
+"""The load is checked and fixed at plan time: a bad ``load.*`` is exit 2 before any server starts, and every
+trial's arrivals come from the one schedule (``workloads.arrival``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hybridbench.config.schema import LoadCfg, RunCfg, WorkloadCfg
+from hybridbench.errors import ConfigError
+from hybridbench.plan.build import build_plan
+from workloads.arrival import LoadSpec
+
+
+@pytest.mark.parametrize(("load", "message"), [
+    (LoadCfg(kind="burst"), "load.kind: unknown load 'burst'"),
+    (LoadCfg(kind="closed", max_concurrency=0), "load.max_concurrency must be >= 1 for a closed loop"),
+    (LoadCfg(kind="poisson", request_rate=0.0), "load.request_rate must be > 0 for Poisson arrivals"),
+    (LoadCfg(kind="trace", slowdown=-1.0), "load.slowdown must be a finite number >= 0"),
+    (LoadCfg(kind="poisson", request_rate=2.0, max_concurrency=-3), "load.max_concurrency must be >= 1"),
+])
+def test_bad_load_is_a_plan_error_naming_the_key(tmp_path: Path, load: LoadCfg, message: str) -> None:
+    # engine=sglang: nothing is launched or even asked for --help before the plan refuses the load.
+    cfg = RunCfg(load=load, workloads={"w": WorkloadCfg()})
+    cfg.engine.name = "sglang"
+    with pytest.raises(ConfigError, match=message) as e:
+        build_plan(cfg, tmp_path, {})
+    assert e.value.exit_code == 2
+
+
+def test_the_plan_carries_the_load_spec(tmp_path: Path) -> None:
+    plan = build_plan(RunCfg(load=LoadCfg(kind="poisson", request_rate=3.0, max_concurrency=0),
+                             workloads={"w": WorkloadCfg()}), tmp_path, {})
+    assert plan.load == LoadSpec("poisson", max_concurrency=None, request_rate=3.0)  # 0: no cap on an open loop
+    closed = build_plan(RunCfg(workloads={"w": WorkloadCfg()}), tmp_path, {})
+    assert closed.load == LoadSpec("closed", max_concurrency=5)
+    assert closed.to_json()["load"]["kind"] == "closed"
