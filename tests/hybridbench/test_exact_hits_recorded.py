@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from hybridbench.load.driver import _next_prompt
+from hybridbench.plan.arms import plan_arm
 from hybridbench.probes.exact_hits import CachePredictor, predictor_config, semantics_for
 from reference_impl.engine.core import EngineConfig
 from workloads.trace import TraceRow, read_trace
@@ -41,7 +42,7 @@ def _traces(tmp: Path) -> dict[str, dict[tuple[Any, int], TraceRow]]:
 def replay(run: str, tmp: Path, semantics: str | None = None) -> tuple[str, list[tuple[int, int, int | None]]]:
     """(semantics used, [(request, recorded cached_tokens, predicted)]) for a recorded run, in served order."""
     fx = json.loads((FIXTURES / f"{run}.json").read_text())
-    config = predictor_config(fx["arm"], {**fx["server_info"], "version": fx["version"]})
+    config = predictor_config(plan_arm(fx["arm"]), {**fx["server_info"], "version": fx["version"]})
     assert isinstance(config, EngineConfig), config
     if semantics is not None:
         config = dataclasses.replace(config, semantics=semantics)
