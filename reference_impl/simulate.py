@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from reference_impl.engine.arms import ARMS, NOT_ON_REFERENCE, parse_arm
 from reference_impl.engine.core import EngineCore
-from reference_impl.engine.cost_model import CostModel
+from reference_impl.engine.cost_model import QUANTIZATIONS, CostModel
 from reference_impl.engine.hardware import GPUS, get_gpu
 from reference_impl.engine.simulator import simulate
 from reference_impl.engine.sizing import engine_config
@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="qwen3-next-80b-a3b", choices=sorted(MODELS))
     p.add_argument("--gpu", default="h100", choices=sorted(GPUS))
     p.add_argument("--tp", type=_positive(int), default=1)
+    p.add_argument("--quantization", choices=sorted(QUANTIZATIONS), default=None,
+                   help="SGLang's --quantization: fp8 / w8a8_fp8 weights (one byte, fp8 GEMMs)")
     arms = ", ".join(a for a in ARMS if a not in NOT_ON_REFERENCE)
     p.add_argument("--arm", default="lru", help=f"one of {arms}, composable with '+'")
     # bench_serving's pair: --request-rate (default inf: everything at once) capped by --max-concurrency.
@@ -91,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("choose a load: --max-concurrency N, --request-rate R (or inf), --trace-timestamps")
         arm = parse_arm(args.arm)
         model, gpu = get_model(args.model), get_gpu(args.gpu)
-        timer = CostModel(model, gpu, tp=args.tp)
+        timer = CostModel(model, gpu, tp=args.tp, quantization=args.quantization or "")
         config = engine_config(
             arm,
             timer,
@@ -119,7 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     result = simulate(rows, core, timer, arrival)
     summary = summarize(result)
-    summary.update({"arm": arm.name, "model": model.name, "gpu": gpu.name, "tp": args.tp})
+    summary.update({"arm": arm.name, "model": model.name, "gpu": gpu.name, "tp": args.tp,
+                    "quantization": args.quantization or ""})
     if args.json:
         print(json.dumps(summary, sort_keys=True))
     else:

@@ -91,6 +91,9 @@ class ModelCfg:
     # Has recurrent (Mamba / gated-delta) layers. False for a dense model served as a baseline: vLLM 0.32.0's
     # engine dies on the first request when given --mamba-cache-mode for a model without mamba layers.
     hybrid: bool = True
+    # SGLang's --quantization name for the weights ("" = the checkpoint's dtype): fp8, w8a8_fp8. The simulator
+    # models one-byte weights and fp8 GEMMs; SGLang gets the flag.
+    quantization: str = ""
 
 
 @dataclass

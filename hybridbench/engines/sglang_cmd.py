@@ -294,6 +294,8 @@ def sglang_command(
         Flag("--chunked-prefill-size", str(engine.chunked_prefill_size), "engine.chunked_prefill_size"),
         Flag("--mem-fraction-static", fmt_number(engine.mem_fraction_static), "engine.mem_fraction_static"),
     ]
+    if model.quantization:
+        flags.append(Flag("--quantization", model.quantization, "model.quantization"))
     if engine.max_mamba_cache_size > 0:
         flags.append(Flag("--max-mamba-cache-size", str(engine.max_mamba_cache_size), "engine.max_mamba_cache_size"))
     if engine.kv_tokens > 0:

@@ -51,7 +51,7 @@ class SimEngine:
         try:
             model = get_model(cfg.model.name)
             gpu = get_gpu(cfg.engine.gpu)
-            self._timer = CostModel(model, gpu, tp=cfg.engine.tp)
+            self._timer = CostModel(model, gpu, tp=cfg.engine.tp, quantization=cfg.model.quantization)
             for spec in plan.arm_specs:
                 knobs = dict(SIM_ARMS.express(spec, None))
                 self._configs[spec.name] = engine_config(
@@ -119,7 +119,7 @@ class SimEngine:
     def info(self) -> EngineInfo:
         timer = self._timer
         extra = {} if timer is None else {"model": timer.model.name, "gpu": timer.gpu.name, "tp": timer.tp,
-                                          "factors": repr(timer.factors)}
+                                          "quantization": timer.quantization, "factors": repr(timer.factors)}
         return EngineInfo(name="sim", version="reference_impl", extra=extra)
 
     def close(self) -> None:

@@ -11,6 +11,11 @@ weights plus the routed experts the batch touches (the expected number of distin
 write of every request's recurrent state. Tensor parallelism divides both evenly; communication
 and kernel-launch costs live in the overheads.
 
+Quantization takes SGLang's ``--quantization`` names: ``fp8`` and ``w8a8_fp8`` store every linear weight
+in one byte (weights read per decode step and weight memory halve) and run the linear layers' GEMMs on the
+fp8 tensor cores (their prefill FLOPs at the GPU's fp8 peak); attention scores, KV and recurrent states stay
+in the model's dtype. The fitted factors are the bf16 calibration's, unchanged: an fp8 run is a prediction.
+
 The factors are what calibration fits (``CALIBRATED``); the same factors serve every cache arm,
 so a difference between arms comes only from the work the cache saves or adds. What the model
 leaves out: communication that grows with batch size, CUDA-graph padding, MoE load imbalance,
@@ -25,7 +30,10 @@ from reference_impl.engine.core import Batch
 from reference_impl.engine.hardware import GPUSpec
 from reference_impl.models import ModelSpec
 
-__all__ = ["CALIBRATED", "CostFactors", "CostModel"]
+__all__ = ["CALIBRATED", "QUANTIZATIONS", "CostFactors", "CostModel"]
+
+# SGLang --quantization name -> bytes per linear weight (both are fp8 weights with fp8 activations on H100).
+QUANTIZATIONS: dict[str, int] = {"fp8": 1, "w8a8_fp8": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,11 +56,21 @@ CALIBRATED = CostFactors(
 
 
 class CostModel:
-    def __init__(self, model: ModelSpec, gpu: GPUSpec, tp: int = 1, factors: CostFactors = CALIBRATED) -> None:
+    def __init__(self, model: ModelSpec, gpu: GPUSpec, tp: int = 1, factors: CostFactors = CALIBRATED,
+                 quantization: str = "") -> None:
         if tp < 1:
             raise ValueError(f"tensor parallel degree must be >= 1, got {tp}")
+        if quantization and quantization not in QUANTIZATIONS:
+            raise ValueError(f"unknown quantization {quantization!r}; choose {', '.join(QUANTIZATIONS)} "
+                             "(SGLang's --quantization names)")
+        if quantization and not gpu.fp8_flops:
+            raise ValueError(f"{gpu.name} has no fp8 tensor cores: --quantization {quantization} cannot run there")
         self.model, self.gpu, self.tp, self.factors = model, gpu, tp, factors
+        self.quantization = quantization
         m = model
+        self._weight_bytes = QUANTIZATIONS[quantization] if quantization else m.dtype_bytes
+        # Linear layers' GEMMs run at the fp8 peak when quantized; attention scores stay at bf16's.
+        self._linear_peak = gpu.fp8_flops if quantization else gpu.bf16_flops
         # Per-token FLOPs that do not depend on context: projections, recurrences, MLPs.
         self._linear_flops_per_token = (
             m.num_attn_layers * 2 * m.attn_proj_params
@@ -66,21 +84,26 @@ class CostModel:
             + m.num_ssm_layers * m.ssm_proj_params
             + m.num_mlp_layers * (m.mlp_active_params - routed)
             + m.vocab_size * m.d_model
-        ) * m.dtype_bytes
+        ) * self._weight_bytes
 
     def total_weight_bytes(self) -> float:
         """Every weight on the GPUs: dense layers, all routed experts, LM head and embedding."""
         m = self.model
         return self._dense_weight_bytes + (
             m.num_mlp_layers * m.moe_num_experts * m.moe_expert_params + m.vocab_size * m.d_model
-        ) * m.dtype_bytes
+        ) * self._weight_bytes
 
     def prefill_flops(self, new_tokens: int, prefix_len: int) -> float:
         """FLOPs of extending a ``prefix_len``-token context by ``new_tokens`` tokens."""
+        linear, attention = self._prefill_parts(new_tokens, prefix_len)
+        return linear + attention
+
+    def _prefill_parts(self, new_tokens: int, prefix_len: int) -> tuple[float, float]:
+        """(linear-layer FLOPs, attention-score FLOPs): they may run at different peaks."""
         m = self.model
         # Sum over new positions i of (prefix_len + i) attended keys, causal.
         attended = new_tokens * prefix_len + new_tokens * (new_tokens + 1) / 2
-        return new_tokens * self._linear_flops_per_token + m.num_attn_layers * 4 * m.attn_q_dim * attended
+        return new_tokens * self._linear_flops_per_token, m.num_attn_layers * 4 * m.attn_q_dim * attended
 
     def routed_weight_bytes(self, batch_size: int) -> float:
         m = self.model
@@ -88,7 +111,7 @@ class CostModel:
             return 0.0
         e, k = m.moe_num_experts, m.moe_experts_per_token
         distinct = e * (1.0 - (1.0 - k / e) ** batch_size)
-        return m.num_mlp_layers * distinct * m.moe_expert_params * m.dtype_bytes
+        return m.num_mlp_layers * distinct * m.moe_expert_params * self._weight_bytes
 
     def decode_bytes(self, context_lens: list[int]) -> float:
         m = self.model
@@ -99,8 +122,13 @@ class CostModel:
     def batch_seconds(self, batch: Batch) -> float:
         f = self.factors
         if batch.kind == "prefill":
-            flops = sum(self.prefill_flops(i.end - i.start, i.prefix_len) for i in batch.items)
-            return f.prefill_overhead_s + flops / (self.tp * self.gpu.bf16_flops * f.prefill_mfu)
+            if not self.quantization:
+                flops = sum(self.prefill_flops(i.end - i.start, i.prefix_len) for i in batch.items)
+                return f.prefill_overhead_s + flops / (self.tp * self.gpu.bf16_flops * f.prefill_mfu)
+            parts = [self._prefill_parts(i.end - i.start, i.prefix_len) for i in batch.items]
+            seconds = (sum(lin for lin, _ in parts) / self._linear_peak
+                       + sum(att for _, att in parts) / self.gpu.bf16_flops)
+            return f.prefill_overhead_s + seconds / (self.tp * f.prefill_mfu)
         ctx = [i.prefix_len + 1 for i in batch.items]
         return f.decode_overhead_s + self.decode_bytes(ctx) / (
             self.tp * self.gpu.hbm_bytes_per_s * f.decode_bw_efficiency

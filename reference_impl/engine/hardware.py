@@ -19,15 +19,17 @@ class GPUSpec:
     hbm_bytes_per_s: float
     host_bytes_per_s: float  # host <-> device link, one direction
     hbm_bytes: int
+    fp8_flops: float = 0.0  # dense fp8 tensor-core peak, FLOP/s; 0: no fp8 tensor cores (w8a8 fp8 refused)
 
 
 GPUS: dict[str, GPUSpec] = {
     g.name: g
     for g in (
         # NVIDIA H100 SXM5 80GB: 989.4 TFLOP/s bf16 dense, 3.35 TB/s HBM3, PCIe Gen5 x16 (64 GB/s).
-        GPUSpec("h100", 989.4e12, 3.35e12, 64e9, 80 * 2**30),
+        # fp8: 1978.9 TFLOP/s dense.
+        GPUSpec("h100", 989.4e12, 3.35e12, 64e9, 80 * 2**30, fp8_flops=1978.9e12),
         # NVIDIA H200 SXM 141GB: same compute as H100, 4.8 TB/s HBM3e.
-        GPUSpec("h200", 989.4e12, 4.8e12, 64e9, 141 * 2**30),
+        GPUSpec("h200", 989.4e12, 4.8e12, 64e9, 141 * 2**30, fp8_flops=1978.9e12),
         # NVIDIA A100 SXM4 80GB: 312 TFLOP/s bf16 dense, 2.039 TB/s HBM2e, PCIe Gen4 x16 (32 GB/s).
         GPUSpec("a100", 312e12, 2.039e12, 32e9, 80 * 2**30),
     )
