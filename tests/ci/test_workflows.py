@@ -117,3 +117,19 @@ def test_the_pull_request_workflow_compares_the_two_runs_it_made() -> None:
     # Comparable by construction: the same experiment, model and workloads; only the build and the arms differ.
     assert (main.name, main.model.name, main.workloads) == (pr.name, pr.model.name, pr.workloads)
     assert set(main.arms) < set(pr.arms)
+
+
+@pytest.mark.parametrize("step", ["main", "pull request"])
+def test_the_pull_request_workflow_defaults_to_the_seglen_prs_own_setup(step: str) -> None:
+    """Seed 000's benchmark: Qwen3.5-9B on one H100, --mem-fraction-static 0.70, extra_buffer, seglen weight
+    0.85, bench_serving at request rate 8, full-size loads with pools from GPU memory, ShareGPT as
+    bench_serving's first turns with 128 output tokens."""
+    cfg = dict(runs_of(ROOT / "ci" / "pr.yml"))[step]
+    assert (cfg.name, cfg.model.name, cfg.engine.tp) == ("seglen", "qwen3.5-9b", 1)
+    assert cfg.engine.mem_fraction_static == 0.70 and cfg.arm.seglen.eff_weight == 0.85
+    assert (cfg.load.kind, cfg.load.request_rate, cfg.load.max_concurrency) == ("poisson", 8.0, 0)
+    assert cfg.engine.kv_tokens == 0 and cfg.engine.max_mamba_cache_size == 0  # sized by SGLang from memory
+    assert cfg.engine.track_interval == 256  # SGLang's default, not the CPU experiment's shrunk one
+    assert all(w.scale == 1 for w in cfg.workloads.values())
+    assert cfg.workloads["sharegpt"].params == {"num_sessions": 200, "single_turn": True, "output_len": 128}
+    assert "branching" in cfg.arms  # extra_buffer: both LRU and seglen run on it, as the PR did
