@@ -22,9 +22,10 @@ from reference_impl.engine.arms import parse_arm
 from reference_impl.engine.core import EngineCore
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import get_gpu
-from reference_impl.engine.simulator import ArrivalSpec, simulate
+from reference_impl.engine.simulator import simulate
 from reference_impl.engine.sizing import engine_config
 from reference_impl.models import get_model
+from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.gsp import GspParams, generate_gsp
 from workloads.sharegpt import ShareGptParams, generate_sharegpt
 from workloads.stats import compute_stats
@@ -35,7 +36,7 @@ from workloads.trace import TraceRow
 VOCAB = 151_936
 
 
-def loads(quick: bool) -> dict[str, tuple[list[TraceRow], ArrivalSpec]]:
+def loads(quick: bool) -> dict[str, tuple[list[TraceRow], LoadSpec]]:
     f = 4 if quick else 1
     gsp = GspParams(num_groups=64 // f, prompts_per_group=16, system_prompt_len=8192, question_len=256,
                     output_len=128)
@@ -43,11 +44,11 @@ def loads(quick: bool) -> dict[str, tuple[list[TraceRow], ArrivalSpec]]:
     chat = ShareGptParams(num_sessions=1000 // f, single_turn=True, output_len=128)
     return {
         "prefix-heavy (gsp 64x16, sys 8192)" if not quick else "prefix-heavy (gsp 16x16, sys 8192)":
-            (list(generate_gsp(gsp, VOCAB, 1).rows), ArrivalSpec("poisson", request_rate=8.0, seed=1)),
+            (list(generate_gsp(gsp, VOCAB, 1).rows), LoadSpec("poisson", request_rate=8.0)),
         f"SWE-bench ({swe.num_sessions} sessions, sps 10, art 5)":
-            (list(generate_swebench(swe, VOCAB, 1).rows), ArrivalSpec("poisson", request_rate=10.0, seed=1)),
+            (list(generate_swebench(swe, VOCAB, 1).rows), LoadSpec("poisson", request_rate=10.0)),
         f"ShareGPT first turns ({chat.num_sessions}, out 128)":
-            (list(generate_sharegpt(chat, VOCAB, 1).rows), ArrivalSpec("poisson", request_rate=8.0, seed=1)),
+            (list(generate_sharegpt(chat, VOCAB, 1).rows), LoadSpec("poisson", request_rate=8.0)),
     }
 
 
@@ -60,7 +61,8 @@ def main() -> int:
     print("| load (footprint tokens) | mem fraction | KV tokens | states | LRU hit | LRU TTFT ms | "
           + " | ".join(f"seglen w={w} hit | TTFT" for w in weights) + " |")
     print("|---" * (6 + 2 * len(weights)) + "|")
-    for name, (rows, arrival) in loads(args.quick).items():
+    for name, (rows, load) in loads(args.quick).items():
+        arrival = arrival_schedule(rows, load, 1)
         footprint = compute_stats(rows).stored_tokens
         for frac in fractions:
             sized = engine_config(parse_arm("branching"), timer, mem_fraction_static=frac)
