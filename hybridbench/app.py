@@ -6,7 +6,6 @@ The only module that imports every stage. Returns the process exit code (DESIGN.
 from __future__ import annotations
 
 import contextlib
-import io
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -30,23 +29,28 @@ from hybridbench.results.index import append_to_index
 from hybridbench.results.run_dir import claim_run_dir
 from hybridbench.results.score import ScoreSettings, score_trials
 from hybridbench.results.scrub import scrub_tree
-from workloads import generate
 from workloads.arrival import arrival_schedule
 from workloads.atomic_file import write_json_atomic, write_text_atomic
-from workloads.cli import run_cli
+from workloads.errors import WorkloadError
+from workloads.generate import generate_trace
 from workloads.trace import TraceError, TraceRow, read_trace
 
 __all__ = ["run"]
 
 
-def _materialize(w: WorkloadPlan, vocab_size: int) -> list[TraceRow]:
-    """Generate the workload's trace into the run dir (in-process, one line of error on failure)."""
+def _materialize(w: WorkloadPlan, cfg: RunCfg, vocab_size: int) -> list[TraceRow]:
+    """Generate the workload's trace into the run dir: the generator called with its typed parameters, as
+    ``python -m workloads.generate`` with the plan's ``argv`` would; bad input is one line naming the workload."""
     Path(w.trace_path).parent.mkdir(parents=True, exist_ok=True)
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        code = run_cli(generate.main, "workloads.generate", list(w.argv))
-    if code != 0:
-        raise ConfigError(f"workloads.{w.name}: {err.getvalue().strip().splitlines()[-1]}")
+    c = cfg.workloads[w.name]
+    scale = c.scale * cfg.engine.workload_scale
+    try:
+        generate_trace(c.kind, c.params, vocab_size=vocab_size, seed=w.seed, output=w.trace_path,
+                       preset=c.preset or None, scale=scale if scale > 1 else None)
+    except (WorkloadError, TraceError) as exc:
+        raise ConfigError(f"workloads.{w.name}: {' '.join(str(exc).split())}") from None
+    except OSError as exc:
+        raise ConfigError(f"workloads.{w.name}: {exc.filename or w.trace_path}: {exc.strerror or exc}") from None
     try:
         return list(read_trace(w.trace_path, vocab_size).rows)  # a replayed file may hold any id
     except TraceError as exc:
@@ -81,7 +85,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     try:
         try:
             for w in plan.workloads:
-                traces[w.name] = _materialize(w, effective_vocab(cfg))
+                traces[w.name] = _materialize(w, cfg, effective_vocab(cfg))
             # Every trial's arrivals, fixed before the first server starts: the driver and the simulator follow them.
             schedules = {t.trial_id: arrival_schedule(traces[t.workload], plan.load, t.seed) for t in plan.trials}
             with contextlib.ExitStack() as files:

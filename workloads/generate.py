@@ -10,16 +10,16 @@ Writes one trace (DESIGN.md §3) atomically: a metadata line (generator, paramet
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from workloads.cli import OneLineArgumentParser, run_cli
 from workloads.errors import WorkloadError, require
-from workloads.registry import WORKLOADS
+from workloads.registry import WORKLOADS, get_workload
 from workloads.sampling import MAX_VOCAB
 from workloads.scale import scale_stream
 from workloads.trace import TraceRow, TraceStream, write_trace
 
-__all__ = ["build_parser", "checked_rows", "main"]
+__all__ = ["build_parser", "checked_rows", "generate_trace", "main"]
 
 
 def checked_rows(rows: Iterable[TraceRow], vocab_size: int) -> Iterator[TraceRow]:
@@ -47,18 +47,29 @@ def build_parser() -> OneLineArgumentParser:
     return parser
 
 
+def _write(stream: TraceStream, vocab: int, scale: int | None, output: str) -> None:
+    if scale is not None:
+        stream = scale_stream(stream, scale, vocab)
+    stream = TraceStream(checked_rows(stream.rows, vocab), stream.metadata)
+    try:
+        write_trace(output, stream.rows, stream.metadata)
+    except OSError as exc:
+        raise WorkloadError(f"{output}: cannot write the trace ({exc.strerror or exc})") from None
+
+
+def generate_trace(workload: str, values: Mapping[str, object], *, vocab_size: int, seed: int, output: str,
+                   preset: str | None = None, scale: int | None = None) -> None:
+    """What ``main`` does for a command line, for a typed caller: ``values`` maps parameter names (the
+    generator's declarations, ``workloads.params``) to values. Bad input raises WorkloadError (one line)."""
+    require(1 <= vocab_size <= MAX_VOCAB, f"vocab size must be in [1, 2**32], got {vocab_size}")
+    _write(get_workload(workload).make(values, vocab_size, seed, preset=preset), vocab_size, scale, output)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     vocab: int = args.vocab_size
     require(1 <= vocab <= MAX_VOCAB, f"--vocab-size must be in [1, 2**32], got {vocab}")
-    stream = WORKLOADS[args.workload].from_args(args, vocab, args.seed)
-    if args.scale is not None:
-        stream = scale_stream(stream, args.scale, vocab)
-    stream = TraceStream(checked_rows(stream.rows, vocab), stream.metadata)
-    try:
-        write_trace(args.output, stream.rows, stream.metadata)
-    except OSError as exc:
-        raise WorkloadError(f"{args.output}: cannot write the trace ({exc.strerror or exc})") from None
+    _write(WORKLOADS[args.workload].from_args(args, vocab, args.seed), vocab, args.scale, args.output)
     return 0
 
 

@@ -18,18 +18,18 @@ that shares a system prompt is distinct, so prompts of a group share *exactly* t
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from workloads.errors import require
+from workloads.params import param
 from workloads.sampling import compute_random_lens, distinct_tokens, random_tokens
 from workloads.trace import TraceRow, TraceStream
 
-__all__ = ["PRESETS", "GspParams", "add_arguments", "from_args", "generate_gsp"]
+__all__ = ["PRESETS", "GspParams", "build", "generate_gsp"]
 
 GroupDistribution = Literal["uniform", "zipf"]
 
@@ -38,16 +38,16 @@ GroupDistribution = Literal["uniform", "zipf"]
 class GspParams:
     """SGLang's ``--gsp-*`` arguments; defaults are SGLang's ``cli_main`` defaults."""
 
-    num_groups: int = 64
-    prompts_per_group: int = 16
-    system_prompt_len: int = 2048
-    question_len: int = 128
-    output_len: int = 256
-    range_ratio: float = 1.0
-    num_turns: int = 1
-    ordered: bool = False
-    group_distribution: GroupDistribution = "uniform"
-    zipf_alpha: float | None = None
+    num_groups: int = param(64, "groups (distinct system prompts)")
+    prompts_per_group: int = param(16, "prompts per group")
+    system_prompt_len: int = param(2048, "system prompt tokens")
+    question_len: int = param(128, "question tokens per turn")
+    output_len: int = param(256, "output tokens per turn")
+    range_ratio: float = param(1.0, "lengths in [len*ratio, len] (1.0: exact)")
+    num_turns: int = param(1, "turns per prompt")
+    ordered: bool = param(False, "do not shuffle the prompts")
+    group_distribution: GroupDistribution = param("uniform", "how prompts pick their group")  # noqa: RUF009
+    zipf_alpha: float | None = param(None, "zipf exponent (required for zipf)")
 
     def validate(self) -> None:
         require(self.num_groups >= 1, f"num_groups must be >= 1, got {self.num_groups}")
@@ -158,29 +158,6 @@ def generate_gsp(params: GspParams, vocab_size: int, seed: int, preset: str | No
     return TraceStream(rows(), metadata)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", choices=sorted(PRESETS), help="a seed load; options override it")
-    parser.add_argument("--num-groups", type=int, help="groups (distinct system prompts); default 64")
-    parser.add_argument("--prompts-per-group", type=int, help="prompts per group; default 16")
-    parser.add_argument("--system-prompt-len", type=int, help="system prompt tokens; default 2048")
-    parser.add_argument("--question-len", type=int, help="question tokens per turn; default 128")
-    parser.add_argument("--output-len", type=int, help="output tokens per turn; default 256")
-    parser.add_argument("--range-ratio", type=float, help="lengths in [len*ratio, len]; default 1.0 (exact)")
-    parser.add_argument("--num-turns", type=int, help="turns per prompt; default 1")
-    parser.add_argument("--ordered", action="store_true", default=None, help="do not shuffle the prompts")
-    parser.add_argument("--group-distribution", choices=["uniform", "zipf"], help="default uniform")
-    parser.add_argument("--zipf-alpha", type=float, help="zipf exponent (required for zipf)")
-
-
-def from_args(args: argparse.Namespace, vocab_size: int, seed: int) -> TraceStream:
-    preset: str | None = args.preset
-    params = PRESETS[preset] if preset else GspParams()
-    overrides = {
-        name: getattr(args, name)
-        for name in (
-            "num_groups", "prompts_per_group", "system_prompt_len", "question_len", "output_len",
-            "range_ratio", "num_turns", "ordered", "group_distribution", "zipf_alpha",
-        )
-        if getattr(args, name) is not None
-    }  # fmt: skip
-    return generate_gsp(replace(params, **overrides), vocab_size, seed, preset)
+def build(params: GspParams, source: None, vocab_size: int, seed: int, preset: str | None) -> TraceStream:
+    """The registry's entry point (``workloads.registry``)."""
+    return generate_gsp(params, vocab_size, seed, preset)

@@ -7,27 +7,27 @@ prompts share a prefix: the load measures pure prefill and radix-cache bookkeepi
 
 from __future__ import annotations
 
-import argparse
 import random
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from workloads.errors import require
+from workloads.params import param
 from workloads.sampling import compute_random_lens, distinct_tokens, random_tokens
 from workloads.trace import TraceRow, TraceStream
 
-__all__ = ["PRESETS", "RandomParams", "add_arguments", "from_args", "generate_random"]
+__all__ = ["PRESETS", "RandomParams", "build", "generate_random"]
 
 
 @dataclass(frozen=True, slots=True)
 class RandomParams:
     """SGLang's ``--num-prompts`` and ``--random-{input-len,output-len,range-ratio}``."""
 
-    num_prompts: int = 1000
-    input_len: int = 1024
-    output_len: int = 1024
-    range_ratio: float = 0.0
+    num_prompts: int = param(1000, "prompts")
+    input_len: int = param(1024, "input tokens")
+    output_len: int = param(1024, "output tokens")
+    range_ratio: float = param(0.0, "lengths uniform in [len*ratio, len]")
 
     def validate(self) -> None:
         require(self.num_prompts >= 1, f"num_prompts must be >= 1, got {self.num_prompts}")
@@ -70,17 +70,6 @@ def generate_random(params: RandomParams, vocab_size: int, seed: int, preset: st
     return TraceStream(rows(), metadata)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", choices=sorted(PRESETS), help="a seed load; options override it")
-    parser.add_argument("--num-prompts", type=int, help="prompts; default 1000")
-    parser.add_argument("--input-len", type=int, help="input tokens; default 1024")
-    parser.add_argument("--output-len", type=int, help="output tokens; default 1024")
-    parser.add_argument("--range-ratio", type=float, help="lengths uniform in [len*ratio, len]; default 0.0")
-
-
-def from_args(args: argparse.Namespace, vocab_size: int, seed: int) -> TraceStream:
-    preset: str | None = args.preset
-    params = PRESETS[preset] if preset else RandomParams()
-    names = ("num_prompts", "input_len", "output_len", "range_ratio")
-    overrides = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-    return generate_random(replace(params, **overrides), vocab_size, seed, preset)
+def build(params: RandomParams, source: None, vocab_size: int, seed: int, preset: str | None) -> TraceStream:
+    """The registry's entry point (``workloads.registry``)."""
+    return generate_random(params, vocab_size, seed, preset)

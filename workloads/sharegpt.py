@@ -20,7 +20,6 @@ user message alone is one request (its reply's length is the output, or ``output
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import math
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.errors import WorkloadError, require
+from workloads.params import param
 from workloads.sampling import clipped_lognormal, random_tokens
 from workloads.text_tokens import Tokenizer, make_tokenizer
 from workloads.trace import TraceRow, TraceStream
@@ -39,8 +39,8 @@ __all__ = [
     "SHAREGPT_STATS",
     "ChatTurn",
     "ShareGptParams",
-    "add_arguments",
-    "from_args",
+    "ShareGptSource",
+    "build",
     "generate_sharegpt",
     "parse_conversations",
     "synthetic_sessions",
@@ -74,14 +74,15 @@ class ChatTurn:
 
 @dataclass(frozen=True, slots=True)
 class ShareGptParams:
-    num_sessions: int = 100
-    min_turns: int = 1
-    max_turns: int = 1000
-    max_context: int = 32768
-    sps: float = 1.0
-    shuffle: bool = False
-    single_turn: bool = False  # bench_serving's form: each conversation's first user message alone
-    output_len: int = 0  # every output this long (bench_serving --sharegpt-output-len); 0 = the reply's length
+    num_sessions: int = param(100, "sessions")
+    min_turns: int = param(1, "drop conversations with fewer turns")
+    max_turns: int = param(1000, "truncate sessions to this many turns")
+    max_context: int = param(32768, "end a session at an input over this")
+    sps: float = param(1.0, "sessions started per second")
+    shuffle: bool = param(False, "shuffle conversations (seeded)")
+    single_turn: bool = param(False, "bench_serving's sharegpt: each conversation's first user message alone")
+    # 0 = the reply's length
+    output_len: int = param(0, "every output this many tokens (--sharegpt-output-len); 0: the reply's length")
 
     def validate(self) -> None:
         require(self.output_len >= 0, f"output_len must be >= 0, got {self.output_len}")
@@ -252,35 +253,18 @@ def generate_sharegpt(
     return TraceStream(session_rows(sessions, params), meta)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--path", help="ShareGPT JSON file (conversations of from/value)")
-    parser.add_argument("--dataset", help="dataset name for the optional 'datasets' package")
-    parser.add_argument("--split", default="train", help="dataset split; default train")
-    parser.add_argument("--tokenizer", help="transformers tokenizer name or path (default: hash-words)")
-    parser.add_argument("--preset", choices=sorted(PRESETS), help="marconi: >= 10 turns, 100 sessions")
-    parser.add_argument("--num-sessions", type=int, help="sessions; default 100")
-    parser.add_argument("--min-turns", type=int, help="drop conversations with fewer turns; default 1")
-    parser.add_argument("--max-turns", type=int, help="truncate sessions to this many turns; default 1000")
-    parser.add_argument("--max-context", type=int, help="end a session at an input over this; default 32768")
-    parser.add_argument("--sps", type=float, help="sessions started per second; default 1.0")
-    parser.add_argument("--shuffle", action="store_true", default=None, help="shuffle conversations (seeded)")
-    parser.add_argument("--single-turn", action="store_true", default=None,
-                        help="bench_serving's sharegpt: each conversation's first user message alone")
-    parser.add_argument("--output-len", type=int, help="every output this many tokens (--sharegpt-output-len)")
+@dataclass(frozen=True, slots=True)
+class ShareGptSource:
+    """Where the conversations come from (not part of the trace's parameters)."""
+
+    path: str | None = param(None, "ShareGPT JSON file (conversations of from/value)")
+    dataset: str | None = param(None, "dataset name for the optional 'datasets' package")
+    split: str = param("train", "dataset split")
+    tokenizer: str | None = param(None, "transformers tokenizer name or path (default: hash-words)")
 
 
-def from_args(args: argparse.Namespace, vocab_size: int, seed: int) -> TraceStream:
-    preset: str | None = args.preset
-    params = PRESETS[preset] if preset else ShareGptParams()
-    names = ("num_sessions", "min_turns", "max_turns", "max_context", "sps", "shuffle", "single_turn", "output_len")
-    overrides = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-    return generate_sharegpt(
-        replace(params, **overrides),
-        vocab_size,
-        seed,
-        path=args.path,
-        dataset=args.dataset,
-        split=args.split,
-        tokenizer=args.tokenizer,
-        preset=preset,
-    )
+def build(params: ShareGptParams, source: ShareGptSource, vocab_size: int, seed: int,
+          preset: str | None) -> TraceStream:
+    """The registry's entry point (``workloads.registry``)."""
+    return generate_sharegpt(params, vocab_size, seed, path=source.path, dataset=source.dataset, split=source.split,
+                             tokenizer=source.tokenizer, preset=preset)

@@ -17,17 +17,17 @@ description (≤ 50 turns, ≤ 32K-token inputs, P95 input near 24.5K); see ``Sy
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import math
 import random
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from workloads.errors import WorkloadError, require
+from workloads.params import param
 from workloads.sampling import clipped_lognormal, distinct_tokens, poisson, random_tokens
 from workloads.text_tokens import Tokenizer, make_tokenizer
 from workloads.trace import TraceRow, TraceStream
@@ -37,10 +37,10 @@ from workloads.trajectories import Round, load_trajectory
 __all__ = [
     "PRESETS",
     "SwebenchParams",
+    "SwebenchSource",
     "SyntheticShape",
     "TokenRound",
-    "add_arguments",
-    "from_args",
+    "build",
     "generate_swebench",
     "kept_observations",
     "turn_input",
@@ -51,12 +51,12 @@ _TRAJECTORY_SUFFIXES = (".traj", ".json")
 
 @dataclass(frozen=True, slots=True)
 class SwebenchParams:
-    num_sessions: int = 100
-    sps: float = 10.0
-    art: float = 5.0
-    max_turns: int = 50
-    max_input: int = 32768
-    keep_observations: int = 5
+    num_sessions: int = param(100, "sessions (trajectories)")
+    sps: float = param(10.0, "sessions started per second")
+    art: float = param(5.0, "mean think time between turns, s (Poisson)")
+    max_turns: int = param(50, "turns per session at most")
+    max_input: int = param(32768, "end a session at an input over this")
+    keep_observations: int = param(5, "observations kept uncollapsed")
 
     def validate(self) -> None:
         require(self.num_sessions >= 1, f"num_sessions must be >= 1, got {self.num_sessions}")
@@ -226,28 +226,15 @@ def generate_swebench(
     return TraceStream(_rows(sessions, params, rng), meta)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--path", help=".traj/OpenHands file or dir, or a trace .jsonl (replayed as is)")
-    parser.add_argument("--tokenizer", help="transformers tokenizer name or path (default: hash-words)")
-    parser.add_argument("--preset", choices=sorted(PRESETS), help="seglen: sps 10, art 5, 100 sessions")
-    parser.add_argument("--num-sessions", type=int, help="sessions (trajectories); default 100")
-    parser.add_argument("--sps", type=float, help="sessions started per second; default 10")
-    parser.add_argument("--art", type=float, help="mean think time between turns, s (Poisson); default 5")
-    parser.add_argument("--max-turns", type=int, help="turns per session at most; default 50")
-    parser.add_argument("--max-input", type=int, help="end a session at an input over this; default 32768")
-    parser.add_argument("--keep-observations", type=int, help="observations kept uncollapsed; default 5")
+@dataclass(frozen=True, slots=True)
+class SwebenchSource:
+    """Where the trajectories come from (not part of the trace's parameters)."""
+
+    path: str | None = param(None, ".traj/OpenHands file or dir, or a trace .jsonl (replayed as is)")
+    tokenizer: str | None = param(None, "transformers tokenizer name or path (default: hash-words)")
 
 
-def from_args(args: argparse.Namespace, vocab_size: int, seed: int) -> TraceStream:
-    preset: str | None = args.preset
-    params = PRESETS[preset] if preset else SwebenchParams()
-    names = ("num_sessions", "sps", "art", "max_turns", "max_input", "keep_observations")
-    overrides = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-    return generate_swebench(
-        replace(params, **overrides),
-        vocab_size,
-        seed,
-        path=args.path,
-        tokenizer=args.tokenizer,
-        preset=preset,
-    )
+def build(params: SwebenchParams, source: SwebenchSource, vocab_size: int, seed: int,
+          preset: str | None) -> TraceStream:
+    """The registry's entry point (``workloads.registry``)."""
+    return generate_swebench(params, vocab_size, seed, path=source.path, tokenizer=source.tokenizer, preset=preset)

@@ -7,16 +7,18 @@ source file and the arrival parameters its name encodes (``swebench_sps=10_art=5
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workloads.errors import WorkloadError
+from workloads.params import param
 from workloads.trace import TraceRow, TraceStream, iter_trace
 
-__all__ = ["add_arguments", "from_args", "open_trace_file", "parse_marconi_name"]
+__all__ = ["TraceFileParams", "build", "open_trace_file", "parse_marconi_name"]
 
 _MARCONI_NAME = re.compile(
     r"^(?P<dataset>[A-Za-z0-9]+)_sps=(?P<sps>[0-9.]+)(?:_art=(?P<art>[0-9.]+))?_nums=(?P<nums>[0-9]+)\.jsonl$"
@@ -74,11 +76,13 @@ def open_trace_file(path: str | Path, generator: str = "trace") -> TraceStream:
     return TraceStream(rows(), metadata)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--path", required=True, help="trace JSONL (Marconi/SegLen rows; metadata line optional)")
+@dataclass(frozen=True, slots=True)
+class TraceFileParams:
+    path: str = param(dataclasses.MISSING, "trace JSONL (Marconi/SegLen rows; metadata line optional)")
 
 
-def from_args(args: argparse.Namespace, vocab_size: int, seed: int) -> TraceStream:
-    del seed  # replay is already fixed; the vocab is checked by the caller on every row
-    stream = open_trace_file(args.path)
+def build(params: TraceFileParams, source: None, vocab_size: int, seed: int, preset: str | None) -> TraceStream:
+    """The registry's entry point: the trace replayed unchanged (the seed is not used; the caller checks the
+    vocabulary on every row)."""
+    stream = open_trace_file(params.path)
     return TraceStream(stream.rows, {**stream.metadata, "vocab_size": vocab_size})

@@ -21,6 +21,7 @@ from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arms
 from hybridbench.plan.load import plan_load
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
+from workloads.errors import WorkloadError
 from workloads.registry import WORKLOADS
 
 __all__ = ["build_plan", "derive_seed", "effective_vocab", "workload_argv"]
@@ -57,6 +58,10 @@ def workload_argv(
         raise ConfigError(f"workloads.{name}.scale must be >= 1, got {w.scale}")
     if w.scale * engine_scale > 1:
         argv += ["--scale", str(w.scale * engine_scale)]
+    try:  # the typed parameters the harness will call the generator with: checked now, before any server
+        WORKLOADS[w.kind].resolve(w.params, preset=w.preset or None)
+    except WorkloadError as exc:
+        raise ConfigError(f"workloads.{name}: {exc}") from None
     return tuple(argv)
 
 
