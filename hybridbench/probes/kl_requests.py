@@ -31,7 +31,7 @@ import aiohttp
 
 from hybridbench.records.kl import KlSample, KlVariant
 
-__all__ = ["KlProbe", "ProbeError", "probe_prompts"]
+__all__ = ["KlProbe", "ProbeError", "output_logprobs_of_replay", "parse_generate_answer", "probe_prompts"]
 
 
 class ProbeError(RuntimeError):
@@ -52,12 +52,38 @@ def probe_prompts(prompts: Sequence[Sequence[int]], count: int, min_len: int = 8
     return out
 
 
+def output_logprobs_of_replay(input_logprobs: Sequence[float | None], n: int) -> list[float]:
+    """The last ``n`` input logprobs of a replay of prompt + output: the output tokens' cache-free values."""
+    tail = list(input_logprobs[-n:]) if n else []
+    values = [v for v in tail if v is not None]
+    if len(values) != n:
+        raise ProbeError(f"replay returned {len(input_logprobs)} input logprobs ({len(tail) - len(values)} null "
+                         f"among the last {n}) for {n} output tokens")
+    return values
+
+
 @dataclass(frozen=True, slots=True)
 class _Answer:
     cached: int | None
     output_ids: list[int]
     output_logprobs: list[float]
     input_logprobs: list[float | None]
+
+
+def parse_generate_answer(out: Any) -> _Answer:
+    """SGLang's /generate answer (one request, or a batch of one) as the probe reads it."""
+    if isinstance(out, list):  # SGLang answers a batch with a list; one request is one element
+        out = out[0]
+    meta = out.get("meta_info") or {}
+    out_lp = meta.get("output_token_logprobs") or []
+    # Each entry is [logprob, token_id, text]: the ids come from there when output_ids is absent.
+    ids_out = [int(e[1]) for e in out_lp] if out_lp else [int(t) for t in out.get("output_ids") or []]
+    return _Answer(
+        cached=None if meta.get("cached_tokens") is None else int(meta["cached_tokens"]),
+        output_ids=ids_out,
+        output_logprobs=[float(e[0]) for e in out_lp],
+        input_logprobs=[None if e[0] is None else float(e[0]) for e in meta.get("input_token_logprobs") or []],
+    )
 
 
 @dataclass
@@ -123,28 +149,16 @@ class KlProbe:
         }
         if logprobs:  # SGLang's default start (-1) returns output logprobs only; a start >= len aborts
             body.update(return_logprob=True, logprob_start_len=logprob_start)
-        out = await self._post("/generate", body)
-        if isinstance(out, list):  # SGLang answers a batch with a list; one request is one element
-            out = out[0]
-        meta = out.get("meta_info") or {}
-        out_lp = meta.get("output_token_logprobs") or []
-        # Each entry is [logprob, token_id, text]: the ids come from there when output_ids is absent.
-        ids_out = [int(e[1]) for e in out_lp] if out_lp else [int(t) for t in out.get("output_ids") or []]
-        return _Answer(
-            cached=None if meta.get("cached_tokens") is None else int(meta["cached_tokens"]),
-            output_ids=ids_out,
-            output_logprobs=[float(e[0]) for e in out_lp],
-            input_logprobs=[None if e[0] is None else float(e[0]) for e in meta.get("input_token_logprobs") or []],
-        )
+        return parse_generate_answer(await self._post("/generate", body))
 
     async def _reference(self, prompt: list[int], output: list[int]) -> list[float]:
         """The same tokens through a flushed server: a full, cache-free prefill."""
         await self._flush()
-        ans = await self._generate(prompt + output, 0, logprobs=True, logprob_start=len(prompt))
-        tail = ans.input_logprobs[-len(output):] if output else []
-        if len(tail) != len(output) or any(v is None for v in tail):
-            raise ProbeError(f"replay returned {len(ans.input_logprobs)} input logprobs for {len(output)} tokens")
-        return [float(v) for v in tail if v is not None]
+        # SGLang answers one entry per token from logprob_start_len on, the first with a null logprob
+        # (recorded from 0.5.16 and 0.5.23): start one token early so every output token has its value.
+        start = max(0, len(prompt) - 1)
+        ans = await self._generate(prompt + output, 0, logprobs=True, logprob_start=start)
+        return output_logprobs_of_replay(ans.input_logprobs, len(output))
 
     # ------------------------------------------------------------------ variants
     async def _prefill(self, prompt: list[int], seed: int) -> tuple[list[int], _Answer, int]:

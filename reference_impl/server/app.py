@@ -100,17 +100,21 @@ class Api:
             meta["output_token_logprobs"] = [[lp, t, text(t)] for (lp, _), t in zip(outs, u.output_ids, strict=False)]
             meta["output_token_logprobs_length"] = len(meta["output_token_logprobs"])
             inputs: list[list[Any]] = []
-            if params.logprob_start_len is not None:
-                for pos in range(params.logprob_start_len, len(sub.input_ids)):
-                    entry = ctx.input_logprobs.get(pos)
+            start = params.logprob_start_len
+            # SGLang: one entry per prompt token from logprob_start_len on, the first with a null logprob
+            # (and null top logprobs) whatever the start (recorded from 0.5.16 and 0.5.23).
+            computed = {p: e for p, e in ctx.input_logprobs.items() if start is not None and p > start}
+            if start is not None:
+                for pos in range(start, len(sub.input_ids)):
+                    entry = computed.get(pos)
                     inputs.append([entry[0] if entry else None, sub.input_ids[pos], text(sub.input_ids[pos])])
             meta["input_token_logprobs"] = inputs
             if params.top_logprobs_num:
                 meta["output_top_logprobs"] = [[[v, i, text(i)] for v, i in top] for _, top in outs]
                 meta["input_top_logprobs"] = [
-                    [[v, i, text(i)] for v, i in ctx.input_logprobs[p][1]] if p in ctx.input_logprobs else None
-                    for p in range(params.logprob_start_len or 0, len(sub.input_ids))
-                ] if params.logprob_start_len is not None else []
+                    [[v, i, text(i)] for v, i in computed[p][1]] if p in computed else None
+                    for p in range(start, len(sub.input_ids))
+                ] if start is not None else []
         return meta
 
     def _body(self, sub: Submission, params: GenerateParams, u: Update) -> dict[str, Any]:

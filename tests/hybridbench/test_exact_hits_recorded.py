@@ -2,64 +2,40 @@
 
 Each run (tests/fixtures/sglang_cpu, extracted from ../shared/fixtures/sglang-cpu by make_fixtures.py) served
 274 requests one at a time after a flush per trial, with pools small enough to evict (16 states, 6000 KV
-tokens). Replaying its traces in the order served, with the server settings and version it recorded,
-through ``predictor_config`` + ``CachePredictor`` must give every request's recorded ``cached_tokens``.
-
-The records keep output lengths, not the ids the server sampled. A cache only compares token sequences, so
-each output is replaced by ids that occur nowhere else; the next turn of a session carries them exactly as
-the driver carries the real ones (``_next_prompt``), and every prompt length is checked against the record.
+tokens). Replaying its traces in the order served (``recorded_runs.served``), with the server settings and
+version it recorded, through ``predictor_config`` + ``CachePredictor`` must give every request's recorded
+``cached_tokens``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import json
-from itertools import count
+import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from hybridbench.load.driver import _next_prompt
 from hybridbench.plan.arms import plan_arm
 from hybridbench.probes.exact_hits import CachePredictor, predictor_config, semantics_for
 from reference_impl.engine.core import EngineConfig
-from workloads.trace import TraceRow, read_trace
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sglang_cpu"
-
-
-def _traces(tmp: Path) -> dict[str, dict[tuple[Any, int], TraceRow]]:
-    out = {}
-    for gz in sorted((FIXTURES / "traces").glob("*.jsonl.gz")):
-        path = tmp / gz.name.removesuffix(".gz")
-        path.write_bytes(gzip.decompress(gz.read_bytes()))
-        out[path.stem] = {(r.session_id, r.turn_id): r for r in read_trace(path).rows}
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "sglang_cpu"))
+from recorded_runs import fixture, served
 
 
 def replay(run: str, tmp: Path, semantics: str | None = None) -> tuple[str, list[tuple[int, int, int | None]]]:
     """(semantics used, [(request, recorded cached_tokens, predicted)]) for a recorded run, in served order."""
-    fx = json.loads((FIXTURES / f"{run}.json").read_text())
+    fx = fixture(run)
     config = predictor_config(plan_arm(fx["arm"]), {**fx["server_info"], "version": fx["version"]})
     assert isinstance(config, EngineConfig), config
     if semantics is not None:
         config = dataclasses.replace(config, semantics=semantics)
-    traces = _traces(tmp)
-    fresh = count(10**6)  # ids beyond any vocabulary: an output equals nothing but itself
     out: list[tuple[int, int, int | None]] = []
-    trial, predictor, sessions = None, CachePredictor(config), {}
-    for i, (trial_id, workload, session, turn, prompt_tokens, output_tokens, cached) in enumerate(fx["requests"]):
-        if trial_id != trial:  # every trial starts after a flush
-            trial, predictor, sessions = trial_id, CachePredictor(config), {}
-        row = traces[workload][(session, turn)]
-        prev = sessions.get(session)
-        prompt = list(row.input_tokens) if prev is None else _next_prompt(*prev, row)
-        assert len(prompt) == prompt_tokens, f"request {i}: composed {len(prompt)} tokens, served {prompt_tokens}"
-        output = [next(fresh) for _ in range(output_tokens)]
-        out.append((i, cached, predictor.predict(prompt, output, output_tokens)))
-        sessions[session] = (prompt, row, output)
+    trial, predictor = None, CachePredictor(config)
+    for i, req in enumerate(served(run, tmp)):
+        if req.trial_id != trial:  # every trial starts after a flush
+            trial, predictor = req.trial_id, CachePredictor(config)
+        out.append((i, req.cached_tokens, predictor.predict(req.prompt, req.output, len(req.output))))
     return config.semantics, out
 
 

@@ -1,0 +1,99 @@
+"""What real SGLang 0.5.16 and 0.5.23 answered and logged (tests/fixtures/sglang_cpu/recorded, from
+../shared/fixtures/sglang-cpu), against the harness's readers and the reference server.
+
+* The KL probe's replay reads SGLang's logprob shape: one input entry per prompt token from
+  ``logprob_start_len`` on, the first with a null logprob — so it starts one token before the output.
+* The reference server answers the recorded logprob requests in the same shape, entry by entry.
+* The log parser reads every batch line of every recorded log, and finds the cache implementation.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hybridbench.engines.server_logs import parse_sglang_log_line, startup_cache_impl
+from hybridbench.probes.kl_requests import ProbeError, output_logprobs_of_replay, parse_generate_answer
+
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "sglang_cpu" / "recorded"
+VERSIONS = ("0.5.16", "0.5.23")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference_impl" / "server"))
+from server_harness import running_server  # noqa: E402
+
+
+def exchanges(version: str) -> list[dict[str, Any]]:
+    data: list[dict[str, Any]] = json.loads(gzip.decompress((RECORDED / f"exchanges-{version}.json.gz").read_bytes()))
+    return data
+
+
+def logprob_exchanges(version: str) -> list[dict[str, Any]]:
+    """The recorded non-streaming /generate requests that asked for input logprobs."""
+    return [e for e in exchanges(version) if e["path"] == "/generate" and e["status"] == 200
+            and isinstance(e["request"], dict) and e["request"].get("return_logprob")
+            and not e["request"].get("stream") and e["request"].get("logprob_start_len", -1) >= 0]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_probe_reads_sglangs_replay_shape(version: str) -> None:
+    seen = 0
+    for e in logprob_exchanges(version):
+        ids, start = e["request"]["input_ids"], e["request"]["logprob_start_len"]
+        ans = parse_generate_answer(e["response"])
+        assert len(ans.input_logprobs) == len(ids) - start and ans.input_logprobs[0] is None
+        # The probe's replay: output = everything after start + 1 (it asks from one token before the output).
+        output = ids[start + 1:]
+        assert len(output_logprobs_of_replay(ans.input_logprobs, len(output))) == len(output)
+        # Asking from the output's first token (the probe before this fix) meets the null: a clear error.
+        with pytest.raises(ProbeError, match="null"):
+            output_logprobs_of_replay(ans.input_logprobs, len(output) + 1)
+        seen += 1
+    assert seen >= 3  # starts 0, 10 and len-1, recorded from each version
+
+
+def _entries_shape(entries: list[Any]) -> list[tuple[bool, int]]:
+    return [(e[0] is None, e[1]) for e in entries]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_reference_server_answers_logprobs_in_sglangs_shape(version: str) -> None:
+    with running_server("--vocab-size", "1024") as server:
+        for e in logprob_exchanges(version):
+            got = server.generate(e["request"])["meta_info"]
+            want = e["response"]["meta_info"]
+            assert _entries_shape(got["input_token_logprobs"]) == _entries_shape(want["input_token_logprobs"])
+            assert [len(x) for x in got["input_token_logprobs"]] == [len(x) for x in want["input_token_logprobs"]]
+            assert len(got["output_token_logprobs"]) == len(want["output_token_logprobs"])
+            assert all(x[0] is not None and x[2] is None for x in got["output_token_logprobs"])
+            if "input_top_logprobs" in want:
+                top_got, top_want = got["input_top_logprobs"], want["input_top_logprobs"]
+                assert [t is None for t in top_got] == [t is None for t in top_want]
+                assert [len(t) for t in top_got if t] == [len(t) for t in top_want if t]
+                assert len(got["output_top_logprobs"]) == len(want["output_top_logprobs"])
+
+
+def _logs() -> list[Path]:
+    return sorted(RECORDED.glob("*.log.gz"))
+
+
+@pytest.mark.parametrize("log", _logs(), ids=lambda p: p.name.removesuffix(".log.gz"))
+def test_the_log_parser_reads_every_recorded_batch_line(log: Path, tmp_path: Path) -> None:
+    text = gzip.decompress(log.read_bytes()).decode()
+    lines = [line for line in text.splitlines() if "Prefill batch" in line or "Decode batch" in line]
+    assert lines
+    for line in lines:
+        sample = parse_sglang_log_line(line)
+        assert sample is not None, line
+        assert sample.timestamp is not None and sample.mamba_usage is not None and sample.token_usage is not None
+        if sample.kind == "prefill":
+            assert sample.new_token is not None and sample.cached_token is not None, line
+        else:
+            assert sample.gen_throughput is not None, line
+    plain = tmp_path / log.name.removesuffix(".gz")
+    plain.write_text(text)
+    # The cache-off arm runs SGLang's ChunkCache; every other recorded server the hybrid radix cache.
+    assert startup_cache_impl(plain) == ("ChunkCache" if "disabled" in log.name else "UnifiedRadixCache")
