@@ -29,6 +29,7 @@ from reference_impl.server.requests import (
     parse_generate,
     parse_json,
 )
+from reference_impl.server.stream import Latest, StreamStalled, write_or_drop
 from reference_impl.server.tokenizer import decode
 
 __all__ = ["build_app"]
@@ -49,9 +50,9 @@ class Api:
         self._rids = itertools.count(1)
 
     # ------------------------------------------------------------------ submission
-    def _start(self, params: GenerateParams) -> tuple[Submission, asyncio.Queue[Update]]:
+    def _start(self, params: GenerateParams) -> tuple[Submission, Latest]:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Update] = asyncio.Queue()
+        queue = Latest()
         rid = next(self._rids)
         eos = self.config.model.eos_token_id
         ctx = RequestCtx(
@@ -64,13 +65,13 @@ class Api:
             # SGLang caps the match so the logprobs it returns are computed, not read from the cache.
             max_prefix = max(0, params.logprob_start_len - 1)
         def deliver(update: Update) -> None:  # called from the model thread
-            loop.call_soon_threadsafe(queue.put_nowait, update)
+            loop.call_soon_threadsafe(queue.put, update)
 
         sub = Submission(rid, params.input_ids, params.max_new_tokens, ctx, deliver=deliver, max_prefix=max_prefix)
         self.engine.submit(sub)
         return sub, queue
 
-    async def _updates(self, sub: Submission, queue: asyncio.Queue[Update]) -> AsyncIterator[Update]:
+    async def _updates(self, sub: Submission, queue: Latest) -> AsyncIterator[Update]:
         finished = False
         try:
             while not finished:
@@ -148,12 +149,14 @@ class Api:
         try:
             async for u in self._updates(sub, queue):
                 if u.error is not None:
-                    await resp.write(f"data: {json.dumps({'error': {'message': u.error}})}\n\n".encode())
+                    await write_or_drop(resp, f"data: {json.dumps({'error': {'message': u.error}})}\n\n".encode(),
+                                        self.config.stream_stall_s)
                     break
-                await resp.write(f"data: {json.dumps(self._body(sub, params, u))}\n\n".encode())
-            await resp.write(b"data: [DONE]\n\n")
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise
+                await write_or_drop(resp, f"data: {json.dumps(self._body(sub, params, u))}\n\n".encode(),
+                                    self.config.stream_stall_s)
+            await write_or_drop(resp, b"data: [DONE]\n\n", self.config.stream_stall_s)
+        except StreamStalled:
+            return self._drop(request, resp, sub)
         return resp
 
     # ------------------------------------------------------------------ /v1/completions
@@ -211,15 +214,28 @@ class Api:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         sent = ""
-        async for u in self._updates(sub, queue):
-            if u.error is not None:
-                await resp.write(f"data: {json.dumps({'error': {'message': u.error}})}\n\n".encode())
-                break
-            text = decode(u.output_ids)
-            delta, sent = text[len(sent) :], text
-            body = chunk(delta, reason_of(u) if u.finished else None, u if u.finished else None)
-            await resp.write(f"data: {json.dumps(body)}\n\n".encode())
-        await resp.write(b"data: [DONE]\n\n")
+        try:
+            async for u in self._updates(sub, queue):
+                if u.error is not None:
+                    await write_or_drop(resp, f"data: {json.dumps({'error': {'message': u.error}})}\n\n".encode(),
+                                        self.config.stream_stall_s)
+                    break
+                text = decode(u.output_ids)
+                delta, sent = text[len(sent) :], text
+                body = chunk(delta, reason_of(u) if u.finished else None, u if u.finished else None)
+                await write_or_drop(resp, f"data: {json.dumps(body)}\n\n".encode(), self.config.stream_stall_s)
+            await write_or_drop(resp, b"data: [DONE]\n\n", self.config.stream_stall_s)
+        except StreamStalled:
+            return self._drop(request, resp, sub)
+        return resp
+
+    def _drop(self, request: web.Request, resp: web.StreamResponse, sub: Submission) -> web.StreamResponse:
+        """A client that stopped reading: abort its request (freeing its slots) and close its connection."""
+        self.engine.abort(sub.rid)
+        with self.engine.metrics.lock:
+            self.engine.metrics.dropped_streams += 1
+        if request.transport is not None:
+            request.transport.abort()  # drops what the kernel and aiohttp still buffer for it
         return resp
 
     # ------------------------------------------------------------------ the rest

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
@@ -34,6 +35,7 @@ class ServerConfig:
     enable_metrics: bool
     context_length: int
     max_request_bytes: int
+    stream_stall_s: float
     decode_log_interval: int
     served_model_name: str
     args: dict[str, object]  # every flag as parsed, under SGLang's ServerArgs field names (/server_info)
@@ -84,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--hidden-size", type=int, default=64)
     a("--vocab-size", type=int, default=4096)
     a("--max-request-bytes", type=int, default=8 << 20, help="HTTP body size limit")
+    a("--stream-stall-timeout", type=float, default=30.0,
+      help="seconds a stream may wait for a client that stopped reading before it is dropped (and counted)")
     a("--inject-bug", action="append", default=[], choices=FAULTS, help="reproduce a historical bug (repeatable)")
     a("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     # SGLang flags a launcher always passes; accepted so hybridbench's SGLang launcher can be pointed
@@ -121,6 +125,14 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
     for name in positive:
         if getattr(ns, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {getattr(ns, name)}")
+    if ns.port > 65535:
+        raise UsageError(f"--port must be at most 65535, got {ns.port}")
+    for name in ("seglen_eff_weight", "hicache_ratio", "mem_fraction_static", "stream_stall_timeout"):
+        value = getattr(ns, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
+    if ns.stream_stall_timeout <= 0:
+        raise UsageError("--stream-stall-timeout must be positive")
     if ns.max_running_requests is not None and ns.max_running_requests <= 0:
         raise UsageError("--max-running-requests must be positive")
     if arm.strategy == "no_buffer" and ns.page_size != 1:
@@ -157,6 +169,7 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
     return ServerConfig(
         host=ns.host, port=ns.port, arm=arm, engine=engine, model=model, faults=frozenset(ns.inject_bug),
         enable_metrics=ns.enable_metrics, context_length=min(context, ns.max_total_tokens),
-        max_request_bytes=ns.max_request_bytes, decode_log_interval=ns.decode_log_interval,
+        max_request_bytes=ns.max_request_bytes, stream_stall_s=ns.stream_stall_timeout,
+        decode_log_interval=ns.decode_log_interval,
         served_model_name=ns.served_model_name, args=dict(vars(ns)),
     )

@@ -63,6 +63,7 @@ class Metrics:
         self.cached_tokens = 0
         self.num_requests = 0
         self.num_aborted = 0
+        self.dropped_streams = 0  # streams whose client stopped reading (reference_impl/server/stream.py)
         self.running = 0
         self.queued = 0
         self.token_usage = 0.0
@@ -118,6 +119,7 @@ class Metrics:
                 "prompt_tokens_total": self.prompt_tokens, "generation_tokens_total": self.generation_tokens,
                 "num_requests_total": self.num_requests, "num_aborted_requests_total": self.num_aborted,
                 "evicted_tokens_total": self.evicted_tokens, "num_retracted_requests_total": self.retractions,
+                "num_dropped_streams_total": self.dropped_streams,
             }
             lines: list[str] = []
             for name, value in gauges.items():
