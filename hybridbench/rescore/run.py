@@ -8,6 +8,7 @@ with which overrides; its ``provenance.config`` shows the settings the new verdi
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -23,6 +24,7 @@ from hybridbench.records.schema import Record
 from hybridbench.report.markdown import render_report
 from hybridbench.rescore.settings import effective_settings, parse_overrides
 from hybridbench.results import PlannedTrial, Run, read_run
+from hybridbench.results.index import append_to_index
 from hybridbench.results.score import score_trials
 from workloads.atomic_file import write_json_atomic, write_text_atomic
 
@@ -102,4 +104,8 @@ def rescore_run(run_dir: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
     )
     write_json_atomic(run_dir / "bundle.json", out)
     write_text_atomic(run_dir / "report.md", render_report(out))
+    try:  # a line of its own: the index's last line of a run is its current verdict
+        append_to_index(run_dir, out)
+    except OSError as exc:  # the run is re-scored on disk; an unwritable parent must not cost it
+        print(f"warning: re-scored run not indexed ({exc.strerror or exc})", file=sys.stderr)
     return out

@@ -32,6 +32,7 @@ def append_to_index(run_dir: Path, bundle: dict[str, Any]) -> Path:
         "git_sha": prov.get("git_sha"),
         "pr_number": prov.get("pr_number"),
         "plan_fingerprint": prov.get("plan_fingerprint"),
+        "rescored": (bundle.get("rescored") or {}).get("created"),  # None: the run's own verdict
         "failed_checks": sorted({f"{c['check']}:{c['workload']}:{c['arm']}"
                                  for c in bundle.get("checks", []) if c.get("status") == "fail"}),
     }

@@ -255,8 +255,8 @@ def read_run(path: Path) -> Run:
 
 
 def read_index(path: Path) -> tuple[IndexEntry, ...]:
-    """index.jsonl's lines in the order the runs finished (a run replaced with overwrite=true appears again:
-    its last line is the current one)."""
+    """index.jsonl's lines in the order they were written (a run replaced with overwrite=true, or re-scored,
+    appears again: its last line is the current one)."""
     out = []
     for where, obj in _jsonl(path, "an index line"):
         f = _Fields(where, obj, "an index line")
@@ -267,6 +267,6 @@ def read_index(path: Path) -> tuple[IndexEntry, ...]:
             tuple(str(a) for a in f.obj.get("arms") or ()), str(f.obj.get("engine") or ""),
             str(f.obj.get("engine_version") or ""), str(f.obj.get("git_sha") or ""),
             None if pr in (None, "") else str(pr), str(f.obj.get("plan_fingerprint") or ""),
-            tuple(str(c) for c in f.array("failed_checks", [])),
+            tuple(str(c) for c in f.array("failed_checks", [])), str(f.obj.get("rescored") or ""),
         ))
     return tuple(out)

@@ -194,3 +194,4 @@ class IndexEntry:
     pr_number: str | None
     plan_fingerprint: str
     failed_checks: tuple[str, ...]  # "check:workload:arm"
+    rescored: str = ""  # when `python -m hybridbench.rescore` wrote this verdict; "": the run's own

@@ -145,6 +145,11 @@ def test_the_index_beside_the_run_reads_typed(sim_run: Path, tmp_path: Path) -> 
     assert run.bundle is not None
     assert (entry.verdict, entry.engine, entry.arms, entry.modelled) == ("pass", "sim", ("branching", "lru"), True)
     assert entry.plan_fingerprint == run.plan.fingerprint and entry.failed_checks == ()
+    assert entry.rescored == ""
+    copy = Path(shutil.copytree(sim_run, tmp_path / "runs" / "run"))
+    assert main([str(copy), "checks.ttft_regression=0.02"]) == 1
+    (again,) = read_index(copy.parent / "index.jsonl")  # the copy's own index: one line, the re-scored verdict
+    assert again.verdict == "fail" and again.rescored and again.failed_checks == ("ttft:gsp:lru",)
     bad = tmp_path / "index.jsonl"
     bad.write_text((sim_run.parent / "index.jsonl").read_text() + '{"name": "x"}\n')
     with pytest.raises(ConfigError, match=r"index.jsonl:2: not an index line \(missing key 'run_dir'\)"):
