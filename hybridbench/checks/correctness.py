@@ -63,8 +63,9 @@ def prefill_overhead(inp: CheckInput) -> Sequence[CheckResult]:
     floor = inp.cfg.min_prefill_throughput_ratio
     expected = f"input throughput / disabled's >= {floor:.2f}"
     out = []
+    off = next((a for a in inp.arms if a in inp.cache_off), None)  # the radix-off baseline, from the plan's specs
     for workload in inp.workloads:
-        base = [s["input_throughput"] for s in inp.trial_summaries.get((workload, "disabled"), [])]
+        base = [s["input_throughput"] for s in inp.trial_summaries.get((workload, off), [])] if off else []
         for arm in inp.arms:
             if arm in inp.cache_off:
                 continue
