@@ -7,13 +7,11 @@ accounting: duplicate KV is freed on insert, evictions report every state they d
   that ends at the node. ``match_prefix`` returns the longest prefix ending on a node **with a
   state**; KV deeper than that is not reusable. Matching may split a node (the new parent has no
   state).
-* Two recency orders. KV order covers every node; only unlocked leaves are evicted (with 0.5.9
-  semantics evicting a leaf also deletes childless tombstone ancestors; 0.5.23 keeps them as
-  KV-only leaves). State order covers stateful nodes; an internal
-  victim is tombstoned, a leaf victim is deleted with its KV. A hit refreshes the whole matched path
-  in KV order but only the matched node in state order (SGLang #31643).
-* Locks: a KV lock runs node→root, a state lock covers one node. Evictable/protected counters move on
-  0↔1 transitions.
+* Two recency orders. KV order covers every node; only unlocked leaves are evicted (with 0.5.9 semantics
+  evicting a leaf also deletes childless tombstone ancestors; 0.5.23 keeps them as KV-only leaves). State
+  order covers stateful nodes; an internal victim is tombstoned, a leaf victim is deleted with its KV. A
+  hit refreshes the whole matched path in KV order but only the matched node in state order (SGLang #31643).
+* Locks: a KV lock runs node→root, a state lock covers one node. Evictable/protected counters move on 0↔1.
 
 Which victim each order yields is the eviction policy's choice (``reference_impl.policies``); the
 tree keeps the candidate sets and LRU heaps every policy draws from. This module does not know about
