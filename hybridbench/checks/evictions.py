@@ -13,7 +13,7 @@ from typing import Any
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
 
-__all__ = ["evictions"]
+__all__ = ["evictions", "host_hits"]
 
 
 def _count(snap: dict[str, Any], key: str) -> float | None:
@@ -48,4 +48,34 @@ def evictions(inp: CheckInput) -> Sequence[CheckResult]:
                 status = "pass"
                 detail = f"{tokens:.0f} KV tokens, {states:.0f} states evicted over {len(snaps)} repeat(s)"
             out.append(CheckResult("evictions", workload, arm, status, tokens + states, expected, detail))
+    return out
+
+
+def host_hits(inp: CheckInput) -> Sequence[CheckResult]:
+    """The host (L2) tier's purpose: prefixes evicted from the device still hit, loaded back from the host.
+    Every arm with an ``l2`` tier must load KV back from the host in every repeat. Without device evictions
+    there is nothing for the host to rescue (inconclusive); evictions but no load-back is a failure."""
+    expected = "hits loaded back from the host tier after device eviction, in every repeat"
+    out = []
+    for workload in inp.workloads:
+        for arm in inp.arms:
+            if "l2" not in arm.split("+"):
+                continue
+            snaps = inp.snapshots.get((workload, arm), [])
+            loaded = [_count(s, "host_loaded_tokens") for s in snaps]
+            evicted = [(_count(s, "evicted_tokens") or 0.0) + (_count(s, "evicted_states") or 0.0) for s in snaps]
+            status: Status
+            if not snaps or any(v is None for v in loaded):
+                status, detail = "inconclusive", "no host load-back counter for every trial"
+            elif not all(evicted):
+                status = "inconclusive"
+                detail = "the device evicted nothing in some repeat: nothing for the host tier to rescue"
+            elif not all(loaded):
+                status, detail = "fail", (f"the device evicted in every repeat, but {loaded.count(0.0)} of "
+                                          f"{len(snaps)} repeat(s) loaded nothing back from the host")
+            else:
+                status = "pass"
+                total = sum(v or 0.0 for v in loaded)
+                detail = f"{total:.0f} KV tokens loaded back from the host over {len(snaps)} repeat(s)"
+            out.append(CheckResult("host_hits", workload, arm, status, sum(v or 0.0 for v in loaded), expected, detail))
     return out

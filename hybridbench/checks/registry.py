@@ -8,7 +8,7 @@ from dataclasses import replace
 from hybridbench.checks.base import Check, CheckInput, CheckResult
 from hybridbench.checks.builtin import cache_hits, survival, throughput, ttft
 from hybridbench.checks.correctness import kl, prefill_overhead
-from hybridbench.checks.evictions import evictions
+from hybridbench.checks.evictions import evictions, host_hits
 from hybridbench.config.schema import ChecksCfg
 from hybridbench.errors import ConfigError
 from hybridbench.records.kl import KL_VARIANTS
@@ -23,6 +23,7 @@ CHECKS: dict[str, Check] = {
     "kl": kl,
     "prefill_overhead": prefill_overhead,
     "evictions": evictions,
+    "host_hits": host_hits,
 }
 
 

@@ -40,6 +40,11 @@ SIM_ARMS: ArmTable[None, tuple[str, float | None]] = ArmTable(
 )
 
 
+def _host_loaded(core: EngineCore) -> int:
+    """KV tokens hits loaded back from the host tier: the hits that outlived a device eviction."""
+    return core.host.counters.load_back_tokens if core.host is not None else 0
+
+
 class SimEngine:
     name = "sim"
 
@@ -77,7 +82,7 @@ class SimEngine:
         if cfg.load.prime:  # the same requests once through the same cache, unrecorded
             simulate(ctx.rows, core, self._timer, ctx.schedule)
             core.counters = EngineCounters()  # peaks and retractions of the measured pass only
-        evicted_before = (core.tree.tokens_evicted_total, core.tree.states_evicted_total)
+        evicted_before = (core.tree.tokens_evicted_total, core.tree.states_evicted_total, _host_loaded(core))
         result = simulate(ctx.rows, core, self._timer, ctx.schedule)
         for rec in result.records:
             ctx.emit(
@@ -114,6 +119,7 @@ class SimEngine:
             "crashes": 0,
             "evicted_tokens": core.tree.tokens_evicted_total - evicted_before[0],
             "evicted_states": core.tree.states_evicted_total - evicted_before[1],
+            "host_loaded_tokens": _host_loaded(core) - evicted_before[2],
         }
 
     def info(self) -> EngineInfo:

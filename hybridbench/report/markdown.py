@@ -99,7 +99,8 @@ def render_report(bundle: dict[str, Any]) -> str:
             cells = [_cell(by_arm.get(arm, {}).get(key), fmt, None if arm == baseline else base) for arm in arms]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         for key, label in (("evicted_tokens", "evicted KV tokens / repeat"),
-                           ("evicted_states", "evicted states / repeat")):
+                           ("evicted_states", "evicted states / repeat"),
+                           ("host_loaded_tokens", "host-loaded KV tokens / repeat")):
             lines.append(f"| {label} | " + " | ".join(_evicted(bundle, workload, arm, key) for arm in arms) + " |")
         lines.append("")
     lines += _published(bundle.get("published") or [])

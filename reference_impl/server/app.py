@@ -309,7 +309,7 @@ class Api:
                 # reference-only readouts: tests prove a load really exhausted the pools
                 "chunk_state_copies": self.engine.executor.extra_copies,
                 "peak_full_token_usage": m.peak_full_token_usage, "peak_mamba_usage": m.peak_mamba_usage,
-                "evicted_mamba_states": m.evicted_states,
+                "evicted_mamba_states": m.evicted_states, "host_load_back_tokens": m.host_loaded_tokens,
             }],
         })
         return info

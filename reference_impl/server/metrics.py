@@ -81,7 +81,8 @@ class Metrics:
         self.evicted_tokens = 0
         # Lifetime counters, as SGLang's: a flush builds a new tree, whose own counters start again at zero.
         self._tree: object = None
-        self._evicted_before = (0, 0)  # (tokens, states) evicted by the trees before the current one
+        self._evicted_before = (0, 0, 0)  # (tokens, states evicted, host tokens loaded) by earlier trees
+        self.host_loaded_tokens = 0  # KV tokens a hit loaded back from the host tier: hits that outlived eviction
         self.retractions = 0
         self.ttft = Histogram(TTFT_BUCKETS)
         self.e2e = Histogram(LATENCY_BUCKETS)
@@ -99,10 +100,12 @@ class Metrics:
             self.kv_used, self.mamba_used = kv_used, st_used
             self.max_total_num_tokens = core.tree.kv_pool.size
             if core.tree is not self._tree:
-                self._evicted_before = (self.evicted_tokens, self.evicted_states)
+                self._evicted_before = (self.evicted_tokens, self.evicted_states, self.host_loaded_tokens)
                 self._tree = core.tree
             self.evicted_tokens = self._evicted_before[0] + core.tree.tokens_evicted_total
             self.evicted_states = self._evicted_before[1] + core.tree.states_evicted_total
+            loaded = core.host.counters.load_back_tokens if core.host is not None else 0
+            self.host_loaded_tokens = self._evicted_before[2] + loaded
             self.retractions = core.counters.retractions
 
     def render(self, model_name: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hybridbench.checks.base import CheckInput
-from hybridbench.checks.evictions import evictions
+from hybridbench.checks.evictions import evictions, host_hits
 from hybridbench.config.schema import ChecksCfg
 from hybridbench.metrics.published import compare_published
 from reference_impl.engine.core import EngineConfig, EngineCore
@@ -107,3 +107,27 @@ def test_sim_trials_record_evictions_and_a_quiet_comparison_exits_1_inconclusive
     assert pressed.returncode == 0, pressed.stdout + pressed.stderr
     trials = json.loads((tmp_path / "p" / "bundle.json").read_text())["trials"]
     assert all(t["server"]["evicted_tokens"] + t["server"]["evicted_states"] > 0 for t in trials)
+
+
+def test_host_hits_pass_only_when_the_device_evicted_and_the_host_loaded_back() -> None:
+    def verdict(snaps: list[dict[str, Any]]) -> str:
+        inp = CheckInput(ChecksCfg(), ("branching", "l2"), "branching", ("w",), {}, {},
+                         {("w", "l2"): snaps, ("w", "branching"): snaps}, 0)
+        (result,) = host_hits(inp)  # only the arm with a host tier is judged
+        assert result.arm == "l2"
+        return result.status
+
+    assert verdict([{"evicted_tokens": 900, "evicted_states": 4, "host_loaded_tokens": 256}] * 2) == "pass"
+    assert verdict([{"evicted_tokens": 900, "evicted_states": 4, "host_loaded_tokens": 0}]) == "fail"
+    assert verdict([{"evicted_tokens": 0, "evicted_states": 0, "host_loaded_tokens": 0}]) == "inconclusive"
+    assert verdict([{"evicted_tokens": 900, "evicted_states": 4}]) == "inconclusive"  # no counter: cannot say
+
+
+def test_sim_l2_trials_record_host_load_backs(tmp_path: Path) -> None:
+    run = tmp_path / "l2"
+    proc = hb("+experiment=l2", "engine=sim", "engine.workload_scale=4", "engine.max_vocab=4096",
+              "checks.enabled=[survival,evictions,host_hits]", f"hydra.run.dir={run}")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    trials = {t["arm"]: t["server"] for t in json.loads((run / "bundle.json").read_text())["trials"]}
+    assert trials["branching"]["host_loaded_tokens"] == 0 < trials["l2"]["host_loaded_tokens"]
+    assert "host-loaded KV tokens / repeat" in (run / "report.md").read_text()
