@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the CPU-only SGLang virtualenvs the differential tier (tests/sglang_oracle) drives.
 #
-#   bash tests/sglang_oracle/build_env.sh            # both versions
+#   bash tests/sglang_oracle/build_env.sh            # every version (0.5.23, 0.5.16, 0.5.9)
 #   bash tests/sglang_oracle/build_env.sh 0.5.23     # one version
 #
 # Each env lives OUTSIDE the repo, in ${HYBRIDBENCH_SGLANG_HOME:-~/.cache/hybridbench}/sglang-<version>.
@@ -9,14 +9,15 @@
 # missing, partial or stale one is deleted and rebuilt. Everything is installed with --no-deps from
 # an exact pin list (research/sglang_cpu_oracle.md §1), so pip can never pull a CUDA torch or
 # nvidia-* wheels; the torch pin is the local CPU wheel. Two tiny import stubs are generated here
-# (our own code, no SGLang code): torchvision (both versions) and sgl_kernel.kvcacheio (0.5.9 only).
+# (our own code, no SGLang code): torchvision (every version; its io module for 0.5.16) and
+# sgl_kernel.kvcacheio (0.5.9 only).
 # Neither is reached on the radix-cache code path.
 set -euo pipefail
 
 HOME_DIR="${HYBRIDBENCH_SGLANG_HOME:-$HOME/.cache/hybridbench}"
 VERSIONS=("$@")
 if [ ${#VERSIONS[@]} -eq 0 ]; then
-  VERSIONS=(0.5.23 0.5.9)
+  VERSIONS=(0.5.23 0.5.16 0.5.9)
 fi
 
 TORCH_PIN="torch==2.13.0+cpu"
@@ -35,6 +36,10 @@ requests==2.34.2 rich==15.0.0 safetensors==0.8.0 sentencepiece==0.2.3 shellingha
 stack-data==0.6.3 starlette==1.10.0 sympy==1.14.0 tokenizers==0.23.3 tqdm==4.70.1 traitlets==5.16.1
 transformers==5.23.0 triton==3.8.0 truststore==0.10.5 typer==0.29.2 typing-inspection==0.4.5
 typing_extensions==4.16.0 urllib3==2.8.0 wcwidth==0.9.4 yarl==1.25.1"
+
+# 0.5.16 pins transformers 5.12.1, which needs the older Hugging Face stack; these replace the pins above.
+DEPS_0_5_16="transformers==5.12.1 tokenizers==0.22.2 huggingface_hub==1.33.0 httpx==0.28.1 httpcore==1.0.9
+xgrammar==0.2.1 einops==0.8.2"
 
 STUB_REV=1  # bump when the generated stubs change
 
@@ -139,11 +144,35 @@ def __getattr__(name):
 PY
 }
 
+write_torchvision_io_stub() {
+  local sp="$1"
+  cat >"$sp/torchvision/io.py" <<'PY'
+"""hybridbench import stub (SGLang 0.5.16 imports decode_jpeg at module level; the cache never calls it)."""
+
+
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+
+    def _missing(*args, **kwargs):
+        raise NotImplementedError(f"torchvision stub: io.{name}")
+
+    return _missing
+PY
+}
+
 build_one() {
   local version="$1"
   local env="$HOME_DIR/sglang-$version"
   local stamp_want
-  stamp_want="$(printf '%s\n' "$version" "$TORCH_PIN" "$DEPS" "$STUB_REV" | sha256sum | cut -d' ' -f1)"
+  local deps="$DEPS"
+  if [ "$version" = "0.5.16" ]; then
+    local pin
+    for pin in $DEPS_0_5_16; do
+      deps="$(printf '%s\n' $deps | grep -vi "^${pin%%==*}==" | tr '\n' ' ') $pin"
+    done
+  fi
+  stamp_want="$(printf '%s\n' "$version" "$TORCH_PIN" "$deps" "$STUB_REV" | sha256sum | cut -d' ' -f1)"
   local module="sglang.srt.mem_cache.unified_radix_cache"
   [ "$version" = "0.5.9" ] && module="sglang.srt.mem_cache.mamba_radix_cache"
   if [ -f "$env/.hybridbench-stamp" ] && [ "$(cat "$env/.hybridbench-stamp")" = "$stamp_want" ] \
@@ -161,14 +190,17 @@ build_one() {
   "$py" -m venv "$env"
   local pip=("$env/bin/python" -m pip install -q --no-deps --no-input)
   "${pip[@]}" "$TORCH_PIN"
-  # shellcheck disable=SC2086  # DEPS is a whitespace-separated pin list
-  "${pip[@]}" $DEPS
+  # shellcheck disable=SC2086  # deps is a whitespace-separated pin list
+  "${pip[@]}" $deps
   "${pip[@]}" "sglang==$version"
   local sp
   sp="$("$env/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   write_torchvision_stub "$sp"
   if [ "$version" = "0.5.9" ]; then
     write_sgl_kernel_stub "$sp"
+  fi
+  if [ "$version" = "0.5.16" ]; then
+    write_torchvision_io_stub "$sp"
   fi
   # Guard: a CPU torch and no CUDA wheels, whatever happened above.
   if "$env/bin/python" -m pip list 2>/dev/null | grep -qi '^nvidia-'; then
@@ -185,7 +217,7 @@ build_one() {
 
 for v in "${VERSIONS[@]}"; do
   case "$v" in
-    0.5.23 | 0.5.9) build_one "$v" ;;
-    *) echo "error: unsupported SGLang version $v (0.5.23 or 0.5.9)" >&2; exit 2 ;;
+    0.5.23 | 0.5.16 | 0.5.9) build_one "$v" ;;
+    *) echo "error: unsupported SGLang version $v (0.5.23, 0.5.16 or 0.5.9)" >&2; exit 2 ;;
   esac
 done
