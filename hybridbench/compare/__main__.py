@@ -8,14 +8,16 @@ compared (one line naming why).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
 from hybridbench.compare import CompareCfg, compare_runs, load_run
-from hybridbench.config.redact import redact_config, scrub, secret_values
+from hybridbench.config.redact import redact, redact_config, scrub, secret_values
 from hybridbench.config.validate import RULES
 from hybridbench.errors import ConfigError
 from hybridbench.report.compare import comparison_json, render_comparison
+from hybridbench.results import read_run
 from workloads.atomic_file import write_json_atomic, write_text_atomic
 
 __all__ = ["main"]
@@ -40,7 +42,8 @@ def _fraction(text: str) -> float:
 def _parser() -> argparse.ArgumentParser:
     d = CompareCfg()
     p = _Parser(prog="python -m hybridbench.compare", description=__doc__.split("\n\n")[0])
-    p.add_argument("baseline", type=Path, help="run directory of the baseline (e.g. main's nightly run)")
+    p.add_argument("baseline", type=Path, help="run directory of the baseline (e.g. main's nightly run), or "
+                   "latest:RESULTS_ROOT for the newest passing main run of the candidate's experiment and load there")
     p.add_argument("candidate", type=Path, help="run directory of the candidate (e.g. the pull request's run)")
     p.add_argument("-o", "--output", type=Path, help="where compare.md/compare.json go (default CANDIDATE/compare)")
     p.add_argument("--ttft-regression", type=_fraction, default=d.ttft_regression,
@@ -66,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = CompareCfg(args.ttft_regression, args.throughput_regression, args.max_hit_rate_drop, args.confidence,
                      args.bootstrap_samples, args.seed)
     try:
+        if str(args.baseline).startswith("latest:"):
+            from hybridbench.results.store import latest_passing_main  # noqa: PLC0415 - the results extra
+
+            args.baseline = latest_passing_main(Path(str(args.baseline)[len("latest:"):]), read_run(args.candidate))
+            print(f"baseline: {args.baseline}", file=sys.stderr)
         cmp = compare_runs(load_run(args.baseline), load_run(args.candidate), cfg)
         out = args.output or args.candidate / "compare"
         try:
@@ -73,7 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             raise ConfigError(f"{out}: cannot create the output directory ({exc.strerror or exc})") from None
         # Runs older than their redaction may carry a secret in a detail: the one redaction applies here too.
-        data = comparison_json(cmp)
+        # The run directories and the command ride along, so a dashboard can draw both runs and show how to redo it.
+        given = sys.argv[1:] if argv is None else argv
+        command = " ".join(["python", "-m", "hybridbench.compare", *(shlex.quote(a) for a in redact(list(given)))])
+        data = {**comparison_json(cmp), "base_dir": str(args.baseline.resolve()),
+                "candidate_dir": str(args.candidate.resolve()), "command": command}
         secrets = secret_values(data)
         write_json_atomic(out / "compare.json", redact_config(data))
         text = scrub(render_comparison(cmp), secrets)

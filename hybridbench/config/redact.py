@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["MASK", "is_secret_name", "redact", "redact_config", "scrub", "scrub_obj", "secret_values"]
+__all__ = ["MASK", "is_secret_name", "redact", "redact_config", "redact_overrides", "scrub", "scrub_obj", "secret_values"]
 
 MASK = "***"
 _SECRET_FLAGS = frozenset({"--api-key", "--token", "--hf-token", "--admin-api-key"})
@@ -128,3 +128,21 @@ def scrub_obj(value: Any, secrets: frozenset[str]) -> Any:
     if isinstance(value, (list, tuple)):
         return [scrub_obj(v, secrets) for v in value]
     return value
+
+
+def redact_overrides(overrides: Sequence[str]) -> list[str]:
+    """Hydra overrides as typed on the command line (``+checks.x=1``, ``engine.extra_args=[--api-key,K]``):
+    a secret-named key's value is masked, and a list value gets the argv rule."""
+    out = []
+    for o in overrides:
+        key, sep, value = o.partition("=")
+        if not sep:
+            out.append(o)
+        elif is_secret_name(key.lstrip("+~").rsplit(".", 1)[-1]):
+            out.append(f"{key}={MASK}")
+        elif value.startswith("[") and value.endswith("]"):
+            items = [v.strip() for v in value[1:-1].split(",")]
+            out.append(f"{key}=[{','.join(str(v) for v in redact_config(items))}]")
+        else:
+            out.append(f"{key}={redact_config(value)}")
+    return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import subprocess
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hybridbench.checks.base import CheckResult
-from hybridbench.config.redact import redact_config
+from hybridbench.config.redact import redact_config, redact_overrides
 from hybridbench.metrics.published import compare_published
 from hybridbench.plan.types import RunPlan
 
@@ -68,6 +69,20 @@ def _git_state() -> tuple[str, bool]:
     return _git(repo, "rev-parse", "HEAD"), bool(_git(repo, "status", "--porcelain"))
 
 
+def command_line() -> str:
+    """The command that reproduces this run: this job's own Hydra overrides (a sweep's job gets its point of
+    the sweep, not the sweep), secrets masked; "" outside a Hydra run."""
+    try:
+        from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415 - only a Hydra-launched run has one
+
+        if not HydraConfig.initialized():
+            return ""
+        overrides = list(HydraConfig.get().overrides.task)
+    except (ImportError, ValueError):
+        return ""
+    return " ".join(["python", "-m", "hybridbench", *(shlex.quote(o) for o in redact_overrides(overrides))])
+
+
 def provenance(plan: RunPlan, engine: EngineBuild) -> dict[str, Any]:
     pr = next((os.environ[k] for k in ("HYBRIDBENCH_PR", "PR_NUMBER", "GITHUB_PR_NUMBER") if os.environ.get(k)), None)
     try:
@@ -86,6 +101,7 @@ def provenance(plan: RunPlan, engine: EngineBuild) -> dict[str, Any]:
         "engine": redact_config({"name": engine.name, "version": engine.version,
                                 "command": list(engine.command), "extra": engine.extra}),
         "plan_fingerprint": plan.fingerprint,
+        "command": command_line(),
         "config": redact_config(plan.config),
     }
 

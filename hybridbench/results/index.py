@@ -4,20 +4,17 @@ picks its baseline from (DESIGN.md §1: "an index over all runs feeds compare an
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["INDEX_NAME", "append_to_index"]
+__all__ = ["INDEX_NAME", "append_to_index", "index_entry"]
 
 INDEX_NAME = "index.jsonl"
 
 
-def append_to_index(run_dir: Path, bundle: dict[str, Any]) -> Path:
-    """Append the run's summary line to ``run_dir.parent / index.jsonl`` and return that path.
-
-    One ``write`` of one short line to a file opened for appending: concurrent runs (a sweep on a cluster)
-    interleave whole lines, never parts of them.
-    """
+def index_entry(run_dir: Path, bundle: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's line in index.jsonl (``python -m hybridbench.results index`` rebuilds the file from these)."""
     prov = bundle.get("provenance", {})
     engine = prov.get("engine", {})
     entry = {
@@ -36,7 +33,16 @@ def append_to_index(run_dir: Path, bundle: dict[str, Any]) -> Path:
         "failed_checks": sorted({f"{c['check']}:{c['workload']}:{c['arm']}"
                                  for c in bundle.get("checks", []) if c.get("status") == "fail"}),
     }
+    return entry
+
+
+def append_to_index(run_dir: Path, bundle: Mapping[str, Any]) -> Path:
+    """Append the run's summary line to ``run_dir.parent / index.jsonl`` and return that path.
+
+    One ``write`` of one short line to a file opened for appending: concurrent runs (a sweep on a cluster)
+    interleave whole lines, never parts of them.
+    """
     path = run_dir.parent / INDEX_NAME
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
+        fh.write(json.dumps(index_entry(run_dir, bundle), sort_keys=True, default=str) + "\n")
     return path

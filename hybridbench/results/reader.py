@@ -155,7 +155,7 @@ def _provenance(f: _Fields) -> Provenance:
     pr = f.obj.get("pr_number")
     return Provenance(f.text("git_sha", ""), f.flag("git_dirty", False), None if pr in (None, "") else str(pr),
                       f.text("hybridbench_version", ""), engine, f.text("plan_fingerprint", ""),
-                      f.mapping("config", {}))
+                      f.mapping("config", {}), f.text("command", ""))
 
 
 def read_bundle(path: Path) -> Bundle:

@@ -72,6 +72,7 @@ class Provenance:
     engine: EngineBuildInfo
     plan_fingerprint: str
     config: Mapping[str, Any]
+    command: str = ""  # the job's own command line (Hydra overrides), secrets masked; "" before bundles kept it
 
 
 @dataclass(frozen=True, slots=True)

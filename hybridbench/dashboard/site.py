@@ -1,0 +1,176 @@
+"""``build_site(root, out)``: the static dashboard over a results root — an index of runs with verdicts, a
+page per run, a page per pull-request comparison (compare.json under a run) and trend pages.
+
+Everything is read from saved files through the typed results reader and the store; every chart and table
+row carries the command that reproduces it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import plotly.offline
+
+from hybridbench.dashboard import charts
+from hybridbench.dashboard.html import PLOTLY_JS, Page, chart, command, link, table, verdict_badge
+from hybridbench.dashboard.trends import trend_page
+from hybridbench.errors import ConfigError
+from hybridbench.results import Run, read_run
+from hybridbench.results.store import Store, load_store
+from workloads.atomic_file import write_text_atomic
+
+__all__ = ["Site", "build_site", "slug"]
+
+KEY_METRICS = ("completed", "mean_ttft_ms", "p99_ttft_ms", "request_throughput", "token_hit_rate")
+
+
+def slug(rel: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in rel)
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    out: Path
+    pages: tuple[str, ...]  # file names, index.html first
+    compare_pages: tuple[str, ...]
+    skipped: tuple[str, ...]
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return "" if v is None else str(v)
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _run_command(run: Run) -> str:
+    b = run.bundle
+    if b is not None and b.provenance.command:
+        return b.provenance.command
+    return f"python -m hybridbench +experiment={run.plan.name} engine={run.plan.engine}  # resolved config: plan.json"
+
+
+def _index(store: Store, root: Path, out: Path, compares: list[tuple[str, dict[str, Any]]]) -> str:
+    rows = []
+    for r in store.runs.sort_values("created", ascending=False).to_dict("records"):
+        rows.append([r["created"].strftime("%Y-%m-%d %H:%M") if r["created"] == r["created"] else "",
+                     link(f"run-{slug(r['run'])}.html", r["run"]), r["experiment"], verdict_badge(r["verdict"]),
+                     r["failed_checks"], f"{r['engine']} {r['engine_version']}", r["model"], r["gpu"], r["branch"],
+                     r["git_sha"][:10]])
+    page = Page("hybridbench runs", charts=False)
+    page.add(f'<p class="muted">{len(rows)} run(s) under {root}</p>',
+             table(["time", "run", "experiment", "verdict", "not passed", "engine", "model", "GPU", "branch", "git"],
+                   rows),
+             command(f"python -m hybridbench.dashboard {shlex.quote(str(root))} -o {shlex.quote(str(out))}"))
+    if compares:
+        page.add("<h2>Pull-request comparisons</h2>", table(
+            ["comparison", "verdict", "baseline", "candidate"],
+            [[link(f"compare-{name}.html", name), verdict_badge(str(c.get("verdict", ""))), str(c.get("base", "")),
+              str(c.get("candidate", ""))] for name, c in compares]))
+    if store.skipped:
+        page.add("<h2>Skipped</h2>", table(["directory"], [[s] for s in store.skipped]))
+    return page.render()
+
+
+def _run_page(run: Run, name: str) -> str:
+    b = run.bundle
+    assert b is not None
+    prov = b.provenance
+    page = Page(f"{run.plan.name} · {name}")
+    page.add(f'<p class="verdict-line">verdict {verdict_badge(b.verdict)} · engine {prov.engine.name} '
+             f"{prov.engine.version} · model {run.plan.model} · git {prov.git_sha[:12] or 'n/a'} · {b.created}</p>",
+             command(_run_command(run)))
+    cmd = _run_command(run)
+    for w in run.plan.workloads:
+        page.add(f"<h2>{w.name}</h2>")
+        ttft = {arm: [r.ttft_ms for r in run.records_of(w.name, arm) if r.ttft_ms is not None] for arm in b.arms}
+        page.add(chart(charts.cdf(f"{w.name}: TTFT", ttft), f"ttft-{slug(w.name)}", cmd))
+        by_arm = {arm: run.records_of(w.name, arm) for arm in b.arms}
+        page.add(chart(charts.hit_rate_by_turn(f"{w.name}: hit rate by turn", by_arm), f"hits-{slug(w.name)}", cmd))
+        agg = b.aggregates.get(w.name, {})
+        page.add(table(["arm", *KEY_METRICS], [[arm, *(_fmt(agg.get(arm, {}).get(k)) for k in KEY_METRICS)]
+                                                for arm in b.arms]))
+        trials = [t for t in b.trials if t.workload == w.name]
+        page.add(table(["trial", "state", "evicted KV tokens", "evicted states", "peak token usage",
+                        "peak mamba usage", "retractions"],
+                       [[t.trial_id, t.state, *(_fmt(t.server.get(k)) for k in (
+                           "evicted_tokens", "evicted_states", "peak_token_usage", "peak_mamba_usage", "retractions"))]
+                        for t in trials]))
+    page.add("<h2>Checks</h2>", table(["check", "workload", "arm", "verdict", "detail"],
+                                      [[c.check, c.workload, c.arm, verdict_badge(c.status), c.detail]
+                                       for c in b.checks]))
+    if b.published:
+        page.add("<h2>Published vs this run</h2>", table(
+            ["metric", "workload", "arm", "published", "this run", "outcome", "source"],
+            [[str(p.get(k, "")) for k in ("metric", "workload", "arm", "published", "observed", "outcome", "source")]
+             for p in b.published]))
+    return page.render()
+
+
+def _compare_page(name: str, cmp: Mapping[str, Any], base: Run | None, cand: Run | None) -> tuple[str, str]:
+    """The comparison page and its chart-free summary (the PR comment's PNG is taken of the latter)."""
+    verdict = str(cmp.get("verdict", ""))
+    cmd = str(cmp.get("command", "")) or "python -m hybridbench.compare BASELINE CANDIDATE"
+    head = (f'<p class="verdict-line">verdict {verdict_badge(verdict)} · baseline {cmp.get("base", "")} · '
+            f'candidate {cmp.get("candidate", "")}</p>')
+    deltas = table(["workload", "arm", "metric", "baseline", "candidate", "change (CI)", "verdict"],
+                   [[str(d.get("workload")), str(d.get("arm")), str(d.get("metric")), _fmt(d.get("base")),
+                     _fmt(d.get("candidate")), str(d.get("detail", "")), verdict_badge(str(d.get("status")))]
+                    for d in cmp.get("deltas", [])])
+    summary = Page(f"compare {name}", charts=False).add(head, deltas, command(cmd)).render()
+    page = Page(f"compare {name}").add(head, deltas, command(cmd))
+    if base is not None and cand is not None:
+        for workload, arm in cmp.get("pairs", []):
+            series = {f"{label} · {arm}": [r.ttft_ms for r in run.records_of(workload, arm) if r.ttft_ms is not None]
+                      for label, run in (("baseline", base), ("candidate", cand))}
+            page.add(chart(charts.cdf(f"{workload} · {arm}: TTFT", series), f"cmp-{slug(workload)}-{slug(arm)}", cmd))
+    else:
+        page.add('<p class="muted">run directories not found beside compare.json: no distributions</p>')
+    return page.render(), summary
+
+
+def _compares(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    found = []
+    for path in sorted(root.rglob("compare/compare.json")):
+        try:
+            found.append((path, json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _maybe_run(path: str | None) -> Run | None:
+    if not path or not Path(path).is_dir():
+        return None
+    try:
+        return read_run(Path(path))
+    except ConfigError:
+        return None
+
+
+def build_site(root: Path, out: Path) -> Site:
+    store = load_store(root)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / PLOTLY_JS, plotly.offline.get_plotlyjs())
+    pages: list[str] = []
+    compares = []
+    for path, cmp in _compares(root):
+        name = slug(str(path.parent.parent.relative_to(root)))
+        page, summary = _compare_page(name, cmp, _maybe_run(cmp.get("base_dir")), _maybe_run(cmp.get("candidate_dir")))
+        write_text_atomic(out / f"compare-{name}.html", page)
+        write_text_atomic(out / f"summary-{name}.html", summary)
+        pages.append(f"compare-{name}.html")
+        compares.append((name, cmp))
+    for rel, run in store.loaded.items():
+        write_text_atomic(out / f"run-{slug(rel)}.html", _run_page(run, rel))
+        pages.append(f"run-{slug(rel)}.html")
+    write_text_atomic(out / "trends.html", trend_page(store, root))
+    write_text_atomic(out / "index.html", _index(store, root, out, compares))
+    return Site(out, ("index.html", "trends.html", *pages), tuple(f"compare-{n}.html" for n, _ in compares),
+                tuple(store.skipped))

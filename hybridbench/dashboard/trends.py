@@ -1,0 +1,47 @@
+"""The trends page: each like-for-like series over runs (one chart per experiment, workload, metric and
+comparable group; one line per arm), its HUD verdict and the change points found in it."""
+
+from __future__ import annotations
+
+import shlex
+from collections import defaultdict
+from pathlib import Path
+
+from hybridbench.dashboard import charts
+from hybridbench.dashboard.html import Page, chart, table, verdict_badge
+from hybridbench.results.history import Series, history, judge
+from hybridbench.results.store import Store
+
+__all__ = ["TOLERANCE", "trend_page"]
+
+TOLERANCE = 0.10
+_STATUS_CLASS = {"regression": "fail", "suspicious": "inconclusive", "ok": "pass", "insufficient data": "skip"}
+
+
+def trend_page(store: Store, root: Path) -> str:
+    page = Page("trends")
+    groups: dict[tuple[str, ...], list[Series]] = defaultdict(list)
+    main = store.runs[store.runs["branch"] == "main"]
+    nightly = Store(store.root, main, store.aggregates[store.aggregates["run"].isin(set(main["run"]))], store.trials,
+                    store.checks)
+    for s in history(nightly):
+        k = s.key
+        groups[(k.experiment, k.workload, k.metric, k.model, k.gpu, k.engine, k.load)].append(s)
+    cmd = f"python -m hybridbench.results history {shlex.quote(str(root))} --tolerance {TOLERANCE}"
+    rows = []
+    for i, (g, series) in enumerate(sorted(groups.items())):
+        experiment, workload, metric, model, gpu, engine, load = g
+        verdicts = [judge(s, tolerance=TOLERANCE) for s in series]
+        cps = sorted({run for v in verdicts for run in v.change_points})
+        when = {p.run: p.created for s in series for p in s.points}
+        fig = charts.trend(f"{experiment} · {workload} · {metric} ({model}, {gpu}, {engine}, load {load[:8]})",
+                           {s.key.arm: [(p.created, p.value) for p in s.points] for s in series},
+                           change_points=[when[r] for r in cps], unit=metric)
+        page.add(chart(fig, f"trend-{i}", f"{cmd} --experiment {experiment} --workload {workload}"))
+        rows += [[experiment, workload, v.key.arm, metric, verdict_badge(_STATUS_CLASS[v.status], v.status), v.detail,
+                  ", ".join(v.change_points)] for v in verdicts]
+    if not groups:
+        page.add('<p class="muted">no finished runs yet</p>')
+    page.parts.insert(0, table(["experiment", "workload", "arm", "metric", "history", "detail", "change points at"],
+                               rows))
+    return page.render()

@@ -1,0 +1,153 @@
+"""Nightly history: one series per (experiment, workload, arm, metric) over like-for-like runs, judged by the
+PyTorch HUD's rule and searched for change points.
+
+Like for like: the same model, GPU, engine family and load fingerprint (a run of another size or seed is
+another series). The HUD rule: the trailing >= 2 points all violate the tolerance against a baseline window
+(the median of up to ``window`` earlier points) -> ``regression``; a run of >= 3 violations elsewhere ->
+``suspicious``; fewer than 2 baseline points -> ``insufficient data``. Change points: ruptures' PELT on the
+series, each kept only when a Welch t-test between the segments around it gives p < ``max_p``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import ruptures as rpt
+from scipy import stats
+
+from hybridbench.results.store import Store
+
+__all__ = [
+    "HIGHER_IS_WORSE",
+    "SERIES_METRICS",
+    "Point",
+    "Series",
+    "SeriesKey",
+    "Verdict",
+    "change_points",
+    "history",
+    "hud_rule",
+    "judge",
+]
+
+Status = Literal["regression", "suspicious", "ok", "insufficient data"]
+SERIES_METRICS = ("mean_ttft_ms", "p99_ttft_ms", "request_throughput", "input_throughput", "token_hit_rate")
+HIGHER_IS_WORSE = frozenset({"mean_ttft_ms", "p99_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_itl_ms",
+                             "mean_e2e_latency_ms"})
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SeriesKey:
+    experiment: str
+    workload: str
+    arm: str
+    metric: str
+    model: str
+    gpu: str
+    engine: str
+    load: str  # results.store.load_fingerprint
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    run: str
+    created: str  # ISO time
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    key: SeriesKey
+    points: tuple[Point, ...]  # oldest first
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    key: SeriesKey
+    status: Status
+    detail: str
+    change_points: tuple[str, ...]  # the runs where a new level starts
+    points: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self.key), "points": self.points, "status": self.status, "detail": self.detail,
+                "change_points": list(self.change_points)}
+
+
+def _violates(value: float, base: float, tolerance: float, higher_is_worse: bool) -> bool:
+    if base == 0:
+        return False
+    change = (value - base) / abs(base)
+    return change > tolerance if higher_is_worse else change < -tolerance
+
+
+def hud_rule(values: Sequence[float], *, tolerance: float, higher_is_worse: bool, window: int = 5,
+             trailing: int = 2) -> tuple[Status, str]:
+    if len(values) < trailing + 2:
+        return "insufficient data", f"{len(values)} point(s): a baseline needs >= 2 points before the last {trailing}"
+    head, tail = values[:-trailing], values[-trailing:]
+    base = statistics.median(head[-window:])
+    if all(_violates(v, base, tolerance, higher_is_worse) for v in tail):
+        worst = max(tail, key=lambda v: abs(v - base))
+        return "regression", (f"the last {trailing} points violate ±{tolerance:.0%} against the baseline median "
+                              f"{base:.4g} (worst {worst:.4g}, {(worst - base) / abs(base):+.1%})")
+    run = longest = 0
+    for i, v in enumerate(values[:-trailing]):
+        ref = statistics.median(values[max(0, i - window):i]) if i >= 2 else None
+        run = run + 1 if ref is not None and _violates(v, ref, tolerance, higher_is_worse) else 0
+        longest = max(longest, run)
+    if longest >= 3:
+        return "suspicious", f"{longest} consecutive points violate ±{tolerance:.0%} earlier in the series"
+    return "ok", f"the last {trailing} points are within ±{tolerance:.0%} of the baseline median {base:.4g}"
+
+
+def change_points(values: Sequence[float], *, min_size: int = 2, penalty: float = 3.0,
+                  max_p: float = 0.05) -> list[int]:
+    """Indices where a new segment starts, each confirmed by a Welch t-test between its neighbours."""
+    if len(values) < 2 * min_size:
+        return []
+    x = np.asarray(values, dtype=float)
+    scale = float(np.std(x)) or 1.0
+    ends = rpt.Pelt(model="l2", min_size=min_size).fit((x - x.mean()) / scale).predict(pen=penalty)
+    starts = [0, *ends[:-1]]
+    confirmed = []
+    for i in range(1, len(starts)):
+        left, right = x[starts[i - 1]:starts[i]], x[starts[i]:ends[i]]
+        if len(left) < 2 or len(right) < 2:
+            continue
+        if float(np.std(left)) == 0 and float(np.std(right)) == 0:
+            p = 0.0 if left[0] != right[0] else 1.0
+        else:
+            p = float(stats.ttest_ind(left, right, equal_var=False).pvalue)
+        if math.isfinite(p) and p < max_p:
+            confirmed.append(starts[i])
+    return confirmed
+
+
+def history(store: Store, metrics: Sequence[str] = SERIES_METRICS) -> list[Series]:
+    """Every like-for-like series in the store (runs that did not finish their trials are left out)."""
+    runs = store.runs[store.runs["verdict"].isin(["pass", "fail", "inconclusive"])]
+    agg = store.aggregates[store.aggregates["metric"].isin(list(metrics))]
+    joined = agg.merge(runs, on="run")
+    out: dict[SeriesKey, list[Point]] = defaultdict(list)
+    for row in joined.sort_values(["created", "run"]).to_dict("records"):
+        key = SeriesKey(row["experiment"], row["workload"], row["arm"], row["metric"], row["model"], row["gpu"],
+                        row["engine"], row["load"])
+        created = row["created"].isoformat() if isinstance(row["created"], pd.Timestamp) else str(row["created"])
+        out[key].append(Point(row["run"], created, float(row["value"])))
+    return [Series(k, tuple(v)) for k, v in sorted(out.items())]
+
+
+def judge(series: Series, *, tolerance: float, window: int = 5) -> Verdict:
+    values = [p.value for p in series.points]
+    status, detail = hud_rule(values, tolerance=tolerance, higher_is_worse=series.key.metric in HIGHER_IS_WORSE,
+                              window=window)
+    cps = tuple(series.points[i].run for i in change_points(values))
+    return Verdict(series.key, status, detail, cps, len(values))

@@ -1,0 +1,120 @@
+"""python -m hybridbench.results over real run directories: index, ls with filters, show, export, history."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import MAIN_RUNS, ROOT
+
+from hybridbench.results.history import change_points, hud_rule
+
+
+def results(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hybridbench.results", *args], capture_output=True, text=True,
+                          timeout=300, check=False, cwd=ROOT)
+
+
+def _runs(stdout: str) -> list[str]:
+    return sorted(line.split()[-1] for line in stdout.splitlines() if line.strip())
+
+
+def test_index_merges_every_run_and_reports_bad_directories_in_one_line_each(results_root: Path) -> None:
+    proc = results("index", str(results_root))
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(x) for x in (results_root / "index.jsonl").read_text().splitlines()]
+    assert sorted(Path(x["run_dir"]).name for x in lines) == sorted([*MAIN_RUNS, "pr-7", "old-schema"])
+    skipped = proc.stderr.strip().splitlines()
+    assert len(skipped) == 2
+    assert any("corrupt" in s and "not JSON" in s for s in skipped)
+    assert any(s.startswith("skipped ") and s.split(":")[0].endswith("unfinished") for s in skipped)
+
+
+def test_ls_filters_by_branch_arm_engine_and_date(results_root: Path) -> None:
+    every = results("ls", str(results_root))
+    assert every.returncode == 0 and _runs(every.stdout) == sorted([*MAIN_RUNS, "pr-7", "old-schema"])
+    assert _runs(results("ls", str(results_root), "--branch", "pr-7").stdout) == ["pr-7"]
+    assert _runs(results("ls", str(results_root), "--pr", "7").stdout) == ["pr-7"]
+    assert _runs(results("ls", str(results_root), "--arm", "no-such-arm").stdout) == []
+    assert len(_runs(results("ls", str(results_root), "--arm", "branching", "--engine", "sim").stdout)) == 7
+    assert _runs(results("ls", str(results_root), "--until", "2000-01-01").stdout) == []
+    bad = results("ls", str(results_root), "--since", "someday")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1] == "error: --since: not a date or time: 'someday'"
+    missing = results("ls", str(results_root / "nope"))
+    assert missing.returncode == 2 and "not a directory of runs" in missing.stderr
+
+
+def test_show_prints_a_runs_figures_and_checks(results_root: Path) -> None:
+    proc = results("show", str(results_root / "main-1"))
+    assert proc.returncode == 0, proc.stderr
+    assert "verdict pass" in proc.stdout and "survival" in proc.stdout and "token_hit_rate" in proc.stdout
+    assert results("show", str(results_root / "unfinished")).returncode == 2
+
+
+def test_export_writes_parquet_including_every_record_read_in_place(results_root: Path, tmp_path: Path) -> None:
+    proc = results("export", str(results_root), "-o", str(tmp_path), "--branch", "main", "--experiment", "smoke")
+    assert proc.returncode == 0, proc.stderr
+    runs = pd.read_parquet(tmp_path / "runs.parquet")
+    assert sorted(runs["run"]) == sorted([*MAIN_RUNS, "old-schema"])
+    records = pd.read_parquet(tmp_path / "records.parquet")
+    expected = sum((results_root / r / "records.jsonl").read_text().count("\n") for r in runs["run"])
+    assert len(records) == expected and {"ttft_ms", "cached_tokens", "filename"} <= set(records.columns)
+    agg = pd.read_parquet(tmp_path / "aggregates.parquet")
+    assert set(agg["run"]) == set(runs["run"]) and "mean_ttft_ms" in set(agg["metric"])
+
+
+def test_history_flags_the_slowed_nights_and_exits_1(results_root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "history.json"
+    proc = results("history", str(results_root), "--experiment", "smoke", "--json", str(out))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    # the nightly runs' series (five points); the old-schema run sent another load: a series of its own
+    series = [s for s in json.loads(out.read_text())["series"] if s["points"] == len(MAIN_RUNS)]
+    by = {(s["workload"], s["arm"], s["metric"]): s for s in series}
+    regressed = by[("gsp", "disabled", "mean_ttft_ms")]
+    assert regressed["status"] == "regression" and "+1" in regressed["detail"]
+    # The pull request's run is not a night of main: it is in no series (else six points).
+    assert len(series) == 2 * 5  # two arms x five metrics
+    assert by[("gsp", "disabled", "token_hit_rate")]["status"] == "ok"  # no cache, no change: nothing to flag
+
+
+@pytest.mark.parametrize(
+    ("values", "status"),
+    [
+        ([100, 101], "insufficient data"),
+        ([100, 101, 99, 100, 125, 130], "regression"),
+        ([100, 101, 99, 100, 125, 100], "ok"),  # one bad night is not a regression
+        ([100, 100, 100, 130, 131, 132, 100, 101, 100], "suspicious"),
+    ],
+)
+def test_hud_rule(values: list[float], status: str) -> None:
+    assert hud_rule(values, tolerance=0.1, higher_is_worse=True)[0] == status
+    # throughput-like metrics: a rise is good, so the same rise is no regression
+    if status == "regression":
+        assert hud_rule(values, tolerance=0.1, higher_is_worse=False)[0] == "ok"
+
+
+def test_change_points_find_a_step_and_ignore_noise() -> None:
+    step = [10.0, 10.2, 9.9, 10.1, 10.0, 12.0, 12.1, 11.9, 12.2, 12.0]
+    assert change_points(step) == [5]
+    flat = [10.0, 10.2, 9.9, 10.1, 10.0, 10.1, 9.8, 10.2, 10.0, 9.9]
+    assert change_points(flat) == []
+
+
+def test_compare_takes_the_latest_passing_main_run_as_its_baseline(results_root: Path, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "hybridbench.compare", f"latest:{results_root}",
+                           str(results_root / "pr-7"), "-o", str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, check=False, cwd=ROOT)
+    assert f"baseline: {results_root / 'main-5'}" in proc.stderr, proc.stderr
+    data = json.loads((tmp_path / "compare.json").read_text())
+    assert data["base_dir"] == str(results_root / "main-5") and data["command"].startswith("python -m hybridbench")
+    # main-5 and the pull request's run are sized alike and equally fast: nothing regressed.
+    assert proc.returncode == 0, proc.stdout
+    none = subprocess.run([sys.executable, "-m", "hybridbench.compare", f"latest:{results_root / 'pr-7'}",
+                           str(results_root / "pr-7")], capture_output=True, text=True, timeout=300, check=False,
+                          cwd=ROOT)
+    assert none.returncode == 2 and "no passing main run" in none.stderr
