@@ -10,7 +10,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["MASK", "is_secret_name", "redact", "redact_config", "redact_overrides", "scrub", "scrub_obj", "secret_values"]
+__all__ = ["MASK", "is_secret_name", "redact", "redact_config", "redact_overrides", "scrub", "scrub_obj",
+           "secret_values"]
 
 MASK = "***"
 _SECRET_FLAGS = frozenset({"--api-key", "--token", "--hf-token", "--admin-api-key"})
