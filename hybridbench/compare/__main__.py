@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from hybridbench.compare import CompareCfg, compare_runs, load_run
-from hybridbench.config.redact import redact, redact_config, scrub, secret_values
+from hybridbench.config.redact import redact, scrub, scrub_obj, secret_values
 from hybridbench.config.validate import RULES
 from hybridbench.errors import ConfigError
 from hybridbench.report.compare import comparison_json, render_comparison
@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 
             args.baseline = latest_passing_main(Path(str(args.baseline)[len("latest:"):]), read_run(args.candidate))
             print(f"baseline: {args.baseline}", file=sys.stderr)
-        cmp = compare_runs(load_run(args.baseline), load_run(args.candidate), cfg)
+        base, cand = load_run(args.baseline), load_run(args.candidate)
+        cmp = compare_runs(base, cand, cfg)
         out = args.output or args.candidate / "compare"
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -86,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         command = " ".join(["python", "-m", "hybridbench.compare", *(shlex.quote(a) for a in redact(list(given)))])
         data = {**comparison_json(cmp), "base_dir": str(args.baseline.resolve()),
                 "candidate_dir": str(args.candidate.resolve()), "command": command}
-        secrets = secret_values(data)
-        write_json_atomic(out / "compare.json", redact_config(data))
+        # The secrets are the runs' own (their configs): compare.json's field names are not config keys (its
+        # config_changes rows have a "key" field, which redact_config would mask as if it were an API key).
+        secrets = secret_values(base.run.plan.config) | secret_values(cand.run.plan.config)
+        write_json_atomic(out / "compare.json", scrub_obj(data, secrets))
         text = scrub(render_comparison(cmp), secrets)
         write_text_atomic(out / "compare.md", text)
     except ConfigError as exc:
