@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -123,3 +124,26 @@ def test_a_signal_mid_run_writes_bundle_report_and_index_and_stops_the_server(si
     assert "verdict: **interrupted**" in (run / "report.md").read_text()
     (entry,) = [json.loads(line) for line in (tmp_path / "index.jsonl").read_text().splitlines()]
     assert entry["verdict"] == "interrupted" and entry["run_dir"] == str(run)
+
+
+def test_ctrl_c_after_the_server_was_stopped_does_not_wait_for_it(tmp_path: Path) -> None:
+    """A SIGSTOP'd server answers nothing (its health check blocks for engine.health_timeout_s); Ctrl-C once
+    waited 28 s for that. Now: written and exited within seconds, the server gone."""
+    seed = 8399
+    run = tmp_path / "run"
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as fh:
+        proc = hb("+experiment=smoke", "model=reference-tiny", f"seed={seed}", "repeats=3", "load.max_concurrency=1",
+                  f"hydra.run.dir={run}", stderr=fh)
+    deadline = time.monotonic() + 120
+    while "[2/6]" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    (pid,) = server_pids(seed)
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(8)  # the hang watchdog's health check (every 5 s) is now blocked on the stopped server
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    assert time.monotonic() - sent < 15, log.read_text()
+    assert proc.returncode == 3 and not server_pids(seed)
+    assert json.loads((run / "bundle.json").read_text())["verdict"] == "interrupted"
