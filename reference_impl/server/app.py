@@ -88,8 +88,8 @@ class Api:
             "weight_version": "default", "num_retractions": u.num_retractions, "reasoning_tokens": 0,
             "completion_tokens": len(u.output_ids), "cached_tokens": u.cached_tokens,
         }
-        if u.cached_tokens:
-            meta["cached_tokens_details"] = {"device": u.cached_tokens, "host": 0}
+        # SGLang (0.5.16, 0.5.23) always sends the key; null without a hit
+        meta["cached_tokens_details"] = {"device": u.cached_tokens, "host": 0} if u.cached_tokens else None
         if u.finished:
             meta["e2e_latency"] = time.perf_counter() - sub.created
         if params.return_logprob:

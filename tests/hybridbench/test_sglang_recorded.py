@@ -97,3 +97,33 @@ def test_the_log_parser_reads_every_recorded_batch_line(log: Path, tmp_path: Pat
     plain.write_text(text)
     # The cache-off arm runs SGLang's ChunkCache; every other recorded server the hybrid radix cache.
     assert startup_cache_impl(plain) == ("ChunkCache" if "disabled" in log.name else "UnifiedRadixCache")
+
+
+# meta_info keys SGLang adds that the reference server does not model: its own timing and placement fields
+# (both versions), and the timing/storage fields 0.5.23 added. Everything else must match key for key.
+TIMING_KEYS = {"queue_time", "decode_throughput", "dp_rank", "request_received_ts", "api_server_dispatch_finish_ts",
+               "request_finished_ts", "response_sent_to_client_ts"}
+ADDED_IN_0_5_23 = {"first_token_latency", "forward_entry_time", "prefill_finished_time", "storage_prefetch_wait",
+                   "storage_staging_wait", "weight_versions"}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_reference_server_answers_generate_and_flush_with_sglangs_keys(version: str) -> None:
+    unmodelled = TIMING_KEYS | (ADDED_IN_0_5_23 if version == "0.5.23" else set())
+    with running_server("--vocab-size", "1024") as server:
+        for e in exchanges(version):
+            if e["method"] != "POST" or e["status"] != 200 or not isinstance(e["request"], dict):
+                continue
+            if e["path"] == "/flush_cache":
+                assert server.request("POST", "/flush_cache") == (200, e["response"].encode())
+                continue
+            single = isinstance(e["request"].get("input_ids"), list) and isinstance(e["request"]["input_ids"][0], int)
+            if e["path"] != "/generate" or e["request"].get("stream") or not single:
+                continue
+            got, want = server.generate(e["request"]), e["response"]
+            assert set(got) == set(want)
+            got_keys, want_keys = set(got["meta_info"]), set(want["meta_info"])
+            assert got_keys == want_keys - unmodelled, (version, e["request"].keys())
+            for meta in (got["meta_info"], want["meta_info"]):  # null without a hit, on both sides
+                assert (meta["cached_tokens_details"] is None) == (meta["cached_tokens"] == 0)
+            assert got["meta_info"]["finish_reason"] == want["meta_info"]["finish_reason"]
