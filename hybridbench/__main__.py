@@ -21,11 +21,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from hybridbench.config.redact import scrub, secret_values
+from hybridbench.config.redact_files import scrub_file
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.config.strict import reject_unknown_keys
 from hybridbench.errors import HybridbenchError, Interrupted, RunInterrupted
-from hybridbench.results.scrub import scrub_file
 
 _CONF = str(Path(__file__).resolve().parent.parent / "conf")
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from hybridbench.checks.registry import validate_checks
 from hybridbench.config.redact import scrub, scrub_obj, secret_values
+from hybridbench.config.redact_files import scrub_tree
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import TrialContext
 from hybridbench.engines.registry import make_engine
@@ -28,7 +29,6 @@ from hybridbench.results.bundle import build_bundle
 from hybridbench.results.index import append_to_index
 from hybridbench.results.run_dir import claim_run_dir
 from hybridbench.results.score import ScoreSettings, score_trials
-from hybridbench.results.scrub import scrub_tree
 from workloads.arrival import arrival_schedule
 from workloads.atomic_file import write_json_atomic, write_text_atomic
 from workloads.errors import WorkloadError

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hybridbench.config.redact import scrub, secret_values
+from hybridbench.config.redact_files import scrub_file
 from hybridbench.errors import EngineError
-from hybridbench.results.scrub import scrub_file
 
 __all__ = ["ServerProcess", "free_port", "port_in_use"]
 
