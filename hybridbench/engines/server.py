@@ -47,6 +47,7 @@ from hybridbench.probes.kl_requests import KlProbe, probe_prompts
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
 from reference_impl.engine.arms import ArmSpec
+from workloads.arrival import ArrivalSchedule
 
 __all__ = ["CommandBuilder", "ServerEngine"]
 
@@ -182,7 +183,7 @@ class ServerEngine:
         counters_before = self._scrape(server)
         evictions_before = read_evictions(server.base_url)
         progress = TrialProgress(len(ctx.rows), label=f"{ctx.trial.arm} r{ctx.trial.repeat}")
-        predictor, why_not = self._predictor(cfg, server, spec, state)
+        predictor, why_not = self._predictor(server, spec, state, ctx.schedule)
 
         def on_done(done: Completed) -> None:
             r: ClientResult = done.result
@@ -232,10 +233,10 @@ class ServerEngine:
             snapshot["kl_probe"] = self._probe_kl(cfg, server, ctx, spec, ctx.emit_kl)
         return snapshot
 
-    def _predictor(self, cfg: RunCfg, server: ServerProcess, arm: ArmSpec,
-                   state: str) -> tuple[CachePredictor | None, str]:
+    def _predictor(self, server: ServerProcess, arm: ArmSpec, state: str,
+                   schedule: ArrivalSchedule) -> tuple[CachePredictor | None, str]:
         """A reference-cache mirror when the trial is sequential and cold; else (None, why not or "")."""
-        if not (cfg.load.kind == "closed" and cfg.load.max_concurrency == 1 and state == "cold-flushed"):
+        if not (schedule.closed and schedule.max_concurrency == 1 and state == "cold-flushed"):
             return None, ""  # concurrent hits depend on timing: there is no exact prediction to make
         if self.api != "sglang":
             return None, "the reference cache mirrors SGLang's semantics only"
