@@ -15,11 +15,13 @@ from hybridbench.checks.registry import validate_checks
 from hybridbench.config.redact import scrub, scrub_obj, secret_values
 from hybridbench.config.redact_files import scrub_tree
 from hybridbench.config.schema import RunCfg
-from hybridbench.engines.base import TrialContext
+from hybridbench.engines.base import PlannedProbe, TrialContext
 from hybridbench.engines.registry import make_engine
 from hybridbench.errors import ConfigError, EngineError, HybridbenchError, Interrupted, RunInterrupted
 from hybridbench.plan.build import build_plan, effective_vocab
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
+from hybridbench.probes.base import read_samples, samples_path
+from hybridbench.probes.registry import plan_probes
 from hybridbench.records.coverage import TrialOutcome, TrialState
 from hybridbench.records.io import RecordWriter
 from hybridbench.records.schema import Record
@@ -66,6 +68,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     plan: RunPlan = build_plan(cfg, run_dir, resolved)
     engine = make_engine(cfg.engine.name)
     engine.validate(cfg, plan)
+    probes = plan_probes(cfg, engine.name, engine.traits)  # a probe the engine cannot serve: exit 2, here
     claim_run_dir(run_dir, overwrite=cfg.overwrite)  # last: overwrite empties it only for a valid run
     # One redaction for every file the run writes: what the config hides is masked wherever it shows up again
     # (a workload's argv, a server's last words quoting its command line, the logs).
@@ -90,13 +93,13 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
             schedules = {t.trial_id: arrival_schedule(traces[t.workload], plan.load, t.seed) for t in plan.trials}
             with contextlib.ExitStack() as files:
                 writer = files.enter_context(RecordWriter(records_path))
-                emit_kl = None  # kl.jsonl exists only when the kl check asked for probes
-                if "kl" in cfg.checks.enabled:
-                    emit_kl = files.enter_context(RecordWriter(run_dir / KL_SAMPLES)).write
+                # <probe>.jsonl exists only for the probes this run planned
+                planned = tuple(PlannedProbe(p, files.enter_context(RecordWriter(samples_path(run_dir, p.name))).write)
+                                for p in probes)
                 for trial in plan.trials:
                     n = len(traces[trial.workload])
                     _progress(f"[{trial.index + 1}/{len(plan.trials)}] {trial.trial_id} ({n} requests)")
-                    ctx = TrialContext(plan, trial, traces[trial.workload], writer.write, emit_kl,
+                    ctx = TrialContext(plan, trial, traces[trial.workload], writer.write, planned,
                                        schedule=schedules[trial.trial_id])
                     current = trial
                     try:
@@ -130,6 +133,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
         workloads=tuple(w.name for w in plan.workloads),
         settings=ScoreSettings(cfg.checks, cfg.seed, cfg.engine.kl_threshold),
         cache_off=frozenset(s.name for s in plan.arm_specs if not s.cache_on),
+        probe_samples={p.name: tuple(read_samples(samples_path(run_dir, p.name), p.sample_from_json)) for p in probes},
     )
     bundle = build_bundle(plan, engine.info(), scored.trials, scored.aggregates, scored.checks)
     if isinstance(failure, RunInterrupted):

@@ -44,6 +44,8 @@ class CheckInput:
     trials: dict[tuple[str, str], list[TrialOutcome]] = field(default_factory=dict)
     # The arms whose spec has the cache off (RunPlan.arm_specs); the checks never read it from an arm's name.
     cache_off: frozenset[str] = frozenset()
+    # probe name -> its saved samples (hybridbench/probes/<name>.py's sample type), for the check that reads them
+    samples: dict[str, list[Any]] = field(default_factory=dict)
 
 
 Check = Callable[[CheckInput], Sequence[CheckResult]]

@@ -16,6 +16,7 @@ from hybridbench.checks.base import CheckInput, CheckResult, Status
 from hybridbench.metrics.stats import bootstrap_relative_change, paired_relative_change
 from hybridbench.plan.build import derive_seed
 from hybridbench.records.coverage import TrialOutcome, coverage
+from hybridbench.records.exact_hits import ExactHitSample
 from hybridbench.records.schema import Record
 
 __all__ = ["cache_hits", "survival", "throughput", "ttft"]
@@ -137,17 +138,20 @@ def throughput(inp: CheckInput) -> Sequence[CheckResult]:
     return out
 
 
-def _exact_hits(workload: str, arm: str, recs: Sequence[Record]) -> CheckResult | None:
-    """Sequential mode: every request's cached_tokens equals the reference cache's prediction."""
-    predicted = [r for r in recs if r.expected_cached_tokens is not None]
+def _exact_hits(workload: str, arm: str, recs: Sequence[Record],
+                predictions: dict[tuple[str, int], int]) -> CheckResult | None:
+    """Sequential mode: every request's cached_tokens equals the reference cache's prediction (the exact_hits
+    probe's samples; runs saved before the probe existed carry it in the record)."""
+    expect = {id(r): predictions.get((r.trial_id, r.request_index), r.expected_cached_tokens) for r in recs}
+    predicted = [r for r in recs if expect[id(r)] is not None]
     if not predicted:
         return None
-    wrong = [r for r in predicted if r.cached_tokens != r.expected_cached_tokens]
+    wrong = [r for r in predicted if r.cached_tokens != expect[id(r)]]
     expected = "cached_tokens == the reference cache's prediction, request by request"
     if not wrong:
         return CheckResult("cache_hits", f"{workload}/exact", arm, "pass", 0.0, expected,
                            f"all {len(predicted)} predicted request(s) match")
-    shown = ", ".join(f"request {r.request_index} (r{r.repeat}): {r.cached_tokens} vs {r.expected_cached_tokens}"
+    shown = ", ".join(f"request {r.request_index} (r{r.repeat}): {r.cached_tokens} vs {expect[id(r)]}"
                       for r in wrong[:3])
     return CheckResult("cache_hits", f"{workload}/exact", arm, "fail", float(len(wrong)), expected,
                        f"{len(wrong)} of {len(predicted)} differ: {shown}")
@@ -155,9 +159,11 @@ def _exact_hits(workload: str, arm: str, recs: Sequence[Record]) -> CheckResult 
 
 def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
     floor = inp.cfg.min_token_hit_rate
+    samples: list[ExactHitSample] = inp.samples.get("exact_hits", [])
+    predictions = {(s.trial_id, s.request_index): s.expected_cached_tokens for s in samples}
     out = []
     for (workload, arm), recs in inp.records.items():
-        exact = _exact_hits(workload, arm, recs)
+        exact = _exact_hits(workload, arm, recs, predictions)
         if exact is not None:
             out.append(exact)
         if arm in inp.cache_off or floor <= 0:

@@ -1,4 +1,5 @@
-"""The one small interface every engine exposes to the harness."""
+"""What the harness drives per run: an engine that runs trials (the server trial runner around a server
+engine's lifecycle, or the simulator), and what it is handed per trial."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hybridbench.config.schema import RunCfg
+from hybridbench.engines.traits import EngineTraits
 from hybridbench.plan.types import RunPlan, Trial
-from hybridbench.records.kl import KlSample
+from hybridbench.probes.base import JsonRow, Probe
 from hybridbench.records.schema import Record
 from workloads.arrival import ArrivalSchedule
 from workloads.trace import TraceRow
 
-__all__ = ["Engine", "EngineInfo", "TrialContext"]
+__all__ = ["Engine", "EngineInfo", "PlannedProbe", "TrialContext"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,17 +27,26 @@ class EngineInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class PlannedProbe:
+    probe: Probe
+    emit: Callable[[JsonRow], None]  # appends one sample to the probe's <name>.jsonl
+
+
+@dataclass(frozen=True, slots=True)
 class TrialContext:
     plan: RunPlan
     trial: Trial
     rows: Sequence[TraceRow]
     emit: Callable[[Record], None]  # appends one record to records.jsonl as it completes
-    emit_kl: Callable[[KlSample], None] | None = None  # appends one KL probe sample to kl.jsonl
+    probes: tuple[PlannedProbe, ...] = ()  # run after the trial's measured traffic, in this order
     schedule: ArrivalSchedule = field(kw_only=True)  # when each row is meant to be sent (built before any trial)
 
 
 class Engine(Protocol):
     name: str
+
+    @property
+    def traits(self) -> EngineTraits: ...
 
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         """Plan time: raise ConfigError naming any arm or option this engine cannot express."""

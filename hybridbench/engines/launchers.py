@@ -7,8 +7,9 @@ import sys
 from collections.abc import Callable
 
 from hybridbench.config.schema import RunCfg
-from hybridbench.engines.server import CommandBuilder, ServerEngine
+from hybridbench.engines.server import CommandBuilder, ServerEngine, ServerSpec
 from hybridbench.engines.sglang_cmd import sglang_command, sglang_env, sglang_help_argv
+from hybridbench.engines.traits import EngineTraits
 from hybridbench.engines.vllm_cmd import vllm_command, vllm_env, vllm_help_argv
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
@@ -42,10 +43,16 @@ def _builder(engine: str, help_argv: Callable[[str], list[str]], command: Callab
 
 
 def make_sglang_engine() -> ServerEngine:
-    return ServerEngine("sglang", _builder("sglang", sglang_help_argv, sglang_command), api="sglang",
-                        env_for=sglang_env, flush_path="/flush_cache", package="sglang")
+    return ServerEngine(ServerSpec(
+        name="sglang", build=_builder("sglang", sglang_help_argv, sglang_command), client="sglang",
+        env_for=sglang_env, flush_path="/flush_cache", package="sglang",
+        # SGLang also serves /v1/completions; its cache is the one reference_impl models.
+        traits=EngineTraits(protocols=frozenset({"sglang", "openai"}), flushable=True, greedy_deterministic=True,
+                            reference_semantics=True)))
 
 
 def make_vllm_engine() -> ServerEngine:
-    return ServerEngine("vllm", _builder("vllm", vllm_help_argv, vllm_command), api="openai",
-                        env_for=vllm_env, flush_path="/reset_prefix_cache", package="vllm")
+    return ServerEngine(ServerSpec(
+        name="vllm", build=_builder("vllm", vllm_help_argv, vllm_command), client="openai",
+        env_for=vllm_env, flush_path="/reset_prefix_cache", package="vllm",  # vllm_env mounts the flush endpoint
+        traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, greedy_deterministic=True)))

@@ -1,4 +1,5 @@
-"""The one registry of engine names."""
+"""The one registry of engine names: each maps to what runs its trials (the server trial runner around a
+server engine's lifecycle, or the simulator)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,19 @@ from collections.abc import Callable
 
 from hybridbench.engines.base import Engine
 from hybridbench.engines.launchers import make_sglang_engine, make_vllm_engine
-from hybridbench.engines.reference_cmd import reference_command
+from hybridbench.engines.reference import REFERENCE
 from hybridbench.engines.server import ServerEngine
 from hybridbench.engines.sim import SimEngine
 from hybridbench.errors import ConfigError
+from hybridbench.load.trial import ServerTrials
 
 __all__ = ["ENGINES", "make_engine"]
 
 ENGINES: dict[str, Callable[[], Engine]] = {
     "sim": SimEngine,
-    "reference": lambda: ServerEngine("reference", reference_command, api="sglang", package="hybridbench"),
-    "sglang": make_sglang_engine,
-    "vllm": make_vllm_engine,
+    "reference": lambda: ServerTrials(ServerEngine(REFERENCE)),
+    "sglang": lambda: ServerTrials(make_sglang_engine()),
+    "vllm": lambda: ServerTrials(make_vllm_engine()),
 }
 
 

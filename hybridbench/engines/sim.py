@@ -8,9 +8,11 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.engines.base import EngineInfo, TrialContext
 from hybridbench.engines.reference_cmd import reference_refusals
+from hybridbench.engines.traits import EngineTraits
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import RunPlan
-from hybridbench.records.schema import Record
+from hybridbench.records.build import RequestOutcome, trial_record
+from hybridbench.records.schema import CacheState
 from reference_impl.engine.arms import ArmSpec
 from reference_impl.engine.core import EngineConfig, EngineCore, EngineCounters
 from reference_impl.engine.cost_model import CostModel
@@ -47,6 +49,7 @@ def _host_loaded(core: EngineCore) -> int:
 
 class SimEngine:
     name = "sim"
+    traits = EngineTraits()  # no server: no probe can be served
 
     def __init__(self) -> None:
         self._configs: dict[str, EngineConfig] = {}
@@ -84,31 +87,14 @@ class SimEngine:
             core.counters = EngineCounters()  # peaks and retractions of the measured pass only
         evicted_before = (core.tree.tokens_evicted_total, core.tree.states_evicted_total, _host_loaded(core))
         result = simulate(ctx.rows, core, self._timer, ctx.schedule)
+        state: CacheState = "primed" if cfg.load.prime else "cold-flushed"
         for rec in result.records:
-            ctx.emit(
-                Record(
-                    run_id=ctx.plan.fingerprint,
-                    trial_id=ctx.trial.trial_id,
-                    arm=ctx.trial.arm,
-                    workload=ctx.trial.workload,
-                    repeat=ctx.trial.repeat,
-                    request_index=rec.row_index,
-                    session_id=rec.session_id,
-                    turn_id=rec.turn_id,
-                    scheduled_s=rec.scheduled_s,
-                    sent_s=rec.sent_s,
-                    first_token_s=rec.first_token_s,
-                    end_s=rec.end_s,
-                    prompt_tokens=rec.prompt_tokens,
-                    output_tokens=rec.output_tokens,
-                    cached_tokens=rec.cached_tokens,
-                    status="ok" if rec.status == "ok" else "error",
-                    error=rec.error,
-                    itl_ms=rec.itl_ms,
-                    cache_state="primed" if cfg.load.prime else "cold-flushed",
-                    modelled=True,
-                )
-            )
+            ctx.emit(trial_record(ctx.plan.fingerprint, ctx.trial, RequestOutcome(
+                index=rec.row_index, session_id=rec.session_id, turn_id=rec.turn_id, scheduled_s=rec.scheduled_s,
+                sent_s=rec.sent_s, first_token_s=rec.first_token_s, end_s=rec.end_s, prompt_tokens=rec.prompt_tokens,
+                output_tokens=rec.output_tokens, cached_tokens=rec.cached_tokens,
+                status="ok" if rec.status == "ok" else "error", error=rec.error, itl_ms=tuple(rec.itl_ms),
+            ), state, modelled=True))
         return {
             "peak_token_usage": result.peak_kv_used / result.kv_pool_tokens,
             "peak_mamba_usage": result.peak_states_used / result.state_pool_slots,

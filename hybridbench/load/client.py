@@ -5,6 +5,8 @@ SGLang native ``/generate`` with ``input_ids`` (SSE; each chunk's ``text`` is cu
 is the gap between chunks divided by the tokens they added. OpenAI ``/v1/completions`` with a
 token-id prompt: TTFT at the first chunk with non-empty text, one ITL per chunk. Chunks are timed
 when their bytes arrive (hybridbench.load.http), not when a task gets round to reading them.
+
+``CLIENTS`` is the one registry of client protocols: an engine's spec names the one its server speaks.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from hybridbench.load.http import DataHandler, StreamPool
 
-__all__ = ["ClientResult", "generate_openai", "generate_sglang"]
+__all__ = ["CLIENTS", "ClientResult", "Generate", "generate_openai", "generate_sglang"]
 
 
 @dataclass(slots=True)
@@ -85,7 +87,8 @@ async def _stream(pool: StreamPool, path: str, payload: dict[str, Any], res: Cli
 
 
 async def generate_sglang(
-    pool: StreamPool, input_ids: Sequence[int], max_new_tokens: int, timeout_s: float
+    pool: StreamPool, input_ids: Sequence[int], max_new_tokens: int, timeout_s: float,
+    *, model: str = "",  # the native API serves one model: the name is not sent
 ) -> ClientResult:
     payload = {
         "input_ids": list(input_ids),
@@ -153,3 +156,14 @@ async def generate_openai(
     if res.status == "ok":
         res.output_tokens = res.output_tokens or chunks
     return res
+
+
+class Generate(Protocol):
+    async def __call__(self, pool: StreamPool, input_ids: Sequence[int], max_new_tokens: int, timeout_s: float, /,
+                       *, model: str) -> ClientResult: ...
+
+
+CLIENTS: dict[str, Generate] = {
+    "sglang": generate_sglang,  # SGLang's native /generate with input_ids
+    "openai": generate_openai,  # /v1/completions with a token-id prompt
+}

@@ -12,14 +12,24 @@ The settings come from the running server's own ``/server_info`` (SGLang's serve
 releases ``reference_impl.radix.tree.SGLANG_SEMANTICS`` reproduces), the strategy and policy from the
 arm. Arms the reference cannot mirror request by request — a host tier (its write-back timing is
 asynchronous) or a policy only a real build has — get no prediction, and the check says so.
+
+As a probe (``exact_hits``) it runs after the trial, replaying what the server saw (prompts sent, tokens
+it generated, in completion order — with one request in flight, the order it served them) and writes one
+sample per predicted request to exact_hits.jsonl; the ``cache_hits`` check compares them with the records.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from hybridbench.config.schema import RunCfg
+from hybridbench.probes.base import ProbeContext, ProbeNeeds
+from hybridbench.records.exact_hits import ExactHitSample, exact_hit_sample_from_json
 from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec
 from reference_impl.engine.core import Batch, EngineConfig, EngineCore
 from reference_impl.engine.simulator import simulate
@@ -27,7 +37,7 @@ from reference_impl.radix.tree import SGLANG_SEMANTICS
 from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.trace import TraceRow
 
-__all__ = ["CachePredictor", "predictor_config", "semantics_for"]
+__all__ = ["CachePredictor", "ExactHits", "predictor_config", "semantics_for"]
 
 _SEQUENTIAL = LoadSpec("closed", max_concurrency=1)
 # Without a reported pool size (SGLang derives it from GPU memory), a sequential load that fits in memory
@@ -124,3 +134,40 @@ class CachePredictor:
             self.broken = f"the reference cache rejected a request the server served ({rec.error})"
             return None
         return rec.cached_tokens
+
+
+class ExactHits:
+    name = "exact_hits"
+    snapshot_key = "prediction"
+    needs = ProbeNeeds(protocols=frozenset({"sglang"}), reference_semantics=True)
+
+    def wanted(self, cfg: RunCfg) -> str:
+        load = cfg.load
+        if "cache_hits" in cfg.checks.enabled and load.kind == "closed" and load.max_concurrency == 1 \
+                and not load.prime:  # concurrent hits depend on timing: there is no exact prediction to make
+            return "checks.enabled has cache_hits and the load is sequential (closed, load.max_concurrency=1)"
+        return ""
+
+    def sample_from_json(self, obj: dict[str, Any]) -> ExactHitSample:
+        return exact_hit_sample_from_json(obj)
+
+    def run(self, ctx: ProbeContext) -> str | dict[str, Any]:
+        if ctx.cache_state != "cold-flushed":
+            return f"no prediction: the trial started {ctx.cache_state}, not cold"
+        try:
+            with urllib.request.urlopen(ctx.base_url + "/server_info", timeout=10) as resp:
+                info = json.loads(resp.read())
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            return f"/server_info unavailable ({exc})"
+        config = predictor_config(ctx.arm, info)
+        if isinstance(config, str):
+            return config
+        predictor = CachePredictor(config)
+        for ex in ctx.exchanges:
+            if ex.status != "ok":
+                predictor.broken = predictor.broken or f"request {ex.index} failed"
+            expected = predictor.predict(ex.prompt, ex.output_ids, ex.output_tokens)
+            if expected is not None:
+                ctx.emit(ExactHitSample(**ctx.identity, request_index=ex.index, expected_cached_tokens=expected))
+        # The semantics were chosen by the version the server reported: kept beside the verdict.
+        return {self.snapshot_key: predictor.broken or "exact", "prediction_semantics": config.semantics}

@@ -84,6 +84,7 @@ def rescore_run(run_dir: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
         outcomes, records, {t.trial_id: t.server for t in bundle.trials}, run.kl_samples, arms=run.plan.arms,
         baseline_arm=baseline, workloads=tuple(w.name for w in run.plan.workloads), settings=settings,
         cache_off=cache_off_arms(run.plan.arms),
+        probe_samples=run.probe_samples,
     )
     config = _with_settings(run.plan.config, asdict(settings.checks), settings.kl_threshold)
     failed = any(c.status == "fail" for c in scored.checks)

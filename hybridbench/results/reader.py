@@ -9,13 +9,14 @@ one line, never a traceback. Bundles written before a key existed (``published``
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from hybridbench.checks.base import CheckResult
 from hybridbench.errors import ConfigError
 from hybridbench.records.coverage import TRIAL_STATES
+from hybridbench.records.exact_hits import EXACT_HITS_SAMPLES, exact_hit_sample_from_json
 from hybridbench.records.kl import KlSample, kl_sample_from_json
 from hybridbench.records.schema import Record, record_from_json
 from hybridbench.results.types import (
@@ -220,6 +221,28 @@ def read_kl_samples(path: Path) -> Iterator[KlSample]:
             raise ConfigError(f"{where}: not a KL sample ({exc})") from None
 
 
+# Probe name -> its samples file and parser (the kl probe's are read_kl_samples' above).
+_PROBE_SAMPLES: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
+    "exact_hits": (EXACT_HITS_SAMPLES, exact_hit_sample_from_json),
+}
+
+
+def read_probe_samples(path: Path) -> dict[str, tuple[Any, ...]]:
+    """The saved samples of every probe that ran in the run at ``path`` (a probe that did not run: absent)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for name, (file, parse) in _PROBE_SAMPLES.items():
+        if not (path / file).exists():
+            continue
+        samples = []
+        for where, obj in _jsonl(path / file, f"a {name} sample"):
+            try:
+                samples.append(parse(obj))
+            except TypeError as exc:
+                raise ConfigError(f"{where}: not a {name} sample ({exc})") from None
+        out[name] = tuple(samples)
+    return out
+
+
 def _trace_rows(trace: Path) -> int | None:
     """How many requests the workload's trace holds (one per non-blank line), when the run still has it."""
     try:
@@ -251,7 +274,7 @@ def read_run(path: Path) -> Run:
         if recs or (result is not None and result.infrastructure_error) or state not in ("ran", "not run"):
             planned = result.planned_requests if result is not None else None
             trials.append(TrialRun(t, tuple(recs), result, rows.get(t.workload) if planned is None else planned))
-    return Run(path, plan, bundle, tuple(trials), tuple(read_kl_samples(path / KL_SAMPLES)))
+    return Run(path, plan, bundle, tuple(trials), tuple(read_kl_samples(path / KL_SAMPLES)), read_probe_samples(path))
 
 
 def read_index(path: Path) -> tuple[IndexEntry, ...]:

@@ -50,10 +50,12 @@ def score_trials(
     workloads: tuple[str, ...],
     settings: ScoreSettings,
     cache_off: frozenset[str] = frozenset(),
+    probe_samples: Mapping[str, Sequence[Any]] | None = None,
 ) -> Scored:
     """Score every planned trial (``outcomes``, in plan order: whether it ran) from its ``records`` and the
     server's ``snapshots`` (both by trial id) under ``settings``; ``cache_off`` names the arms whose spec has the
-    cache off (``hybridbench.plan.arms.cache_off_arms``)."""
+    cache off (``hybridbench.plan.arms.cache_off_arms``); ``probe_samples`` are the other post-trial probes'
+    samples by probe name (the checks that read them find them in ``CheckInput.samples``)."""
     trials_out: list[dict[str, Any]] = []
     pooled: dict[tuple[str, str], list[Record]] = defaultdict(list)
     trial_summaries: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -86,6 +88,7 @@ def score_trials(
     checks = run_checks(
         settings.checks.enabled,
         CheckInput(settings.checks, arms, baseline_arm, workloads, dict(pooled), dict(trial_summaries), dict(snaps),
-                   settings.seed, dict(kl), settings.kl_threshold, trials=dict(by_pair), cache_off=cache_off),
+                   settings.seed, dict(kl), settings.kl_threshold, trials=dict(by_pair), cache_off=cache_off,
+                   samples={name: list(s) for name, s in (probe_samples or {}).items()}),
     )
     return Scored(trials_out, aggregates, checks)

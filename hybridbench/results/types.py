@@ -160,6 +160,8 @@ class Run:
     bundle: Bundle | None  # None: the run ended before writing it
     trials: tuple[TrialRun, ...]  # planned trials that ran, in plan order (a run cut short ran fewer)
     kl_samples: tuple[KlSample, ...] = ()  # the kl probe's samples (kl.jsonl), when it ran
+    # the other probes' samples by probe name (exact_hits.jsonl, ...), typed by their records/ schema
+    probe_samples: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
 
     @property
     def records(self) -> tuple[Record, ...]:

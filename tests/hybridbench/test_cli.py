@@ -68,6 +68,8 @@ def test_a_failed_check_exits_1_and_says_which(tmp_path: Path) -> None:
          "unknown config key engine.chunked_prefil_size (did you mean engine.chunked_prefill_size?)"),
         (["+experiment=smoke", "+workloads.gsp.parms.num_groups=2"], "unknown config key workloads.gsp.parms"),
         (["+experiment=smoke", "++checks.ttft_regresion=0.2"], "unknown config key checks.ttft_regresion"),
+        (["+experiment=kl"], "probe kl (checks.enabled has kl) needs a live server to send requests to; "
+                             "engine sim cannot serve it"),
         (["+experiment=smoke", "engine.health_timeout_s=0"],
          "engine.health_timeout_s must be a finite number > 0, got 0.0"),
     ],

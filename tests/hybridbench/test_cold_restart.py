@@ -8,6 +8,7 @@ next trial on a warm cache and calling it controlled.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from hybridbench.app import run
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.engines import registry
-from hybridbench.engines.reference_cmd import reference_command
+from hybridbench.engines.reference import REFERENCE
 from hybridbench.engines.server import ServerEngine
+from hybridbench.load.trial import ServerTrials
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
@@ -30,8 +32,8 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 def test_every_trial_starts_cold_with_or_without_a_flush_endpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flush_path: str
 ) -> None:
-    monkeypatch.setitem(registry.ENGINES, "reference", lambda: ServerEngine(
-        "reference", reference_command, api="sglang", package="hybridbench", flush_path=flush_path))
+    monkeypatch.setitem(registry.ENGINES, "reference", lambda: ServerTrials(ServerEngine(
+        dataclasses.replace(REFERENCE, flush_path=flush_path))))
     register()
     GlobalHydra.instance().clear()
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):

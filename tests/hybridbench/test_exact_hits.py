@@ -18,6 +18,7 @@ from hybridbench.config.schema import ChecksCfg
 from hybridbench.plan.arms import plan_arm
 from hybridbench.probes.exact_hits import CachePredictor, predictor_config
 from hybridbench.records.schema import Record
+from hybridbench.rescore.__main__ import main as rescore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,12 +76,18 @@ def test_reference_server_matches_the_reference_cache_request_by_request(tmp_pat
     bundle = json.loads((tmp_path / "bundle.json").read_text())
     exact = {c["arm"]: c for c in bundle["checks"] if c["workload"] == "gsp/exact"}
     assert set(exact) == {"lru", "branching"} and all(c["status"] == "pass" for c in exact.values()), proc.stdout
-    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
-    predicted = [r for r in records if r["expected_cached_tokens"] is not None]
-    assert predicted and sum(r["cached_tokens"] for r in predicted) > 0  # non-trivial: real hits predicted
-    assert all(r["expected_cached_tokens"] is None for r in records if r["arm"] == "l2")
+    records = {(r["trial_id"], r["request_index"]): r
+               for r in map(json.loads, (tmp_path / "records.jsonl").read_text().splitlines())}
+    predicted = [json.loads(line) for line in (tmp_path / "exact_hits.jsonl").read_text().splitlines()]
+    assert predicted and sum(records[(p["trial_id"], p["request_index"])]["cached_tokens"]
+                             for p in predicted) > 0  # non-trivial: real hits predicted
+    assert {p["arm"] for p in predicted} == {"lru", "branching"}  # none for l2
     prediction = {t["arm"]: t["server"]["prediction"] for t in bundle["trials"]}
     assert prediction["lru"] == prediction["branching"] == "exact" and "host tier" in prediction["l2"]
+    # Re-scoring from the saved files alone finds the probe's samples again: the same exact verdicts.
+    assert rescore([str(tmp_path)]) == 0
+    again = json.loads((tmp_path / "bundle.json").read_text())
+    assert [c for c in again["checks"] if c["workload"] == "gsp/exact"] == list(exact.values())
 
 
 def test_a_request_the_mirror_cannot_take_stops_predictions_without_raising() -> None:

@@ -1,0 +1,15 @@
+"""The ``reference`` engine: reference_impl's CPU server (a real process, HTTP), with SGLang's flag names."""
+
+from __future__ import annotations
+
+from hybridbench.engines.reference_cmd import reference_command
+from hybridbench.engines.server import ServerSpec
+from hybridbench.engines.traits import EngineTraits
+
+__all__ = ["REFERENCE"]
+
+REFERENCE = ServerSpec(
+    name="reference", build=reference_command, client="sglang", package="hybridbench", gpus=False,
+    traits=EngineTraits(protocols=frozenset({"sglang", "openai"}), flushable=True, greedy_deterministic=True,
+                        reference_semantics=True),
+)

@@ -1,0 +1,17 @@
+"""What an engine offers beyond running trials: the facts post-trial probes are matched against at plan time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["EngineTraits"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineTraits:
+    # Client protocols the server answers (hybridbench.load.client.CLIENTS names); empty: no server at all
+    # (the simulator), so no probe can send it a request.
+    protocols: frozenset[str] = frozenset()
+    flushable: bool = False  # empties its cache on request (vLLM: with VLLM_SERVER_DEV_MODE=1, which it sets)
+    greedy_deterministic: bool = False  # temperature 0 returns the same tokens for the same prompt, every time
+    reference_semantics: bool = False  # its cache follows SGLang's semantics, which reference_impl mirrors
