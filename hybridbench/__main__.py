@@ -12,6 +12,7 @@ import signal
 import sys
 import tempfile
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -20,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from hybridbench import sweep_status
 from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.redact_files import scrub_file
 from hybridbench.config.schema import RunCfg
@@ -90,8 +92,7 @@ def _save_traceback(run_dir: Path, secrets: frozenset[str]) -> Path:
         return Path(name)
 
 
-@hydra.main(version_base="1.3", config_path=_CONF, config_name="config")
-def _task(cfg: DictConfig) -> None:
+def _job(cfg: DictConfig) -> int:
     _hold.release()
     sys.stderr = _hold.real
     from hybridbench.app import run  # noqa: PLC0415 - keeps compose errors free of import cost
@@ -125,6 +126,11 @@ def _task(cfg: DictConfig) -> None:
         print(f"error: internal {summary} (traceback in {where})", file=sys.stderr)
         code = 3
     _outcome["exit_code"] = max(_outcome["exit_code"], code)  # a sweep exits with its worst job
+    return code  # what a submitit job reports back to the launching process (hydra_plugins/hybridbench_cluster)
+
+
+# Undecorated under its own name, so a submitit job unpickles the task by reference, not by value.
+_task = hydra.main(version_base="1.3", config_path=_CONF, config_name="config")(_job)
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -144,6 +150,9 @@ def _stopping(signum: int, _frame: object) -> None:
 
 
 def main() -> int:
+    # conf/hydra/launcher/submitit_*.yaml shadow the submitit plugin's configs on purpose (hydra_plugins/
+    # hybridbench_cluster) and are validated against its schemas; Hydra warns about that name match.
+    warnings.filterwarnings("ignore", message="(?s).*is validated against ConfigStore schema with the same name")
     for sig in _STOP_SIGNALS:
         signal.signal(sig, _stop)
     register()
@@ -165,8 +174,12 @@ def main() -> int:
         if _hold.holding:
             _hold.release()
         sys.stderr = _hold.real
-    return _outcome["exit_code"]
+    return max(_outcome["exit_code"], sweep_status.worst())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the copy importable by name: a submitit job (hydra/launcher=submitit_*) then unpickles the task by
+    # reference instead of by value with this process's open stderr.
+    from hybridbench import __main__ as _by_name  # noqa: PLW0406
+
+    sys.exit(_by_name.main())
