@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -20,7 +21,19 @@ from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.redact_files import scrub_file
 from hybridbench.errors import EngineError
 
-__all__ = ["ServerProcess", "free_port", "port_in_use"]
+__all__ = ["ServerProcess", "exception_line", "free_port", "port_in_use"]
+
+# A Python exception as a traceback's last line prints it, wherever a logger's prefix puts it.
+_EXCEPTION = re.compile(r"(?:^|[\s\]|])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (\S.*)$")
+
+
+def exception_line(lines: Sequence[str]) -> str:
+    """The first exception line in ``lines`` ("IndexError: index 3 is out of bounds ..."), or "". A chained
+    crash prints its root cause first (a worker's error, then the engine's and the API server's wrappers)."""
+    for line in lines:
+        if m := _EXCEPTION.search(line.rstrip()):
+            return f"{m.group(1)}: {m.group(2)}"
+    return ""
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -75,6 +88,7 @@ class ServerProcess:
         self.grace_s = grace_s
         self.proc: subprocess.Popen[bytes] | None = None
         self.pgid: int | None = None
+        self.ready_offset = 0  # log size when the server became ready: later exceptions are the serving's
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -110,12 +124,17 @@ class ServerProcess:
         return secret_values(self.command) | secret_values(self.env or {})
 
     def log_tail(self, lines: int = 5) -> str:
-        """The server's last words (they end up in error messages, bundle.json and report.md), secrets hidden."""
+        """The server's last words (they end up in error messages, bundle.json and report.md), secrets hidden,
+        led by the root exception it logged since it became ready (a dying server's last lines are often its
+        wrappers' shutdown talk, not the cause)."""
         try:
-            text = self.log_path.read_text(errors="replace").strip().splitlines()
+            data = self.log_path.read_bytes()
         except OSError:
             return ""
-        return scrub(" | ".join(text[-lines:]), self.secrets)
+        text = data.decode("utf-8", "replace").strip().splitlines()
+        tail = " | ".join(text[-lines:])
+        cause = exception_line(data[self.ready_offset:].decode("utf-8", "replace").splitlines())
+        return scrub(f"{cause} | log tail: {tail}" if cause and cause not in tail else tail, self.secrets)
 
     def scrub_log(self) -> None:
         """Rewrite the log with secrets hidden (``unrecognized arguments: --api-key ...`` quotes them)."""
@@ -143,6 +162,8 @@ class ServerProcess:
                 code = self.proc.returncode if self.proc else None
                 raise EngineError(f"server exited with code {code} before it was ready: {self.log_tail()}")
             if self.healthy(timeout_s=2.0):
+                with contextlib.suppress(OSError):
+                    self.ready_offset = self.log_path.stat().st_size
                 return
             time.sleep(0.25)
         raise EngineError(f"server not ready after {timeout_s:g} s (log: {self.log_path})")

@@ -109,5 +109,7 @@ def render_report(bundle: dict[str, Any]) -> str:
         mark = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "inconclusive": "**INCONCLUSIVE**"}[c["status"]]
         detail = str(c["detail"]).replace("|", "\\|")  # a server log tail must not split the table row
         lines.append(f"| {c['check']} | {c['workload']} | {c['arm']} | {mark} | {detail} | {c['expected']} |")
+    if bundle.get("infrastructure_error"):  # the whole message: the survival row keeps only its head and tail
+        lines += ["", f"**Infrastructure failure** (exit 3): {bundle['infrastructure_error']}"]
     lines += ["", f"verdict: **{bundle['verdict']}**", ""]
     return "\n".join(lines)

@@ -7,7 +7,7 @@ import signal
 import time
 from pathlib import Path
 
-from hybridbench.engines.process import ServerProcess
+from hybridbench.engines.process import ServerProcess, exception_line
 
 
 def group_alive(pgid: int) -> bool:
@@ -60,3 +60,39 @@ def test_a_server_dies_with_a_harness_killed_by_sigkill(tmp_path: Path) -> None:
     while group_alive(server) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not group_alive(server)  # not reparented to pid 1 and left running
+
+
+# The shape of vLLM 0.32.0's CPU Mamba2 crash log (research/vllm_cpu_experiment.md §5): the worker's root cause,
+# then the engine core's and the API server's wrappers, then shutdown talk.
+CRASH_LOG = """\
+(APIServer pid=1) WARNING 11-24 21:40:05 [system_utils.py:255] fd limit errors like `OSError: [Errno 24] Too many`
+INFO:     Application startup complete.
+(Worker pid=3) ERROR 11-24 21:38:03 [multiproc_executor.py:1063] Traceback (most recent call last):
+(Worker pid=3) ERROR 11-24 21:38:03 [multiproc_executor.py:1063]     varlen_states[last_chunk_indices_p]
+(Worker pid=3) ERROR [multiproc_executor.py:1063] IndexError: index 3 is out of bounds for dimension 0 with size 1
+(EngineCore pid=2) ERROR 11-24 21:38:03 [core.py:1512] RuntimeError: Worker failed with error 'index 3 is out of bounds'
+(APIServer pid=1) ERROR [async_llm.py:906] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.
+nanobind: leaked 4 functions!
+See https://nanobind.readthedocs.io/en/latest/refleaks.html
+"""
+
+
+def test_exception_line_is_the_root_cause_not_a_wrapper() -> None:
+    lines = CRASH_LOG.splitlines()
+    assert exception_line(lines[1:]) == "IndexError: index 3 is out of bounds for dimension 0 with size 1"
+    assert exception_line(lines[-2:]) == ""
+    assert exception_line(["vllm.v1.engine.exceptions.EngineDeadError: dead"]) == (
+        "vllm.v1.engine.exceptions.EngineDeadError: dead")
+
+
+def test_log_tail_of_a_dead_server_leads_with_what_killed_it(tmp_path: Path) -> None:
+    """Only what the server logged after it became ready counts: a startup warning naming an error is not it."""
+    log = tmp_path / "server.log"
+    lines = CRASH_LOG.splitlines(keepends=True)
+    log.write_text("".join(lines[:2]))
+    p = ServerProcess(["true"], log, "http://127.0.0.1:1")
+    p.ready_offset = log.stat().st_size
+    assert p.log_tail() == "".join(lines[:2]).strip().replace("\n", " | ")  # no exception since ready
+    log.write_text("".join(lines))
+    tail = p.log_tail(lines=2)
+    assert tail.startswith("IndexError: index 3 is out of bounds for dimension 0 with size 1 | log tail: nanobind")
