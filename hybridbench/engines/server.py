@@ -195,8 +195,9 @@ class ServerEngine:
         if not server.alive():
             raise EngineError(f"{self.name} server for arm {arm} died {during}: {server.log_tail()}")
         if not healthy:
+            # vLLM's API server outlives its dead engine and stops answering: what killed it is in the log.
             raise EngineError(f"{self.name} server for arm {arm} hung {during} "
-                              f"(no health response within {cfg.engine.health_timeout_s:g} s)")
+                              f"(no health response within {cfg.engine.health_timeout_s:g} s): {server.log_tail()}")
 
     # ------------------------------------------------------------------ snapshot
     @staticmethod

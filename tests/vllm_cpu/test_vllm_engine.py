@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -147,10 +148,13 @@ def test_smoke_on_real_vllm_dense_reports_real_prefix_hits(tmp_path: Path) -> No
 def test_smoke_on_real_vllm_hybrid_align_mode_hits(tmp_path: Path) -> None:
     """No `kl` check here: its probes are seeded (temperature 1), and vLLM 0.32.0's CPU build kills the engine on
     a seeded request whose prefill is split across steps (`gen.set_offset` in `_bookkeeping_sync`: "CPU
-    Generator does not use offset"); align mode splits every prefill at the block boundary."""
+    Generator does not use offset"); align mode splits every prefill at the block boundary.
+    One request at a time: with concurrent requests on a loaded machine, vLLM's hit counter once counted one
+    256-token hit fewer than the requests' usage reported (3840 vs 4096 over 18 requests), so the two
+    agree exactly only sequentially (the dense test keeps the smoke load's concurrency)."""
     proc, tag = run_hybridbench(tmp_path, "arms=[disabled,lru]", f"model.hf_id={NEMOTRONH}", "model.hybrid=true",
                                 "model.name=tiny-nemotronh", "checks.enabled=[survival,cache_hits]",
-                                cpu_mamba_patch=True)
+                                "load.max_concurrency=1", cpu_mamba_patch=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     bundle = check_real_run(tmp_path, tag, NEMOTRONH, SMOKE_LENS)
     commands = bundle["provenance"]["engine"]["extra"]["commands"]
@@ -193,7 +197,8 @@ def test_survival_reports_the_upstream_mamba2_crash_on_unpatched_vllm(tmp_path: 
                 "expect the engine to survive") if survived else "the engine did not die the way vLLM 0.32.0 does"
         pytest.fail(f"{news}; exit {proc.returncode}; report: {report[-1500:]}; stderr: {proc.stderr[-1500:]}")
     assert UPSTREAM_CRASH in report, report
-    assert "error: vllm server for arm lru died during trial" in proc.stderr, proc.stderr[-2000:]
+    # Died, or (on a loaded machine) hung: vLLM's API server can outlive its dead engine core and stop answering.
+    assert re.search(r"error: vllm server for arm lru (died|hung) during trial", proc.stderr), proc.stderr[-2000:]
     bundle = json.loads((tmp_path / "bundle.json").read_text())
     assert bundle["verdict"] == "error" and UPSTREAM_CRASH in bundle["infrastructure_error"]
     survival = [c for c in bundle["checks"] if c["check"] == "survival"]
