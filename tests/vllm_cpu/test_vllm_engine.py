@@ -97,8 +97,9 @@ def check_real_run(run_dir: Path, tag: str, model: Path, prompt_lens: set[int]) 
     records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
     assert {r["arm"] for r in records} == {"disabled", "lru"}
     assert all(r["status"] == "ok" and not r["error"] for r in records), [r["error"] for r in records]
-    # Token counts the server reported (usage.completion_tokens), and real timings from the stream.
-    assert all(r["output_tokens"] == 16 and r["first_token_s"] is not None and r["end_s"] > r["first_token_s"]
+    # Token counts the server reported (usage.completion_tokens), and real timings from the stream (equal when a
+    # loaded machine delivers the whole stream in one read).
+    assert all(r["output_tokens"] == 16 and r["first_token_s"] is not None and r["end_s"] >= r["first_token_s"]
                for r in records)
     assert {r["prompt_tokens"] for r in records} <= prompt_lens
     cached = {arm: sum(r["cached_tokens"] or 0 for r in records if r["arm"] == arm) for arm in ("disabled", "lru")}
