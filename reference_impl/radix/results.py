@@ -22,6 +22,7 @@ class InsertResult:
     prefix_len: int  # tokens of the key already in the tree before the insert
     state_exists: bool  # the key ended on a node that already had a state: the caller frees its slot
     duplicate_kv: int  # caller-held KV tokens the tree already had: freed here (0.5.23) or by the caller (0.5.9)
+    node: Node  # where the key ends now (root for an empty key); it holds a state
 
 
 @dataclass(frozen=True, slots=True)

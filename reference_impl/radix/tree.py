@@ -189,6 +189,7 @@ class MambaRadixTree:
     # ----------------------------------------------------------------- match
     def match_prefix(self, tokens: Sequence[int]) -> MatchResult:
         """Longest prefix of ``tokens`` ending on a node with a state (callers apply the len-1 cap)."""
+        tokens = tuple(tokens)  # once here, so each edge comparison slices a tuple (one copy, not two)
         ps = self.page_size
         limit = page_floor(len(tokens), ps)
         node, pos = self.root, 0
@@ -208,23 +209,40 @@ class MambaRadixTree:
             node = child
         if node.state is not None:
             best, best_len = node, pos
-        if best is not self.root:
-            path: list[Node] = []
-            walk: Node | None = best
-            while walk is not None and walk is not self.root:
-                path.append(walk)
-                walk = walk.parent
-            for n in reversed(path):  # root first, so the matched node ends up the most recent
-                self._touch_kv(n)
-                if self.semantics == "0.5.9" and n.state is not None and n is not best:
-                    self._touch_state(n)  # 0.5.9 refreshes the whole matched chain in state order
-            self._touch_state(best)
+        self._touch_matched(best)
         branch = None
         if pos > best_len:
             aligned = pos // self.chunk_size * self.chunk_size
             floor = best_len if self.semantics == "0.5.23" else 0  # 0.5.16 as 0.5.9 (read from its code)
             branch = aligned if aligned > floor else None
         return MatchResult(best_len, best, pos, branch)
+
+    def _touch_matched(self, best: Node) -> None:
+        """A match ending on ``best`` refreshes its path, root first, so ``best`` ends up the most recent."""
+        if best is self.root:
+            return
+        path: list[Node] = []
+        walk: Node | None = best
+        while walk is not None and walk is not self.root:
+            path.append(walk)
+            walk = walk.parent
+        for n in reversed(path):
+            self._touch_kv(n)
+            if self.semantics == "0.5.9" and n.state is not None and n is not best:
+                self._touch_state(n)  # 0.5.9 refreshes the whole matched chain in state order
+        self._touch_state(best)
+
+    def rematch(self, inserted: InsertResult) -> MatchResult:
+        """``match_prefix`` of the key just inserted, without comparing its tokens again.
+
+        The key ends on ``inserted.node``, which holds a state and needs no split, so the match is that
+        node at its depth with no branch point; only the refresh of the path remains to be done.
+        """
+        node = inserted.node
+        if node is not self.root and node.state is None:
+            raise RuntimeError("rematch: the inserted key does not end on a node with a state")
+        self._touch_matched(node)
+        return MatchResult(node.depth, node, node.depth, None)
 
     # ----------------------------------------------------------------- insert
     def insert(self, tokens: Sequence[int], state: int, prev_prefix_len: int = 0) -> InsertResult:
@@ -235,7 +253,7 @@ class MambaRadixTree:
         the caller must free ``state`` itself (SGLang's ``mamba_exist``).
         """
         if not tokens:
-            return InsertResult(0, True, 0)
+            return InsertResult(0, True, 0, self.root)
         ps = self.page_size
         if len(tokens) % ps:
             raise ValueError(f"insert key of {len(tokens)} tokens is not aligned to page size {ps}")
@@ -270,7 +288,7 @@ class MambaRadixTree:
             self.state_evictable += 1
             self._refresh_candidacy(leaf)
             self._refresh_candidacy(node)  # a stateful leaf just got a child
-            return InsertResult(pos, False, duplicate)
+            return InsertResult(pos, False, duplicate, leaf)
         if node.state is None:
             node.state = state  # revive a tombstone (or a split point) with the new state
             node.state_tick = self.tick()
@@ -279,11 +297,11 @@ class MambaRadixTree:
             else:
                 self.state_evictable += 1
             self._refresh_candidacy(node)
-            return InsertResult(pos, False, duplicate)
+            return InsertResult(pos, False, duplicate, node)
         # The key ends on a node that already has a state: that state becomes the most recent
         # (0.5.23 MambaComponent.commit_insert_component_data; 0.5.9 via its insert-path refresh).
         self._touch_state(node)
-        return InsertResult(pos, True, duplicate)
+        return InsertResult(pos, True, duplicate, node)
 
     # ----------------------------------------------------------------- locks
     def lock(self, node: Node) -> LockHandle:
