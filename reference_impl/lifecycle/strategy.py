@@ -221,7 +221,8 @@ class Strategy(ABC):
     def _insert(self, req: CachedRequest, cache_len: int, slot: int) -> None:
         """Insert ``tokens[:cache_len]`` with ``slot``; re-lock the request on the new node."""
         tree = self.tree
-        result = tree.insert(req.tokens[:cache_len], slot, prev_prefix_len=req.protected_len)
+        held = req.lock.node if req.lock is not None and req.lock.node.depth == req.protected_len else None
+        result = tree.insert(req.tokens[:cache_len], slot, prev_prefix_len=req.protected_len, held=held)
         if tree.semantics == "0.5.9":
             tree.kv_pool.free(result.duplicate_kv)  # 0.5.9's cache_*_req frees what insert left
         self.counters.states_inserted += 1

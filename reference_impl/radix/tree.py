@@ -245,12 +245,15 @@ class MambaRadixTree:
         return MatchResult(node.depth, node, node.depth, None)
 
     # ----------------------------------------------------------------- insert
-    def insert(self, tokens: Sequence[int], state: int, prev_prefix_len: int = 0) -> InsertResult:
+    def insert(self, tokens: Sequence[int], state: int, prev_prefix_len: int = 0, *,
+               held: Node | None = None) -> InsertResult:
         """Insert ``tokens`` with one state for their end; the caller owns KV from ``prev_prefix_len`` on.
 
         The tree takes the caller's KV for tokens it did not have and returns the duplicates to the
         pool. If the key ends exactly on a node that already has a state, ``state_exists`` is True and
-        the caller must free ``state`` itself (SGLang's ``mamba_exist``).
+        the caller must free ``state`` itself (SGLang's ``mamba_exist``). ``held``: a node the caller
+        holds locked whose path is ``tokens[:held.depth]``; the walk refreshes that path without
+        comparing its tokens (a locked path is never evicted, and splits keep its tokens).
         """
         if not tokens:
             return InsertResult(0, True, 0, self.root)
@@ -259,6 +262,17 @@ class MambaRadixTree:
             raise ValueError(f"insert key of {len(tokens)} tokens is not aligned to page size {ps}")
         key = tuple(tokens)
         node, pos = self.root, 0
+        if held is not None and held is not self.root and held.kv_lock > 0 and held.depth <= len(key):
+            path: list[Node] = []
+            walk: Node | None = held
+            while walk is not None and walk is not self.root:
+                path.append(walk)
+                walk = walk.parent
+            for held_node in reversed(path):  # what the loop below does to each fully matched edge
+                self._touch_kv(held_node)
+                if self.semantics == "0.5.9" and held_node.state is not None:
+                    self._touch_state(held_node)
+            node, pos = held, held.depth
         while pos < len(key):
             child = node.children.get(child_key(key, pos, ps))
             if child is None:
