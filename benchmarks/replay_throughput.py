@@ -16,6 +16,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from reference_impl.models import get_model
@@ -59,8 +60,10 @@ def main() -> int:
     model = get_model("marconi-7b")
     print(f"machine: {machine()}")
     print(f"capacity {args.capacity_bytes:g} B, model marconi-7b, strategy {args.strategy} (lru/seglen)\n")
-    print("| policy | trace | requests | input tokens | token hit rate | replay s | input tokens/s |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"load average {os.getloadavg()[0]:.1f} at start; CPU s is the one-core cost on a shared machine")
+    print("| policy | trace | requests | input tokens | token hit rate | replay s | CPU s | CPU ms/request "
+          "| input tokens/CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for scale in (float(s) for s in args.scales.split(",")):
             sessions = max(1, round(args.sessions * scale))
@@ -69,11 +72,14 @@ def main() -> int:
             rows = read_trace(path).rows
             for name in args.policies.split(","):
                 config = ReplayConfig(capacity_bytes=int(args.capacity_bytes), model=model, strategy=args.strategy)
+                cpu = time.process_time()
                 result: ReplayResult = replay_rows(name, rows, make_replay_cache(name, config), model)
-                rate = result.input_tokens / result.elapsed_s if result.elapsed_s else float("inf")
+                cpu = time.process_time() - cpu
+                rate = result.input_tokens / cpu if cpu else float("inf")
                 print(
                     f"| {name} | {sessions} sessions | {result.num_requests} | {result.input_tokens} | "
-                    f"{result.token_hit_rate:.4f} | {result.elapsed_s:.2f} | {rate:,.0f} |",
+                    f"{result.token_hit_rate:.4f} | {result.elapsed_s:.2f} | {cpu:.2f} | "
+                    f"{cpu / result.num_requests * 1e3:.2f} | {rate:,.0f} |",
                     flush=True,
                 )
     return 0
