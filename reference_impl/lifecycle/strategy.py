@@ -230,7 +230,7 @@ class Strategy(ABC):
             self.counters.states_duplicate += 1
             tree.state_pool.free(slot)
         # The tree now owns KV up to cache_len (duplicates went back to the pool).
-        match = tree.rematch(result)  # SGLang re-matches the key it inserted: the same refresh, no token walk
+        match = tree.rematch(result.node)  # SGLang re-matches the key it inserted: the same refresh, no token walk
         if match.prefix_len != cache_len:
             raise RuntimeError(f"re-match after insert found {match.prefix_len} of {cache_len} tokens")
         assert req.lock is not None

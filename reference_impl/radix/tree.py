@@ -24,6 +24,7 @@ import heapq
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from reference_impl.radix.heaps import compact, peek_live
 from reference_impl.radix.key import child_key, match_len, page_floor
 from reference_impl.radix.node import Node
 from reference_impl.radix.pools import KVPool, StatePool
@@ -45,17 +46,6 @@ __all__ = ["SGLANG_SEMANTICS", "MambaRadixTree"]
 #   0.5.23 UnifiedRadixCache: a hit refreshes only the used node (#31643/#31648); insert frees
 #          duplicate KV; the branching seqlen is reported only beyond the reusable prefix.
 SGLANG_SEMANTICS = ("0.5.9", "0.5.16", "0.5.23")
-
-
-def _peek_live(heap: list[tuple[int, int, int]], live: dict[int, Node], tick_attr: str) -> Node | None:
-    """The oldest heap entry that is still a candidate with its current tick; stale entries are dropped."""
-    while heap:
-        tick, _depth, nid = heap[0]
-        node = live.get(nid)
-        if node is not None and getattr(node, tick_attr) == tick:
-            return node
-        heapq.heappop(heap)
-    return None
 
 
 class MambaRadixTree:
@@ -137,20 +127,16 @@ class MambaRadixTree:
         self._compact_heaps()
 
     def _compact_heaps(self) -> None:
-        if len(self._kv_heap) > 2 * len(self.evictable_leaves) + 64:
-            self._kv_heap = [(n.kv_tick, n.depth, n.id) for n in self.evictable_leaves.values()]
-            heapq.heapify(self._kv_heap)
-        if len(self._state_heap) > 2 * len(self.evictable_states) + 64:
-            self._state_heap = [(n.state_tick, n.depth, n.id) for n in self.evictable_states.values()]
-            heapq.heapify(self._state_heap)
+        self._kv_heap = compact(self._kv_heap, self.evictable_leaves, "kv_tick")
+        self._state_heap = compact(self._state_heap, self.evictable_states, "state_tick")
 
     def lru_leaf(self) -> Node | None:
         """Least recently used unlocked leaf in KV order."""
-        return _peek_live(self._kv_heap, self.evictable_leaves, "kv_tick")
+        return peek_live(self._kv_heap, self.evictable_leaves, "kv_tick")
 
     def lru_state(self) -> Node | None:
         """Least recently used state-unlocked stateful node in state order."""
-        return _peek_live(self._state_heap, self.evictable_states, "state_tick")
+        return peek_live(self._state_heap, self.evictable_states, "state_tick")
 
     # ----------------------------------------------------------------- structure
     def _new_node(self, key: tuple[int, ...], parent: Node, depth: int) -> Node:
@@ -209,7 +195,7 @@ class MambaRadixTree:
             node = child
         if node.state is not None:
             best, best_len = node, pos
-        self._touch_matched(best)
+        self._refresh_path(best, matched=True)
         branch = None
         if pos > best_len:
             aligned = pos // self.chunk_size * self.chunk_size
@@ -217,31 +203,24 @@ class MambaRadixTree:
             branch = aligned if aligned > floor else None
         return MatchResult(best_len, best, pos, branch)
 
-    def _touch_matched(self, best: Node) -> None:
-        """A match ending on ``best`` refreshes its path, root first, so ``best`` ends up the most recent."""
-        if best is self.root:
-            return
+    def _refresh_path(self, end: Node, *, matched: bool) -> None:
+        """Touch root..``end`` (root first) as a match (``end`` last, most recent) or an insert walk does."""
         path: list[Node] = []
-        walk: Node | None = best
+        walk: Node | None = end
         while walk is not None and walk is not self.root:
             path.append(walk)
             walk = walk.parent
         for n in reversed(path):
             self._touch_kv(n)
-            if self.semantics == "0.5.9" and n.state is not None and n is not best:
-                self._touch_state(n)  # 0.5.9 refreshes the whole matched chain in state order
-        self._touch_state(best)
+            if self.semantics == "0.5.9" and n.state is not None and not (matched and n is end):
+                self._touch_state(n)  # 0.5.9 refreshes the whole chain in state order
+        if matched and end is not self.root:
+            self._touch_state(end)
 
-    def rematch(self, inserted: InsertResult) -> MatchResult:
-        """``match_prefix`` of the key just inserted, without comparing its tokens again.
-
-        The key ends on ``inserted.node``, which holds a state and needs no split, so the match is that
-        node at its depth with no branch point; only the refresh of the path remains to be done.
-        """
-        node = inserted.node
-        if node is not self.root and node.state is None:
-            raise RuntimeError("rematch: the inserted key does not end on a node with a state")
-        self._touch_matched(node)
+    def rematch(self, node: Node) -> MatchResult:
+        """``match_prefix`` of a key just inserted (``InsertResult.node``: stateful, no split), no token walk."""
+        assert node is self.root or node.state is not None, "rematch: the key must end on a stateful node"
+        self._refresh_path(node, matched=True)
         return MatchResult(node.depth, node, node.depth, None)
 
     # ----------------------------------------------------------------- insert
@@ -249,12 +228,10 @@ class MambaRadixTree:
                held: Node | None = None) -> InsertResult:
         """Insert ``tokens`` with one state for their end; the caller owns KV from ``prev_prefix_len`` on.
 
-        The tree takes the caller's KV for tokens it did not have and returns the duplicates to the
-        pool. If the key ends exactly on a node that already has a state, ``state_exists`` is True and
-        the caller must free ``state`` itself (SGLang's ``mamba_exist``). ``held``: a node the caller
-        holds locked whose path is ``tokens[:held.depth]``; the walk refreshes that path without
-        comparing its tokens (a locked path is never evicted, and splits keep its tokens).
-        """
+        The tree takes the caller's KV for tokens it did not have and returns the duplicates to the pool.
+        If the key ends on a node that already has a state, ``state_exists`` is True and the caller frees
+        ``state`` (SGLang's ``mamba_exist``). ``held``: the caller's locked node on ``tokens[:held.depth]``,
+        whose path is refreshed without comparing its tokens."""
         if not tokens:
             return InsertResult(0, True, 0, self.root)
         ps = self.page_size
@@ -263,22 +240,13 @@ class MambaRadixTree:
         key = tuple(tokens)
         node, pos = self.root, 0
         if held is not None and held is not self.root and held.kv_lock > 0 and held.depth <= len(key):
-            path: list[Node] = []
-            walk: Node | None = held
-            while walk is not None and walk is not self.root:
-                path.append(walk)
-                walk = walk.parent
-            for held_node in reversed(path):  # what the loop below does to each fully matched edge
-                self._touch_kv(held_node)
-                if self.semantics == "0.5.9" and held_node.state is not None:
-                    self._touch_state(held_node)
+            self._refresh_path(held, matched=False)  # what the walk below does to each fully matched edge
             node, pos = held, held.depth
         while pos < len(key):
             child = node.children.get(child_key(key, pos, ps))
             if child is None:
                 break
             m = match_len(child.key, key, pos, ps)
-            # SGLang refreshes the child before splitting it, so both halves count as used.
             if m < len(child.key):
                 # SGLang refreshes the child, then splits it: both halves count as just used,
                 # the upper half (which inherits the tick) just older than the lower.
