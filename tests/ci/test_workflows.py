@@ -6,8 +6,13 @@ differential tier's venv) — so a renamed flag, key or experiment breaks this t
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +35,18 @@ SGLANG = Path.home() / ".cache" / "hybridbench" / "sglang-0.5.23" / "bin" / "pyt
 WORKFLOWS = sorted((ROOT / "ci").glob("*.yml"))
 
 
-def commands(workflow: Path) -> list[tuple[str, list[str]]]:
+TOOLS = ("hybridbench.compare", "hybridbench.results", "hybridbench.dashboard")  # read runs, run nothing
+
+
+def commands(workflow: Path, **env_set: str) -> list[tuple[str, list[str]]]:
     """(step name, argv after `python -m`) of every hybridbench invocation, with the workflow's inputs at
-    their defaults (a required input gets a sample value) and its env variables as they would expand."""
+    their defaults (a required input gets a sample value) and its env variables as they would expand
+    (``env_set`` replaces some)."""
     doc: dict[Any, Any] = yaml.safe_load(workflow.read_text())
     on = doc.get("on") or doc.get(True) or {}  # YAML 1.1 reads a bare `on:` key as True
     declared = (on.get("workflow_dispatch") or {}).get("inputs") or {}
     inputs = {k: str(v.get("default", "12345")) for k, v in declared.items()}
-    env = {k: str(v) for k, v in (doc.get("env") or {}).items()}
+    env = {k: str(v) for k, v in (doc.get("env") or {}).items()} | env_set
     out = []
     for job in doc["jobs"].values():
         for step in job["steps"]:
@@ -73,7 +82,7 @@ def test_the_workflows_exist_and_drive_hybridbench() -> None:
 def runs_of(workflow: Path) -> list[tuple[str, RunCfg]]:
     out = []
     for step, argv in commands(workflow):
-        if argv[0] == "hybridbench.compare":
+        if argv[0] in TOOLS:
             continue
         assert argv[0] == "hybridbench", step
         out.append((step, compose_run(argv[1:])))
@@ -109,7 +118,7 @@ def test_the_pull_request_workflow_compares_the_two_runs_it_made() -> None:
     for step, argv in commands(ROOT / "ci" / "pr.yml"):
         if argv[0] == "hybridbench.compare":
             compares.append(argv[1:])
-        else:
+        elif argv[0] == "hybridbench":
             run_dir = next(a.split("=", 1)[1] for a in argv if a.startswith("hydra.run.dir="))
             runs[step] = (run_dir, compose_run(argv[1:]))
     assert compares == [[runs["main"][0], runs["pull request"][0]]]
@@ -133,3 +142,49 @@ def test_the_pull_request_workflow_defaults_to_the_seglen_prs_own_setup(step: st
     assert all(w.scale == 1 for w in cfg.workloads.values())
     assert cfg.workloads["sharegpt"].params == {"num_sessions": 200, "single_turn": True, "output_len": 128}
     assert "branching" in cfg.arms  # extra_buffer: both LRU and seglen run on it, as the PR did
+
+
+def _sim_run(run_dir: Path, **env: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim", "repeats=1",
+                           f"hydra.run.dir={run_dir}"], capture_output=True, text=True, timeout=300, check=False,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("ci-runs")
+    _sim_run(root / "main")
+    _sim_run(root / "pr", HYBRIDBENCH_PR="7")
+    return root / "main", root / "pr"
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_every_results_and_dashboard_command_runs_on_a_small_results_root(
+        workflow: Path, two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """Each `python -m hybridbench.{results,dashboard,compare}` line runs as written (paths relative to the
+    checkout, $RESULTS pointed here) over real sim runs laid out where the workflow's runs would be: a renamed
+    command, flag or argument is a usage error (exit 2) here, not on the nightly runner."""
+    main, pr = two_runs
+    results = tmp_path / "store"
+    for place in (tmp_path / "runs" / "nightly" / "radix", results / "nightly" / "1" / "radix",
+                  tmp_path / "runs" / "main"):
+        shutil.copytree(main, place)
+    shutil.copytree(pr, tmp_path / "runs" / "pr")
+    tools = [(step, argv) for step, argv in commands(workflow, RESULTS=str(results)) if argv[0] in TOOLS]
+    assert {argv[0] for _, argv in tools} == set(TOOLS) - ({"hybridbench.results"} if workflow.name == "pr.yml" else
+                                                            {"hybridbench.compare"})
+    for step, argv in tools:
+        proc = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=300,
+                              check=False, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.returncode in (0, 1), f"{step}: {' '.join(argv)}: {proc.stderr}"
+        assert "Traceback" not in proc.stderr, step
+    site = tmp_path / "site"
+    assert (site / "index.html").is_file() and (site / "trends.html").is_file()
+    if workflow.name == "nightly.yml":
+        assert (results / "index.jsonl").read_text().count("\n") == 1
+        verdicts = json.loads((tmp_path / "runs" / "history.json").read_text())
+        assert verdicts["series"] and verdicts["tolerance"] == 0.10  # one night: series with insufficient data
+    else:
+        assert (tmp_path / "runs" / "pr" / "compare" / "compare.json").is_file()
+        assert list(site.glob("summary-*.png"))  # --png: the PR summary for the job summary
