@@ -10,6 +10,7 @@ from hybridbench.engines.launchers import make_sglang_engine, make_vllm_engine
 from hybridbench.engines.reference import REFERENCE
 from hybridbench.engines.server import ServerEngine
 from hybridbench.engines.sim import SimEngine
+from hybridbench.engines.tokenspeed import TokenSpeedEngine
 from hybridbench.errors import ConfigError
 from hybridbench.load.trial import ServerTrials
 
@@ -20,6 +21,7 @@ ENGINES: dict[str, Callable[[], Engine]] = {
     "reference": lambda: ServerTrials(ServerEngine(REFERENCE)),
     "sglang": lambda: ServerTrials(make_sglang_engine()),
     "vllm": lambda: ServerTrials(make_vllm_engine()),
+    "tokenspeed": lambda: ServerTrials(TokenSpeedEngine()),
 }
 
 

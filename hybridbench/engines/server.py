@@ -39,7 +39,8 @@ from hybridbench.plan.types import RunPlan
 from hybridbench.records.schema import CacheState
 from reference_impl.engine.arms import ArmSpec
 
-__all__ = ["ColdStart", "CommandBuilder", "ServerEngine", "ServerSpec", "SnapshotMark"]
+__all__ = ["ColdStart", "CommandBuilder", "FlushOutcome", "ServerEngine", "ServerSpec", "SnapshotMark",
+           "installed_version"]
 
 FlushOutcome = Literal["flushed", "absent", "failed"]
 
@@ -59,6 +60,7 @@ class ServerSpec:
     env_for: Callable[[ArmSpec], dict[str, str]] | None = None  # arm -> extra environment
     package: str = ""  # the Python distribution whose version goes into provenance
     gpus: bool = True  # runs on GPUs (unless engine.gpu=cpu): check nvidia-smi for free ones before launching
+    health_paths: tuple[str, ...] = ("/health_generate", "/health")  # readiness and liveness: first found decides
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,7 @@ class SnapshotMark:
     evictions: Evictions
 
 
-def _installed_version(python: str, package: str) -> str:
+def installed_version(python: str, package: str) -> str:
     """``package``'s version as the engine's interpreter sees it ("" if unknown)."""
     if not package:
         return ""
@@ -113,7 +115,7 @@ class ServerEngine:
     # ------------------------------------------------------------------ plan time
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         self._run_dir = Path(plan.run_dir)
-        self._version = _installed_version(cfg.engine.python or sys.executable, self.spec.package)
+        self._version = installed_version(cfg.engine.python or sys.executable, self.spec.package)
         for spec in plan.arm_specs:
             self._commands[spec.name] = self.build(cfg, spec, 0)  # raises ConfigError naming the arm or flag
 
@@ -136,7 +138,8 @@ class ServerEngine:
         env = self.spec.env_for(spec) if self.spec.env_for else None
         command = self.build(cfg, spec, port)
         self._commands[arm] = command  # provenance records what really ran
-        server = ServerProcess(command, self._run_dir / "logs" / f"server-{arm}.log", base, env=env)
+        server = ServerProcess(command, self._run_dir / "logs" / f"server-{arm}.log", base, env=env,
+                               health_paths=self.spec.health_paths)
         server.start()
         self._server, self._arm, self._served = server, arm, False
         server.wait_ready(cfg.engine.startup_timeout_s)

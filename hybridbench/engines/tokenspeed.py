@@ -1,0 +1,78 @@
+"""``engine=tokenspeed``: ``ts serve`` (the smg gateway in front of TokenSpeed's gRPC engine), one server per arm.
+
+What differs from the other server engines (research/tokenspeed.md): the installed version picks the flags and
+the cold protocol (0.1.0's ``/flush_cache`` acknowledges and does nothing, so every trial gets a fresh server;
+0.1.1's clears the cache and answers ``success: false`` while requests are in flight or blocks are pinned, so it
+is retried until it says true); readiness is the gateway's ``/readiness`` (what ``ts serve`` itself waits for
+before printing "ts serve ready"); hits come from ``usage.prompt_tokens_details.cached_tokens``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from hybridbench.config.schema import RunCfg
+from hybridbench.engines.launchers import installed_help
+from hybridbench.engines.process import ServerProcess, free_port
+from hybridbench.engines.server import FlushOutcome, ServerEngine, ServerSpec, installed_version
+from hybridbench.engines.tokenspeed_cmd import (
+    TokenSpeedVersion,
+    tokenspeed_command,
+    tokenspeed_help_argv,
+    tokenspeed_version,
+)
+from hybridbench.engines.traits import EngineTraits
+from hybridbench.plan.types import RunPlan
+from reference_impl.engine.arms import ArmSpec
+
+__all__ = ["TokenSpeedEngine"]
+
+
+class TokenSpeedEngine(ServerEngine):
+    def __init__(self) -> None:
+        self._ts: TokenSpeedVersion | None = None
+        self._help: dict[str, str] = {}
+        super().__init__(ServerSpec(
+            name="tokenspeed", build=self._command, client="openai", flush_path="/flush_cache",
+            package="tokenspeed", health_paths=("/readiness", "/health"),
+            traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True)))
+
+    def _command(self, cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
+        python = cfg.engine.python or sys.executable
+        if self._ts is None:
+            self._ts = tokenspeed_version(installed_version(python, "tokenspeed"))
+        if python not in self._help:
+            self._help[python] = installed_help(tokenspeed_help_argv(python), "tokenspeed", python)
+        host = cfg.engine.host or "127.0.0.1"
+        control, prometheus = (free_port(host), free_port(host)) if port else (0, 0)  # plan time: any number
+        return tokenspeed_command(python=python, model=cfg.model, engine=cfg.engine, arm=arm, port=port,
+                                  control_port=control, prometheus_port=prometheus, version=self._ts,
+                                  help_text=self._help[python])
+
+    def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
+        super().validate(cfg, plan)
+        assert self._ts is not None  # the build above resolved it
+        self._flush_absent = not self._ts.flush_works  # 0.1.0: a fresh server per trial is the only cold cache
+
+    def _flush(self, server: ServerProcess, timeout_s: float = 60.0) -> FlushOutcome:
+        """0.1.1's flush answers 200 with ``success: false`` while it cannot clear: only ``true`` is cold."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            req = urllib.request.Request(server.base_url + self.spec.flush_path, method="POST", data=b"")
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    body = json.loads(resp.read() or b"{}")
+            except urllib.error.HTTPError as exc:
+                if exc.code in (404, 405):
+                    return "absent"
+            except (urllib.error.URLError, OSError, ValueError):
+                return "failed"
+            else:
+                if isinstance(body, dict) and body.get("success") is True:
+                    return "flushed"
+            time.sleep(0.2)
+        return "failed"

@@ -1,0 +1,207 @@
+"""The ``ts serve`` command for one arm and one TokenSpeed version: a pure function of model, engine options, arm,
+version and the installed engine's own flag list. No process is launched here.
+
+Source: ``../shared/research/tokenspeed.md`` (flags by version, how ``ts serve`` splits its arguments between
+the gRPC engine and the smg gateway, readiness, ``/flush_cache``, the hybrid cache semantics of PR #162).
+
+``ts serve`` hands every flag the engine's parser (``ServerArgs``) does not know to the Rust gateway, which
+rejects it only after the engine has loaded the whole model; so every engine flag is checked here, at plan time,
+against the installed engine's own parser (:func:`tokenspeed_help_argv`).
+
+Arm mapping (DESIGN.md §2 vocabulary). TokenSpeed always keeps Mamba checkpoints at branch points (SGLang's
+``extra_buffer``) and evicts LRU only:
+
+* ``disabled``  -> prefix caching off, host tier off.
+* ``branching`` -> device cache only (``--disable-kvstore``: the KV host tier is on by default).
+* ``l2``        -> the KV host tier and, on 0.1.0, the Mamba host tier (``--enable-mamba-l2``): a hit needs KV
+  pages *and* a Mamba state, so a KV-only host tier never gives a hybrid hit after device eviction. 0.1.1
+  removed the Mamba host tier: ``l2`` on a hybrid model is refused there, a dense model gets the KV tier.
+* ``lru`` (no branch-point states), ``seglen``, ``marconi`` -> ConfigError naming the arm.
+
+Ports: the gateway (``--host/--port``, default 0.0.0.0:8000), the control sidecar (``--control-port``, which
+binds the gateway's host) and the smg Prometheus exporter (``--prometheus-host/--prometheus-port``, default
+0.0.0.0 and a random port) are all given, on the loopback host unless engine.host says otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.engines.arm_table import ArmTable, nothing
+from hybridbench.engines.sglang_cmd import Flag, check_flags, extra_flag_names, fmt_number, parse_help
+from hybridbench.errors import ConfigError
+from reference_impl.engine.arms import ArmSpec
+
+__all__ = ["TOKENSPEED_ARMS", "TOKENSPEED_VERSIONS", "TokenSpeedVersion", "kv_only_host_tier", "tokenspeed_command",
+           "tokenspeed_help_argv", "tokenspeed_version"]
+
+TS_MODULE = "tokenspeed.cli"  # the module behind the `ts` console script
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSpeedVersion:
+    """What one TokenSpeed release can express, and how its cache is made cold (research/tokenspeed.md)."""
+
+    version: str
+    no_prefix_cache: str  # the flag that turns prefix caching off
+    granularity_flag: str  # the page (prefix granularity) size
+    mamba_host_tier: bool  # --enable-mamba-l2 and its knobs exist (the radix-era cache of PR #162)
+    flush_works: bool  # /flush_cache really clears the cache (0.1.0 acknowledges and does nothing)
+    mamba_cache_size_flag: bool  # --max-mamba-cache-size exists
+
+
+TOKENSPEED_VERSIONS: dict[str, TokenSpeedVersion] = {
+    v.version: v for v in (
+        TokenSpeedVersion("0.1.0", "--no-enable-prefix-caching", "--block-size", mamba_host_tier=True,
+                          flush_works=False, mamba_cache_size_flag=True),
+        TokenSpeedVersion("0.1.1", "--disable-prefix-caching", "--prefix-granularity", mamba_host_tier=False,
+                          flush_works=True, mamba_cache_size_flag=False),
+    )
+}
+
+# Flags ``ts serve`` keeps for itself or hands to the gateway: never in the engine's parser.
+_GATEWAY_FLAGS = {"--host", "--port", "--prometheus-host", "--prometheus-port", "--control-port"}
+_KV_HOST_TIER_FLAGS = ("--kvstore-ratio", "--kvstore-size")
+
+
+def tokenspeed_version(installed: str) -> TokenSpeedVersion:
+    """The table for an installed version string ("0.1.1", "0.1.1.dev3+g..."); ConfigError for any other release:
+    its flags and cold protocol are unknown, and guessing would make a different experiment than the one named."""
+    base = installed.split("+", maxsplit=1)[0]
+    for known, table in TOKENSPEED_VERSIONS.items():
+        if base == known or base.startswith(known + "."):
+            return table
+    raise ConfigError(f"engine=tokenspeed: installed version {installed or 'unknown'} is not one hybridbench knows "
+                      f"({', '.join(TOKENSPEED_VERSIONS)}); set engine.python to an interpreter with one of them")
+
+
+def tokenspeed_help_argv(python: str) -> list[str]:
+    """Prints the engine parser's help. ``ts serve --help`` shows only ``--headless``; the engine's flags live in
+    ``ServerArgs.add_cli_args``, which is what ``ts serve`` itself consults to route a flag."""
+    code = ("import argparse; from tokenspeed.runtime.utils.server_args import ServerArgs; "
+            "p = argparse.ArgumentParser(prog='ts serve'); ServerArgs.add_cli_args(p); p.print_help()")
+    return [python or sys.executable, "-c", code]
+
+
+def kv_only_host_tier(extra: Sequence[str], version: TokenSpeedVersion) -> str:
+    """The flag in ``extra`` that asks for a KV host tier without the Mamba one ("" if none does)."""
+    names = extra_flag_names(extra)
+    if "--disable-kvstore" in names or (version.mamba_host_tier and "--enable-mamba-l2" in names):
+        return ""
+    return next((f for f in _KV_HOST_TIER_FLAGS if f in names), "")
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    version: TokenSpeedVersion
+    hybrid: bool
+
+
+def _off(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
+    owner = f"arm {spec.name}"
+    return [Flag(ctx.version.no_prefix_cache, None, owner), Flag("--disable-kvstore", None, owner)]
+
+
+def _device_only(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
+    # The KV host tier is on by default: a device-only cache has to turn it off (an l2 arm's host tier drops this).
+    return [] if spec.host_tier else [Flag("--disable-kvstore", None, f"arm {spec.name}")]
+
+
+def _host_tier(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
+    owner = f"arm {spec.name}"
+    ratio = fmt_number(spec.knobs.l2.hicache_ratio if spec.knobs.l2 is not None else 2.0)
+    flags = [Flag("--kvstore-ratio", ratio, owner)]
+    if ctx.version.mamba_host_tier:
+        return [*flags, Flag("--enable-mamba-l2", None, owner), Flag("--mamba-l2-ratio", ratio, owner)]
+    if ctx.hybrid:
+        raise ConfigError(f"arm {spec.name} on TokenSpeed {ctx.version.version} would be a KV-only host tier (this "
+                          "release has no Mamba host tier): after device eviction it can never give a hybrid "
+                          "model a hit; use TokenSpeed 0.1.0 (--enable-mamba-l2) or a dense model")
+    return flags
+
+
+_LRU_ONLY = ("arm {arm} needs the %s eviction policy, which TokenSpeed does not offer (it evicts LRU only); run "
+             "it on engine=sglang with a build that has it")
+
+# What TokenSpeed can express of an arm, and how (module docstring); the release is in the context.
+TOKENSPEED_ARMS: ArmTable[_Ctx, Flag] = ArmTable(
+    engine="tokenspeed",
+    strategies={"disabled": _off, "extra_buffer": _device_only},
+    policies={"lru": nothing},
+    host_tier=_host_tier,
+    why_not={"no_buffer": "arm {arm} keeps no branch-point states, which TokenSpeed cannot express (it always "
+                          "checkpoints at branch points); its device-only cache is arm branching",
+             **{p: _LRU_ONLY % p for p in ("seglen", "marconi")}},
+)
+
+
+def tokenspeed_command(
+    *,
+    python: str,
+    model: ModelCfg,
+    engine: EngineCfg,
+    arm: ArmSpec,
+    port: int,
+    control_port: int,
+    prometheus_port: int,
+    version: TokenSpeedVersion,
+    help_text: str | None,
+) -> list[str]:
+    """``python -m tokenspeed.cli serve --model <hf_id> ...`` (= ``ts serve``) for one arm.
+
+    Order: ``--model --host --port --control-port --prometheus-port`` (gateway and orchestrator), then the
+    engine's: ``--tensor-parallel-size``, ``--chunked-prefill-size``, ``--gpu-memory-utilization``
+    (engine.mem_fraction_static), the page size (``--block-size`` / ``--prefix-granularity``, when engine.page_size
+    > 1), ``--max-total-tokens`` (engine.kv_tokens), ``--max-mamba-cache-size`` (0.1.0), the arm's flags, then
+    ``engine.extra_args``, which win over a built flag of the same name. ``--enable-metrics`` keeps the engine's
+    cache counters. engine.track_interval has no effect on TokenSpeed (0.1.0's --mamba-track-interval is read
+    nowhere) and is not passed.
+    """
+    spec = arm
+    TOKENSPEED_ARMS.check(spec)
+    if engine.tp < 1:
+        raise ConfigError(f"engine.tp must be >= 1, got {engine.tp}")
+    if not model.hf_id:
+        raise ConfigError("model.hf_id is empty; ts serve needs a model path or Hugging Face id")
+    extra = [str(a) for a in engine.extra_args]
+    if model.hybrid and spec.strategy != "disabled" and (flag := kv_only_host_tier(extra, version)):
+        raise ConfigError(f"engine.extra_args asks for a KV-only host tier ({flag}) on a hybrid model: a hit needs a "
+                          "Mamba state as well, so after device eviction it can never hit; add --enable-mamba-l2 "
+                          "(TokenSpeed 0.1.0) or use arm l2")
+    if engine.max_mamba_cache_size > 0 and not version.mamba_cache_size_flag:
+        raise ConfigError(f"engine.max_mamba_cache_size={engine.max_mamba_cache_size} has no flag on TokenSpeed "
+                          f"{version.version}; set it to 0 (size the cache with engine.mem_fraction_static)")
+    host = engine.host or "127.0.0.1"
+    flags = [Flag("--tensor-parallel-size", str(engine.tp), "engine.tp")]
+    if engine.chunked_prefill_size > 0:
+        flags.append(Flag("--chunked-prefill-size", str(engine.chunked_prefill_size), "engine.chunked_prefill_size"))
+    flags.append(Flag("--gpu-memory-utilization", fmt_number(engine.mem_fraction_static), "engine.mem_fraction_static"))
+    if engine.page_size > 1:
+        flags.append(Flag(version.granularity_flag, str(engine.page_size), "engine.page_size"))
+    if engine.kv_tokens > 0:
+        flags.append(Flag("--max-total-tokens", str(engine.kv_tokens), "engine.kv_tokens"))
+    if engine.max_mamba_cache_size > 0:
+        flags.append(Flag("--max-mamba-cache-size", str(engine.max_mamba_cache_size), "engine.max_mamba_cache_size"))
+    flags.append(Flag("--enable-metrics", None, "the engine's cache counters"))
+    flags.extend(TOKENSPEED_ARMS.express(spec, _Ctx(version, model.hybrid)))
+    overridden = extra_flag_names(extra)
+    if overridden & set(_KV_HOST_TIER_FLAGS):  # extra_args sizes a host tier: the arm's "off" would contradict it
+        flags = [f for f in flags if f.name != "--disable-kvstore"]
+    helped = parse_help(help_text) if help_text is not None else None
+    extra_engine = [a for a in extra if a.split("=", 1)[0] not in _GATEWAY_FLAGS]
+    check_flags([f for f in flags if f.name not in overridden], extra_engine, helped, f"TokenSpeed {version.version}")
+    served = [
+        Flag("--host", host, "engine.host"),
+        Flag("--port", str(port), "engine.port"),
+        Flag("--control-port", str(control_port), "the control sidecar"),
+        Flag("--prometheus-host", host, "the Prometheus exporter"),  # smg's default is 0.0.0.0
+        Flag("--prometheus-port", str(prometheus_port), "the Prometheus exporter"),
+    ]
+    argv = [python or sys.executable, "-m", TS_MODULE, "serve", "--model", model.hf_id]
+    for f in (*served, *flags):
+        if f.name not in overridden:
+            argv.extend(f.render())
+    return argv + extra

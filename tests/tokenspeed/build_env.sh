@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Build what the TokenSpeed tier (tests/tokenspeed, marker `tokenspeed`) runs: both releases' own argument parsers.
+#
+#   bash tests/tokenspeed/build_env.sh
+#
+# In ${HYBRIDBENCH_TOKENSPEED_HOME:-~/.cache/hybridbench}, OUTSIDE the repo, reused when present:
+#   tokenspeed-0.1.0/, tokenspeed-0.1.1/  tokenspeed (pure Python) + the smg gateway it pins, --no-deps --target:
+#                                         the engine's ServerArgs parser, `ts serve`'s splitter, smg's RouterArgs
+#   tokenspeed-parsers/                   a venv with what importing those parsers needs (CPU torch from the
+#                                         machine's local wheel); TokenSpeed's GPU kernel packages are stubbed at
+#                                         run time (tests/tokenspeed/kernel_stub), never installed
+# Nothing is served: TokenSpeed needs a GPU. Wheels only; no model.
+set -euo pipefail
+
+HOME_DIR="${HYBRIDBENCH_TOKENSPEED_HOME:-$HOME/.cache/hybridbench}"
+VENV="$HOME_DIR/tokenspeed-parsers"
+STAMP="tokenspeed-parsers rev1"
+mkdir -p "$HOME_DIR"
+
+if [ -f "$VENV/.hybridbench-stamp" ] && [ "$(cat "$VENV/.hybridbench-stamp")" = "$STAMP" ]; then
+  echo "tokenspeed: reusing $VENV"
+else
+  start=$(date +%s)
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q torch==2.13.0 numpy psutil pybase64 requests pyzmq fastapi pillow transformers setproctitle
+  echo "$STAMP" > "$VENV/.hybridbench-stamp"
+  echo "tokenspeed: built $VENV in $(( $(date +%s) - start )) s"
+fi
+
+# tokenspeed release -> the smg gateway it pins (its METADATA: tokenspeed-smg==...)
+for pair in "0.1.0 1.8.0.post20260720" "0.1.1 1.10.1.post20260920"; do
+  read -r version smg <<<"$pair"
+  dir="$HOME_DIR/tokenspeed-$version"
+  if [ ! -f "$dir/.hybridbench-stamp" ]; then
+    rm -rf "$dir"
+    "$VENV/bin/pip" install -q --no-deps --target "$dir" "tokenspeed==$version" "tokenspeed-smg==$smg"
+    echo "tokenspeed==$version tokenspeed-smg==$smg" > "$dir/.hybridbench-stamp"
+    echo "tokenspeed: unpacked tokenspeed $version and smg $smg in $dir"
+  fi
+done

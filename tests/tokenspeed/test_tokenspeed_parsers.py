@@ -1,0 +1,147 @@
+"""``engine=tokenspeed`` command lines against TokenSpeed's own parsers, per release (0.1.0 and 0.1.1).
+
+``ts serve`` routes each flag: ones the engine's ``ServerArgs`` parser knows go to the gRPC engine, the rest to the
+smg gateway, whose parser rejects what it does not know, but only after the engine has loaded the model (on a GPU,
+minutes). This tier runs the real routing (``tokenspeed.cli._argsplit.split_argv``) and both real parsers (the
+engine's with its GPU kernel packages stubbed, ``smg.launch_router.parse_router_args``) over the command
+hybridbench builds for every arm, so an arm that plans is one the packages accept, and one hybridbench refuses
+at plan time is one they would have refused late. Build with ``bash tests/tokenspeed/build_env.sh``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hybridbench.config.schema import ArmCfg, EngineCfg, ModelCfg
+from hybridbench.engines.tokenspeed_cmd import TOKENSPEED_VERSIONS, tokenspeed_command
+from hybridbench.errors import ConfigError
+from hybridbench.plan.arms import plan_arm
+
+pytestmark = [pytest.mark.tokenspeed, pytest.mark.slow]
+
+HERE = Path(__file__).resolve().parent
+HOME = Path(os.environ.get("HYBRIDBENCH_TOKENSPEED_HOME") or Path.home() / ".cache" / "hybridbench")
+PYTHON = HOME / "tokenspeed-parsers" / "bin" / "python"
+FIXTURES = HERE.parent / "hybridbench" / "fixtures"
+
+_missing = not (PYTHON.exists() and all((HOME / f"tokenspeed-{v}" / ".hybridbench-stamp").exists()
+                                        for v in TOKENSPEED_VERSIONS))
+if _missing and os.environ.get("HYBRIDBENCH_REQUIRE_TOKENSPEED") == "1":  # CI: a missing env fails, never skips
+    raise RuntimeError(f"HYBRIDBENCH_REQUIRE_TOKENSPEED=1 but the TokenSpeed parser env is missing under {HOME}: "
+                       "run `bash tests/tokenspeed/build_env.sh`")
+if _missing:
+    pytest.skip("no TokenSpeed parser env: run `bash tests/tokenspeed/build_env.sh`", allow_module_level=True)
+
+
+def probe(version: str, *args: str) -> str:
+    path = os.pathsep.join([str(HERE / "kernel_stub"), str(HOME / f"tokenspeed-{version}")])
+    env = {**os.environ, "PYTHONPATH": path}
+    proc = subprocess.run([str(PYTHON), str(HERE / "probe_parsers.py"), *args], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+_help: dict[str, str] = {}
+
+
+def live_help(version: str) -> str:
+    if version not in _help:
+        _help[version] = probe(version, "help")
+    return _help[version]
+
+
+def build(version: str, arm: str, *, hybrid: bool = True, extra: tuple[str, ...] = ()) -> list[str]:
+    return tokenspeed_command(
+        python="/venv/bin/python", model=ModelCfg(hf_id="/models/tiny", hybrid=hybrid),
+        engine=EngineCfg(name="tokenspeed", extra_args=list(extra), page_size=64, kv_tokens=60000,
+                         max_mamba_cache_size=40 if version == "0.1.0" else 0),
+        arm=plan_arm(arm, ArmCfg()), port=30000, control_port=30001, prometheus_port=30002,
+        version=TOKENSPEED_VERSIONS[version],
+        help_text=live_help(version))
+
+
+def routed(version: str, *argvs: list[str]) -> list[dict[str, Any]]:
+    assert all(argv[2:4] == ["tokenspeed.cli", "serve"] for argv in argvs)
+    out = probe(version, *(json.dumps(argv[4:]) for argv in argvs)).splitlines()
+    return [json.loads(line) for line in out]
+
+
+@pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
+def test_fixture_help_is_the_installed_parser(version: str) -> None:
+    """The default tier's fixtures are what the release's own ServerArgs prints."""
+    assert (FIXTURES / f"tokenspeed_help_{version.replace('.', '_')}.txt").read_text() == live_help(version)
+
+
+# (arm, hybrid model) each release can express
+EXPRESSIBLE = {"0.1.0": [("disabled", True), ("branching", True), ("l2", True)],
+               "0.1.1": [("disabled", True), ("branching", True), ("l2", False)]}
+
+
+@pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
+def test_every_planned_arm_is_accepted_by_both_parsers(version: str) -> None:
+    results = routed(version, *(build(version, arm, hybrid=hybrid) for arm, hybrid in EXPRESSIBLE[version]))
+    for (arm, _), r in zip(EXPRESSIBLE[version], results, strict=True):
+        assert (r["engine_error"], r["gateway_error"]) == ("", ""), (arm, r)
+        # Nothing hybridbench meant for the engine reaches the gateway (where it would fail after the model loads).
+        gateway_flags = {a for a in r["gateway"] if a.startswith("--")}
+        assert gateway_flags == {"--model", "--host", "--port", "--prometheus-host", "--prometheus-port"}, (arm, r)
+        assert r["gateway"][r["gateway"].index("--prometheus-host") + 1] == "127.0.0.1"
+        assert r["control_port"] == 30001
+        if arm == "l2" and version == "0.1.0":
+            assert {"--enable-mamba-l2", "--kvstore-ratio", "--mamba-l2-ratio"} <= set(r["engine"])
+
+
+def test_what_hybridbench_refuses_on_0_1_1_the_gateway_would_have_refused_late() -> None:
+    """The seed's launch flags and 0.1.0's Mamba host tier: refused at plan time by hybridbench, and on the real
+    routing they land on the gateway, whose parser rejects them (in a real launch, after the model loaded)."""
+    flags = ("--enable-cache-report", "--mamba-track-interval", "--max-mamba-cache-size", "--enable-mamba-l2")
+    argvs = []
+    for flag in flags:
+        extra = (flag,) if flag.startswith("--enable") else (flag, "64")
+        with pytest.raises(ConfigError, match=flag):
+            build("0.1.1", "branching", extra=extra)
+        argvs.append(build("0.1.0", "branching", extra=extra))
+    assert all(r["gateway_error"] == "" for r in routed("0.1.0", *argvs))  # 0.1.0's engine knows them all
+    for flag, r in zip(flags, routed("0.1.1", *argvs), strict=True):
+        assert flag in r["gateway"] and "unrecognized arguments" in r["gateway_error"], r
+    with pytest.raises(ConfigError, match="KV-only host tier"):
+        build("0.1.1", "l2")
+
+
+def _interpreter(tmp_path: Path, version: str) -> Path:
+    """``engine.python`` for a release: the parser env's python with that release (and the kernel stubs) on its
+    path, as a GPU machine's TokenSpeed venv would have it installed."""
+    path = os.pathsep.join([str(HERE / "kernel_stub"), str(HOME / f"tokenspeed-{version}")])
+    wrapper = tmp_path / f"python-{version}"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{path}" exec "{PYTHON}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+@pytest.mark.parametrize(("version", "args", "says"), [
+    ("0.1.1", ["+experiment=l2", "engine.max_mamba_cache_size=0"], "KV-only host tier"),
+    ("0.1.1", ["+experiment=l2", "arms=[branching]", "engine.max_mamba_cache_size=0",
+               "engine.extra_args=[--kvstore-ratio,2]"], "KV-only host tier (--kvstore-ratio)"),
+    ("0.1.0", ["+experiment=l2", "arms=[lru,branching]"], "branch points"),
+])
+def test_unexpressible_launches_fail_at_plan_time_through_the_cli(tmp_path: Path, version: str, args: list[str],
+                                                                  says: str) -> None:
+    """The whole CLI, with the release's version and parser read from the interpreter as on a GPU machine:
+    exit 2, one line naming the problem, nothing launched."""
+    import sys
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "hybridbench", *args, "engine=tokenspeed", "model=qwen3-next-80b-a3b",
+         f"engine.python={_interpreter(tmp_path, version)}", f"hydra.run.dir={run_dir}"],
+        cwd=HERE.parents[1], capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert not (run_dir / "logs").exists()  # no server was started
