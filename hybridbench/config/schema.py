@@ -130,6 +130,15 @@ class ChecksCfg:
     kl_min_hit_fraction: float = 0.5  # SGLang asserts that more than half of the samples hit
     # prefill_overhead: radix-on input throughput / radix-off (the disabled arm) must stay above this.
     min_prefill_throughput_ratio: float = 0.85
+    # The accuracy probe (hybridbench/probes/accuracy.py): evalscope in its own env against the live server.
+    accuracy_python: str = ""  # "" = ~/.cache/hybridbench/evalscope-1.14.1/bin/python (envs/evalscope/build.sh)
+    accuracy_datasets: dict[str, str] = field(default_factory=dict)  # gsm8k/aime25 -> local folder; {} = shipped
+    accuracy_limit: int = 0  # questions per dataset; 0 = all
+    accuracy_max_tokens: int = 48
+    accuracy_batch_size: int = 4  # evalscope's concurrent requests
+    accuracy_timeout_s: float = 1800.0  # one pass of evalscope
+    accuracy_alpha: float = 0.05  # GPU verdict: McNemar's exact one-sided p below this ...
+    accuracy_tolerance: float = 0.01  # ... and an accuracy drop above this fails
 
 
 @dataclass

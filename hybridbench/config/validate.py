@@ -84,6 +84,12 @@ RULES: dict[str, Range] = {
     "checks.kl_temperature": _NON_NEGATIVE,
     "checks.kl_min_hit_fraction": _FRACTION,
     "checks.min_prefill_throughput_ratio": _NON_NEGATIVE,
+    "checks.accuracy_limit": Range(0, 1_000_000),
+    "checks.accuracy_max_tokens": Range(1, 100_000),
+    "checks.accuracy_batch_size": Range(1, 1024),
+    "checks.accuracy_timeout_s": _POSITIVE,
+    "checks.accuracy_alpha": Range(0, 1, lo_open=True, hi_open=True),
+    "checks.accuracy_tolerance": _FRACTION,
 }
 
 

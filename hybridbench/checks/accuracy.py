@@ -1,0 +1,121 @@
+"""The ``accuracy`` check: answers with the cache on against answers with it off, question by question.
+
+Reads the accuracy probe's samples (accuracy.jsonl). On an engine that decodes greedily and
+deterministically (mode ``exact``) any differing answer text fails, and the first one is named. On GPUs
+(mode ``paired``) McNemar's exact test on the flipped questions fails a lopsided drop beyond
+``checks.accuracy_tolerance``; every flipped question is listed either way. A pass in which the cache
+served no prompt token proves nothing about cached states, so an arm whose passes never hit fails, as
+the ``kl`` check fails when too few of its probes hit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from hybridbench.checks.base import CheckInput, CheckResult
+from hybridbench.metrics.paired_accuracy import Answer, first_difference, flip_test
+from hybridbench.records.accuracy import AccuracySample
+
+__all__ = ["accuracy", "accuracy_table"]
+
+_LISTED = 8  # flipped questions named in a verdict line; the report lists them all
+
+
+def _cache_off(arm: str) -> bool:
+    return "disabled" in arm.split("+")
+
+
+def _answers(rows: Sequence[AccuracySample]) -> dict[str, Answer]:
+    return {r.question: Answer(r.question, r.prediction, r.extracted, r.correct) for r in rows if not r.summary}
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+def _group(samples: Sequence[AccuracySample]) -> dict[tuple[str, str], list[AccuracySample]]:
+    groups: dict[tuple[str, str], list[AccuracySample]] = defaultdict(list)
+    for s in samples:
+        groups[(s.arm, s.pass_)].append(s)
+    return groups
+
+
+def accuracy_table(samples: Sequence[AccuracySample]) -> list[tuple[str, str, int, int, int | None]]:
+    """(arm, pass, questions, correct, cached tokens) per pass, for the report."""
+    out = []
+    for (arm, pass_), rows in sorted(_group(samples).items()):
+        answers = [r for r in rows if not r.summary]
+        cached = next((r.cached_tokens for r in rows if r.summary), None)
+        out.append((arm, pass_, len(answers), sum(r.correct for r in answers), cached))
+    return out
+
+
+def accuracy(inp: CheckInput) -> Sequence[CheckResult]:
+    samples: list[AccuracySample] = inp.samples.get("accuracy", [])
+    groups = _group(samples)
+    cfg = inp.cfg
+    expected = ("every answer equal to the cache-off arm's" if all(s.mode == "exact" for s in samples) else
+                f"no accuracy drop > {cfg.accuracy_tolerance:g} (McNemar p < {cfg.accuracy_alpha:g})")
+    off_arms = [a for a in inp.arms if _cache_off(a)]
+    on_arms = [a for a in inp.arms if not _cache_off(a)]
+    if not off_arms:
+        return [CheckResult("accuracy", "accuracy", arm, "fail", None, expected,
+                            "the experiment has no cache-off (disabled) arm to compare answers with")
+                for arm in on_arms]
+    base_rows = groups.get((off_arms[0], "cold"), [])
+    base_error = next((r.error for r in base_rows if r.summary and r.error), "")
+    base = _answers(base_rows)
+    out = []
+    for arm in on_arms:
+        passes = sorted(p for (a, p) in groups if a == arm)
+        if not passes:
+            out.append(CheckResult("accuracy", "accuracy", arm, "fail", None, expected,
+                                   "no accuracy samples: the probe did not run for this arm"))
+            continue
+        summaries = [r for p in passes for r in groups[(arm, p)] if r.summary]
+        cached = [r.cached_tokens for r in summaries]
+        never_hit = all(c == 0 for c in cached)
+        for pass_ in passes:
+            rows = groups[(arm, pass_)]
+            subject = f"accuracy/{pass_}"
+            error = next((r.error for r in rows if r.summary and r.error), "")
+            if base_error or error or not base:
+                why = (f"cache-off arm {off_arms[0]}: {base_error or 'no answers'}" if base_error or not base
+                       else error)
+                out.append(CheckResult("accuracy", subject, arm, "fail", None, expected, why))
+                continue
+            cand = _answers(rows)
+            out.append(_verdict(subject, arm, expected, base, cand, rows, inp))
+        if never_hit:
+            out = [r if r.arm != arm or r.status != "pass" else
+                   CheckResult(r.check, r.workload, arm, "fail", r.observed, r.expected,
+                               f"{r.detail}; but the cache served no prompt token in any pass: "
+                               "the answers never came from a cached state") for r in out]
+    return out
+
+
+def _verdict(subject: str, arm: str, expected: str, base: dict[str, Answer], cand: dict[str, Answer],
+             rows: Sequence[AccuracySample], inp: CheckInput) -> CheckResult:
+    t = flip_test(base, cand)
+    cached = next((r.cached_tokens for r in rows if r.summary), None)
+    hits = "cache hits unmeasured" if cached is None else f"{cached} prompt tokens from the cache"
+    acc = t.cand_correct / t.questions if t.questions else None
+    flips = f"{len(t.lost)} lost ({', '.join(t.lost[:_LISTED])}), {len(t.gained)} gained ({', '.join(t.gained[:_LISTED])})"
+    if any(r.mode == "exact" for r in rows if not r.summary):
+        q = first_difference(base, cand)
+        if q is not None:
+            b, c = base.get(q), cand.get(q)
+            what = ("answered in one arm only" if b is None or c is None else
+                    f"cache off {_short(b.prediction)} vs on {_short(c.prediction)}")
+            return CheckResult("accuracy", subject, arm, "fail", acc, expected,
+                               f"first differing answer: {q} ({what}); flips: {flips}; {hits}")
+        return CheckResult("accuracy", subject, arm, "pass", acc, expected,
+                           f"{t.questions} answers equal to the cache-off arm's; {hits}")
+    if t.regressed(alpha=inp.cfg.accuracy_alpha, tolerance=inp.cfg.accuracy_tolerance):
+        return CheckResult("accuracy", subject, arm, "fail", acc, expected,
+                           f"accuracy {t.base_correct}/{t.questions} -> {t.cand_correct}/{t.questions} "
+                           f"(drop {t.drop:+.1%}, McNemar p={t.p_value:.3g}); flips: {flips}; {hits}")
+    return CheckResult("accuracy", subject, arm, "pass", acc, expected,
+                       f"accuracy {t.base_correct}/{t.questions} -> {t.cand_correct}/{t.questions} "
+                       f"(McNemar p={t.p_value:.3g}); flips: {flips}; {hits}")

@@ -1,0 +1,150 @@
+"""The ``accuracy`` probe: evalscope answers a question set against the live server, cache off and cache on.
+
+After an arm's last trial, evalscope (its own virtualenv, envs/evalscope/build.sh; run as a subprocess,
+offline, datasets from local folders only) asks every question over the server's OpenAI chat API at
+temperature 0. A cache-on arm answers twice after a flush, ``cold`` then ``warm`` (the second pass hits
+whole prompts, the only hits a ``no_buffer`` arm can get); the cache-off arm once. Every answer is one
+sample in accuracy.jsonl, and each pass adds a summary row with the prompt tokens the server served from
+its cache meanwhile (its /metrics counters). evalscope's own predictions, reviews and reports are kept
+under ``accuracy/<arm>/<pass>/`` in the run dir. ``checks/accuracy.py`` judges the samples.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from hybridbench.config.schema import RunCfg
+from hybridbench.engines.server_logs import CacheCounters, cache_counters, parse_prometheus
+from hybridbench.errors import ConfigError, EngineError
+from hybridbench.probes.base import ProbeContext, ProbeNeeds, cache_off
+from hybridbench.records.accuracy import AccuracySample, Mode, accuracy_sample_from_json
+
+__all__ = ["EVALSCOPE_ENV_HINT", "Accuracy", "default_python", "evalscope_script", "resolve_datasets"]
+
+_ROOT = Path(__file__).resolve().parents[2]  # the checkout: envs/ and data/ live beside the packages
+EVALSCOPE_ENV_HINT = "build it with: bash envs/evalscope/build.sh"
+SHIPPED = {"gsm8k": _ROOT / "data" / "accuracy" / "gsm8k-mini", "aime25": _ROOT / "data" / "accuracy" / "aime25-mini"}
+
+
+def default_python() -> Path:
+    return Path.home() / ".cache" / "hybridbench" / "evalscope-1.14.1" / "bin" / "python"
+
+
+def evalscope_script() -> Path:
+    return _ROOT / "envs" / "evalscope" / "run_task.py"
+
+
+def resolve_datasets(cfg: RunCfg) -> dict[str, Path]:
+    """checks.accuracy_datasets (name -> local folder with test.jsonl), or the shipped mini sets when empty."""
+    given = cfg.checks.accuracy_datasets
+    if not given:
+        return dict(SHIPPED)
+    out = {}
+    for name, folder in given.items():
+        if name not in SHIPPED:
+            raise ConfigError(f"checks.accuracy_datasets.{name}: unknown dataset; choose from {', '.join(SHIPPED)}")
+        path = Path(folder).expanduser().resolve()
+        if not (path / "test.jsonl").is_file():
+            raise ConfigError(f"checks.accuracy_datasets.{name}: {path}/test.jsonl does not exist "
+                              f"(a folder in evalscope's local format: README, 'Accuracy')")
+        out[name] = path
+    return out
+
+
+def _python(cfg: RunCfg) -> Path:
+    return Path(cfg.checks.accuracy_python).expanduser() if cfg.checks.accuracy_python else default_python()
+
+
+def _cached(base_url: str) -> CacheCounters | None:
+    try:
+        with urllib.request.urlopen(base_url + "/metrics", timeout=10) as resp:
+            return cache_counters(parse_prometheus(resp.read().decode("utf-8", "replace")))
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def _flush(ctx: ProbeContext) -> None:
+    req = urllib.request.Request(ctx.base_url + ctx.flush_path, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            resp.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise EngineError(f"flush before the accuracy probe failed: {exc}") from None
+
+
+def _last_trial_of_arm(ctx: ProbeContext) -> bool:
+    """Trials run repeat by repeat, each arm's workloads together: an arm's last is its last repeat's last."""
+    return ctx.trial.repeat == ctx.cfg.repeats - 1 and ctx.trial.workload == list(ctx.cfg.workloads)[-1]
+
+
+class Accuracy:
+    name = "accuracy"
+    snapshot_key = "accuracy_probe"
+    # Every server this harness launches answers /v1/chat/completions next to its OpenAI completions API.
+    needs = ProbeNeeds(protocols=frozenset({"openai"}))
+
+    def wanted(self, cfg: RunCfg) -> str:
+        if "accuracy" not in cfg.checks.enabled:
+            return ""
+        resolve_datasets(cfg)  # plan time: a bad folder is exit 2 before any server starts
+        python = _python(cfg)
+        if not python.is_file():
+            raise ConfigError(f"checks.accuracy_python: {python} does not exist; {EVALSCOPE_ENV_HINT}")
+        return "checks.enabled has accuracy"
+
+    def sample_from_json(self, obj: dict[str, Any]) -> AccuracySample:
+        return accuracy_sample_from_json(obj)
+
+    def run(self, ctx: ProbeContext) -> str:
+        if not _last_trial_of_arm(ctx):
+            return "runs after the arm's last trial"
+        mode: Mode = "exact" if ctx.traits.greedy_deterministic else "paired"
+        passes = ("cold",) if cache_off(ctx.trial.arm) else ("cold", "warm")
+        if ctx.flush_path:
+            _flush(ctx)
+        done = []
+        for pass_ in passes:
+            done.append(self._pass(ctx, pass_, mode))
+        return "; ".join(done)
+
+    def _pass(self, ctx: ProbeContext, pass_: str, mode: Mode) -> str:
+        c = ctx.cfg.checks
+        work = ctx.run_dir / "accuracy" / ctx.trial.arm / pass_
+        work.mkdir(parents=True, exist_ok=True)
+        answers = work / "answers.jsonl"
+        task = {"api_url": ctx.base_url + "/v1", "model": ctx.cfg.model.hf_id,
+                "datasets": {k: str(v) for k, v in resolve_datasets(ctx.cfg).items()},
+                "max_tokens": c.accuracy_max_tokens, "batch_size": c.accuracy_batch_size,
+                "limit": c.accuracy_limit or None, "work_dir": str(work / "evalscope"), "answers": str(answers)}
+        (work / "task.json").write_text(json.dumps(task, indent=1))
+        ident: dict[str, Any] = {**ctx.identity, "pass_": pass_, "mode": mode}
+        before = _cached(ctx.base_url)
+        try:
+            proc = subprocess.run([str(_python(ctx.cfg)), str(evalscope_script()), str(work / "task.json")],
+                                  capture_output=True, text=True, timeout=c.accuracy_timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            proc = None
+        (work / "evalscope.log").write_text("" if proc is None else proc.stdout + proc.stderr)
+        after = _cached(ctx.base_url)
+        if proc is None or proc.returncode != 0 or not answers.is_file():
+            lines = [] if proc is None else [ln for ln in proc.stderr.splitlines() if ln.strip()]
+            why = (f"evalscope timed out after {c.accuracy_timeout_s:g} s" if proc is None else
+                   lines[-1] if lines else f"evalscope exited {proc.returncode}")
+            ctx.emit(AccuracySample(**ident, error=why))
+            return f"{pass_}: failed ({why})"
+        rows = [json.loads(line) for line in answers.read_text().splitlines() if line.strip()]
+        for r in rows:
+            ctx.emit(AccuracySample(**ident, dataset=r["dataset"], index=int(r["index"]),
+                                    prediction=str(r["prediction"]), extracted=str(r["extracted"]),
+                                    target=json.dumps(r["target"]), correct=bool(r["correct"])))
+        delta = after.since(before) if before is not None and after is not None else None
+        ctx.emit(AccuracySample(**ident, cached_tokens=None if delta is None else int(delta.cached_tokens),
+                                prompt_tokens=None if delta is None else int(delta.prompt_tokens)))
+        correct = sum(bool(r["correct"]) for r in rows)
+        hits = "" if delta is None else f", {int(delta.cached_tokens)} cached prompt tokens"
+        return f"{pass_}: {correct}/{len(rows)} correct{hits}"
