@@ -136,6 +136,8 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
         probe_samples={p.name: tuple(read_samples(samples_path(run_dir, p.name), p.sample_from_json)) for p in probes},
     )
     bundle = build_bundle(plan, engine.info(), scored.trials, scored.aggregates, scored.checks)
+    if scored.accuracy:
+        bundle["accuracy"] = scored.accuracy
     if isinstance(failure, RunInterrupted):
         bundle.update(verdict="interrupted", interrupted=str(failure))
     elif failure is not None:

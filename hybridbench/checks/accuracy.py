@@ -17,7 +17,7 @@ from hybridbench.checks.base import CheckInput, CheckResult
 from hybridbench.metrics.paired_accuracy import Answer, first_difference, flip_test
 from hybridbench.records.accuracy import AccuracySample
 
-__all__ = ["accuracy", "accuracy_table"]
+__all__ = ["accuracy", "accuracy_rows", "accuracy_table"]
 
 _LISTED = 8  # flipped questions named in a verdict line; the report lists them all
 
@@ -86,7 +86,7 @@ def accuracy(inp: CheckInput) -> Sequence[CheckResult]:
                 out.append(CheckResult("accuracy", subject, arm, "fail", None, expected, why))
                 continue
             cand = _answers(rows)
-            out.append(_verdict(subject, arm, expected, base, cand, rows, inp))
+            out.append(_verdict(subject, arm, expected, base, cand, rows=rows, inp=inp))
         if never_hit:
             out = [r if r.arm != arm or r.status != "pass" else
                    CheckResult(r.check, r.workload, arm, "fail", r.observed, r.expected,
@@ -95,13 +95,14 @@ def accuracy(inp: CheckInput) -> Sequence[CheckResult]:
     return out
 
 
-def _verdict(subject: str, arm: str, expected: str, base: dict[str, Answer], cand: dict[str, Answer],
+def _verdict(subject: str, arm: str, expected: str, base: dict[str, Answer], cand: dict[str, Answer], *,
              rows: Sequence[AccuracySample], inp: CheckInput) -> CheckResult:
     t = flip_test(base, cand)
     cached = next((r.cached_tokens for r in rows if r.summary), None)
     hits = "cache hits unmeasured" if cached is None else f"{cached} prompt tokens from the cache"
     acc = t.cand_correct / t.questions if t.questions else None
-    flips = f"{len(t.lost)} lost ({', '.join(t.lost[:_LISTED])}), {len(t.gained)} gained ({', '.join(t.gained[:_LISTED])})"
+    flips = (f"{len(t.lost)} lost ({', '.join(t.lost[:_LISTED])}), "
+             f"{len(t.gained)} gained ({', '.join(t.gained[:_LISTED])})")
     if any(r.mode == "exact" for r in rows if not r.summary):
         q = first_difference(base, cand)
         if q is not None:
@@ -119,3 +120,24 @@ def _verdict(subject: str, arm: str, expected: str, base: dict[str, Answer], can
     return CheckResult("accuracy", subject, arm, "pass", acc, expected,
                        f"accuracy {t.base_correct}/{t.questions} -> {t.cand_correct}/{t.questions} "
                        f"(McNemar p={t.p_value:.3g}); flips: {flips}; {hits}")
+
+
+def accuracy_rows(samples: Sequence[AccuracySample], arms: Sequence[str]) -> list[dict[str, object]]:
+    """Per (arm, pass): questions, correct, cached prompt tokens, and every flipped question against the cache-off
+    arm (bundle.json's ``accuracy``: what the report and the dashboard show)."""
+    groups = _group(samples)
+    off = next((a for a in arms if _cache_off(a)), None)
+    base = _answers(groups.get((off, "cold"), [])) if off is not None else {}
+    out: list[dict[str, object]] = []
+    for arm, pass_, questions, correct, cached in accuracy_table(samples):
+        row: dict[str, object] = {"arm": arm, "pass": pass_, "questions": questions, "correct": correct,
+                                  "cached_tokens": cached}
+        error = next((r.error for r in groups[(arm, pass_)] if r.summary and r.error), "")
+        if error:
+            row["error"] = error
+        if arm != off and base:
+            cand = _answers(groups[(arm, pass_)])
+            t = flip_test(base, cand)
+            row.update(lost=list(t.lost), gained=list(t.gained), first_difference=first_difference(base, cand))
+        out.append(row)
+    return out

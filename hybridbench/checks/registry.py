@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from hybridbench.checks.accuracy import accuracy
 from hybridbench.checks.base import Check, CheckInput, CheckResult
 from hybridbench.checks.builtin import cache_hits, survival, throughput, ttft
 from hybridbench.checks.correctness import kl, prefill_overhead
@@ -24,6 +25,7 @@ CHECKS: dict[str, Check] = {
     "prefill_overhead": prefill_overhead,
     "evictions": evictions,
     "host_hits": host_hits,
+    "accuracy": accuracy,
 }
 
 

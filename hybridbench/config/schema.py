@@ -137,6 +137,8 @@ class ChecksCfg:
     accuracy_max_tokens: int = 48
     accuracy_batch_size: int = 4  # evalscope's concurrent requests
     accuracy_timeout_s: float = 1800.0  # one pass of evalscope
+    # exact (every answer equal) | paired (McNemar) | auto: exact where the engine is bitwise reproducible
+    accuracy_mode: str = "auto"
     accuracy_alpha: float = 0.05  # GPU verdict: McNemar's exact one-sided p below this ...
     accuracy_tolerance: float = 0.01  # ... and an accuracy drop above this fails
 

@@ -11,5 +11,5 @@ __all__ = ["REFERENCE"]
 REFERENCE = ServerSpec(
     name="reference", build=reference_command, client="sglang", package="hybridbench", gpus=False,
     traits=EngineTraits(protocols=frozenset({"sglang", "openai"}), flushable=True, greedy_deterministic=True,
-                        reference_semantics=True),
+                        bitwise_reproducible=True, reference_semantics=True),
 )

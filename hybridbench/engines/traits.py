@@ -14,4 +14,7 @@ class EngineTraits:
     protocols: frozenset[str] = frozenset()
     flushable: bool = False  # empties its cache on request (vLLM: with VLLM_SERVER_DEV_MODE=1, which it sets)
     greedy_deterministic: bool = False  # temperature 0 returns the same tokens for the same prompt, every time
+    # the same prompt gets bitwise the same logits whatever is batched beside it (the float32 CPU reference
+    # engine), so greedy answers can be compared exactly; GPU kernels vary with the batch, so flips are noise
+    bitwise_reproducible: bool = False
     reference_semantics: bool = False  # its cache follows SGLang's semantics, which reference_impl mirrors

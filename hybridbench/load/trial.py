@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hybridbench.config.schema import RunCfg
@@ -109,7 +110,7 @@ class ServerTrials:
             spec = self.engine.spec
             pctx = ProbeContext(cfg, trial, arm, ctx.rows, tuple(exchanges), state, server.base_url,
                                 probe.needs.protocol(spec.client, spec.traits), spec.flush_path, spec.traits,
-                                planned.emit)
+                                planned.emit, Path(ctx.plan.run_dir))
             found = probe.run(pctx)
             snapshot.update({probe.snapshot_key: found} if isinstance(found, str) else found)
             self.engine.check_alive(cfg, server, trial.arm, f"during the {probe.name} probe of trial {trial.trial_id}")

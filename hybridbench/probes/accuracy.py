@@ -21,7 +21,7 @@ from typing import Any
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.server_logs import CacheCounters, cache_counters, parse_prometheus
 from hybridbench.errors import ConfigError, EngineError
-from hybridbench.probes.base import ProbeContext, ProbeNeeds, cache_off
+from hybridbench.probes.base import ProbeContext, ProbeNeeds
 from hybridbench.records.accuracy import AccuracySample, Mode, accuracy_sample_from_json
 
 __all__ = ["EVALSCOPE_ENV_HINT", "Accuracy", "default_python", "evalscope_script", "resolve_datasets"]
@@ -77,6 +77,14 @@ def _flush(ctx: ProbeContext) -> None:
         raise EngineError(f"flush before the accuracy probe failed: {exc}") from None
 
 
+def _mode(setting: str, bitwise: bool) -> Mode:
+    if setting == "exact":
+        return "exact"
+    if setting == "paired":
+        return "paired"
+    return "exact" if bitwise else "paired"
+
+
 def _last_trial_of_arm(ctx: ProbeContext) -> bool:
     """Trials run repeat by repeat, each arm's workloads together: an arm's last is its last repeat's last."""
     return ctx.trial.repeat == ctx.cfg.repeats - 1 and ctx.trial.workload == list(ctx.cfg.workloads)[-1]
@@ -91,6 +99,8 @@ class Accuracy:
     def wanted(self, cfg: RunCfg) -> str:
         if "accuracy" not in cfg.checks.enabled:
             return ""
+        if cfg.checks.accuracy_mode not in ("auto", "exact", "paired"):
+            raise ConfigError(f"checks.accuracy_mode must be auto, exact or paired, got {cfg.checks.accuracy_mode!r}")
         resolve_datasets(cfg)  # plan time: a bad folder is exit 2 before any server starts
         python = _python(cfg)
         if not python.is_file():
@@ -103,8 +113,8 @@ class Accuracy:
     def run(self, ctx: ProbeContext) -> str:
         if not _last_trial_of_arm(ctx):
             return "runs after the arm's last trial"
-        mode: Mode = "exact" if ctx.traits.greedy_deterministic else "paired"
-        passes = ("cold",) if cache_off(ctx.trial.arm) else ("cold", "warm")
+        mode = _mode(ctx.cfg.checks.accuracy_mode, ctx.traits.bitwise_reproducible)
+        passes = ("cold", "warm") if ctx.arm.cache_on else ("cold",)
         if ctx.flush_path:
             _flush(ctx)
         done = []

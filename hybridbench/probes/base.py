@@ -87,6 +87,7 @@ class ProbeContext:
     flush_path: str  # "" when the server cannot flush
     traits: EngineTraits
     emit: Callable[[JsonRow], None]  # appends one sample to <probe>.jsonl
+    run_dir: Path  # where a probe keeps files beyond its samples (the accuracy probe: evalscope's outputs)
 
     @property
     def identity(self) -> dict[str, Any]:

@@ -5,16 +5,19 @@ from __future__ import annotations
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.traits import EngineTraits
 from hybridbench.errors import ConfigError
+from hybridbench.probes.accuracy import Accuracy
 from hybridbench.probes.base import Probe
 from hybridbench.probes.exact_hits import ExactHits
 from hybridbench.probes.kl import Kl
 
 __all__ = ["PROBES", "plan_probes"]
 
-# In the order they run after a trial: exact_hits only reads /server_info, kl flushes the cache.
+# In the order they run after a trial: exact_hits only reads /server_info, kl flushes the cache, accuracy
+# flushes it and asks its questions after an arm's last trial.
 PROBES: dict[str, Probe] = {
     "exact_hits": ExactHits(),
     "kl": Kl(),
+    "accuracy": Accuracy(),
 }
 
 

@@ -16,8 +16,10 @@ from typing import Any, Literal
 
 from hybridbench.errors import ConfigError
 
-__all__ = ["ACCURACY_PASSES", "AccuracySample", "Mode", "accuracy_sample_from_json", "read_accuracy_samples"]
+__all__ = ["ACCURACY_PASSES", "ACCURACY_SAMPLES", "AccuracySample", "Mode", "accuracy_sample_from_json",
+           "read_accuracy_samples"]
 
+ACCURACY_SAMPLES = "accuracy.jsonl"  # the probe registry name + .jsonl (probes.base.samples_path)
 Pass = Literal["cold", "warm"]
 ACCURACY_PASSES: tuple[Pass, ...] = ("cold", "warm")
 # exact: the engine decodes greedily and deterministically (the reference engine), so every answer text

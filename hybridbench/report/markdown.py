@@ -63,6 +63,20 @@ def _published(rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def _accuracy(rows: list[dict[str, Any]]) -> list[str]:
+    """The accuracy probe's answers per arm and pass, with every question that flipped against cache-off."""
+    if not rows:
+        return []
+    out = ["## accuracy", "", "| arm | pass | correct | cached prompt tokens | differs first at | lost | gained |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cached = "unmeasured" if r.get("cached_tokens") is None else str(r["cached_tokens"])
+        diff = r.get("error") or r.get("first_difference") or ("—" if "lost" in r else "(baseline)")
+        out.append(f"| {r['arm']} | {r['pass']} | {r['correct']}/{r['questions']} | {cached} | {diff} | "
+                   f"{', '.join(r.get('lost', [])) or '—'} | {', '.join(r.get('gained', [])) or '—'} |")
+    return [*out, ""]
+
+
 def render_report(bundle: dict[str, Any]) -> str:
     arms: list[str] = bundle["arms"]
     baseline: str = bundle["baseline_arm"]
@@ -104,6 +118,7 @@ def render_report(bundle: dict[str, Any]) -> str:
             lines.append(f"| {label} | " + " | ".join(_evicted(bundle, workload, arm, key) for arm in arms) + " |")
         lines.append("")
     lines += _published(bundle.get("published") or [])
+    lines += _accuracy(bundle.get("accuracy") or [])
     lines += ["## checks", "", "| check | workload | arm | verdict | observed | expected |", "|---" * 6 + "|"]
     for c in bundle["checks"]:
         mark = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "inconclusive": "**INCONCLUSIVE**"}[c["status"]]

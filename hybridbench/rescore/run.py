@@ -96,6 +96,7 @@ def rescore_run(run_dir: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
         aggregates=scored.aggregates,
         checks=[asdict(c) for c in scored.checks],
         published=compare_published(config, scored.aggregates),
+        accuracy=scored.accuracy,
         # A run whose server died or that was interrupted stays so, whatever the thresholds say.
         verdict=bundle.verdict if bundle.verdict in ("error", "interrupted")
         else "fail" if failed else "inconclusive" if undecided else "pass",

@@ -15,6 +15,7 @@ from typing import Any
 
 from hybridbench.checks.base import CheckResult
 from hybridbench.errors import ConfigError
+from hybridbench.records.accuracy import ACCURACY_SAMPLES, accuracy_sample_from_json
 from hybridbench.records.coverage import TRIAL_STATES
 from hybridbench.records.exact_hits import EXACT_HITS_SAMPLES, exact_hit_sample_from_json
 from hybridbench.records.kl import KlSample, kl_sample_from_json
@@ -224,6 +225,7 @@ def read_kl_samples(path: Path) -> Iterator[KlSample]:
 # Probe name -> its samples file and parser (the kl probe's are read_kl_samples' above).
 _PROBE_SAMPLES: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
     "exact_hits": (EXACT_HITS_SAMPLES, exact_hit_sample_from_json),
+    "accuracy": (ACCURACY_SAMPLES, accuracy_sample_from_json),
 }
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybridbench.checks.accuracy import accuracy_rows
 from hybridbench.checks.base import CheckInput, CheckResult
 from hybridbench.checks.registry import run_checks
 from hybridbench.config.schema import ChecksCfg
@@ -37,6 +38,7 @@ class Scored:
     trials: list[dict[str, Any]] = field(default_factory=list)  # bundle.json's per-trial lines
     aggregates: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     checks: list[CheckResult] = field(default_factory=list)
+    accuracy: list[dict[str, Any]] = field(default_factory=list)  # the accuracy probe's answers, per arm and pass
 
 
 def score_trials(
@@ -91,4 +93,5 @@ def score_trials(
                    settings.seed, dict(kl), settings.kl_threshold, trials=dict(by_pair), cache_off=cache_off,
                    samples={name: list(s) for name, s in (probe_samples or {}).items()}),
     )
-    return Scored(trials_out, aggregates, checks)
+    accuracy = accuracy_rows((probe_samples or {}).get("accuracy", ()), arms)
+    return Scored(trials_out, aggregates, checks, accuracy)

@@ -18,7 +18,7 @@ def _pass(arm: str, pass_: str, answers: list[tuple[str, bool]], *, mode: str = 
     return [*rows, AccuracySample(**ident, cached_tokens=cached, prompt_tokens=1000, error=error)]  # type: ignore[arg-type]
 
 
-def _check(samples: list[AccuracySample], arms: tuple[str, ...] = ARMS, **cfg: object):  # noqa: ANN202
+def _check(samples: list[AccuracySample], arms: tuple[str, ...] = ARMS, **cfg: object):
     inp = CheckInput(cfg=ChecksCfg(**cfg), arms=arms, baseline_arm=arms[0], workloads=("chat",), records={},  # type: ignore[arg-type]
                      trial_summaries={}, snapshots={}, seed=0, samples={"accuracy": samples})
     return {(r.arm, r.workload): r for r in accuracy(inp)}
@@ -47,7 +47,8 @@ def test_one_differing_answer_fails_and_is_named_even_when_correctness_is_unchan
 
 
 def test_an_arm_whose_passes_never_hit_fails_even_with_equal_answers():
-    samples = _pass("disabled", "cold", BASE) + _pass("lru", "cold", BASE, cached=0) + _pass("lru", "warm", BASE, cached=0)
+    samples = (_pass("disabled", "cold", BASE) + _pass("lru", "cold", BASE, cached=0)
+               + _pass("lru", "warm", BASE, cached=0))
     out = _check(samples, ("disabled", "lru"))
     assert {r.status for r in out.values()} == {"fail"}
     assert "served no prompt token" in out[("lru", "accuracy/warm")].detail
