@@ -105,6 +105,13 @@ def _run_page(run: Run, name: str) -> str:
     page.add("<h2>Checks</h2>", table(["check", "workload", "arm", "verdict", "detail"],
                                       [[c.check, c.workload, c.arm, verdict_badge(c.status), c.detail]
                                        for c in b.checks]))
+    accuracy = b.raw.get("accuracy")
+    if isinstance(accuracy, list) and accuracy:
+        page.add("<h2>Accuracy (cache on vs off)</h2>", table(
+            ["arm", "pass", "correct", "cached prompt tokens", "first differing answer", "lost", "gained"],
+            [[str(r.get("arm")), str(r.get("pass")), f"{r.get('correct')}/{r.get('questions')}",
+              _fmt(r.get("cached_tokens")), str(r.get("error") or r.get("first_difference") or ""),
+              ", ".join(r.get("lost") or []), ", ".join(r.get("gained") or [])] for r in accuracy]))
     if b.published:
         page.add("<h2>Published vs this run</h2>", table(
             ["metric", "workload", "arm", "published", "this run", "outcome", "source"],
