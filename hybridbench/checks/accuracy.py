@@ -30,8 +30,11 @@ def _answers(rows: Sequence[AccuracySample]) -> dict[str, Answer]:
     return {r.question: Answer(r.question, r.prediction, r.extracted, r.correct) for r in rows if not r.summary}
 
 
-def _short(text: str) -> str:
-    return repr(text if len(text) <= 40 else text[:37] + "...")
+def _where(off: str, on: str) -> str:
+    """Where two answer texts part, with a little of each from just before that point."""
+    i = next((k for k, (a, b) in enumerate(zip(off, on, strict=False)) if a != b), min(len(off), len(on)))
+    lo = max(0, i - 8)
+    return f"from character {i}: cache off {off[lo:i + 24]!r} vs on {on[lo:i + 24]!r}"
 
 
 def _group(samples: Sequence[AccuracySample]) -> dict[tuple[str, str], list[AccuracySample]]:
@@ -108,7 +111,7 @@ def _verdict(subject: str, arm: str, expected: str, base: dict[str, Answer], can
         if q is not None:
             b, c = base.get(q), cand.get(q)
             what = ("answered in one arm only" if b is None or c is None else
-                    f"cache off {_short(b.prediction)} vs on {_short(c.prediction)}")
+                    _where(b.prediction, c.prediction))
             return CheckResult("accuracy", subject, arm, "fail", acc, expected,
                                f"first differing answer: {q} ({what}); flips: {flips}; {hits}")
         return CheckResult("accuracy", subject, arm, "pass", acc, expected,
