@@ -10,6 +10,7 @@ from hybridbench.checks.base import Check, CheckInput, CheckResult
 from hybridbench.checks.builtin import cache_hits, survival, throughput, ttft
 from hybridbench.checks.correctness import kl, prefill_overhead
 from hybridbench.checks.evictions import evictions, host_hits
+from hybridbench.checks.marconi import marconi_trends
 from hybridbench.config.schema import ChecksCfg
 from hybridbench.errors import ConfigError
 from hybridbench.records.kl import KL_VARIANTS
@@ -26,6 +27,7 @@ CHECKS: dict[str, Check] = {
     "evictions": evictions,
     "host_hits": host_hits,
     "accuracy": accuracy,
+    "marconi_trends": marconi_trends,
 }
 
 

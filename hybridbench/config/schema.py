@@ -40,6 +40,7 @@ class EngineCfg:
     mem_fraction_static: float = 0.85
     max_mamba_cache_size: int = 0  # 0 = from memory
     kv_tokens: int = 0  # 0 = from memory
+    capacity_bytes: float = 0.0  # the replay engine's cache budget in bytes, as Marconi sizes its caches
     page_size: int = 1
     track_interval: int = 256
     extra_args: list[str] = field(default_factory=list)

@@ -67,6 +67,7 @@ RULES: dict[str, Range] = {
     "engine.mem_fraction_static": Range(0, 1, lo_open=True),
     "engine.max_mamba_cache_size": _NON_NEGATIVE,  # 0 = sized from memory
     "engine.kv_tokens": _NON_NEGATIVE,  # 0 = sized from memory
+    "engine.capacity_bytes": _NON_NEGATIVE,  # the replay engine requires > 0 (checked by the engine)
     "engine.page_size": _ONE_UP,
     "engine.track_interval": _ONE_UP,
     "engine.workload_scale": _ONE_UP,

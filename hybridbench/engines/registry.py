@@ -8,6 +8,7 @@ from collections.abc import Callable
 from hybridbench.engines.base import Engine
 from hybridbench.engines.launchers import make_sglang_engine, make_vllm_engine
 from hybridbench.engines.reference import REFERENCE
+from hybridbench.engines.replay import ReplayEngine
 from hybridbench.engines.server import ServerEngine
 from hybridbench.engines.sim import SimEngine
 from hybridbench.engines.tokenspeed import TokenSpeedEngine
@@ -18,6 +19,7 @@ __all__ = ["ENGINES", "make_engine"]
 
 ENGINES: dict[str, Callable[[], Engine]] = {
     "sim": SimEngine,
+    "replay": ReplayEngine,
     "reference": lambda: ServerTrials(ServerEngine(REFERENCE)),
     "sglang": lambda: ServerTrials(make_sglang_engine()),
     "vllm": lambda: ServerTrials(make_vllm_engine()),

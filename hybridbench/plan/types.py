@@ -8,9 +8,11 @@ from typing import Any
 from reference_impl.engine.arms import ArmSpec
 from workloads.arrival import LoadSpec
 
-__all__ = ["PLAN_SCHEMA_VERSION", "RunPlan", "Trial", "WorkloadPlan"]
+__all__ = ["MODELLED_ENGINES", "PLAN_SCHEMA_VERSION", "RunPlan", "Trial", "WorkloadPlan"]
 
 PLAN_SCHEMA_VERSION = 1
+# Engines whose records come from a model (times, and for replay the cache too), not a running server.
+MODELLED_ENGINES = frozenset({"sim", "replay"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,7 +82,8 @@ def render_report(bundle: dict[str, Any]) -> str:
     baseline: str = bundle["baseline_arm"]
     lines = [f"# hybridbench: {bundle['name']}", ""]
     if bundle.get("modelled"):
-        lines += ["**Modelled** (engine `sim`): times come from a cost model, not a GPU.", ""]
+        engine = bundle["provenance"]["engine"]["name"]
+        lines += [f"**Modelled** (engine `{engine}`): times come from a cost model, not a GPU.", ""]
     prov = bundle["provenance"]
     lines += [
         f"engine `{prov['engine']['name']}` {prov['engine']['version']} · git `{prov['git_sha'][:12] or 'n/a'}`"

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from hybridbench.checks.base import CheckResult
 from hybridbench.config.redact import redact_config, redact_overrides
 from hybridbench.metrics.published import compare_published
-from hybridbench.plan.types import RunPlan
+from hybridbench.plan.types import MODELLED_ENGINES, RunPlan
 
 __all__ = ["BUNDLE_SCHEMA_VERSION", "EngineBuild", "build_bundle", "package_checkout", "provenance"]
 
@@ -120,7 +120,7 @@ def build_bundle(
         "name": plan.name,
         "run_dir": plan.run_dir,
         "created": datetime.now(timezone.utc).isoformat(),
-        "modelled": plan.engine == "sim",
+        "modelled": plan.engine in MODELLED_ENGINES,
         "arms": list(plan.arms),
         "baseline_arm": plan.baseline_arm,
         "trials": trials,

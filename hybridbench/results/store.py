@@ -25,6 +25,7 @@ import duckdb
 import pandas as pd
 
 from hybridbench.errors import ConfigError
+from hybridbench.plan.types import MODELLED_ENGINES
 from hybridbench.results.reader import read_run
 from hybridbench.results.types import Run
 
@@ -110,7 +111,7 @@ def run_row(run: Run, root: Path) -> dict[str, Any]:
         "load": load_fingerprint(run),
         "arms": ",".join(run.plan.arms),
         "workloads": ",".join(w.name for w in run.plan.workloads),
-        "modelled": bool(b.modelled) if b is not None else run.plan.engine == "sim",
+        "modelled": bool(b.modelled) if b is not None else run.plan.engine in MODELLED_ENGINES,
         "schema_version": b.schema_version if b is not None else run.plan.schema_version,
     }
 

@@ -60,12 +60,19 @@ ARMS: dict[str, ArmSpec] = {
         ArmSpec("seglen", "extra_buffer", policy="seglen"),  # as the seglen PR launches it
         ArmSpec("marconi", "extra_buffer", policy="marconi"),  # as the marconi PR (#21862) launches it
         ArmSpec("l2", "extra_buffer", host_tier=True),  # --enable-hierarchical-cache
+        # Marconi's baselines (its paper's names): LRU over leaves with Marconi's admission, and vLLM's
+        # fine-grained 32-token blocks each with a state checkpoint. Only the trace replayer has their trees.
+        ArmSpec("sglang_plus", "no_buffer", policy="sglang_plus"),
+        ArmSpec("vllm_plus", "no_buffer", policy="vllm_plus"),
     )
 }
 
 # Policies that bring their own tree (Marconi's) cannot run inside the scheduler's SGLang tree.
 NOT_ON_REFERENCE = {
-    "marconi": "the marconi arm needs Marconi's admission tree; use `python -m reference_impl.replay --policy marconi`",
+    "marconi": "the marconi arm needs Marconi's admission tree; use engine=replay "
+               "(or `python -m reference_impl.replay --policy marconi`)",
+    "sglang_plus": "Marconi's SGLang+ baseline lives in Marconi's tree; use engine=replay",
+    "vllm_plus": "Marconi's vLLM+ baseline (32-token blocks) has its own tree; use engine=replay",
 }
 
 

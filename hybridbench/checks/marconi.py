@@ -1,0 +1,54 @@
+"""marconi_trends: Marconi's published direction, on this run's cache hits.
+
+Marconi (arXiv 2411.19379) reports a higher token hit rate than both of its baselines at every capacity of
+its sweeps: 4.5x-34.4x vLLM+'s on average (Fig. 7) and a positive win over SGLang+ (P95 +19% to +220%,
+Fig. 8; research/marconi.md §3.5). The check asks only for that direction — the ``marconi`` arm's token
+hit rate above each baseline arm's (``sglang_plus``, ``vllm_plus``) on every workload — never for the size,
+which depends on the trace. A comparison in which neither cache evicted a state did not exercise the
+eviction policy: ``inconclusive``, never a pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hybridbench.checks.base import CheckInput, CheckResult, Status
+from hybridbench.records.schema import Record
+
+__all__ = ["marconi_trends"]
+
+BASELINES = ("sglang_plus", "vllm_plus")
+
+
+def _hit_rate(recs: Sequence[Record]) -> float:
+    ok = [r for r in recs if r.status == "ok"]
+    prompt = sum(r.prompt_tokens for r in ok)
+    return sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else float("nan")
+
+
+def _evicted(inp: CheckInput, workload: str, arm: str) -> bool:
+    snaps = inp.snapshots.get((workload, arm), [])
+    return bool(snaps) and all(float(s.get("evicted_states") or 0) + float(s.get("evicted_tokens") or 0) > 0
+                               for s in snaps)
+
+
+def marconi_trends(inp: CheckInput) -> Sequence[CheckResult]:
+    out = []
+    marconi = [a for a in inp.arms if "marconi" in a.split("+")]
+    for workload in inp.workloads:
+        for arm in marconi:
+            ours = _hit_rate(inp.records.get((workload, arm), []))
+            for base in (b for b in inp.arms if b in BASELINES):
+                theirs = _hit_rate(inp.records.get((workload, base), []))
+                expected = f"token hit rate above {base}'s (Marconi, Fig. 7/8)"
+                status: Status
+                if not (_evicted(inp, workload, arm) or _evicted(inp, workload, base)):
+                    status = "inconclusive"
+                    detail = f"{ours:.1%} vs {theirs:.1%}, but neither cache evicted: the policies never differed"
+                else:
+                    status = "pass" if ours > theirs else "fail"
+                    ratio = ours / theirs if theirs else float("inf")
+                    detail = f"{arm} {ours:.1%} vs {base} {theirs:.1%} ({ratio:.2f}x)"
+                out.append(CheckResult("marconi_trends", workload, f"{arm} vs {base}", status, ours - theirs,
+                                       expected, detail))
+    return out

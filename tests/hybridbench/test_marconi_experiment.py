@@ -1,0 +1,87 @@
+"""+experiment=marconi end to end on the replay engine: Marconi's trees and baselines replayed from a
+Marconi-format trace, its published direction checked on the records, and what no other engine can run
+refused at plan time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hybridbench.engines.replay import marconi_ttft_ms
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def hb(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=marconi", *args], capture_output=True,
+                          text=True, timeout=300, check=False, cwd=ROOT)
+
+
+def trends(run: Path) -> dict[str, dict[str, Any]]:
+    bundle = json.loads((run / "bundle.json").read_text())
+    return {c["arm"]: c for c in bundle["checks"] if c["check"] == "marconi_trends"}
+
+
+def hit_rates(run: Path) -> dict[str, float]:
+    hit: dict[str, list[int]] = {}
+    for line in (run / "records.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        assert r["modelled"] is True
+        got = hit.setdefault(r["arm"], [0, 0])
+        got[0] += r["cached_tokens"]
+        got[1] += r["prompt_tokens"]
+    return {arm: c / p for arm, (c, p) in hit.items()}
+
+
+def test_marconi_above_both_baselines_at_a_marconi_capacity_and_the_check_reads_the_records(tmp_path: Path) -> None:
+    run = tmp_path / "ok"
+    proc = hb("workloads.swebench.params.num_sessions=10", "engine.capacity_bytes=1e10", f"hydra.run.dir={run}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    rates = hit_rates(run)
+    assert rates["marconi"] > rates["sglang_plus"] > rates["vllm_plus"] > 0
+    got = trends(run)
+    assert {a: c["status"] for a, c in got.items()} == {"marconi vs sglang_plus": "pass",
+                                                         "marconi vs vllm_plus": "pass"}
+    assert abs(got["marconi vs vllm_plus"]["observed"] - (rates["marconi"] - rates["vllm_plus"])) < 1e-9
+    bundle = json.loads((run / "bundle.json").read_text())
+    assert bundle["modelled"] is True and bundle["verdict"] == "pass"
+    assert all(t["server"]["evicted_states"] > 0 for t in bundle["trials"])
+    published = {p["baseline_arm"]: p for p in bundle["published"]}
+    assert published["vllm_plus"]["direction"] == published["sglang_plus"]["direction"] == "same"
+    assert published["vllm_plus"]["mark"] == "not comparable"  # Marconi's simulator on its real traces
+    assert "## published vs this run" in (run / "report.md").read_text()
+
+
+def test_a_trend_marconi_does_not_show_fails_and_one_no_eviction_exercised_is_inconclusive(tmp_path: Path) -> None:
+    # 5 GB is below Marconi's SWE-bench range (40-100 GB): there its eviction loses to SGLang+'s on this trace.
+    tight = tmp_path / "tight"
+    proc = hb("workloads.swebench.params.num_sessions=10", "engine.capacity_bytes=5e9", f"hydra.run.dir={tight}")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    rates = hit_rates(tight)
+    assert rates["marconi"] < rates["sglang_plus"]
+    assert trends(tight)["marconi vs sglang_plus"]["status"] == "fail"
+    roomy = tmp_path / "roomy"
+    proc = hb("workloads.swebench.params.num_sessions=3", "engine.capacity_bytes=1e13", "arms=[sglang_plus,marconi]",
+              "checks.enabled=[marconi_trends]", f"hydra.run.dir={roomy}")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert trends(roomy)["marconi vs sglang_plus"]["status"] == "inconclusive"
+
+
+def test_arms_only_the_replayer_has_are_refused_elsewhere_and_bad_replay_input_is_one_line(tmp_path: Path) -> None:
+    for args, needle in ((("engine=reference",), "use engine=replay"), (("engine=sim",), "use engine=replay"),
+                         (("arms=[disabled,sglang_plus]",), "cache-off arm"),
+                         (("engine.capacity_bytes=0",), "engine.capacity_bytes"),
+                         (("arms=[sglang_plus,lru]", "engine.page_size=16"), "page size 1")):
+        proc = hb(*args, f"hydra.run.dir={tmp_path / 'x'}")
+        assert proc.returncode == 2, (args, proc.stderr[-2000:])
+        assert needle in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr[-2000:])
+
+
+def test_marconi_ttft_model_is_its_published_step_line() -> None:
+    # research/marconi.md §3.4: 20.46 ms under 50 tokens, 73.4 ms at 1K, 1,710 ms from 31,950 on.
+    assert round(marconi_ttft_ms(0), 2) == round(marconi_ttft_ms(49), 2) == 20.46
+    assert round(marconi_ttft_ms(1000), 1) == 73.4
+    assert round(marconi_ttft_ms(10**6)) == round(marconi_ttft_ms(31_950)) == 1710
