@@ -203,7 +203,9 @@ def test_survival_reports_the_upstream_mamba2_crash_on_unpatched_vllm(tmp_path: 
     bundle = json.loads((tmp_path / "bundle.json").read_text())
     assert bundle["verdict"] == "error" and UPSTREAM_CRASH in bundle["infrastructure_error"]
     survival = [c for c in bundle["checks"] if c["check"] == "survival"]
-    assert [c["status"] for c in survival] == ["fail"] and UPSTREAM_CRASH in survival[0]["detail"], survival
+    # The survival row keeps the error's head and tail only (a "hung" message can push the cause out of the
+    # head); the report's Infrastructure failure line and bundle.json carry it whole (asserted above).
+    assert [c["status"] for c in survival] == ["fail"], survival
     # Records kept: one per request sent, each failed with the server's own word, none lost.
     records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert records and all(r["status"] != "ok" and r["error"] for r in records), records[:2]
