@@ -8,16 +8,10 @@ every pass with the cache-off arm's answers, question by question, from this fil
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any, Literal
 
-from hybridbench.errors import ConfigError
-
-__all__ = ["ACCURACY_PASSES", "ACCURACY_SAMPLES", "AccuracySample", "Mode", "accuracy_sample_from_json",
-           "read_accuracy_samples"]
+__all__ = ["ACCURACY_PASSES", "ACCURACY_SAMPLES", "AccuracySample", "Mode", "accuracy_sample_from_json"]
 
 ACCURACY_SAMPLES = "accuracy.jsonl"  # the probe registry name + .jsonl (probes.base.samples_path)
 Pass = Literal["cold", "warm"]
@@ -68,17 +62,3 @@ def accuracy_sample_from_json(obj: dict[str, Any]) -> AccuracySample:
         raise TypeError(f"expected a JSON object, got {type(obj).__name__}")
     data = {("pass_" if k == "pass" else k): v for k, v in obj.items()}
     return AccuracySample(**{k: v for k, v in data.items() if k in _FIELDS})
-
-
-def read_accuracy_samples(path: Path) -> Iterator[AccuracySample]:
-    """Samples saved by a run; a run without the accuracy probe has no file and yields nothing."""
-    if not path.exists():
-        return
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield accuracy_sample_from_json(json.loads(line))
-            except (json.JSONDecodeError, TypeError) as exc:
-                raise ConfigError(f"{path}:{lineno}: not an accuracy sample ({exc})") from None

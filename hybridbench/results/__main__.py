@@ -1,15 +1,11 @@
-"""``python -m hybridbench.results``: see ``hybridbench.results.cli``. Its libraries (DuckDB, pandas, plotly,
-ruptures) are the ``results`` extra, so a missing one is one line, not a traceback."""
+"""``python -m hybridbench.results``: see ``hybridbench.results.cli``."""
 
 from __future__ import annotations
 
-import sys
-
-try:
-    from hybridbench.results.cli import main
-except ImportError as exc:
-    print(f"error: {exc.name} is not installed: pip install 'hybridbench[results]'", file=sys.stderr)
-    raise SystemExit(2) from None
+from hybridbench.results.extra import require_results_extra
 
 if __name__ == "__main__":
+    require_results_extra()
+    from hybridbench.results.cli import main  # after the check: its libraries are an extra
+
     raise SystemExit(main())
