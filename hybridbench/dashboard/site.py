@@ -21,6 +21,7 @@ from hybridbench.dashboard.html import PLOTLY_JS, Page, chart, command, link, ta
 from hybridbench.dashboard.trends import trend_page
 from hybridbench.errors import ConfigError
 from hybridbench.results import Run, read_run
+from hybridbench.results.baselines import BRANCH
 from hybridbench.results.store import Store, load_store
 from workloads.atomic_file import write_text_atomic
 
@@ -59,8 +60,9 @@ def _run_command(run: Run) -> str:
 def _index(store: Store, root: Path, out: Path, compares: list[tuple[str, dict[str, Any]]]) -> str:
     rows = []
     for r in store.runs.sort_values("created", ascending=False).to_dict("records"):
+        name = r["run"] if r["branch"] == BRANCH else link(f"run-{slug(r['run'])}.html", r["run"])  # no run page
         rows.append([r["created"].strftime("%Y-%m-%d %H:%M") if r["created"] == r["created"] else "",
-                     link(f"run-{slug(r['run'])}.html", r["run"]), r["experiment"], verdict_badge(r["verdict"]),
+                     name, r["experiment"], verdict_badge(r["verdict"]),
                      r["failed_checks"], f"{r['engine']} {r['engine_version']}", r["model"], r["gpu"], r["branch"],
                      r["git_sha"][:10]])
     page = Page("hybridbench runs", charts=False)

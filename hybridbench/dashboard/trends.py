@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hybridbench.dashboard import charts
 from hybridbench.dashboard.html import Page, chart, table, verdict_badge
+from hybridbench.results.baselines import BRANCH
 from hybridbench.results.history import Series, history, judge
 from hybridbench.results.store import Store
 
@@ -18,8 +19,17 @@ TOLERANCE = 0.10
 _STATUS_CLASS = {"regression": "fail", "suspicious": "inconclusive", "ok": "pass", "insufficient data": "skip"}
 
 
+def _published(store: Store) -> dict[tuple[str, str, str, str, str], float]:
+    """(experiment, workload, metric, model, arm) -> the published figure (results/baselines/, branch published)."""
+    pub = store.runs[store.runs["branch"] == BRANCH]
+    rows = store.aggregates.merge(pub[["run", "experiment", "model"]], on="run")
+    return {(r["experiment"], r["workload"], r["metric"], r["model"], r["arm"]): float(r["value"])
+            for r in rows.to_dict("records")}
+
+
 def trend_page(store: Store, root: Path) -> str:
     page = Page("trends")
+    published = _published(store)
     groups: dict[tuple[str, ...], list[Series]] = defaultdict(list)
     main = store.runs[store.runs["branch"] == "main"]
     nightly = Store(store.root, main, store.aggregates[store.aggregates["run"].isin(set(main["run"]))], store.trials,
@@ -34,9 +44,12 @@ def trend_page(store: Store, root: Path) -> str:
         verdicts = [judge(s, tolerance=TOLERANCE) for s in series]
         cps = sorted({run for v in verdicts for run in v.change_points})
         when = {p.run: p.created for s in series for p in s.points}
+        # The first arm (by name) with a published figure for this experiment, workload, metric and model.
+        pub = next((published[(experiment, workload, metric, model, arm)] for arm in sorted(s.key.arm for s in series)
+                    if (experiment, workload, metric, model, arm) in published), None)
         fig = charts.trend(f"{experiment} · {workload} · {metric} ({model}, {gpu}, {engine}, load {load[:8]})",
                            {s.key.arm: [(p.created, p.value) for p in s.points] for s in series},
-                           change_points=[when[r] for r in cps], unit=metric)
+                           change_points=[when[r] for r in cps], published=pub, unit=metric)
         page.add(chart(fig, f"trend-{i}", f"{cmd} --experiment {experiment} --workload {workload}"))
         rows += [[experiment, workload, v.key.arm, metric, verdict_badge(_STATUS_CLASS[v.status], v.status), v.detail,
                   ", ".join(v.change_points)] for v in verdicts]

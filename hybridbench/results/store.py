@@ -26,6 +26,7 @@ import pandas as pd
 
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import MODELLED_ENGINES
+from hybridbench.results.baselines import published_rows
 from hybridbench.results.reader import read_run
 from hybridbench.results.types import Run
 
@@ -258,8 +259,16 @@ def load_store(root: Path, dirs: Iterable[Path] | None = None) -> Store:
             continue
         runs.append(run)
     r, a, t, c = _frames(runs, root)
+    loaded = {str(row["run"]): run for row, run in zip(r.to_dict("records"), runs, strict=True)}
+    pub_runs, pub_aggs, pub_skipped = published_rows(root)
+    if pub_runs:  # no typed Run behind these: they stay out of ``loaded`` (nothing to show, export or score)
+        pub = pd.DataFrame(pub_runs)
+        pub["created"] = pd.Series([pd.NaT] * len(pub), dtype="datetime64[ns, UTC]")
+        r = pd.concat([r, pub], ignore_index=True) if len(r) else pub
+        a = pd.concat([a, pd.DataFrame(pub_aggs, columns=a.columns)], ignore_index=True)
+    skipped += pub_skipped
     store = Store(root, r, a, t, c, skipped)
-    store.loaded = {str(row["run"]): run for row, run in zip(r.to_dict("records"), runs, strict=True)}
+    store.loaded = loaded
     return store
 
 
