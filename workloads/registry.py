@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workloads import gsp, random_load, sharegpt, swebench, trace_file
+from workloads import gsp, prefix_groups, random_load, sharegpt, swebench, trace_file
 from workloads.errors import WorkloadError
 from workloads.params import add_arguments, checked_values, values_from_args
 from workloads.trace import TraceStream
@@ -78,6 +78,9 @@ WORKLOADS: dict[str, Workload] = {
         Workload("swebench", "agent trajectories with observation collapsing (files or synthetic)",
                  swebench.SwebenchParams, swebench.build, swebench.PRESETS, "seglen: sps 10, art 5, 100 sessions",
                  swebench.SwebenchSource),
+        Workload("prefix_groups", "shared-prefix groups of different lengths among noise prompts (seglen PR)",
+                 prefix_groups.PrefixGroupsParams, prefix_groups.build, prefix_groups.PRESETS,
+                 "the seglen PR's datasets: multi-group, mixed-7k-10k-noise (inferred)"),
         Workload("random", "independent random prompts (prefill overhead)", random_load.RandomParams,
                  random_load.build, random_load.PRESETS),
         Workload("trace", "replay a trace file unchanged (Marconi/SegLen names too)", trace_file.TraceFileParams,
