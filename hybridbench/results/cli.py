@@ -127,7 +127,7 @@ def _export(args: argparse.Namespace) -> int:
             con.register(f"{name}_sel", store.restrict(getattr(store, name), f))
             con.execute(f"COPY {name}_sel TO {_sql_path(args.out / (name + '.parquet'))} (FORMAT parquet)")
         records = [str(Path(store.loaded[k].path) / "records.jsonl") for k in keep
-                   if (Path(store.loaded[k].path) / "records.jsonl").is_file()]
+                   if k in store.loaded and (Path(store.loaded[k].path) / "records.jsonl").is_file()]  # published: none
         if records:
             # DuckDB reads every run's records in place; fields added by later schema versions are unioned.
             con.execute("COPY (SELECT * FROM read_json(?, format='newline_delimited', union_by_name=true, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,15 @@ def test_a_bad_baseline_file_is_one_skipped_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="label"):
         (folder / "x.json").write_text(json.dumps({**good, "label": "main"}))
         read_published(folder / "x.json")
+
+
+def test_every_results_command_takes_a_root_with_baselines(tmp_path: Path) -> None:
+    """A published run has no run directory behind it: index, ls, export and history must still work."""
+    shutil.copytree(BASELINES, tmp_path / "baselines")
+    for args in (["index"], ["ls"], ["history"], ["export", "-o", str(tmp_path / "parquet")]):
+        proc = subprocess.run([sys.executable, "-m", "hybridbench.results", args[0], str(tmp_path), *args[1:]],
+                              capture_output=True, text=True, check=False, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.returncode == 0, (args, proc.stderr)
+    assert (tmp_path / "index.jsonl").read_text() == ""  # the index lists finished runs, not published figures
+    assert (tmp_path / "parquet" / "runs.parquet").is_file()
