@@ -5,7 +5,8 @@ its sweeps: 4.5x-34.4x vLLM+'s on average (Fig. 7) and a positive win over SGLan
 Fig. 8; research/marconi.md §3.5). The check asks only for that direction — the ``marconi`` arm's token
 hit rate above each baseline arm's (``sglang_plus``, ``vllm_plus``) on every workload — never for the size,
 which depends on the trace. A comparison in which neither cache evicted a state did not exercise the
-eviction policy: ``inconclusive``, never a pass.
+eviction policy, and one with equal hit rates (a capacity where no eviction choice cost a hit) compared
+nothing: both ``inconclusive``, never a pass.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def marconi_trends(inp: CheckInput) -> Sequence[CheckResult]:
                 if not (_evicted(inp, workload, arm) or _evicted(inp, workload, base)):
                     status = "inconclusive"
                     detail = f"{ours:.1%} vs {theirs:.1%}, but neither cache evicted: the policies never differed"
+                elif ours == theirs:  # a cache roomy enough that no choice cost a hit: nothing was compared
+                    status = "inconclusive"
+                    detail = (f"{arm} and {base} both {ours:.1%}: at this capacity the policies made no "
+                              "difference")
                 else:
                     status = "pass" if ours > theirs else "fail"
                     ratio = ours / theirs if theirs else float("inf")

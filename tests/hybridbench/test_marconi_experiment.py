@@ -10,7 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hybridbench.checks.base import CheckInput
+from hybridbench.checks.marconi import marconi_trends
+from hybridbench.config.schema import ChecksCfg
 from hybridbench.engines.replay import marconi_ttft_ms
+from hybridbench.records.schema import Record
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,3 +89,26 @@ def test_marconi_ttft_model_is_its_published_step_line() -> None:
     assert round(marconi_ttft_ms(0), 2) == round(marconi_ttft_ms(49), 2) == 20.46
     assert round(marconi_ttft_ms(1000), 1) == 73.4
     assert round(marconi_ttft_ms(10**6)) == round(marconi_ttft_ms(31_950)) == 1710
+
+
+def _record(arm: str, cached: int) -> Record:
+    return Record(run_id="r", trial_id="t", arm=arm, workload="w", repeat=0, request_index=0, session_id=0, turn_id=0,
+                  scheduled_s=0.0, sent_s=0.0, first_token_s=0.1, end_s=0.1, prompt_tokens=100, output_tokens=1,
+                  cached_tokens=cached, status="ok")
+
+
+def test_marconi_trends_verdicts_from_hits_and_evictions() -> None:
+    def verdict(marconi: int, sglang_plus: int, evicted: int = 5) -> str:
+        arms = ("sglang_plus", "marconi")
+        inp = CheckInput(ChecksCfg(), arms, "sglang_plus", ("w",),
+                         {("w", "marconi"): [_record("marconi", marconi)],
+                          ("w", "sglang_plus"): [_record("sglang_plus", sglang_plus)]},
+                         {}, {("w", a): [{"evicted_states": evicted}] for a in arms}, 0)
+        (result,) = marconi_trends(inp)
+        assert result.arm == "marconi vs sglang_plus"
+        return result.status
+
+    assert verdict(60, 40) == "pass"
+    assert verdict(40, 60) == "fail"
+    assert verdict(50, 50) == "inconclusive"  # a tie compared nothing
+    assert verdict(60, 40, evicted=0) == "inconclusive"  # nothing evicted: the policies never ran
