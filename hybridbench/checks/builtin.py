@@ -166,6 +166,12 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
         exact = _exact_hits(workload, arm, recs, predictions)
         if exact is not None:
             out.append(exact)
+        else:  # the probe ran but could not predict (another engine's semantics, a warm start): said, not passed
+            why = next((str(s["prediction"]) for s in inp.snapshots.get((workload, arm), [])
+                        if str(s.get("prediction", "")).startswith("no prediction")), "")
+            if why:
+                out.append(CheckResult("cache_hits", f"{workload}/exact", arm, "skip", None,
+                                       "cached_tokens == the reference cache's prediction, request by request", why))
         if arm in inp.cache_off or floor <= 0:
             continue
         ok = [r for r in recs if r.status == "ok"]

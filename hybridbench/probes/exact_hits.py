@@ -139,7 +139,10 @@ class CachePredictor:
 class ExactHits:
     name = "exact_hits"
     snapshot_key = "prediction"
-    needs = ProbeNeeds(protocols=frozenset({"sglang"}), reference_semantics=True)
+    # Any live server: an engine whose cache does not follow SGLang's semantics (vLLM) gets no prediction, said in
+    # its trial snapshot, and cache_hits keeps its hit-rate floor there; refusing the run would take sequential
+    # hit-rate runs away from every engine but SGLang's.
+    needs = ProbeNeeds()
 
     def wanted(self, cfg: RunCfg) -> str:
         load = cfg.load
@@ -152,6 +155,8 @@ class ExactHits:
         return exact_hit_sample_from_json(obj)
 
     def run(self, ctx: ProbeContext) -> str | dict[str, Any]:
+        if not ctx.traits.reference_semantics or "sglang" not in ctx.traits.protocols:
+            return "no prediction: this engine's cache does not follow SGLang's semantics (what reference_impl mirrors)"
         if ctx.cache_state != "cold-flushed":
             return f"no prediction: the trial started {ctx.cache_state}, not cold"
         try:

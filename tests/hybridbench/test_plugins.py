@@ -158,3 +158,18 @@ def test_a_probe_the_engine_cannot_serve_is_refused_before_anything_starts(
                                           r"flushes its cache on request; engine echo cannot serve it"):
         run(compose_cfg("[survival,ask_again]"), plugged, {})
     assert not (plugged / "logs").exists() and not (plugged / "records.jsonl").exists()
+
+
+def test_sequential_hits_on_an_engine_without_sglangs_semantics_run_and_say_there_is_no_prediction(
+    plugged: Path,
+) -> None:
+    """The exact-hit predictor mirrors SGLang's cache: on another engine (vLLM's, this echo server's) a sequential
+    cache_hits run still runs and gates on its hit rate, and its verdicts say no prediction was made."""
+    cfg = compose_cfg("[survival,cache_hits]")
+    cfg.load.max_concurrency = 1
+    assert run(cfg, plugged, {}) == 0
+    bundle = json.loads((plugged / "bundle.json").read_text())
+    assert all(t["server"]["prediction"].startswith("no prediction: this engine's cache") for t in bundle["trials"])
+    exact = [c for c in bundle["checks"] if c["check"] == "cache_hits" and c["workload"].endswith("/exact")]
+    assert {(c["arm"], c["status"]) for c in exact} == {("lru", "skip"), ("branching", "skip")}
+    assert not (plugged / "exact_hits.jsonl").exists() or not (plugged / "exact_hits.jsonl").read_text().strip()
