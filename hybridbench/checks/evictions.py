@@ -21,6 +21,15 @@ def _count(snap: dict[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _total(values: Sequence[float | None], unit: str) -> str:
+    """A counter's sum over the repeats; ``unknown`` where the engine does not report it (never 0)."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return f"unknown {unit}"
+    missing = len(values) - len(known)
+    return f"{sum(known):.0f} {unit}" + (f" (unknown in {missing} of {len(values)} repeat(s))" if missing else "")
+
+
 def evictions(inp: CheckInput) -> Sequence[CheckResult]:
     expected = "every compared arm evicts KV tokens or states in every repeat"
     out = []
@@ -33,21 +42,25 @@ def evictions(inp: CheckInput) -> Sequence[CheckResult]:
             known = [(t, s) for t, s in per_repeat if t is not None or s is not None]
             tokens = sum(t or 0.0 for t, _ in known)
             states = sum(s or 0.0 for _, s in known)
+            counted = (f"{_total([t for t, _ in per_repeat], 'KV tokens')}, "
+                       f"{_total([s for _, s in per_repeat], 'states')}")
+            # A repeat is evidence only if a counter it reports is above 0: an unknown counter never counts, and
+            # a repeat whose only known counter is 0 may have evicted what the engine does not count.
             quiet = sum(1 for t, s in known if not (t or s))
             status: Status
             if not snaps:
                 status, detail = "inconclusive", "no trial ran"
             elif len(known) < len(snaps):
                 status, detail = "inconclusive", (f"{len(snaps) - len(known)} of {len(snaps)} trial(s) without "
-                                                  "eviction counters: the policy may never have run")
+                                                  f"eviction counters ({counted}): the policy may never have run")
             elif quiet:
                 status, detail = "inconclusive", (f"nothing evicted in {quiet} of {len(snaps)} repeat(s) "
-                                                  f"({tokens:.0f} KV tokens, {states:.0f} states in all): the "
-                                                  "eviction policy was never exercised")
+                                                  f"({counted} in all): the eviction policy was never exercised")
             else:
                 status = "pass"
-                detail = f"{tokens:.0f} KV tokens, {states:.0f} states evicted over {len(snaps)} repeat(s)"
-            out.append(CheckResult("evictions", workload, arm, status, tokens + states, expected, detail))
+                detail = f"{counted} evicted over {len(snaps)} repeat(s)"
+            observed = tokens + states if known else None  # unknown is not 0
+            out.append(CheckResult("evictions", workload, arm, status, observed, expected, detail))
     return out
 
 

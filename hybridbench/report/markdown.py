@@ -36,10 +36,10 @@ def _ms(value: Any) -> str:
 
 
 def _evicted(bundle: dict[str, Any], workload: str, arm: str, key: str) -> str:
-    """Mean per repeat of a trial snapshot counter; "—" when no trial of the arm reported it."""
+    """Mean per repeat of a trial snapshot counter; "unknown" when no trial of the arm reported it (never 0)."""
     values = [v for t in bundle.get("trials", []) if t["workload"] == workload and t["arm"] == arm
               if isinstance(v := t.get("server", {}).get(key), (int, float))]
-    return f"{sum(values) / len(values):,.0f}" if values else "—"
+    return f"{sum(values) / len(values):,.0f}" if values else "unknown"
 
 
 def _change(p: dict[str, Any], key: str) -> str:

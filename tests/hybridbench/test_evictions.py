@@ -35,9 +35,26 @@ def test_an_arm_that_evicted_nothing_or_cannot_say_is_inconclusive() -> None:
     assert got["seglen"][0] == "inconclusive" and "1 of 2 repeat(s)" in got["seglen"][1]
     unknown = check({"lru": [{"evicted_tokens": None, "evicted_states": None}], "seglen": []})
     assert unknown["lru"][0] == "inconclusive" and "without eviction counters" in unknown["lru"][1]
+    assert "unknown KV tokens, unknown states" in unknown["lru"][1]
     assert unknown["seglen"][0] == "inconclusive"
     states_only = check({"lru": [{"evicted_tokens": None, "evicted_states": 4}], "seglen": [{"evicted_states": 1}]})
     assert states_only["lru"][0] == states_only["seglen"][0] == "pass"
+    assert "unknown KV tokens, 4 states" in states_only["lru"][1] and "0 KV tokens" not in states_only["lru"][1]
+
+
+def test_an_unknown_counter_is_never_evidence_of_eviction() -> None:
+    """SGLang has no evicted-state counter: its 0 evicted tokens beside an unknown state count is no eviction
+    (inconclusive), and the report says 'unknown', never '0 states'; likewise the other way round."""
+    sglang_like = check({"lru": [{"evicted_tokens": 0, "evicted_states": None}] * 2,
+                         "seglen": [{"evicted_tokens": 300, "evicted_states": None}]})
+    assert sglang_like["lru"][0] == "inconclusive" and "0 KV tokens, unknown states" in sglang_like["lru"][1]
+    assert sglang_like["seglen"] == ("pass", "300 KV tokens, unknown states evicted over 1 repeat(s)")
+    tokens_unknown = check({"lru": [{"evicted_tokens": None, "evicted_states": 0}], "seglen": []})
+    assert tokens_unknown["lru"][0] == "inconclusive" and "unknown KV tokens, 0 states" in tokens_unknown["lru"][1]
+    mixed = check({"lru": [{"evicted_tokens": 90, "evicted_states": None}, {"evicted_tokens": None,
+                                                                               "evicted_states": 2}], "seglen": []})
+    assert mixed["lru"][0] == "pass"
+    assert "90 KV tokens (unknown in 1 of 2 repeat(s)), 2 states (unknown in 1 of 2 repeat(s))" in mixed["lru"][1]
 
 
 def test_reference_server_eviction_counters_survive_a_flush() -> None:
@@ -105,8 +122,20 @@ def test_sim_trials_record_evictions_and_a_quiet_comparison_exits_1_inconclusive
     assert "**INCONCLUSIVE**" in (tmp_path / "quiet" / "report.md").read_text()
     pressed = hb(*common, "engine.kv_tokens=600", "engine.max_mamba_cache_size=12", f"hydra.run.dir={tmp_path / 'p'}")
     assert pressed.returncode == 0, pressed.stdout + pressed.stderr
-    trials = json.loads((tmp_path / "p" / "bundle.json").read_text())["trials"]
-    assert all(t["server"]["evicted_tokens"] + t["server"]["evicted_states"] > 0 for t in trials)
+    bundle = json.loads((tmp_path / "p" / "bundle.json").read_text())
+    assert all(t["server"]["evicted_tokens"] + t["server"]["evicted_states"] > 0 for t in bundle["trials"])
+    # The same run as an engine that does not count evicted KV tokens and counted no state eviction: the saved
+    # run re-scored from its files must not pass, and its report says "unknown", not "0 KV tokens".
+    for t in bundle["trials"]:
+        t["server"].update(evicted_tokens=None, evicted_states=0)
+    (tmp_path / "p" / "bundle.json").write_text(json.dumps(bundle))
+    rescored = subprocess.run([sys.executable, "-m", "hybridbench.rescore", str(tmp_path / "p")],
+                              capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
+    assert rescored.returncode == 1, rescored.stdout + rescored.stderr
+    assert json.loads((tmp_path / "p" / "bundle.json").read_text())["verdict"] == "inconclusive"
+    report = (tmp_path / "p" / "report.md").read_text()
+    assert "| evicted KV tokens / repeat | unknown | unknown |" in report
+    assert "unknown KV tokens, 0 states in all" in report and "0 KV tokens" not in report
 
 
 def test_host_hits_pass_only_when_the_device_evicted_and_the_host_loaded_back() -> None:
