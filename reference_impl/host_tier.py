@@ -10,7 +10,9 @@ research/marconi.md §5):
   back: device KV for the tokens the device lacks and a device state slot for the prefix's state;
 * the host evicts in LRU order, leaves first, exactly like the device tree;
 * a prefix is reusable only where its KV *and* its state exist (on device or host): host KV
-  without a host state at that depth is not a hit.
+  without a host state at that depth is not a hit;
+* ``kv_only``: TokenSpeed's KV host tier without its Mamba host tier (no ``--enable-mamba-l2``). KV is
+  still written back, but the host keeps no usable state, so it never supplies a hybrid hit.
 
 The host copy is kept as a second ``MambaRadixTree`` over host pools. That gives the host the same
 prefix sharing, tombstones and LRU orders as the device, with the same invariants, without a
@@ -41,14 +43,18 @@ class HostTierCounters:
 
 
 class HostTier:
-    def __init__(self, kv_tokens: int, state_slots: int, *, page_size: int = 1, chunk_size: int = 64) -> None:
+    def __init__(self, kv_tokens: int, state_slots: int, *, page_size: int = 1, chunk_size: int = 64,
+                 kv_only: bool = False) -> None:
         self.tree = MambaRadixTree(
             KVPool(kv_tokens), StatePool(state_slots), LRUPolicy(), page_size=page_size, chunk_size=chunk_size
         )
         self.counters = HostTierCounters()
+        self.kv_only = kv_only
 
     def match(self, tokens: Sequence[int]) -> tuple[int, StateContent | None]:
         """Longest prefix the host can supply with both KV and a state, and that state's content."""
+        if self.kv_only:
+            return 0, None  # host KV without a host state: the hit is cut back to the device's state
         m = self.tree.match_prefix(tokens)
         if m.prefix_len == 0 or m.last_node.state is None:
             return 0, None

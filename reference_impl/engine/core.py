@@ -44,7 +44,7 @@ CLIP_MAX_NEW_TOKENS = 4096  # SGLang's clip on max_new_tokens when it budgets a 
 class EngineConfig:
     kv_tokens: int
     state_slots: int  # --max-mamba-cache-size
-    cache: Literal["disabled", "no_buffer", "extra_buffer"] = "no_buffer"
+    cache: Literal["disabled", "no_buffer", "extra_buffer", "tokenspeed"] = "no_buffer"
     policy: str = "lru"
     eff_weight: float | None = None
     page_size: int = 1
@@ -56,6 +56,7 @@ class EngineConfig:
     overlap: bool = True
     host_kv_tokens: int = 0
     host_state_slots: int = 0
+    host_kv_only: bool = False  # TokenSpeed's KV host tier without its Mamba one: host KV alone never hits
     init_new_token_ratio: float = 0.7
     min_new_token_ratio: float = 0.1
     new_token_ratio_decay: float = 0.001
@@ -68,6 +69,8 @@ def state_ratio(config: EngineConfig) -> int:
         return 1
     if config.cache == "extra_buffer":
         return STATES_PER_REQUEST_WITH_CACHE + (2 if config.overlap else 1)
+    if config.cache == "tokenspeed":
+        return 2  # TokenSpeed: a working state and a checkpoint per running request
     return STATES_PER_REQUEST_WITH_CACHE
 
 
@@ -135,7 +138,8 @@ class EngineCore:
         )
         host = None
         if config.host_kv_tokens > 0 and config.cache != "disabled":
-            host = HostTier(config.host_kv_tokens, max(1, config.host_state_slots), page_size=config.page_size)
+            host = HostTier(config.host_kv_tokens, max(1, config.host_state_slots), page_size=config.page_size,
+                            kv_only=config.host_kv_only)
         self.host = host
         self.strategy: Strategy = make_strategy(
             config.cache, tree, chunked_prefill_size=config.chunked_prefill_size,

@@ -4,7 +4,7 @@ This is SGLang's ``match_prefix(cow_mamba=True)`` → prefill chunks → ``cache
 decode → ``cache_finished_req`` (research/sglang.md §1.4, §1.8, §2), for one request at a time. The
 scheduler (batching, retraction) lives above it; this module only moves tokens and slots.
 
-Two strategies, one class each, selected by name from ``STRATEGIES``:
+The strategies, one class each, selected by name from ``STRATEGIES``:
 
 * ``no_buffer``: a state at every prefill-chunk end (a copy of the live state) and at the end of the
   committed sequence at finish (the live slot is donated). No branch points, page size 1.
@@ -12,6 +12,9 @@ Two strategies, one class each, selected by name from ``STRATEGIES``:
   aligned point of each prefill forward, or the *branch point* the match reported if it falls in
   that forward — and every ``track_interval`` tokens during decode. At finish only the last tracked
   position is cached. A request holds ping-pong track slots (2 with overlap, 1 without).
+
+* ``tokenspeed``: TokenSpeed's variant of ``extra_buffer``: the last page-aligned point of each prefill
+  forward (never the branch point instead), nothing during decode, one checkpoint slot per request.
 
 Committed KV at finish is ``input + output - 1`` tokens (SGLang's ``kv_committed_len``).
 """
@@ -27,11 +30,13 @@ from reference_impl.lifecycle.strategies import (
     DisabledStrategy,
     ExtraBufferStrategy,
     NoBufferStrategy,
+    TokenSpeedStrategy,
     make_strategy,
 )
 from reference_impl.lifecycle.strategy import Strategy
 
 __all__ = [
     "STATES_PER_REQUEST_WITH_CACHE", "STRATEGIES", "CachedRequest", "DisabledStrategy", "ExtraBufferStrategy",
-    "LifecycleCounters", "NoBufferStrategy", "Strategy", "fingerprint", "make_strategy",
+    "LifecycleCounters", "NoBufferStrategy", "Strategy", "TokenSpeedStrategy", "fingerprint",
+    "make_strategy",
 ]

@@ -1,4 +1,4 @@
-"""The three strategies (``no_buffer``, ``extra_buffer``, ``disabled``) and the registry that names them."""
+"""The strategies (``no_buffer``, ``extra_buffer``, ``tokenspeed``, ``disabled``) and the registry that names them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from reference_impl.lifecycle.strategy import Strategy
 from reference_impl.radix.pools import PoolExhausted
 from reference_impl.radix.tree import MambaRadixTree
 
-__all__ = ["STRATEGIES", "DisabledStrategy", "ExtraBufferStrategy", "NoBufferStrategy", "make_strategy"]
+__all__ = [
+    "STRATEGIES", "DisabledStrategy", "ExtraBufferStrategy", "NoBufferStrategy", "TokenSpeedStrategy", "make_strategy",
+]
 
 
 class NoBufferStrategy(Strategy):
@@ -96,6 +98,29 @@ class ExtraBufferStrategy(Strategy):
         self.release(req)
 
 
+class TokenSpeedStrategy(ExtraBufferStrategy):
+    """TokenSpeed's radix-era hybrid cache (PR #162, ``tokenspeed-scheduler`` 0.1.0; research/tokenspeed.md).
+
+    Checked hit by hit against the real scheduler on CPU (tests/tokenspeed/test_scheduler_oracle.py): each
+    prefill forward keeps one checkpoint, at its last page-aligned point, even when the match's branch point
+    falls inside it (SGLang's extra_buffer keeps the branch point instead); nothing is tracked during decode;
+    a running request holds two state slots (working + checkpoint).
+    """
+
+    name = "tokenspeed"
+
+    def track_position(self, req: CachedRequest, start: int, end: int) -> int | None:
+        chunk = self.tree.chunk_size
+        track = end // chunk * chunk
+        return track if track > start else None
+
+    def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
+        return
+
+    def _num_track_slots(self) -> int:
+        return 1
+
+
 class DisabledStrategy(Strategy):
     """``--disable-radix-cache``: no matching, no insertion; a request holds one state slot."""
 
@@ -120,7 +145,7 @@ class DisabledStrategy(Strategy):
 
 
 STRATEGIES: dict[str, type[Strategy]] = {
-    s.name: s for s in (NoBufferStrategy, ExtraBufferStrategy, DisabledStrategy)
+    s.name: s for s in (NoBufferStrategy, ExtraBufferStrategy, TokenSpeedStrategy, DisabledStrategy)
 }
 
 

@@ -39,3 +39,13 @@ for pair in "0.1.0 1.8.0.post20260720" "0.1.1 1.10.1.post20260920"; do
     echo "tokenspeed: unpacked tokenspeed $version and smg $smg in $dir"
   fi
 done
+
+# The hit-length oracle (test_scheduler_oracle.py): tokenspeed-scheduler 0.1.0, the only PyPI build with the
+# radix-era hybrid cache of PR #162 (nanobind C++, numpy only: the parser venv's numpy serves), --no-deps --target.
+dir="$HOME_DIR/tokenspeed-scheduler-0.1.0"
+if [ ! -f "$dir/.hybridbench-stamp" ]; then
+  rm -rf "$dir"
+  "$VENV/bin/pip" install -q --no-deps --target "$dir" "tokenspeed-scheduler==0.1.0"
+  echo "tokenspeed-scheduler==0.1.0" > "$dir/.hybridbench-stamp"
+  echo "tokenspeed: unpacked tokenspeed-scheduler 0.1.0 in $dir"
+fi
