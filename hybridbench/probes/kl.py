@@ -12,7 +12,7 @@ import aiohttp
 from hybridbench.config.schema import RunCfg
 from hybridbench.plan.build import effective_vocab
 from hybridbench.probes.base import ProbeContext, ProbeNeeds
-from hybridbench.probes.kl_requests import KlProbe, probe_prompts
+from hybridbench.probes.kl_requests import KL_PROTOCOLS, KlProbe, probe_prompts
 from hybridbench.records.kl import KlSample, kl_sample_from_json
 
 __all__ = ["Kl"]
@@ -23,7 +23,7 @@ _NO_BUFFER_SKIP = "no_buffer keeps a state only at a request's end: no prefill o
 class Kl:
     name = "kl"
     snapshot_key = "kl_probe"
-    needs = ProbeNeeds(protocols=frozenset({"sglang", "openai"}), flushable=True, cache_on_arms=True)
+    needs = ProbeNeeds(protocols=KL_PROTOCOLS, flushable=True, cache_on_arms=True)
 
     def wanted(self, cfg: RunCfg) -> str:
         return "checks.enabled has kl" if "kl" in cfg.checks.enabled else ""

@@ -25,13 +25,14 @@ import asyncio
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
 from hybridbench.records.kl import KlSample, KlVariant
 
-__all__ = ["KlProbe", "ProbeError", "output_logprobs_of_replay", "parse_generate_answer", "probe_prompts"]
+__all__ = ["KL_PROTOCOLS", "KlProbe", "ProbeError", "output_logprobs_of_replay", "parse_generate_answer",
+           "probe_prompts"]
 
 
 class ProbeError(RuntimeError):
@@ -100,6 +101,10 @@ class KlProbe:
     flush_path: str = "/flush_cache"  # vLLM: /reset_prefix_cache
     model: str = ""  # the served model name (OpenAI API)
 
+    def __post_init__(self) -> None:
+        if self.api not in _DIALECTS:
+            raise ValueError(f"KlProbe api {self.api!r}: expected one of {sorted(_DIALECTS)}")
+
     # ------------------------------------------------------------------ HTTP
     async def _flush(self) -> None:
         for _ in range(300):  # SGLang refuses a flush while requests are in flight: retry briefly
@@ -116,40 +121,10 @@ class KlProbe:
                 raise ProbeError(f"{path} answered HTTP {resp.status}: {(await resp.text())[:200]}")
             return await resp.json()
 
-    async def _generate_openai(self, ids: list[int], max_new: int, *, logprobs: bool, logprob_start: int,
-                               seed: int) -> _Answer:
-        """vLLM: ``logprobs: 0`` gives each sampled token's logprob; ``prompt_logprobs: 0`` each prompt token's
-        (such requests never read vLLM's prefix cache, so the replay is cache-free twice over)."""
-        body: dict[str, Any] = {"model": self.model, "prompt": ids, "max_tokens": max(1, max_new), "seed": seed,
-                                "temperature": self.temperature, "ignore_eos": True, "return_token_ids": True}
-        if logprobs:
-            body["logprobs"] = 0
-            if logprob_start >= 0:
-                body["prompt_logprobs"] = 0
-        out = await self._post("/v1/completions", body)
-        choice = out["choices"][0]
-        details = (out.get("usage") or {}).get("prompt_tokens_details") or {}
-        prompt_lp = choice.get("prompt_logprobs") or []
-        return _Answer(
-            cached=None if details.get("cached_tokens") is None else int(details["cached_tokens"]),
-            output_ids=[int(t) for t in choice.get("token_ids") or []],
-            output_logprobs=[float(v) for v in ((choice.get("logprobs") or {}).get("token_logprobs") or [])],
-            input_logprobs=[None if e is None else float(e[str(ids[i])]["logprob"]) for i, e in enumerate(prompt_lp)],
-        )
-
     async def _generate(self, ids: list[int], max_new: int, *, logprobs: bool = False, logprob_start: int = -1,
                         seed: int = 0) -> _Answer:
-        if self.api == "openai":
-            return await self._generate_openai(ids, max_new, logprobs=logprobs, logprob_start=logprob_start,
-                                               seed=seed)
-        body: dict[str, Any] = {
-            "input_ids": ids,
-            "sampling_params": {"temperature": self.temperature, "max_new_tokens": max_new, "ignore_eos": True,
-                                "sampling_seed": seed},
-        }
-        if logprobs:  # SGLang's default start (-1) returns output logprobs only; a start >= len aborts
-            body.update(return_logprob=True, logprob_start_len=logprob_start)
-        return parse_generate_answer(await self._post("/generate", body))
+        return await _DIALECTS[self.api](self, ids, max_new, logprobs=logprobs, logprob_start=logprob_start,
+                                           seed=seed)
 
     async def _reference(self, prompt: list[int], output: list[int]) -> list[float]:
         """The same tokens through a flushed server: a full, cache-free prefill."""
@@ -210,3 +185,48 @@ class KlProbe:
                             min_cached=0, error=f"{type(exc).__name__}: {exc}", **identity)
         return KlSample(variant=variant, sample=index, prompt_tokens=len(probed), cached_tokens=ans.cached,
                         min_cached=min_cached, hit_logprobs=ans.output_logprobs, ref_logprobs=ref, **identity)
+
+
+# ---------------------------------------------------------------------- one request per protocol
+async def _generate_sglang(probe: KlProbe, ids: list[int], max_new: int, *, logprobs: bool, logprob_start: int,
+                           seed: int) -> _Answer:
+    body: dict[str, Any] = {
+        "input_ids": ids,
+        "sampling_params": {"temperature": probe.temperature, "max_new_tokens": max_new, "ignore_eos": True,
+                            "sampling_seed": seed},
+    }
+    if logprobs:  # SGLang's default start (-1) returns output logprobs only; a start >= len aborts
+        body.update(return_logprob=True, logprob_start_len=logprob_start)
+    return parse_generate_answer(await probe._post("/generate", body))
+
+
+async def _generate_openai(probe: KlProbe, ids: list[int], max_new: int, *, logprobs: bool, logprob_start: int,
+                           seed: int) -> _Answer:
+    """vLLM: ``logprobs: 0`` gives each sampled token's logprob; ``prompt_logprobs: 0`` each prompt token's
+    (such requests never read vLLM's prefix cache, so the replay is cache-free twice over)."""
+    body: dict[str, Any] = {"model": probe.model, "prompt": ids, "max_tokens": max(1, max_new), "seed": seed,
+                            "temperature": probe.temperature, "ignore_eos": True, "return_token_ids": True}
+    if logprobs:
+        body["logprobs"] = 0
+        if logprob_start >= 0:
+            body["prompt_logprobs"] = 0
+    out = await probe._post("/v1/completions", body)
+    choice = out["choices"][0]
+    details = (out.get("usage") or {}).get("prompt_tokens_details") or {}
+    prompt_lp = choice.get("prompt_logprobs") or []
+    return _Answer(
+        cached=None if details.get("cached_tokens") is None else int(details["cached_tokens"]),
+        output_ids=[int(t) for t in choice.get("token_ids") or []],
+        output_logprobs=[float(v) for v in ((choice.get("logprobs") or {}).get("token_logprobs") or [])],
+        input_logprobs=[None if e is None else float(e[str(ids[i])]["logprob"]) for i, e in enumerate(prompt_lp)],
+    )
+
+
+class _Dialect(Protocol):
+    async def __call__(self, probe: KlProbe, ids: list[int], max_new: int, *, logprobs: bool, logprob_start: int,
+                       seed: int) -> _Answer: ...
+
+
+# Keyed by load-client protocol (load/client.py CLIENTS names): the probe speaks exactly these.
+_DIALECTS: dict[str, _Dialect] = {"sglang": _generate_sglang, "openai": _generate_openai}
+KL_PROTOCOLS = frozenset(_DIALECTS)
