@@ -109,6 +109,9 @@ class BatchItem:
 class Batch:
     kind: Literal["prefill", "decode"]
     items: tuple[BatchItem, ...]
+    # Whole recurrent-state copies on the device this forward made (LifecycleCounters.state_copies:
+    # COW, checkpoint forks, track writes); known once it ran, so the simulator fills it in to time it.
+    state_copies: int = 0
 
     @property
     def num_tokens(self) -> int:

@@ -16,6 +16,15 @@ in one byte (weights read per decode step and weight memory halve) and run the l
 fp8 tensor cores (their prefill FLOPs at the GPU's fp8 peak); attention scores, KV and recurrent states stay
 in the model's dtype. The fitted factors are the bf16 calibration's, unchanged: an fp8 run is a prediction.
 
+State copies (``Batch.state_copies``) are charged from first principles, not fitted: each reads and writes
+one whole recurrent state (conv + SSM, ``ModelSpec.state_bytes``, split over the TP ranks) at the decode
+bandwidth efficiency. With the radix cache on SGLang makes one per prefill chunk — no_buffer forks the live
+state at every checkpoint (``MambaPool.copy_from``, SGLang 0.5.23 mem_cache/unified_cache/components/
+mamba.py:677), extra_buffer's forward writes the tracked state into a ping-pong slot
+(layers/attention/hybrid_linear_attn_backend.py:1043-1063) — plus one per hit (copy-on-write); with it off
+the checkpoint returns before any copy (mem_cache/unified_radix_cache.py:1172), so the disabled arm has none.
+Seed 001's radix-on prefill overhead (−11.8% input throughput) is held out: this term is not tuned to it.
+
 The factors are what calibration fits (``CALIBRATED``); the same factors serve every cache arm,
 so a difference between arms comes only from the work the cache saves or adds. What the model
 leaves out: communication that grows with batch size, CUDA-graph padding, MoE load imbalance,
@@ -122,16 +131,25 @@ class CostModel:
     def batch_seconds(self, batch: Batch) -> float:
         f = self.factors
         if batch.kind == "prefill":
+            copy_s = self.state_copy_seconds(batch.state_copies)
             if not self.quantization:
                 flops = sum(self.prefill_flops(i.end - i.start, i.prefix_len) for i in batch.items)
-                return f.prefill_overhead_s + flops / (self.tp * self.gpu.bf16_flops * f.prefill_mfu)
+                return f.prefill_overhead_s + flops / (self.tp * self.gpu.bf16_flops * f.prefill_mfu) + copy_s
             parts = [self._prefill_parts(i.end - i.start, i.prefix_len) for i in batch.items]
             seconds = (sum(lin for lin, _ in parts) / self._linear_peak
                        + sum(att for _, att in parts) / self.gpu.bf16_flops)
-            return f.prefill_overhead_s + seconds / (self.tp * f.prefill_mfu)
+            return f.prefill_overhead_s + seconds / (self.tp * f.prefill_mfu) + copy_s
         ctx = [i.prefix_len + 1 for i in batch.items]
         return f.decode_overhead_s + self.decode_bytes(ctx) / (
             self.tp * self.gpu.hbm_bytes_per_s * f.decode_bw_efficiency
+        ) + self.state_copy_seconds(batch.state_copies)
+
+    def state_copy_seconds(self, copies: int) -> float:
+        """``copies`` whole-state copies on the device: read + write of the state bytes, split over TP."""
+        if not copies:
+            return 0.0
+        return copies * 2 * self.model.state_bytes() / (
+            self.tp * self.gpu.hbm_bytes_per_s * self.factors.decode_bw_efficiency
         )
 
     def frontend_seconds(self, prompt_tokens: int) -> float:

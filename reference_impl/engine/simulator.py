@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from reference_impl.engine.core import Batch, EngineCore, EngineRequest
@@ -160,7 +160,7 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
             by_rid[i] = req
         if done == len(rows):  # the last requests were rejected on arrival
             break
-        loaded = _host_loads(core)
+        loaded, copies = _host_loads(core), core.strategy.counters.state_copies
         batch = core.schedule()
         if batch is None:
             if core.running or core.chunked:
@@ -177,9 +177,6 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
                 continue
             raise RuntimeError("simulation stalled with requests outstanding")
         tokens_in, states_in = (a - b for a, b in zip(_host_loads(core), loaded, strict=True))
-        # Load-back is synchronous with the prefill that needs it; write-back overlaps compute.
-        seconds = timer.batch_seconds(batch) + (timer.host_transfer_seconds(tokens_in, states_in) if tokens_in else 0.0)
-        now += max(1, round(seconds * NS))
         sampled = []
         for item in batch.items:
             req = item.request
@@ -190,6 +187,12 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
             i.request for i in batch.items if batch.kind == "decode" or i.end == i.request.cached.input_len  # type: ignore[union-attr]
         ]
         finished = core.complete(batch, sampled)
+        # The state copies this forward made (admission COW, chunk checkpoints, track writes) are known only
+        # now; they are charged to this step (no_buffer's post-forward fork delays the next one by as much).
+        timed = replace(batch, state_copies=core.strategy.counters.state_copies - copies)
+        # Load-back is synchronous with the prefill that needs it; write-back overlaps compute.
+        seconds = timer.batch_seconds(timed) + (timer.host_transfer_seconds(tokens_in, states_in) if tokens_in else 0.0)
+        now += max(1, round(seconds * NS))
         for req in newly:
             rec = records[req.rid]
             if rec.first_token_s is None:

@@ -26,6 +26,9 @@ class NoBufferStrategy(Strategy):
             self.counters.state_alloc_failures += 1
             return
         self.tree.state_pool.copy(req.live_state, slot)
+        # SGLang 0.5.23 mem_cache/unified_cache/components/mamba.py:677: no_buffer forks the live state
+        # (MambaPool.copy_from, conv + temporal) into a new slot at every checkpoint of an unfinished request.
+        self.counters.state_copies += 1
         self._insert(req, req.kv_len, slot)
 
     def finish(self, req: CachedRequest) -> None:
@@ -70,6 +73,10 @@ class ExtraBufferStrategy(Strategy):
         # The ping-pong slot written next becomes the newest tracked state.
         slot = req.track_slots.pop(0)
         self.tree.state_pool.write(slot, req.fingerprint(position))
+        # The forward copies the state at the tracked position into the ping-pong slot: SGLang 0.5.23
+        # layers/attention/hybrid_linear_attn_backend.py:1043-1063 (SSM), linear/gdn_backend.py:1062 (conv),
+        # hybrid_linear_attn_backend.py:975 (decode). Its donation to the tree later is not a copy.
+        self.counters.state_copies += 1
         req.track_slots.append(slot)
         req.track_seqlen = position
 

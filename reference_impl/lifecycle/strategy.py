@@ -94,6 +94,8 @@ class Strategy(ABC):
             if hit:
                 assert match.last_node.state is not None
                 tree.state_pool.copy(match.last_node.state, req.live_state)
+                # SGLang 0.5.23 managers/schedule_batch.py:3240: the COW runs on the forward stream.
+                self.counters.state_copies += 1
             else:
                 tree.state_pool.write(req.live_state, req.fingerprint(0))
             if self.host is not None:
@@ -133,6 +135,7 @@ class Strategy(ABC):
         req.kv_len = host_len
         self._insert(req, host_len, slot)  # the device now holds KV and state for the host's prefix
         tree.state_pool.write(req.live_state, content)  # COW from the loaded state
+        self.counters.state_copies += 1
         self.host.record_load_back(host_len - req.prefix_len)
         req.prefix_len = host_len
 
