@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
+from hybridbench.checks.log_hits import usage_vs_log
 from hybridbench.metrics.stats import bootstrap_relative_change, paired_relative_change
 from hybridbench.plan.build import derive_seed
 from hybridbench.records.coverage import TrialOutcome, coverage
@@ -172,6 +173,10 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
             if why:
                 out.append(CheckResult("cache_hits", f"{workload}/exact", arm, "skip", None,
                                        "cached_tokens == the reference cache's prediction, request by request", why))
+        logged = usage_vs_log(workload, arm, inp.trials.get((workload, arm), []),
+                              inp.snapshots.get((workload, arm), []), recs)
+        if logged is not None:
+            out.append(logged)
         if arm in inp.cache_off or floor <= 0:
             continue
         ok = [r for r in recs if r.status == "ok"]

@@ -39,7 +39,8 @@ FieldValue = float | bool | str
 # ----------------------------------------------------------------------------------------------------------------
 # SGLang log lines
 
-_BATCH = re.compile(r"\b(Prefill|Decode) batch[.,:]?\s*")
+# TokenSpeed logs a round that extends and decodes at once as "Mix batch." with the prefill fields: a prefill line.
+_BATCH = re.compile(r"\b(Prefill|Mix|Decode) batch[.,:]?\s*")
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)")
 _RANK = re.compile(r"\b(TP|DP|EP|PP)(\d+)\b")
 _FIELD = re.compile(r"^\s*([^:]+?)\s*:\s*(.*?)\s*$")
@@ -127,7 +128,7 @@ def parse_sglang_log_line(line: str) -> LogSample | None:
         elif key == "cuda graph" and isinstance(value, bool):
             cuda_graph = value
     return LogSample(
-        kind="prefill" if m.group(1) == "Prefill" else "decode",
+        kind="decode" if m.group(1) == "Decode" else "prefill",
         timestamp=f"{ts.group(1)} {ts.group(2)}" if ts else None,
         ranks={k: int(v) for k, v in _RANK.findall(prefix)},
         new_seq=ints.get("new_seq"),

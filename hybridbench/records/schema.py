@@ -7,9 +7,12 @@ from typing import Any, Literal
 
 from workloads.bench_serving import ServedTiming
 
-__all__ = ["RECORD_SCHEMA_VERSION", "Record", "record_from_json"]
+__all__ = ["LOG_COUNTS_USAGE_HITS", "RECORD_SCHEMA_VERSION", "Record", "record_from_json"]
 
 RECORD_SCHEMA_VERSION = 1
+# A trial snapshot key (the run's "server" facts): True when the engine's "#cached-token" log lines count exactly
+# what its responses report, so the cache_hits check holds the two totals equal (hybridbench.checks.log_hits).
+LOG_COUNTS_USAGE_HITS = "log_counts_usage_hits"
 
 Status = Literal["ok", "error", "timeout", "server_died"]
 CacheState = Literal["cold-flushed", "primed", "uncontrolled"]

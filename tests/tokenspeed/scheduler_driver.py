@@ -2,20 +2,30 @@
 
 Runs in the TokenSpeed parser venv with the scheduler unpacked on PYTHONPATH (tests/tokenspeed/build_env.sh);
 imports nothing from hybridbench. Reads JSON scenarios on stdin, each ``{"config": {...}, "requests": [{"tokens":
-[...], "outputs": [...]}]}``; requests run one after another, each to completion, and a request's hit is the
-``extend_prefix_lens`` of its first forward (what TokenSpeed reports as ``cached_tokens``:
-generation_output_processor.add_cached_tokens). Prints one JSON list of hits per scenario.
+[...], "outputs": [...]}]}``, and prints one JSON list per scenario: each request's ``cached_tokens``, counted as
+TokenSpeed's engine counts what it reports in usage (generation_output_processor.add_cached_tokens: every
+forward adds ``max(0, extend_prefix_len - computed_length)``).
 
-The loop is TokenSpeed's own event loop (runtime/engine/event_loop.py) without a model: every forward op gets
-its ``ExtendResult`` (only a prompt's last chunk and decode steps sample a token), a request ends with
-``Finish``, and every host write-back is acknowledged with a successful ``WriteBackDoneEvent`` (radix
+``sequential`` (the default) runs a scenario's requests one after another, each to completion. ``concurrent``
+submits them all at once and also logs every round with TokenSpeed 0.1.1's own batch logger
+(runtime/engine/batch_log.py: the "Prefill batch." / "Mix batch." / "Decode batch." lines ``ts serve`` writes;
+tokenspeed 0.1.1 and the kernel stub must then be on PYTHONPATH too); it prints ``{"cached_tokens": [...],
+"log": "..."}`` per scenario.
+
+The loop is TokenSpeed's event loop (runtime/engine/event_loop.py) without a model: a forward that ends a
+prompt, and every decode step, samples the request's next given output token (``ExtendResult``); a request
+ends with ``Finish``; every host write-back is acknowledged with a successful ``WriteBackDoneEvent`` (radix
 load-backs need no acknowledgement).
 """
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tokenspeed_scheduler import (
@@ -27,7 +37,7 @@ from tokenspeed_scheduler import (
     SchedulerConfig,
 )
 
-MAX_STEPS = 10_000
+MAX_STEPS = 20_000
 
 
 def make_config(c: dict[str, Any]) -> SchedulerConfig:
@@ -44,17 +54,30 @@ def make_config(c: dict[str, Any]) -> SchedulerConfig:
     cfg.mamba_pool_total_chunks = c["state_slots"] if c["mamba"] else 0
     cfg.enable_mamba_l2 = c["mamba_l2"]
     cfg.mamba_l2_host_slots = c["host_state_slots"] if c["mamba_l2"] else 0
+    cfg.enable_mixed_prefill_decode = c.get("mixed", False)  # ts serve --enable-mixed-batch
     return cfg
 
 
-def run_request(s: Scheduler, rid: str, tokens: list[int], outputs: list[int]) -> int:
-    spec = RequestSpec()
-    spec.request_id = rid
-    spec.tokens = tokens
-    s.submit_requests([spec])
-    hit: int | None = None
-    sampled = 0
-    finished = False
+@dataclass
+class Live:
+    tokens: list[int]
+    outputs: list[int]
+    sampled: int = 0
+    computed: int = 0
+    cached: int = 0
+    done: bool = False
+
+
+def run(s: Scheduler, requests: list[dict[str, Any]], on_forward: Callable[[Any, Scheduler], None]) -> list[int]:
+    """Submit ``requests`` together; return each one's cached_tokens once all have finished."""
+    live = {f"r{i}": Live(r["tokens"], r["outputs"]) for i, r in enumerate(requests)}
+    specs = []
+    for rid, req in live.items():
+        spec = RequestSpec()
+        spec.request_id = rid
+        spec.tokens = req.tokens
+        specs.append(spec)
+    s.submit_requests(specs)
     idle_plans = 0
     for _ in range(MAX_STEPS):
         plan = s.next_execution_plan()
@@ -69,42 +92,70 @@ def run_request(s: Scheduler, rid: str, tokens: list[int], outputs: list[int]) -
                     events.add_event(done)
                     n += 1
         for fwd in plan.forward:
+            if not fwd.request_ids:
+                continue
+            on_forward(fwd, s)
             extends = fwd.num_extends()
-            for i, r in enumerate(fwd.request_ids):
-                assert r == rid, f"unexpected request {r} in a one-at-a-time run"
+            for i, rid in enumerate(fwd.request_ids):
+                req = live[rid]
                 if i < extends:
-                    if hit is None:
-                        hit = int(fwd.extend_prefix_lens[i])
-                    if fwd.extend_prefix_lens[i] + fwd.input_lengths[i] < len(tokens):
+                    prefix = int(fwd.extend_prefix_lens[i])
+                    req.cached += max(0, prefix - req.computed)
+                    req.computed = prefix + int(fwd.input_lengths[i])
+                    if req.computed < len(req.tokens):
                         continue  # mid-prompt chunk: nothing sampled, no event (as the engine does)
                 result = ForwardEvent.ExtendResult()
-                result.request_id = r
-                result.tokens = [outputs[sampled]]
+                result.request_id = rid
+                result.tokens = [req.outputs[req.sampled]]
                 events.add_event(result)
                 n += 1
-                sampled += 1
-                if sampled == len(outputs):
+                req.sampled += 1
+                if req.sampled == len(req.outputs):
                     fin = ForwardEvent.Finish()
-                    fin.request_id = r
+                    fin.request_id = rid
                     events.add_event(fin)
-                    finished = True
-        if n or finished:
+                    req.done = True
+        if n:
             s.advance(events)
         idle = not plan.cache and all(len(f.request_ids) == 0 for f in plan.forward)
-        idle_plans = idle_plans + 1 if finished and idle else 0
-        # Two idle plans in a row: a write-back planned one step after the finish has been acknowledged.
+        idle_plans = idle_plans + 1 if idle and all(r.done for r in live.values()) else 0
+        # Two idle plans in a row: a write-back planned one step after the last finish has been acknowledged.
         if idle_plans == 2 and s.waiting_size() == 0 and s.prefilling_size() == 0 and s.decoding_size() == 0:
-            assert hit is not None
-            return hit
-    raise RuntimeError(f"request {rid} did not finish in {MAX_STEPS} scheduler steps")
+            return [r.cached for r in live.values()]
+    raise RuntimeError(f"requests did not finish in {MAX_STEPS} scheduler steps: {live}")
+
+
+def batch_logger() -> tuple[Callable[[Any, Scheduler], None], io.StringIO]:
+    from tokenspeed.runtime.engine import batch_log  # tokenspeed 0.1.1's, as ts serve logs
+
+    text = io.StringIO()
+    handler = logging.StreamHandler(text)
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s"))
+    batch_log.logger.handlers[:] = [handler]  # only ours: stdout carries the JSON answer
+    batch_log.logger.propagate = False
+    batch_log.logger.setLevel(logging.INFO)
+    blog = batch_log.BatchLogger(enabled=True, decode_log_interval=1, num_total_pages=64, spec_num_steps=0,
+                                 spec_num_tokens=0, dp_rank=0, pd_lifecycle=None, context_length=lambda rid: 0)
+
+    def log(fwd: Any, s: Scheduler) -> None:
+        blog.log_dispatch(fwd, {"num_queue_reqs": s.waiting_size(), "num_active_pages": s.active_kv_pages(),
+                                "num_cached_pages": 0})
+
+    return log, text
 
 
 def main() -> None:
-    out = []
+    mode = sys.argv[1] if len(sys.argv) > 1 else "sequential"
+    out: list[Any] = []
     for scenario in json.load(sys.stdin):
         s = Scheduler(make_config(scenario["config"]))
-        out.append([run_request(s, f"r{i}", r["tokens"], r["outputs"]) for i, r in enumerate(scenario["requests"])])
-    json.dump(out, sys.stdout)
+        if mode == "concurrent":
+            log, text = batch_logger()
+            out.append({"cached_tokens": run(s, scenario["requests"], log), "log": text.getvalue()})
+        else:
+            out.append([run(s, [r], lambda fwd, s: None)[0] for r in scenario["requests"]])
+    # The C++ scheduler prints its warnings on stdout: the answer is the last line.
+    print("\n" + json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ def scheduler_hits(scenarios: list[tuple[Setup, list[Request]]]) -> list[list[in
                           env={**os.environ, "PYTHONPATH": str(SCHEDULER)}, capture_output=True, text=True,
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    hits: list[list[int]] = json.loads(proc.stdout)
+    hits: list[list[int]] = json.loads(proc.stdout.splitlines()[-1])
     return hits
 
 
