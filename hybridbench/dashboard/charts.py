@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from hybridbench.records.schema import Record
 
-__all__ = ["cdf", "hit_rate_by_turn", "trend"]
+__all__ = ["cdf", "hit_rate_by_turn", "trend", "usage_over_time"]
 
 _LAYOUT = {"template": "plotly_white", "height": 360, "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
            "legend": {"orientation": "h", "y": -0.2}}
@@ -65,4 +65,17 @@ def trend(title: str, series: Mapping[str, Sequence[tuple[str, float]]], *, chan
     if published is not None:
         fig.add_hline(y=published, line_dash="dash", line_color="grey", annotation_text="published")
     fig.update_layout(title=title, xaxis_title="run", yaxis_title=unit, **_LAYOUT)
+    return fig
+
+
+def usage_over_time(title: str, series: Mapping[str, Sequence[tuple[float, float]]], unit: str) -> go.Figure:
+    """A server pool's usage (0..1) against seconds since the series' first log line, one line per arm."""
+    fig = go.Figure()
+    for name, points in series.items():
+        if points:
+            fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers",
+                                     name=name, line={"shape": "hv"}))
+    # From zero, scaled to the data: a pool a tenth full is still legible.
+    fig.update_layout(title=title, xaxis_title="seconds since the trial's first batch line", yaxis_title=unit,
+                      yaxis_rangemode="tozero", yaxis_tickformat=".1%", **_LAYOUT)
     return fig

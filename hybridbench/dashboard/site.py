@@ -7,6 +7,7 @@ row carries the command that reproduces it.
 
 from __future__ import annotations
 
+import html
 import json
 import shlex
 from collections.abc import Mapping
@@ -20,7 +21,7 @@ from hybridbench.dashboard import charts
 from hybridbench.dashboard.html import PLOTLY_JS, Page, chart, command, link, table, verdict_badge
 from hybridbench.dashboard.trends import trend_page
 from hybridbench.errors import ConfigError
-from hybridbench.results import Run, read_run
+from hybridbench.results import Run, ServerUsage, UsageSeries, read_run, read_usage
 from hybridbench.results.baselines import BRANCH
 from hybridbench.results.store import Store, load_store
 from workloads.atomic_file import write_text_atomic
@@ -80,6 +81,28 @@ def _index(store: Store, root: Path, out: Path, compares: list[tuple[str, dict[s
     return page.render()
 
 
+def _usage_charts(usage: ServerUsage, workload: str, arms: tuple[str, ...], cmd: str) -> list[str]:
+    """Token and mamba usage over time, one line per arm (its first repeat: few series per chart), with the log
+    lines they come from; or the note saying why there is nothing to draw."""
+    first: dict[str, UsageSeries] = {}
+    for s in sorted(usage.of(workload), key=lambda s: s.repeat):
+        first.setdefault(s.arm, s)
+    picked = [first[a] for a in arms if a in first]
+    if not picked:
+        return [f'<p class="muted">server usage over time: {html.escape(usage.note)}</p>'] if workload else []
+    where = "; ".join(f"{s.arm}: {s.log_file}" + (f" lines {s.lines[0] + 1}-{s.lines[1]}" if s.lines else "")
+                      for s in picked)
+    repeat = " (first repeat)" if workload and any(s.repeat for s in usage.of(workload)) else ""
+    out = []
+    for key, label in (("token_usage", "token usage"), ("mamba_usage", "mamba usage")):
+        series = {s.arm: [(p.t_s, v) for p in s.points if (v := getattr(p, key)) is not None] for s in picked}
+        if any(series.values()):
+            title = f"{workload or 'whole log'}: server {label} over time{repeat}"
+            out.append(chart(charts.usage_over_time(title, series, label), f"{key}-{slug(workload or 'log')}", cmd))
+    note = f" · {usage.note}" if usage.note else ""
+    return [f'<p class="muted usage-source">server usage from {html.escape(where)}{html.escape(note)}</p>', *out]
+
+
 def _run_page(run: Run, name: str) -> str:
     b = run.bundle
     assert b is not None
@@ -89,12 +112,14 @@ def _run_page(run: Run, name: str) -> str:
              f"{prov.engine.version} · model {run.plan.model} · git {prov.git_sha[:12] or 'n/a'} · {b.created}</p>",
              command(_run_command(run)))
     cmd = _run_command(run)
+    usage = read_usage(run)
     for w in run.plan.workloads:
         page.add(f"<h2>{w.name}</h2>")
         ttft = {arm: [r.ttft_ms for r in run.records_of(w.name, arm) if r.ttft_ms is not None] for arm in b.arms}
         page.add(chart(charts.cdf(f"{w.name}: TTFT", ttft), f"ttft-{slug(w.name)}", cmd))
         by_arm = {arm: run.records_of(w.name, arm) for arm in b.arms}
         page.add(chart(charts.hit_rate_by_turn(f"{w.name}: hit rate by turn", by_arm), f"hits-{slug(w.name)}", cmd))
+        page.add(*_usage_charts(usage, w.name, b.arms, cmd))
         agg = b.aggregates.get(w.name, {})
         page.add(table(["arm", *KEY_METRICS], [[arm, *(_fmt(agg.get(arm, {}).get(k)) for k in KEY_METRICS)]
                                                 for arm in b.arms]))
@@ -104,6 +129,8 @@ def _run_page(run: Run, name: str) -> str:
                        [[t.trial_id, t.state, *(_fmt(t.server.get(k)) for k in (
                            "evicted_tokens", "evicted_states", "peak_token_usage", "peak_mamba_usage", "retractions"))]
                         for t in trials]))
+    if usage.of(""):
+        page.add("<h2>Server usage (whole logs)</h2>", *_usage_charts(usage, "", b.arms, cmd))
     page.add("<h2>Checks</h2>", table(["check", "workload", "arm", "verdict", "detail"],
                                       [[c.check, c.workload, c.arm, verdict_badge(c.status), c.detail]
                                        for c in b.checks]))

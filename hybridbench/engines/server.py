@@ -77,6 +77,7 @@ class SnapshotMark:
     log_offset: int
     counters: CacheCounters | None
     evictions: Evictions
+    log_line: int = 0  # lines before log_offset: a line range survives the log's scrub, a byte range may not
 
 
 def installed_version(python: str, package: str) -> str:
@@ -212,8 +213,11 @@ class ServerEngine:
             return None  # metrics not enabled on this server
 
     def mark(self, server: ServerProcess) -> SnapshotMark:
-        offset = server.log_path.stat().st_size if server.log_path.exists() else 0
-        return SnapshotMark(offset, self._scrape(server), read_evictions(server.base_url))
+        try:
+            head = server.log_path.read_bytes()
+        except OSError:
+            head = b""
+        return SnapshotMark(len(head), self._scrape(server), read_evictions(server.base_url), head.count(b"\n"))
 
     def snapshot(self, server: ServerProcess, mark: SnapshotMark) -> dict[str, Any]:
         """Since ``mark``: peaks and totals from the server's "Prefill batch" / "Decode batch" log lines, and
@@ -222,11 +226,16 @@ class ServerEngine:
         try:
             with server.log_path.open("rb") as fh:
                 fh.seek(mark.log_offset)
-                lines = fh.read().decode("utf-8", "replace").splitlines()
+                chunk = fh.read()
         except OSError:
-            lines = None
-        if lines is not None:
-            stats = LogStats().feed_all(lines)
+            chunk = None
+        if chunk is not None:
+            # The trial's lines of the saved log, counted by "\n" as results.usage splits them: the dashboard
+            # draws the server's usage over time from them.
+            log_file = server.log_path.relative_to(self._run_dir) if server.log_path.is_relative_to(self._run_dir) \
+                else server.log_path
+            out.update(log_file=str(log_file), log_lines=[mark.log_line, mark.log_line + chunk.count(b"\n")])
+            stats = LogStats().feed_all(chunk.decode("utf-8", "replace").splitlines())
             out.update(log_prefill_batches=stats.prefill_batches, log_cached_tokens=stats.cached_tokens,
                        log_new_tokens=stats.new_tokens, peak_token_usage=stats.peak_token_usage,
                        peak_mamba_usage=stats.peak_mamba_usage, max_running_req=stats.max_running_req,

@@ -12,9 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import MAIN_RUNS, ROOT
+from conftest import MAIN_RUNS, ROOT, harness
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from hybridbench.records.server_log import parse_sglang_log_line
 from hybridbench.results import read_records
 
 CHROMIUM = Path(shutil.which("chromium") or "/usr/bin/chromium")
@@ -115,11 +116,14 @@ def test_old_schema_run_renders(site: Path, browser: Browser) -> None:
     assert "resolved config: plan.json" in page.inner_text("body")  # it kept no command: where to look instead
 
 
-def _keep_screenshot(page: Page, name: str) -> None:
-    """HYBRIDBENCH_SCREENSHOTS=DIR keeps what the test saw (the README's pictures are taken this way)."""
+def _keep_screenshot(page: Page, name: str, at: str = "") -> None:
+    """HYBRIDBENCH_SCREENSHOTS=DIR keeps what the test saw (the README's pictures are taken this way), from the
+    top of the page or from the element ``at`` selects."""
     out = os.environ.get("HYBRIDBENCH_SCREENSHOTS")
     if out:
         page.set_viewport_size({"width": 1100, "height": 900})
+        if at:
+            page.evaluate("sel => { document.querySelector(sel).scrollIntoView(); window.scrollBy(0, -40); }", at)
         page.screenshot(path=str(Path(out) / name), full_page=False)
 
 
@@ -147,3 +151,51 @@ def test_trends_page_marks_the_regression(site: Path, browser: Browser) -> None:
                all(n == len(MAIN_RUNS) for _, n in c["series"])]  # type: ignore[union-attr]
     assert nightly and [n for n, _ in nightly[0]["series"]] == ["branching", "disabled"]  # type: ignore[index]
     assert json.dumps(plots(page))  # serialisable: plain data, no functions
+
+
+@pytest.fixture(scope="module")
+def reference_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A site over one run of the reference engine (a real server process that logs SGLang's batch lines)."""
+    root = tmp_path_factory.mktemp("ref-results")
+    harness(root / "ref", "engine=reference", "model=reference-tiny")
+    out = tmp_path_factory.mktemp("ref-site")
+    proc = subprocess.run([sys.executable, "-m", "hybridbench.dashboard", str(root), "-o", str(out)],
+                          capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return root / "ref", out
+
+
+def _usage_lines_in_log(run: Path, arm: str, field: str) -> int:
+    """Counted straight from the saved log: the arm's trial's batch lines (its bundle's range) logging ``field``."""
+    bundle = json.loads((run / "bundle.json").read_text())
+    server = next(t["server"] for t in bundle["trials"] if t["arm"] == arm)
+    first, end = server["log_lines"]
+    lines = (run / server["log_file"]).read_text().split("\n")[first:end]
+    return sum(1 for line in lines if f"{field}:" in line and (s := parse_sglang_log_line(line)) and s.timestamp)
+
+
+def test_run_page_draws_server_usage_over_time_from_the_log(reference_site: tuple[Path, Path],
+                                                            browser: Browser) -> None:
+    run, site = reference_site
+    page, errors, network = open_page(browser, site / "run-ref.html")
+    page.wait_for_selector(".main-svg")
+    _keep_screenshot(page, "dashboard-run.png", at="p.usage-source")
+    assert errors == [] and network == []
+    charts = {c["title"]: c["series"] for c in plots(page)}
+    for field, title in (("token usage", "gsp: server token usage over time"),
+                         ("mamba usage", "gsp: server mamba usage over time")):
+        assert [name for name, _ in charts[title]] == ["disabled", "branching"]
+        for arm, points in charts[title]:
+            assert points == _usage_lines_in_log(run, arm, field) > 0, (title, arm)
+    text = page.inner_text("body")
+    assert "server usage from disabled: logs/server-disabled.log lines" in text
+    assert "$ python -m hybridbench +experiment=smoke engine=sim repeats=1 engine=reference" in text
+
+
+def test_a_run_without_server_logs_says_so(site: Path, browser: Browser) -> None:
+    for name in ("run-main-1.html", "run-old-schema.html"):
+        page, errors, _ = open_page(browser, site / name)
+        page.wait_for_selector(".main-svg")
+        assert errors == []
+        assert "server usage over time: no server log" in page.inner_text("body")
+        assert not [c for c in plots(page) if "usage over time" in str(c["title"])]

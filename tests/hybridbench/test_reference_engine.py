@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from hybridbench.results import read_run, read_usage
+
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ["+experiment=smoke", "engine=reference", "model=reference-tiny"]
 
@@ -50,6 +52,12 @@ def test_smoke_on_the_reference_server_reports_real_cache_hits(tmp_path: Path) -
     assert server["log_prefill_batches"] > 0  # parsed from its "Prefill batch" lines
     # Three accountings of the same hits agree: per-request meta_info, the log lines, /metrics counters.
     assert sum(hits) == server["log_cached_tokens"] == server["metrics_cached_tokens"] > 0
+    # Each trial's saved log lines (the range its bundle line names) are the ones its log totals came from.
+    usage = {s.trial_id: s for s in read_usage(read_run(tmp_path)).series}
+    for t in bundle["trials"]:
+        prefill = [p for p in usage[t["trial_id"]].points if p.kind == "prefill"]
+        assert len(prefill) == t["server"]["log_prefill_batches"] > 0
+        assert max(p.token_usage or 0.0 for p in prefill) <= t["server"]["peak_token_usage"]
     assert not server_pids(5151)
 
 
