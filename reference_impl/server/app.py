@@ -10,27 +10,38 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from aiohttp import web
 
 from reference_impl.model.executor import RequestCtx
 from reference_impl.server.args import ServerConfig
+from reference_impl.server.bodies import OpenAiChunks, generate_body
 from reference_impl.server.engine_loop import EngineLoop, Submission, Update
+from reference_impl.server.errors import (
+    contract_refusal,
+    dumps_event,
+    openai_error,
+    openai_stream_error,
+    stream_error,
+    validation_error,
+    value_error,
+)
 from reference_impl.server.requests import (
     BadRequest,
+    ContractViolation,
     GenerateParams,
+    MalformedBody,
+    contract_problem,
     parse_chat,
     parse_completions,
     parse_generate,
     parse_json,
 )
 from reference_impl.server.stream import Latest, StreamStalled, write_or_drop
-from reference_impl.server.tokenizer import decode
 
 __all__ = ["build_app"]
 
@@ -38,9 +49,12 @@ VERSION = "reference-0.1.0"
 HEALTH_TIMEOUT_S = 20.0
 HEALTH_POLL_S = 0.05
 
+Started = tuple[Submission, Latest]  # a submitted request and the mailbox its updates arrive in
+Render = Callable[[int, Update], tuple[dict[str, Any], bool]]  # (request index, update) -> (event, last?)
 
-def _error(message: str, status: int = 400) -> web.Response:
-    return web.json_response({"error": {"message": message, "code": status}}, status=status)
+
+def _no_render(i: int, u: Update) -> tuple[dict[str, Any], bool]:
+    raise AssertionError("a refused stream has no requests")
 
 
 class Api:
@@ -50,7 +64,7 @@ class Api:
         self._rids = itertools.count(1)
 
     # ------------------------------------------------------------------ submission
-    def _start(self, params: GenerateParams) -> tuple[Submission, Latest]:
+    def _start(self, params: GenerateParams) -> Started:
         loop = asyncio.get_running_loop()
         queue = Latest()
         rid = next(self._rids)
@@ -71,57 +85,68 @@ class Api:
         self.engine.submit(sub)
         return sub, queue
 
-    async def _updates(self, sub: Submission, queue: Latest) -> AsyncIterator[Update]:
-        finished = False
+    async def _updates(self, started: list[Started]) -> AsyncGenerator[tuple[int, Update], None]:
+        """Each request's updates as they arrive, tagged with its index (SGLang's batch stream order). Requests
+        still running when the consumer stops (the client went away, the handler was cancelled, a batch member
+        failed) are aborted, freeing their slots."""
+        waiting = {asyncio.ensure_future(queue.get()): i for i, (_, queue) in enumerate(started)}
+        running = set(range(len(started)))
         try:
-            while not finished:
-                update = await queue.get()
-                finished = update.finished
-                yield update
+            while waiting:
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                for task in sorted(done, key=waiting.__getitem__):
+                    i = waiting.pop(task)
+                    update = task.result()
+                    if update.finished:
+                        running.discard(i)
+                    else:
+                        waiting[asyncio.ensure_future(started[i][1].get())] = i
+                    yield i, update
         finally:
-            if not finished:  # the client went away (or the handler was cancelled): free its slots
-                self.engine.abort(sub.rid)
+            for task in waiting:
+                task.cancel()
+            for i in running:
+                self.engine.abort(started[i][0].rid)
 
-    def _meta(self, sub: Submission, params: GenerateParams, u: Update) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            "id": str(sub.rid), "finish_reason": u.finish_reason, "prompt_tokens": len(sub.input_ids),
-            "weight_version": "default", "num_retractions": u.num_retractions, "reasoning_tokens": 0,
-            "completion_tokens": len(u.output_ids), "cached_tokens": u.cached_tokens,
-        }
-        # SGLang (0.5.16, 0.5.23) always sends the key; null without a hit
-        meta["cached_tokens_details"] = {"device": u.cached_tokens, "host": 0} if u.cached_tokens else None
-        if u.finished:
-            meta["e2e_latency"] = time.perf_counter() - sub.created
-        if params.return_logprob:
-            ctx = sub.ctx
-            outs = ctx.output_logprobs[: len(u.output_ids)]
-            def text(token: int) -> str | None:  # return_text_in_logprobs: each entry's token as text
-                return decode([token]) if params.return_text_in_logprobs else None
+    async def _finals(self, started: list[Started]) -> list[Update] | str:
+        """Every request's final update, or the first engine error (the others are then aborted)."""
+        final: dict[int, Update] = {}
+        updates = self._updates(started)
+        try:
+            async for i, u in updates:
+                if u.error is not None:
+                    return u.error
+                if u.finished:
+                    final[i] = u
+        finally:
+            await updates.aclose()
+        return [final[i] for i in range(len(started))]
 
-            meta["output_token_logprobs"] = [[lp, t, text(t)] for (lp, _), t in zip(outs, u.output_ids, strict=False)]
-            meta["output_token_logprobs_length"] = len(meta["output_token_logprobs"])
-            inputs: list[list[Any]] = []
-            start = params.logprob_start_len
-            # SGLang: one entry per prompt token from logprob_start_len on, the first with a null logprob
-            # (and null top logprobs) whatever the start (recorded from 0.5.16 and 0.5.23).
-            computed = {p: e for p, e in ctx.input_logprobs.items() if start is not None and p > start}
-            if start is not None:
-                for pos in range(start, len(sub.input_ids)):
-                    entry = computed.get(pos)
-                    inputs.append([entry[0] if entry else None, sub.input_ids[pos], text(sub.input_ids[pos])])
-            meta["input_token_logprobs"] = inputs
-            if params.top_logprobs_num:
-                meta["output_top_logprobs"] = [[[v, i, text(i)] for v, i in top] for _, top in outs]
-                meta["input_top_logprobs"] = [
-                    [[v, i, text(i)] for v, i in computed[p][1]] if p in computed else None
-                    for p in range(start, len(sub.input_ids))
-                ] if start is not None else []
-        return meta
+    async def _sse(self, request: web.Request, started: list[Started], render: Render,
+                   refusal: dict[str, Any] | None = None) -> web.StreamResponse:
+        """The one SSE loop (/generate, /v1/completions, /v1/chat/completions): each update rendered as
+        ``data: <json>`` until the request ends or ``render`` says stop, then ``data: [DONE]``. ``refusal``: a
+        request refused after SGLang would have sent its 200, the only event. A client that stops reading is
+        dropped (``_drop``)."""
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        stall = self.config.stream_stall_s
+        updates = self._updates(started)
+        try:
+            if refusal is not None:
+                await write_or_drop(resp, dumps_event(refusal), stall)
+            async for i, u in updates:
+                body, last = render(i, u)
+                await write_or_drop(resp, dumps_event(body), stall)
+                if last:
+                    break
+            await write_or_drop(resp, b"data: [DONE]\n\n", stall)
+        except StreamStalled:
+            return self._drop(request, resp, started)
+        finally:
+            await updates.aclose()  # aborts what still runs (a failed batch's siblings) now, not at collection
+        return resp
 
-    def _body(self, sub: Submission, params: GenerateParams, u: Update) -> dict[str, Any]:
-        return {"text": decode(u.output_ids), "output_ids": u.output_ids, "meta_info": self._meta(sub, params, u)}
-
-    # ------------------------------------------------------------------ /generate
     async def _read(self, request: web.Request) -> dict[str, Any]:
         try:
             body = await request.read()
@@ -129,35 +154,43 @@ class Api:
             raise BadRequest(f"request body larger than {self.config.max_request_bytes} bytes") from None
         return parse_json(body)
 
+    # ------------------------------------------------------------------ /generate
     async def generate(self, request: web.Request) -> web.StreamResponse:
+        """SGLang's /generate: one prompt or a batch (a list of prompts: a list of answers, or one stream whose
+        chunks carry their prompt's ``index``). Refusals in the shape each SGLang path gives (errors.py)."""
+        version = self.config.api_version
         try:
             data = await self._read(request)
-            params = parse_generate(data, self.config.model.vocab_size, self.config.context_length)
+        except MalformedBody as exc:
+            return validation_error(str(exc))
         except BadRequest as exc:
-            return _error(str(exc))
-        sub, queue = self._start(params)
-        if not params.stream:
-            last: Update | None = None
-            async for u in self._updates(sub, queue):
-                last = u
-            assert last is not None
-            if last.error is not None:
-                return _error(last.error, 400 if "admitted" in last.error else 500)
-            return web.json_response(self._body(sub, params, last))
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await resp.prepare(request)
+            return value_error(str(exc))
+        stream = data.get("stream") is True
+        problem = contract_problem(data) if version != "0.5.16" else None  # 0.5.23 checks before anything else
+        if problem is not None:
+            return await contract_refusal(request, problem, version, stream)
         try:
-            async for u in self._updates(sub, queue):
-                if u.error is not None:
-                    await write_or_drop(resp, f"data: {json.dumps({'error': {'message': u.error}})}\n\n".encode(),
-                                        self.config.stream_stall_s)
-                    break
-                await write_or_drop(resp, f"data: {json.dumps(self._body(sub, params, u))}\n\n".encode(),
-                                    self.config.stream_stall_s)
-            await write_or_drop(resp, b"data: [DONE]\n\n", self.config.stream_stall_s)
-        except StreamStalled:
-            return self._drop(request, resp, sub)
-        return resp
+            batch = parse_generate(data, self.config.model.vocab_size, self.config.context_length)
+        except ContractViolation as exc:
+            return await contract_refusal(request, str(exc), version, stream)
+        except BadRequest as exc:
+            if stream:  # SGLang validates inside the stream: its 200 is already sent
+                return await self._sse(request, [], _no_render, refusal=stream_error(str(exc)))
+            return value_error(str(exc))
+        started = [self._start(p) for p in batch.items]
+        if not batch.stream:
+            finals = await self._finals(started)
+            if isinstance(finals, str):
+                return value_error(finals, 400 if "admitted" in finals else 500)
+            bodies = [generate_body(sub, p, u) for (sub, _), p, u in zip(started, batch.items, finals, strict=True)]
+            return web.json_response(bodies if batch.batched else bodies[0])
+
+        def render(i: int, u: Update) -> tuple[dict[str, Any], bool]:
+            body = generate_body(started[i][0], batch.items[i], u)
+            if batch.batched:
+                body["index"] = i
+            return body, u.error is not None
+        return await self._sse(request, started, render)
 
     # ------------------------------------------------------------------ /v1/completions
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -170,68 +203,27 @@ class Api:
         """/v1/completions and /v1/chat/completions: one flow, two body shapes (text vs message/delta)."""
         parse = parse_chat if chat else parse_completions
         try:
-            data = await self._read(request)
-            params = parse(data, self.config.model.vocab_size, self.config.context_length)
+            params = parse(await self._read(request), self.config.model.vocab_size, self.config.context_length)
+        except MalformedBody as exc:
+            return validation_error(str(exc))
         except BadRequest as exc:
-            return _error(str(exc))
-        sub, queue = self._start(params)
-        cid = f"{'chatcmpl' if chat else 'cmpl'}-{sub.rid}"
-        created, model = int(time.time()), self.config.served_model_name
-
-        def usage(u: Update) -> dict[str, Any]:
-            n_in, n_out = len(sub.input_ids), len(u.output_ids)
-            return {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out,
-                    "prompt_tokens_details": {"cached_tokens": u.cached_tokens}}
-
-        def chunk(text: str, reason: str | None, u: Update | None, *, whole: bool = False) -> dict[str, Any]:
-            choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason}
-            if not chat:
-                choice["text"] = text
-            elif whole:
-                choice["message"] = {"role": "assistant", "content": text}
-            else:
-                choice["delta"] = {"role": "assistant", "content": text}
-            kind = ("chat.completion" if whole else "chat.completion.chunk") if chat else "text_completion"
-            body: dict[str, Any] = {"id": cid, "object": kind, "created": created, "model": model,
-                                    "choices": [choice]}
-            if u is not None:
-                body["usage"] = usage(u)
-                if params.return_cached_tokens_details:  # SGLang's extension, read by bench_serving's cache report
-                    body["sglext"] = {"cached_tokens_details": {"device": u.cached_tokens, "host": 0}}
-            return body
-
-        def reason_of(u: Update) -> str:
-            return str((u.finish_reason or {}).get("type", "length"))
-
+            return openai_error(str(exc))
+        started = [self._start(params)]
+        chunks = OpenAiChunks(started[0][0], params, chat=chat, model=self.config.served_model_name)
         if not params.stream:
-            last: Update | None = None
-            async for u in self._updates(sub, queue):
-                last = u
-            assert last is not None
-            if last.error is not None:
-                return _error(last.error)
-            return web.json_response(chunk(decode(last.output_ids), reason_of(last), last, whole=True))
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await resp.prepare(request)
-        sent = ""
-        try:
-            async for u in self._updates(sub, queue):
-                if u.error is not None:
-                    await write_or_drop(resp, f"data: {json.dumps({'error': {'message': u.error}})}\n\n".encode(),
-                                        self.config.stream_stall_s)
-                    break
-                text = decode(u.output_ids)
-                delta, sent = text[len(sent) :], text
-                body = chunk(delta, reason_of(u) if u.finished else None, u if u.finished else None)
-                await write_or_drop(resp, f"data: {json.dumps(body)}\n\n".encode(), self.config.stream_stall_s)
-            await write_or_drop(resp, b"data: [DONE]\n\n", self.config.stream_stall_s)
-        except StreamStalled:
-            return self._drop(request, resp, sub)
-        return resp
+            finals = await self._finals(started)
+            if isinstance(finals, str):
+                return openai_error(finals)
+            return web.json_response(chunks.whole(finals[0]))
 
-    def _drop(self, request: web.Request, resp: web.StreamResponse, sub: Submission) -> web.StreamResponse:
-        """A client that stopped reading: abort its request (freeing its slots) and close its connection."""
-        self.engine.abort(sub.rid)
+        def render(_: int, u: Update) -> tuple[dict[str, Any], bool]:
+            return (openai_stream_error(u.error), True) if u.error is not None else (chunks.delta(u), False)
+        return await self._sse(request, started, render)
+
+    def _drop(self, request: web.Request, resp: web.StreamResponse, started: list[Started]) -> web.StreamResponse:
+        """A client that stopped reading: abort its requests (freeing their slots) and close its connection."""
+        for sub, _ in started:
+            self.engine.abort(sub.rid)
         with self.engine.metrics.lock:
             self.engine.metrics.dropped_streams += 1
         if request.transport is not None:
@@ -250,13 +242,11 @@ class Api:
         waits in the queue behind every request; waiting for it alone called a busy server hung."""
         forwards = self.engine.forwards
         params = GenerateParams(input_ids=[0], max_new_tokens=1, temperature=0.0, ignore_eos=True, stream=False)
-        sub, queue = self._start(params)
+        started = [self._start(params)]
 
         async def run() -> str | None:
-            async for u in self._updates(sub, queue):
-                if u.error is not None:
-                    return u.error
-            return None
+            finals = await self._finals(started)
+            return finals if isinstance(finals, str) else None
 
         task = asyncio.ensure_future(run())
         deadline = time.monotonic() + HEALTH_TIMEOUT_S
@@ -277,8 +267,9 @@ class Api:
             timeout = float(request.query.get("timeout", "0"))
         except ValueError:
             timeout = math.nan
-        if not math.isfinite(timeout):  # an infinite wait would hold the client forever
-            return _error("timeout must be a finite number of seconds")
+        if not math.isfinite(timeout) or timeout < 0:  # an infinite wait would hold the client forever
+            # SGLang declares it Query(0.0, ge=0.0): a bad value is FastAPI's validation error
+            return validation_error("timeout must be a finite number of seconds >= 0")
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             if await asyncio.wrap_future(self.engine.call(self.engine.flush_cache)):
@@ -345,10 +336,10 @@ async def _json_errors(request: web.Request, handler: Any) -> web.StreamResponse
         response: web.StreamResponse = await handler(request)
         return response
     except web.HTTPRequestEntityTooLarge as exc:
-        return _error(f"request body too large: {exc.text}", 413)
+        return value_error(f"request body too large: {exc.text}", 413)
     except web.HTTPException as exc:
         if exc.status >= 400:
-            return _error(exc.reason, exc.status)
+            return value_error(exc.reason, exc.status)
         raise
 
 

@@ -12,6 +12,7 @@ from reference_impl.engine.arms import ArmSpec, parse_arm
 from reference_impl.engine.core import EngineConfig, state_ratio
 from reference_impl.model.config import ModelConfig
 from reference_impl.policies.registry import POLICIES
+from reference_impl.server.errors import API_VERSIONS, DEFAULT_API_VERSION
 from reference_impl.server.faults import FAULTS
 from reference_impl.server.requests import SEED_MAX, SEED_MIN
 
@@ -38,6 +39,7 @@ class ServerConfig:
     stream_stall_s: float
     decode_log_interval: int
     served_model_name: str
+    api_version: str  # whose HTTP answers to give where SGLang 0.5.16 and 0.5.23 differ (errors.py)
     args: dict[str, object]  # every flag as parsed, under SGLang's ServerArgs field names (/server_info)
 
     @property
@@ -90,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="seconds a stream may wait for a client that stopped reading before it is dropped (and counted)")
     a("--inject-bug", action="append", default=[], choices=FAULTS, help="reproduce a historical bug (repeatable)")
     a("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    a("--sglang-api-version", default=DEFAULT_API_VERSION, choices=API_VERSIONS,
+      help="answer bad requests as this SGLang version does where versions differ (the cache is 0.5.23's)")
     # SGLang flags a launcher always passes; accepted so hybridbench's SGLang launcher can be pointed
     # at this server. They have no meaning for a tiny CPU model and are ignored.
     a("--model-path", default=None, help="accepted for SGLang compatibility; the tiny model is built in")
@@ -171,5 +175,5 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
         enable_metrics=ns.enable_metrics, context_length=min(context, ns.max_total_tokens),
         max_request_bytes=ns.max_request_bytes, stream_stall_s=ns.stream_stall_timeout,
         decode_log_interval=ns.decode_log_interval,
-        served_model_name=ns.served_model_name, args=dict(vars(ns)),
+        served_model_name=ns.served_model_name, api_version=ns.sglang_api_version, args=dict(vars(ns)),
     )

@@ -73,7 +73,9 @@ _SAMPLING_NEUTRAL: dict[str, object] = {
 SAMPLING = FieldTable(
     "sampling_params",
     used={"temperature", "max_new_tokens", "ignore_eos", "sampling_seed"},
-    neutral={**_SAMPLING_NEUTRAL, "min_new_tokens": (0,)},
+    # beam_width, watermark, choice: 0.5.23's schema defines them (api/v1/api_types.py:177-207), so a value is a
+    # feature this server lacks, not an unknown field.
+    neutral={**_SAMPLING_NEUTRAL, "min_new_tokens": (0,), "beam_width": (1,), "watermark": (), "choice": ([],)},
 )
 
 # The last chunk always carries usage, so include_usage is honoured whatever its value.

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reference_impl.model.executor import SAMPLING_EPS
+from reference_impl.server.errors import unknown_sampling_field
 from reference_impl.server.fields import (
     CHAT,
     CHAT_MESSAGE,
@@ -27,14 +28,23 @@ from reference_impl.server.fields import (
 )
 from reference_impl.server.tokenizer import encode
 
-__all__ = ["BadRequest", "GenerateParams", "parse_chat", "parse_completions", "parse_generate", "parse_json"]
+__all__ = ["BadRequest", "ContractViolation", "GenerateBatch", "GenerateParams", "MalformedBody", "contract_problem",
+           "parse_chat", "parse_completions", "parse_generate", "parse_json"]
 
 MAX_TOP_LOGPROBS = 20
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1  # int64, what SGLang's seeded sampler holds
 
 
 class BadRequest(ValueError):
-    """One line for the client; the server answers 400."""
+    """One line for the client: what SGLang's tokenizer manager raises as ``ValueError`` (errors.py's shapes)."""
+
+
+class MalformedBody(BadRequest):
+    """The body is not a JSON object: FastAPI's ``RequestValidationError`` in SGLang."""
+
+
+class ContractViolation(BadRequest):
+    """A sampling field SGLang's request schema does not define (0.5.23's contract gate; 0.5.16's TypeError)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +67,11 @@ def parse_json(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"malformed JSON body: {exc}") from None
+        raise MalformedBody(f"malformed JSON body: {exc}") from None
     except RecursionError:  # e.g. 100000 nested brackets
-        raise BadRequest("malformed JSON body: nested too deeply") from None
+        raise MalformedBody("malformed JSON body: nested too deeply") from None
     if not isinstance(data, dict):
-        raise BadRequest("the request body must be a JSON object")
+        raise MalformedBody("the request body must be a JSON object")
     return data
 
 
@@ -112,11 +122,12 @@ def _text(value: Any, name: str) -> list[int]:
 
 def _tokens(value: Any, vocab: int, context: int, name: str = "input_ids") -> list[int]:
     if isinstance(value, list) and value and isinstance(value[0], list | str):
-        raise BadRequest("batched input (a list of prompts) is not supported by the reference server")
+        raise BadRequest(f"{name} must be a flat list of token ids, got {preview(value)}")
     if not isinstance(value, list):
         raise BadRequest(f"{name} must be a list of token ids, got {preview(value)}")
-    if not value:
-        raise BadRequest(f"{name} is empty: the prompt needs at least one token")
+    if not value:  # SGLang's text for input_ids (managers/io_struct.py:385 in 0.5.16, :499 in 0.5.23)
+        raise BadRequest("input_ids cannot be empty." if name == "input_ids"
+                         else f"{name} is empty: the prompt needs at least one token")
     if len(value) >= context:  # before the per-token loop: a huge list is refused at once
         raise BadRequest(f"the prompt has {len(value)} tokens; the context length is {context}")
     for t in value:
@@ -133,35 +144,96 @@ def _max_new(value: Any, name: str, prompt_len: int, context: int) -> int:
     return value
 
 
-def parse_generate(data: Mapping[str, Any], vocab: int, context: int) -> GenerateParams:
-    _check_fields(data, GENERATE)
+@dataclass(frozen=True, slots=True)
+class GenerateBatch:
+    """A /generate body's prompts; ``batched`` when it held a list of them (the answer is then a list too)."""
+
+    items: tuple[GenerateParams, ...]
+    batched: bool
+
+    @property
+    def stream(self) -> bool:
+        return self.items[0].stream
+
+
+# Per-prompt lists SGLang accepts for these fields; the reference server takes one value for the whole batch.
+_SHARED_ONLY = ("return_logprob", "logprob_start_len", "top_logprobs_num")
+
+
+def contract_problem(data: Mapping[str, Any]) -> str | None:
+    """0.5.23's JSON contract gate, as far as it is modelled: the first sampling field (in the body's order) its
+    SamplingParams schema does not define, in serde's words. None when the body passes it."""
+    sp = data.get("sampling_params")
+    for params in sp if isinstance(sp, list) else [sp]:
+        if isinstance(params, dict):
+            unknown = [k for k in params if k not in SAMPLING.used and k not in SAMPLING.neutral]
+            if unknown:
+                return unknown_sampling_field(unknown[0])
+    return None
+
+
+def _prompts(data: Mapping[str, Any], vocab: int, context: int) -> tuple[list[list[int]], bool, bool]:
+    """(each prompt's ids, whether the prompts were text, whether the body was a batch)."""
     if (data.get("text") is None) == (data.get("input_ids") is None):
         raise BadRequest("give exactly one of text or input_ids")
-    text_input = data.get("text") is not None
-    if text_input and isinstance(data["text"], list):
-        raise BadRequest("batched input (a list of prompts) is not supported by the reference server")
-    name = "text" if text_input else "input_ids"
-    ids = _tokens(_text(data["text"], name) if text_input else data["input_ids"], vocab, context, name)
+    if data.get("text") is not None:
+        text = data["text"]
+        if isinstance(text, list):
+            if not text:
+                raise BadRequest("text is an empty batch: give at least one prompt")
+            return [_tokens(_text(t, f"text[{i}]"), vocab, context, "text") for i, t in enumerate(text)], True, True
+        return [_tokens(_text(text, "text"), vocab, context, "text")], True, False
+    ids = data["input_ids"]
+    # SGLang: an empty list is refused before it is told apart from a batch; a list of lists is a batch.
+    if isinstance(ids, list) and ids and isinstance(ids[0], list):
+        return [_tokens(p, vocab, context) for p in ids], False, True
+    return [_tokens(ids, vocab, context)], False, False
+
+
+def _sampling(data: Mapping[str, Any], n: int) -> list[Mapping[str, Any]]:
     sp = _get(data, "sampling_params", {})
-    if not isinstance(sp, dict):
-        raise BadRequest("sampling_params must be an object (batched sampling params are not supported)")
-    _check_fields(sp, SAMPLING)
-    raw_max_new = sp.get("max_new_tokens", 128)
-    # SGLang: an absent max_new_tokens is 128, an explicit null means "until the context is full".
-    max_new = context - len(ids) if raw_max_new is None else _max_new(raw_max_new, "max_new_tokens", len(ids), context)
+    if isinstance(sp, list):
+        if len(sp) != n:
+            raise BadRequest(f"sampling_params has {len(sp)} entries for {n} prompts")
+    else:
+        sp = [sp] * n
+    for params in sp:
+        if not isinstance(params, dict):
+            raise BadRequest(f"sampling_params must be an object or a list of objects, got {preview(params)}")
+        problem = contract_problem({"sampling_params": params})
+        if problem is not None:
+            raise ContractViolation(problem)
+        _check_fields(params, SAMPLING)
+    return sp
+
+
+def parse_generate(data: Mapping[str, Any], vocab: int, context: int) -> GenerateBatch:
+    _check_fields(data, GENERATE)
+    prompts, text_input, batched = _prompts(data, vocab, context)
+    for name in _SHARED_ONLY:
+        if isinstance(data.get(name), list):
+            raise BadRequest(f"{name} as a per-prompt list is not supported by the reference server")
     ret_lp = _bool(_get(data, "return_logprob", False), "return_logprob")
     start = _int(_get(data, "logprob_start_len", -1), "logprob_start_len", -1, context)
-    if start >= len(ids):
-        raise BadRequest(f"logprob_start_len {start} must be below the prompt length {len(ids)}")
     top = _int(_get(data, "top_logprobs_num", 0), "top_logprobs_num", 0, MAX_TOP_LOGPROBS)
-    return GenerateParams(
-        input_ids=ids, max_new_tokens=max_new, temperature=_temperature(_get(sp, "temperature", 1.0)),
-        ignore_eos=_bool(_get(sp, "ignore_eos", False), "ignore_eos"),
-        stream=_bool(_get(data, "stream", False), "stream"), return_logprob=ret_lp,
-        logprob_start_len=start if ret_lp and start >= 0 else None, top_logprobs_num=top if ret_lp else 0,
-        seed=_seed(sp.get("sampling_seed"), "sampling_seed"), text_input=text_input,
-        return_text_in_logprobs=_bool(_get(data, "return_text_in_logprobs", False), "return_text_in_logprobs"),
-    )
+    stream = _bool(_get(data, "stream", False), "stream")
+    in_text = _bool(_get(data, "return_text_in_logprobs", False), "return_text_in_logprobs")
+    items = []
+    for ids, sp in zip(prompts, _sampling(data, len(prompts)), strict=True):
+        if start >= len(ids):
+            raise BadRequest(f"logprob_start_len {start} must be below the prompt length {len(ids)}")
+        raw_max_new = sp.get("max_new_tokens", 128)
+        # SGLang: an absent max_new_tokens is 128, an explicit null means "until the context is full".
+        max_new = (context - len(ids) if raw_max_new is None
+                   else _max_new(raw_max_new, "max_new_tokens", len(ids), context))
+        items.append(GenerateParams(
+            input_ids=ids, max_new_tokens=max_new, temperature=_temperature(_get(sp, "temperature", 1.0)),
+            ignore_eos=_bool(_get(sp, "ignore_eos", False), "ignore_eos"), stream=stream, return_logprob=ret_lp,
+            logprob_start_len=start if ret_lp and start >= 0 else None, top_logprobs_num=top if ret_lp else 0,
+            seed=_seed(sp.get("sampling_seed"), "sampling_seed"), text_input=text_input,
+            return_text_in_logprobs=in_text,
+        ))
+    return GenerateBatch(tuple(items), batched)
 
 
 def _prompt(value: Any, vocab: int, context: int) -> tuple[list[int], bool]:

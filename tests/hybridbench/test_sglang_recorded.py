@@ -5,6 +5,8 @@
   ``logprob_start_len`` on, the first with a null logprob — so it starts one token before the output.
 * The reference server answers the recorded logprob requests in the same shape, entry by entry.
 * The log parser reads every batch line of every recorded log, and finds the cache implementation.
+* The reference server answers the recorded /generate requests (a batch among them) with SGLang's keys, and the
+  recorded bad requests with SGLang's status, content type and body, per the version it is told to imitate.
 """
 
 from __future__ import annotations
@@ -107,9 +109,18 @@ ADDED_IN_0_5_23 = {"first_token_latency", "forward_entry_time", "prefill_finishe
                    "storage_staging_wait", "weight_versions"}
 
 
+def _assert_same_keys(got: dict[str, Any], want: dict[str, Any], unmodelled: set[str]) -> None:
+    assert set(got) == set(want)
+    assert set(got["meta_info"]) == set(want["meta_info"]) - unmodelled
+    for meta in (got["meta_info"], want["meta_info"]):  # null without a hit, on both sides
+        assert (meta["cached_tokens_details"] is None) == (meta["cached_tokens"] == 0)
+    assert got["meta_info"]["finish_reason"] == want["meta_info"]["finish_reason"]
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_reference_server_answers_generate_and_flush_with_sglangs_keys(version: str) -> None:
     unmodelled = TIMING_KEYS | (ADDED_IN_0_5_23 if version == "0.5.23" else set())
+    batches = 0
     with running_server("--vocab-size", "1024") as server:
         for e in exchanges(version):
             if e["method"] != "POST" or e["status"] != 200 or not isinstance(e["request"], dict):
@@ -117,13 +128,43 @@ def test_the_reference_server_answers_generate_and_flush_with_sglangs_keys(versi
             if e["path"] == "/flush_cache":
                 assert server.request("POST", "/flush_cache") == (200, e["response"].encode())
                 continue
-            single = isinstance(e["request"].get("input_ids"), list) and isinstance(e["request"]["input_ids"][0], int)
-            if e["path"] != "/generate" or e["request"].get("stream") or not single:
+            if e["path"] != "/generate" or e["request"].get("stream"):
                 continue
-            got, want = server.generate(e["request"]), e["response"]
-            assert set(got) == set(want)
-            got_keys, want_keys = set(got["meta_info"]), set(want["meta_info"])
-            assert got_keys == want_keys - unmodelled, (version, e["request"].keys())
-            for meta in (got["meta_info"], want["meta_info"]):  # null without a hit, on both sides
-                assert (meta["cached_tokens_details"] is None) == (meta["cached_tokens"] == 0)
-            assert got["meta_info"]["finish_reason"] == want["meta_info"]["finish_reason"]
+            status, raw = server.request("POST", "/generate", e["request"])
+            assert status == 200, raw
+            got, want = json.loads(raw), e["response"]
+            if isinstance(want, list):  # a batch (input_ids as a list of prompts): one answer per prompt, in order
+                assert isinstance(got, list) and len(got) == len(want) == len(e["request"]["input_ids"])
+                for key in ("prompt_tokens", "completion_tokens"):
+                    assert [g["meta_info"][key] for g in got] == [w["meta_info"][key] for w in want]
+                batches += 1
+            else:
+                got, want = [got], [want]
+            for g, w in zip(got, want, strict=True):
+                _assert_same_keys(g, w, unmodelled)
+    assert batches == 1
+
+
+def _recorded_errors(version: str) -> list[dict[str, Any]]:
+    return [e for e in exchanges(version) if e["path"] == "/generate" and e["status"] not in (None, 200)]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_reference_server_refuses_as_sglang_did(version: str) -> None:
+    """Status, content type and body, byte for byte where SGLang's text is known: empty input_ids (400
+    ``{"error": {"message"}}`` on both), an unknown sampling field (0.5.16: 500 text/plain; 0.5.23: 400
+    ``{"error": "<serde's text>"}``). The reference server imitates ``--sglang-api-version``; told the other
+    version, it gives the other answer, so the tag is what decides."""
+    errors = _recorded_errors(version)
+    assert [e["status"] for e in errors] == [400, 500 if version == "0.5.16" else 400]
+    other = {"0.5.16": "0.5.23", "0.5.23": "0.5.16"}[version]
+    with running_server("--vocab-size", "1024", "--sglang-api-version", version) as server, \
+            running_server("--vocab-size", "1024", "--sglang-api-version", other) as wrong:
+        for e in errors:
+            status, content_type, raw = server.exchange("POST", "/generate", e["request"])
+            assert (status, content_type) == (e["status"], e["content_type"]), raw
+            if content_type.startswith("application/json"):
+                assert json.loads(raw) == e["response"]
+            else:
+                assert raw.decode() == e["response"]
+        assert wrong.exchange("POST", "/generate", errors[1]["request"])[0] == (400 if version == "0.5.16" else 500)

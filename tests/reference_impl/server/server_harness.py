@@ -13,6 +13,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+ERROR_RESPONSE_KEYS = {"object", "message", "type", "param", "code"}  # SGLang's ErrorResponse
+
+
+def error_message(path: str, body: Any) -> str:
+    """The message of a refusal, asserting the body has one of the shapes SGLang gives on that path
+    (reference_impl/server/errors.py): /generate ``{"error": {"message"}}``, 0.5.23's contract gate
+    ``{"error": "<text>"}``, an ErrorResponse for a body that does not parse and on the OpenAI endpoints."""
+    assert isinstance(body, dict), body
+    if set(body) == ERROR_RESPONSE_KEYS:
+        assert body["object"] == "error" and body["param"] is None and body["code"] == 400, body
+        assert body["type"] in ({"Bad Request", "BadRequestError"} if path.startswith("/v1/") else {"Bad Request"})
+        return str(body["message"])
+    assert path == "/generate" and set(body) == {"error"}, (path, body)
+    err = body["error"]
+    if isinstance(err, str):
+        return err
+    assert set(err) == {"message"}, body
+    return str(err["message"])
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -34,6 +53,15 @@ class Server:
                 return resp.status, resp.read()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
+
+    def exchange(self, method: str, path: str, body: Any = None) -> tuple[int, str, bytes]:
+        """(status, content type, body) of one request."""
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return resp.status, resp.headers.get("Content-Type", ""), resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.headers.get("Content-Type", ""), exc.read()
 
     def get_json(self, path: str) -> Any:
         status, body = self.request("GET", path)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from server_harness import Server, running_server
+from server_harness import Server, error_message, running_server
 
 
 def toks(rng: random.Random, n: int) -> list[int]:
@@ -208,7 +208,7 @@ def test_v1_chat_completions_refuses_what_it_cannot_serve(server: Server, body: 
 def test_bad_input_is_a_400_with_a_message(server: Server, raw: bytes, needle: str) -> None:
     status, body = server.request("POST", "/generate", raw=raw)
     assert status == 400
-    assert needle in json.loads(body)["error"]["message"]
+    assert needle in error_message("/generate", json.loads(body))
 
 
 def test_body_size_limit(server: Server) -> None:

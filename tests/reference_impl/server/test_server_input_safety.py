@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from server_harness import Server, running_server
+from server_harness import Server, error_message, running_server
 
 CONTEXT = 512
 PROMPT = [5, 6, 7, 8]
@@ -33,7 +33,7 @@ def post(server: Server, path: str, body: Any = None, raw: bytes | None = None) 
 def assert_400(server: Server, path: str, body: Any, needle: str, raw: bytes | None = None) -> None:
     status, out = post(server, path, body, raw=raw)
     assert status == 400, out
-    assert needle in out["error"]["message"], out
+    assert needle in error_message(path, out), out
 
 
 def gen(max_new: int = 4, **sampling: Any) -> dict[str, Any]:
@@ -122,14 +122,20 @@ def test_a_surrogate_pair_is_ordinary_text(server: Server) -> None:
 @pytest.mark.parametrize(
     ("path", "body", "needle"),
     [("/generate", {"text": ""}, "text is empty"),
-     ("/generate", {"text": ["a", "b"]}, "batched input"),
+     ("/generate", {"text": []}, "text is an empty batch"),
+     ("/generate", {"text": ["a", 5]}, "text[1] must be a string"),
      ("/generate", {"text": 5}, "text must be a string"),
      ("/generate", {"input_ids": {"0": 1}}, "input_ids must be a list"),
      ("/generate", {"input_ids": [1.0]}, "outside the vocabulary"),
      ("/generate", {"input_ids": [True]}, "outside the vocabulary"),
-     ("/generate", {"input_ids": [[1], [2]]}, "batched input"),
+     ("/generate", {"input_ids": []}, "input_ids cannot be empty."),
+     ("/generate", {"input_ids": [[1], []]}, "input_ids cannot be empty."),
+     ("/generate", {"input_ids": [[1], 2]}, "input_ids must be a list of token ids"),
+     ("/generate", {"input_ids": [[1], [2]], "sampling_params": [{}]}, "sampling_params has 1 entries for 2"),
+     ("/generate", {"input_ids": [[1], [2]], "return_logprob": [True, False]}, "per-prompt list"),
      ("/generate", {"input_ids": [0] * 200_000}, "context length"),
-     ("/generate", {"input_ids": [1], "sampling_params": [{}]}, "sampling_params must be an object"),
+     ("/generate", {"input_ids": [1], "sampling_params": [{}, {}]}, "sampling_params has 2 entries for 1"),
+     ("/generate", {"input_ids": [1], "sampling_params": 3}, "sampling_params must be an object"),
      ("/generate", {"input_ids": [1], "sampling_params": {"stop": ["x"]}}, "stop=['x'] is not supported"),
      ("/generate", {"input_ids": [1], "sampling_params": {"stop": [{}]}}, "stop=[{}] is not supported"),
      ("/generate", {"input_ids": [1], "sampling_params": {"stop_token_ids": [7]}}, "stop_token_ids=[7]"),
@@ -198,7 +204,7 @@ def test_openai_clients_completion_body_is_accepted(server: Server) -> None:
       "continuous_usage_stats=True is not supported"),
      ("/v1/completions", {"prompt": PROMPT, "stream_options": {"bogus": 1}}, "unknown field(s) in stream_options"),
      ("/generate", {**gen(), "bogus": 1}, "unknown field(s) in the request: bogus"),
-     ("/generate", gen(bogus=1), "unknown field(s) in sampling_params: bogus"),
+     ("/generate", gen(bogus=1), "unknown field `bogus`, expected one of `max_new_tokens`"),
      ("/v1/completions", {"prompt": PROMPT, "bogus": 1}, "unknown field(s) in the request: bogus")],
 )
 def test_features_the_server_lacks_are_400s_naming_the_field(server: Server, path: str, body: dict[str, Any],
