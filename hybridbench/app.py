@@ -90,7 +90,8 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
             for w in plan.workloads:
                 traces[w.name] = _materialize(w, cfg, effective_vocab(cfg))
             # Every trial's arrivals, fixed before the first server starts: the driver and the simulator follow them.
-            schedules = {t.trial_id: arrival_schedule(traces[t.workload], plan.load, t.seed) for t in plan.trials}
+            schedules = {t.trial_id: arrival_schedule(traces[t.workload], plan.workload(t.workload).load, t.seed)
+                         for t in plan.trials}
             with contextlib.ExitStack() as files:
                 writer = files.enter_context(RecordWriter(records_path))
                 # <probe>.jsonl exists only for the probes this run planned

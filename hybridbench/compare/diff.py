@@ -112,7 +112,8 @@ def _check_comparable(base: SavedRun, cand: SavedRun) -> list[str]:
             raise ConfigError(f"not comparable: workload {name!r} sent different requests in the two runs "
                               "(different trace: seed, parameters or scale changed)")
     for key, a, b in config_changes(base.config, cand.config):
-        if key.startswith(_SAME_LOAD) or key in _SAME_ENGINE:
+        own_rate = key.startswith("workloads.") and key.endswith(".request_rate")  # a workload's own load
+        if key.startswith(_SAME_LOAD) or key in _SAME_ENGINE or own_rate:
             raise ConfigError(f"not comparable: {key} is {a!r} in the baseline and {b!r} in the candidate "
                               "(the same load on the same sizing is what makes two builds comparable)")
     notes = [f"workload {w!r} only in the {side} run"

@@ -103,6 +103,9 @@ class WorkloadCfg:
     preset: str = ""
     scale: int = 1  # shrink lengths and counts (workloads.scale) for CPU-sized runs
     params: dict[str, Any] = field(default_factory=dict)  # generator options, e.g. {num_groups: 4}
+    # This workload's Poisson rate (bench_serving's --request-rate per dataset): 0 = load.request_rate. Only a
+    # poisson load has a rate; the seglen PR sent its SWE-bench traces at 10 and its other loads at 8.
+    request_rate: float = 0.0
 
 
 @dataclass

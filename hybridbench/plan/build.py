@@ -86,6 +86,7 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
             seed=(seed := derive_seed(cfg.seed, "workload", name)),
             trace_path=str(traces / f"{name}.jsonl"),
             argv=workload_argv(name, w, vocab, seed, traces / f"{name}.jsonl", engine_scale=cfg.engine.workload_scale),
+            load=plan_load(cfg.load, w.request_rate, name),
         )
         for name, w in cfg.workloads.items()
     )

@@ -13,14 +13,19 @@ from workloads.arrival import LoadSpec
 __all__ = ["plan_load"]
 
 
-def plan_load(load: LoadCfg) -> LoadSpec:
-    """ConfigError naming the ``load.*`` key on a bad kind or value."""
+def plan_load(load: LoadCfg, request_rate: float = 0.0, workload: str = "") -> LoadSpec:
+    """ConfigError naming the ``load.*`` key on a bad kind or value. ``request_rate`` (> 0) is one workload's
+    own rate (``workloads.<workload>.request_rate``), in place of ``load.request_rate`` under a poisson load."""
     kind = str(load.kind)
     cap: int | None = load.max_concurrency
     if kind != "closed" and cap == 0:
         cap = None
+    if not request_rate >= 0:  # NaN too
+        raise ConfigError(f"workloads.{workload}.request_rate must be > 0 (or 0: load.request_rate), "
+                          f"got {request_rate}")
+    rate = request_rate or load.request_rate
     try:
-        return LoadSpec.of(kind, max_concurrency=cap, request_rate=load.request_rate if kind == "poisson" else None,
+        return LoadSpec.of(kind, max_concurrency=cap, request_rate=rate if kind == "poisson" else None,
                            slowdown=load.slowdown)
     except ValueError as exc:
         raise ConfigError(f"load.{exc}") from None

@@ -22,6 +22,8 @@ class WorkloadPlan:
     seed: int  # one trace per workload, shared by every arm and repeat (A/B on identical requests)
     trace_path: str
     argv: tuple[str, ...]  # the exact `python -m workloads.generate` arguments
+    # The arrival process of this workload's trials: the run's load, at the workload's own rate if it has one.
+    load: LoadSpec = field(kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +52,7 @@ class RunPlan:
     fingerprint: str = ""
     schema_version: int = PLAN_SCHEMA_VERSION
     arm_specs: tuple[ArmSpec, ...] = field(kw_only=True)  # one per arm, in the order of ``arms`` (plan.arms)
-    load: LoadSpec = field(kw_only=True)  # the arrival process every trial follows (plan.load)
+    load: LoadSpec = field(kw_only=True)  # the run's load (plan.load); each workload's own: WorkloadPlan.load
 
     def workload(self, name: str) -> WorkloadPlan:
         return next(w for w in self.workloads if w.name == name)

@@ -82,6 +82,12 @@ def load_fingerprint(run: Run) -> str:
         "load": run.plan.config.get("load"),
         "seed": run.plan.config.get("seed"),
     }
+    # A workload's own Poisson rate is part of its load; only when set, so runs without one keep their key.
+    workloads = run.plan.config.get("workloads")
+    rates = {name: w["request_rate"] for name, w in workloads.items()
+             if isinstance(w, dict) and w.get("request_rate")} if isinstance(workloads, dict) else {}
+    if rates:
+        body["request_rates"] = rates
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -26,6 +26,7 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.config.strict import reject_unknown_keys
 from hybridbench.engines.launchers import make_sglang_engine
+from hybridbench.engines.sglang_cmd import SEGLEN_WEIGHT_FLAG, STRATEGY_FLAG, STRATEGY_FLAG_OLD, sglang_command
 from hybridbench.errors import ConfigError
 from hybridbench.plan.build import build_plan
 
@@ -128,20 +129,48 @@ def test_the_pull_request_workflow_compares_the_two_runs_it_made() -> None:
     assert set(main.arms) < set(pr.arms)
 
 
+# The seglen PR's (seed 000) benchmark: workload name -> (generator argv head, bench_serving --request-rate).
+PR_LOADS = {
+    "multi_group": (["prefix_groups", "--preset", "multi-group"], 8.0),
+    "mixed_prefix": (["prefix_groups", "--preset", "mixed-7k-10k-noise"], 8.0),
+    "sharegpt": (["sharegpt", "--num-sessions", "200", "--single-turn", "--output-len", "128"], 8.0),
+    "swebench": (["swebench", "--preset", "seglen"], 10.0),
+}
+
+
+def _flag(cmd: list[str], *names: str) -> str:
+    i = next(i for i, a in enumerate(cmd) if a in names)
+    return cmd[i + 1]
+
+
 @pytest.mark.parametrize("step", ["main", "pull request"])
-def test_the_pull_request_workflow_defaults_to_the_seglen_prs_own_setup(step: str) -> None:
-    """Seed 000's benchmark: Qwen3.5-9B on one H100, --mem-fraction-static 0.70, extra_buffer, seglen weight
-    0.85, bench_serving at request rate 8, full-size loads with pools from GPU memory, ShareGPT as
-    bench_serving's first turns with 128 output tokens."""
+def test_the_pull_request_workflow_defaults_to_the_seglen_prs_own_setup(step: str, tmp_path: Path) -> None:
+    """Seed 000's benchmark, as the workflow's default inputs plan it: Qwen3.5-9B on one H100, bench_serving runs
+    of the multi-group shared-prefix, mixed-prefix-with-noise and ShareGPT (first turns, 128 output tokens)
+    datasets at --request-rate 8 and SWE-bench traces at 10, full size; the server at --mem-fraction-static
+    0.70, extra_buffer, --seglen-eff-weight 0.85, pools from GPU memory."""
     cfg = dict(runs_of(ROOT / "ci" / "pr.yml"))[step]
     assert (cfg.name, cfg.model.name, cfg.engine.tp) == ("seglen", "qwen3.5-9b", 1)
-    assert cfg.engine.mem_fraction_static == 0.70 and cfg.arm.seglen.eff_weight == 0.85
-    assert (cfg.load.kind, cfg.load.request_rate, cfg.load.max_concurrency) == ("poisson", 8.0, 0)
-    assert cfg.engine.kv_tokens == 0 and cfg.engine.max_mamba_cache_size == 0  # sized by SGLang from memory
+    plan = build_plan(cfg, tmp_path, {})
+    assert {t.workload for t in plan.trials} == set(PR_LOADS)
+    for w in plan.workloads:
+        head, rate = PR_LOADS[w.name]
+        assert list(w.argv[:len(head)]) == head, w.argv
+        assert "--scale" not in w.argv  # full size
+        assert (w.load.kind, w.load.request_rate, w.load.max_concurrency) == ("poisson", rate, None), w.name
+    # Every arm's server, as the newest SGLang spells it (the PR's build's --help picks its own spelling).
+    commands = {spec.name: sglang_command(python="python", model=cfg.model, engine=cfg.engine, arm=spec,
+                                          port=30000, help_text=None) for spec in plan.arm_specs}
+    assert "branching" in commands and ("seglen" in commands) == (step == "pull request")
+    for arm, cmd in commands.items():
+        assert float(_flag(cmd, "--mem-fraction-static")) == 0.70
+        assert "--max-total-tokens" not in cmd and "--max-mamba-cache-size" not in cmd  # sized from memory
+        if arm != "disabled":  # LRU and seglen both on extra_buffer, as the PR ran them
+            assert _flag(cmd, STRATEGY_FLAG, STRATEGY_FLAG_OLD) == "extra_buffer"
+    if "seglen" in commands:
+        assert _flag(commands["seglen"], "--radix-eviction-policy") == "seglen"
+        assert float(_flag(commands["seglen"], SEGLEN_WEIGHT_FLAG)) == 0.85
     assert cfg.engine.track_interval == 256  # SGLang's default, not the CPU experiment's shrunk one
-    assert all(w.scale == 1 for w in cfg.workloads.values())
-    assert cfg.workloads["sharegpt"].params == {"num_sessions": 200, "single_turn": True, "output_len": 128}
-    assert "branching" in cfg.arms  # extra_buffer: both LRU and seglen run on it, as the PR did
 
 
 def _sim_run(run_dir: Path, **env: str) -> None:

@@ -36,3 +36,18 @@ def test_the_plan_carries_the_load_spec(tmp_path: Path) -> None:
     closed = build_plan(RunCfg(workloads={"w": WorkloadCfg()}), tmp_path, {})
     assert closed.load == LoadSpec("closed", max_concurrency=5)
     assert closed.to_json()["load"]["kind"] == "closed"
+
+
+def test_a_workload_may_have_its_own_poisson_rate(tmp_path: Path) -> None:
+    """bench_serving's --request-rate is per dataset (the seglen PR: SWE-bench at 10, the rest at 8)."""
+    load = LoadCfg(kind="poisson", request_rate=8.0, max_concurrency=0)
+    plan = build_plan(RunCfg(load=load, workloads={"w": WorkloadCfg(), "swe": WorkloadCfg(request_rate=10.0)}),
+                      tmp_path, {})
+    assert plan.workload("w").load == plan.load == LoadSpec("poisson", max_concurrency=None, request_rate=8.0)
+    assert plan.workload("swe").load == LoadSpec("poisson", max_concurrency=None, request_rate=10.0)
+    # A closed loop has no rate: every workload keeps the closed loop.
+    closed = build_plan(RunCfg(workloads={"swe": WorkloadCfg(request_rate=10.0)}), tmp_path, {})
+    assert closed.workload("swe").load == LoadSpec("closed", max_concurrency=5)
+    with pytest.raises(ConfigError, match=r"workloads\.swe\.request_rate must be > 0") as e:
+        build_plan(RunCfg(load=load, workloads={"swe": WorkloadCfg(request_rate=-1.0)}), tmp_path, {})
+    assert e.value.exit_code == 2
