@@ -36,7 +36,9 @@ SGLANG = Path.home() / ".cache" / "hybridbench" / "sglang-0.5.23" / "bin" / "pyt
 WORKFLOWS = sorted((ROOT / "ci").glob("*.yml"))
 
 
-TOOLS = ("hybridbench.compare", "hybridbench.results", "hybridbench.dashboard")  # read runs, run nothing
+# read runs, run nothing
+TOOLS = ("hybridbench.compare", "hybridbench.results", "hybridbench.dashboard", "hybridbench.dashboard.pr_summary")
+PNG_URL = "https://raw.githubusercontent.com/owner/repo/0123abcd/pr-12345/1.png"  # what an earlier step output
 
 
 def commands(workflow: Path, **env_set: str) -> list[tuple[str, list[str]]]:
@@ -55,6 +57,10 @@ def commands(workflow: Path, **env_set: str) -> list[tuple[str, list[str]]]:
                 if "-m hybridbench" not in raw:
                     continue
                 text = re.sub(r"\$\{\{\s*inputs\.(\w+)\s*\}\}", lambda m: inputs[m.group(1)], raw)
+                # an earlier step's output (a URL): a sample https URL
+                text = re.sub(r"\$\{\{\s*steps\.[\w-]+\.outputs\.([\w-]+)\s*\}\}",
+                              lambda m: PNG_URL if m.group(1) == "url" else f"https://example.invalid/{m.group(1)}",
+                              text)
                 text = re.split(r"\s*(?:\|\||;|&&)\s*", text)[0]  # the command, not the shell around it
                 for _ in range(3):  # env values may name other env variables ($VENVS inside a path)
                     text = re.sub(r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), m.group(0)), text)
@@ -203,7 +209,7 @@ def test_every_results_and_dashboard_command_runs_on_a_small_results_root(
     shutil.copytree(ROOT / "results" / "baselines", results / "baselines")  # the nightly's store step copies them
     tools = [(step, argv) for step, argv in commands(workflow, RESULTS=str(results)) if argv[0] in TOOLS]
     assert {argv[0] for _, argv in tools} == set(TOOLS) - ({"hybridbench.results"} if workflow.name == "pr.yml" else
-                                                            {"hybridbench.compare"})
+                                                            {"hybridbench.compare", "hybridbench.dashboard.pr_summary"})
     for step, argv in tools:
         proc = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=300,
                               check=False, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -217,4 +223,10 @@ def test_every_results_and_dashboard_command_runs_on_a_small_results_root(
         assert verdicts["series"] and verdicts["tolerance"] == 0.10  # one night: series with insufficient data
     else:
         assert (tmp_path / "runs" / "pr" / "compare" / "compare.json").is_file()
-        assert list(site.glob("summary-*.png"))  # --png: the PR summary for the job summary
+        assert (site / "summary-pr.png").is_file()  # --png: the PR summary, under the name the workflow publishes
+        # The job summary (--append "$GITHUB_STEP_SUMMARY", the variable unset here): the verdict line first, then
+        # the PNG from the URL the publish step printed, linking to the site artifact.
+        summary = (tmp_path / "$GITHUB_STEP_SUMMARY").read_text().splitlines()
+        verdict = json.loads((tmp_path / "runs" / "pr" / "compare" / "compare.json").read_text())["verdict"]
+        assert summary[0].startswith(f"**hybridbench verdict: {verdict.upper()}**")
+        assert f"]({PNG_URL})](https://example.invalid/artifact-url)" in "\n".join(summary)

@@ -1,0 +1,92 @@
+"""The pull-request job summary: ``python -m hybridbench.dashboard.pr_summary`` (verdict line first, failed
+verdicts, the PNG from an https URL or, without one, where to find it) and ci/publish_png.sh, which commits the
+PNG to an assets branch and prints that URL (run here against a local bare repository). The same command over a
+real comparison, as the workflow runs it, is in tests/ci/test_workflows.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybridbench.dashboard.pr_summary import summary_markdown
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLISH = ROOT / "ci" / "publish_png.sh"
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
+
+
+def _cmp(*statuses: str) -> dict[str, object]:
+    return {"verdict": "fail" if "fail" in statuses else "pass", "base": "main · sglang 0.5.23",
+            "candidate": "pr · sglang 0.5.24", "command": "python -m hybridbench.compare runs/main runs/pr",
+            "deltas": [{"workload": "gsp", "arm": f"arm{i}", "metric": "ttft", "status": s,
+                        "detail": f"+{i}% (CI a | b)"} for i, s in enumerate(statuses)]}
+
+
+def test_the_verdict_line_comes_first_and_names_every_failure() -> None:
+    text = summary_markdown(_cmp("pass", "fail", "skip", "fail"), png_url="https://x.test/a.png",
+                            site_url="https://x.test/site", png_name="summary-pr.png")
+    lines = text.splitlines()
+    assert lines[0] == ("**hybridbench verdict: FAIL** · candidate `pr · sglang 0.5.24` against baseline "
+                        "`main · sglang 0.5.23` · 4 verdict(s): 2 fail, 1 pass, 1 skip")
+    failed = [line for line in lines if line.startswith("| gsp")]
+    assert failed == ["| gsp | arm1 | ttft | +1% (CI a \\| b) |", "| gsp | arm3 | ttft | +3% (CI a \\| b) |"]
+    assert "[![hybridbench PR summary: fail](https://x.test/a.png)](https://x.test/site)" in lines
+
+
+def test_without_a_url_the_summary_says_where_the_png_is() -> None:
+    text = summary_markdown(_cmp("pass"), png_url="", site_url="", png_name="summary-pr.png")
+    assert text.startswith("**hybridbench verdict: PASS**")
+    assert "![" not in text and "`summary-pr.png`" in text and "the dashboard artifact" in text
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--png-url", "data:image/png;base64,AAAA"], "--png-url: 'data:image/png;base64,AAAA' is not an https URL"),
+    (["--site-url", "file:///tmp/site"], "--site-url"),
+])
+def test_urls_github_would_not_show_are_refused(tmp_path: Path, args: list[str], needle: str) -> None:
+    (tmp_path / "compare.json").write_text(json.dumps(_cmp("pass")))
+    proc = subprocess.run([sys.executable, "-m", "hybridbench.dashboard.pr_summary", str(tmp_path / "compare.json"),
+                           *args], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_file_that_is_not_a_comparison_is_one_line_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "compare.json").write_text(json.dumps({"deltas": []}))
+    out = tmp_path / "summary.md"
+    proc = subprocess.run([sys.executable, "-m", "hybridbench.dashboard.pr_summary", str(tmp_path / "compare.json"),
+                           "--append", str(out)], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "not a compare.json" in proc.stderr
+    assert not out.exists()
+
+
+def _git(*args: str, cwd: Path | None = None) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=cwd).stdout
+
+
+def test_publish_png_commits_to_the_assets_branch_and_prints_a_pinned_url(tmp_path: Path) -> None:
+    remote = tmp_path / "repo.git"
+    _git("init", "-q", "--bare", str(remote))
+    png = tmp_path / "summary-pr.png"
+    png.write_bytes(PNG)
+    urls = []
+    for run in ("1", "2"):  # the second run builds on the first's commit
+        proc = subprocess.run(["bash", str(PUBLISH), str(png), f"pr-7/{run}.png", str(remote),
+                               "https://raw.githubusercontent.com/o/r"], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+        urls.append(proc.stdout.strip())
+    head = _git("rev-parse", "refs/heads/hybridbench-assets", cwd=remote).strip()
+    assert urls[1] == f"https://raw.githubusercontent.com/o/r/{head}/pr-7/2.png"
+    first = urls[0].split("/")[-3]
+    assert _git("rev-parse", f"{head}~1", cwd=remote).strip() == first
+    shown = subprocess.run(["git", "show", f"{head}:pr-7/1.png"], capture_output=True, check=True, cwd=remote).stdout
+    assert shown == PNG
+
+
+def test_publish_png_refuses_a_missing_file(tmp_path: Path) -> None:
+    proc = subprocess.run(["bash", str(PUBLISH), str(tmp_path / "nope.png"), "x.png", str(tmp_path), "https://x"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
