@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from hybridbench.config.schema import RunCfg
-from hybridbench.engines.launchers import make_sglang_engine
+from hybridbench.engines.launchers import installed_help, make_sglang_engine
+from hybridbench.engines.sglang_cmd import parse_help, sglang_command, sglang_help_argv
 from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arm
+from reference_impl.engine.cost_model import QUANTIZATIONS
 
 pytestmark = pytest.mark.sglang
 
@@ -46,3 +48,26 @@ def test_released_builds_cannot_express_seglen_and_say_so(version: str) -> None:
     cfg, engine = engine_for(version)
     with pytest.raises(ConfigError, match="--radix-eviction-policy seglen"):
         engine.build(cfg, plan_arm("seglen"), 30000)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.16", "0.5.9"])
+def test_model_quantization_takes_the_names_sglangs_own_parser_offers(version: str) -> None:
+    """model.quantization is SGLang's --quantization: every name the simulator models (fp8, w8a8_fp8) is one
+    this build's argument parser lists, the launcher passes it through, and a name the build lacks stops the
+    run at plan time in one line naming the key."""
+    python = HOME / f"sglang-{version}" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
+    text = installed_help(sglang_help_argv(str(python)), "sglang", str(python))
+    offered = parse_help(text).choices["--quantization"]
+    assert set(QUANTIZATIONS) <= offered, sorted(set(QUANTIZATIONS) - offered)
+    cfg = RunCfg()
+    for name in QUANTIZATIONS:
+        cfg.model.quantization = name
+        cmd = sglang_command(python=str(python), model=cfg.model, engine=cfg.engine, arm=plan_arm("branching"),
+                             port=30000, help_text=text)
+        assert cmd[cmd.index("--quantization") + 1] == name
+    cfg.model.quantization = "fp9"
+    with pytest.raises(ConfigError, match=r"^model\.quantization needs --quantization fp9, which this SGLang build"):
+        sglang_command(python=str(python), model=cfg.model, engine=cfg.engine, arm=plan_arm("branching"),
+                       port=30000, help_text=text)
