@@ -13,6 +13,16 @@ Contract:
   Attention counts the score and value products non-causally (``4 · L² · q_dim``), exactly as
   Marconi's ``get_attn_flops`` does (``8LD² + 4L²D`` for D×D projections); softmax, norms,
   embeddings and the LM head are not counted.
+* A recurrent state is a conv window plus a temporal (SSM / delta-rule) state, each in its own dtype, as
+  SGLang stores them (``Mamba2StateDType(conv, temporal)``). The defaults are SGLang's (0.5.16 and 0.5.23
+  alike, ``configs/mamba_utils.py:47-107``): conv bfloat16 (``SGLANG_MAMBA_CONV_DTYPE``, no server flag),
+  temporal **float32** (line 71) unless the HF config sets ``mamba_ssm_dtype`` (``text_config`` first) and
+  then ``SGLANG_MAMBA_SSM_DTYPE`` overrides both; ``--mamba-ssm-dtype {float32,bfloat16,float16}`` sets that
+  variable (0.5.23 ``arg_groups/serving_hook.py:439``, 0.5.16 ``server_args.py:6645``). Qwen3-Next, Qwen3.5
+  (whose config says ``"mamba_ssm_dtype": "float32"``) and Nemotron-H all pass their config
+  (``configs/qwen3_next.py:312``, ``configs/nemotron_h.py:438``; Qwen3.5's text config subclasses
+  Qwen3-Next's), so all serve with a float32 temporal state by default. :meth:`ModelSpec.with_temporal_dtype`
+  is the flag.
 * ``MODELS`` holds ``marconi-7b`` (Marconi's NVIDIA Attention-Mamba2 hybrid, fp16),
   ``nemotron-h-8b``, ``qwen3-next-80b-a3b``, ``qwen3.5-9b``, ``qwen3.5-122b-a10b`` and
   ``jamba-1.5-mini`` (bf16, from their public HF ``config.json``). Jamba alternates dense and MoE
@@ -21,16 +31,19 @@ Contract:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["MODELS", "ModelSpec", "get_model", "mamba_state_bytes_marconi"]
+__all__ = ["MODELS", "STATE_DTYPES", "ModelSpec", "get_model", "mamba_state_bytes_marconi"]
+
+# SGLang's state dtype names (``mamba2_state_dtype``'s dtype_map, the --mamba-ssm-dtype choices) -> bytes.
+STATE_DTYPES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
     """A hybrid model reduced to what byte capacities and FLOP savings need.
 
-    Per-layer quantities (``*_params``, ``*_token_flops``, ``ssm_state_bytes_per_layer``) are for
+    Per-layer quantities (``*_params``, ``*_token_flops``, ``ssm_*_elems_per_layer``) are for
     one layer of that kind; the layer counts multiply them.
     """
 
@@ -46,7 +59,10 @@ class ModelSpec:
     num_ssm_layers: int
     ssm_proj_params: int  # in/out projection weights of one layer (the matmul part)
     ssm_token_flops: int  # non-matmul FLOPs per token of one layer (conv, scan, gating)
-    ssm_state_bytes_per_layer: int  # conv state + recurrent state of one layer
+    ssm_conv_elems_per_layer: int  # conv window of one layer: conv channels · (kernel - 1) as SGLang keeps it
+    ssm_temporal_elems_per_layer: int  # recurrent (temporal) state of one layer: heads · head_dim · state
+    conv_dtype: str  # STATE_DTYPES name of the conv window (SGLang: bfloat16)
+    temporal_dtype: str  # STATE_DTYPES name of the temporal state (SGLang: float32 unless configured)
     # MLP layers (dense, or MoE counted by *active* parameters per token)
     num_mlp_layers: int
     mlp_active_params: int
@@ -57,13 +73,31 @@ class ModelSpec:
     moe_expert_params: int = 0  # weights of one routed expert
     vocab_size: int = 0  # LM head (read every decode step); 0 where the FLOP model ignores it
 
+    def __post_init__(self) -> None:
+        for key in ("conv_dtype", "temporal_dtype"):
+            if getattr(self, key) not in STATE_DTYPES:
+                raise ValueError(f"{self.name}: {key} {getattr(self, key)!r} is not one of {', '.join(STATE_DTYPES)}")
+
+    def with_temporal_dtype(self, dtype: str) -> ModelSpec:
+        """This model served with ``--mamba-ssm-dtype dtype`` (ValueError naming the choices otherwise)."""
+        if dtype not in STATE_DTYPES:
+            raise ValueError(f"mamba ssm dtype {dtype!r} is not one of {', '.join(STATE_DTYPES)} (SGLang's choices)")
+        return replace(self, temporal_dtype=dtype)
+
     # -- bytes -------------------------------------------------------------------------------
     def kv_bytes_per_token(self) -> int:
         """K and V of one token over all attention layers."""
         return self.num_attn_layers * 2 * self.attn_kv_dim * self.dtype_bytes
 
+    @property
+    def ssm_state_bytes_per_layer(self) -> int:
+        """Conv window + temporal state of one layer, each in its dtype."""
+        return (self.ssm_conv_elems_per_layer * STATE_DTYPES[self.conv_dtype]
+                + self.ssm_temporal_elems_per_layer * STATE_DTYPES[self.temporal_dtype])
+
     def state_bytes(self) -> int:
-        """One recurrent-state checkpoint (conv + SSM state) over all SSM layers."""
+        """One state slot (conv + temporal) over all SSM layers: SGLang's ``mamba_cache_per_req``
+        (``configs/mamba_utils.py:116-125``), what one slot of its state pool holds."""
         return self.num_ssm_layers * self.ssm_state_bytes_per_layer
 
     # -- per-layer FLOPs of prefilling ``n`` tokens from scratch ------------------------------
@@ -98,7 +132,8 @@ def mamba_state_bytes_marconi(d: int, n: int, *, conv_kernel: int = 4, expand: i
     """Marconi's ``get_mamba_state_size``: SSM state D×N plus conv state (expand·D + 2N)×kernel.
 
     Marconi models the SSM state as D×N (not expand·D×N) and keeps all ``conv_kernel`` conv
-    columns; we keep that so ``marconi-7b`` capacities match its simulator byte for byte.
+    columns, both in 2-byte elements; we keep that so ``marconi-7b`` capacities match its
+    simulator byte for byte (its comparisons are on Marconi's assumption, not SGLang's float32).
     """
     return d * n * dtype_bytes + (expand * d + 2 * n) * conv_kernel * dtype_bytes
 
@@ -116,7 +151,11 @@ def _marconi_7b() -> ModelSpec:
         num_ssm_layers=24,
         ssm_proj_params=6 * d * d,  # 12LD²: in_proj D→4D and out_proj 2D→D
         ssm_token_flops=16 * d * n + 10 * d,  # camera-ready Mamba formula (utils.get_mamba1_flops)
-        ssm_state_bytes_per_layer=mamba_state_bytes_marconi(d, n),
+        # Marconi's get_mamba_state_size (mamba_state_bytes_marconi): all fp16, whatever SGLang does.
+        ssm_conv_elems_per_layer=(2 * d + 2 * n) * 4,
+        ssm_temporal_elems_per_layer=d * n,
+        conv_dtype="float16",
+        temporal_dtype="float16",
         num_mlp_layers=28,
         mlp_active_params=8 * d * d,  # 16LD²: D→4D→D
         source="Marconi (arXiv 2411.19379) utils.py formulas; NVIDIA Attention-Mamba2 hybrid",
@@ -148,8 +187,12 @@ def _nemotron_h_8b() -> ModelSpec:
         ssm_proj_params=hidden * in_proj_out + inner * hidden,
         # conv over conv_dim channels + SSD scan counted like Marconi's 8·(expand·D)·N + gating.
         ssm_token_flops=2 * conv_dim * kernel + 8 * inner * n_state + 10 * inner,
-        # Serving engines keep conv_kernel-1 conv columns plus the heads×head_dim×N SSM state.
-        ssm_state_bytes_per_layer=(conv_dim * (kernel - 1) + inner * n_state) * dtype,
+        # SGLang's Mamba2StateShape.create: conv (conv_dim, kernel-1), temporal (heads, head_dim, N);
+        # its defaults, bf16 conv and fp32 temporal (the config sets no mamba_ssm_dtype).
+        ssm_conv_elems_per_layer=conv_dim * (kernel - 1),
+        ssm_temporal_elems_per_layer=inner * n_state,
+        conv_dtype="bfloat16",
+        temporal_dtype="float32",
         num_mlp_layers=pattern.count("-"),
         mlp_active_params=2 * hidden * 21504,
         source="huggingface.co/nvidia/Nemotron-H-8B-Base-8K/blob/main/config.json",
@@ -200,7 +243,12 @@ def _gated_delta_hybrid(
         ssm_proj_params=hidden * (2 * key_dim + 2 * value_dim) + hidden * 2 * lv_heads + value_dim * hidden,
         # conv + delta-rule recurrence (~8 FLOPs per state element: decay, kᵀS, update, qS).
         ssm_token_flops=2 * conv_dim * kernel + 8 * lv_heads * lk_dim * lv_dim + 10 * value_dim,
-        ssm_state_bytes_per_layer=(conv_dim * (kernel - 1) + lv_heads * lk_dim * lv_dim) * dtype,
+        # SGLang's Mamba2StateShape.create (configs/qwen3_next.py:300-313): conv (conv_dim, kernel-1),
+        # temporal (value heads, value dim, key dim); bf16 conv, fp32 temporal (Qwen3.5's config says float32).
+        ssm_conv_elems_per_layer=conv_dim * (kernel - 1),
+        ssm_temporal_elems_per_layer=lv_heads * lk_dim * lv_dim,
+        conv_dtype="bfloat16",
+        temporal_dtype="float32",
         num_mlp_layers=layers,
         mlp_active_params=mlp_active,
         source=source,
@@ -309,8 +357,13 @@ def _jamba_1_5_mini() -> ModelSpec:
         ssm_proj_params=hidden * 2 * inner + inner * (dt_rank + 2 * n_state) + dt_rank * inner + inner * hidden,
         # depthwise conv over inner channels + selective scan counted like Marconi's 8·inner·N + gating.
         ssm_token_flops=2 * inner * kernel + 8 * inner * n_state + 10 * inner,
-        # conv_kernel-1 conv columns of inner channels + the inner × d_state SSM state.
-        ssm_state_bytes_per_layer=(inner * (kernel - 1) + inner * n_state) * dtype,
+        # conv_kernel-1 conv columns of inner channels + the inner × d_state SSM state (SGLang's
+        # Mamba2StateShape.create_full_rank layout for Mamba-1). SGLang does not serve Jamba; its generic
+        # defaults (bf16 conv, fp32 temporal) apply as they would to its other Mamba-1 models.
+        ssm_conv_elems_per_layer=inner * (kernel - 1),
+        ssm_temporal_elems_per_layer=inner * n_state,
+        conv_dtype="bfloat16",
+        temporal_dtype="float32",
         num_mlp_layers=layers,
         mlp_active_params=(dense_total + moe_active_total) // layers,
         source="huggingface.co/ai21labs/AI21-Jamba-1.5-Mini/blob/main/config.json",

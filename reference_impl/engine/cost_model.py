@@ -13,8 +13,9 @@ and kernel-launch costs live in the overheads.
 
 Quantization takes SGLang's ``--quantization`` names: ``fp8`` and ``w8a8_fp8`` store every linear weight
 in one byte (weights read per decode step and weight memory halve) and run the linear layers' GEMMs on the
-fp8 tensor cores (their prefill FLOPs at the GPU's fp8 peak); attention scores, KV and recurrent states stay
-in the model's dtype. The fitted factors are the bf16 calibration's, unchanged: an fp8 run is a prediction.
+fp8 tensor cores (their prefill FLOPs at the GPU's fp8 peak); attention scores and KV stay in the model's
+dtype, recurrent states in theirs (``ModelSpec.conv_dtype``/``temporal_dtype``: SGLang's bf16 conv, fp32
+temporal). The fitted factors are the bf16 calibration's, unchanged: an fp8 run is a prediction.
 
 State copies (``Batch.state_copies``) are charged from first principles, not fitted: each reads and writes
 one whole recurrent state (conv + SSM, ``ModelSpec.state_bytes``, split over the TP ranks) at the decode

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reference_impl.models import MODELS, ModelSpec, get_model
+from reference_impl.models import MODELS, ModelSpec, get_model, mamba_state_bytes_marconi
 
 D, N = 4096, 128
 
@@ -13,7 +13,9 @@ def test_marconi_7b_state_and_kv_bytes_match_marconi_md() -> None:
     m = get_model("marconi-7b")
     per_layer = 2 * D * N + (2 * D + 2 * N) * 4 * 2
     assert per_layer == 1_116_160
-    assert m.ssm_state_bytes_per_layer == per_layer
+    assert m.ssm_state_bytes_per_layer == per_layer == mamba_state_bytes_marconi(D, N)
+    # Marconi's own assumption (2-byte conv and SSM state), not SGLang's float32 temporal state.
+    assert m.with_temporal_dtype("float16") == m
     assert m.state_bytes() == 24 * 1_116_160 == 26_787_840
     assert m.kv_bytes_per_token() == 4 * 2 * D * 2 == 65_536
     # One checkpoint costs as much as 408.75 tokens of KV (marconi.md §2).
@@ -43,16 +45,28 @@ def test_layer_counts_follow_the_public_configs() -> None:
     assert (qwen.num_ssm_layers, qwen.num_attn_layers, qwen.num_mlp_layers) == (36, 12, 48)
 
 
-def test_bf16_bytes_of_the_public_models() -> None:
+def test_bytes_of_the_public_models_as_sglang_stores_them() -> None:
+    # SGLang's defaults (configs/mamba_utils.py:68-71): bf16 conv window, float32 temporal state.
     nem = get_model("nemotron-h-8b")
     assert nem.dtype_bytes == 2
     assert nem.kv_bytes_per_token() == 4 * 2 * (8 * 128) * 2
-    # conv (8192 + 2·8·128 channels × 3 columns) + SSM state (128 heads × 64 × 128).
-    assert nem.state_bytes() == 24 * (10240 * 3 + 128 * 64 * 128) * 2
+    # conv (8192 + 2·8·128 channels × 3 columns, bf16) + SSM state (128 heads × 64 × 128, fp32).
+    assert nem.state_bytes() == 24 * (10240 * 3 * 2 + 128 * 64 * 128 * 4)
     qwen = get_model("qwen3-next-80b-a3b")
     assert qwen.kv_bytes_per_token() == 12 * 2 * (2 * 256) * 2
-    # conv over q, k, v (2·16·128 + 32·128 channels × 3) + delta-rule state 32 × 128 × 128.
-    assert qwen.state_bytes() == 36 * (8192 * 3 + 32 * 128 * 128) * 2
+    # conv over q, k, v (2·16·128 + 32·128 channels × 3, bf16) + delta-rule state 32 × 128 × 128 (fp32).
+    assert qwen.state_bytes() == 36 * (8192 * 3 * 2 + 32 * 128 * 128 * 4) == 77_266_944
+    # --mamba-ssm-dtype bfloat16: everything in 2 bytes, what ModelSpec used to assume.
+    assert qwen.with_temporal_dtype("bfloat16").state_bytes() == 36 * (8192 * 3 + 32 * 128 * 128) * 2
+    assert qwen.with_temporal_dtype("float16").state_bytes() == qwen.with_temporal_dtype("bfloat16").state_bytes()
+
+
+def test_state_dtypes_are_sglangs_names() -> None:
+    qwen = get_model("qwen3-next-80b-a3b")
+    with pytest.raises(ValueError, match="'fp8' is not one of float32, bfloat16, float16"):
+        qwen.with_temporal_dtype("fp8")
+    with pytest.raises(ValueError, match="conv_dtype 'int4'"):
+        ModelSpec(**{**{f: getattr(qwen, f) for f in qwen.__dataclass_fields__}, "conv_dtype": "int4"})
 
 
 def _non_embedding_params(m: ModelSpec) -> int:
@@ -111,19 +125,19 @@ def test_qwen3_5_and_jamba_kv_and_state_bytes() -> None:
     q9 = get_model("qwen3.5-9b")
     # 8 attention layers × K and V × 4 kv heads × head_dim 256 × bf16.
     assert q9.kv_bytes_per_token() == 8 * 2 * 4 * 256 * 2 == 32_768
-    # conv over q, k, v (2·16·128 + 32·128 = 8192 channels × 3 columns) + 32 × 128 × 128 state.
-    assert q9.state_bytes() == 24 * (8192 * 3 + 32 * 128 * 128) * 2 == 26_345_472
+    # conv over q, k, v (2·16·128 + 32·128 = 8192 channels × 3 columns, bf16) + 32 × 128 × 128 state (fp32:
+    # the config's "mamba_ssm_dtype": "float32").
+    assert q9.state_bytes() == 24 * (8192 * 3 * 2 + 32 * 128 * 128 * 4) == 51_511_296
     q122 = get_model("qwen3.5-122b-a10b")
     assert q122.kv_bytes_per_token() == 12 * 2 * 2 * 256 * 2 == 24_576
-    # conv 2·16·128 + 64·128 = 12288 channels × 3 columns + 64 × 128 × 128 state.
-    assert q122.state_bytes() == 36 * (12288 * 3 + 64 * 128 * 128) * 2
+    # conv 2·16·128 + 64·128 = 12288 channels × 3 columns (bf16) + 64 × 128 × 128 state (fp32).
     # The recurrent part alone in fp32 is 150,994,944 bytes (cross-check from a public design note).
-    assert 36 * 64 * 128 * 128 * 4 == 150_994_944
+    assert q122.state_bytes() == 36 * 12288 * 3 * 2 + 150_994_944
     jamba = get_model("jamba-1.5-mini")
     assert jamba.kv_bytes_per_token() == 4 * 2 * 8 * 128 * 2 == 16_384
-    # Mamba-1: d_inner = 2 · 4096 = 8192; 3 conv columns + d_inner × d_state(16).
-    assert jamba.ssm_state_bytes_per_layer == (8192 * 3 + 8192 * 16) * 2 == 311_296
-    assert jamba.state_bytes() == 28 * 311_296 == 8_716_288
+    # Mamba-1: d_inner = 2 · 4096 = 8192; 3 conv columns (bf16) + d_inner × d_state(16) (fp32).
+    assert jamba.ssm_state_bytes_per_layer == 8192 * 3 * 2 + 8192 * 16 * 4 == 573_440
+    assert jamba.state_bytes() == 28 * 573_440 == 16_056_320
 
 
 def test_qwen3_5_9b_parameter_count() -> None:

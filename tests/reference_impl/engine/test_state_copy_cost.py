@@ -91,8 +91,13 @@ def test_copy_cost_is_state_bytes_read_and_written_over_tp_and_bandwidth() -> No
     assert one == pytest.approx(2 * QWEN.state_bytes() / (8 * H100.hbm_bytes_per_s * CALIBRATED.decode_bw_efficiency))
     assert CostModel(QWEN, H100, tp=8).state_copy_seconds(5) == pytest.approx(5 * one)
     assert CostModel(QWEN, H100, tp=4).state_copy_seconds(1) == pytest.approx(2 * one)
-    big = replace(QWEN, ssm_state_bytes_per_layer=2 * QWEN.ssm_state_bytes_per_layer)
+    big = replace(QWEN, ssm_conv_elems_per_layer=2 * QWEN.ssm_conv_elems_per_layer,
+                  ssm_temporal_elems_per_layer=2 * QWEN.ssm_temporal_elems_per_layer)
     assert CostModel(big, H100, tp=8).state_copy_seconds(1) == pytest.approx(2 * one)
+    # --mamba-ssm-dtype bfloat16 halves the temporal state, the bulk of the bytes (the conv stays bf16).
+    bf16 = CostModel(QWEN.with_temporal_dtype("bfloat16"), H100, tp=8).state_copy_seconds(1)
+    assert bf16 == pytest.approx(one * QWEN.with_temporal_dtype("bfloat16").state_bytes() / QWEN.state_bytes())
+    assert 0.5 < bf16 / one < 0.52
     assert CostModel(QWEN, H100, tp=8).state_copy_seconds(0) == 0.0
 
 

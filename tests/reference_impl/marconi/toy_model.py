@@ -15,7 +15,10 @@ TOY = ModelSpec(
     num_ssm_layers=1,
     ssm_proj_params=96,
     ssm_token_flops=40,
-    ssm_state_bytes_per_layer=50,
+    ssm_conv_elems_per_layer=0,
+    ssm_temporal_elems_per_layer=25,  # 50 bytes of state per layer
+    conv_dtype="float16",
+    temporal_dtype="float16",
     num_mlp_layers=2,
     mlp_active_params=128,
 )
