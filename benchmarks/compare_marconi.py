@@ -3,7 +3,7 @@
 Usage::
 
     MARCONI_DIR=/path/to/marconi/checkout python benchmarks/compare_marconi.py \
-        --trace /tmp/swe_synth.jsonl --capacities 2e9,4e9,8e9 [--generate]
+        --trace /tmp/swe_synth.jsonl --capacities 2e9,4e9,8e9 [--generate] [--repeats 3]
 
 Marconi's code (github.com/ruipeterpan/marconi, CC BY-NC) is never vendored: point
 ``--marconi-dir`` / ``MARCONI_DIR`` at a checkout and run this script with an interpreter that
@@ -11,11 +11,15 @@ has Marconi's imports (numpy, scipy, transformers, ...). With ``--generate`` (or
 file is missing) a synthetic SWE-bench-like trace is written first.
 
 For each capacity and policy (marconi = their policy version 2 with α tuning, sglang_plus =
-version 1, vllm_plus = their vLLM+ class) both simulators replay the same rows; the script
-prints token hit rates side by side, wall time and our input tokens/s, and exits 1 if any
-per-request reused length differs. Marconi's tuner breaks exact α ties by worker completion
-order; the script makes that order the submission order, i.e. the smallest α wins, which is the
-rule our tuner documents.
+version 1, vllm_plus = their vLLM+ class) both simulators replay the same rows, alternately
+``--repeats`` times; the script prints a Markdown table of token hit rates side by side, the
+median CPU seconds (user + system, with reaped child processes: what a replay costs on one core,
+robust to other jobs on a shared machine) of each and their ratio, and exits 1 if any per-request reused length
+differs. Each simulator replays the trace as it holds it in memory: Marconi's as the JSON lists
+its driver loads, ours (marconi, sglang_plus) as token ids packed into bytes once per trace and
+reused by every capacity and policy; that one-time packing is timed and printed separately.
+Marconi's tuner breaks exact α ties by worker completion order; the script makes that order the
+submission order, i.e. the smallest α wins, which is the rule our tuner documents.
 """
 
 from __future__ import annotations
@@ -28,18 +32,28 @@ import io
 import json
 import os
 import random
+import statistics
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from replay_throughput import machine  # a sibling script: run as benchmarks/compare_marconi.py
+
 from reference_impl.marconi import MarconiCache, VllmPlusCache
+from reference_impl.marconi.tree import pack_request
 from reference_impl.models import get_model
-from reference_impl.replay.api import ReplayCache
 from workloads.trace import TraceRow, read_trace, write_trace
 
 POLICIES = ("marconi", "sglang_plus", "vllm_plus")
+
+
+def cpu_seconds() -> float:
+    """CPU of this process (``process_time``, ns resolution) plus its reaped children's: Marconi's α
+    tuner runs its 21 replays in a process pool, joined before it returns."""
+    t = os.times()
+    return time.process_time() + t.children_user + t.children_system
 
 
 def generate_swebench_like(
@@ -107,7 +121,7 @@ def run_theirs(
 ) -> tuple[list[int], float, str]:
     tree = _theirs(marconi_dir, policy, capacity)
     buf = io.StringIO()
-    t0 = time.perf_counter()
+    t0 = cpu_seconds()
     with contextlib.redirect_stdout(buf):
         for r in rows:
             tree.match_prefix(r["input_tokens"])
@@ -116,24 +130,30 @@ def run_theirs(
                 state_at_leaf=r["session_id"],
                 state_at_branchoff=r["session_id"],
             )
-    elapsed = time.perf_counter() - t0
+    elapsed = cpu_seconds() - t0
     alpha = str(getattr(tree, "eff_weight", "")) if policy == "marconi" else ""
     return [x[2] for x in tree.request_history], elapsed, alpha
 
 
-def run_ours(policy: str, capacity: int, rows: Sequence[TraceRow]) -> tuple[list[int], float, str]:
+def run_ours(
+    policy: str, capacity: int, rows: Sequence[TraceRow], packed: Sequence[tuple[bytes, int]]
+) -> tuple[list[int], float, str]:
+    """Replay ``rows`` (vllm_plus) or their packed form (marconi, sglang_plus); CPU seconds."""
     model = get_model("marconi-7b")
-    cache: ReplayCache
-    if policy == "vllm_plus":
-        cache = VllmPlusCache(capacity, model, block_size=32)
-    else:
-        cache = MarconiCache(capacity, model, eviction=policy, mode="faithful")  # type: ignore[arg-type]
     reused: list[int] = []
-    t0 = time.perf_counter()
-    for r in rows:
-        reused.append(cache.lookup(r.input_tokens))
-        cache.admit(r.input_tokens, r.output_tokens)
-    elapsed = time.perf_counter() - t0
+    if policy == "vllm_plus":
+        vllm = VllmPlusCache(capacity, model, block_size=32)
+        t0 = cpu_seconds()
+        for r in rows:
+            reused.append(vllm.lookup(r.input_tokens))
+            vllm.admit(r.input_tokens, r.output_tokens)
+        return reused, cpu_seconds() - t0, ""
+    cache = MarconiCache(capacity, model, eviction=policy, mode="faithful")  # type: ignore[arg-type]
+    t0 = cpu_seconds()
+    for seq, input_len in packed:
+        reused.append(cache.lookup_packed(seq, input_len))
+        cache.admit_packed(seq, input_len)
+    elapsed = cpu_seconds() - t0
     alpha = next((str(v) for k, v in cache.stats().notes if k == "alpha"), "")
     return reused, elapsed, alpha
 
@@ -147,48 +167,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--capacities", default="2e9,4e9,8e9", help="comma-separated bytes, e.g. 2e9,4e9")
     ap.add_argument("--marconi-dir", type=Path, default=os.environ.get("MARCONI_DIR"))
     ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--repeats", type=int, default=3, help="alternating runs of each simulator per cell (medians)")
     ap.add_argument("--generate", action="store_true", help="(re)generate the synthetic trace")
     ap.add_argument("--sessions", type=int, default=100)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--ours-only", action="store_true", help="skip Marconi's simulator (timings only)")
     args = ap.parse_args(argv)
+    policies = args.policies.split(",")
+    if unknown := sorted(set(policies) - set(POLICIES)):
+        ap.error(f"--policies: unknown {', '.join(unknown)} (choose from {', '.join(POLICIES)})")
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
+    if not args.ours_only and args.marconi_dir is None:
+        ap.error("set --marconi-dir or MARCONI_DIR (or pass --ours-only)")
     if args.generate or not args.trace.exists():
         generate_swebench_like(args.trace, sessions=args.sessions, seed=args.seed)
     rows = read_trace(args.trace).rows
     with args.trace.open() as fh:
         raw = [obj for line in fh if "__trace_metadata__" not in (obj := json.loads(line))]
     total_in = sum(len(r.input_tokens) for r in rows)
+    t0 = cpu_seconds()
+    packed = [pack_request(r.input_tokens, r.output_tokens) for r in rows]
+    t_pack = cpu_seconds() - t0
     # The loaded trace is millions of long-lived objects; keep the cyclic GC from rescanning
     # them inside either simulator's timed loop (same treatment for both).
     gc.collect()
     gc.freeze()
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
     print(f"trace {args.trace}: {len(rows)} requests, {total_in} input tokens")
-    if not args.ours_only and args.marconi_dir is None:
-        ap.error("set --marconi-dir or MARCONI_DIR (or pass --ours-only)")
-    mismatch = False
-    header = (
-        f"{'capacity':>10} {'policy':>12} {'ours %':>8} {'theirs %':>9} {'alpha o/t':>10} "
-        f"{'ours s':>8} {'theirs s':>9} {'speedup':>8} {'ours tok/s':>11}"
+    print(f"packing the trace once (ours, reused by every row below): {t_pack:.3f} CPU s")
+    print(f"CPU seconds, medians of {args.repeats} alternating runs each\n")
+    print(
+        "| capacity | policy | token hit rate ours / theirs | α ours / theirs | ours CPU s | theirs CPU s | speed-up |"
     )
-    print(header)
+    print("|---|---|---|---|---|---|---|")
+    mismatch = False
     for cap_s in args.capacities.split(","):
         cap = int(float(cap_s))
-        for policy in args.policies.split(","):
-            ours, t_ours, a_ours = run_ours(policy, cap, rows)
+        for policy in policies:
+            t_ours: list[float] = []
+            t_theirs: list[float] = []
+            for _ in range(args.repeats):
+                ours, t, a_ours = run_ours(policy, cap, rows, packed)
+                t_ours.append(t)
+                if args.ours_only:
+                    theirs, a_theirs = ours, ""
+                else:
+                    theirs, t, a_theirs = run_theirs(args.marconi_dir, policy, float(cap), raw)
+                    t_theirs.append(t)
+                same = ours == theirs
+                mismatch |= not same
             hr_ours = 100 * sum(ours) / total_in
-            if args.ours_only:
-                theirs, t_theirs, a_theirs, hr_theirs = ours, float("nan"), "", float("nan")
-            else:
-                theirs, t_theirs, a_theirs = run_theirs(args.marconi_dir, policy, float(cap), raw)
-                hr_theirs = 100 * sum(theirs) / total_in
-            same = ours == theirs
-            mismatch |= not same
+            hr_theirs = 100 * sum(theirs) / total_in
+            mo = statistics.median(t_ours)
+            mt = statistics.median(t_theirs) if t_theirs else float("nan")
+            alpha = f"{a_ours} / {a_theirs}" if policy == "marconi" else "—"
             print(
-                f"{cap:>10.3g} {policy:>12} {hr_ours:8.3f} {hr_theirs:9.3f} {a_ours + '/' + a_theirs:>10} "
-                f"{t_ours:8.2f} {t_theirs:9.2f} {t_theirs / t_ours:7.1f}x {total_in / t_ours:11.3g}"
-                + ("" if same else f"  MISMATCH at request {_first_diff(ours, theirs)}")
+                f"| {cap:.3g} | {policy} | {hr_ours:.3f} / {hr_theirs:.3f} | {alpha} | {mo:.3f} | {mt:.2f} "
+                f"| {mt / mo:.1f}× |" + ("" if same else f" MISMATCH at request {_first_diff(ours, theirs)}")
             )
             sys.stdout.flush()
+    print(f"\nload average {os.getloadavg()[0]:.1f} at end")
     return 1 if mismatch else 0
 
 

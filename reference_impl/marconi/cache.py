@@ -79,7 +79,7 @@ class MarconiCache:
         self.tuned_at: int | None = None
         self.requests = 0
         self.reused_history: list[int] = []  # reused tokens per lookup, for FLOP objectives
-        self._log: list[tuple[bytes, bytes]] = []
+        self._log: list[tuple[bytes, int]] = []
         self._pending: tuple[bytes, int] = (b"", 0)
         self._last_lookup: tuple[Sequence[int], bytes] = ((), b"")
         self._pause_before_evict = False
@@ -88,32 +88,34 @@ class MarconiCache:
     def lookup(self, input_tokens: Sequence[int]) -> int:
         buf = pack(input_tokens)
         self._last_lookup = (input_tokens, buf)  # admit() of the same request reuses the packing
-        return self.lookup_packed(buf)
+        return self.lookup_packed(buf, len(input_tokens))
 
     def admit(self, input_tokens: Sequence[int], output_tokens: Sequence[int]) -> None:
         last, buf = self._last_lookup
-        self.admit_packed(buf if last is input_tokens else pack(input_tokens), pack(output_tokens))
+        seq = (buf if last is input_tokens else pack(input_tokens)) + pack(output_tokens)
+        self.admit_packed(seq, len(input_tokens))
 
-    # Packed variants: the tuner replays logged byte strings without packing them 21 times.
-    def lookup_packed(self, input_buf: bytes) -> int:
+    # Packed variants, on one request's input + output packed together (tree.pack_request) and the
+    # input's length in tokens: a trace packed once replays without packing again (the tuner
+    # replays its log 21 times; a sweep replays one trace per capacity and policy).
+    def lookup_packed(self, seq: bytes, input_len: int) -> int:
         self.clock += 1
-        reused = self._match(input_buf)[0]
+        reused = self._match(seq, input_len)[0]
         self.requests += 1
         self.reused_history.append(reused)
         return reused
 
-    def admit_packed(self, input_buf: bytes, output_buf: bytes) -> None:
+    def admit_packed(self, seq: bytes, input_len: int) -> None:
         self.clock += 1  # Marconi's insert() tick
         if self._tune:
-            self._log.append((input_buf, output_buf))
+            self._log.append((seq, input_len))
             if self.bootstrap_window is not None and self.requests == self.bootstrap_window:
                 self.alpha = tune_alpha(self._log, self._fixed_alpha_twin)
                 self.tuned_at = self.requests
                 self._tune = False
                 self._log = []
-        seq = input_buf + output_buf
         self.clock += 1  # the speculative lookup inside insert()
-        reused, lcp, _ = self._match(seq)
+        reused, lcp, _ = self._match(seq, len(seq) // TOKEN_BYTES)
         if self._faithful:
             states = 2 if lcp > reused else 1
             extra = len(seq) // TOKEN_BYTES - lcp
@@ -143,10 +145,10 @@ class MarconiCache:
         """Replay until an admit is about to evict; return its index (state left paused) or None."""
         self._pause_before_evict = True
         try:
-            for i, (inp, out) in enumerate(requests):
-                self.lookup_packed(inp)
+            for i, (seq, input_len) in enumerate(requests):
+                self.lookup_packed(seq, input_len)
                 try:
-                    self.admit_packed(inp, out)
+                    self.admit_packed(seq, input_len)
                 except _Paused:
                     return i
             return None
@@ -190,8 +192,8 @@ class MarconiCache:
             tuning_interval=self.tuning_interval,
         )
 
-    def _match(self, seq: bytes) -> tuple[int, int, Node]:
-        res = self.tree.match(seq, self.clock, refresh_all=not self._v2, phantom=self._faithful)
+    def _match(self, seq: bytes, end: int) -> tuple[int, int, Node]:
+        res = self.tree.match(seq, self.clock, refresh_all=not self._v2, phantom=self._faithful, end=end)
         deepest = res[2]
         if self._v2 and deepest is not self.tree.root:
             self.tree.touch(deepest, self.clock)
@@ -238,7 +240,7 @@ class MarconiCache:
             if child is None:
                 states += 1
                 break
-            k = common_prefix_len(child.key, seq, pos)
+            k = common_prefix_len(child.key, seq, pos, n)
             pos += k
             if k * w < len(child.key):
                 states += 1 if pos == n else 2  # split node (+ new leaf unless seq ends there)

@@ -13,7 +13,9 @@ Contract (marconi.md §1.2-1.4):
   nodes with ≤1 child) in flat arrays with a cached FLOP efficiency, and a lazy min-heap of
   leaves by timestamp. Both are updated in O(1) by every structural change.
 * Token sequences are packed with :func:`pack` (4 native-endian bytes per id, ids < 2³²) so
-  edge comparisons are ``memcmp`` of byte slices; positions and lengths in the API are in tokens.
+  an edge comparison is one ``memcmp`` in place (``bytes.startswith`` with bounds, no slice
+  copied); positions and lengths in the API are in tokens. A request is packed once, input and
+  output together (:func:`pack_request`); its input is the prefix ``end`` tokens long.
 * No clock here: callers pass ``now``. Nothing is ever stored but token ids.
 """
 
@@ -22,14 +24,15 @@ from __future__ import annotations
 import copy
 import heapq
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from reference_impl.models import ModelSpec
 
-__all__ = ["TOKEN_BYTES", "HybridTree", "Node", "common_prefix_len", "pack"]
+__all__ = ["TOKEN_BYTES", "HybridTree", "Node", "common_prefix_len", "pack", "pack_request"]
 
 _CODE = "I" if array("I").itemsize == 4 else "L"
 TOKEN_BYTES = 4
+_FIRST_WINDOW = 64 * TOKEN_BYTES
 
 
 def pack(tokens: Iterable[int]) -> bytes:
@@ -53,26 +56,37 @@ class Node:
         self.alive = True
 
 
-def common_prefix_len(edge: bytes, seq: bytes, start: int) -> int:
-    """Tokens in the common prefix of packed ``edge`` and packed ``seq`` from token ``start``.
+def pack_request(input_tokens: Sequence[int], output_tokens: Iterable[int]) -> tuple[bytes, int]:
+    """``(input + output packed, len(input))``: what the packed cache API takes."""
+    buf = array(_CODE, input_tokens)
+    buf.extend(output_tokens)
+    return buf.tobytes(), len(input_tokens)
 
-    One ``memcmp`` when the whole edge matches, else a binary search of ``memcmp``s.
+
+def common_prefix_len(edge: bytes, seq: bytes, start: int, end: int) -> int:
+    """Tokens in the common prefix of packed ``edge`` and packed ``seq`` tokens ``start:end``.
+
+    A whole edge that matches costs one in-place ``memcmp``. Otherwise windows growing 8× at a
+    time are compared in place until one differs (divergences are usually near an edge's start);
+    in that window the first differing byte is the lowest set bit of the two windows read as
+    little-endian integers and XORed.
     """
     w = TOKEN_BYTES
     s = start * w
-    m = min(len(edge), len(seq) - s)
-    if m <= 0:
-        return 0
-    if seq[s : s + m] == edge[:m]:
-        return m // w
-    lo, hi = 0, m // w  # edge[:lo] matches, edge[:hi] does not
-    while hi - lo > 1:
-        mid = (lo + hi) >> 1
-        if seq[s + lo * w : s + mid * w] == edge[lo * w : mid * w]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    if seq.startswith(edge, s, end * w):
+        return len(edge) // w
+    m = min(len(edge), (end - start) * w)
+    view = memoryview(edge)
+    lo, step = 0, _FIRST_WINDOW
+    while lo < m:
+        hi = min(lo + step, m)
+        window = view[lo:hi]
+        if not seq.startswith(window, s + lo):
+            diff = int.from_bytes(window, "little") ^ int.from_bytes(seq[s + lo : s + hi], "little")
+            return (lo + ((diff & -diff).bit_length() - 1) // 8) // w
+        lo = hi
+        step *= 8
+    return m // w
 
 
 class HybridTree:
@@ -100,8 +114,10 @@ class HybridTree:
         return self.num_nodes * self.state_bytes + self.num_tokens * self.kv_per_token
 
     # -- lookup / insert ----------------------------------------------------------------------
-    def match(self, seq: bytes, now: int, *, refresh_all: bool, phantom: bool) -> tuple[int, int, Node]:
-        """Return ``(reusable_len, lcp_len, deepest_fully_matched_node)``.
+    def match(
+        self, seq: bytes, now: int, *, refresh_all: bool, phantom: bool, end: int | None = None
+    ) -> tuple[int, int, Node]:
+        """Return ``(reusable_len, lcp_len, deepest_fully_matched_node)`` for ``seq[:end]`` (tokens).
 
         ``phantom=True`` reproduces Marconi's walk, which after a partially matched edge keeps
         descending into that child's children with the unmatched remainder (a child whose first
@@ -111,7 +127,7 @@ class HybridTree:
         w = TOKEN_BYTES
         node = self.root
         pos = 0
-        n = len(seq) // w
+        n = len(seq) // w if end is None else end
         reused = 0
         lcp = 0
         deepest = node
@@ -119,7 +135,7 @@ class HybridTree:
             child = node.children.get(seq[pos * w : pos * w + w])
             if child is None:
                 break
-            k = common_prefix_len(child.key, seq, pos)
+            k = common_prefix_len(child.key, seq, pos, n)
             lcp += k
             if refresh_all:
                 self.touch(child, now)
@@ -147,7 +163,7 @@ class HybridTree:
             if child is None:
                 self._add_leaf(node, seq[pos * w :], now)
                 return
-            k = common_prefix_len(child.key, seq, pos)
+            k = common_prefix_len(child.key, seq, pos, n)
             if k * w == len(child.key):
                 if pos + k == n:
                     return  # already cached; Marconi does not stamp this node on insert

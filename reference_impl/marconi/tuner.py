@@ -24,7 +24,7 @@ __all__ = ["ALPHA_GRID", "Replayable", "replay_score", "tune_alpha"]
 # k/10 is the correctly rounded double of each decimal literal Marconi lists (0.1, 0.2, …).
 ALPHA_GRID: tuple[float, ...] = tuple(k / 10 for k in range(21))
 
-Requests = Sequence[tuple[bytes, bytes]]  # (input, output) packed by reference_impl.marconi.tree.pack
+Requests = Sequence[tuple[bytes, int]]  # (input + output, input length) from marconi.tree.pack_request
 
 
 class Replayable(Protocol):
@@ -34,8 +34,8 @@ class Replayable(Protocol):
     tuning_interval: int
     reused_history: list[int]
 
-    def lookup_packed(self, input_buf: bytes) -> int: ...
-    def admit_packed(self, input_buf: bytes, output_buf: bytes) -> None: ...
+    def lookup_packed(self, seq: bytes, input_len: int) -> int: ...
+    def admit_packed(self, seq: bytes, input_len: int) -> None: ...
     def replay_until_first_eviction(self, requests: Requests) -> int | None: ...
     def clone_paused(self, alpha: float) -> Replayable: ...
     def resume_admit(self) -> None: ...
@@ -43,9 +43,9 @@ class Replayable(Protocol):
 
 def replay_score(cache: Replayable, requests: Requests, start: int = 0) -> int:
     """Replay ``requests[start:]`` on ``cache`` and return FLOPs saved over its last interval."""
-    for inp, out in requests[start:]:
-        cache.lookup_packed(inp)
-        cache.admit_packed(inp, out)
+    for seq, input_len in requests[start:]:
+        cache.lookup_packed(seq, input_len)
+        cache.admit_packed(seq, input_len)
     window = cache.reused_history[-cache.tuning_interval :]
     model = cache.model
     return sum(model.prefill_flops_int(x) for x in window)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from toy_model import TOY
 
 from reference_impl.marconi import MarconiCache
-from reference_impl.marconi.tree import TOKEN_BYTES, HybridTree, Node
+from reference_impl.marconi.tree import TOKEN_BYTES, HybridTree, Node, common_prefix_len, pack, pack_request
 from reference_impl.models import get_model
 
 # A toy model with readable sizes: one state = 50 B, one token of KV = 2 B.
@@ -295,3 +297,40 @@ def test_bad_arguments_are_rejected() -> None:
         MarconiCache(1, TOY, eviction="lru")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="mode"):
         MarconiCache(1, TOY, eviction="marconi", mode="exact")  # type: ignore[arg-type]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 2**32 - 1), min_size=0, max_size=700),
+    st.integers(0, 700),
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 40),
+    st.integers(0, 800),
+)
+def test_common_prefix_len_is_a_token_walk(edge: list[int], diverge: int, token: int, start: int, end: int) -> None:
+    # seq holds the edge from ``start`` on, with one token replaced at ``diverge`` (if it falls inside).
+    tail = list(edge)
+    if diverge < len(tail):
+        tail[diverge] = token
+    seq = [7] * start + tail + [9, 9]
+    end = min(max(end, start), len(seq))
+    naive = 0
+    while naive < len(edge) and start + naive < end and edge[naive] == seq[start + naive]:
+        naive += 1
+    assert common_prefix_len(pack(edge), pack(seq), start, end) == naive
+
+
+@pytest.mark.parametrize("eviction", ["marconi", "sglang_plus"])
+@pytest.mark.parametrize("mode", ["faithful", "corrected"])
+def test_packed_replay_equals_token_replay(eviction: str, mode: str) -> None:
+    reqs = swe_like(11, sessions=10, turns=10)
+    caches = [MarconiCache(3000, TOY, eviction=eviction, mode=mode, bootstrap_multiplier=2) for _ in range(2)]  # type: ignore[arg-type]
+    by_tokens = replay(caches[0], reqs)
+    by_bytes = []
+    for inp, outp in reqs:
+        seq, input_len = pack_request(inp, outp)
+        by_bytes.append(caches[1].lookup_packed(seq, input_len))
+        caches[1].admit_packed(seq, input_len)
+    assert by_bytes == by_tokens
+    assert sum(by_tokens) > 0 and caches[0].stats() == caches[1].stats()
+    assert caches[0].stats().states_evicted > 0  # the capacity is small enough to exercise eviction
