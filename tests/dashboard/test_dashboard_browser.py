@@ -122,6 +122,7 @@ def _keep_screenshot(page: Page, name: str, at: str = "") -> None:
     out = os.environ.get("HYBRIDBENCH_SCREENSHOTS")
     if out:
         page.set_viewport_size({"width": 1100, "height": 900})
+        page.wait_for_timeout(500)  # responsive charts redraw to the new width
         if at:
             page.evaluate("sel => { document.querySelector(sel).scrollIntoView(); window.scrollBy(0, -40); }", at)
         page.screenshot(path=str(Path(out) / name), full_page=False)
