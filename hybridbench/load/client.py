@@ -86,38 +86,56 @@ async def _stream(pool: StreamPool, path: str, payload: dict[str, Any], res: Cli
         res.end = resp.end
 
 
+def _json_ids(ids: Sequence[int]) -> Sequence[int]:
+    """json.dumps encodes a list or tuple as it is: copy anything else once."""
+    return ids if isinstance(ids, list | tuple) else list(ids)
+
+
 async def generate_sglang(
     pool: StreamPool, input_ids: Sequence[int], max_new_tokens: int, timeout_s: float,
     *, model: str = "",  # the native API serves one model: the name is not sent
 ) -> ClientResult:
     payload = {
-        "input_ids": list(input_ids),
+        "input_ids": _json_ids(input_ids),
         "sampling_params": {"temperature": 0.0, "max_new_tokens": max_new_tokens, "ignore_eos": True},
         "stream": True,
     }
     res = ClientResult(sent=time.perf_counter())
     last_t, last_n = res.sent, 0  # time and completion_tokens of the last chunk that added tokens
+    # The last chunk's list, converted to ints once the stream has ended, not per chunk: SGLang resends the
+    # whole list in every chunk, so converting each would cost time quadratic in the output length.
+    output_ids: list[Any] | None = None
+    itl = res.itl_ms
 
     def on_data(data: bytes, now: float) -> bool:
-        nonlocal last_t, last_n
+        nonlocal last_t, last_n, output_ids
         chunk = _object(data)
-        if _in_band_error(chunk, res, now):
-            return True
         meta = chunk.get("meta_info", {})
+        # Only an error key, a finish dict (the last chunk) or OpenAI choices can carry an in-band failure.
+        if ("error" in chunk or "choices" in chunk or isinstance(meta.get("finish_reason"), dict)) \
+                and _in_band_error(chunk, res, now):
+            return True
         n = int(meta.get("completion_tokens", last_n))
         if n > last_n:
             if res.first_token is None:
                 res.first_token = now
+            elif n - last_n == 1:
+                itl.append((now - last_t) * 1e3)
             else:
-                res.itl_ms.extend([(now - last_t) * 1e3 / (n - last_n)] * (n - last_n))
+                itl.extend([(now - last_t) * 1e3 / (n - last_n)] * (n - last_n))
             last_t, last_n = now, n
         if "cached_tokens" in meta:
             res.cached_tokens = int(meta["cached_tokens"])
-        if isinstance(chunk.get("output_ids"), list):
-            res.output_ids = [int(t) for t in chunk["output_ids"]]
+        if isinstance(ids := chunk.get("output_ids"), list):
+            output_ids = ids
         return False
 
     await _stream(pool, "/generate", payload, res, on_data, timeout_s=timeout_s)
+    if output_ids is not None:
+        try:
+            res.output_ids = [int(t) for t in output_ids]
+        except (TypeError, ValueError) as exc:
+            res.status, res.error = "error", f"{type(exc).__name__}: {exc}"
     if res.status == "ok":
         res.output_tokens = last_n
     return res
@@ -126,7 +144,7 @@ async def generate_sglang(
 async def generate_openai(
     pool: StreamPool, input_ids: Sequence[int], max_tokens: int, timeout_s: float, *, model: str,
 ) -> ClientResult:
-    payload = {"model": model, "prompt": list(input_ids), "max_tokens": max_tokens, "temperature": 0.0,
+    payload = {"model": model, "prompt": _json_ids(input_ids), "max_tokens": max_tokens, "temperature": 0.0,
                "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
     res = ClientResult(sent=time.perf_counter())
     last_t, chunks = res.sent, 0  # time of the last text chunk, text chunks so far

@@ -1,4 +1,4 @@
-"""The load driver: one asyncio loop, one task per session, following an arrival schedule, multi-turn causality.
+"""The load driver: one asyncio loop, one worker per concurrency slot, an arrival schedule, multi-turn causality.
 
 Arrivals (intended send times) come from the trial's ``workloads.arrival.ArrivalSchedule``, the one the
 simulator follows too: ``closed`` (all at 0, at most ``max_concurrency`` in flight, FIFO), ``poisson``
@@ -13,14 +13,18 @@ became free (the last byte of the request that held it arrived) or the request b
 arrival; for a session's next turn, the previous turn's last byte), whichever is later. Taking it
 after the slot is acquired instead would hide any lag of the client itself (a busy event loop), since
 that lag also delays the acquisition.
+
+Each slot is a worker task that sends a turn, waits for its last byte, records it and takes the next
+ready turn (FIFO) at once: no task per request and no semaphore hand-off between one request's end and
+the next one's start, which at hundreds of streams was a large part of the client's CPU per request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
+import gc
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -50,50 +54,98 @@ def _next_prompt(prev_sent: list[int], prev: TraceRow, prev_out: list[int], row:
     return list(row.input_tokens)
 
 
+# A turn waiting to be sent: its session's row indices, its position there, when it became ready (the
+# previous turn's last byte, seconds after t0; 0 for a first turn) and what the previous turn sent and got.
+_Turn = tuple[list[int], int, float, "tuple[list[int], TraceRow, list[int]] | None"]
+
+
 async def drive(
     rows: Sequence[TraceRow], schedule: ArrivalSchedule, send: Send, on_done: Callable[[Completed], None]
 ) -> None:
     if len(schedule.times_s) != len(rows):
         raise ValueError(f"the arrival schedule has {len(schedule.times_s)} times for {len(rows)} rows")
     times = schedule.times_s
-    order = schedule.order()
     sessions: dict[int | str, list[int]] = defaultdict(list)
-    for i in order:
+    for i in schedule.order():
         sessions[rows[i].session_id].append(i)
     for turns in sessions.values():
         turns.sort(key=lambda i: (rows[i].turn_id, i))
-    limit = max(1, schedule.max_concurrency or len(rows))
-    slots = asyncio.Semaphore(limit)
-    # When each free slot became free (seconds after t0), as a min-heap: one entry per unheld slot, so
-    # whoever acquires the semaphore pops one. The earliest is the first moment a slot was available.
-    free_since: list[float] = [0.0] * limit
-    t0 = time.perf_counter()
-
-    async def run_session(turns: list[int]) -> None:
-        prev: tuple[list[int], TraceRow, list[int]] | None = None
-        ready = 0.0  # when the previous turn's last byte arrived, seconds after t0
-        for i in turns:
-            row = rows[i]
-            delay = t0 + times[i] - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            prompt = list(row.input_tokens) if prev is None else _next_prompt(*prev, row)
-            async with slots:
-                freed = heapq.heappop(free_since)
-                # Open loops intend their arrival times; a closed loop intends the moment both a slot
-                # and this turn were ready, so client lag between then and now counts as delay.
-                intended = max(freed, times[i], ready) if schedule.closed else times[i]
-                try:
-                    result = await send(prompt, max(1, len(row.output_tokens)))
-                except BaseException:
-                    heapq.heappush(free_since, time.perf_counter() - t0)
-                    raise
-                # The server was done at its last byte; a failure without one, when send returned.
-                ready = (result.end if result.end is not None else time.perf_counter()) - t0
-                heapq.heappush(free_since, ready)
-            on_done(Completed(i, row, prompt, intended, t0, result))
-            prev = (prompt, row, result.output_ids)
-
     # Start sessions in order of their first intended send, so FIFO slots follow trace order.
     firsts = sorted(sessions.values(), key=lambda t: (times[t[0]], t[0]))
-    await asyncio.gather(*(run_session(t) for t in firsts))
+    loop = asyncio.get_running_loop()
+    clock = time.perf_counter
+    closed = schedule.closed
+    ready: deque[_Turn] = deque()  # turns whose arrival has come, FIFO
+    idle: deque[asyncio.Future[_Turn | None]] = deque()  # workers waiting for a turn, longest first
+    left = len(rows)  # turns not yet taken by a worker
+    t0 = clock()
+
+    def put(turn: _Turn) -> None:
+        while idle:
+            fut = idle.popleft()
+            if not fut.done():
+                fut.set_result(turn)
+                return
+        ready.append(turn)
+
+    def put_at(turn: _Turn, at_s: float) -> None:
+        delay = t0 + at_s - clock()
+        if delay > 0:
+            loop.call_later(delay, put, turn)
+        else:
+            put(turn)
+
+    async def feed() -> None:
+        for turns in firsts:
+            delay = t0 + times[turns[0]] - clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            put((turns, 0, 0.0, None))
+
+    async def worker() -> None:
+        # A worker is one slot: it sends a turn, waits for its last byte, records it and takes the next ready
+        # turn at once, with no task per request and no semaphore hand-off between them.
+        nonlocal left
+        freed = 0.0  # when this slot became free: the last byte of its previous request, seconds after t0
+        while True:
+            if ready:
+                turn = ready.popleft()
+            elif not left:
+                return
+            else:
+                fut: asyncio.Future[_Turn | None] = loop.create_future()
+                idle.append(fut)
+                got = await fut
+                if got is None:
+                    return
+                turn = got
+            left -= 1
+            if not left:  # nothing more to come: release the idle workers
+                while idle:
+                    if not (fut := idle.popleft()).done():
+                        fut.set_result(None)
+            turns, k, prev_end, prev = turn
+            i = turns[k]
+            row = rows[i]
+            prompt = list(row.input_tokens) if prev is None else _next_prompt(*prev, row)
+            # Open loops intend their arrival times; a closed loop intends the moment both a slot
+            # and this turn were ready, so client lag between then and now counts as delay.
+            intended = max(freed, times[i], prev_end) if closed else times[i]
+            result = await send(prompt, max(1, len(row.output_tokens)))
+            # The server was done at its last byte; a failure without one, when send returned.
+            freed = (result.end if result.end is not None else clock()) - t0
+            if k + 1 < len(turns):
+                put_at((turns, k + 1, freed, (prompt, row, result.output_ids)), times[turns[k + 1]])
+            on_done(Completed(i, row, prompt, intended, t0, result))
+
+    limit = min(schedule.max_concurrency or len(rows), len(rows))
+    tasks = [loop.create_task(feed()), *(loop.create_task(worker()) for _ in range(limit))]
+    # Everything alive now (the trace, the plan, imported modules) outlives the drive: frozen, the
+    # collector stops re-scanning it, so its full collections stop pausing the loop mid-trial.
+    gc.freeze()
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        gc.unfreeze()
+        for task in tasks:  # a failed worker ends the drive: the others stop rather than run on
+            task.cancel()

@@ -17,6 +17,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 from urllib.parse import urlsplit
 
 __all__ = ["DataHandler", "Response", "StreamPool"]
@@ -76,8 +77,7 @@ class _Conn(asyncio.Protocol):
 
     # ------------------------------------------------------------- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio.Transport subclasses
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -114,63 +114,73 @@ class _Conn(asyncio.Protocol):
                 return
             self._parse_head(data[:end].decode("latin-1"))
             pos = end + 4
-        pieces: list[bytes] = []  # body bytes of this read, handled in one go after the framing
-        complete = self._mode == "length" and self._left == 0
         n = len(data)
-        while pos < n and not complete:
-            if self._mode != "chunked":
-                take = n - pos if self._mode == "close" else min(self._left, n - pos)
-                pieces.append(data[pos:pos + take])
-                pos += take
-                if self._mode == "length":
-                    self._left -= take
-                    complete = self._left == 0
-            elif self._left:
-                take = min(self._left, n - pos)
-                pieces.append(data[pos:pos + take])
-                pos += take
-                self._left -= take
-                self._chunk_tail = self._left == 0
-            else:  # a chunk-size line, the CRLF after a chunk's data, or a trailer line
-                eol = data.find(b"\r\n", pos)
-                if eol < 0:
-                    self._buf = data[pos:]
-                    break
-                line = data[pos:eol]
-                pos = eol + 2
-                if self._trailers:
-                    complete = not line
-                elif self._chunk_tail:
-                    if line:
-                        raise ValueError("malformed chunked body: no CRLF after a chunk")
-                    self._chunk_tail = False
-                else:
-                    self._left = int(line.split(b";", 1)[0], 16)
-                    self._trailers = self._left == 0
-        if pieces:
-            self._body(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
+        if self._mode == "chunked":
+            piece, complete = self._dechunk(data, pos, n)
+        elif self._mode == "length":
+            take = min(self._left, n - pos)
+            piece, self._left = data[pos:pos + take], self._left - take
+            complete = self._left == 0
+        else:  # close: the body runs to the connection's end
+            piece, complete = data[pos:], False
+        if piece:
+            self._body(piece, now)
         if complete and not self.closed:
             self._finish(now)
 
+    def _dechunk(self, data: bytes, pos: int, n: int) -> tuple[bytes, bool]:
+        """The chunked body's data bytes in ``data[pos:]`` and whether its last chunk ended there."""
+        left, tail, trailers = self._left, self._chunk_tail, self._trailers  # locals: this loop is per read
+        pieces: list[bytes] = []
+        complete = False
+        while pos < n:
+            if left:  # inside a chunk's data
+                take = left if left < n - pos else n - pos
+                pieces.append(data[pos:pos + take])
+                pos += take
+                left -= take
+                tail = not left
+                continue
+            eol = data.find(b"\r\n", pos)  # a chunk-size line, the CRLF after a chunk's data, or a trailer line
+            if eol < 0:
+                self._buf = data[pos:]
+                break
+            line = data[pos:eol]
+            pos = eol + 2
+            if trailers:
+                if not line:
+                    complete = True
+                    break
+            elif tail:
+                if line:
+                    raise ValueError("malformed chunked body: no CRLF after a chunk")
+                tail = False
+            else:
+                left = int(line.split(b";", 1)[0], 16)
+                trailers = left == 0
+        self._left, self._chunk_tail, self._trailers = left, tail, trailers
+        return (pieces[0] if len(pieces) == 1 else b"".join(pieces)), complete
+
     def _parse_head(self, head: str) -> None:
-        lines = head.split("\r\n")
-        parts = lines[0].split(" ", 2)
+        status_line, _, fields = head.partition("\r\n")
+        parts = status_line.split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            raise ValueError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+            raise ValueError(f"not an HTTP/1.x response: {status_line[:80]!r}")
         self._status = int(parts[1])
-        self._keep_alive = parts[0] != "HTTP/1.0"
-        self._mode = "close"
-        for line in lines[1:]:
+        keep_alive = parts[0] != "HTTP/1.0"
+        mode = "close"
+        for line in fields.lower().split("\r\n"):  # names and the values looked at are case-insensitive
             name, _, value = line.partition(":")
-            name, value = name.strip().lower(), value.strip().lower()
-            if name == "transfer-encoding" and "chunked" in value:
-                self._mode = "chunked"
-            elif name == "content-length" and self._mode != "chunked":
-                self._mode, self._left = "length", int(value)
+            name = name.strip()
+            if name == "transfer-encoding":
+                if "chunked" in value:
+                    mode = "chunked"
+            elif name == "content-length" and mode != "chunked":
+                mode, self._left = "length", int(value)
             elif name == "connection":
-                self._keep_alive = "close" not in value if self._keep_alive else "keep-alive" in value
-        if self._mode == "close":
-            self._keep_alive = False
+                keep_alive = "close" not in value if keep_alive else "keep-alive" in value
+        self._mode = mode
+        self._keep_alive = keep_alive and mode != "close"
         self._head_done = True
 
     def _body(self, piece: bytes, now: float) -> None:
@@ -182,18 +192,21 @@ class _Conn(asyncio.Protocol):
             return  # after [DONE]: drain the body so the connection can be reused
         lines = (self._sse + piece if self._sse else piece).split(b"\n")
         self._sse = lines.pop()  # an incomplete last line waits for the next read
+        on_data = self._on_data
+        assert on_data is not None and self._waiter is not None
         for raw in lines:
+            if not raw:
+                continue  # the blank line ending an event: half of all lines
             line = raw if raw.startswith(b"data:") else raw.strip()
             if not line.startswith(b"data:"):
                 continue
             payload = line[5:].strip()
-            assert self._on_data is not None and self._waiter is not None
             if payload == b"[DONE]":
                 self._end = now
                 self._sse = b""
                 self._waiter.set_result(Response(200, b"", now))
                 return
-            if self._on_data(payload, now):
+            if on_data(payload, now):
                 self._end = now
                 self._waiter.set_result(Response(200, b"", now))
                 self._close()  # the rest of the stream is unread: the connection cannot be reused

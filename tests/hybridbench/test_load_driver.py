@@ -7,6 +7,7 @@ driver did (concurrency, order, prompts) so the driver's own rules can be checke
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from collections.abc import Callable
@@ -19,8 +20,11 @@ from hybridbench.config.schema import LoadCfg
 from hybridbench.load.client import ClientResult, generate_sglang
 from hybridbench.load.driver import Completed, drive
 from hybridbench.load.http import StreamPool
+from hybridbench.load.trial import outcome
 from hybridbench.metrics.summary import summarize
 from hybridbench.plan.load import plan_load
+from hybridbench.plan.types import Trial
+from hybridbench.records.build import trial_record
 from hybridbench.records.schema import Record
 from workloads.arrival import arrival_schedule
 from workloads.trace import TraceRow
@@ -216,3 +220,90 @@ def test_an_error_inside_a_200_stream_is_recorded_as_an_error() -> None:
 
     status, error = asyncio.run(go())
     assert status == "error" and "Not enough space for mamba cache" in error
+
+
+def test_a_sessions_next_turn_queues_behind_sessions_already_waiting() -> None:
+    # One slot: A's second turn becomes ready when A's first ends, after B already waits: B goes first.
+    rows = [TraceRow("A", 0, 0.0, (1,), (5,)), TraceRow("A", 1, 0.0, (1, 5, 2), (6,)),
+            TraceRow("B", 0, 0.0, (3,), (7,))]
+    sent: list[tuple[int, ...]] = []
+
+    async def send(prompt: list[int], n: int) -> ClientResult:
+        sent.append(tuple(prompt))
+        r = ClientResult(sent=time.perf_counter())
+        await asyncio.sleep(0.002)
+        r.first_token = r.end = time.perf_counter()
+        r.output_ids = [40 + len(prompt)]
+        return r
+
+    done: list[Completed] = []
+    asyncio.run(drive(rows, arrival_schedule(rows, plan_load(LoadCfg(kind="closed", max_concurrency=1)), 0),
+                      send, done.append))
+    assert sent == [(1,), (3,), (1, 41, 2)]  # A's turn 2 carries what the server generated (41), not 5
+    # Each request was intended when the previous one's last byte arrived: the one slot was busy until then.
+    ends = [c.result.end - c.t0 for c in done]  # type: ignore[operator]
+    assert [c.scheduled_s for c in done] == [0.0, *ends[:-1]]
+
+
+def test_a_send_that_raises_ends_the_drive_and_stops_the_other_slots() -> None:
+    rows = [TraceRow(i, 0, 0.0, (i,), (1,)) for i in range(50)]
+    sent: list[int] = []
+
+    async def send(prompt: list[int], n: int) -> ClientResult:
+        sent.append(prompt[0])
+        await asyncio.sleep(0.001 * (1 + prompt[0] % 3))
+        if prompt[0] == 5:
+            raise RuntimeError("a bug in a client")
+        r = ClientResult(sent=time.perf_counter())
+        r.first_token = r.end = time.perf_counter()
+        return r
+
+    async def go() -> None:
+        await drive(rows, arrival_schedule(rows, plan_load(LoadCfg(kind="closed", max_concurrency=4)), 0),
+                    send, lambda _c: None)
+
+    with pytest.raises(RuntimeError, match="a bug in a client"):
+        asyncio.run(go())
+    assert 5 in sent and len(sent) < 20  # the other slots stopped instead of draining the trace
+
+
+def test_the_heap_is_frozen_only_while_driving() -> None:
+    # Objects alive before the drive (the trace, the plan) are out of the collector's reach while it runs.
+    rows = [TraceRow(i, 0, 0.0, (i,), (1,)) for i in range(3)]
+    seen: list[int] = []
+
+    async def send(prompt: list[int], n: int) -> ClientResult:
+        r = ClientResult(sent=time.perf_counter())
+        r.first_token = r.end = time.perf_counter()
+        return r
+
+    before = gc.get_freeze_count()
+    asyncio.run(drive(rows, arrival_schedule(rows, plan_load(LoadCfg(kind="closed", max_concurrency=2)), 0),
+                      send, lambda _c: seen.append(gc.get_freeze_count())))
+    assert len(seen) == 3 and min(seen) > before and gc.get_freeze_count() == before
+
+
+def test_every_record_field_is_filled_from_the_stream() -> None:
+    # Through the trial runner's own record path (outcome -> trial_record), over real HTTP.
+    rows = [TraceRow(i % 3, i // 3, 0.0, tuple(range(10 + i)), (0,) * 3) for i in range(9)]
+    done = asyncio.run(serve_and_drive(rows, LoadCfg(kind="closed", max_concurrency=4), Recorder(0.002)))
+    trial = Trial(index=0, arm="radix", workload="w", repeat=1, seed=0)
+    records = sorted((trial_record("run", trial, outcome(c), "cold-flushed") for c in done),
+                     key=lambda r: r.request_index)
+    assert [r.request_index for r in records] == list(range(9))
+    for r, c in zip(records, sorted(done, key=lambda c: c.index), strict=True):
+        assert (r.run_id, r.trial_id, r.arm, r.workload, r.repeat) == ("run", "000-w-radix-r1", "radix", "w", 1)
+        assert (r.session_id, r.turn_id) == (rows[r.request_index].session_id, rows[r.request_index].turn_id)
+        assert r.status == "ok" and r.error == "" and r.output_tokens == 3
+        assert r.prompt_tokens == len(c.prompt) and r.cached_tokens == len(c.prompt) // 2
+        assert r.sent_s is not None and r.first_token_s is not None and r.end_s is not None
+        assert 0 <= r.scheduled_s <= r.sent_s < r.first_token_s <= r.end_s
+        assert r.client_delay_ms is not None and 0 <= r.client_delay_ms < 1000
+        assert len(r.itl_ms) == 2 and all(x > 1 for x in r.itl_ms)
+        assert r.ttft_ms == pytest.approx((r.first_token_s - r.sent_s) * 1e3)
+        assert r.cache_state == "cold-flushed" and r.modelled is False
+    # A session's later turn went out only after its previous turn's last byte.
+    by_index = {c.index: c for c in done}
+    for i in range(3, 9):
+        prev = by_index[i - 3]
+        assert by_index[i].result.sent >= prev.result.end  # type: ignore[operator]

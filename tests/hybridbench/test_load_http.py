@@ -142,3 +142,26 @@ def test_a_connection_dropped_mid_stream_is_server_died_and_an_idle_drop_is_retr
     assert first.status == "ok" and first.output_tokens == 1
     assert len(served) == 2  # the dropped idle connection was replaced, not reported as a failure
     assert second.status == "server_died" and "mid-response" in second.error
+
+
+def test_output_ids_come_from_the_last_list_and_a_malformed_one_is_an_error() -> None:
+    # SGLang resends the whole output_ids list in every chunk: the client keeps the last one, converted once.
+    streams = {b"good": STREAM,
+               b"bad": [*STREAM[:2], {"output_ids": [7, 8, "nine"], "meta_info": {"completion_tokens": 3}}],
+               b"odd": [STREAM[0], {"output_ids": None, "meta_info": {"completion_tokens": 2}}]}
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        name = json.loads(await _read_request(reader))["input_ids"]
+        sse = _sse(streams[bytes(name)])
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(sse), sse))
+        await writer.drain()
+        writer.close()
+
+    async def body(url: str) -> object:
+        async with StreamPool(url) as pool:
+            return [await generate_sglang(pool, list(name), 3, 5.0) for name in streams]
+
+    good, bad, odd = asyncio.run(_with_server(handler, body))  # type: ignore[misc]
+    assert (good.status, good.output_ids, good.output_tokens) == ("ok", [7, 8, 9], 3)
+    assert bad.status == "error" and "nine" in bad.error and bad.output_tokens == 0
+    assert (odd.status, odd.output_ids, odd.output_tokens) == ("ok", [7], 2)  # not a list: not output ids
