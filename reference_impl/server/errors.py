@@ -11,8 +11,8 @@ real server gives the same kind of failure. Sources (installed packages, site-pa
 * A body FastAPI cannot parse (``RequestValidationError``): 400 ``ErrorResponse``,
   ``{"object": "error", "message", "type": "Bad Request", "param": null, "code": 400}``
   (http_server.py 0.5.16:551-594, 0.5.23:635-692; ErrorResponse: srt/entrypoints/openai/protocol.py 0.5.16:88).
-* 0.5.23's JSON contract gate (srt/entrypoints/api_contract.py, api/v1/api_types.py), checked before the
-  stream starts: 400 ``{"error": "<serde's text>"}`` — a string, not an object (http_server.py:937-939).
+* 0.5.23's JSON contract gate (contract.py), checked before the stream starts: 400 ``{"error": "<serde's
+  text>"}`` — a string, not an object (http_server.py:937-939).
   0.5.16 has no gate: an unknown sampling field is a ``TypeError`` from ``SamplingParams(**kwargs)``
   (srt/managers/tokenizer_manager.py:1167; a msgspec Struct), which no handler catches: Starlette's 500
   ``Internal Server Error`` (text/plain), or, once a stream's 200 headers are out (starlette/responses.py:254),
@@ -24,10 +24,11 @@ real server gives the same kind of failure. Sources (installed packages, site-pa
   itself, its ``finish_reason`` ``{"type": "abort", "message", "status_code": 400}`` (tokenizer_manager.py
   ``_handle_abort_finish_reason``: 0.5.16:1438-1458, 0.5.23:1891); without a stream, the ValueError answer above.
 
-Not modelled: the messages (the reference's own, except the two recorded ones); the contract gate's type errors
-(only its unknown sampling fields); unknown top-level fields, which SGLang ignores and this server refuses (a
-typo would otherwise change nothing silently) in the ValueError shape; on the OpenAI endpoints, which checks
-SGLang makes before its stream starts and which inside it (every refusal here comes before).
+Not modelled: the messages (the reference's own, except the empty input's and the contract gate's); the gate's
+checks of the request's own fields (only ``sampling_params``: contract.py); 0.5.16's answers to sampling values
+of the wrong type (TypeErrors deep in its checks); unknown top-level fields, which SGLang ignores and this server
+refuses (a typo would otherwise change nothing, silently) in the ValueError shape; on the OpenAI endpoints,
+which checks SGLang makes before its stream starts and which inside it (every refusal here comes before).
 """
 
 from __future__ import annotations
@@ -37,22 +38,11 @@ from typing import Any, Final
 
 from aiohttp import web
 
-__all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "SAMPLING_FIELDS_0_5_23", "contract_refusal", "dumps_event",
-           "error_response", "openai_error", "openai_stream_error", "stream_error", "unknown_sampling_field",
-           "validation_error", "value_error"]
+__all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "contract_refusal", "dumps_event", "error_response",
+           "openai_error", "openai_stream_error", "stream_error", "validation_error", "value_error"]
 
 API_VERSIONS: Final = ("0.5.16", "0.5.23")
 DEFAULT_API_VERSION: Final = "0.5.23"
-
-# sglang.api.v1.SamplingParams in declaration order: the list serde's "unknown field" text names
-# (0.5.23 api/v1/api_types.py:177-207, ``_FIELDS_SamplingParams`` at :1256).
-SAMPLING_FIELDS_0_5_23: Final = (
-    "max_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p", "top_k", "min_p",
-    "frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens", "n", "json_schema", "regex",
-    "ebnf", "structural_tag", "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim",
-    "stream_interval", "logit_bias", "sampling_seed", "custom_params", "beam_width", "watermark", "choice",
-)
-
 
 def error_response(body: Any, status: int) -> web.Response:
     """JSON as SGLang's ORJSONResponse sends it: ``application/json``, no charset parameter (recorded)."""
@@ -87,12 +77,6 @@ def openai_stream_error(message: str) -> dict[str, Any]:
     """An engine abort inside an OpenAI stream: its status's name as the type (serving_completions.py
     0.5.16:328-338, 0.5.23:362-372)."""
     return {"error": _error_body(message, "BAD_REQUEST", 400)}
-
-
-def unknown_sampling_field(name: str) -> str:
-    """serde's text for an unknown key of 0.5.23's SamplingParams (api_types.py ``_unknown_field``)."""
-    listed = ", ".join(f"`{f}`" for f in SAMPLING_FIELDS_0_5_23)
-    return f"unknown field `{name}`, expected one of {listed}"
 
 
 async def contract_refusal(request: web.Request, message: str, version: str, stream: bool) -> web.StreamResponse:

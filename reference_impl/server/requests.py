@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reference_impl.model.executor import SAMPLING_EPS
-from reference_impl.server.errors import unknown_sampling_field
+from reference_impl.server.contract import SAMPLING_FIELDS, sampling_contract_problem, unknown_field
 from reference_impl.server.fields import (
     CHAT,
     CHAT_MESSAGE,
@@ -161,15 +161,8 @@ _SHARED_ONLY = ("return_logprob", "logprob_start_len", "top_logprobs_num")
 
 
 def contract_problem(data: Mapping[str, Any]) -> str | None:
-    """0.5.23's JSON contract gate, as far as it is modelled: the first sampling field (in the body's order) its
-    SamplingParams schema does not define, in serde's words. None when the body passes it."""
-    sp = data.get("sampling_params")
-    for params in sp if isinstance(sp, list) else [sp]:
-        if isinstance(params, dict):
-            unknown = [k for k in params if k not in SAMPLING.used and k not in SAMPLING.neutral]
-            if unknown:
-                return unknown_sampling_field(unknown[0])
-    return None
+    """0.5.23's JSON contract gate, as far as it is modelled (contract.py): None when the body passes it."""
+    return sampling_contract_problem(data.get("sampling_params"))
 
 
 def _prompts(data: Mapping[str, Any], vocab: int, context: int) -> tuple[list[list[int]], bool, bool]:
@@ -200,9 +193,9 @@ def _sampling(data: Mapping[str, Any], n: int) -> list[Mapping[str, Any]]:
     for params in sp:
         if not isinstance(params, dict):
             raise BadRequest(f"sampling_params must be an object or a list of objects, got {preview(params)}")
-        problem = contract_problem({"sampling_params": params})
-        if problem is not None:
-            raise ContractViolation(problem)
+        unknown = [k for k in params if k not in SAMPLING.used and k not in SAMPLING.neutral]
+        if unknown:  # reached only without 0.5.23's gate (0.5.16), which answers it with no text of its own
+            raise ContractViolation(unknown_field(unknown[0], SAMPLING_FIELDS))
         _check_fields(params, SAMPLING)
     return sp
 

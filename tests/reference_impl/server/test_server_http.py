@@ -201,7 +201,7 @@ def test_v1_chat_completions_refuses_what_it_cannot_serve(server: Server, body: 
         (json.dumps({"input_ids": [-1]}).encode(), "outside the vocabulary"),
         (json.dumps({"input_ids": [5] * 20000}).encode(), "context length"),
         (json.dumps({"input_ids": [5], "sampling_params": {"max_new_tokens": -1}}).encode(), "max_new_tokens"),
-        (json.dumps({"input_ids": [5], "sampling_params": {"temperature": "hot"}}).encode(), "temperature"),
+        (json.dumps({"input_ids": [5], "sampling_params": {"temperature": "hot"}}).encode(), "expected f64"),
         (json.dumps({"text": "a", "input_ids": [1]}).encode(), "exactly one"),
     ],
 )

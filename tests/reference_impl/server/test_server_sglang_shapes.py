@@ -65,6 +65,9 @@ def test_the_order_of_checks_follows_the_version(server: Server, old: Server) ->
     assert status == 400 and json.loads(raw)["error"].startswith(UNKNOWN)
     status, raw = old.request("POST", "/generate", bad)
     assert (status, json.loads(raw)) == (400, {"error": {"message": "input_ids cannot be empty."}})
+    # a value of the wrong JSON type: the gate's text (proven against the real gate: tests/sglang_oracle)
+    status, raw = server.request("POST", "/generate", {"input_ids": [1], "sampling_params": {"temperature": "hot"}})
+    assert (status, json.loads(raw)) == (400, {"error": 'invalid type: string "hot", expected f64'})
     # 0.5.23 refuses before the stream starts, whatever `stream` says
     status, raw = server.request("POST", "/generate",
                                  {"input_ids": [1], "stream": True, "sampling_params": {"bogus": 1}})
