@@ -13,7 +13,9 @@ Contract, per request of a sequential replay (logical clock as in Marconi's ``ra
   recently stamped leaves until the estimate is freed (a parent becomes a leaf when its last
   child goes); then insert: fill a partial block reached by the walk before opening new blocks,
   stamping every node visited.
-* Iterative throughout (Marconi's version recurses once per block).
+* Iterative throughout (Marconi's version recurses once per block). Token ids are packed into
+  bytes (``tree.pack``), so a block key is a byte string that hashes and compares with
+  ``memcmp``; offsets inside the walks are in bytes, counts and the API in tokens.
 """
 
 from __future__ import annotations
@@ -21,33 +23,24 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+from reference_impl.marconi.tree import TOKEN_BYTES, common_prefix_len, pack
 from reference_impl.models import ModelSpec
 from reference_impl.replay.api import ReplayStats
 
 __all__ = ["VllmPlusCache"]
 
-Tokens = tuple[int, ...]
-
 
 class _Block:
     __slots__ = ("alive", "by_first", "children", "key", "parent", "ts")
 
-    def __init__(self, key: Tokens, parent: _Block | None, ts: int) -> None:
-        self.key = key
+    def __init__(self, key: bytes, parent: _Block | None, ts: int) -> None:
+        self.key = key  # packed tokens of this block
         self.parent = parent
         self.ts = ts
-        self.children: dict[Tokens, _Block] = {}  # keyed by the whole block, insertion-ordered
+        self.children: dict[bytes, _Block] = {}  # keyed by the whole block, insertion-ordered
         # Children grouped by first token, each list in the same relative order as ``children``.
-        self.by_first: dict[int, list[_Block]] = {}
+        self.by_first: dict[bytes, list[_Block]] = {}
         self.alive = True
-
-
-def _lcp(a: Tokens, b: Sequence[int], start: int) -> int:
-    m = min(len(a), len(b) - start)
-    i = 0
-    while i < m and a[i] == b[start + i]:  # blocks are short (≤ block_size)
-        i += 1
-    return i
 
 
 class VllmPlusCache:
@@ -57,7 +50,7 @@ class VllmPlusCache:
         self.capacity_bytes = capacity_bytes
         self.model = model
         self.block_size = block_size
-        self.root = _Block((), None, 0)
+        self.root = _Block(b"", None, 0)
         self.clock = 0
         self.num_nodes = 0
         self.num_tokens = 0
@@ -70,17 +63,24 @@ class VllmPlusCache:
 
     # -- ReplayCache ------------------------------------------------------------------------------
     def lookup(self, input_tokens: Sequence[int]) -> int:
-        self.clock += 1
-        return self._match(tuple(input_tokens))[0]
+        buf = pack(input_tokens)
+        return self.lookup_packed(buf, len(input_tokens))
 
     def admit(self, input_tokens: Sequence[int], output_tokens: Sequence[int]) -> None:
+        self.admit_packed(pack(input_tokens) + pack(output_tokens), len(input_tokens))
+
+    # Packed variants (``tree.pack_request``: input + output packed together, the input's length).
+    def lookup_packed(self, seq: bytes, input_len: int) -> int:
         self.clock += 1
-        seq = tuple(input_tokens) + tuple(output_tokens)
+        return self._match(seq, input_len * TOKEN_BYTES)[0]
+
+    def admit_packed(self, seq: bytes, input_len: int) -> None:
         self.clock += 1
-        _, accessed = self._match(seq)
+        self.clock += 1
+        _, accessed = self._match(seq, len(seq))
         m = self.model
         bs = self.block_size
-        extra = len(seq) - bs * accessed  # Marconi's estimate: ``accessed`` counts the root too
+        extra = len(seq) // TOKEN_BYTES - bs * accessed  # Marconi's estimate: ``accessed`` counts the root too
         # Same float evaluation order as Marconi: (extra/bs) · L_ssm · S_layer + L_attn · KV(extra).
         needed = extra / bs * m.num_ssm_layers * m.ssm_state_bytes_per_layer + self.kv_per_token * extra
         size = self.num_nodes * self.state_bytes + self.num_tokens * self.kv_per_token
@@ -105,60 +105,60 @@ class VllmPlusCache:
             heapq.heapify(live)
             self._heap = live
 
-    def _match(self, seq: Tokens) -> tuple[int, int]:
-        """Return (reused tokens, nodes accessed including the root)."""
-        bs = self.block_size
+    def _match(self, seq: bytes, end: int) -> tuple[int, int]:
+        """Return (reused tokens, nodes accessed including the root) for ``seq[:end]`` (bytes)."""
+        w = TOKEN_BYTES
+        bb = self.block_size * w
         node = self.root
         node.ts = self.clock
         pos = 0
-        n = len(seq)
-        reused = 0
         accessed = 1
-        while node.children and pos < n:
-            if n - pos >= bs:
-                child = node.children.get(seq[pos : pos + bs])
+        while node.children and pos < end:
+            if end - pos >= bb:
+                child = node.children.get(seq[pos : pos + bb])
                 if child is not None:
-                    reused += bs
                     accessed += 1
                     node = child
                     self._touch(node)
-                    pos += bs
+                    pos += bb
                     continue
-            for c in node.by_first.get(seq[pos], ()):
+            for c in node.by_first.get(seq[pos : pos + w], ()):
                 lc = len(c.key)
-                if lc < bs and seq[pos : pos + lc] == c.key:
-                    return reused + lc, accessed + 1  # a partial block ends the walk, unstamped
+                if lc < bb and seq.startswith(c.key, pos, end):
+                    return (pos + lc) // w, accessed + 1  # a partial block ends the walk, unstamped
             break
-        return reused, accessed
+        return pos // w, accessed
 
-    def _insert(self, seq: Tokens) -> None:
-        bs = self.block_size
+    def _insert(self, seq: bytes) -> None:
+        w = TOKEN_BYTES
+        bb = self.block_size * w
         node = self.root
         pos = 0
         n = len(seq)
         while True:
             self._touch(node)
             if node.children and pos < n:
-                child = node.children.get(seq[pos : pos + bs]) if n - pos >= bs else None
+                child = node.children.get(seq[pos : pos + bb]) if n - pos >= bb else None
                 if child is None:
-                    group = node.by_first.get(seq[pos], ())
-                    best = max((_lcp(c.key, seq, pos) for c in group), default=0)
-                    child = next((c for c in group if len(c.key) == best and _lcp(c.key, seq, pos) == best), None)
-                    if best == 0:
-                        child = None
+                    group = node.by_first.get(seq[pos : pos + w], ())
+                    lcps = [common_prefix_len(c.key, seq, pos // w, n // w) for c in group]
+                    best = max(lcps, default=0)
+                    # Marconi descends only into the first child matched whole by the longest prefix.
+                    whole = (c for c, k in zip(group, lcps, strict=True) if k == best and len(c.key) == best * w)
+                    child = next(whole, None) if best else None
                 if child is not None:
                     pos += len(child.key)
                     node = child
                     continue
             if pos == n:
                 return
-            if node is self.root or len(node.key) == bs:
-                key = seq[pos : pos + bs]
+            if node is self.root or len(node.key) == bb:
+                key = seq[pos : pos + bb]
                 leaf = _Block(key, node, self.clock)
                 node.children[key] = leaf
-                node.by_first.setdefault(key[0], []).append(leaf)
+                node.by_first.setdefault(key[:w], []).append(leaf)
                 self.num_nodes += 1
-                self.num_tokens += len(key)
+                self.num_tokens += len(key) // w
                 self.states_admitted += 1
                 pos += len(key)
                 node = leaf
@@ -166,17 +166,18 @@ class VllmPlusCache:
                 # A partial last block is filled in place; Marconi re-keys it, moving it last.
                 parent = node.parent
                 assert parent is not None and not node.children
-                add = seq[pos : pos + bs - len(node.key)]
+                add = seq[pos : pos + bb - len(node.key)]
                 del parent.children[node.key]
-                group = parent.by_first[node.key[0]]
+                group = parent.by_first[node.key[:w]]
                 group.remove(node)
                 group.append(node)
                 node.key = node.key + add
                 parent.children[node.key] = node
-                self.num_tokens += len(add)
+                self.num_tokens += len(add) // w
                 pos += len(add)
 
     def _evict(self, bytes_to_remove: float) -> None:
+        w = TOKEN_BYTES
         self.clock += 1
         freed = 0
         heap = self._heap
@@ -189,17 +190,18 @@ class VllmPlusCache:
                     break
             if victim is None:
                 return
-            freed += self.state_bytes + self.kv_per_token * len(victim.key)
+            edge = len(victim.key) // w
+            freed += self.state_bytes + self.kv_per_token * edge
             parent = victim.parent
             assert parent is not None
             del parent.children[victim.key]
-            group = parent.by_first[victim.key[0]]
+            group = parent.by_first[victim.key[:w]]
             group.remove(victim)
             if not group:
-                del parent.by_first[victim.key[0]]
+                del parent.by_first[victim.key[:w]]
             victim.alive = False
             self.num_nodes -= 1
-            self.num_tokens -= len(victim.key)
+            self.num_tokens -= edge
             self.states_evicted += 1
             if not parent.children and parent is not self.root:
                 self._push(parent)
