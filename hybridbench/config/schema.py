@@ -50,6 +50,9 @@ class EngineCfg:
     max_vocab: int = 0
     # The kl check's threshold for this engine's numerics: SGLang's kits use 0.002-0.005 on bf16/fp8 GPUs.
     kl_threshold: float = 0.003
+    # Whose cache the reference server mirrors: "sglang" or "tokenspeed" (TokenSpeed's radix-era cache, PR #162:
+    # research/tokenspeed.md); engine=reference only.
+    cache_semantics: str = "sglang"
 
 
 @dataclass

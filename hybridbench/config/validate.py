@@ -22,6 +22,7 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1  # the reference server's --ran
 # A run plans every trial up front and keeps one record per request; this bounds what a typo can ask for
 # (repeats=100000000 once grew the process to gigabytes with no output).
 MAX_TRIALS = 10_000
+CACHE_SEMANTICS = ("sglang", "tokenspeed")  # engine.cache_semantics: the reference server's --cache-semantics
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,12 @@ def validate_config(cfg: RunCfg) -> None:
             f"engine.chunked_prefill_size {cfg.engine.chunked_prefill_size} is smaller than a page "
             f"({cfg.engine.page_size})"
         )
+    if cfg.engine.cache_semantics not in CACHE_SEMANTICS:
+        raise ConfigError(f"engine.cache_semantics must be one of {', '.join(CACHE_SEMANTICS)}, "
+                          f"got {cfg.engine.cache_semantics!r}")
+    if cfg.engine.cache_semantics != "sglang" and cfg.engine.name != "reference":
+        raise ConfigError(f"engine.cache_semantics={cfg.engine.cache_semantics}: only engine=reference mirrors "
+                          f"another engine's cache (engine.name is {cfg.engine.name!r})")
     for name, w in cfg.workloads.items():
         if not 1 <= w.scale <= 1_000_000:
             raise ConfigError(f"workloads.{name}.scale must be in [1, 1000000], got {w.scale}")

@@ -50,6 +50,11 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
            "--arm", arm.name, "--page-size", str(e.page_size), "--chunked-prefill-size", str(e.chunked_prefill_size),
            "--mamba-track-interval", str(e.track_interval), "--random-seed", str(cfg.seed),
            "--vocab-size", str(effective_vocab(cfg)), "--enable-metrics", "--enable-cache-report", *knobs]
+    if e.cache_semantics == "tokenspeed":
+        if arm.strategy == "no_buffer":  # the server's own refusal, caught at plan time
+            raise ConfigError(f"arm {arm.name}: engine.cache_semantics=tokenspeed: TokenSpeed always "
+                              "keeps branch-point states (use branching)")
+        cmd += ["--cache-semantics", "tokenspeed"]
     if e.kv_tokens:
         cmd += ["--max-total-tokens", str(e.kv_tokens)]
     if e.max_mamba_cache_size:

@@ -99,10 +99,12 @@ def predictor_config(spec: ArmSpec, info: dict[str, Any]) -> EngineConfig | str:
     kv = _int(info, "max_total_num_tokens", "max_total_tokens")
     if kv is None:
         return "/server_info reports no max_total_num_tokens"
+    # The reference server with TokenSpeed's semantics says so in its flags (--cache-semantics).
+    tokenspeed = info.get("cache_semantics") == "tokenspeed" and spec.strategy == "extra_buffer"
     return EngineConfig(
         kv_tokens=kv,
         state_slots=_int(info, "max_mamba_cache_size") or _int(states, "mamba_pool_size") or _UNBOUNDED,
-        cache=spec.strategy,
+        cache="tokenspeed" if tokenspeed else spec.strategy,
         policy=spec.policy,
         page_size=_int(info, "page_size") or 1,
         chunked_prefill_size=_int(info, "chunked_prefill_size") or 8192,

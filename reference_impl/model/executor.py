@@ -27,6 +27,7 @@ from reference_impl.lifecycle import CachedRequest, fingerprint
 from reference_impl.model.model import HybridModel, RecState
 from reference_impl.model.storage import KVStore, StateMaterializationError, TensorStatePool, rolling_keys
 from reference_impl.models import get_model
+from reference_impl.radix.tree import MambaRadixTree
 
 __all__ = ["SAMPLING_EPS", "Executor", "RequestCtx", "StepReport", "gpu_slot_copy_ratio"]
 
@@ -104,7 +105,10 @@ class Executor:
             core.host.tree.state_pool = host_pool
             self.pool.peers.append(host_pool)
             host_pool.peers.append(self.pool)
-        self.kv = KVStore(core.config.kv_tokens + core.config.chunked_prefill_size, model.kv_row_shape, self._live_keys)
+        # The host tier's KV copies are rows too (they are what a load-back brings back to the device).
+        host_rows = core.config.host_kv_tokens if core.host is not None else 0
+        self.kv = KVStore(core.config.kv_tokens + host_rows + core.config.chunked_prefill_size, model.kv_row_shape,
+                          self._live_keys)
         self.requests: dict[int, tuple[EngineRequest, RequestCtx]] = {}
         self.extra_copies = 0  # state copies made by the copy_every_chunk fault
         self._slot_copy_ratio = gpu_slot_copy_ratio() if copy_every_chunk else 0.0
@@ -118,8 +122,17 @@ class Executor:
         self.requests.pop(rid, None)
 
     def _live_keys(self) -> Iterator[int]:
-        """Every prefix key the tree or a running request still holds (KV rows to keep)."""
-        stack = [(self.core.tree.root, 0)]
+        """Every prefix key the tree, the host tier or a running request still holds (KV rows to keep)."""
+        host = self.core.host
+        for tree in (self.core.tree, *((host.tree,) if host is not None else ())):
+            yield from self._tree_keys(tree)
+        for req, ctx in self.requests.values():
+            if req.cached is not None:
+                yield from ctx.keys[: req.cached.kv_len + req.cached.kv_reserved]
+
+    @staticmethod
+    def _tree_keys(tree: MambaRadixTree) -> Iterator[int]:
+        stack = [(tree.root, 0)]
         while stack:
             node, h = stack.pop()
             for child in node.children.values():
@@ -128,9 +141,6 @@ class Executor:
                     ch = hash((ch, tok))
                     yield ch
                 stack.append((child, ch))
-        for req, ctx in self.requests.values():
-            if req.cached is not None:
-                yield from ctx.keys[: req.cached.kv_len + req.cached.kv_reserved]
 
     def _rows(self, ctx: RequestCtx, cached: CachedRequest, upto: int) -> list[int]:
         """KV rows of positions ``[0, upto)``; the part reused from the cache is looked up once."""

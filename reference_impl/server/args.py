@@ -6,7 +6,7 @@ import argparse
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Literal, NoReturn
 
 from reference_impl.engine.arms import ArmSpec, parse_arm
 from reference_impl.engine.core import EngineConfig, state_ratio
@@ -78,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--disable-overlap-schedule", action="store_true", help="1 extra state slot per request instead of 2")
     a("--enable-hierarchical-cache", "--enable-hicache", dest="enable_hierarchical_cache", action="store_true")
     a("--hicache-ratio", type=float, default=2.0, help="host tier size as a multiple of the device pools")
+    # Not SGLang's: the reference cache with another engine's semantics (reference_impl.lifecycle: tokenspeed).
+    a("--cache-semantics", default="sglang", choices=["sglang", "tokenspeed"],
+      help="tokenspeed: TokenSpeed's radix-era cache (PR #162); its l2 arm keeps KV and Mamba states on the host")
+    a("--host-tier-kv-only", action="store_true",
+      help="with --cache-semantics tokenspeed: an arm's host tier is TokenSpeed's KV tier without --enable-mamba-l2 "
+           "(host KV alone never gives a hybrid hit); no effect on an arm without one")
     a("--enable-metrics", action="store_true")
     a("--enable-cache-report", action="store_true", help="accepted for SGLang compatibility; always on here")
     a("--random-seed", "--seed", dest="random_seed", type=int, default=0, help="model weights and sampling")
@@ -120,6 +126,18 @@ def _arm(ns: argparse.Namespace) -> ArmSpec:
     return spec
 
 
+def _cache(ns: argparse.Namespace, arm: ArmSpec) -> Literal["disabled", "no_buffer", "extra_buffer", "tokenspeed"]:
+    """The cache strategy: the arm's, or TokenSpeed's variant of branch-point caching."""
+    if ns.cache_semantics == "sglang":
+        if ns.host_tier_kv_only:
+            raise UsageError("--host-tier-kv-only needs --cache-semantics tokenspeed (SGLang's host tier keeps states)")
+        return arm.strategy
+    if arm.strategy == "no_buffer":
+        raise UsageError(f"arm {arm.name} cannot run with --cache-semantics tokenspeed: TokenSpeed always keeps "
+                         "branch-point states (use branching)")
+    return "tokenspeed" if arm.strategy == "extra_buffer" else arm.strategy
+
+
 def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
     ns = build_parser().parse_args(argv)
     arm = _arm(ns)
@@ -147,6 +165,7 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
         raise UsageError("--hicache-ratio must be positive")
     if not SEED_MIN <= ns.random_seed <= SEED_MAX:  # torch.manual_seed overflows past 64 bits
         raise UsageError(f"--random-seed must fit in 64 bits, got {ns.random_seed}")
+    cache = _cache(ns, arm)
     policy = ns.radix_eviction_policy or arm.policy
     try:
         model = ModelConfig(vocab_size=ns.vocab_size, hidden=ns.hidden_size, layers=ns.model_layers,
@@ -156,11 +175,12 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
     host_kv = int(ns.max_total_tokens * ns.hicache_ratio) if arm.host_tier else 0
     host_states = int(ns.max_mamba_cache_size * ns.hicache_ratio) if arm.host_tier else 0
     engine = EngineConfig(
-        kv_tokens=ns.max_total_tokens, state_slots=ns.max_mamba_cache_size, cache=arm.strategy, policy=policy,
+        kv_tokens=ns.max_total_tokens, state_slots=ns.max_mamba_cache_size, cache=cache, policy=policy,
         eff_weight=ns.seglen_eff_weight, page_size=ns.page_size, chunked_prefill_size=ns.chunked_prefill_size,
         max_prefill_tokens=ns.max_prefill_tokens, max_running_requests=ns.max_running_requests,
         schedule_policy=ns.schedule_policy, track_interval=ns.mamba_track_interval,
         overlap=not ns.disable_overlap_schedule, host_kv_tokens=host_kv, host_state_slots=host_states,
+        host_kv_only=ns.host_tier_kv_only,
     )
     if ns.max_mamba_cache_size < state_ratio(engine):
         raise UsageError(

@@ -26,7 +26,7 @@ from hybridbench.engines.server_logs import LogStats
 from hybridbench.records.coverage import TrialOutcome
 from hybridbench.records.schema import LOG_COUNTS_USAGE_HITS, Record
 
-pytestmark = [pytest.mark.tokenspeed]
+pytestmark = [pytest.mark.tokenspeed, pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 HOME = Path(os.environ.get("HYBRIDBENCH_TOKENSPEED_HOME") or Path.home() / ".cache" / "hybridbench")

@@ -21,7 +21,7 @@ import pytest
 
 from reference_impl.engine.core import EngineConfig, EngineCore
 
-pytestmark = [pytest.mark.tokenspeed]
+pytestmark = [pytest.mark.tokenspeed, pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 HOME = Path(os.environ.get("HYBRIDBENCH_TOKENSPEED_HOME") or Path.home() / ".cache" / "hybridbench")
