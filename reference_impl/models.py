@@ -387,9 +387,12 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 
-def get_model(name: str) -> ModelSpec:
-    """Look a model up by name; an unknown name raises ``KeyError`` listing the valid ones."""
+def get_model(name: str, *, temporal_dtype: str = "") -> ModelSpec:
+    """Look a model up by name; an unknown name raises ``KeyError`` listing the valid ones.
+
+    ``temporal_dtype``: SGLang's ``--mamba-ssm-dtype`` ("" = the model's default); ValueError if not a choice."""
     try:
-        return MODELS[name]
+        model = MODELS[name]
     except KeyError:
         raise KeyError(f"unknown model {name!r}; valid names: {', '.join(sorted(MODELS))}") from None
+    return model.with_temporal_dtype(temporal_dtype) if temporal_dtype else model

@@ -21,7 +21,7 @@ from reference_impl.engine.hardware import GPUS, get_gpu
 from reference_impl.engine.simulator import simulate
 from reference_impl.engine.sizing import engine_config
 from reference_impl.engine.summary import summarize
-from reference_impl.models import MODELS, get_model
+from reference_impl.models import MODELS, STATE_DTYPES, get_model
 from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.trace import TraceError, read_trace
 
@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", type=_positive(int), default=1)
     p.add_argument("--quantization", choices=sorted(QUANTIZATIONS), default=None,
                    help="SGLang's --quantization: fp8 / w8a8_fp8 weights (one byte, fp8 GEMMs)")
+    p.add_argument("--mamba-ssm-dtype", choices=list(STATE_DTYPES), default=None,
+                   help="SGLang's --mamba-ssm-dtype: the temporal state's dtype (default: the model's, float32)")
     arms = ", ".join(a for a in ARMS if a not in NOT_ON_REFERENCE)
     p.add_argument("--arm", default="lru", help=f"one of {arms}, composable with '+'")
     # bench_serving's pair: --request-rate (default inf: everything at once) capped by --max-concurrency.
@@ -92,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not (trace_ts or rate is not None or cap):
             raise ValueError("choose a load: --max-concurrency N, --request-rate R (or inf), --trace-timestamps")
         arm = parse_arm(args.arm)
-        model, gpu = get_model(args.model), get_gpu(args.gpu)
+        model, gpu = get_model(args.model, temporal_dtype=args.mamba_ssm_dtype or ""), get_gpu(args.gpu)
         timer = CostModel(model, gpu, tp=args.tp, quantization=args.quantization or "")
         config = engine_config(
             arm,
@@ -122,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = simulate(rows, core, timer, arrival)
     summary = summarize(result)
     summary.update({"arm": arm.name, "model": model.name, "gpu": gpu.name, "tp": args.tp,
-                    "quantization": args.quantization or ""})
+                    "quantization": args.quantization or "", "mamba_ssm_dtype": model.temporal_dtype})
     if args.json:
         print(json.dumps(summary, sort_keys=True))
     else:

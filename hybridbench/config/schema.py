@@ -98,6 +98,11 @@ class ModelCfg:
     # SGLang's --quantization name for the weights ("" = the checkpoint's dtype): fp8, w8a8_fp8. The simulator
     # models one-byte weights and fp8 GEMMs; SGLang gets the flag.
     quantization: str = ""
+    # SGLang's --mamba-ssm-dtype (float32 | bfloat16 | float16): the dtype of the temporal (SSM) state in the state
+    # pool; "" = the server's default for the model (float32 for every model here, reference_impl.models). The
+    # simulator and the replayer count the state's bytes in it, SGLang and vLLM (--mamba-ssm-cache-dtype) get the
+    # flag; the CPU reference server and TokenSpeed cannot set it and refuse it at plan time.
+    mamba_ssm_dtype: str = ""
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.errors import ConfigError
+from reference_impl.models import STATE_DTYPES
 
 __all__ = ["INT64_MAX", "INT64_MIN", "MAX_TRIALS", "RULES", "Range", "validate_config"]
 
@@ -123,6 +124,9 @@ def validate_config(cfg: RunCfg) -> None:
         value = _get(cfg, key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not rule.holds(value):
             raise ConfigError(f"{key} must be a finite number {rule.text()}, got {value!r}")
+    if cfg.model.mamba_ssm_dtype and cfg.model.mamba_ssm_dtype not in STATE_DTYPES:
+        raise ConfigError(f"model.mamba_ssm_dtype must be one of {', '.join(STATE_DTYPES)} (SGLang's "
+                          f"--mamba-ssm-dtype) or empty for the model's default, got {cfg.model.mamba_ssm_dtype!r}")
     if cfg.engine.chunked_prefill_size < cfg.engine.page_size:
         raise ConfigError(
             f"engine.chunked_prefill_size {cfg.engine.chunked_prefill_size} is smaller than a page "

@@ -43,6 +43,9 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
     """``python -m reference_impl.server`` with SGLang's flag names."""
     knobs = REFERENCE_ARMS.express(arm, cfg)
     e = cfg.engine
+    if cfg.model.mamba_ssm_dtype:  # its tiny model's states are float32 tensors of a few KB: nothing to size
+        raise ConfigError(f"model.mamba_ssm_dtype={cfg.model.mamba_ssm_dtype}: the reference server keeps float32 "
+                          "states and has no such flag; leave it empty (engine=sim models the bytes)")
     if arm.strategy == "no_buffer" and e.page_size > 1:  # SGLang's startup assert, caught at plan time
         raise ConfigError(f"arm {arm.name} uses no_buffer, which needs page size 1; engine.page_size is "
                           f"{e.page_size}")

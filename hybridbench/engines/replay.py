@@ -60,8 +60,8 @@ class ReplayEngine:
         if not e.capacity_bytes > 0:
             raise ConfigError("engine.capacity_bytes: the replay engine needs a cache budget in bytes (e.g. 4e10)")
         try:
-            model = get_model(cfg.model.name)
-        except KeyError as exc:
+            model = get_model(cfg.model.name, temporal_dtype=cfg.model.mamba_ssm_dtype)
+        except (KeyError, ValueError) as exc:
             raise ConfigError(f"engine replay: {exc.args[0]}") from None
         self._model = model.name
         for spec in plan.arm_specs:

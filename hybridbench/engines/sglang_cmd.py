@@ -296,6 +296,8 @@ def sglang_command(
     ]
     if model.quantization:
         flags.append(Flag("--quantization", model.quantization, "model.quantization"))
+    if model.mamba_ssm_dtype:  # its choices are checked against --help like any keyword value
+        flags.append(Flag("--mamba-ssm-dtype", model.mamba_ssm_dtype, "model.mamba_ssm_dtype"))
     if engine.max_mamba_cache_size > 0:
         flags.append(Flag("--max-mamba-cache-size", str(engine.max_mamba_cache_size), "engine.max_mamba_cache_size"))
     if engine.kv_tokens > 0:

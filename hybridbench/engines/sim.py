@@ -57,7 +57,7 @@ class SimEngine:
 
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         try:
-            model = get_model(cfg.model.name)
+            model = get_model(cfg.model.name, temporal_dtype=cfg.model.mamba_ssm_dtype)
             gpu = get_gpu(cfg.engine.gpu)
             self._timer = CostModel(model, gpu, tp=cfg.engine.tp, quantization=cfg.model.quantization)
             for spec in plan.arm_specs:
@@ -111,7 +111,9 @@ class SimEngine:
     def info(self) -> EngineInfo:
         timer = self._timer
         extra = {} if timer is None else {"model": timer.model.name, "gpu": timer.gpu.name, "tp": timer.tp,
-                                          "quantization": timer.quantization, "factors": repr(timer.factors)}
+                                          "quantization": timer.quantization, "factors": repr(timer.factors),
+                                          "state_dtypes": f"conv {timer.model.conv_dtype}, "
+                                                          f"temporal {timer.model.temporal_dtype}"}
         return EngineInfo(name="sim", version="reference_impl", extra=extra)
 
     def close(self) -> None:

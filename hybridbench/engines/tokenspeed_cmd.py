@@ -185,6 +185,8 @@ def tokenspeed_command(
         flags.append(Flag("--max-total-tokens", str(engine.kv_tokens), "engine.kv_tokens"))
     if engine.max_mamba_cache_size > 0:
         flags.append(Flag("--max-mamba-cache-size", str(engine.max_mamba_cache_size), "engine.max_mamba_cache_size"))
+    if model.mamba_ssm_dtype:  # ts serve --mamba-ssm-dtype {float32,bfloat16} (runtime/utils/server_args.py)
+        flags.append(Flag("--mamba-ssm-dtype", model.mamba_ssm_dtype, "model.mamba_ssm_dtype"))
     flags.append(Flag("--enable-metrics", None, "the engine's cache counters"))
     flags.extend(TOKENSPEED_ARMS.express(spec, _Ctx(version, model.hybrid)))
     overridden = extra_flag_names(extra)

@@ -145,6 +145,8 @@ def vllm_command(
     flags.append(Flag("--gpu-memory-utilization", fmt_number(engine.mem_fraction_static), "engine.mem_fraction_static"))
     if engine.page_size > 1:
         flags.append(Flag("--block-size", str(engine.page_size), "engine.page_size"))
+    if model.mamba_ssm_dtype:  # vLLM's name for SGLang's --mamba-ssm-dtype (CacheConfig.mamba_ssm_cache_dtype)
+        flags.append(Flag("--mamba-ssm-cache-dtype", model.mamba_ssm_dtype, "model.mamba_ssm_dtype"))
     if cache_report:
         flags.append(Flag("--enable-prompt-tokens-details", None, "per-request cached_tokens"))
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers

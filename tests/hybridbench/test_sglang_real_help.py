@@ -16,6 +16,7 @@ from hybridbench.engines.sglang_cmd import parse_help, sglang_command, sglang_he
 from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arm
 from reference_impl.engine.cost_model import QUANTIZATIONS
+from reference_impl.models import STATE_DTYPES
 
 pytestmark = pytest.mark.sglang
 
@@ -71,3 +72,20 @@ def test_model_quantization_takes_the_names_sglangs_own_parser_offers(version: s
     with pytest.raises(ConfigError, match=r"^model\.quantization needs --quantization fp9, which this SGLang build"):
         sglang_command(python=str(python), model=cfg.model, engine=cfg.engine, arm=plan_arm("branching"),
                        port=30000, help_text=text)
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.16", "0.5.9"])
+def test_model_mamba_ssm_dtype_takes_the_names_sglangs_own_parser_offers(version: str) -> None:
+    """model.mamba_ssm_dtype is SGLang's --mamba-ssm-dtype: every dtype the simulator models a state in is one
+    this build's parser lists, and the launcher passes it through."""
+    python = HOME / f"sglang-{version}" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
+    text = installed_help(sglang_help_argv(str(python)), "sglang", str(python))
+    assert parse_help(text).choices["--mamba-ssm-dtype"] == set(STATE_DTYPES)
+    cfg = RunCfg()
+    for name in STATE_DTYPES:
+        cfg.model.mamba_ssm_dtype = name
+        cmd = sglang_command(python=str(python), model=cfg.model, engine=cfg.engine, arm=plan_arm("branching"),
+                             port=30000, help_text=text)
+        assert cmd[cmd.index("--mamba-ssm-dtype") + 1] == name

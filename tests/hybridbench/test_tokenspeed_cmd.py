@@ -146,3 +146,19 @@ def test_flush_is_cold_only_when_tokenspeed_says_success() -> None:
         assert engine._flush(server, timeout_s=1) == "failed"
     finally:
         httpd.shutdown()
+
+
+@pytest.mark.parametrize("version", ["0.1.0", "0.1.1"])
+def test_mamba_ssm_dtype_takes_the_choices_ts_serve_lists(version: str) -> None:
+    def with_dtype(dtype: str) -> list[str]:
+        return tokenspeed_command(python="/venv/bin/python",
+                                  model=ModelCfg(hf_id="/models/tiny", mamba_ssm_dtype=dtype),
+                                  engine=EngineCfg(name="tokenspeed"), arm=plan_arm("branching", ArmCfg()),
+                                  port=30000, control_port=30001, prometheus_port=30002,
+                                  version=TOKENSPEED_VERSIONS[version], help_text=HELP[version])
+
+    assert value(with_dtype("bfloat16"), "--mamba-ssm-dtype") == "bfloat16"
+    assert "--mamba-ssm-dtype" not in command("branching", version)
+    with pytest.raises(ConfigError, match=r"--mamba-ssm-dtype float16, which this TokenSpeed .* \(it lists bfloat16, "
+                                          r"float32\)"):
+        with_dtype("float16")  # SGLang offers it; TokenSpeed's parser does not

@@ -131,3 +131,12 @@ def test_a_dense_model_gets_no_mamba_cache_mode() -> None:
         full = vllm_command(python=PY, model=dense, engine=EngineCfg(tp=1), arm=plan_arm(arm), port=8000,
                             help_text=V032)
         assert full[full.index("--enable-prompt-tokens-details") + 1:] == ["--enable-prefix-caching"]
+
+
+def test_mamba_ssm_dtype_is_vllms_ssm_cache_dtype() -> None:
+    model = ModelCfg(name="nemotron-h-8b", hf_id="nvidia/Nemotron-H-8B-Base-8K", mamba_ssm_dtype="bfloat16")
+    got = vllm_command(python=PY, model=model, engine=EngineCfg(tp=4), arm=plan_arm("lru"), port=8000, help_text=V032)
+    assert got[got.index("--mamba-ssm-cache-dtype") + 1] == "bfloat16"
+    assert "--mamba-ssm-cache-dtype" not in cmd("lru", V032)  # unset: vLLM's own default
+    with pytest.raises(ConfigError, match=r"^model\.mamba_ssm_dtype needs --mamba-ssm-cache-dtype bfloat16, which"):
+        vllm_command(python=PY, model=model, engine=EngineCfg(tp=4), arm=plan_arm("lru"), port=8000, help_text=MAIN)

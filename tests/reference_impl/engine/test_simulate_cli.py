@@ -93,3 +93,18 @@ def test_request_rate_inf_sends_everything_at_once_as_bench_serving_does() -> No
     assert everything == run("--max-concurrency", "44")  # the example has 44 requests
     assert run("--request-rate", "inf", "--max-concurrency", "4") == run("--max-concurrency", "4")
     assert everything["mean_ttft_ms"] > run("--max-concurrency", "4")["mean_ttft_ms"]  # they queue
+
+
+def test_mamba_ssm_dtype_is_sglangs_flag_and_a_bf16_state_decodes_faster() -> None:
+    out = {}
+    for dtype in ("float32", "bfloat16"):
+        proc = sim(str(EXAMPLE), "--arm", "branching", "--tp", "4", "--max-concurrency", "4", "--json",
+                   "--mamba-ssm-dtype", dtype)
+        assert proc.returncode == 0, proc.stderr
+        out[dtype] = json.loads(proc.stdout)
+        assert out[dtype]["mamba_ssm_dtype"] == dtype
+    # Half the temporal state's bytes read and written per decode step (pools from memory hold twice the slots).
+    assert out["bfloat16"]["median_itl_ms"] < out["float32"]["median_itl_ms"]
+    assert out["bfloat16"]["peak_mamba_usage"] < out["float32"]["peak_mamba_usage"]
+    bad = sim(str(EXAMPLE), "--arm", "lru", "--max-concurrency", "4", "--mamba-ssm-dtype", "fp8")
+    assert bad.returncode == 2 and "--mamba-ssm-dtype" in bad.stderr
