@@ -2,7 +2,12 @@
 
 Without ``--max-mamba-cache-size``, SGLang gives the recurrent states ``r / (1 + r)`` of the memory
 left after weights (``r = --mamba-full-memory-ratio``, 0.9) and the KV pool the rest
-(research/sglang.md §2, pool sizing).
+(research/sglang.md §2, pool sizing). A slot is ``ModelSpec.state_bytes`` (``mamba_cache_per_req``: conv in its
+dtype + temporal in its, SGLang's MambaPool allocates both ``size + 1`` deep, mem_cache/memory_pool.py:722-752 in
+0.5.23). 0.5.23 budgets that padding slot: ``K = (budget - slot) // slot`` states, ``(K + 1) · slot`` bytes taken
+from the KV's share (mem_cache/kv_cache_configurator.py:3383, :3406); 0.5.16 did not (``budget // slot``, :1789).
+extra_buffer's ping-pong slots are ordinary slots of the pool: they change how many a request holds
+(``core.state_ratio``), not the bytes of one.
 """
 
 from __future__ import annotations
@@ -46,8 +51,9 @@ def engine_config(
             f"{model.name} does not fit on {timer.tp} x {gpu.name} at memory fraction {mem_fraction_static}"
         )
     r = MAMBA_FULL_MEMORY_RATIO
-    slots = state_slots or int(budget * r / (1 + r) // model.state_bytes())
-    kv = kv_tokens or int((budget - slots * model.state_bytes()) // model.kv_bytes_per_token())
+    slot = model.state_bytes()
+    slots = state_slots or int((budget * r / (1 + r) - slot) // slot)
+    kv = kv_tokens or int((budget - (slots + 1) * slot) // model.kv_bytes_per_token())
     host = (host_kv_tokens or 4 * kv) if arm.host_tier else 0
     host_slots = max(1, host // 1024) if host else 0
     if arm.host_tier and hicache_ratio is not None:
