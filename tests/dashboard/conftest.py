@@ -19,8 +19,8 @@ MAIN_RUNS = ("main-1", "main-2", "main-3", "main-4", "main-5")
 SLOW = ("main-4", "main-5")  # engine.chunked_prefill_size=64: the disabled arm's mean TTFT +19% on sim
 
 
-def harness(run_dir: Path, *overrides: str, env: dict[str, str] | None = None) -> None:
-    proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim", "repeats=1",
+def harness(run_dir: Path, *overrides: str, env: dict[str, str] | None = None, engine: str = "sim") -> None:
+    proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", f"engine={engine}", "repeats=1",
                            *overrides, f"hydra.run.dir={run_dir}"], capture_output=True, text=True, timeout=300,
                           check=False, cwd=ROOT, env={**os.environ, **(env or {})})
     assert proc.returncode == 0, proc.stderr

@@ -158,7 +158,7 @@ def test_trends_page_marks_the_regression(site: Path, browser: Browser) -> None:
 def reference_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A site over one run of the reference engine (a real server process that logs SGLang's batch lines)."""
     root = tmp_path_factory.mktemp("ref-results")
-    harness(root / "ref", "engine=reference", "model=reference-tiny")
+    harness(root / "ref", "model=reference-tiny", engine="reference")
     out = tmp_path_factory.mktemp("ref-site")
     proc = subprocess.run([sys.executable, "-m", "hybridbench.dashboard", str(root), "-o", str(out)],
                           capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
@@ -190,7 +190,7 @@ def test_run_page_draws_server_usage_over_time_from_the_log(reference_site: tupl
             assert points == _usage_lines_in_log(run, arm, field) > 0, (title, arm)
     text = page.inner_text("body")
     assert "server usage from disabled: logs/server-disabled.log lines" in text
-    assert "$ python -m hybridbench +experiment=smoke engine=sim repeats=1 engine=reference" in text
+    assert "$ python -m hybridbench +experiment=smoke engine=reference repeats=1 model=reference-tiny" in text
 
 
 def test_a_run_without_server_logs_says_so(site: Path, browser: Browser) -> None:
