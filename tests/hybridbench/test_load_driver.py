@@ -299,7 +299,7 @@ def test_every_record_field_is_filled_from_the_stream() -> None:
         assert r.sent_s is not None and r.first_token_s is not None and r.end_s is not None
         assert 0 <= r.scheduled_s <= r.sent_s < r.first_token_s <= r.end_s
         assert r.client_delay_ms is not None and 0 <= r.client_delay_ms < 1000
-        assert len(r.itl_ms) == 2 and all(x > 1 for x in r.itl_ms)
+        assert len(r.itl_ms) == 2 and all(x >= 0 for x in r.itl_ms)  # chunks may arrive together under load
         assert r.ttft_ms == pytest.approx((r.first_token_s - r.sent_s) * 1e3)
         assert r.cache_state == "cold-flushed" and r.modelled is False
     # A session's later turn went out only after its previous turn's last byte.
