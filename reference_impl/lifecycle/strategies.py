@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from reference_impl.lifecycle.request import CachedRequest
 from reference_impl.lifecycle.strategy import Strategy
+from reference_impl.radix.node import Node
 from reference_impl.radix.pools import PoolExhausted
 from reference_impl.radix.tree import MambaRadixTree
 
@@ -111,7 +112,9 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
     Checked hit by hit against the real scheduler on CPU (tests/tokenspeed/test_scheduler_oracle.py): each
     prefill forward keeps one checkpoint, at its last page-aligned point, even when the match's branch point
     falls inside it (SGLang's extra_buffer keeps the branch point instead); nothing is tracked during decode;
-    a running request holds two state slots (working + checkpoint).
+    a running request holds two state slots (working + checkpoint); a finished request writes every checkpoint
+    on its path back to the host, and a hit is loaded back (with the path's checkpoints) only when the device
+    has none (a deeper host prefix behind a shorter device hit stays on the host).
     """
 
     name = "tokenspeed"
@@ -126,6 +129,41 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
 
     def _num_track_slots(self) -> int:
         return 1
+
+    def _load_back(self, req: CachedRequest, limit: int) -> None:
+        if req.prefix_len > 0:
+            return  # the scheduler looks at the host tier only when the device gives no hit at all
+        super()._load_back(req, limit)
+        if self.host is None or req.prefix_len == 0 or req.lock is None:
+            return
+        # The load-back brings the host path's earlier checkpoints too, each a device state again.
+        host = self.host.tree
+        node: Node | None = host.match_prefix(req.tokens[: req.prefix_len]).last_node.parent
+        while node is not None and node is not host.root:
+            content = host.state_pool.content.get(node.state) if node.state is not None else None
+            if content is not None:
+                try:
+                    slot = self._alloc_state(protect=req.lock.node)
+                except PoolExhausted:
+                    return
+                self.tree.state_pool.write(slot, content)
+                if self.tree.insert(req.tokens[: node.depth], slot, prev_prefix_len=node.depth).state_exists:
+                    self.tree.state_pool.free(slot)
+                self.host.counters.load_back_states += 1
+            node = node.parent
+
+    def write_back(self, req: CachedRequest) -> None:
+        """Every checkpoint on the request's cached path goes to the host, not only the last."""
+        if self.host is None or req.protected_len == 0 or req.lock is None:
+            return
+        depths = []
+        node: Node | None = req.lock.node
+        while node is not None and node is not self.tree.root:
+            if node.state is not None and node.depth <= req.protected_len:
+                depths.append(node.depth)
+            node = node.parent
+        for depth in sorted(depths):
+            self.host.write_back(req.tokens[:depth], req.fingerprint(depth))
 
 
 class DisabledStrategy(Strategy):

@@ -6,7 +6,8 @@ imports nothing from hybridbench. Reads JSON scenarios on stdin, each ``{"config
 TokenSpeed's engine counts what it reports in usage (generation_output_processor.add_cached_tokens: every
 forward adds ``max(0, extend_prefix_len - computed_length)``).
 
-``sequential`` (the default) runs a scenario's requests one after another, each to completion. ``concurrent``
+``sequential`` (the default) runs a scenario's requests one after another, each to completion; ``trace`` does the
+same and prints, per extend forward, the state slot it starts from and the slot its checkpoint goes to. ``concurrent``
 submits them all at once and also logs every round with TokenSpeed 0.1.1's own batch logger
 (runtime/engine/batch_log.py: the "Prefill batch." / "Mix batch." / "Decode batch." lines ``ts serve`` writes;
 tokenspeed 0.1.1 and the kernel stub must then be on PYTHONPATH too); it prints ``{"cached_tokens": [...],
@@ -144,12 +145,34 @@ def batch_logger() -> tuple[Callable[[Any, Scheduler], None], io.StringIO]:
     return log, text
 
 
+def state_trace() -> tuple[Callable[[Any, Scheduler], None], list[dict[str, Any]]]:
+    """Per extend: the request, its prefix, the state slot it starts from (COW source, -1: none) and the slot
+    its checkpoint goes to with the forward's end (the model executor snapshots the state there)."""
+    seen: list[dict[str, Any]] = []
+
+    def log(fwd: Any, s: Scheduler) -> None:
+        for i in range(fwd.num_extends()):
+            prefix = int(fwd.extend_prefix_lens[i])
+            seen.append({"prefix": prefix, "end": prefix + int(fwd.input_lengths[i]),
+                         "cow": int(fwd.mamba_cow_src_indices[i]),
+                         "checkpoint": int(fwd.mamba_checkpoint_dst_indices[i])})
+
+    return log, seen
+
+
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "sequential"
     out: list[Any] = []
     for scenario in json.load(sys.stdin):
         s = Scheduler(make_config(scenario["config"]))
-        if mode == "concurrent":
+        if mode == "trace":
+            log, seen = state_trace()
+            for i, r in enumerate(scenario["requests"]):
+                run(s, [r], log)
+                for row in seen:
+                    row.setdefault("request", i)
+            out.append(seen)
+        elif mode == "concurrent":
             log, text = batch_logger()
             out.append({"cached_tokens": run(s, scenario["requests"], log), "log": text.getvalue()})
         else:
