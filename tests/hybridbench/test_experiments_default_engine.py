@@ -23,6 +23,15 @@ def statuses(bundle: dict[str, Any]) -> dict[tuple[str, str, str], str]:
     return {(c["check"], c["workload"], c["arm"]): c["status"] for c in bundle["checks"]}
 
 
+def test_smoke_passes_on_the_reference_server(tmp_path: Path) -> None:
+    """CI's smoke experiment as a new user runs it first: no engine named, so the reference server."""
+    code, bundle, report = run(tmp_path, "+experiment=smoke")
+    assert code == 0 and bundle["verdict"] == "pass", report
+    assert bundle["provenance"]["engine"]["name"] == "reference"
+    got = statuses(bundle)
+    assert got[("cache_hits", "gsp", "branching")] == got[("ttft", "gsp", "branching")] == "pass"
+
+
 def test_radix_cache_on_hits_the_shared_prefix_and_cuts_ttft(tmp_path: Path) -> None:
     """Seed 001's radix run (gsp, 2560-token system prompt at 1/4), one repeat of one group: the cache-off arm
     hits nothing, LRU hits most prompt tokens and its TTFT is not worse (here about -75%)."""
