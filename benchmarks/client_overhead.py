@@ -19,7 +19,6 @@ the clock just before the POST and stop it at the first chunk (non-empty ``text`
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import multiprocessing as mp
@@ -38,10 +37,14 @@ from typing import Any
 
 from aiohttp import web
 
+from hybridbench.load import event_loop
 from hybridbench.load.client import ClientResult, generate_sglang
 from hybridbench.load.driver import Completed, drive
 from hybridbench.load.http import StreamPool
+from hybridbench.load.trial import outcome
 from hybridbench.metrics.summary import summarize
+from hybridbench.plan.types import Trial
+from hybridbench.records.build import trial_record
 from hybridbench.records.schema import Record
 from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.trace import TraceRow
@@ -100,37 +103,42 @@ class Cell:
     rate: float
     failed: int = 0
     p99_delay_ms: float = math.nan  # hybridbench only: its records' client delay
+    cpu_us: float = math.nan  # hybridbench only: the client process's CPU per request while driving
+    server_cpu_us: float = math.nan  # the server process's CPU per request over the same span
 
 
-async def _run(port: int, n: int, concurrency: int) -> Cell:
-    """hybridbench's client as a trial runs it: every completion becomes a Record (kept), with its delay."""
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _run(port: int, server_pid: int, n: int, concurrency: int) -> Cell:
+    """hybridbench's client as a trial runs it: every completion becomes a Record through the trial runner's
+    own constructor (outcome -> trial_record), kept with its client delay."""
     rows = [TraceRow(i, 0, 0.0, tuple(range(INPUT_TOKENS)), (0,) * OUTPUT_TOKENS) for i in range(n)]
+    trial = Trial(index=0, arm="none", workload="instant", repeat=0, seed=0)
     records: list[Record] = []
 
     def on_done(done: Completed) -> None:
-        r = done.result
-
-        def rel(t: float | None) -> float | None:
-            return None if t is None else t - done.t0
-
-        records.append(Record(
-            run_id="client-overhead", trial_id=f"c{concurrency}", arm="none", workload="instant", repeat=0,
-            request_index=done.index, session_id=done.row.session_id, turn_id=done.row.turn_id,
-            scheduled_s=done.scheduled_s, sent_s=rel(r.sent), first_token_s=rel(r.first_token), end_s=rel(r.end),
-            prompt_tokens=len(done.prompt), output_tokens=r.output_tokens, cached_tokens=r.cached_tokens,
-            status=r.status, error=r.error, itl_ms=r.itl_ms,  # type: ignore[arg-type]
-        ))
+        records.append(trial_record("client-overhead", trial, outcome(done), "uncontrolled"))
 
     async with StreamPool(f"http://127.0.0.1:{port}") as pool:
         async def send(prompt: list[int], k: int) -> ClientResult:
             return await generate_sglang(pool, prompt, k, 30.0)
 
-        start = time.perf_counter()
+        server_cpu, cpu, start = _cpu_s(server_pid), time.process_time(), time.perf_counter()
         await drive(rows, arrival_schedule(rows, LoadSpec("closed", max_concurrency=concurrency)), send, on_done)
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        server_cpu = _cpu_s(server_pid) - server_cpu
+    if len(records) != n:
+        raise RuntimeError(f"{len(records)} records for {n} requests")
     summary = summarize(records)
     return Cell(summary["median_ttft_ms"], summary["p99_ttft_ms"], n / wall, summary["failed"],
-                summary["p99_client_delay_ms"])
+                summary["p99_client_delay_ms"], cpu / n * 1e6, server_cpu / n * 1e6)
 
 
 # --- SGLang's bench_serving, side by side --------------------------------------------------------------
@@ -190,26 +198,30 @@ def bench_serving_args(base_url: str, tokenizer: str, n: int, concurrency: str, 
             "--output-file", output_file]
 
 
-def _bench_serving(python: str, tmp: Path, port: int, n: int, concurrency: int, *, extra: list[str]) -> Cell | str:
+def _bench_serving(python: str, tmp: Path, port: int, server_pid: int, n: int, *, concurrency: int,
+                   extra: list[str]) -> Cell | str:
     """One bench_serving run's figures (from its JSON output), or why there are none."""
     out = tmp / f"bench_serving_{len(extra)}_c{concurrency}.jsonl"
     out.unlink(missing_ok=True)
     cmd = [python, "-c", _BENCH_SERVING_SHIM, *extra,
            *bench_serving_args(f"http://127.0.0.1:{port}", str(tmp / "tokenizer"), n, str(concurrency), str(out))]
+    server_cpu = _cpu_s(server_pid)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=_sglang_env(), timeout=900, check=False)
     except subprocess.TimeoutExpired:
         return "bench_serving did not finish within 900 s"
+    server_cpu = _cpu_s(server_pid) - server_cpu  # also its readiness check and /server_info: a few requests
     if proc.returncode != 0 or not out.exists():
         return f"bench_serving exited with status {proc.returncode}:\n{_tail(proc.stderr or proc.stdout)}"
     res: dict[str, Any] = json.loads(out.read_text().strip().splitlines()[-1])
-    return Cell(res["median_ttft_ms"], res["p99_ttft_ms"], res["request_throughput"], n - int(res.get("completed", 0)))
+    return Cell(res["median_ttft_ms"], res["p99_ttft_ms"], res["request_throughput"], n - int(res.get("completed", 0)),
+                server_cpu_us=server_cpu / n * 1e6)
 
 
 Runner = Callable[[int], "Cell | str"]
 
 
-def bench_serving_clients(python: str, tmp: Path, port: int, n: int) -> list[tuple[str, Runner]]:
+def bench_serving_clients(python: str, tmp: Path, port: int, server_pid: int, n: int) -> list[tuple[str, Runner]]:
     """bench_serving's Python client and (where this SGLang has it) its Rust client, or none with a note why."""
     if not python:
         print("bench_serving: skipped (--sglang-python '').")
@@ -235,7 +247,7 @@ def bench_serving_clients(python: str, tmp: Path, port: int, n: int) -> list[tup
           "    (run as `python -c` with a stand-in for the `datasets` package when the venv lacks it)")
 
     def runner(extra: list[str]) -> Runner:
-        return lambda c: _bench_serving(python, tmp, port, n, c, extra=extra)
+        return lambda c: _bench_serving(python, tmp, port, server_pid, n, concurrency=c, extra=extra)
 
     return [(label, runner(extra)) for label, extra in flags]
 
@@ -244,12 +256,30 @@ def _median(cells: list[Cell], key: str) -> float:
     return float(statistics.median(getattr(c, key) for c in cells))
 
 
+def _shown(x: float, spec: str) -> str:
+    return "—" if math.isnan(x) else format(x, spec)
+
+
+def _hybridbench_clients(choice: str, port: int, server_pid: int, n: int) -> list[tuple[str, Runner]]:
+    """hybridbench's client on the chosen event loop(s); ``both`` alternates them like separate clients."""
+    loops: list[event_loop.EventLoop] = list(event_loop.EVENT_LOOPS) if choice == "both" else \
+        [event_loop.default() if choice == "auto" else choice]  # type: ignore[list-item]
+
+    def runner(loop: event_loop.EventLoop) -> Runner:
+        return lambda c: event_loop.run(_run(port, server_pid, n, c), loop)
+
+    return [(f"hybridbench ({loop})", runner(loop)) for loop in loops]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=6, help="runs per client and concurrency, alternated (default 6)")
     ap.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)),
                     help="comma-separated stream counts (default %(default)s)")
+    ap.add_argument("--event-loop", choices=("auto", *event_loop.EVENT_LOOPS, "both"), default="auto",
+                    help="hybridbench's event loop: auto = uvloop when installed, as a trial runs (default); "
+                         "both = each, alternated as two clients")
     ap.add_argument("--no-python-client", action="store_true", help="leave out bench_serving's Python client")
     ap.add_argument("--sglang-python", default=str(DEFAULT_SGLANG_PYTHON),
                     help="a python with SGLang installed, to run bench_serving side by side ('' to skip); "
@@ -261,18 +291,21 @@ def main() -> int:
         ap.error(f"--concurrency: not a list of integers: {args.concurrency!r}")
     if args.requests < 1 or args.runs < 1 or min(levels) < 1:
         ap.error("--requests, --runs and every --concurrency must be >= 1")
+    if args.event_loop in ("uvloop", "both") and event_loop.default() != "uvloop":
+        ap.error(f"--event-loop {args.event_loop}: uvloop is not installed (pip install -e '.[fast]')")
     port = _free_port()
     server = mp.Process(target=_serve, args=(port, OUTPUT_TOKENS), daemon=True)
     server.start()
     time.sleep(1.0)
+    assert server.pid is not None
     try:
         with tempfile.TemporaryDirectory(prefix="client_overhead_") as tmp_name:
             cpu = platform.processor() or platform.machine()
             print(f"machine: {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start, "
                   f"Python {platform.python_version()}; server in its own process")
-            clients: list[tuple[str, Runner]] = [("hybridbench", lambda c: asyncio.run(_run(port, args.requests, c)))]
+            clients = _hybridbench_clients(args.event_loop, port, server.pid, args.requests)
             clients += [(label, run) for label, run in bench_serving_clients(args.sglang_python, Path(tmp_name), port,
-                                                                              args.requests)
+                                                                              server.pid, args.requests)
                         if not (args.no_python_client and "Python" in label)]
             cells: dict[tuple[str, int], list[Cell]] = {}
             for c in levels:
@@ -285,12 +318,15 @@ def main() -> int:
                             continue
                         cells.setdefault((label, c), []).append(cell)
                         print(f"  run {rep + 1}/{args.runs} {label} c={c}: p50 {cell.p50_ms:.2f} ms, p99 "
-                              f"{cell.p99_ms:.2f} ms, {cell.rate:,.0f} req/s", flush=True)
-            print(f"\nmedians of {args.runs} alternating runs, {args.requests} requests each; the ratios divide "
-                  "by the last client's cell (> 1: hybridbench ahead)")
+                              f"{cell.p99_ms:.2f} ms, {cell.rate:,.0f} req/s, client CPU "
+                              f"{_shown(cell.cpu_us, '.0f')} µs/req, server CPU {_shown(cell.server_cpu_us, '.0f')} "
+                              f"µs/req, load {os.getloadavg()[0]:.1f}", flush=True)
+            print(f"\nmedians of {args.runs} alternating runs, {args.requests} requests each, load average "
+                  f"{os.getloadavg()[0]:.1f} at the end; the ratios divide by the last client's cell (> 1: the "
+                  "row's client ahead); CPU is per request while driving (client: this process; server: its process)")
             last = clients[-1][0]
-            print(f"| client | concurrent streams | TTFT p50 ms | TTFT p99 ms | requests/s | p99 client delay ms "
-                  f"| failed | req/s ratio | p99 ratio |\n|{'---|' * 9}")
+            print("| client | concurrent streams | TTFT p50 ms | TTFT p99 ms | requests/s | p99 client delay ms "
+                  f"| client CPU µs/req | server CPU µs/req | failed | req/s ratio | p99 ratio |\n|{'---|' * 11}")
             for c in levels:
                 for label, _ in clients:
                     got = cells.get((label, c))
@@ -299,9 +335,9 @@ def main() -> int:
                     ref = cells.get((last, c))
                     rate_ratio = _median(got, "rate") / _median(ref, "rate") if ref else math.nan
                     p99_ratio = _median(ref, "p99_ms") / _median(got, "p99_ms") if ref else math.nan
-                    delay = _median(got, "p99_delay_ms")
                     print(f"| {label} | {c} | {_median(got, 'p50_ms'):.2f} | {_median(got, 'p99_ms'):.2f} | "
-                          f"{_median(got, 'rate'):,.0f} | {'—' if math.isnan(delay) else f'{delay:.2f}'} | "
+                          f"{_median(got, 'rate'):,.0f} | {_shown(_median(got, 'p99_delay_ms'), '.2f')} | "
+                          f"{_shown(_median(got, 'cpu_us'), '.0f')} | {_shown(_median(got, 'server_cpu_us'), '.0f')} | "
                           f"{sum(x.failed for x in got)} | {rate_ratio:.2f} | {p99_ratio:.2f} |")
     finally:
         server.terminate()

@@ -13,13 +13,26 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hybridbench.load.http import DataHandler, StreamPool
 
-__all__ = ["CLIENTS", "ClientResult", "Generate", "generate_openai", "generate_sglang"]
+
+def json_encoder() -> Callable[[Any], bytes]:
+    """Request bodies' encoder: orjson's when installed (the fast extra), which encodes a prompt's token ids
+    about ten times faster than json.dumps; that was a tenth of the client's CPU per request."""
+    try:
+        import orjson  # noqa: PLC0415  (optional)
+    except ImportError:
+        return lambda obj: json.dumps(obj).encode()
+    return orjson.dumps
+
+
+_dumps = json_encoder()
+
+__all__ = ["CLIENTS", "ClientResult", "Generate", "generate_openai", "generate_sglang", "json_encoder"]
 
 
 @dataclass(slots=True)
@@ -76,7 +89,7 @@ async def _stream(pool: StreamPool, path: str, payload: dict[str, Any], res: Cli
                   *, timeout_s: float) -> None:
     """POST, feed the stream to ``on_data``, and record how the request ended on ``res``."""
     try:
-        resp = await pool.post_sse(path, json.dumps(payload).encode(), on_data, timeout_s)
+        resp = await pool.post_sse(path, _dumps(payload), on_data, timeout_s)
     except (TimeoutError, OSError, ValueError) as exc:
         res.status, res.error = _failure(exc, timeout_s)
         return

@@ -23,6 +23,7 @@ from hybridbench.engines.process import ServerProcess
 from hybridbench.engines.server import ServerEngine
 from hybridbench.engines.traits import EngineTraits
 from hybridbench.errors import ConfigError, EngineError
+from hybridbench.load import event_loop
 from hybridbench.load.client import CLIENTS, ClientResult, Generate
 from hybridbench.load.driver import Completed, drive
 from hybridbench.load.http import StreamPool
@@ -137,7 +138,7 @@ class ServerTrials:
                 finally:
                     watchdog.cancel()
 
-        asyncio.run(run())
+        event_loop.run(run())
         if self._why is not None:
             raise EngineError(f"{self.name} server for arm {ctx.trial.arm} {self._why} during trial "
                               f"{ctx.trial.trial_id}: {server.log_tail()}")

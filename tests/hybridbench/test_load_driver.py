@@ -17,6 +17,7 @@ import pytest
 from aiohttp import web
 
 from hybridbench.config.schema import LoadCfg
+from hybridbench.load import event_loop
 from hybridbench.load.client import ClientResult, generate_sglang
 from hybridbench.load.driver import Completed, drive
 from hybridbench.load.http import StreamPool
@@ -283,10 +284,13 @@ def test_the_heap_is_frozen_only_while_driving() -> None:
     assert len(seen) == 3 and min(seen) > before and gc.get_freeze_count() == before
 
 
-def test_every_record_field_is_filled_from_the_stream() -> None:
-    # Through the trial runner's own record path (outcome -> trial_record), over real HTTP.
+@pytest.mark.parametrize("loop", event_loop.EVENT_LOOPS)
+def test_every_record_field_is_filled_from_the_stream(loop: event_loop.EventLoop) -> None:
+    # Through the trial runner's own record path (outcome -> trial_record), over real HTTP, on both loops.
+    if loop == "uvloop" and event_loop.default() != "uvloop":
+        pytest.skip("uvloop is not installed (the fast extra)")
     rows = [TraceRow(i % 3, i // 3, 0.0, tuple(range(10 + i)), (0,) * 3) for i in range(9)]
-    done = asyncio.run(serve_and_drive(rows, LoadCfg(kind="closed", max_concurrency=4), Recorder(0.002)))
+    done = event_loop.run(serve_and_drive(rows, LoadCfg(kind="closed", max_concurrency=4), Recorder(0.002)), loop)
     trial = Trial(index=0, arm="radix", workload="w", repeat=1, seed=0)
     records = sorted((trial_record("run", trial, outcome(c), "cold-flushed") for c in done),
                      key=lambda r: r.request_index)

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Awaitable, Callable
 
-from hybridbench.load.client import generate_openai, generate_sglang
+import pytest
+
+from hybridbench.load import event_loop
+from hybridbench.load.client import generate_openai, generate_sglang, json_encoder
 from hybridbench.load.http import StreamPool
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+# Every test runs on both event loops the client supports (uvloop's transports are not asyncio's classes).
+LOOPS = [pytest.param(name, marks=pytest.mark.skipif(name == "uvloop" and event_loop.default() != "uvloop",
+                                                     reason="uvloop is not installed (the fast extra)"))
+         for name in event_loop.EVENT_LOOPS]
 
 
 def _sse(chunks: list[dict[str, object]]) -> bytes:
@@ -42,7 +51,9 @@ STREAM = [{"text": "a", "output_ids": [7], "meta_info": {"completion_tokens": 1,
           {"text": "abc", "output_ids": [7, 8, 9], "meta_info": {"completion_tokens": 3, "cached_tokens": 3}}]
 
 
-def test_a_chunked_stream_split_at_every_byte_parses_the_same_and_reuses_one_connection() -> None:
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_chunked_stream_split_at_every_byte_parses_the_same_and_reuses_one_connection(
+        loop: event_loop.EventLoop) -> None:
     connections = []
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -61,7 +72,7 @@ def test_a_chunked_stream_split_at_every_byte_parses_the_same_and_reuses_one_con
         async with StreamPool(url) as pool:
             return [await generate_sglang(pool, [1, 2, 3], 3, 5.0) for _ in range(3)]
 
-    results = asyncio.run(_with_server(handler, body))
+    results = event_loop.run(_with_server(handler, body), loop)
     assert len(connections) == 1
     for r in results:  # type: ignore[attr-defined]
         assert r.status == "ok", r.error
@@ -69,7 +80,8 @@ def test_a_chunked_stream_split_at_every_byte_parses_the_same_and_reuses_one_con
         assert r.sent < r.first_token <= r.end
 
 
-def test_an_error_status_keeps_the_body_and_a_sized_openai_stream_counts_usage() -> None:
+@pytest.mark.parametrize("loop", LOOPS)
+def test_an_error_status_keeps_the_body_and_a_sized_openai_stream_counts_usage(loop: event_loop.EventLoop) -> None:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         path = (await reader.readuntil(b"\r\n")).split()[1]
         await reader.readuntil(b"\r\n\r\n")
@@ -89,12 +101,13 @@ def test_an_error_status_keeps_the_body_and_a_sized_openai_stream_counts_usage()
             return (await generate_sglang(pool, [1], 4, 5.0),
                     await generate_openai(pool, [1], 4, 5.0, model="m"))
 
-    bad, good = asyncio.run(_with_server(handler, body))  # type: ignore[misc]
+    bad, good = event_loop.run(_with_server(handler, body), loop)  # type: ignore[misc]
     assert bad.status == "error" and bad.error == 'HTTP 400: {"error": "prompt too long"}' and bad.end is None
     assert good.status == "ok" and (good.output_tokens, good.cached_tokens, len(good.itl_ms)) == (2, 4, 1)
 
 
-def test_a_silent_server_times_out_and_a_closed_port_is_server_died() -> None:
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_silent_server_times_out_and_a_closed_port_is_server_died(loop: event_loop.EventLoop) -> None:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read()  # never answers
 
@@ -102,7 +115,7 @@ def test_a_silent_server_times_out_and_a_closed_port_is_server_died() -> None:
         async with StreamPool(url) as pool:
             return await generate_sglang(pool, [1], 4, 0.3)
 
-    slow = asyncio.run(_with_server(handler, body))
+    slow = event_loop.run(_with_server(handler, body), loop)
     assert slow.status == "timeout" and "0.3 s" in slow.error  # type: ignore[attr-defined]
 
     async def refused() -> object:
@@ -113,11 +126,12 @@ def test_a_silent_server_times_out_and_a_closed_port_is_server_died() -> None:
         async with StreamPool(f"http://127.0.0.1:{port}") as pool:
             return await generate_sglang(pool, [1], 4, 5.0)
 
-    dead = asyncio.run(refused())
+    dead = event_loop.run(refused(), loop)
     assert dead.status == "server_died" and dead.error.startswith("connection failed")  # type: ignore[attr-defined]
 
 
-def test_a_connection_dropped_mid_stream_is_server_died_and_an_idle_drop_is_retried() -> None:
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_connection_dropped_mid_stream_is_server_died_and_an_idle_drop_is_retried(loop: event_loop.EventLoop) -> None:
     served = []
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -138,13 +152,14 @@ def test_a_connection_dropped_mid_stream_is_server_died_and_an_idle_drop_is_retr
             second = await generate_sglang(pool, [1], 1, 5.0)
             return first, second
 
-    first, second = asyncio.run(_with_server(handler, body))  # type: ignore[misc]
+    first, second = event_loop.run(_with_server(handler, body), loop)  # type: ignore[misc]
     assert first.status == "ok" and first.output_tokens == 1
     assert len(served) == 2  # the dropped idle connection was replaced, not reported as a failure
     assert second.status == "server_died" and "mid-response" in second.error
 
 
-def test_output_ids_come_from_the_last_list_and_a_malformed_one_is_an_error() -> None:
+@pytest.mark.parametrize("loop", LOOPS)
+def test_output_ids_come_from_the_last_list_and_a_malformed_one_is_an_error(loop: event_loop.EventLoop) -> None:
     # SGLang resends the whole output_ids list in every chunk: the client keeps the last one, converted once.
     streams = {b"good": STREAM,
                b"bad": [*STREAM[:2], {"output_ids": [7, 8, "nine"], "meta_info": {"completion_tokens": 3}}],
@@ -161,7 +176,16 @@ def test_output_ids_come_from_the_last_list_and_a_malformed_one_is_an_error() ->
         async with StreamPool(url) as pool:
             return [await generate_sglang(pool, list(name), 3, 5.0) for name in streams]
 
-    good, bad, odd = asyncio.run(_with_server(handler, body))  # type: ignore[misc]
+    good, bad, odd = event_loop.run(_with_server(handler, body), loop)  # type: ignore[misc]
     assert (good.status, good.output_ids, good.output_tokens) == ("ok", [7, 8, 9], 3)
     assert bad.status == "error" and "nine" in bad.error and bad.output_tokens == 0
     assert (odd.status, odd.output_ids, odd.output_tokens) == ("ok", [7], 2)  # not a list: not output ids
+
+
+def test_request_bodies_encode_the_same_with_or_without_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
+    payload = {"input_ids": (1, 2, 30000), "sampling_params": {"temperature": 0.0, "max_new_tokens": 4,
+               "ignore_eos": True}, "stream": True, "model": "m/ü"}
+    fast = json_encoder()(payload)
+    monkeypatch.setitem(sys.modules, "orjson", None)  # an import of orjson now fails: the json fallback
+    plain = json_encoder()(payload)
+    assert json.loads(fast) == json.loads(plain) == {**payload, "input_ids": [1, 2, 30000]}
