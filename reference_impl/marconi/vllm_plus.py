@@ -60,14 +60,18 @@ class VllmPlusCache:
         self.states_evicted = 0
         self._heap: list[tuple[int, int, _Block]] = []
         self._seq = 0
+        self._last_lookup: tuple[Sequence[int], bytes] = ((), b"")
 
     # -- ReplayCache ------------------------------------------------------------------------------
     def lookup(self, input_tokens: Sequence[int]) -> int:
         buf = pack(input_tokens)
+        self._last_lookup = (input_tokens, buf)  # admit() of the same request reuses the packing
         return self.lookup_packed(buf, len(input_tokens))
 
     def admit(self, input_tokens: Sequence[int], output_tokens: Sequence[int]) -> None:
-        self.admit_packed(pack(input_tokens) + pack(output_tokens), len(input_tokens))
+        last, buf = self._last_lookup
+        seq = (buf if last is input_tokens else pack(input_tokens)) + pack(output_tokens)
+        self.admit_packed(seq, len(input_tokens))
 
     # Packed variants (``tree.pack_request``: input + output packed together, the input's length).
     def lookup_packed(self, seq: bytes, input_len: int) -> int:
@@ -153,28 +157,40 @@ class VllmPlusCache:
             if pos == n:
                 return
             if node is self.root or len(node.key) == bb:
-                key = seq[pos : pos + bb]
-                leaf = _Block(key, node, self.clock)
-                node.children[key] = leaf
-                node.by_first.setdefault(key[:w], []).append(leaf)
-                self.num_nodes += 1
-                self.num_tokens += len(key) // w
-                self.states_admitted += 1
-                pos += len(key)
-                node = leaf
-            else:
-                # A partial last block is filled in place; Marconi re-keys it, moving it last.
-                parent = node.parent
-                assert parent is not None and not node.children
-                add = seq[pos : pos + bb - len(node.key)]
-                del parent.children[node.key]
-                group = parent.by_first[node.key[:w]]
-                group.remove(node)
-                group.append(node)
-                node.key = node.key + add
-                parent.children[node.key] = node
-                self.num_tokens += len(add) // w
-                pos += len(add)
+                self._append_blocks(node, seq, pos)
+                return
+            # A partial last block is filled in place; Marconi re-keys it, moving it last.
+            parent = node.parent
+            assert parent is not None and not node.children
+            add = seq[pos : pos + bb - len(node.key)]
+            del parent.children[node.key]
+            group = parent.by_first[node.key[:w]]
+            group.remove(node)
+            group.append(node)
+            node.key = node.key + add
+            parent.children[node.key] = node
+            self.num_tokens += len(add) // w
+            pos += len(add)
+
+    def _append_blocks(self, node: _Block, seq: bytes, pos: int) -> None:
+        """Open blocks for ``seq[pos:]`` below ``node``, all stamped now; only the last is a leaf,
+        so only it enters the LRU heap (an inner block's entry would be stale at once)."""
+        w = TOKEN_BYTES
+        bb = self.block_size * w
+        now = self.clock
+        added = 0
+        self.num_tokens += (len(seq) - pos) // w
+        while pos < len(seq):
+            key = seq[pos : pos + bb]
+            block = _Block(key, node, now)
+            node.children[key] = block
+            node.by_first.setdefault(key[:w], []).append(block)
+            added += 1
+            pos += len(key)
+            node = block
+        self.num_nodes += added
+        self.states_admitted += added
+        self._push(node)
 
     def _evict(self, bytes_to_remove: float) -> None:
         w = TOKEN_BYTES
