@@ -14,6 +14,7 @@ and ``ValueError`` (a response that is not HTTP/1.x, or a handler that cannot pa
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +71,9 @@ class _Conn(asyncio.Protocol):
         self._got_bytes = False
         self.transport.write(request)
         return self._waiter
+
+    def time_out(self, timeout_s: float) -> None:
+        self._fail(TimeoutError(f"no complete response within {timeout_s:g} s"))
 
     def abort(self, exc: BaseException) -> None:
         """Fail the pending request (timeout, cancellation) and drop the connection."""
@@ -248,6 +252,7 @@ class StreamPool:
         self.port = parts.port or 80
         self.prefix = parts.path.rstrip("/")
         self._host_header = parts.netloc.rsplit("@", 1)[-1]
+        self._heads: dict[str, bytes] = {}  # each path's request line and headers, up to the body's length
         self._idle: list[_Conn] = []
         self._all: set[_Conn] = set()
         self.loop = asyncio.get_running_loop()
@@ -269,15 +274,21 @@ class StreamPool:
             self._idle.append(conn)
 
     def request_bytes(self, path: str, body: bytes) -> bytes:
-        head = (f"POST {self.prefix}{path} HTTP/1.1\r\nHost: {self._host_header}\r\n"
-                "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n")
-        return head.encode("latin-1") + body
+        head = self._heads.get(path)
+        if head is None:
+            head = self._heads[path] = (f"POST {self.prefix}{path} HTTP/1.1\r\nHost: {self._host_header}\r\n"
+                                        "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+                                        "Content-Length: ").encode("latin-1")
+        return b"%s%d\r\n\r\n%s" % (head, len(body), body)
 
     async def _connect(self, timeout_s: float) -> _Conn:
+        connect = self.loop.create_connection(lambda: _Conn(self), self.host, self.port)
         try:
-            _, conn = await asyncio.wait_for(
-                self.loop.create_connection(lambda: _Conn(self), self.host, self.port), timeout_s)
+            if sys.version_info >= (3, 11):  # a timer on this task; wait_for wraps the connect in another task
+                async with asyncio.timeout(timeout_s):
+                    _, conn = await connect
+            else:
+                _, conn = await asyncio.wait_for(connect, timeout_s)
         except asyncio.TimeoutError:  # a distinct class before Python 3.11
             raise TimeoutError(f"no connection within {timeout_s:g} s") from None
         self._all.add(conn)
@@ -298,8 +309,7 @@ class StreamPool:
             if conn is None:
                 conn = await self._connect(deadline - time.perf_counter())
             waiter = conn.start(request, on_data)
-            timer = self.loop.call_at(self.loop.time() + max(0.0, deadline - time.perf_counter()), conn.abort,
-                                      TimeoutError(f"no complete response within {timeout_s:g} s"))
+            timer = self.loop.call_later(max(0.0, deadline - time.perf_counter()), conn.time_out, timeout_s)
             try:
                 return await waiter
             except _StaleConnection:

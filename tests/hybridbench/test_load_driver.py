@@ -145,17 +145,19 @@ def stall(_c: Completed) -> None:
 
 
 def test_closed_loop_counts_a_stalled_client_as_client_delay_and_flags_it() -> None:
-    # One output token after 50 ms: TTFT ~50 ms, so a 30 ms stall is far above the 10% flag line.
+    # One output token after 200 ms: TTFT ~200 ms, so a 30 ms stall is above the 10% flag line, and a delay
+    # wrongly taken from the previous send (server time included) would be past the upper bound below.
     rows = [TraceRow(i, 0, 0.0, (1, 2, i), (0,)) for i in range(12)]
-    done = asyncio.run(serve_and_drive(rows, LoadCfg(kind="closed", max_concurrency=2), Recorder(0.05), stall))
+    done = asyncio.run(serve_and_drive(rows, LoadCfg(kind="closed", max_concurrency=2), Recorder(0.2), stall))
     assert all(c.result.status == "ok" for c in done)
     delays = {c.index: (c.result.sent - c.t0 - c.scheduled_s) * 1e3 for c in done}
     first_wave, rest = [delays[i] for i in (0, 1)], [delays[i] for i in range(2, 12)]
     assert max(first_wave) < STALL_MS / 2  # nothing stalled before the first sends
     # Each later request waits at least for the stall after the completion that freed its slot, and at
     # most for both slots' stalls (plus scheduling slack): completions whose bytes arrived together are
-    # handled one after the other, and the second slot was free from its last byte.
-    assert all(STALL_MS <= d < 2 * STALL_MS + 25 for d in rest), rest
+    # handled one after the other, and the second slot was free from its last byte. The slack is wide
+    # enough for a machine shared with other jobs (the test process loses the CPU now and then).
+    assert all(STALL_MS <= d < 2 * STALL_MS + 90 for d in rest), rest
     summary = summarize(to_records(done))
     assert summary["p99_client_delay_ms"] >= STALL_MS and summary["client_delay_flagged"] is True
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from hybridbench.load import event_loop
-from hybridbench.load.client import generate_openai, generate_sglang, json_encoder
+from hybridbench.load.client import generate_openai, generate_sglang, json_codec
 from hybridbench.load.http import StreamPool
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -182,10 +182,23 @@ def test_output_ids_come_from_the_last_list_and_a_malformed_one_is_an_error(loop
     assert (odd.status, odd.output_ids, odd.output_tokens) == ("ok", [7], 2)  # not a list: not output ids
 
 
-def test_request_bodies_encode_the_same_with_or_without_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bodies_and_chunks_read_the_same_with_or_without_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
     payload = {"input_ids": (1, 2, 30000), "sampling_params": {"temperature": 0.0, "max_new_tokens": 4,
                "ignore_eos": True}, "stream": True, "model": "m/ü"}
-    fast = json_encoder()(payload)
-    monkeypatch.setitem(sys.modules, "orjson", None)  # an import of orjson now fails: the json fallback
-    plain = json_encoder()(payload)
-    assert json.loads(fast) == json.loads(plain) == {**payload, "input_ids": [1, 2, 30000]}
+    chunks = [b'{"text": "a\\ud83d", "meta_info": {"completion_tokens": 1}}',  # an escaped lone surrogate
+              b'{"meta_info": {"queue_time": NaN, "e2e_latency": Infinity}}',  # json's extensions: orjson refuses
+              '{"text": "\ud800"}'.encode("utf-8", "surrogatepass")]  # a raw lone surrogate: not UTF-8
+    bad = [b'{"a": 1} {"b": 2}', b'{"a": ']
+    codecs = [json_codec()]
+    monkeypatch.setitem(sys.modules, "orjson", None)  # an import of orjson now fails: json's codec
+    codecs.append(json_codec())
+    (fast_dumps, fast_loads), (plain_dumps, plain_loads) = codecs
+    want = {**payload, "input_ids": [1, 2, 30000]}
+    assert json.loads(fast_dumps(payload)) == json.loads(plain_dumps(payload)) == want
+    for chunk in chunks:  # repr: NaN != NaN
+        want_chunk = repr(json.loads(chunk.decode("utf-8", "surrogatepass")))
+        assert repr(fast_loads(chunk)) == repr(plain_loads(chunk)) == want_chunk
+    for chunk in bad:
+        for loads in (fast_loads, plain_loads):
+            with pytest.raises(ValueError):
+                loads(chunk)
