@@ -50,10 +50,10 @@ HEALTH_TIMEOUT_S = 20.0
 HEALTH_POLL_S = 0.05
 
 Started = tuple[Submission, Latest]  # a submitted request and the mailbox its updates arrive in
-Render = Callable[[int, Update], tuple[dict[str, Any], bool]]  # (request index, update) -> (event, last?)
+Render = Callable[[int, Update], tuple[list[dict[str, Any]], bool]]  # (request index, update) -> (events, last?)
 
 
-def _no_render(i: int, u: Update) -> tuple[dict[str, Any], bool]:
+def _no_render(i: int, u: Update) -> tuple[list[dict[str, Any]], bool]:
     raise AssertionError("a refused stream has no requests")
 
 
@@ -136,8 +136,9 @@ class Api:
             if refusal is not None:
                 await write_or_drop(resp, dumps_event(refusal), stall)
             async for i, u in updates:
-                body, last = render(i, u)
-                await write_or_drop(resp, dumps_event(body), stall)
+                bodies, last = render(i, u)
+                for body in bodies:
+                    await write_or_drop(resp, dumps_event(body), stall)
                 if last:
                     break
             await write_or_drop(resp, b"data: [DONE]\n\n", stall)
@@ -185,11 +186,11 @@ class Api:
             bodies = [generate_body(sub, p, u) for (sub, _), p, u in zip(started, batch.items, finals, strict=True)]
             return web.json_response(bodies if batch.batched else bodies[0])
 
-        def render(i: int, u: Update) -> tuple[dict[str, Any], bool]:
+        def render(i: int, u: Update) -> tuple[list[dict[str, Any]], bool]:
             body = generate_body(started[i][0], batch.items[i], u)
             if batch.batched:
                 body["index"] = i
-            return body, u.error is not None
+            return [body], u.error is not None
         return await self._sse(request, started, render)
 
     # ------------------------------------------------------------------ /v1/completions
@@ -209,15 +210,16 @@ class Api:
         except BadRequest as exc:
             return openai_error(str(exc))
         started = [self._start(params)]
-        chunks = OpenAiChunks(started[0][0], params, chat=chat, model=self.config.served_model_name)
+        chunks = OpenAiChunks(started[0][0], params, chat=chat, model=self.config.served_model_name,
+                              version=self.config.api_version)
         if not params.stream:
             finals = await self._finals(started)
             if isinstance(finals, str):
                 return openai_error(finals)
             return web.json_response(chunks.whole(finals[0]))
 
-        def render(_: int, u: Update) -> tuple[dict[str, Any], bool]:
-            return (openai_stream_error(u.error), True) if u.error is not None else (chunks.delta(u), False)
+        def render(_: int, u: Update) -> tuple[list[dict[str, Any]], bool]:
+            return ([openai_stream_error(u.error)], True) if u.error is not None else (chunks.deltas(u), False)
         return await self._sse(request, started, render)
 
     def _drop(self, request: web.Request, resp: web.StreamResponse, started: list[Started]) -> web.StreamResponse:

@@ -64,34 +64,54 @@ def generate_body(sub: Submission, params: GenerateParams, u: Update) -> dict[st
 
 
 class OpenAiChunks:
-    """/v1/completions and /v1/chat/completions bodies for one request: text vs message/delta, whole vs chunk."""
+    """/v1/completions and /v1/chat/completions bodies for one request: text vs message/delta, whole vs chunk.
 
-    def __init__(self, sub: Submission, params: GenerateParams, *, chat: bool, model: str) -> None:
-        self.sub, self.params, self.chat, self.model = sub, params, chat, model
+    /v1/completions as recorded from SGLang 0.5.16 and 0.5.23: each choice has ``matched_stop``, usage has
+    ``reasoning_tokens`` (and 0.5.23's ``completion_tokens_details`` without a stream), the answer a ``metadata``
+    (0.5.23 adds ``weight_versions``); a stream's chunks carry ``usage: null``, and the usage comes after the last
+    one in a chunk of its own with no choices, only when ``stream_options.include_usage`` asks
+    (serving_completions.py 0.5.23:478-496); ``sglext`` likewise in its own chunk (:464-476). The chat shapes
+    are not recorded: a chat stream's last chunk carries the usage.
+    """
+
+    def __init__(self, sub: Submission, params: GenerateParams, *, chat: bool, model: str, version: str) -> None:
+        self.sub, self.params, self.chat, self.model, self.version = sub, params, chat, model, version
         self.id = f"{'chatcmpl' if chat else 'cmpl'}-{sub.rid}"
         self.created = int(time.time())
         self._sent = ""  # the text already streamed
 
     def _usage(self, u: Update) -> dict[str, Any]:
         n_in, n_out = len(self.sub.input_ids), len(u.output_ids)
-        return {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out,
-                "prompt_tokens_details": {"cached_tokens": u.cached_tokens}}
+        usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out,
+                 "prompt_tokens_details": {"cached_tokens": u.cached_tokens}}
+        if not self.chat:
+            usage["reasoning_tokens"] = 0
+        return usage
+
+    def _sglext(self, u: Update) -> dict[str, Any]:  # SGLang's extension, read by bench_serving's cache report
+        return {"cached_tokens_details": {"device": u.cached_tokens, "host": 0}}
 
     def _chunk(self, text: str, reason: str | None, u: Update | None, *, whole: bool) -> dict[str, Any]:
         choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason}
         if not self.chat:
             choice["text"] = text
+            choice["matched_stop"] = None
         elif whole:
             choice["message"] = {"role": "assistant", "content": text}
         else:
             choice["delta"] = {"role": "assistant", "content": text}
-        kind = ("chat.completion" if whole else "chat.completion.chunk") if self.chat else "text_completion"
+        return self._frame([choice], u)
+
+    def _frame(self, choices: list[dict[str, Any]], u: Update | None) -> dict[str, Any]:
+        kind = "chat.completion.chunk" if self.chat else "text_completion"  # whole() renames a whole chat answer
         body: dict[str, Any] = {"id": self.id, "object": kind, "created": self.created, "model": self.model,
-                                "choices": [choice]}
+                                "choices": choices}
         if u is not None:
             body["usage"] = self._usage(u)
-            if self.params.return_cached_tokens_details:  # SGLang's extension, read by bench_serving's cache report
-                body["sglext"] = {"cached_tokens_details": {"device": u.cached_tokens, "host": 0}}
+            if self.params.return_cached_tokens_details:
+                body["sglext"] = self._sglext(u)
+        elif not self.chat:
+            body["usage"] = None
         return body
 
     @staticmethod
@@ -99,10 +119,27 @@ class OpenAiChunks:
         return str((u.finish_reason or {}).get("type", "length"))
 
     def whole(self, u: Update) -> dict[str, Any]:
-        return self._chunk(decode(u.output_ids), self._reason(u), u, whole=True)
+        body = self._chunk(decode(u.output_ids), self._reason(u), u, whole=True)
+        if self.chat:
+            body["object"] = "chat.completion"
+            return body
+        body["metadata"] = {"weight_version": "default"}
+        if self.version != "0.5.16":
+            body["usage"]["completion_tokens_details"] = None
+            body["metadata"]["weight_versions"] = [{"version": "default", "start": 0, "end": len(u.output_ids)}]
+        return body
 
-    def delta(self, u: Update) -> dict[str, Any]:
-        """The next stream chunk: the text not sent yet; usage and the reason only on the last."""
+    def deltas(self, u: Update) -> list[dict[str, Any]]:
+        """The stream chunks for the next update: the text not sent yet; the reason on the last; the usage with
+        it (chat) or after it (completions, when asked)."""
         text = decode(u.output_ids)
         delta, self._sent = text[len(self._sent):], text
-        return self._chunk(delta, self._reason(u) if u.finished else None, u if u.finished else None, whole=False)
+        reason = self._reason(u) if u.finished else None
+        if self.chat:
+            return [self._chunk(delta, reason, u if u.finished else None, whole=False)]
+        out = [self._chunk(delta, reason, None, whole=False)]
+        if u.finished and self.params.return_cached_tokens_details:
+            out.append({**self._frame([], None), "sglext": self._sglext(u)})
+        if u.finished and self.params.include_usage:
+            out.append({**self._frame([], None), "usage": self._usage(u)})
+        return out

@@ -78,7 +78,8 @@ SAMPLING = FieldTable(
     neutral={**_SAMPLING_NEUTRAL, "min_new_tokens": (0,), "beam_width": (1,), "watermark": (), "choice": ([],)},
 )
 
-# The last chunk always carries usage, so include_usage is honoured whatever its value.
+# include_usage: /v1/completions reads it (SGLang's separate usage chunk); a chat stream's last chunk always
+# carries usage, so there it is honoured whatever its value.
 STREAM_OPTIONS = FieldTable("stream_options", used=set(),
                             neutral={"include_usage": ANY, "continuous_usage_stats": (False,)})
 
@@ -130,7 +131,8 @@ def field_problem(data: Mapping[str, Any], table: FieldTable) -> str | None:
     """Why ``data`` cannot be served, as one line for the client; None when every field is acceptable."""
     unknown = sorted(set(data) - table.used - set(table.neutral))
     if unknown:
-        return f"unknown field(s) in {table.where}: {', '.join(unknown)}"
+        names = (n if n.isprintable() else repr(n) for n in unknown)  # one line, whatever the client's key holds
+        return f"unknown field(s) in {table.where}: {', '.join(names)}"
     for name in sorted(set(data) & set(table.neutral)):
         value, neutral = data[name], table.neutral[name]
         if value is None or neutral == ANY:

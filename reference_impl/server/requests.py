@@ -61,6 +61,7 @@ class GenerateParams:
     text_input: bool = False
     return_text_in_logprobs: bool = False
     return_cached_tokens_details: bool = False
+    include_usage: bool = False  # /v1/completions stream: a usage chunk after the last one (stream_options)
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -253,6 +254,8 @@ def parse_completions(data: Mapping[str, Any], vocab: int, context: int) -> Gene
         text_input=text_input,
         return_cached_tokens_details=_bool(_get(data, "return_cached_tokens_details", False),
                                            "return_cached_tokens_details"),
+        include_usage=_bool(_get(_get(data, "stream_options", {}), "include_usage", False),
+                            "stream_options.include_usage"),
     )
 
 

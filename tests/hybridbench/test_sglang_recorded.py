@@ -168,3 +168,36 @@ def test_the_reference_server_refuses_as_sglang_did(version: str) -> None:
             else:
                 assert raw.decode() == e["response"]
         assert wrong.exchange("POST", "/generate", errors[1]["request"])[0] == (400 if version == "0.5.16" else 500)
+
+
+def _sse(lines: list[str]) -> list[Any]:
+    return [line[len("data: "):] if line == "data: [DONE]" else json.loads(line[len("data: "):]) for line in lines]
+
+
+def _keys(body: dict[str, Any]) -> dict[str, Any]:
+    """A completion body's key tree: top level, each choice, usage and metadata (None when null)."""
+    nested = {k: (sorted(v) if isinstance(v, dict) else v is None) for k, v in body.items()
+              if k in ("usage", "metadata")}
+    return {"top": sorted(body), "choices": [sorted(c) for c in body["choices"]], **nested}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_reference_server_answers_v1_completions_in_sglangs_shape(version: str) -> None:
+    """Plain and streamed (with ``include_usage``): the same keys at every level, chunk for chunk from the
+    reason on (the text before it is split by the tokenizer), the usage alone after it. The recorded
+    ``logprobs: 2`` request is refused by the reference server (no OpenAI logprobs)."""
+    recorded = [e for e in exchanges(version) if e["path"] == "/v1/completions" and not e["request"].get("logprobs")]
+    assert len(recorded) == 2
+    with running_server("--vocab-size", "1024", "--sglang-api-version", version) as server:
+        for e in recorded:
+            status, raw = server.request("POST", "/v1/completions", e["request"])
+            assert status == 200, raw
+            if not e["request"].get("stream"):
+                assert _keys(json.loads(raw)) == _keys(e["response"])
+                continue
+            got = _sse([block for block in raw.decode().split("\n\n") if block.startswith("data: ")])
+            want = _sse(e["response"])
+            assert got[-1] == want[-1] == "[DONE]"
+            assert [_keys(c) for c in got[-3:-1]] == [_keys(c) for c in want[-3:-1]]
+            assert got[-2]["usage"]["completion_tokens"] == want[-2]["usage"]["completion_tokens"]
+            assert all(_keys(c) == _keys(want[1]) for c in got[:-3])

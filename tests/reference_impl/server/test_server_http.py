@@ -139,10 +139,16 @@ def test_v1_completions(server: Server) -> None:
     assert status == 200
     out = json.loads(body)
     assert out["usage"]["completion_tokens"] == 3 and out["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
-    events = server.stream("/v1/completions", {"prompt": prompt, "max_tokens": 4, "ignore_eos": True})
+    events = server.stream("/v1/completions", {"prompt": prompt, "max_tokens": 4, "ignore_eos": True,
+                                               "stream_options": {"include_usage": True}})
     assert events[-1] == "[DONE]"
-    assert events[-2]["choices"][0]["finish_reason"] == "length" and events[-2]["usage"]["completion_tokens"] == 4
-    assert "".join(e["choices"][0]["text"] for e in events[:-1])
+    # SGLang's order: the last text chunk with the reason, then the usage alone (no choices)
+    assert events[-2]["choices"] == [] and events[-2]["usage"]["completion_tokens"] == 4
+    assert events[-3]["choices"][0]["finish_reason"] == "length" and events[-3]["usage"] is None
+    assert "".join(e["choices"][0]["text"] for e in events[:-2])
+    # without include_usage, no usage chunk
+    events = server.stream("/v1/completions", {"prompt": prompt, "max_tokens": 4, "ignore_eos": True})
+    assert all(e["usage"] is None and len(e["choices"]) == 1 for e in events[:-1])
 
 
 def test_v1_chat_completions_templates_messages_and_shares_their_prefix(server: Server) -> None:
