@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
@@ -28,6 +29,10 @@ DataHandler = Callable[[bytes, float], bool]
 
 _MAX_HEAD = 64 * 1024  # a status line plus headers longer than this is not a server we talk to
 _MAX_ERROR_BODY = 64 * 1024  # of a non-200 body, only the start is kept (the record shows 200 characters)
+# New connections the server has not answered yet, at most: a burst of hundreds of connects overflows a
+# small listen backlog (asyncio's 100, aiohttp's 128), and each dropped SYN is retried a second later, a
+# second that lands in that request's TTFT. A request past the cap waits for an answer or an idle connection.
+MAX_UNANSWERED_CONNECTS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,7 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.served = 0  # responses completed on this connection
+        self.unanswered = False  # new, and no byte from the server yet: counts against the pool's cap
         self._waiter: asyncio.Future[Response] | None = None
         self._on_data: DataHandler | None = None
 
@@ -85,6 +91,7 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.answered()
         if self._waiter is None or self._waiter.done():
             return
         if self._head_done and self._mode == "close":
@@ -100,6 +107,8 @@ class _Conn(asyncio.Protocol):
             self._close()
             return
         self._got_bytes = True
+        if self.unanswered:
+            self.answered()
         try:
             self._feed(self._buf + data if self._buf else data, now)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a payload the handler cannot read
@@ -235,8 +244,15 @@ class _Conn(asyncio.Protocol):
             self._waiter.set_exception(exc)
         self._close()
 
+    def answered(self) -> None:
+        """The server answered this new connection (or it ended): it no longer counts against the cap."""
+        if self.unanswered:
+            self.unanswered = False
+            self.pool.settle_connect()
+
     def _close(self) -> None:
         self.closed = True
+        self.answered()
         if self.transport is not None:
             self.transport.close()
 
@@ -254,6 +270,8 @@ class StreamPool:
         self._host_header = parts.netloc.rsplit("@", 1)[-1]
         self._heads: dict[str, bytes] = {}  # each path's request line and headers, up to the body's length
         self._idle: list[_Conn] = []
+        self._unanswered = 0  # new connections without a byte from the server yet
+        self._waiting: deque[asyncio.Future[None]] = deque()  # requests waiting for a connection
         self._all: set[_Conn] = set()
         self.loop = asyncio.get_running_loop()
 
@@ -266,12 +284,46 @@ class StreamPool:
     def close(self) -> None:
         for conn in list(self._all):
             conn.abort(ConnectionError("client closed"))
+        while self._waiting:
+            if not (fut := self._waiting.popleft()).done():
+                fut.set_exception(ConnectionError("client closed"))
         self._all.clear()
         self._idle.clear()
 
     def release(self, conn: _Conn) -> None:
         if conn in self._all:
             self._idle.append(conn)
+            self._wake()
+
+    def settle_connect(self) -> None:
+        self._unanswered -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        """A connection went idle or the cap has room: the longest-waiting request looks again."""
+        while self._waiting:
+            fut = self._waiting.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+    async def _wait_for_room(self, deadline: float, timeout_s: float) -> None:
+        fut = self.loop.create_future()
+        self._waiting.append(fut)
+
+        def expire() -> None:
+            if not fut.done():
+                fut.set_exception(TimeoutError(f"no connection within {timeout_s:g} s"))
+
+        timer = self.loop.call_later(max(0.0, deadline - time.perf_counter()), expire)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self._wake()  # woken in the same pass as cancelled: pass the turn on
+            raise
+        finally:
+            timer.cancel()
 
     def request_bytes(self, path: str, body: bytes) -> bytes:
         head = self._heads.get(path)
@@ -282,6 +334,7 @@ class StreamPool:
         return b"%s%d\r\n\r\n%s" % (head, len(body), body)
 
     async def _connect(self, timeout_s: float) -> _Conn:
+        self._unanswered += 1
         connect = self.loop.create_connection(lambda: _Conn(self), self.host, self.port)
         try:
             if sys.version_info >= (3, 11):  # a timer on this task; wait_for wraps the connect in another task
@@ -289,8 +342,14 @@ class StreamPool:
                     _, conn = await connect
             else:
                 _, conn = await asyncio.wait_for(connect, timeout_s)
-        except asyncio.TimeoutError:  # a distinct class before Python 3.11
-            raise TimeoutError(f"no connection within {timeout_s:g} s") from None
+        except BaseException as exc:
+            self.settle_connect()
+            if isinstance(exc, asyncio.TimeoutError):  # a distinct class before Python 3.11
+                raise TimeoutError(f"no connection within {timeout_s:g} s") from None
+            raise
+        conn.unanswered = True
+        if conn.closed:
+            conn.answered()
         self._all.add(conn)
         return conn
 
@@ -307,6 +366,9 @@ class StreamPool:
                     break
                 self._all.discard(candidate)
             if conn is None:
+                if self._unanswered >= MAX_UNANSWERED_CONNECTS:
+                    await self._wait_for_room(deadline, timeout_s)
+                    continue
                 conn = await self._connect(deadline - time.perf_counter())
             waiter = conn.start(request, on_data)
             timer = self.loop.call_later(max(0.0, deadline - time.perf_counter()), conn.time_out, timeout_s)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 
-from hybridbench.load import event_loop
+from hybridbench.load import event_loop, http
 from hybridbench.load.client import generate_openai, generate_sglang, json_codec
 from hybridbench.load.http import StreamPool
 
@@ -202,3 +203,34 @@ def test_bodies_and_chunks_read_the_same_with_or_without_orjson(monkeypatch: pyt
         for loads in (fast_loads, plain_loads):
             with pytest.raises(ValueError):
                 loads(chunk)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_new_connections_wait_for_the_server_to_answer_past_the_cap(loop: event_loop.EventLoop,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # A burst of connects must not overflow a small listen backlog: past the cap, a request waits until
+    # the server answers a new connection or one goes idle.
+    monkeypatch.setattr(http, "MAX_UNANSWERED_CONNECTS", 2)
+    opened: list[float] = []
+    answered: list[float] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened.append(time.perf_counter())
+        while True:
+            try:
+                await _read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            await asyncio.sleep(0.05)
+            answered.append(time.perf_counter())
+            sse = _sse(STREAM[:1])
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(sse), sse))
+            await writer.drain()
+
+    async def body(url: str) -> object:
+        async with StreamPool(url) as pool:
+            return await asyncio.gather(*(generate_sglang(pool, [i], 1, 5.0) for i in range(6)))
+
+    results = event_loop.run(_with_server(handler, body), loop)
+    assert [r.status for r in results] == ["ok"] * 6  # type: ignore[attr-defined]
+    assert len(opened) >= 2 and all(t > answered[0] for t in opened[2:])  # a third only after an answer
