@@ -145,6 +145,29 @@ def test_the_reference_server_answers_generate_and_flush_with_sglangs_keys(versi
     assert batches == 1
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_reference_server_streams_generate_with_sglangs_keys(version: str) -> None:
+    """Every chunk of a recorded /generate stream (plain, and with logprobs): the same top-level and meta_info
+    keys as SGLang's first chunk (before the end) and last (at it), less the named timing fields; then [DONE]."""
+    unmodelled = TIMING_KEYS | (ADDED_IN_0_5_23 if version == "0.5.23" else set())
+    streams = [e for e in exchanges(version) if e["path"] == "/generate" and e["status"] == 200
+               and isinstance(e["request"], dict) and e["request"].get("stream")]
+    assert len(streams) == 2
+
+    def keys(chunk: dict[str, Any]) -> tuple[list[str], list[str]]:
+        return sorted(chunk), sorted(set(chunk["meta_info"]) - unmodelled)
+
+    with running_server("--vocab-size", "1024") as server:
+        for e in streams:
+            want = [json.loads(line[len("data: "):]) for line in e["response"][:-1]]
+            assert e["response"][-1] == "data: [DONE]"
+            got = server.stream("/generate", e["request"])
+            assert got[-1] == "[DONE]" and len(got) >= 2  # updates a slow reader missed are coalesced
+            assert all(keys(c) == keys(want[0]) for c in got[:-2]), e["request"].keys()
+            assert keys(got[-2]) == keys(want[-1])
+            assert got[-2]["meta_info"]["finish_reason"] == want[-1]["meta_info"]["finish_reason"]
+
+
 def _recorded_errors(version: str) -> list[dict[str, Any]]:
     return [e for e in exchanges(version) if e["path"] == "/generate" and e["status"] not in (None, 200)]
 
