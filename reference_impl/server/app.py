@@ -201,25 +201,27 @@ class Api:
         return await self._openai(request, chat=True)
 
     async def _openai(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
-        """/v1/completions and /v1/chat/completions: one flow, two body shapes (text vs message/delta)."""
-        parse = parse_chat if chat else parse_completions
+        """/v1/completions and /v1/chat/completions: one flow, two body shapes (text vs message/delta); a list of
+        completion prompts is one answer with a choice per prompt."""
         try:
-            params = parse(await self._read(request), self.config.model.vocab_size, self.config.context_length)
+            data = await self._read(request)
+            vocab, context = self.config.model.vocab_size, self.config.context_length
+            items = (parse_chat(data, vocab, context),) if chat else parse_completions(data, vocab, context).items
         except MalformedBody as exc:
             return validation_error(str(exc))
         except BadRequest as exc:
             return openai_error(str(exc))
-        started = [self._start(params)]
-        chunks = OpenAiChunks(started[0][0], params, chat=chat, model=self.config.served_model_name,
+        started = [self._start(p) for p in items]
+        chunks = OpenAiChunks([sub for sub, _ in started], items[0], chat=chat, model=self.config.served_model_name,
                               version=self.config.api_version)
-        if not params.stream:
+        if not items[0].stream:
             finals = await self._finals(started)
             if isinstance(finals, str):
                 return openai_error(finals)
-            return web.json_response(chunks.whole(finals[0]))
+            return web.json_response(chunks.whole(finals))
 
-        def render(_: int, u: Update) -> tuple[list[dict[str, Any]], bool]:
-            return ([openai_stream_error(u.error)], True) if u.error is not None else (chunks.deltas(u), False)
+        def render(i: int, u: Update) -> tuple[list[dict[str, Any]], bool]:
+            return ([openai_stream_error(u.error)], True) if u.error is not None else (chunks.deltas(i, u), False)
         return await self._sse(request, started, render)
 
     def _drop(self, request: web.Request, resp: web.StreamResponse, started: list[Started]) -> web.StreamResponse:

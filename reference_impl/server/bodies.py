@@ -64,7 +64,9 @@ def generate_body(sub: Submission, params: GenerateParams, u: Update) -> dict[st
 
 
 class OpenAiChunks:
-    """/v1/completions and /v1/chat/completions bodies for one request: text vs message/delta, whole vs chunk.
+    """/v1/completions and /v1/chat/completions bodies for one request: text vs message/delta, whole vs chunk;
+    a batch of completion prompts is one answer with a choice per prompt (``index``), usage summed over them
+    (serving_completions.py ``_build_completion_response`` 0.5.23:532-646, usage_processor.py:17-90).
 
     /v1/completions as recorded from SGLang 0.5.16 and 0.5.23: each choice has ``matched_stop``, usage has
     ``reasoning_tokens`` (and 0.5.23's ``completion_tokens_details`` without a stream), the answer a ``metadata``
@@ -74,16 +76,19 @@ class OpenAiChunks:
     are not recorded: a chat stream's last chunk carries the usage.
     """
 
-    def __init__(self, sub: Submission, params: GenerateParams, *, chat: bool, model: str, version: str) -> None:
-        self.sub, self.params, self.chat, self.model, self.version = sub, params, chat, model, version
-        self.id = f"{'chatcmpl' if chat else 'cmpl'}-{sub.rid}"
+    def __init__(self, subs: list[Submission], params: GenerateParams, *, chat: bool, model: str,
+                 version: str) -> None:
+        self.subs, self.params, self.chat, self.model, self.version = subs, params, chat, model, version
+        self.id = f"{'chatcmpl' if chat else 'cmpl'}-{subs[0].rid}"
         self.created = int(time.time())
-        self._sent = ""  # the text already streamed
+        self._sent = [""] * len(subs)  # the text already streamed, per prompt
+        self._final: dict[int, Update] = {}  # prompts finished so far (stream)
 
-    def _usage(self, u: Update) -> dict[str, Any]:
-        n_in, n_out = len(self.sub.input_ids), len(u.output_ids)
+    def _usage(self, finals: list[Update]) -> dict[str, Any]:
+        n_in = sum(len(s.input_ids) for s in self.subs)
+        n_out = sum(len(u.output_ids) for u in finals)
         usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out,
-                 "prompt_tokens_details": {"cached_tokens": u.cached_tokens}}
+                 "prompt_tokens_details": {"cached_tokens": sum(u.cached_tokens for u in finals)}}
         if not self.chat:
             usage["reasoning_tokens"] = 0
         return usage
@@ -91,8 +96,8 @@ class OpenAiChunks:
     def _sglext(self, u: Update) -> dict[str, Any]:  # SGLang's extension, read by bench_serving's cache report
         return {"cached_tokens_details": {"device": u.cached_tokens, "host": 0}}
 
-    def _chunk(self, text: str, reason: str | None, u: Update | None, *, whole: bool) -> dict[str, Any]:
-        choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason}
+    def _choice(self, i: int, text: str, reason: str | None, *, whole: bool) -> dict[str, Any]:
+        choice: dict[str, Any] = {"index": i, "logprobs": None, "finish_reason": reason}
         if not self.chat:
             choice["text"] = text
             choice["matched_stop"] = None
@@ -100,16 +105,16 @@ class OpenAiChunks:
             choice["message"] = {"role": "assistant", "content": text}
         else:
             choice["delta"] = {"role": "assistant", "content": text}
-        return self._frame([choice], u)
+        return choice
 
-    def _frame(self, choices: list[dict[str, Any]], u: Update | None) -> dict[str, Any]:
+    def _frame(self, choices: list[dict[str, Any]], finals: list[Update] | None) -> dict[str, Any]:
         kind = "chat.completion.chunk" if self.chat else "text_completion"  # whole() renames a whole chat answer
         body: dict[str, Any] = {"id": self.id, "object": kind, "created": self.created, "model": self.model,
                                 "choices": choices}
-        if u is not None:
-            body["usage"] = self._usage(u)
-            if self.params.return_cached_tokens_details:
-                body["sglext"] = self._sglext(u)
+        if finals is not None:
+            body["usage"] = self._usage(finals)
+            if self.params.return_cached_tokens_details:  # the first prompt's, as SGLang
+                body["sglext"] = self._sglext(finals[0])
         elif not self.chat:
             body["usage"] = None
         return body
@@ -118,28 +123,33 @@ class OpenAiChunks:
     def _reason(u: Update) -> str:
         return str((u.finish_reason or {}).get("type", "length"))
 
-    def whole(self, u: Update) -> dict[str, Any]:
-        body = self._chunk(decode(u.output_ids), self._reason(u), u, whole=True)
+    def whole(self, finals: list[Update]) -> dict[str, Any]:
+        choices = [self._choice(i, decode(u.output_ids), self._reason(u), whole=True) for i, u in enumerate(finals)]
+        body = self._frame(choices, finals)
         if self.chat:
             body["object"] = "chat.completion"
             return body
         body["metadata"] = {"weight_version": "default"}
         if self.version != "0.5.16":
             body["usage"]["completion_tokens_details"] = None
-            body["metadata"]["weight_versions"] = [{"version": "default", "start": 0, "end": len(u.output_ids)}]
+            body["metadata"]["weight_versions"] = [{"version": "default", "start": 0,
+                                                    "end": len(finals[0].output_ids)}]
         return body
 
-    def deltas(self, u: Update) -> list[dict[str, Any]]:
-        """The stream chunks for the next update: the text not sent yet; the reason on the last; the usage with
-        it (chat) or after it (completions, when asked)."""
+    def deltas(self, i: int, u: Update) -> list[dict[str, Any]]:
+        """The stream chunks for prompt ``i``'s next update: the text not sent yet; the reason on its last; the
+        usage with it (chat) or after every prompt's last (completions, when asked)."""
         text = decode(u.output_ids)
-        delta, self._sent = text[len(self._sent):], text
+        delta, self._sent[i] = text[len(self._sent[i]):], text
         reason = self._reason(u) if u.finished else None
+        if u.finished:
+            self._final[i] = u
+        done = [self._final[k] for k in range(len(self.subs))] if len(self._final) == len(self.subs) else None
         if self.chat:
-            return [self._chunk(delta, reason, u if u.finished else None, whole=False)]
-        out = [self._chunk(delta, reason, None, whole=False)]
-        if u.finished and self.params.return_cached_tokens_details:
-            out.append({**self._frame([], None), "sglext": self._sglext(u)})
-        if u.finished and self.params.include_usage:
-            out.append({**self._frame([], None), "usage": self._usage(u)})
+            return [self._frame([self._choice(i, delta, reason, whole=False)], done)]
+        out = [self._frame([self._choice(i, delta, reason, whole=False)], None)]
+        if done is not None and self.params.return_cached_tokens_details:
+            out.append({**self._frame([], None), "sglext": self._sglext(done[0])})
+        if done is not None and self.params.include_usage:
+            out.append({**self._frame([], None), "usage": self._usage(done)})
         return out

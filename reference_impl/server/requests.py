@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reference_impl.model.executor import SAMPLING_EPS
@@ -230,25 +230,27 @@ def parse_generate(data: Mapping[str, Any], vocab: int, context: int) -> Generat
     return GenerateBatch(tuple(items), batched)
 
 
-def _prompt(value: Any, vocab: int, context: int) -> tuple[list[int], bool]:
-    """The completion prompt's ids, and whether it was text; a one-element batch is unwrapped."""
-    if isinstance(value, list) and value and isinstance(value[0], list | str):
-        if len(value) != 1:
-            raise BadRequest("batched prompts (a list of prompts) are not supported by the reference server")
-        value = value[0]
-    if isinstance(value, str):
-        return _tokens(_text(value, "prompt"), vocab, context, "prompt"), True
-    if not isinstance(value, list):
-        raise BadRequest(f"prompt must be a string or a list of token ids, got {preview(value)}")
-    return _tokens(value, vocab, context, "prompt"), False
+def _completion_prompts(value: Any, vocab: int, context: int) -> tuple[list[list[int]], bool]:
+    """Each completion prompt's ids (a string, a list of ids, or a list of either: a batch), and whether text."""
+    batch = value if isinstance(value, list) and value and isinstance(value[0], list | str) else [value]
+    prompts, text_input = [], False
+    for p in batch:
+        if isinstance(p, str):
+            prompts.append(_tokens(_text(p, "prompt"), vocab, context, "prompt"))
+            text_input = True
+        elif isinstance(p, list):
+            prompts.append(_tokens(p, vocab, context, "prompt"))
+        else:
+            raise BadRequest(f"prompt must be a string or a list of token ids, got {preview(p)}")
+    return prompts, text_input
 
 
-def parse_completions(data: Mapping[str, Any], vocab: int, context: int) -> GenerateParams:
+def parse_completions(data: Mapping[str, Any], vocab: int, context: int) -> GenerateBatch:
+    """/v1/completions: one choice per prompt (SGLang: ``choices[i].index`` is the prompt's place)."""
     _check_fields(data, COMPLETION)
-    ids, text_input = _prompt(data.get("prompt"), vocab, context)
-    return GenerateParams(
-        input_ids=ids, max_new_tokens=_max_new(_get(data, "max_tokens", 16), "max_tokens", len(ids), context),
-        temperature=_temperature(_get(data, "temperature", 1.0)),
+    prompts, text_input = _completion_prompts(data.get("prompt"), vocab, context)
+    first = GenerateParams(
+        input_ids=prompts[0], max_new_tokens=0, temperature=_temperature(_get(data, "temperature", 1.0)),
         ignore_eos=_bool(_get(data, "ignore_eos", False), "ignore_eos"),
         stream=_bool(_get(data, "stream", False), "stream"), seed=_seed(data.get("seed"), "seed"),
         text_input=text_input,
@@ -257,6 +259,11 @@ def parse_completions(data: Mapping[str, Any], vocab: int, context: int) -> Gene
         include_usage=_bool(_get(_get(data, "stream_options", {}), "include_usage", False),
                             "stream_options.include_usage"),
     )
+    max_tokens = _get(data, "max_tokens", 16)
+    return GenerateBatch(tuple(
+        replace(first, input_ids=ids, max_new_tokens=_max_new(max_tokens, "max_tokens", len(ids), context))
+        for ids in prompts
+    ), batched=len(prompts) > 1)
 
 
 CHAT_ROLES = ("system", "user", "assistant")

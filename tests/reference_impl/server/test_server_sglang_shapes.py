@@ -143,3 +143,31 @@ def test_a_batch_client_that_goes_away_frees_every_prompts_slots(server: Server)
         time.sleep(0.05)
     assert server.metric("sglang:num_running_reqs") == 0
     assert server.request("POST", "/flush_cache")[0] == 200  # idle again: nothing holds a slot
+
+
+def _completion(server: Server, prompt: Any, **extra: Any) -> dict[str, Any]:
+    status, raw = server.request("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 4, "temperature": 0,
+                                                            "ignore_eos": True, **extra})
+    assert status == 200, raw
+    out: dict[str, Any] = json.loads(raw)
+    return out
+
+
+def test_a_completion_batch_answers_a_choice_per_prompt(server: Server) -> None:
+    singles = [_completion(server, p) for p in PROMPTS]
+    both = _completion(server, PROMPTS)
+    assert [c["index"] for c in both["choices"]] == [0, 1]
+    assert [c["text"] for c in both["choices"]] == [s["choices"][0]["text"] for s in singles]
+    assert both["usage"]["prompt_tokens"] == sum(len(p) for p in PROMPTS)
+    usage = both["usage"]
+    assert usage["completion_tokens"] == 8 and usage["total_tokens"] == usage["prompt_tokens"] + 8
+    # streamed: each chunk's one choice names its prompt; the summed usage alone after both have finished
+    events = server.stream("/v1/completions", {"prompt": PROMPTS, "max_tokens": 4, "temperature": 0,
+                                               "ignore_eos": True, "stream_options": {"include_usage": True}})
+    streamed_usage = {k: v for k, v in usage.items() if k != "completion_tokens_details"}  # not in a stream
+    assert events[-1] == "[DONE]" and events[-2]["choices"] == [] and events[-2]["usage"] == streamed_usage
+    text = {0: "", 1: ""}
+    for e in events[:-2]:
+        (choice,) = e["choices"]
+        text[choice["index"]] += choice["text"]
+    assert [text[0], text[1]] == [c["text"] for c in both["choices"]]
