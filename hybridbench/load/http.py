@@ -271,7 +271,7 @@ class StreamPool:
         self._heads: dict[str, bytes] = {}  # each path's request line and headers, up to the body's length
         self._idle: list[_Conn] = []
         self._unanswered = 0  # new connections without a byte from the server yet
-        self._waiting: deque[asyncio.Future[None]] = deque()  # requests waiting for a connection
+        self._waiting: deque[asyncio.Future[_Conn | None]] = deque()  # requests waiting for a connection
         self._all: set[_Conn] = set()
         self.loop = asyncio.get_running_loop()
 
@@ -285,30 +285,31 @@ class StreamPool:
         for conn in list(self._all):
             conn.abort(ConnectionError("client closed"))
         while self._waiting:
-            if not (fut := self._waiting.popleft()).done():
-                fut.set_exception(ConnectionError("client closed"))
+            if not (waiting := self._waiting.popleft()).done():
+                waiting.set_exception(ConnectionError("client closed"))
         self._all.clear()
         self._idle.clear()
 
     def release(self, conn: _Conn) -> None:
-        if conn in self._all:
+        if conn in self._all and not self._wake(conn):
             self._idle.append(conn)
-            self._wake()
 
     def settle_connect(self) -> None:
         self._unanswered -= 1
-        self._wake()
+        self._wake(None)
 
-    def _wake(self) -> None:
-        """A connection went idle or the cap has room: the longest-waiting request looks again."""
+    def _wake(self, conn: _Conn | None) -> bool:
+        """Hand a connection that went idle (or, with None, room under the cap) to the longest-waiting request."""
         while self._waiting:
             fut = self._waiting.popleft()
             if not fut.done():
-                fut.set_result(None)
-                return
+                fut.set_result(conn)
+                return True
+        return False
 
-    async def _wait_for_room(self, deadline: float, timeout_s: float) -> None:
-        fut = self.loop.create_future()
+    async def _wait_for_room(self, deadline: float, timeout_s: float) -> _Conn | None:
+        """An idle connection handed over, or None: room to open one."""
+        fut: asyncio.Future[_Conn | None] = self.loop.create_future()
         self._waiting.append(fut)
 
         def expire() -> None:
@@ -317,10 +318,13 @@ class StreamPool:
 
         timer = self.loop.call_later(max(0.0, deadline - time.perf_counter()), expire)
         try:
-            await fut
+            return await fut
         except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
-                self._wake()  # woken in the same pass as cancelled: pass the turn on
+            if fut.done() and not fut.cancelled():  # handed something in the same pass as cancelled: pass it on
+                if (conn := fut.result()) is None:
+                    self._wake(None)
+                else:
+                    self.release(conn)
             raise
         finally:
             timer.cancel()
@@ -365,10 +369,12 @@ class StreamPool:
                     conn = candidate
                     break
                 self._all.discard(candidate)
-            if conn is None:
-                if self._unanswered >= MAX_UNANSWERED_CONNECTS:
-                    await self._wait_for_room(deadline, timeout_s)
+            if conn is None and self._unanswered >= MAX_UNANSWERED_CONNECTS:
+                conn = await self._wait_for_room(deadline, timeout_s)
+                if conn is None or conn.closed:  # room to connect, or a connection the server closed meanwhile
+                    self._all.discard(conn)
                     continue
+            if conn is None:
                 conn = await self._connect(deadline - time.perf_counter())
             waiter = conn.start(request, on_data)
             timer = self.loop.call_later(max(0.0, deadline - time.perf_counter()), conn.time_out, timeout_s)

@@ -234,3 +234,35 @@ def test_new_connections_wait_for_the_server_to_answer_past_the_cap(loop: event_
     results = event_loop.run(_with_server(handler, body), loop)
     assert [r.status for r in results] == ["ok"] * 6  # type: ignore[attr-defined]
     assert len(opened) >= 2 and all(t > answered[0] for t in opened[2:])  # a third only after an answer
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_request_waiting_past_the_cap_is_handed_the_next_idle_connection(loop: event_loop.EventLoop,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # With the cap at 1, requests queue behind the first connection: each answer makes room for one more
+    # connection, and each finished response hands its connection to the next request in line.
+    monkeypatch.setattr(http, "MAX_UNANSWERED_CONNECTS", 1)
+    connections: list[int] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        while True:
+            try:
+                await _read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            await asyncio.sleep(0.01)
+            sse = _sse(STREAM)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(sse), sse))
+            await writer.drain()
+
+    async def body(url: str) -> object:
+        async with StreamPool(url) as pool:
+            first = asyncio.ensure_future(generate_sglang(pool, [0], 3, 5.0))
+            await asyncio.sleep(0)  # the first request is connecting: the cap is reached
+            rest = await asyncio.gather(*(generate_sglang(pool, [i], 3, 5.0) for i in range(1, 5)))
+            return [await first, *rest]
+
+    results = event_loop.run(_with_server(handler, body), loop)
+    assert [(r.status, r.output_ids) for r in results] == [("ok", [7, 8, 9])] * 5  # type: ignore[attr-defined]
+    assert 1 < len(connections) < 5  # not one connection per request
