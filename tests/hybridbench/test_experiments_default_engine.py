@@ -73,3 +73,19 @@ def test_seglen_prefix_heavy_load_evicts_in_both_compared_arms(tmp_path: Path) -
     assert all(t["server"]["evicted_tokens"] > 0 and t["server"]["evicted_states"] > 0 for t in bundle["trials"])
     (row,) = [p for p in bundle["published"] if p["workload"] == "gsp_prefix_heavy"]
     assert row["mark"] == "not comparable" and row["observed"] is not None
+
+
+def test_l2_device_evictions_still_hit_from_the_host_tier(tmp_path: Path) -> None:
+    """The l2 experiment with SGLang's semantics (the default; TokenSpeed's: test_l2_tokenspeed_semantics.py),
+    16 sessions into a 6000-token, 30-slot device: both arms evict, and only branching+l2 loads KV back from
+    the host (2.6-4.2K tokens in three runs; with 12 sessions, 0-384: too close to nothing to test). With the
+    experiment's own pools and 8 sessions nothing is evicted, and the verdict is inconclusive (exit 1)."""
+    code, bundle, report = run(tmp_path, "+experiment=l2", "workloads.swebench.params.num_sessions=16",
+                               "engine.kv_tokens=6000", "engine.max_mamba_cache_size=30",
+                               "checks.enabled=[survival,evictions,host_hits]")
+    assert code == 0 and bundle["verdict"] == "pass", report
+    got = statuses(bundle)
+    assert got[("evictions", "swebench", "branching")] == got[("evictions", "swebench", "l2")] == "pass"
+    assert got[("host_hits", "swebench", "l2")] == "pass"
+    loaded = {t["arm"]: t["server"]["host_loaded_tokens"] for t in bundle["trials"]}
+    assert loaded["branching"] == 0 < loaded["l2"]
