@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
+from hybridbench.config.quantization import check_quantization
 from hybridbench.config.schema import RunCfg
 from hybridbench.errors import ConfigError
 from reference_impl.models import STATE_DTYPES
@@ -127,6 +128,7 @@ def validate_config(cfg: RunCfg) -> None:
     if cfg.model.mamba_ssm_dtype and cfg.model.mamba_ssm_dtype not in STATE_DTYPES:
         raise ConfigError(f"model.mamba_ssm_dtype must be one of {', '.join(STATE_DTYPES)} (SGLang's "
                           f"--mamba-ssm-dtype) or empty for the model's default, got {cfg.model.mamba_ssm_dtype!r}")
+    check_quantization(cfg)
     if cfg.engine.chunked_prefill_size < cfg.engine.page_size:
         raise ConfigError(
             f"engine.chunked_prefill_size {cfg.engine.chunked_prefill_size} is smaller than a page "

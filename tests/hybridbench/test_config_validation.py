@@ -149,3 +149,22 @@ def test_overwrite_never_empties_a_directory_that_holds_no_run(tmp_path: Path) -
     (tmp_path / "__main__.log").write_text("")  # Hydra's own log, opened before the run: not a previous run
     (tmp_path / "thesis.tex").unlink()
     claim_run_dir(tmp_path, overwrite=False)
+
+
+def test_model_quantization_is_an_sglang_name_or_refused_at_plan_time(tmp_path: Path) -> None:
+    """model.quantization takes SGLang's --quantization names (the SGLang tier checks the list against the real
+    builds' parsers); the simulator models a subset of them. engine=sglang defers to its build's --help."""
+    from hybridbench.config.quantization import SGLANG_QUANTIZATIONS
+    from reference_impl.engine.cost_model import QUANTIZATIONS
+
+    assert set(QUANTIZATIONS) <= SGLANG_QUANTIZATIONS
+    for name in ("fp8", "w8a8_fp8", "awq", ""):
+        validate_config(_cfg_with("model.quantization", name))
+    for name in ("fp9", "FP8", "int4"):
+        with pytest.raises(ConfigError) as err:
+            build_plan(_cfg_with("model.quantization", name), tmp_path, {})
+        assert str(err.value).startswith(f"model.quantization: {name!r} is not an SGLang --quantization name")
+        assert err.value.exit_code == 2 and "\n" not in str(err.value)
+    sglang = _cfg_with("model.quantization", "fp9")
+    sglang.engine.name = "sglang"
+    validate_config(sglang)  # the installed build's --help decides (test_sglang_real_help.py)

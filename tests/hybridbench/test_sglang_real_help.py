@@ -6,10 +6,12 @@ lines below are checked against the flags those versions really accept, not agai
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 
+from hybridbench.config.quantization import SGLANG_QUANTIZATIONS
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.launchers import installed_help, make_sglang_engine
 from hybridbench.engines.sglang_cmd import parse_help, sglang_command, sglang_help_argv
@@ -51,17 +53,25 @@ def test_released_builds_cannot_express_seglen_and_say_so(version: str) -> None:
         engine.build(cfg, plan_arm("seglen"), 30000)  # type: ignore[attr-defined]
 
 
+@functools.cache
+def quantization_help(version: str) -> tuple[Path, str, frozenset[str]]:
+    """(python, --help text, --quantization choices) of one SGLang build; skips when its venv is missing."""
+    python = HOME / f"sglang-{version}" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
+    text = installed_help(sglang_help_argv(str(python)), "sglang", str(python))
+    return python, text, parse_help(text).choices["--quantization"]
+
+
 @pytest.mark.parametrize("version", ["0.5.23", "0.5.16", "0.5.9"])
 def test_model_quantization_takes_the_names_sglangs_own_parser_offers(version: str) -> None:
     """model.quantization is SGLang's --quantization: every name the simulator models (fp8, w8a8_fp8) is one
     this build's argument parser lists, the launcher passes it through, and a name the build lacks stops the
     run at plan time in one line naming the key."""
-    python = HOME / f"sglang-{version}" / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
-    text = installed_help(sglang_help_argv(str(python)), "sglang", str(python))
-    offered = parse_help(text).choices["--quantization"]
+    python, text, offered = quantization_help(version)
     assert set(QUANTIZATIONS) <= offered, sorted(set(QUANTIZATIONS) - offered)
+    # The config's list (checked for every engine but sglang) holds every name this build's parser offers.
+    assert offered <= SGLANG_QUANTIZATIONS, sorted(offered - SGLANG_QUANTIZATIONS)
     cfg = RunCfg()
     for name in QUANTIZATIONS:
         cfg.model.quantization = name
@@ -89,3 +99,9 @@ def test_model_mamba_ssm_dtype_takes_the_names_sglangs_own_parser_offers(version
         cmd = sglang_command(python=str(python), model=cfg.model, engine=cfg.engine, arm=plan_arm("branching"),
                              port=30000, help_text=text)
         assert cmd[cmd.index("--mamba-ssm-dtype") + 1] == name
+
+
+def test_the_configs_quantization_names_are_exactly_what_those_builds_offer() -> None:
+    """No name in hybridbench.config.quantization that none of SGLang 0.5.9, 0.5.16, 0.5.23 offers."""
+    offered = [quantization_help(version)[2] for version in ("0.5.9", "0.5.16", "0.5.23")]
+    assert frozenset().union(*offered) == SGLANG_QUANTIZATIONS
