@@ -51,3 +51,24 @@ def test_a_workload_may_have_its_own_poisson_rate(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"workloads\.swe\.request_rate must be > 0") as e:
         build_plan(RunCfg(load=load, workloads={"swe": WorkloadCfg(request_rate=-1.0)}), tmp_path, {})
     assert e.value.exit_code == 2
+
+
+def test_a_workloads_own_rate_is_part_of_the_results_stores_load_key(tmp_path: Path) -> None:
+    """Runs of a history series must have sent the same load: a per-workload rate changes the key, and a run
+    without one keeps the key it had before per-workload rates existed."""
+    import json
+    import shutil
+
+    from hybridbench.results import read_run
+    from hybridbench.results.store import load_fingerprint
+
+    fixture = Path(__file__).parent / "fixtures" / "runs" / "fbde869-smoke-sim"
+    keys = {}
+    for rate in (None, 0.0, 10.0):
+        run_dir = Path(shutil.copytree(fixture, tmp_path / str(rate)))
+        plan = json.loads((run_dir / "plan.json").read_text())
+        if rate is not None:
+            plan["config"]["workloads"]["gsp"]["request_rate"] = rate
+        (run_dir / "plan.json").write_text(json.dumps(plan))
+        keys[rate] = load_fingerprint(read_run(run_dir))
+    assert keys[None] == keys[0.0] != keys[10.0]
