@@ -72,6 +72,7 @@ class SGLangReplayCache:
             host=self.host,
         )
         self._pending: CachedRequest | None = None
+        self._pending_input: Sequence[int] = ()
         self.rejected = 0
 
     def lookup(self, input_tokens: Sequence[int]) -> int:
@@ -79,6 +80,7 @@ class SGLangReplayCache:
             self.strategy.release(self._pending)
         try:
             self._pending = self.strategy.admit(input_tokens)
+            self._pending_input = input_tokens
         except PoolExhausted:
             self._pending = None
             return 0
@@ -87,7 +89,9 @@ class SGLangReplayCache:
     def admit(self, input_tokens: Sequence[int], output_tokens: Sequence[int]) -> None:
         req = self._pending
         self._pending = None
-        if req is None or req.tokens != list(input_tokens):
+        # The same immutable row that was looked up needs no token-by-token comparison.
+        same = input_tokens is self._pending_input and isinstance(input_tokens, tuple)
+        if req is None or not (same or req.tokens == list(input_tokens)):
             if req is not None:
                 self.strategy.release(req)
             self.rejected += 1

@@ -111,3 +111,17 @@ def test_small_cache_evicts_and_hits_less_than_a_large_one(tmp_path: Path) -> No
         rates[cap] = replay_rows("lru", rows, make_replay_cache("lru", cfg), model)
     assert rates[1.5e9].states_evicted > 0 and rates[3e10].states_evicted == 0
     assert rates[1.5e9].token_hit_rate < rates[3e10].token_hit_rate
+
+
+@pytest.mark.parametrize("policy", ["lru", "seglen"])
+def test_admit_of_other_tokens_than_looked_up_is_rejected(policy: str) -> None:
+    model = get_model("marconi-7b")
+    cache = make_replay_cache(policy, ReplayConfig(capacity_bytes=int(4e10), model=model))
+    looked_up = tuple(range(100, 400))
+    cache.lookup(looked_up)
+    cache.admit(list(looked_up), (7, 8))  # equal tokens, another object: compared, accepted
+    cache.lookup(looked_up)
+    cache.admit((*looked_up[:-1], 1), (7, 8))  # not what was looked up: served uncached
+    notes = dict(cache.stats().notes)
+    assert notes["rejected_requests"] == 1
+    assert cache.lookup((*looked_up, 7, 9)) == 301  # the accepted request's input and first output token
