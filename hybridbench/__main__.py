@@ -92,6 +92,18 @@ def _save_traceback(run_dir: Path, secrets: frozenset[str]) -> Path:
         return Path(name)
 
 
+def _drop_empty_run_dir(run_dir: Path) -> None:
+    """A refused run leaves no directory: Hydra made it and opened an empty job log before the task ran. Only an
+    empty log and then an empty directory are removed, so nothing a previous run or the user wrote is lost."""
+    log = run_dir / "__main__.log"
+    try:
+        if log.is_file() and log.stat().st_size == 0:
+            log.unlink()
+        run_dir.rmdir()
+    except OSError:  # it holds something else (a reused dir, a crash file): keep it
+        pass
+
+
 def _job(cfg: DictConfig) -> int:
     _hold.release()
     sys.stderr = _hold.real
@@ -116,6 +128,7 @@ def _job(cfg: DictConfig) -> int:
     except HybridbenchError as exc:
         print(f"error: {scrub(str(exc), secrets)}", file=sys.stderr)
         code = exc.exit_code
+        _drop_empty_run_dir(run_dir)
     except KeyboardInterrupt as exc:  # before any trial started (a signal during a trial is RunInterrupted)
         name = exc.signame if isinstance(exc, Interrupted) else "SIGINT"
         print(f"error: interrupted by {name} before the run started", file=sys.stderr)

@@ -116,7 +116,17 @@ def test_on_the_command_line_a_bad_value_is_one_line_exit_2_and_no_files(overrid
                                                                          tmp_path: Path) -> None:
     proc = hb("+experiment=smoke", "engine=sim", override, f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 2 and proc.stderr.strip() == f"error: {needle}", proc.stderr
-    assert not (tmp_path / "run" / "plan.json").exists()
+    assert not (tmp_path / "run").exists()  # not even Hydra's empty job log: a refused run leaves nothing
+
+
+def test_a_refusal_keeps_whatever_the_run_dir_already_held(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "__main__.log").write_text("[submitit][INFO] - Job completed successfully\n")
+    (run / "notes.txt").write_text("mine")
+    proc = hb("+experiment=smoke", "engine=sim", "engine.port=99999", f"hydra.run.dir={run}")
+    assert proc.returncode == 2
+    assert (run / "notes.txt").read_text() == "mine" and (run / "__main__.log").read_text().startswith("[submitit]")
 
 
 def test_a_run_dir_that_is_a_file_is_one_line_not_a_flattened_traceback(tmp_path: Path) -> None:
