@@ -105,6 +105,8 @@ class ServerEngine:
         self._served = False  # the current server has run a trial since it started
         self._gpus: list[str] = []
         self._cache_impl: dict[str, str] = {}
+        # Per log file: the bytes and lines already counted, so a mark reads only what was appended since.
+        self._log_seen: dict[Path, tuple[int, int]] = {}
 
     @property
     def traits(self) -> EngineTraits:
@@ -213,11 +215,18 @@ class ServerEngine:
             return None  # metrics not enabled on this server
 
     def mark(self, server: ServerProcess) -> SnapshotMark:
+        offset, lines = self._log_seen.get(server.log_path, (0, 0))
         try:
-            head = server.log_path.read_bytes()
+            with server.log_path.open("rb") as fh:
+                if fh.seek(0, 2) < offset:  # shorter than when last counted: not the file we counted
+                    offset, lines = 0, 0
+                fh.seek(offset)
+                tail = fh.read()
         except OSError:
-            head = b""
-        return SnapshotMark(len(head), self._scrape(server), read_evictions(server.base_url), head.count(b"\n"))
+            tail = b""
+        offset, lines = offset + len(tail), lines + tail.count(b"\n")
+        self._log_seen[server.log_path] = (offset, lines)
+        return SnapshotMark(offset, self._scrape(server), read_evictions(server.base_url), lines)
 
     def snapshot(self, server: ServerProcess, mark: SnapshotMark) -> dict[str, Any]:
         """Since ``mark``: peaks and totals from the server's "Prefill batch" / "Decode batch" log lines, and
