@@ -19,6 +19,7 @@ the clock just before the POST and stop it at the first chunk (non-empty ``text`
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import multiprocessing as mp
@@ -303,6 +304,9 @@ def main() -> int:
             cpu = platform.processor() or platform.machine()
             print(f"machine: {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start, "
                   f"Python {platform.python_version()}; server in its own process")
+            json_lib = "orjson" if importlib.util.find_spec("orjson") else "json"
+            print(f"hybridbench's client: event loop {args.event_loop} (installed default: {event_loop.default()}), "
+                  f"request bodies and SSE chunks through {json_lib}")
             clients = _hybridbench_clients(args.event_loop, port, server.pid, args.requests)
             clients += [(label, run) for label, run in bench_serving_clients(args.sglang_python, Path(tmp_name), port,
                                                                               server.pid, args.requests)
