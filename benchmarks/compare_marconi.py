@@ -13,11 +13,11 @@ file is missing) a synthetic SWE-bench-like trace is written first.
 For each capacity and policy (marconi = their policy version 2 with α tuning, sglang_plus =
 version 1, vllm_plus = their vLLM+ class) both simulators replay the same rows, alternately
 ``--repeats`` times; the script prints a Markdown table of token hit rates side by side, the
-median CPU seconds (user + system, with reaped child processes: what a replay costs on one core,
-robust to other jobs on a shared machine) of each and their ratio, and exits 1 if any per-request reused length
-differs. Each simulator replays the trace as it holds it in memory: Marconi's as the JSON lists
-its driver loads, ours as token ids packed into bytes once per trace and reused by every
-capacity and policy; that one-time packing is timed and printed separately.
+median CPU seconds of each (user + system, with reaped child processes: what a replay costs on
+one core, robust to other jobs on a shared machine) and their ratio, and exits 1 if any
+per-request reused length differs. Each simulator replays the trace as it holds it in memory:
+Marconi's as the JSON lists its driver loads, ours as token ids packed into bytes once per trace
+and reused by every capacity and policy; that one-time packing is timed and printed separately.
 Marconi's tuner breaks exact α ties by worker completion order; the script makes that order the
 submission order, i.e. the smallest α wins, which is the rule our tuner documents.
 """
@@ -179,6 +179,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"--policies: unknown {', '.join(unknown)} (choose from {', '.join(POLICIES)})")
     if args.repeats < 1:
         ap.error("--repeats must be at least 1")
+    try:
+        capacities = [int(float(c)) for c in args.capacities.split(",")]
+    except ValueError:
+        ap.error(f"--capacities {args.capacities!r}: expected comma-separated numbers of bytes, e.g. 2e9,4e9")
+    if any(c <= 0 for c in capacities):
+        ap.error(f"--capacities {args.capacities!r}: every capacity must be positive")
     if not args.ours_only and args.marconi_dir is None:
         ap.error("set --marconi-dir or MARCONI_DIR (or pass --ours-only)")
     if args.generate or not args.trace.exists():
@@ -206,8 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print("|---|---|---|---|---|---|---|---|")
     mismatch = False
-    for cap_s in args.capacities.split(","):
-        cap = int(float(cap_s))
+    for cap in capacities:
         for policy in policies:
             t_ours: list[float] = []
             t_theirs: list[float] = []

@@ -143,6 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--repeats must be at least 1")
     if args.baseline_src is not None and not (args.baseline_src / "reference_impl").is_dir():
         ap.error(f"--baseline-src {args.baseline_src}: not a checkout (no reference_impl/ in it)")
+    try:
+        scales = [float(x) for x in args.scales.split(",")]
+    except ValueError:
+        ap.error(f"--scales {args.scales!r}: expected comma-separated numbers, e.g. 0.1,1")
+    if not all(x > 0 for x in scales) or args.sessions < 1 or not args.capacity_bytes > 0:
+        ap.error("--scales, --sessions and --capacity-bytes must be positive")
     capacity = int(args.capacity_bytes)
     setup = Setup(capacity, args.strategy, args.repeats)
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
@@ -155,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     traces: list[tuple[str, Path, int]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for scale in (float(s) for s in args.scales.split(",")):
+        for scale in scales:
             sessions = max(1, round(args.sessions * scale))
             path = Path(tmp) / f"swebench_{sessions}.jsonl"
             generate(path, sessions, args.seed)
