@@ -200,3 +200,24 @@ def test_host_load_back_respects_the_prefix_cap() -> None:
     req = s.admit([*prefix, 7, 8])
     assert req.prefix_len == 150
     s.release(req)
+
+
+@pytest.mark.parametrize(("cache", "hit"), [("no_buffer", 246), ("extra_buffer", 192)])
+def test_a_batch_cut_inside_a_shared_prefix_leaves_a_state_there(cache: str, hit: int) -> None:
+    """Why no_buffer out-hits extra_buffer on the default engine's branching load (README, `branching`).
+
+    Two 266-token prompts sharing 250 tokens fill a 512-token chunk budget: the second is cut at 246, inside
+    the shared prefix (SGLang 0.5.23 rounds a cut only with DCP: ``floor_chunked_tokens``). no_buffer
+    checkpoints the cut exactly, so the group's next request hits 246 (the real 0.5.16 server does the same
+    in fixtures/sglang-cpu/runs/smoke-0.5.16); extra_buffer keeps only the 64-token grid point below it.
+    """
+    core = EngineCore(EngineConfig(kv_tokens=32768, state_slots=256, cache=cache, chunked_prefill_size=512))  # type: ignore[arg-type]
+    shared = list(range(1, 251))
+    for rid in range(2):
+        core.add_request(rid, shared + [1000 * (rid + 1) + i for i in range(16)], 4)
+    batch = core.schedule()
+    assert batch is not None and [(i.start, i.end) for i in batch.items] == [(0, 266), (0, 246)]
+    core.complete(batch, [9])  # only the uncut prompt samples
+    third = core.add_request(2, shared + [3000 + i for i in range(16)], 4)
+    assert core.schedule() is not None
+    assert third.cached_tokens == hit
