@@ -191,3 +191,8 @@ class RunCfg:
     load: LoadCfg = field(default_factory=LoadCfg)
     checks: ChecksCfg = field(default_factory=ChecksCfg)
     published: list[PublishedCfg] = field(default_factory=list)
+    # Values an experiment sets per engine, keyed by engine name and read where they apply through
+    # ``${oc.select:by_engine.${engine.name}.KEY,DEFAULT}`` (the experiment's pools: small ones on the reference
+    # engine, from GPU memory on the simulator). An interpolation, not a merge, so a command-line override of
+    # the key it fills still wins.
+    by_engine: dict[str, Any] = field(default_factory=dict)

@@ -154,7 +154,10 @@ def test_host_hits_pass_only_when_the_device_evicted_and_the_host_loaded_back() 
 
 def test_sim_l2_trials_record_host_load_backs(tmp_path: Path) -> None:
     run = tmp_path / "l2"
+    # Small device pools given explicitly (the experiment's simulator pools come from GPU memory and need its
+    # full-size load, test_sim_eviction_pressure.py): this is about the records, not the sizing.
     proc = hb("+experiment=l2", "engine=sim", "engine.workload_scale=4", "engine.max_vocab=4096",
+              "workloads.swebench.params.num_sessions=24", "engine.kv_tokens=60000", "engine.max_mamba_cache_size=40",
               "checks.enabled=[survival,evictions,host_hits]", f"hydra.run.dir={run}")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     trials = {t["arm"]: t["server"] for t in json.loads((run / "bundle.json").read_text())["trials"]}
