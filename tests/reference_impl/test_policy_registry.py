@@ -12,7 +12,7 @@ from reference_impl.radix.tree import MambaRadixTree
 
 def test_the_issue_policy_names_are_all_registered() -> None:
     assert set(POLICIES) == {"lru", "seglen", "marconi", "sglang_plus", "vllm_plus"}
-    assert set(STRATEGIES) == {"no_buffer", "extra_buffer", "disabled"}
+    assert set(STRATEGIES) == {"no_buffer", "extra_buffer", "disabled", "tokenspeed"}
 
 
 def test_unknown_names_list_the_valid_ones() -> None:
