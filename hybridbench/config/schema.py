@@ -114,6 +114,9 @@ class WorkloadCfg:
     # This workload's Poisson rate (bench_serving's --request-rate per dataset): 0 = load.request_rate. Only a
     # poisson load has a rate; the seglen PR sent its SWE-bench traces at 10 and its other loads at 8.
     request_rate: float = 0.0
+    # A sentence the report sets under this workload's heading: what a reader must know to read its rows (e.g.
+    # why its policy comparison cannot evict on this engine).
+    note: str = ""
 
 
 @dataclass

@@ -96,6 +96,8 @@ def render_report(bundle: dict[str, Any]) -> str:
         lines += [f"**Re-scored** {rescored.get('created', '')} from the saved files, with {changed}.", ""]
     for workload, by_arm in bundle["aggregates"].items():
         lines += [f"## {workload}", ""]
+        if note := (bundle.get("notes") or {}).get(workload):
+            lines += [f"Note: {note}", ""]
         for arm in arms:
             s = by_arm.get(arm, {})
             # The flag is bundle data; bundles written before it existed get the same rule applied here.

@@ -127,6 +127,8 @@ def build_bundle(
         "aggregates": aggregates,
         "checks": [asdict(c) for c in checks],
         "published": compare_published(plan.config, aggregates),
+        "notes": {name: w["note"] for name, w in (plan.config.get("workloads") or {}).items()
+                  if isinstance(w, dict) and w.get("note")},
         # A run that could not decide is not a pass (exit 1 like a failure), but it is named for what it is.
         "verdict": "fail" if failed else "inconclusive" if undecided else "pass",
         "provenance": provenance(plan, engine),

@@ -59,6 +59,7 @@ def test_sim_configuration_sizes_pools_from_gpu_memory(experiment: str) -> None:
     assert all(w.scale == 1 for w in cfg.workloads.values()), "the simulator runs full-size loads"
     reference = sim_cfg(experiment, "reference")  # the reference engine keeps its small pools
     assert reference.engine.kv_tokens > 0 and reference.engine.max_mamba_cache_size > 0
+    assert not any(w.note for w in reference.workloads.values())  # the simulator's caveats stay its own
     # A command-line value still wins over the experiment's per-engine one.
     assert sim_cfg(experiment, "sim", "engine.kv_tokens=5000").engine.kv_tokens == 5000
     if experiment == "seglen":
@@ -85,5 +86,10 @@ def test_sim_configuration_evicts_in_every_compared_arm(experiment: str, tmp_pat
         for arm in arms:
             expected = "inconclusive" if (experiment, workload) in QUIET else "pass"
             assert checks["evictions", workload, arm] == expected, (workload, arm)
+    report = (tmp_path / "report.md").read_text()
+    for workload in cfg.workloads:  # an inconclusive row by design is explained in the report, the rest are not
+        section = report.split(f"## {workload}\n", 1)[1].split("\n## ", 1)[0]
+        explained = section.lstrip().startswith("Note: ") and "inconclusive" in section
+        assert explained == ((experiment, workload) in QUIET), workload
     if experiment == "l2":
         assert checks["host_hits", "swebench", "l2"] == "pass"
