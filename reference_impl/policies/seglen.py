@@ -23,7 +23,7 @@ distances memoised within the pass, so the work per eviction is linear in the nu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from reference_impl.policies.base import EvictionPolicy, TreeView
@@ -72,24 +72,28 @@ class SeglenPolicy(EvictionPolicy):
             raise ValueError(f"seglen eff_weight must be >= 0, got {eff_weight}")
         self.eff_weight = eff_weight
 
-    def _pick(
-        self, tree: TreeView, candidates: Iterable[Node], tick_of: Callable[[Node], tuple[int, int]]
-    ) -> Node | None:
+    def _pick(self, tree: TreeView, candidates: Iterable[Node], *, by_kv: bool) -> Node | None:
         nodes = list(candidates)
-        if not nodes:
-            return None
-        if len(nodes) == 1:
-            return nodes[0]
+        if len(nodes) < 2:
+            return nodes[0] if nodes else None
         memo: dict[int, int] = {}
-        now = tree.clock
-        rec = minmax([1.0 / (now - tick_of(n)[0] + 1) for n in nodes])
-        seg = minmax([float(n.depth - _stateful_ancestor_depth(n, tree.root, memo)) for n in nodes])
+        now, root = tree.clock, tree.root
+        ticks = [n.kv_tick for n in nodes] if by_kv else [n.state_tick for n in nodes]
+        # The same floats, in the same order of operations, as ``rec[i] + w * seg[i]`` over ``minmax``ed
+        # lists; the lists are built with plain comprehensions (no per-candidate lambda or tuple) because
+        # this runs once per victim over every candidate, the seglen replay's hot loop.
+        rec = minmax([1.0 / (now - t + 1) for t in ticks])
+        seg = minmax([float(n.depth - _stateful_ancestor_depth(n, root, memo)) for n in nodes])
         w = self.eff_weight
-        best = min(range(len(nodes)), key=lambda i: (rec[i] + w * seg[i], tick_of(nodes[i]), nodes[i].id))
+        utility = [r + w * s for r, s in zip(rec, seg, strict=True)]
+        low = min(utility)
+        tied = [i for i, u in enumerate(utility) if u == low]
+        # Ties go to the least recent: (tick, depth) in KV order, (state tick, depth) in state order, then id.
+        best = min(tied, key=lambda i: (ticks[i], nodes[i].depth, nodes[i].id))
         return nodes[best]
 
     def kv_victim(self, tree: TreeView) -> Node | None:
-        return self._pick(tree, tree.evictable_leaves.values(), lambda n: n.kv_order)
+        return self._pick(tree, tree.evictable_leaves.values(), by_kv=True)
 
     def state_victim(self, tree: TreeView) -> Node | None:
-        return self._pick(tree, tree.evictable_states.values(), lambda n: (n.state_tick, n.depth))
+        return self._pick(tree, tree.evictable_states.values(), by_kv=False)
