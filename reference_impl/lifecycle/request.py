@@ -20,15 +20,20 @@ STATES_PER_REQUEST_WITH_CACHE = 3
 _BLOCK = 256
 
 
-def _extend_chain(tokens: Sequence[int], blocks: int, chain: list[int]) -> None:
-    """Grow ``chain`` (``chain[k]``: the hash of the first ``k`` full blocks) to ``blocks`` + 1 entries."""
+def _extend_chain(tokens: Sequence[int], blocks: int, chain: list[int], head: tuple[int, ...] = ()) -> None:
+    """Grow ``chain`` (``chain[k]``: the hash of the first ``k`` full blocks) to ``blocks`` + 1 entries.
+
+    ``head``: a tuple equal to ``tokens[:len(head)]``; blocks inside it are sliced from it (one copy, not a
+    list slice and then a tuple of it). The hashes are the same either way: equal tuples hash equal."""
     for k in range(len(chain) - 1, blocks):
-        chain.append(hash((chain[k], tuple(tokens[k * _BLOCK:(k + 1) * _BLOCK]))))
+        end = (k + 1) * _BLOCK
+        chain.append(hash((chain[k], head[end - _BLOCK:end] if end <= len(head) else tuple(tokens[end - _BLOCK:end]))))
 
 
-def _content(chain: list[int], tokens: Sequence[int], n: int) -> StateContent:
+def _content(chain: list[int], tokens: Sequence[int], n: int, head: tuple[int, ...] = ()) -> StateContent:
     blocks = n // _BLOCK
-    return StateContent(n, hash((chain[blocks], n, tuple(tokens[blocks * _BLOCK:n]))))
+    tail = head[blocks * _BLOCK:n] if n <= len(head) else tuple(tokens[blocks * _BLOCK:n])
+    return StateContent(n, hash((chain[blocks], n, tail)))
 
 
 def fingerprint(tokens: Sequence[int], n: int) -> StateContent:
@@ -54,13 +59,25 @@ class CachedRequest:
     track_seqlen: int | None = None  # position of the newest tracked, not yet inserted state
     branch_seqlen: int | None = None
     block_hashes: list[int] = field(default_factory=lambda: [0], repr=False)  # fingerprint's chain, kept
+    # The input as a tuple (the caller's own, when it passed one): hashing and tree keys slice it directly.
+    input_tuple: tuple[int, ...] = field(default=(), repr=False)
+
+    @classmethod
+    def of(cls, input_tokens: Sequence[int]) -> CachedRequest:
+        """A request for ``input_tokens`` (a tuple is kept as ``input_tuple`` without a copy)."""
+        head = tuple(input_tokens)
+        return cls(list(head), len(head), input_tuple=head)
+
+    def prefix(self, n: int) -> Sequence[int]:
+        """``tokens[:n]``, as a tuple slice of the input when it lies inside it (the tree takes it uncopied)."""
+        return self.input_tuple[:n] if n <= len(self.input_tuple) else self.tokens[:n]
 
     def fingerprint(self, n: int) -> StateContent:
         """``fingerprint(self.tokens, n)``, reusing the block hashes of earlier calls (tokens only grow)."""
         if n > len(self.tokens):
             return fingerprint(self.tokens, n)  # blocks past the end would be cached half-filled
-        _extend_chain(self.tokens, n // _BLOCK, self.block_hashes)
-        return _content(self.block_hashes, self.tokens, n)
+        _extend_chain(self.tokens, n // _BLOCK, self.block_hashes, self.input_tuple)
+        return _content(self.block_hashes, self.tokens, n, self.input_tuple)
 
     @property
     def held_kv(self) -> int:

@@ -172,7 +172,7 @@ class DisabledStrategy(Strategy):
     name = "disabled"
 
     def admit(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
-        req = CachedRequest(list(input_tokens), len(input_tokens))
+        req = CachedRequest.of(input_tokens)
         req.lock = self.tree.lock(self.tree.root)
         slot = self.tree.state_pool.alloc()
         if slot is None:

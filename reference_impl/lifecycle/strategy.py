@@ -73,11 +73,11 @@ class Strategy(ABC):
     def admit(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
         """Match, lock, give the request its state slots (COW from the hit); ``max_prefix`` caps the hit."""
         tree = self.tree
-        req = CachedRequest(list(input_tokens), len(input_tokens))
+        req = CachedRequest.of(input_tokens)
         limit = page_floor(max(0, req.input_len - 1), tree.page_size)  # always recompute >= 1 token
         if max_prefix is not None:
             limit = min(limit, page_floor(max(0, max_prefix), tree.page_size))
-        match = tree.match_prefix(req.tokens[:limit])
+        match = tree.match_prefix(req.prefix(limit))
         req.prefix_len = req.protected_len = req.kv_len = match.prefix_len
         req.branch_seqlen = match.branch_seqlen
         # The scheduler locks the matched node before it makes room, so the hit survives the eviction.
@@ -225,7 +225,7 @@ class Strategy(ABC):
         """Insert ``tokens[:cache_len]`` with ``slot``; re-lock the request on the new node."""
         tree = self.tree
         held = req.lock.node if req.lock is not None and req.lock.node.depth == req.protected_len else None
-        result = tree.insert(req.tokens[:cache_len], slot, prev_prefix_len=req.protected_len, held=held)
+        result = tree.insert(req.prefix(cache_len), slot, prev_prefix_len=req.protected_len, held=held)
         if tree.semantics == "0.5.9":
             tree.kv_pool.free(result.duplicate_kv)  # 0.5.9's cache_*_req frees what insert left
         self.counters.states_inserted += 1

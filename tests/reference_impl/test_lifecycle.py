@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from reference_impl.lifecycle import Strategy, fingerprint, make_strategy
+from reference_impl.lifecycle import CachedRequest, Strategy, fingerprint, make_strategy
 from reference_impl.policies.registry import make_policy
 from reference_impl.radix.invariants import check_invariants
 from reference_impl.radix.pools import KVPool, PoolExhausted, StatePool
@@ -141,3 +141,23 @@ def test_disabled_cache_never_hits_and_keeps_nothing() -> None:
     assert serve(s, seq, [1, 2, 3]) == 0
     assert serve(s, [*seq, 1, 2, 3, 4], [5]) == 0
     assert not s.tree.nodes and s.tree.kv_pool.available == s.tree.kv_pool.size
+
+
+@pytest.mark.parametrize("make_input", [tuple, list], ids=["tuple", "list"])
+def test_request_fingerprint_and_prefix_equal_the_plain_ones_across_the_input_output_boundary(
+    make_input: type[Sequence[int]],
+) -> None:
+    # A request hashes blocks inside its input from input_tuple and the rest from its growing token list;
+    # a state's content must not depend on which, or on the order positions are fingerprinted in.
+    input_tokens = [(7 * i + 3) % 997 for i in range(700)]
+    output = [(11 * i + 5) % 991 for i in range(400)]
+    req = CachedRequest.of(make_input(input_tokens))  # type: ignore[call-arg]
+    whole = [*input_tokens, *output]
+    for n in (0, 255, 256, 511, 512, 699, 700):
+        assert req.fingerprint(n) == fingerprint(whole, n)
+        assert list(req.prefix(n)) == whole[:n]
+    req.tokens.extend(output)
+    for n in (700, 767, 768, 1024, 1099, 1100, 300):
+        assert req.fingerprint(n) == fingerprint(whole, n)
+        assert list(req.prefix(n)) == whole[:n]
+    assert fingerprint(whole, 768) != fingerprint([*input_tokens, *output[:67], 0], 768)
