@@ -16,6 +16,7 @@ from hybridbench.config.redact import scrub, scrub_obj, secret_values
 from hybridbench.config.redact_files import scrub_tree
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import PlannedProbe, TrialContext
+from hybridbench.engines.kv_pool import refuse_unfit_requests
 from hybridbench.engines.registry import make_engine
 from hybridbench.errors import ConfigError, EngineError, HybridbenchError, Interrupted, RunInterrupted
 from hybridbench.plan.build import build_plan, effective_vocab
@@ -29,7 +30,7 @@ from hybridbench.report.markdown import render_report
 from hybridbench.results import KL_SAMPLES, read_kl_samples, read_records
 from hybridbench.results.bundle import build_bundle
 from hybridbench.results.index import append_to_index
-from hybridbench.results.run_dir import claim_run_dir
+from hybridbench.results.run_dir import claim_run_dir, release_run_dir
 from hybridbench.results.score import ScoreSettings, score_trials
 from workloads.arrival import arrival_schedule
 from workloads.atomic_file import write_json_atomic, write_text_atomic
@@ -87,8 +88,14 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
 
     try:
         try:
-            for w in plan.workloads:
-                traces[w.name] = _materialize(w, cfg, effective_vocab(cfg))
+            try:
+                for w in plan.workloads:
+                    traces[w.name] = _materialize(w, cfg, effective_vocab(cfg))
+                if (pool := engine.kv_pool(cfg)) is not None:  # the plan fixed the pool: each request must fit it
+                    refuse_unfit_requests(engine.name, pool, traces)
+            except ConfigError:
+                release_run_dir(run_dir)  # refused before any trial: the run leaves nothing behind
+                raise
             # Every trial's arrivals, fixed before the first server starts: the driver and the simulator follow them.
             schedules = {t.trial_id: arrival_schedule(traces[t.workload], plan.workload(t.workload).load, t.seed)
                          for t in plan.trials}

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hybridbench.config.schema import RunCfg
+from hybridbench.engines.kv_pool import KVPool
 from hybridbench.engines.traits import EngineTraits
 from hybridbench.plan.types import RunPlan, Trial
 from hybridbench.probes.base import JsonRow, Probe
@@ -50,6 +51,10 @@ class Engine(Protocol):
 
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         """Plan time: raise ConfigError naming any arm or option this engine cannot express."""
+        ...
+
+    def kv_pool(self, cfg: RunCfg) -> KVPool | None:
+        """Plan time, after validate: the KV pool when the plan fixes its size; None when the server sizes it."""
         ...
 
     def run_trial(self, cfg: RunCfg, ctx: TrialContext) -> dict[str, Any]:

@@ -7,11 +7,13 @@ import sys
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
+from hybridbench.engines.kv_pool import KVPool
 from hybridbench.errors import ConfigError
 from hybridbench.plan.build import effective_vocab
 from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec
+from reference_impl.engine.core import DEFAULT_KV_TOKENS
 
-__all__ = ["REFERENCE_ARMS", "reference_command", "reference_refusals"]
+__all__ = ["REFERENCE_ARMS", "reference_command", "reference_kv_pool", "reference_refusals"]
 
 
 def reference_refusals() -> dict[str, str]:
@@ -63,3 +65,10 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
     if e.max_mamba_cache_size:
         cmd += ["--max-mamba-cache-size", str(e.max_mamba_cache_size)]
     return cmd + list(e.extra_args)
+
+
+def reference_kv_pool(cfg: RunCfg) -> KVPool:
+    """The pool ``reference_command`` gives the server: ``--max-total-tokens`` from engine.kv_tokens, or its default."""
+    if cfg.engine.kv_tokens:
+        return KVPool(cfg.engine.kv_tokens, "engine.kv_tokens")
+    return KVPool(DEFAULT_KV_TOKENS, "the server's default --max-total-tokens; set engine.kv_tokens")

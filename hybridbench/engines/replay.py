@@ -15,6 +15,7 @@ from typing import Any
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.engines.base import EngineInfo, TrialContext
+from hybridbench.engines.kv_pool import KVPool
 from hybridbench.engines.traits import EngineTraits
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import RunPlan
@@ -84,6 +85,9 @@ class ReplayEngine:
 
     def _cache(self, arm: str) -> ReplayCache:
         return make_replay_cache(self._policies[arm], self._configs[arm])
+
+    def kv_pool(self, cfg: RunCfg) -> KVPool | None:
+        return None  # a replay cache of bytes admits any request (an oversized one is simply not cached)
 
     def run_trial(self, cfg: RunCfg, ctx: TrialContext) -> dict[str, Any]:
         cache = self._cache(ctx.trial.arm)

@@ -25,6 +25,7 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import EngineInfo
 from hybridbench.engines.evictions import Evictions, read_evictions
 from hybridbench.engines.gpus import visible_gpus, wait_for_free_gpus
+from hybridbench.engines.kv_pool import KVPool
 from hybridbench.engines.process import ServerProcess, free_port, port_in_use
 from hybridbench.engines.server_logs import (
     CacheCounters,
@@ -61,6 +62,8 @@ class ServerSpec:
     package: str = ""  # the Python distribution whose version goes into provenance
     gpus: bool = True  # runs on GPUs (unless engine.gpu=cpu): check nvidia-smi for free ones before launching
     health_paths: tuple[str, ...] = ("/health_generate", "/health")  # readiness and liveness: first found decides
+    # the KV pool when the config fixes its size (the reference server's flags); None: sized at launch (GPUs)
+    kv_pool: Callable[[RunCfg], KVPool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,9 @@ class ServerEngine:
         self._version = installed_version(cfg.engine.python or sys.executable, self.spec.package)
         for spec in plan.arm_specs:
             self._commands[spec.name] = self.build(cfg, spec, 0)  # raises ConfigError naming the arm or flag
+
+    def kv_pool(self, cfg: RunCfg) -> KVPool | None:
+        return self.spec.kv_pool(cfg) if self.spec.kv_pool is not None else None
 
     # ------------------------------------------------------------------ launch and ready
     def launch(self, cfg: RunCfg, spec: ArmSpec) -> ServerProcess:

@@ -7,6 +7,7 @@ from typing import Any
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.engines.base import EngineInfo, TrialContext
+from hybridbench.engines.kv_pool import KVPool
 from hybridbench.engines.reference_cmd import reference_refusals
 from hybridbench.engines.traits import EngineTraits
 from hybridbench.errors import ConfigError
@@ -78,6 +79,16 @@ class SimEngine:
             raise ConfigError(f"engine sim: {exc.args[0]}") from None
         except ValueError as exc:
             raise ConfigError(f"engine sim: {exc}") from None
+
+    def kv_pool(self, cfg: RunCfg) -> KVPool | None:
+        """The smallest pool ``validate`` sized (``engine_config``: the memory model, or engine.kv_tokens)."""
+        if not self._configs:
+            return None
+        e = cfg.engine
+        key = "engine.kv_tokens" if e.kv_tokens else (
+            f"engine.mem_fraction_static={e.mem_fraction_static} of {e.tp} x {e.gpu} after {cfg.model.name}'s weights "
+            "and states; or set engine.kv_tokens")
+        return KVPool(min(c.kv_tokens for c in self._configs.values()), key)
 
     def run_trial(self, cfg: RunCfg, ctx: TrialContext) -> dict[str, Any]:
         assert self._timer is not None, "validate() first"

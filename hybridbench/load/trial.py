@@ -19,6 +19,7 @@ from typing import Any
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import EngineInfo, TrialContext
+from hybridbench.engines.kv_pool import KVPool
 from hybridbench.engines.process import ServerProcess
 from hybridbench.engines.server import ServerEngine
 from hybridbench.engines.traits import EngineTraits
@@ -71,6 +72,9 @@ class ServerTrials:
 
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         self.engine.validate(cfg, plan)
+
+    def kv_pool(self, cfg: RunCfg) -> KVPool | None:
+        return self.engine.kv_pool(cfg)
 
     def info(self) -> EngineInfo:
         return self.engine.info()

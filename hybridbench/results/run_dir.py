@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hybridbench.errors import ConfigError
 
-__all__ = ["claim_run_dir"]
+__all__ = ["claim_run_dir", "release_run_dir"]
 
 
 def _ours(entry: Path) -> bool:
@@ -38,6 +38,18 @@ def claim_run_dir(run_dir: Path, *, overwrite: bool) -> None:
         raise ConfigError(f"hydra.run.dir: {run_dir} holds files ({names}) but no hybridbench run (plan.json); "
                           "overwrite=true only replaces a previous run")
     for p in held:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
+def release_run_dir(run_dir: Path) -> None:
+    """Undo a claim when the run is refused before its first trial: remove what it wrote (its plan and traces).
+    The claim left the directory empty but for Hydra's job log, so everything else in it is this run's."""
+    for p in run_dir.iterdir():
+        if _ours(p):
+            continue
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)
         else:

@@ -34,10 +34,18 @@ from reference_impl.radix.key import page_floor
 from reference_impl.radix.pools import KVPool, PoolExhausted, StatePool
 from reference_impl.radix.tree import MambaRadixTree
 
-__all__ = ["Batch", "EngineConfig", "EngineCore", "EngineCounters", "EngineRequest", "state_ratio"]
+__all__ = ["DEFAULT_KV_TOKENS", "Batch", "EngineConfig", "EngineCore", "EngineCounters", "EngineRequest",
+           "fits_kv_pool", "state_ratio"]
 
 RETRACT_DECODE_STEPS = 20  # SGLang: tokens of headroom assumed per request after a retraction
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang's clip on max_new_tokens when it budgets a prefill batch
+DEFAULT_KV_TOKENS = 32768  # the reference server's KV pool without --max-total-tokens
+
+
+def fits_kv_pool(input_tokens: int, max_new_tokens: int, kv_tokens: int) -> bool:
+    """Whether one request can run at all: its prompt and every token it may generate (at least one) in the KV
+    pool at once. A request that does not is rejected on arrival; the harness refuses such a plan with this test."""
+    return input_tokens + max(1, max_new_tokens) <= kv_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +174,7 @@ class EngineCore:
         self, rid: int, input_tokens: Sequence[int], max_new_tokens: int, *, max_prefix: int | None = None
     ) -> EngineRequest:
         req = EngineRequest(rid, tuple(input_tokens), max(1, max_new_tokens), max_prefix=max_prefix)
-        if len(req.input_tokens) + req.max_new_tokens > self.config.kv_tokens:
+        if not fits_kv_pool(len(req.input_tokens), req.max_new_tokens, self.config.kv_tokens):
             req.status, req.error = "aborted", "input + output longer than the KV pool"
             self.counters.aborted += 1
             return req

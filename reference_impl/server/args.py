@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from reference_impl.engine.arms import ArmSpec, parse_arm
-from reference_impl.engine.core import EngineConfig, state_ratio
+from reference_impl.engine.core import DEFAULT_KV_TOKENS, EngineConfig, state_ratio
 from reference_impl.model.config import ModelConfig
 from reference_impl.policies.registry import POLICIES
 from reference_impl.server.errors import API_VERSIONS, DEFAULT_API_VERSION
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--seglen-eff-weight", type=float, default=None)
     a("--disable-radix-cache", action="store_true")
     a("--page-size", type=int, default=1)
-    a("--max-total-tokens", type=int, default=32768, help="KV pool size in tokens")
+    a("--max-total-tokens", type=int, default=DEFAULT_KV_TOKENS, help="KV pool size in tokens")
     a("--max-mamba-cache-size", type=int, default=256, help="recurrent-state slots")
     a("--max-running-requests", type=int, default=None)
     a("--chunked-prefill-size", type=int, default=2048)

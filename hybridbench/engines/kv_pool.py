@@ -1,0 +1,42 @@
+"""A KV pool the plan fixes, and the plan-time refusal of a workload with a request that cannot fit it alone.
+
+The simulator and the reference server reject such a request on arrival, so every one of them would fail at
+run time and the run report survival failures for a configuration error. GPU servers size their pools at
+launch: their engines fix no pool here and nothing is refused for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hybridbench.errors import ConfigError
+from reference_impl.engine.core import fits_kv_pool
+from workloads.trace import TraceRow
+
+__all__ = ["KVPool", "refuse_unfit_requests"]
+
+
+@dataclass(frozen=True, slots=True)
+class KVPool:
+    tokens: int  # the smallest KV pool of the run's arms, in tokens
+    key: str  # what sets it, for the refusal: "engine.kv_tokens", or how the memory model sized it
+
+
+def _need(row: TraceRow) -> int:
+    """The request's input plus the new tokens it asks for, as the load driver and the simulator send it."""
+    return row.num_input_tokens + max(1, row.num_output_tokens)
+
+
+def refuse_unfit_requests(engine: str, pool: KVPool, traces: Mapping[str, Sequence[TraceRow]]) -> None:
+    """ConfigError naming the first workload whose longest request cannot fit ``pool`` by itself."""
+    for name, rows in traces.items():
+        unfit = [r for r in rows if not fits_kv_pool(r.num_input_tokens, r.num_output_tokens, pool.tokens)]
+        if unfit:
+            longest = max(unfit, key=_need)
+            raise ConfigError(
+                f"workloads.{name}: {len(unfit)} of {len(rows)} requests cannot fit the KV pool alone; the longest "
+                f"needs {_need(longest)} KV tokens ({longest.num_input_tokens} input + "
+                f"{max(1, longest.num_output_tokens)} new) but engine {engine}'s KV pool holds {pool.tokens} "
+                f"({pool.key}), so the engine would reject them: raise the pool or shrink the workload"
+            )

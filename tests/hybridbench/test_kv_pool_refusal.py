@@ -1,0 +1,81 @@
+"""A workload with a request that cannot fit the KV pool alone is refused at plan time on the engines whose pools
+the plan fixes (the simulator, the reference server): one line naming the workload, the request, the pool and
+the key that sets it, exit 2, no run directory, no server started. Plan time and run time use one comparison
+(``reference_impl.engine.core.fits_kv_pool``), so a request exactly the pool's size runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybridbench.engines.kv_pool import KVPool, refuse_unfit_requests
+from hybridbench.errors import ConfigError
+from reference_impl.engine.core import EngineConfig, EngineCore
+from reference_impl.engine.cost_model import CostModel
+from reference_impl.engine.hardware import get_gpu
+from reference_impl.models import get_model
+from workloads.trace import TraceRow
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE_LONGEST = 356  # the smoke experiment's gsp requests: 340 input + 16 new tokens
+
+
+def cli(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hybridbench", *overrides, f"hydra.run.dir={run_dir}"],
+                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def refusal(done: subprocess.CompletedProcess[str], run_dir: Path) -> str:
+    """The one line a refused run prints; it leaves no run directory and never starts a trial."""
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert not run_dir.exists(), sorted(p.name for p in run_dir.rglob("*"))
+    return lines[0]
+
+
+@pytest.mark.parametrize("engine", ["sim", "reference"])
+def test_a_pool_smaller_than_a_request_is_refused_before_any_trial(tmp_path: Path, engine: str) -> None:
+    run_dir = tmp_path / "run"
+    line = refusal(cli(run_dir, "+experiment=smoke", f"engine={engine}",
+                       f"engine.kv_tokens={SMOKE_LONGEST - 1}"), run_dir)
+    assert line.startswith("error: workloads.gsp: 18 of 18 requests cannot fit the KV pool alone"), line
+    assert f"needs {SMOKE_LONGEST} KV tokens (340 input + 16 new)" in line, line
+    assert f"engine {engine}'s KV pool holds {SMOKE_LONGEST - 1} (engine.kv_tokens)" in line, line
+
+
+def test_a_pool_from_the_memory_model_names_the_memory_fraction(tmp_path: Path) -> None:
+    # The smallest pool the memory model gives this model (a few state slots' worth of memory) is ~22K tokens:
+    # 30K-token prompts cannot fit it.
+    timer = CostModel(get_model("qwen3-next-80b-a3b"), get_gpu("h100"), tp=4)
+    fraction = (timer.total_weight_bytes() + 1.0e9) / (timer.gpu.hbm_bytes * 4)
+    run_dir = tmp_path / "run"
+    line = refusal(cli(run_dir, "+experiment=prefill_overhead", "engine=sim", f"engine.mem_fraction_static={fraction}",
+                       "+workloads.random.params.input_len=30000", "+workloads.random.params.num_prompts=2"), run_dir)
+    assert "workloads.random: 2 of 2 requests" in line and "(30000 input + 1 new)" in line, line
+    assert f"engine.mem_fraction_static={fraction} of 4 x h100" in line, line
+
+
+def test_a_request_exactly_the_pool_size_runs_on_the_simulator(tmp_path: Path) -> None:
+    done = cli(tmp_path / "run", "+experiment=smoke", "engine=sim", f"engine.kv_tokens={SMOKE_LONGEST}",
+               "checks.enabled=[survival]")
+    assert done.returncode == 0, done.stderr
+    assert "all 18 requests completed" in done.stdout
+
+
+@pytest.mark.parametrize(("inp", "new", "pool"), [(99, 1, 100), (100, 0, 100), (99, 0, 100), (100, 1, 100),
+                                                  (90, 10, 100), (90, 11, 100), (1, 1, 2), (1, 1, 1)])
+def test_plan_time_refuses_exactly_what_the_engine_rejects_on_arrival(inp: int, new: int, pool: int) -> None:
+    core = EngineCore(EngineConfig(kv_tokens=pool, state_slots=8))
+    rejected = core.add_request(0, list(range(inp)), new).status == "aborted"
+    row = TraceRow(session_id=0, turn_id=0, ts=0.0, input_tokens=tuple(range(inp)), output_tokens=tuple(range(new)))
+    try:
+        refuse_unfit_requests("sim", KVPool(pool, "engine.kv_tokens"), {"w": [row]})
+        refused = False
+    except ConfigError:
+        refused = True
+    assert refused == rejected
+    assert refused == (inp + max(1, new) > pool)
