@@ -25,9 +25,17 @@ def _extend_chain(tokens: Sequence[int], blocks: int, chain: list[int], head: tu
 
     ``head``: a tuple equal to ``tokens[:len(head)]``; blocks inside it are sliced from it (one copy, not a
     list slice and then a tuple of it). The hashes are the same either way: equal tuples hash equal."""
-    for k in range(len(chain) - 1, blocks):
-        end = (k + 1) * _BLOCK
-        chain.append(hash((chain[k], head[end - _BLOCK:end] if end <= len(head) else tuple(tokens[end - _BLOCK:end]))))
+    done = len(chain) - 1
+    if done >= blocks:
+        return
+    h, append = chain[-1], chain.append
+    inside = min(blocks, len(head) // _BLOCK)
+    for start in range(done * _BLOCK, inside * _BLOCK, _BLOCK):  # the hot loop: a whole input, per request
+        h = hash((h, head[start:start + _BLOCK]))
+        append(h)
+    for start in range(max(done, inside) * _BLOCK, blocks * _BLOCK, _BLOCK):
+        h = hash((h, tuple(tokens[start:start + _BLOCK])))
+        append(h)
 
 
 def _content(chain: list[int], tokens: Sequence[int], n: int, head: tuple[int, ...] = ()) -> StateContent:
