@@ -87,7 +87,7 @@ class ReplayEngine:
         return make_replay_cache(self._policies[arm], self._configs[arm])
 
     def kv_pool(self, cfg: RunCfg) -> KVPool | None:
-        return None  # a replay cache of bytes admits any request (an oversized one is simply not cached)
+        return None  # no pool that admits requests: only a cache budget in bytes (engine.capacity_bytes)
 
     def run_trial(self, cfg: RunCfg, ctx: TrialContext) -> dict[str, Any]:
         cache = self._cache(ctx.trial.arm)
