@@ -78,7 +78,11 @@ class CachedRequest:
 
     def prefix(self, n: int) -> Sequence[int]:
         """``tokens[:n]``, as a tuple slice of the input when it lies inside it (the tree takes it uncopied)."""
-        return self.input_tuple[:n] if n <= len(self.input_tuple) else self.tokens[:n]
+        head = self.input_tuple
+        if n <= len(head):
+            return head[:n]  # the whole input is the input itself: no copy
+        # Past the input (a finished request's key): one concatenation, not a list slice the tree re-tuples.
+        return head + tuple(self.tokens[len(head):n])
 
     def fingerprint(self, n: int) -> StateContent:
         """``fingerprint(self.tokens, n)``, reusing the block hashes of earlier calls (tokens only grow)."""
