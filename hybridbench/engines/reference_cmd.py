@@ -67,8 +67,23 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
     return cmd + list(e.extra_args)
 
 
-def reference_kv_pool(cfg: RunCfg) -> KVPool:
-    """The pool ``reference_command`` gives the server: ``--max-total-tokens`` from engine.kv_tokens, or its default."""
+def _flag_in(args: list[str], flag: str) -> str | None:
+    """The last value ``args`` give ``flag`` (``--f V`` or ``--f=V``), as argparse takes it; None when absent."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def reference_kv_pool(cfg: RunCfg) -> KVPool | None:
+    """The pool ``reference_command`` gives the server: ``--max-total-tokens`` from engine.kv_tokens, or its default;
+    engine.extra_args, appended last, override both (None when they give it no whole number: the server refuses)."""
+    extra = _flag_in(list(cfg.engine.extra_args), "--max-total-tokens")
+    if extra is not None:
+        return KVPool(int(extra), "--max-total-tokens in engine.extra_args") if extra.isdigit() else None
     if cfg.engine.kv_tokens:
         return KVPool(cfg.engine.kv_tokens, "engine.kv_tokens")
     return KVPool(DEFAULT_KV_TOKENS, "the server's default --max-total-tokens; set engine.kv_tokens")

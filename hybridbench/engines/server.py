@@ -63,7 +63,7 @@ class ServerSpec:
     gpus: bool = True  # runs on GPUs (unless engine.gpu=cpu): check nvidia-smi for free ones before launching
     health_paths: tuple[str, ...] = ("/health_generate", "/health")  # readiness and liveness: first found decides
     # the KV pool when the config fixes its size (the reference server's flags); None: sized at launch (GPUs)
-    kv_pool: Callable[[RunCfg], KVPool] | None = None
+    kv_pool: Callable[[RunCfg], KVPool | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,17 +10,33 @@ import sys
 from pathlib import Path
 
 import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
 
+from hybridbench.config.schema import RunCfg
+from hybridbench.config.store import register
 from hybridbench.engines.kv_pool import KVPool, refuse_unfit_requests
+from hybridbench.engines.reference_cmd import reference_kv_pool
 from hybridbench.errors import ConfigError
 from reference_impl.engine.core import EngineConfig, EngineCore
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import get_gpu
 from reference_impl.models import get_model
+from reference_impl.server.args import build_parser
 from workloads.trace import TraceRow
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE_LONGEST = 356  # the smoke experiment's gsp requests: 340 input + 16 new tokens
+
+
+def composed(*overrides: str) -> RunCfg:
+    register()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        run = OmegaConf.to_object(compose(config_name="config", overrides=list(overrides)))
+    assert isinstance(run, RunCfg)
+    return run
 
 
 def cli(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
@@ -45,6 +61,20 @@ def test_a_pool_smaller_than_a_request_is_refused_before_any_trial(tmp_path: Pat
     assert line.startswith("error: workloads.gsp: 18 of 18 requests cannot fit the KV pool alone"), line
     assert f"needs {SMOKE_LONGEST} KV tokens (340 input + 16 new)" in line, line
     assert f"engine {engine}'s KV pool holds {SMOKE_LONGEST - 1} (engine.kv_tokens)" in line, line
+
+
+def reference_pool(*overrides: str) -> KVPool | None:
+    return reference_kv_pool(composed("+experiment=smoke", "engine=reference", *overrides))
+
+
+def test_the_reference_pool_is_the_one_its_command_line_gives() -> None:
+    # engine.extra_args come last on the server's command line, so their --max-total-tokens is the pool.
+    given = KVPool(5000, "--max-total-tokens in engine.extra_args")
+    assert reference_pool("engine.kv_tokens=100", "engine.extra_args=[--max-total-tokens,5000]") == given
+    assert reference_pool("engine.extra_args=['--max-total-tokens=70']") == KVPool(70, given.key)
+    assert reference_pool("engine.kv_tokens=100") == KVPool(100, "engine.kv_tokens")
+    default = reference_pool()
+    assert default is not None and default.tokens == build_parser().get_default("max_total_tokens")
 
 
 def test_a_pool_from_the_memory_model_names_the_memory_fraction(tmp_path: Path) -> None:
