@@ -15,9 +15,9 @@ png=$(realpath "$png")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 git -C "$work" init -q
-git -C "$work" remote add origin "$remote"
+# The remote (it may carry a token) is passed to each command, never written to .git/config.
 for attempt in 1 2 3; do
-  if git -C "$work" fetch -q --depth=1 origin "refs/heads/$branch" 2>/dev/null; then
+  if git -C "$work" fetch -q --depth=1 "$remote" "refs/heads/$branch" 2>/dev/null; then
     git -C "$work" checkout -q -B "$branch" FETCH_HEAD
   else  # first use: the branch does not exist yet
     git -C "$work" symbolic-ref HEAD "refs/heads/$branch"
@@ -27,7 +27,7 @@ for attempt in 1 2 3; do
   git -C "$work" add "$dest"
   git -C "$work" -c user.name=hybridbench -c user.email=hybridbench@users.noreply.github.com \
     commit -q -m "hybridbench: $dest"
-  if git -C "$work" push -q origin "HEAD:refs/heads/$branch" 2>/dev/null; then
+  if git -C "$work" push -q "$remote" "HEAD:refs/heads/$branch" 2>/dev/null; then
     echo "$base/$(git -C "$work" rev-parse HEAD)/$dest"
     exit 0
   fi
