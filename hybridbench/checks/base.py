@@ -11,7 +11,7 @@ from hybridbench.records.coverage import TrialOutcome
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
 
-__all__ = ["Check", "CheckInput", "CheckResult", "Status"]
+__all__ = ["Check", "CheckInput", "CheckResult", "Status", "run_verdict"]
 
 # inconclusive: the check could not decide (e.g. a policy comparison in which nothing was evicted); never a pass.
 Status = Literal["pass", "fail", "skip", "inconclusive"]
@@ -49,3 +49,14 @@ class CheckInput:
 
 
 Check = Callable[[CheckInput], Sequence[CheckResult]]
+
+
+def run_verdict(checks: Sequence[CheckResult]) -> Literal["pass", "fail", "inconclusive"]:
+    """A run's verdict from its checks. ``pass`` needs positive evidence: a run whose every check was skipped (one
+    repeat for a throughput verdict, no samples) or that ran no check at all decided nothing, so it is
+    ``inconclusive`` (exit 1), never a pass."""
+    if any(c.status == "fail" for c in checks):
+        return "fail"
+    if any(c.status == "inconclusive" for c in checks) or not any(c.status == "pass" for c in checks):
+        return "inconclusive"
+    return "pass"

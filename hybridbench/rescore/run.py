@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from hybridbench.checks.base import run_verdict
 from hybridbench.errors import ConfigError
 from hybridbench.metrics.published import compare_published
 from hybridbench.plan.arms import cache_off_arms
@@ -87,8 +88,6 @@ def rescore_run(run_dir: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
         probe_samples=run.probe_samples,
     )
     config = _with_settings(run.plan.config, asdict(settings.checks), settings.kl_threshold)
-    failed = any(c.status == "fail" for c in scored.checks)
-    undecided = any(c.status == "inconclusive" for c in scored.checks)
     out = dict(bundle.raw)
     out.update(
         baseline_arm=baseline,
@@ -99,7 +98,7 @@ def rescore_run(run_dir: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
         accuracy=scored.accuracy,
         # A run whose server died or that was interrupted stays so, whatever the thresholds say.
         verdict=bundle.verdict if bundle.verdict in ("error", "interrupted")
-        else "fail" if failed else "inconclusive" if undecided else "pass",
+        else run_verdict(scored.checks),
         provenance={**bundle.raw.get("provenance", {}), "config": config},
         rescored={"created": datetime.now(timezone.utc).isoformat(), "overrides": list(overrides),
                   "hybridbench_version": _version()},

@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
-from hybridbench.checks.base import CheckResult
+from hybridbench.checks.base import CheckResult, run_verdict
 from hybridbench.config.redact import redact_config, redact_overrides
 from hybridbench.metrics.published import compare_published
 from hybridbench.plan.types import MODELLED_ENGINES, RunPlan
@@ -113,8 +113,6 @@ def build_bundle(
     aggregates: dict[str, dict[str, dict[str, Any]]],
     checks: list[CheckResult],
 ) -> dict[str, Any]:
-    failed = [c for c in checks if c.status == "fail"]
-    undecided = [c for c in checks if c.status == "inconclusive"]
     return {
         "schema_version": BUNDLE_SCHEMA_VERSION,
         "name": plan.name,
@@ -130,7 +128,7 @@ def build_bundle(
         "notes": {name: w["note"] for name, w in (plan.config.get("workloads") or {}).items()
                   if isinstance(w, dict) and w.get("note")},
         # A run that could not decide is not a pass (exit 1 like a failure), but it is named for what it is.
-        "verdict": "fail" if failed else "inconclusive" if undecided else "pass",
+        "verdict": run_verdict(checks),
         "provenance": provenance(plan, engine),
     }
 

@@ -81,6 +81,13 @@ def test_other_checks_and_other_baseline(run_copy: Path) -> None:
     assert ("ttft", "gsp", "branching", "pass") in _verdicts(run_copy)  # branching is now the candidate
 
 
+def test_checks_that_all_skip_rescore_inconclusive_not_pass(run_copy: Path) -> None:
+    # The sim has no KL samples: the kl check skips, and a verdict made of skips alone decided nothing.
+    assert main([str(run_copy), "checks.enabled=[kl]"]) == 1
+    assert {v[3] for v in _verdicts(run_copy)} == {"skip"}
+    assert json.loads((run_copy / "bundle.json").read_text())["verdict"] == "inconclusive"
+
+
 def test_the_first_harness_run_rescores(tmp_path: Path) -> None:
     run = Path(shutil.copytree(RUNS / "fbde869-smoke-sim", tmp_path / "old"))
     assert main([str(run)]) == 0
