@@ -1,4 +1,6 @@
-"""A KV pool the plan fixes, and the plan-time refusal of a workload with a request that cannot fit it alone.
+"""A KV pool the plan fixes, and the plan-time refusal of a workload with a request that cannot fit it alone, or
+that is longer than the server's context length (the reference server caps it at 32,768 tokens, below a larger
+pool, and answers such a request 400 mid-run).
 
 The simulator and the reference server reject such a request on arrival, so every one of them would fail at
 run time and the run report survival failures for a configuration error. GPU servers size their pools at
@@ -21,6 +23,8 @@ __all__ = ["KVPool", "refuse_unfit_requests"]
 class KVPool:
     tokens: int  # the smallest KV pool of the run's arms, in tokens
     key: str  # what sets it, for the refusal: "engine.kv_tokens", or how the memory model sized it
+    context: int = 0  # the server's context length when below the pool (prompt + new tokens); 0 = the pool's
+    context_key: str = ""  # what sets the context length, for the refusal
 
 
 def _need(row: TraceRow) -> int:
@@ -40,3 +44,13 @@ def refuse_unfit_requests(engine: str, pool: KVPool, traces: Mapping[str, Sequen
                 f"{max(1, longest.num_output_tokens)} new) but engine {engine}'s KV pool holds {pool.tokens} "
                 f"({pool.key}), so the engine would reject them: raise the pool or shrink the workload"
             )
+        if pool.context and pool.context < pool.tokens:
+            unfit = [r for r in rows if not fits_kv_pool(r.num_input_tokens, r.num_output_tokens, pool.context)]
+            if unfit:
+                longest = max(unfit, key=_need)
+                raise ConfigError(
+                    f"workloads.{name}: {len(unfit)} of {len(rows)} requests are longer than the context length; the "
+                    f"longest needs {_need(longest)} tokens ({longest.num_input_tokens} input + "
+                    f"{max(1, longest.num_output_tokens)} new) but engine {engine}'s context length is {pool.context} "
+                    f"({pool.context_key}), so the server would refuse them: raise it or shrink the workload"
+                )

@@ -4,6 +4,7 @@ express of an arm: everything but a policy that brings its own tree (``reference
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
@@ -12,6 +13,7 @@ from hybridbench.errors import ConfigError
 from hybridbench.plan.build import effective_vocab
 from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec
 from reference_impl.engine.core import DEFAULT_KV_TOKENS
+from reference_impl.model.config import ModelConfig
 
 __all__ = ["REFERENCE_ARMS", "reference_command", "reference_kv_pool", "reference_refusals"]
 
@@ -78,12 +80,27 @@ def _flag_in(args: list[str], flag: str) -> str | None:
     return value
 
 
-def reference_kv_pool(cfg: RunCfg) -> KVPool | None:
-    """The pool ``reference_command`` gives the server: ``--max-total-tokens`` from engine.kv_tokens, or its default;
-    engine.extra_args, appended last, override both (None when they give it no whole number: the server refuses)."""
+def _pool(cfg: RunCfg) -> KVPool | None:
     extra = _flag_in(list(cfg.engine.extra_args), "--max-total-tokens")
     if extra is not None:
         return KVPool(int(extra), "--max-total-tokens in engine.extra_args") if extra.isdigit() else None
     if cfg.engine.kv_tokens:
         return KVPool(cfg.engine.kv_tokens, "engine.kv_tokens")
     return KVPool(DEFAULT_KV_TOKENS, "the server's default --max-total-tokens; set engine.kv_tokens")
+
+
+def reference_kv_pool(cfg: RunCfg) -> KVPool | None:
+    """The pool ``reference_command`` gives the server: ``--max-total-tokens`` from engine.kv_tokens, or its default;
+    engine.extra_args, appended last, override both (None when they give it no whole number: the server refuses).
+    With it the server's context length, as reference_impl.server.args derives it: ``--context-length`` in
+    engine.extra_args, else the tiny model's 32,768 tokens, never above the pool."""
+    pool = _pool(cfg)
+    if pool is None:
+        return None
+    given = _flag_in(list(cfg.engine.extra_args), "--context-length")
+    if given is not None and not given.isdigit():
+        return pool  # the server refuses the flag at launch, naming it
+    if given is not None and int(given):  # 0 is the server's "not given" too
+        return replace(pool, context=int(given), context_key="--context-length in engine.extra_args")
+    return replace(pool, context=ModelConfig().max_context,
+                   context_key="the reference server's default; set --context-length in engine.extra_args")

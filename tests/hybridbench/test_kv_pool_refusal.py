@@ -23,7 +23,8 @@ from reference_impl.engine.core import EngineConfig, EngineCore
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import get_gpu
 from reference_impl.models import get_model
-from reference_impl.server.args import build_parser
+from reference_impl.server.args import build_parser, parse_config
+from reference_impl.server.requests import BadRequest, parse_generate
 from workloads.trace import TraceRow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,12 +70,53 @@ def reference_pool(*overrides: str) -> KVPool | None:
 
 def test_the_reference_pool_is_the_one_its_command_line_gives() -> None:
     # engine.extra_args come last on the server's command line, so their --max-total-tokens is the pool.
-    given = KVPool(5000, "--max-total-tokens in engine.extra_args")
+    given = KVPool(5000, "--max-total-tokens in engine.extra_args", *DEFAULT_CONTEXT)
     assert reference_pool("engine.kv_tokens=100", "engine.extra_args=[--max-total-tokens,5000]") == given
-    assert reference_pool("engine.extra_args=['--max-total-tokens=70']") == KVPool(70, given.key)
-    assert reference_pool("engine.kv_tokens=100") == KVPool(100, "engine.kv_tokens")
+    assert reference_pool("engine.extra_args=['--max-total-tokens=70']") == KVPool(70, given.key, *DEFAULT_CONTEXT)
+    assert reference_pool("engine.kv_tokens=100") == KVPool(100, "engine.kv_tokens", *DEFAULT_CONTEXT)
     default = reference_pool()
     assert default is not None and default.tokens == build_parser().get_default("max_total_tokens")
+
+
+DEFAULT_CONTEXT = (32768, "the reference server's default; set --context-length in engine.extra_args")
+
+
+def test_the_reference_context_length_is_the_one_its_server_derives() -> None:
+    # The server's context is --context-length, else the tiny model's 32,768, never above the pool (args.py).
+    for extra in ([], ["--context-length", "40000"], ["--context-length=1000"], ["--context-length", "0"]):
+        pool = reference_pool("engine.kv_tokens=70000", f"engine.extra_args=[{','.join(map(repr, extra))}]")
+        server = parse_config(["--max-total-tokens", "70000", *extra])
+        assert pool is not None and min(pool.context, pool.tokens) == server.context_length, extra
+
+
+def test_a_request_longer_than_the_servers_context_is_refused_though_the_pool_holds_it(tmp_path: Path) -> None:
+    # A 70K-token pool holds a 34K-token prompt, but the reference server caps its context at 32,768 and would
+    # answer every such request 400 mid-run: a survival failure for what is a configuration error.
+    run_dir = tmp_path / "run"
+    line = refusal(cli(run_dir, "+experiment=prefill_overhead", "engine=reference", "engine.kv_tokens=70000",
+                       "engine.workload_scale=1", "+workloads.random.params.input_len=34000",
+                       "+workloads.random.params.num_prompts=2"), run_dir)
+    assert line.startswith("error: workloads.random: 2 of 2 requests are longer than the context length"), line
+    assert "(34000 input + 1 new) but engine reference's context length is 32768" in line, line
+    assert "set --context-length in engine.extra_args" in line, line
+
+
+@pytest.mark.parametrize(("inp", "new", "context"), [(99, 1, 100), (100, 1, 100), (100, 0, 100), (99, 0, 100),
+                                                     (90, 10, 100), (90, 11, 100), (32767, 1, 32768)])
+def test_plan_time_refuses_exactly_what_the_servers_context_check_rejects(inp: int, new: int, context: int) -> None:
+    body = {"input_ids": [300] * inp, "sampling_params": {"max_new_tokens": max(1, new)}}
+    try:
+        parse_generate(body, 4096, context)
+        rejected = False
+    except BadRequest:
+        rejected = True
+    row = TraceRow(session_id=0, turn_id=0, ts=0.0, input_tokens=tuple(range(inp)), output_tokens=tuple(range(new)))
+    try:
+        refuse_unfit_requests("reference", KVPool(10 * context, "engine.kv_tokens", context, "x"), {"w": [row]})
+        refused = False
+    except ConfigError:
+        refused = True
+    assert refused == rejected
 
 
 def test_a_pool_from_the_memory_model_names_the_memory_fraction(tmp_path: Path) -> None:
