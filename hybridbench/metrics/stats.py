@@ -115,7 +115,9 @@ def paired_relative_change(
     repeats moves both arms of a repeat alike; pairing by repeat removes it, as a paired test does.
     Only the first ``min(len)`` repeats pair (a run cut short by a dead server has fewer).
     """
-    ratios = [c / b - 1 for b, c in zip(baseline, candidate, strict=False) if b]
+    # A repeat with no value (NaN: a trial with no records) pairs with nothing; statistics.stdev raises on NaN.
+    ratios = [c / b - 1 for b, c in zip(baseline, candidate, strict=False)
+              if b and math.isfinite(b) and math.isfinite(c)]
     if len(ratios) < 2:  # no interval from fewer than two repeats
         return RelativeChange(math.nan, math.nan, math.nan)
     estimate = statistics.fmean(ratios)
@@ -132,6 +134,7 @@ def welch_relative_change(
     spread counts. The interval is built on the log of the ratio (delta method: var(log mean) ~
     var/(n mean^2)) with Welch-Satterthwaite degrees of freedom, then mapped back, so it stays above -100%.
     """
+    baseline, candidate = [v for v in baseline if math.isfinite(v)], [v for v in candidate if math.isfinite(v)]
     nb, nc = len(baseline), len(candidate)
     if nb < 2 or nc < 2:
         return RelativeChange(math.nan, math.nan, math.nan)

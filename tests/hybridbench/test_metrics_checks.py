@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -132,6 +133,18 @@ def test_t_quantiles_match_the_tables() -> None:
                         (0.995, 10, 3.1693), (0.975, 1e6, 1.9600)):
         assert t_quantile(p, df) == pytest.approx(want, abs=1e-4)
     assert t_quantile(0.025, 10) == pytest.approx(-2.2281, abs=1e-4)
+
+
+def test_a_repeat_without_a_value_pairs_with_nothing_and_raises_nothing() -> None:
+    # A trial with no records summarizes to NaN; statistics.stdev raised AttributeError on it (rescore traceback).
+    from hybridbench.metrics.stats import paired_relative_change, welch_relative_change
+
+    nan = math.nan
+    assert math.isnan(paired_relative_change([10.0, nan], [9.0, 8.0], confidence=0.95).high)  # one pair: no interval
+    three = paired_relative_change([10.0, nan, 20.0, 40.0], [9.0, 5.0, 19.0, 34.0], confidence=0.95)
+    assert (three.estimate, three.low) == pytest.approx((-0.10, -0.2242), abs=1e-4)  # the three that pair
+    assert math.isnan(welch_relative_change([10.0, nan], [9.0, 8.0], confidence=0.95).high)
+    assert welch_relative_change([10.0, 10.0, nan], [9.0, 9.0], confidence=0.95).estimate == pytest.approx(-0.1)
 
 
 def test_paired_interval_is_honest_about_three_noisy_repeats() -> None:

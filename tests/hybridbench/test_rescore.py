@@ -88,6 +88,17 @@ def test_checks_that_all_skip_rescore_inconclusive_not_pass(run_copy: Path) -> N
     assert json.loads((run_copy / "bundle.json").read_text())["verdict"] == "inconclusive"
 
 
+def test_records_lost_at_a_line_boundary_fail_survival_not_a_traceback(run_copy: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # A run killed between two appends keeps whole lines only: three trials then have no records at all.
+    lines = (run_copy / "records.jsonl").read_text().splitlines(keepends=True)
+    (run_copy / "records.jsonl").write_text("".join(lines[:5]))
+    assert main([str(run_copy)]) == 1
+    assert json.loads((run_copy / "bundle.json").read_text())["verdict"] == "fail"
+    assert {v[3] for v in _verdicts(run_copy) if v[0] == "survival"} == {"fail"}
+    assert "5 of 18 planned requests recorded" in capsys.readouterr().out
+
+
 def test_the_first_harness_run_rescores(tmp_path: Path) -> None:
     run = Path(shutil.copytree(RUNS / "fbde869-smoke-sim", tmp_path / "old"))
     assert main([str(run)]) == 0
