@@ -23,6 +23,7 @@ from reference_impl.server.bodies import OpenAiChunks, generate_body
 from reference_impl.server.engine_loop import EngineLoop, Submission, Update
 from reference_impl.server.errors import (
     contract_refusal,
+    dropped_stream,
     dumps_event,
     openai_error,
     openai_stream_error,
@@ -30,6 +31,7 @@ from reference_impl.server.errors import (
     validation_error,
     value_error,
 )
+from reference_impl.server.openai_logprobs import ECHO_KEYERROR_0516, echo_crashes
 from reference_impl.server.requests import (
     BadRequest,
     ContractViolation,
@@ -211,6 +213,8 @@ class Api:
             return validation_error(str(exc))
         except BadRequest as exc:
             return openai_error(str(exc))
+        if echo_crashes(self.config.api_version, items[0].echo, items[0].logprobs):  # 0.5.16's KeyError
+            return await dropped_stream(request) if items[0].stream else openai_error(ECHO_KEYERROR_0516, 500)
         started = [self._start(p) for p in items]
         chunks = OpenAiChunks([sub for sub, _ in started], items[0], chat=chat, model=self.config.served_model_name,
                               version=self.config.api_version)

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from reference_impl.server.engine_loop import Submission, Update
+from reference_impl.server.openai_logprobs import choice_logprobs
 from reference_impl.server.requests import GenerateParams
 from reference_impl.server.tokenizer import decode
 
@@ -73,7 +74,8 @@ class OpenAiChunks:
     (0.5.23 adds ``weight_versions``); a stream's chunks carry ``usage: null``, and the usage comes after the last
     one in a chunk of its own with no choices, only when ``stream_options.include_usage`` asks
     (serving_completions.py 0.5.23:478-496); ``sglext`` likewise in its own chunk (:464-476). The chat shapes
-    are not recorded: a chat stream's last chunk carries the usage.
+    are not recorded: a chat stream's last chunk carries the usage. ``logprobs`` and ``echo`` (completions only):
+    openai_logprobs.py.
     """
 
     def __init__(self, subs: list[Submission], params: GenerateParams, *, chat: bool, model: str,
@@ -83,6 +85,8 @@ class OpenAiChunks:
         self.created = int(time.time())
         self._sent = [""] * len(subs)  # the text already streamed, per prompt
         self._final: dict[int, Update] = {}  # prompts finished so far (stream)
+        self._lp_sent = [0] * len(subs)  # output tokens whose logprobs were streamed, per prompt
+        self._started: set[int] = set()  # prompts whose first chunk went out (echo, the prompt's logprobs)
 
     def _usage(self, finals: list[Update]) -> dict[str, Any]:
         n_in = sum(len(s.input_ids) for s in self.subs)
@@ -96,8 +100,19 @@ class OpenAiChunks:
     def _sglext(self, u: Update) -> dict[str, Any]:  # SGLang's extension, read by bench_serving's cache report
         return {"cached_tokens_details": {"device": u.cached_tokens, "host": 0}}
 
-    def _choice(self, i: int, text: str, reason: str | None, *, whole: bool) -> dict[str, Any]:
-        choice: dict[str, Any] = {"index": i, "logprobs": None, "finish_reason": reason}
+    def _logprobs(self, i: int, u: Update, start: int, *, first: bool) -> dict[str, Any] | None:
+        n = self.params.logprobs
+        if n is None or self.chat:
+            return None
+        return choice_logprobs(self.subs[i], u.output_ids, start, top_n=n, prompt=first and self.params.echo
+                               and n > 0, version=self.version)
+
+    def _echo(self, i: int) -> str:  # the prompt decoded, as SGLang's _prepare_echo_prompts / _get_echo_text
+        return decode(self.subs[i].input_ids) if self.params.echo and not self.chat else ""
+
+    def _choice(self, i: int, text: str, reason: str | None, *, whole: bool,
+                logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+        choice: dict[str, Any] = {"index": i, "logprobs": logprobs, "finish_reason": reason}
         if not self.chat:
             choice["text"] = text
             choice["matched_stop"] = None
@@ -124,7 +139,8 @@ class OpenAiChunks:
         return str((u.finish_reason or {}).get("type", "length"))
 
     def whole(self, finals: list[Update]) -> dict[str, Any]:
-        choices = [self._choice(i, decode(u.output_ids), self._reason(u), whole=True) for i, u in enumerate(finals)]
+        choices = [self._choice(i, self._echo(i) + decode(u.output_ids), self._reason(u), whole=True,
+                                logprobs=self._logprobs(i, u, 0, first=True)) for i, u in enumerate(finals)]
         body = self._frame(choices, finals)
         if self.chat:
             body["object"] = "chat.completion"
@@ -141,13 +157,18 @@ class OpenAiChunks:
         usage with it (chat) or after every prompt's last (completions, when asked)."""
         text = decode(u.output_ids)
         delta, self._sent[i] = text[len(self._sent[i]):], text
+        first = i not in self._started
+        self._started.add(i)
+        logprobs = self._logprobs(i, u, self._lp_sent[i], first=first)
+        self._lp_sent[i] = len(u.output_ids)
+        delta = self._echo(i) + delta if first else delta
         reason = self._reason(u) if u.finished else None
         if u.finished:
             self._final[i] = u
         done = [self._final[k] for k in range(len(self.subs))] if len(self._final) == len(self.subs) else None
         if self.chat:
             return [self._frame([self._choice(i, delta, reason, whole=False)], done)]
-        out = [self._frame([self._choice(i, delta, reason, whole=False)], None)]
+        out = [self._frame([self._choice(i, delta, reason, whole=False, logprobs=logprobs)], None)]
         if done is not None and self.params.return_cached_tokens_details:
             out.append({**self._frame([], None), "sglext": self._sglext(done[0])})
         if done is not None and self.params.include_usage:

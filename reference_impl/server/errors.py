@@ -38,7 +38,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-__all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "contract_refusal", "dumps_event", "error_response",
+__all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "contract_refusal", "dropped_stream", "dumps_event", "error_response",
            "openai_error", "openai_stream_error", "stream_error", "validation_error", "value_error"]
 
 API_VERSIONS: Final = ("0.5.16", "0.5.23")
@@ -85,10 +85,15 @@ async def contract_refusal(request: web.Request, message: str, version: str, str
         return error_response({"error": message}, 400)
     if not stream:
         return web.Response(status=500, text="Internal Server Error")
+    return await dropped_stream(request)
+
+
+async def dropped_stream(request: web.Request) -> web.StreamResponse:
+    """A stream whose handler raised after its 200 headers went out: uvicorn drops the connection."""
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     if request.transport is not None:
-        request.transport.abort()  # the exception after the headers: uvicorn drops the connection
+        request.transport.abort()
     return resp
 
 

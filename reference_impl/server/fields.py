@@ -85,12 +85,13 @@ STREAM_OPTIONS = FieldTable("stream_options", used=set(),
 
 COMPLETION = FieldTable(
     "the request",
-    used={"prompt", "max_tokens", "temperature", "stream", "ignore_eos", "seed", "return_cached_tokens_details"},
+    used={"prompt", "max_tokens", "temperature", "stream", "ignore_eos", "seed", "return_cached_tokens_details",
+          "logprobs", "echo"},
     neutral={
         **{k: v for k, v in _SAMPLING_NEUTRAL.items() if k not in ("spaces_between_special_tokens", "stream_interval")},
         "model": ANY, "user": ANY, "rid": ANY, "session_id": ANY, "priority": ANY,
         "routed_dp_rank": (0,), "data_parallel_rank": (0,), "disagg_prefill_dp_rank": (0,),
-        "best_of": (1,), "echo": (False,), "logprobs": (), "suffix": ("",), "min_tokens": (0,),
+        "best_of": (1,), "suffix": ("",), "min_tokens": (0,),
         "stream_options": STREAM_OPTIONS,
         "return_hidden_states": (False,), "return_routed_experts": (False,), "routed_experts_start_len": (0,),
         "return_token_ids": (False,), "lora_path": ("",), "session_params": (), "response_format": (),
@@ -106,7 +107,7 @@ CHAT = FieldTable(
     "the request",
     used={"messages", "max_tokens", "max_completion_tokens", "temperature", "stream", "ignore_eos", "seed"},
     neutral={
-        **{k: v for k, v in COMPLETION.neutral.items() if k not in ("best_of", "echo", "suffix", "logprobs")},
+        **{k: v for k, v in COMPLETION.neutral.items() if k not in ("best_of", "suffix")},
         "logprobs": (False,), "top_logprobs": (0,), "tools": ([],), "tool_choice": ("none", "auto"),
         "parallel_tool_calls": ANY, "reasoning_effort": (), "separate_reasoning": ANY,
         "stream_reasoning": ANY, "chat_template_kwargs": ({},), "continue_final_message": (False,),

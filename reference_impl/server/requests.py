@@ -62,6 +62,8 @@ class GenerateParams:
     return_text_in_logprobs: bool = False
     return_cached_tokens_details: bool = False
     include_usage: bool = False  # /v1/completions stream: a usage chunk after the last one (stream_options)
+    logprobs: int | None = None  # /v1/completions' OpenAI logprobs (openai_logprobs.py): top N per token
+    echo: bool = False  # /v1/completions: the prompt before the text (and its logprobs, with a truthy N)
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -249,11 +251,15 @@ def parse_completions(data: Mapping[str, Any], vocab: int, context: int) -> Gene
     """/v1/completions: one choice per prompt (SGLang: ``choices[i].index`` is the prompt's place)."""
     _check_fields(data, COMPLETION)
     prompts, text_input = _completion_prompts(data.get("prompt"), vocab, context)
+    logprobs = data.get("logprobs")
+    n = None if logprobs is None else _int(logprobs, "logprobs", 0, MAX_TOP_LOGPROBS)
+    echo = _bool(_get(data, "echo", False), "echo")
     first = GenerateParams(
         input_ids=prompts[0], max_new_tokens=0, temperature=_temperature(_get(data, "temperature", 1.0)),
         ignore_eos=_bool(_get(data, "ignore_eos", False), "ignore_eos"),
         stream=_bool(_get(data, "stream", False), "stream"), seed=_seed(data.get("seed"), "seed"),
-        text_input=text_input,
+        text_input=text_input, logprobs=n, echo=echo, return_logprob=n is not None, top_logprobs_num=n or 0,
+        logprob_start_len=0 if echo and n else None,  # SGLang computes the prompt's only for echo with N > 0
         return_cached_tokens_details=_bool(_get(data, "return_cached_tokens_details", False),
                                            "return_cached_tokens_details"),
         include_usage=_bool(_get(_get(data, "stream_options", {}), "include_usage", False),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["decode", "encode"]
+__all__ = ["decode", "encode", "token_bytes"]
 
 
 def encode(text: str) -> list[int]:
@@ -25,3 +25,9 @@ def decode(ids: Sequence[int]) -> str:
     if run:
         out.append(run.decode("utf-8", errors="replace"))
     return "".join(out)
+
+
+def token_bytes(token: int) -> bytes | None:
+    """A token's raw bytes: its byte for 0-255; None for the ``<id>`` tokens, which have no byte form (as a
+    byte-level BPE tokenizer's special tokens)."""
+    return bytes([token]) if 0 <= token < 256 else None

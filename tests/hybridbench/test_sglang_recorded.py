@@ -208,7 +208,7 @@ def _keys(body: dict[str, Any]) -> dict[str, Any]:
 def test_the_reference_server_answers_v1_completions_in_sglangs_shape(version: str) -> None:
     """Plain and streamed (with ``include_usage``): the same keys at every level, chunk for chunk from the
     reason on (the text before it is split by the tokenizer), the usage alone after it. The recorded
-    ``logprobs: 2`` request is refused by the reference server (no OpenAI logprobs)."""
+    ``logprobs: 2`` request: the next tests."""
     recorded = [e for e in exchanges(version) if e["path"] == "/v1/completions" and not e["request"].get("logprobs")]
     assert len(recorded) == 2
     with running_server("--vocab-size", "1024", "--sglang-api-version", version) as server:
@@ -224,3 +224,80 @@ def test_the_reference_server_answers_v1_completions_in_sglangs_shape(version: s
             assert [_keys(c) for c in got[-3:-1]] == [_keys(c) for c in want[-3:-1]]
             assert got[-2]["usage"]["completion_tokens"] == want[-2]["usage"]["completion_tokens"]
             assert all(_keys(c) == _keys(want[1]) for c in got[:-3])
+
+
+def _logprobs_request(version: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The recorded ``logprobs: 2`` /v1/completions exchange: (request, answer)."""
+    [e] = [e for e in exchanges(version) if e["path"] == "/v1/completions" and e["request"].get("logprobs")]
+    return e["request"], e["response"]
+
+
+def _check_logprobs(lp: dict[str, Any], n_tokens: int, top_n: int, version: str) -> None:
+    """One choice's ``logprobs`` as SGLang builds it (utils.py ``to_openai_style_logprobs``): key order, one entry
+    per completion token in each array, offsets -1, each token's logprob its entry in its top dict."""
+    assert list(lp) == ["text_offset", "token_logprobs", "tokens", "top_logprobs"]
+    assert lp["text_offset"] == [-1] * n_tokens
+    assert len(lp["token_logprobs"]) == len(lp["tokens"]) == len(lp["top_logprobs"]) == n_tokens
+    for token, value, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"], strict=True):
+        assert isinstance(token, str) and isinstance(value, float) and 1 <= len(top) <= top_n
+        assert all(isinstance(k, str) and isinstance(v, float) for k, v in top.items())
+        if version == "0.5.16" and token == "\ufffd":  # byte fragments share the string: the last one's value
+            assert top[token] <= value
+        else:
+            assert top[token] == value
+        if version != "0.5.16":  # 0.5.23 renders every fragment's byte (latin-1): no U+FFFD anywhere
+            assert "\ufffd" not in token and not any("\ufffd" in k for k in top)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_reference_server_answers_openai_logprobs_in_sglangs_shape(version: str) -> None:
+    """The recorded ``logprobs: 2`` request, plain: the recorded key tree at every level, and the recorded answer
+    and the reference's both pass the same per-entry checks. Streamed (not recorded; serving_completions.py): each
+    chunk carries its new tokens' logprobs, together those of the plain answer."""
+    request, recorded = _logprobs_request(version)
+    top_n = request["logprobs"]
+    _check_logprobs(recorded["choices"][0]["logprobs"], recorded["usage"]["completion_tokens"], top_n, version)
+    with running_server("--vocab-size", "1024", "--sglang-api-version", version) as server:
+        status, raw = server.request("POST", "/v1/completions", request)
+        assert status == 200, raw
+        body = json.loads(raw)
+        assert _keys(body) == _keys(recorded)
+        whole = body["choices"][0]["logprobs"]
+        _check_logprobs(whole, body["usage"]["completion_tokens"], top_n, version)
+        assert body["usage"]["completion_tokens"] == recorded["usage"]["completion_tokens"]
+        chunks = server.stream("/v1/completions", request)
+        assert chunks[-1] == "[DONE]"
+        parts = [c["choices"][0]["logprobs"] for c in chunks[:-1]]
+        assert all(p is None or list(p) == list(whole) for p in parts)
+        assert all(len(p["tokens"]) == 1 for p in parts if p is not None)  # one chunk per token here
+        for key in whole:
+            assert [x for p in parts if p is not None for x in p[key]] == whole[key]
+
+
+def test_the_version_tag_decides_the_fragment_token_strings() -> None:
+    """0.5.16 and 0.5.23 answered the recorded request with the same logprobs; where 0.5.16 gives a byte fragment's
+    decode (U+FFFD), 0.5.23 gives its byte as one latin-1 character (utils.py 0.5.23 ``_lossless_token_text``).
+    The reference server told each version answers the same request in the same relation."""
+
+    def fragment(token: str) -> str:  # 0.5.23's latin-1 byte -> 0.5.16's U+FFFD
+        return "\ufffd" if len(token) == 1 and 0x80 <= ord(token) <= 0xFF else token
+
+    def related(old: dict[str, Any], new: dict[str, Any]) -> int:
+        """0.5.16's answer from 0.5.23's: every fragment's string U+FFFD, the top dicts rebuilt by SGLang's
+        comprehension (equal strings collapse, the first's place, the last's value). Returns the changes."""
+        assert old["token_logprobs"] == new["token_logprobs"]
+        assert old["tokens"] == [fragment(t) for t in new["tokens"]]
+        rebuilt = [{fragment(k): v for k, v in top.items()} for top in new["top_logprobs"]]
+        assert [list(t.items()) for t in old["top_logprobs"]] == [list(t.items()) for t in rebuilt]
+        keys = new["tokens"] + [k for top in new["top_logprobs"] for k in top]
+        return sum(fragment(k) != k for k in keys)
+
+    recorded = [_logprobs_request(v)[1]["choices"][0]["logprobs"] for v in VERSIONS]
+    assert related(*recorded) >= 2  # recorded: 'Ó' and 'Î'
+    answers = []
+    for version in VERSIONS:
+        with running_server("--vocab-size", "1024", "--sglang-api-version", version) as server:
+            status, raw = server.request("POST", "/v1/completions", {**_logprobs_request(version)[0], "logprobs": 20})
+            assert status == 200, raw
+            answers.append(json.loads(raw)["choices"][0]["logprobs"])
+    assert related(*answers) >= 2

@@ -83,6 +83,17 @@ def test_integer_request_fields_are_typed_and_bounded(server: Server, field: str
     assert_400(server, "/generate", {**gen(), "return_logprob": True, field: value}, needle)
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    # SGLang bounds neither (reference_impl/server/openai_logprobs.py): the reference's own [0, 20], as above
+    [("logprobs", 21, "logprobs must be in [0, 20]"), ("logprobs", -1, "logprobs must be in [0, 20]"),
+     ("logprobs", True, "logprobs must be an integer"), ("logprobs", 1.5, "logprobs must be an integer"),
+     ("echo", 1, "echo must be true or false")],
+)
+def test_openai_logprob_fields_are_typed_and_bounded(server: Server, field: str, value: Any, needle: str) -> None:
+    assert_400(server, "/v1/completions", {"prompt": PROMPT, "max_tokens": 2, field: value}, needle)
+
+
 # ---------------------------------------------------------------------------------------------- temperature
 @pytest.mark.parametrize("temperature", [1e-45, 5e-324, 1e-7])
 def test_temperature_below_sglangs_epsilon_is_greedy(server: Server, temperature: float) -> None:
@@ -202,8 +213,6 @@ def test_openai_clients_completion_body_is_accepted(server: Server) -> None:
      ("/generate", gen(n=2), "n=2 is not supported"),
      ("/v1/completions", {"prompt": PROMPT, "best_of": 2}, "best_of=2 is not supported"),
      ("/v1/completions", {"prompt": PROMPT, "best_of": True}, "best_of=True is not supported"),
-     ("/v1/completions", {"prompt": PROMPT, "logprobs": 0}, "logprobs=0 is not supported"),
-     ("/v1/completions", {"prompt": PROMPT, "echo": True}, "echo=True is not supported"),
      ("/v1/completions", {"prompt": PROMPT, "stream_options": {"continuous_usage_stats": True}},
       "continuous_usage_stats=True is not supported"),
      ("/v1/completions", {"prompt": PROMPT, "stream_options": {"bogus": 1}}, "unknown field(s) in stream_options"),
