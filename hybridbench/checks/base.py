@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -51,12 +51,11 @@ class CheckInput:
 Check = Callable[[CheckInput], Sequence[CheckResult]]
 
 
-def run_verdict(checks: Sequence[CheckResult]) -> Literal["pass", "fail", "inconclusive"]:
-    """A run's verdict from its checks. ``pass`` needs positive evidence: a run whose every check was skipped (one
-    repeat for a throughput verdict, no samples) or that ran no check at all decided nothing, so it is
-    ``inconclusive`` (exit 1), never a pass."""
-    if any(c.status == "fail" for c in checks):
+def run_verdict(statuses: Iterable[Status]) -> Literal["pass", "fail", "inconclusive"]:
+    """A run's (or a comparison's) verdict from its checks' statuses. ``pass`` needs positive evidence: a run whose
+    every check was skipped (one repeat for a throughput verdict, no samples, no request completed) or that ran no
+    check at all decided nothing, so it is ``inconclusive`` (exit 1), never a pass."""
+    seen = set(statuses)
+    if "fail" in seen:
         return "fail"
-    if any(c.status == "inconclusive" for c in checks) or not any(c.status == "pass" for c in checks):
-        return "inconclusive"
-    return "pass"
+    return "pass" if "pass" in seen and "inconclusive" not in seen else "inconclusive"

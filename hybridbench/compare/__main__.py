@@ -1,8 +1,8 @@
 """``python -m hybridbench.compare BASELINE_RUN CANDIDATE_RUN`` — main's run against a pull request's.
 
 Writes compare.md and compare.json (default: CANDIDATE_RUN/compare/) and prints the table. Exit codes
-as the harness's (DESIGN.md §4): 0 no regression, 1 a regression, 2 usage error or runs that cannot be
-compared (one line naming why).
+as the harness's (DESIGN.md §4): 0 no regression, 1 a regression or nothing decided (every verdict skipped),
+2 usage error or runs that cannot be compared (one line naming why).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(text)
     print(f"comparison: {out}", file=sys.stderr)
-    return 1 if cmp.verdict == "fail" else 0
+    return 0 if cmp.verdict == "pass" else 1  # fail, or inconclusive: never a pass
 
 
 if __name__ == "__main__":

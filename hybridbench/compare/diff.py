@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hybridbench.checks.base import Status
+from hybridbench.checks.base import Status, run_verdict
 from hybridbench.compare.runs import SavedRun
 from hybridbench.errors import ConfigError
 from hybridbench.metrics.stats import RelativeChange, paired_bootstrap, welch_relative_change
@@ -73,7 +73,8 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        return "fail" if any(d.status == "fail" for d in self.deltas) else "pass"
+        # Pass only on a verdict that passed: two runs that both lost everything skip every row, and decided nothing.
+        return run_verdict(d.status for d in self.deltas)
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:

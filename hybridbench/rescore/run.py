@@ -98,7 +98,7 @@ def rescore_run(run_dir: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
         accuracy=scored.accuracy,
         # A run whose server died or that was interrupted stays so, whatever the thresholds say.
         verdict=bundle.verdict if bundle.verdict in ("error", "interrupted")
-        else run_verdict(scored.checks),
+        else run_verdict(c.status for c in scored.checks),
         provenance={**bundle.raw.get("provenance", {}), "config": config},
         rescored={"created": datetime.now(timezone.utc).isoformat(), "overrides": list(overrides),
                   "hybridbench_version": _version()},

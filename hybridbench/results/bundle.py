@@ -128,7 +128,7 @@ def build_bundle(
         "notes": {name: w["note"] for name, w in (plan.config.get("workloads") or {}).items()
                   if isinstance(w, dict) and w.get("note")},
         # A run that could not decide is not a pass (exit 1 like a failure), but it is named for what it is.
-        "verdict": run_verdict(checks),
+        "verdict": run_verdict(c.status for c in checks),
         "provenance": provenance(plan, engine),
     }
 

@@ -128,6 +128,17 @@ def test_a_candidate_cut_short_fails_survival_naming_the_crash(tmp_path: Path) -
     assert {d["status"] for d in data["deltas"] if d["metric"] == "survival"} == {"skip"}
 
 
+def test_two_runs_that_lost_everything_decide_nothing_and_do_not_pass(tmp_path: Path) -> None:
+    # Every row skips (survival: lost alike; nothing completed to time or pair): no evidence, so no pass (exit 1).
+    a, b = write_run(tmp_path / "a", lose=20), write_run(tmp_path / "b", lose=20)
+    for run in (a, b):  # lru's requests lost too
+        text = (run / "records.jsonl").read_text().replace('"status": "ok"', '"status": "error"')
+        (run / "records.jsonl").write_text(text)
+    assert main([str(a), str(b)]) == 1
+    data = json.loads((b / "compare" / "compare.json").read_text())
+    assert {d["status"] for d in data["deltas"]} == {"skip"} and data["verdict"] == "inconclusive"
+
+
 def test_a_candidate_missing_records_fails_survival_though_nothing_failed(tmp_path: Path) -> None:
     """12 of 20 requests of the candidate's last trial recorded, none failed: missing records are lost ones."""
     a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b")
