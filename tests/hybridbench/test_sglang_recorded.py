@@ -253,7 +253,7 @@ def _check_logprobs(lp: dict[str, Any], n_tokens: int, top_n: int, version: str)
 def test_the_reference_server_answers_openai_logprobs_in_sglangs_shape(version: str) -> None:
     """The recorded ``logprobs: 2`` request, plain: the recorded key tree at every level, and the recorded answer
     and the reference's both pass the same per-entry checks. Streamed (not recorded; serving_completions.py): each
-    chunk carries its new tokens' logprobs, together those of the plain answer."""
+    chunk carries its new tokens' logprobs (several when the reader lags), together those of the plain answer."""
     request, recorded = _logprobs_request(version)
     top_n = request["logprobs"]
     _check_logprobs(recorded["choices"][0]["logprobs"], recorded["usage"]["completion_tokens"], top_n, version)
@@ -269,7 +269,6 @@ def test_the_reference_server_answers_openai_logprobs_in_sglangs_shape(version: 
         assert chunks[-1] == "[DONE]"
         parts = [c["choices"][0]["logprobs"] for c in chunks[:-1]]
         assert all(p is None or list(p) == list(whole) for p in parts)
-        assert all(len(p["tokens"]) == 1 for p in parts if p is not None)  # one chunk per token here
         for key in whole:
             assert [x for p in parts if p is not None for x in p[key]] == whole[key]
 
