@@ -9,6 +9,7 @@ state slots in the core.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import math
 import time
@@ -44,6 +45,7 @@ from reference_impl.server.requests import (
     parse_json,
 )
 from reference_impl.server.stream import Latest, StreamStalled, write_or_drop
+from reference_impl.server.timing import RequestTimes
 
 __all__ = ["build_app"]
 
@@ -66,7 +68,9 @@ class Api:
         self._rids = itertools.count(1)
 
     # ------------------------------------------------------------------ submission
-    def _start(self, params: GenerateParams) -> Started:
+    def _start(self, params: GenerateParams, received: RequestTimes | None = None) -> Started:
+        """Submit one request; ``received`` copies the stamps its HTTP request got on arrival (a batch's
+        prompts share them)."""
         loop = asyncio.get_running_loop()
         queue = Latest()
         rid = next(self._rids)
@@ -80,10 +84,17 @@ class Api:
         if params.logprob_start_len is not None:
             # SGLang caps the match so the logprobs it returns are computed, not read from the cache.
             max_prefix = max(0, params.logprob_start_len - 1)
-        def deliver(update: Update) -> None:  # called from the model thread
-            loop.call_soon_threadsafe(queue.put, update)
+        times = RequestTimes.at_receipt(self.config.api_version, stream=params.stream) if received is None \
+            else dataclasses.replace(received, stream=params.stream)
 
-        sub = Submission(rid, params.input_ids, params.max_new_tokens, ctx, deliver=deliver, max_prefix=max_prefix)
+        def arrived(update: Update) -> None:  # on the asyncio loop, read or not: SGLang's tokenizer manager's receipt
+            times.output_arrived(len(update.output_ids), update.finished)
+            queue.put(update)
+
+        def deliver(update: Update) -> None:  # called from the model thread
+            loop.call_soon_threadsafe(arrived, update)
+        sub = Submission(rid, params.input_ids, params.max_new_tokens, ctx, deliver=deliver, times=times,
+                         max_prefix=max_prefix)
         self.engine.submit(sub)
         return sub, queue
 
@@ -162,6 +173,7 @@ class Api:
         """SGLang's /generate: one prompt or a batch (a list of prompts: a list of answers, or one stream whose
         chunks carry their prompt's ``index``). Refusals in the shape each SGLang path gives (errors.py)."""
         version = self.config.api_version
+        received = RequestTimes.at_receipt(version, stream=False)  # SGLang's created_time: before the body is read
         try:
             data = await self._read(request)
         except MalformedBody as exc:
@@ -180,16 +192,18 @@ class Api:
             if stream:  # SGLang validates inside the stream: its 200 is already sent
                 return await self._sse(request, [], _no_render, refusal=stream_error(str(exc)))
             return value_error(str(exc))
-        started = [self._start(p) for p in batch.items]
+        started = [self._start(p, received) for p in batch.items]
+        metrics = self.config.enable_metrics
         if not batch.stream:
             finals = await self._finals(started)
             if isinstance(finals, str):
                 return value_error(finals, 400 if "admitted" in finals else 500)
-            bodies = [generate_body(sub, p, u) for (sub, _), p, u in zip(started, batch.items, finals, strict=True)]
+            bodies = [generate_body(sub, p, u, metrics=metrics)
+                      for (sub, _), p, u in zip(started, batch.items, finals, strict=True)]
             return web.json_response(bodies if batch.batched else bodies[0])
 
         def render(i: int, u: Update) -> tuple[list[dict[str, Any]], bool]:
-            body = generate_body(started[i][0], batch.items[i], u)
+            body = generate_body(started[i][0], batch.items[i], u, metrics=metrics)
             if batch.batched:
                 body["index"] = i
             return [body], u.error is not None

@@ -1,7 +1,7 @@
 """The bodies of SGLang's answers: /generate's ``{text, output_ids, meta_info}`` and the OpenAI completion chunks.
 
-Key for key as the recorded 0.5.16 and 0.5.23 servers answer (tests/hybridbench/test_sglang_recorded.py), less
-SGLang's own timing and placement fields.
+Key for key, in SGLang's order and chunk by chunk, as the recorded 0.5.16 and 0.5.23 servers answer
+(tests/hybridbench/test_sglang_recorded.py), timing fields included: measured here, placed by timing.py.
 """
 
 from __future__ import annotations
@@ -12,53 +12,73 @@ from typing import Any
 from reference_impl.server.engine_loop import Submission, Update
 from reference_impl.server.openai_logprobs import choice_logprobs
 from reference_impl.server.requests import GenerateParams
+from reference_impl.server.timing import finish_meta, scheduler_meta
 from reference_impl.server.tokenizer import decode
 
 __all__ = ["OpenAiChunks", "generate_body"]
 
 
-def _meta(sub: Submission, params: GenerateParams, u: Update) -> dict[str, Any]:
+def _meta(sub: Submission, params: GenerateParams, u: Update, metrics: bool) -> dict[str, Any]:
+    """Key for key in SGLang's order (tokenizer_manager.py ``_handle_batch_output``, 0.5.16:1925-2162,
+    0.5.23:2506-2770): the scheduler's stamps, logprobs, counts, 0.5.23's weight spans at the end, the API
+    server's stamps on the last answer; the first byte's stamp last (``_wait_one_response``)."""
+    times = sub.times
     meta: dict[str, Any] = {
         "id": str(sub.rid), "finish_reason": u.finish_reason, "prompt_tokens": len(sub.input_ids),
-        "weight_version": "default", "num_retractions": u.num_retractions, "reasoning_tokens": 0,
-        "completion_tokens": len(u.output_ids), "cached_tokens": u.cached_tokens,
+        "weight_version": "default", "num_retractions": u.num_retractions,
     }
+    if metrics:
+        meta.update(scheduler_meta(times))
+    if params.return_logprob:
+        _logprobs(meta, sub, params, u)
+    meta.update({"reasoning_tokens": 0, "completion_tokens": len(u.output_ids), "cached_tokens": u.cached_tokens})
+    if u.finished and times.version != "0.5.16":
+        # the scheduler sends its weight-version spans with a finished request only (output_streamer.py
+        # 0.5.23:541-554); one version, never updated: one span over the whole output (weight_versions.py:66-106)
+        meta["weight_versions"] = [{"version": "default", "start": 0, "end": len(u.output_ids)}]
     # SGLang (0.5.16, 0.5.23) always sends the key; null without a hit
     meta["cached_tokens_details"] = {"device": u.cached_tokens, "host": 0} if u.cached_tokens else None
+    meta["dp_rank"] = None  # dp_ranks is always sent, None per request without DP (0.5.16:2024, 0.5.23:2616)
     if u.finished:
-        meta["e2e_latency"] = time.perf_counter() - sub.created
-    if params.return_logprob:
-        ctx = sub.ctx
-        outs = ctx.output_logprobs[: len(u.output_ids)]
-
-        def text(token: int) -> str | None:  # return_text_in_logprobs: each entry's token as text
-            return decode([token]) if params.return_text_in_logprobs else None
-
-        meta["output_token_logprobs"] = [[lp, t, text(t)] for (lp, _), t in zip(outs, u.output_ids, strict=False)]
-        meta["output_token_logprobs_length"] = len(meta["output_token_logprobs"])
-        inputs: list[list[Any]] = []
-        start = params.logprob_start_len
-        # SGLang: one entry per prompt token from logprob_start_len on, the first with a null logprob
-        # (and null top logprobs) whatever the start (recorded from 0.5.16 and 0.5.23).
-        computed = {p: e for p, e in ctx.input_logprobs.items() if start is not None and p > start}
-        if start is not None:
-            for pos in range(start, len(sub.input_ids)):
-                entry = computed.get(pos)
-                inputs.append([entry[0] if entry else None, sub.input_ids[pos], text(sub.input_ids[pos])])
-        meta["input_token_logprobs"] = inputs
-        if params.top_logprobs_num:
-            meta["output_top_logprobs"] = [[[v, i, text(i)] for v, i in top] for _, top in outs]
-            meta["input_top_logprobs"] = [
-                [[v, i, text(i)] for v, i in computed[p][1]] if p in computed else None
-                for p in range(start, len(sub.input_ids))
-            ] if start is not None else []
+        meta.update(finish_meta(times, len(u.output_ids), metrics=metrics))
+    # The first byte sent: stamped before a stream's first chunk or the last answer (0.5.16:1537-1575,
+    # 0.5.23:2023-2060); a stream's last chunk repeats its first chunk's stamp (finish_meta above).
+    if (u.finished or params.stream) and times.mark_sent():
+        meta["response_sent_to_client_ts"] = times.wall(times.response_sent)
     return meta
 
 
-def generate_body(sub: Submission, params: GenerateParams, u: Update) -> dict[str, Any]:
+def _logprobs(meta: dict[str, Any], sub: Submission, params: GenerateParams, u: Update) -> None:
+    ctx = sub.ctx
+    outs = ctx.output_logprobs[: len(u.output_ids)]
+
+    def text(token: int) -> str | None:  # return_text_in_logprobs: each entry's token as text
+        return decode([token]) if params.return_text_in_logprobs else None
+
+    inputs: list[list[Any]] = []
+    start = params.logprob_start_len
+    # SGLang: one entry per prompt token from logprob_start_len on, the first with a null logprob
+    # (and null top logprobs) whatever the start (recorded from 0.5.16 and 0.5.23).
+    computed = {p: e for p, e in ctx.input_logprobs.items() if start is not None and p > start}
+    if start is not None:
+        for pos in range(start, len(sub.input_ids)):
+            entry = computed.get(pos)
+            inputs.append([entry[0] if entry else None, sub.input_ids[pos], text(sub.input_ids[pos])])
+    meta["input_token_logprobs"] = inputs
+    meta["output_token_logprobs"] = [[lp, t, text(t)] for (lp, _), t in zip(outs, u.output_ids, strict=False)]
+    meta["output_token_logprobs_length"] = len(meta["output_token_logprobs"])
+    if params.top_logprobs_num:
+        meta["input_top_logprobs"] = [
+            [[v, i, text(i)] for v, i in computed[p][1]] if p in computed else None
+            for p in range(start, len(sub.input_ids))
+        ] if start is not None else []
+        meta["output_top_logprobs"] = [[[v, i, text(i)] for v, i in top] for _, top in outs]
+
+
+def generate_body(sub: Submission, params: GenerateParams, u: Update, *, metrics: bool) -> dict[str, Any]:
     """One /generate answer (or stream chunk). An engine abort keeps this shape: its finish_reason says
     ``abort`` with SGLang's 400 status_code (tokenizer_manager.py ``_handle_abort_finish_reason``)."""
-    meta = _meta(sub, params, u)
+    meta = _meta(sub, params, u, metrics)
     if u.error is not None:
         meta["finish_reason"] = {"type": "abort", "message": u.error, "status_code": 400}
     return {"text": decode(u.output_ids), "output_ids": u.output_ids, "meta_info": meta}

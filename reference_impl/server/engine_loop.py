@@ -26,6 +26,7 @@ from reference_impl.model.model import HybridModel
 from reference_impl.server.args import ServerConfig
 from reference_impl.server.faults import FaultyEngineCore, MambaAllocationError
 from reference_impl.server.metrics import Metrics, pool_usage
+from reference_impl.server.timing import RequestTimes
 
 __all__ = ["EngineLoop", "Submission", "Update"]
 
@@ -49,6 +50,7 @@ class Submission:
     max_new_tokens: int  # as the client asked (0: prefill only)
     ctx: RequestCtx
     deliver: Callable[[Update], None]
+    times: RequestTimes  # SGLang's per-request stamps (timing.py): the model thread writes the scheduler's
     max_prefix: int | None = None
     created: float = field(default_factory=time.perf_counter)
     first_token: float | None = None
@@ -90,7 +92,11 @@ class EngineLoop:
             self._cv.notify()
 
     def submit(self, sub: Submission) -> None:
-        self._send("submit", sub)
+        with self._cv:
+            self._inbox.append(("submit", sub))
+            # dispatched: in the inbox, stamped before the model thread can take it (so before its forward)
+            sub.times.dispatched = time.perf_counter()
+            self._cv.notify()
 
     def abort(self, rid: int) -> None:
         self._send("abort", rid)
@@ -145,7 +151,8 @@ class EngineLoop:
             self.metrics.snapshot(self.core)
             return
         prev_chunked = self.core.chunked
-        t0 = time.perf_counter()
+        retractions = self.core.counters.retractions
+        t0 = time.perf_counter()  # SGLang stamps forward entry when it schedules the batch, before the forward
         report = self.executor.step()
         if report is None:
             if self.core.waiting and not self.core.running and self.core.chunked is None:
@@ -158,18 +165,31 @@ class EngineLoop:
         self.metrics.snapshot(self.core)
         if report.batch.kind == "prefill":
             self._log_prefill(report.batch, prev_chunked, now)
+            for item in report.batch.items:
+                if (entered := self.subs.get(item.request.rid)) is not None:
+                    entered.times.enter_forward(t0)
         else:
             self._log_decode(len(report.batch.items), now)
+            if self.core.counters.retractions != retractions:
+                self._requeued(t0)
         for rid in report.sampled:
             self._deliver_tokens(rid, now)
         for req in report.finished:
             self._finish(req.rid, now)
-        del t0
+
+    def _requeued(self, now: float) -> None:
+        """Requests this decode step retracted back to the waiting queue: their queue time runs again."""
+        for req in self.core.waiting:
+            sub = self.subs.get(req.rid)
+            if sub is not None and req.status == "waiting" and req.retractions and not sub.times.queued \
+                    and sub.times.forward_entry:
+                sub.times.enter_queue(now)
 
     def _add(self, sub: Submission) -> None:
         req = self.core.add_request(sub.rid, sub.input_ids, max(1, sub.max_new_tokens), max_prefix=sub.max_prefix)
         sub.request = req
         self.subs[sub.rid] = sub
+        sub.times.enter_queue(time.perf_counter())
         if req.status == "aborted":
             self._finish_aborted(sub.rid, req.error)
             return
@@ -205,7 +225,7 @@ class EngineLoop:
         m = self.metrics
         with m.lock:
             if sub.first_token is None:
-                sub.first_token = now
+                sub.first_token = sub.times.prefill_finished = now
                 m.ttft.observe(now - sub.created)
                 m.prompt_tokens += len(sub.input_ids)
                 m.cached_tokens += req.cached_tokens or 0

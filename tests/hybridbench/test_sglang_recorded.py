@@ -5,8 +5,9 @@
   ``logprob_start_len`` on, the first with a null logprob — so it starts one token before the output.
 * The reference server answers the recorded logprob requests in the same shape, entry by entry.
 * The log parser reads every batch line of every recorded log, and finds the cache implementation.
-* The reference server answers the recorded /generate requests (a batch among them) with SGLang's keys, and the
-  recorded bad requests with SGLang's status, content type and body, per the version it is told to imitate.
+* The reference server answers the recorded /generate requests (a batch among them, streams chunk by chunk) with
+  SGLang's meta_info keys in SGLang's order, timing keys included and of the recorded kinds, and the recorded bad
+  requests with SGLang's status, content type and body, per the version it is told to imitate.
 """
 
 from __future__ import annotations
@@ -101,17 +102,32 @@ def test_the_log_parser_reads_every_recorded_batch_line(log: Path, tmp_path: Pat
     assert startup_cache_impl(plain) == ("ChunkCache" if "disabled" in log.name else "UnifiedRadixCache")
 
 
-# meta_info keys SGLang adds that the reference server does not model: its own timing and placement fields
-# (both versions), and the timing/storage fields 0.5.23 added. Everything else must match key for key.
+# SGLang's timing and placement keys (timing.py measures them): compared by kind, key for key, not by value.
 TIMING_KEYS = {"queue_time", "decode_throughput", "dp_rank", "request_received_ts", "api_server_dispatch_finish_ts",
-               "request_finished_ts", "response_sent_to_client_ts"}
+               "request_finished_ts", "response_sent_to_client_ts", "e2e_latency"}
 ADDED_IN_0_5_23 = {"first_token_latency", "forward_entry_time", "prefill_finished_time", "storage_prefetch_wait",
                    "storage_staging_wait", "weight_versions"}
 
 
-def _assert_same_keys(got: dict[str, Any], want: dict[str, Any], unmodelled: set[str]) -> None:
+def _kind(value: Any) -> Any:
+    """A JSON value's type, recursively for lists and objects (a weight-version span list, say)."""
+    if isinstance(value, list):
+        return ["list", sorted({json.dumps(_kind(v)) for v in value})]
+    if isinstance(value, dict):
+        return {k: _kind(v) for k, v in value.items()}
+    return type(value).__name__
+
+
+def _assert_same_meta(got: dict[str, Any], want: dict[str, Any]) -> None:
+    """The same meta_info keys in SGLang's order; the timing keys of the same kinds (float, null, span list)."""
+    assert list(got) == list(want)
+    timing = (TIMING_KEYS | ADDED_IN_0_5_23) & set(want)
+    assert {k: _kind(got[k]) for k in timing} == {k: _kind(want[k]) for k in timing}
+
+
+def _assert_same_keys(got: dict[str, Any], want: dict[str, Any]) -> None:
     assert set(got) == set(want)
-    assert set(got["meta_info"]) == set(want["meta_info"]) - unmodelled
+    _assert_same_meta(got["meta_info"], want["meta_info"])
     for meta in (got["meta_info"], want["meta_info"]):  # null without a hit, on both sides
         assert (meta["cached_tokens_details"] is None) == (meta["cached_tokens"] == 0)
     assert got["meta_info"]["finish_reason"] == want["meta_info"]["finish_reason"]
@@ -119,9 +135,8 @@ def _assert_same_keys(got: dict[str, Any], want: dict[str, Any], unmodelled: set
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_reference_server_answers_generate_and_flush_with_sglangs_keys(version: str) -> None:
-    unmodelled = TIMING_KEYS | (ADDED_IN_0_5_23 if version == "0.5.23" else set())
     batches = 0
-    with running_server("--vocab-size", "1024") as server:
+    with running_server("--vocab-size", "1024", "--sglang-api-version", version) as server:
         for e in exchanges(version):
             if e["method"] != "POST" or e["status"] != 200 or not isinstance(e["request"], dict):
                 continue
@@ -141,31 +156,62 @@ def test_the_reference_server_answers_generate_and_flush_with_sglangs_keys(versi
             else:
                 got, want = [got], [want]
             for g, w in zip(got, want, strict=True):
-                _assert_same_keys(g, w, unmodelled)
+                _assert_same_keys(g, w)
     assert batches == 1
+
+
+def _recorded_streams(version: str) -> list[dict[str, Any]]:
+    return [e for e in exchanges(version) if e["path"] == "/generate" and e["status"] == 200
+            and isinstance(e["request"], dict) and e["request"].get("stream")]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_reference_server_streams_generate_with_sglangs_keys(version: str) -> None:
-    """Every chunk of a recorded /generate stream (plain, and with logprobs): the same top-level and meta_info
-    keys as SGLang's first chunk (before the end) and last (at it), less the named timing fields; then [DONE]."""
-    unmodelled = TIMING_KEYS | (ADDED_IN_0_5_23 if version == "0.5.23" else set())
-    streams = [e for e in exchanges(version) if e["path"] == "/generate" and e["status"] == 200
-               and isinstance(e["request"], dict) and e["request"].get("stream")]
+    """Every chunk of a recorded /generate stream (plain, and with logprobs), by position: the first (the only one
+    with the first byte's stamp before the end), the middle ones, the last (the end's stamps); then [DONE]. The
+    recorded streams have 4 tokens: the same requests asking for 12 make sure middle chunks are compared even
+    if a slow reader coalesced the short stream's."""
+    streams = _recorded_streams(version)
     assert len(streams) == 2
-
-    def keys(chunk: dict[str, Any]) -> tuple[list[str], list[str]]:
-        return sorted(chunk), sorted(set(chunk["meta_info"]) - unmodelled)
-
-    with running_server("--vocab-size", "1024") as server:
+    with running_server("--vocab-size", "1024", "--sglang-api-version", version) as server:
         for e in streams:
             want = [json.loads(line[len("data: "):]) for line in e["response"][:-1]]
-            assert e["response"][-1] == "data: [DONE]"
-            got = server.stream("/generate", e["request"])
-            assert got[-1] == "[DONE]" and len(got) >= 2  # updates a slow reader missed are coalesced
-            assert all(keys(c) == keys(want[0]) for c in got[:-2]), e["request"].keys()
-            assert keys(got[-2]) == keys(want[-1])
-            assert got[-2]["meta_info"]["finish_reason"] == want[-1]["meta_info"]["finish_reason"]
+            assert e["response"][-1] == "data: [DONE]" and len(want) == 4
+            longer = {**e["request"], "sampling_params": {**e["request"]["sampling_params"], "max_new_tokens": 12}}
+            for request in (e["request"], longer):
+                got = server.stream("/generate", request)
+                assert got[-1] == "[DONE]" and len(got) >= 3  # updates a slow reader missed are coalesced
+                assert sorted(got[0]) == sorted(want[0])
+                _assert_same_meta(got[0]["meta_info"], want[0]["meta_info"])
+                for chunk in got[1:-2]:
+                    assert sorted(chunk) == sorted(want[1])
+                    _assert_same_meta(chunk["meta_info"], want[1]["meta_info"])
+                assert sorted(got[-2]) == sorted(want[-1])
+                _assert_same_meta(got[-2]["meta_info"], want[-1]["meta_info"])
+            assert len(got) > 3  # the longer stream had middle chunks
+            finish = got[-2]["meta_info"]["finish_reason"]
+            assert finish == {**want[-1]["meta_info"]["finish_reason"], "length": 12}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_version_tag_decides_the_timing_keys(version: str) -> None:
+    """Told the other version, the reference server gives the other version's keys: 0.5.23's additions appear
+    only with its tag, and every answer and chunk has exactly the recorded keys of the version it imitates."""
+    other = {"0.5.16": "0.5.23", "0.5.23": "0.5.16"}[version]
+    plain = next(e for e in exchanges(version) if e["path"] == "/generate" and e["status"] == 200
+                 and isinstance(e["response"], dict) and not e["request"].get("return_logprob"))
+    want = {v: next(e for e in exchanges(v) if e["request"] == plain["request"])["response"] for v in VERSIONS}
+    stream = _recorded_streams(version)[0]
+    with running_server("--vocab-size", "1024", "--sglang-api-version", other) as server:
+        got = server.generate(plain["request"])["meta_info"]
+        chunks = [c["meta_info"] for c in server.stream("/generate", stream["request"])[:-1]]
+    assert list(got) == list(want[other]["meta_info"]) != list(want[version]["meta_info"])
+    added = [ADDED_IN_0_5_23 & set(meta) for meta in (got, *chunks)]
+    if other == "0.5.16":
+        assert added == [set()] * len(added)
+    else:
+        assert added[0] == ADDED_IN_0_5_23 and added[-1] == ADDED_IN_0_5_23
+        assert all(a == ADDED_IN_0_5_23 - {"first_token_latency", "weight_versions"} for a in added[1:-1])
 
 
 def _recorded_errors(version: str) -> list[dict[str, Any]]:
