@@ -102,11 +102,13 @@ def test_the_log_parser_reads_every_recorded_batch_line(log: Path, tmp_path: Pat
     assert startup_cache_impl(plain) == ("ChunkCache" if "disabled" in log.name else "UnifiedRadixCache")
 
 
-# SGLang's timing and placement keys (timing.py measures them): compared by kind, key for key, not by value.
-TIMING_KEYS = {"queue_time", "decode_throughput", "dp_rank", "request_received_ts", "api_server_dispatch_finish_ts",
-               "request_finished_ts", "response_sent_to_client_ts", "e2e_latency"}
-ADDED_IN_0_5_23 = {"first_token_latency", "forward_entry_time", "prefill_finished_time", "storage_prefetch_wait",
-                   "storage_staging_wait", "weight_versions"}
+# SGLang's timing and placement keys (reference_impl/server/timing.py measures them): present exactly where the
+# recording has them, like every other key, and of the recorded kind (float, null, span list); their values are
+# tested in tests/reference_impl/server/test_server_timing.py.
+TIMING = {"queue_time", "decode_throughput", "dp_rank", "request_received_ts", "api_server_dispatch_finish_ts",
+          "request_finished_ts", "response_sent_to_client_ts", "e2e_latency"}
+ONLY_0_5_23 = {"first_token_latency", "forward_entry_time", "prefill_finished_time", "storage_prefetch_wait",
+               "storage_staging_wait", "weight_versions"}
 
 
 def _kind(value: Any) -> Any:
@@ -121,7 +123,7 @@ def _kind(value: Any) -> Any:
 def _assert_same_meta(got: dict[str, Any], want: dict[str, Any]) -> None:
     """The same meta_info keys in SGLang's order; the timing keys of the same kinds (float, null, span list)."""
     assert list(got) == list(want)
-    timing = (TIMING_KEYS | ADDED_IN_0_5_23) & set(want)
+    timing = (TIMING | ONLY_0_5_23) & set(want)
     assert {k: _kind(got[k]) for k in timing} == {k: _kind(want[k]) for k in timing}
 
 
@@ -206,12 +208,12 @@ def test_the_version_tag_decides_the_timing_keys(version: str) -> None:
         got = server.generate(plain["request"])["meta_info"]
         chunks = [c["meta_info"] for c in server.stream("/generate", stream["request"])[:-1]]
     assert list(got) == list(want[other]["meta_info"]) != list(want[version]["meta_info"])
-    added = [ADDED_IN_0_5_23 & set(meta) for meta in (got, *chunks)]
+    added = [ONLY_0_5_23 & set(meta) for meta in (got, *chunks)]
     if other == "0.5.16":
         assert added == [set()] * len(added)
     else:
-        assert added[0] == ADDED_IN_0_5_23 and added[-1] == ADDED_IN_0_5_23
-        assert all(a == ADDED_IN_0_5_23 - {"first_token_latency", "weight_versions"} for a in added[1:-1])
+        assert added[0] == ONLY_0_5_23 and added[-1] == ONLY_0_5_23
+        assert all(a == ONLY_0_5_23 - {"first_token_latency", "weight_versions"} for a in added[1:-1])
 
 
 def _recorded_errors(version: str) -> list[dict[str, Any]]:
