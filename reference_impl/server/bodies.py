@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from reference_impl.server.engine_loop import Submission, Update
-from reference_impl.server.openai_logprobs import choice_logprobs
+from reference_impl.server.openai_logprobs import chat_logprobs, choice_logprobs
 from reference_impl.server.requests import GenerateParams
 from reference_impl.server.timing import finish_meta, scheduler_meta
 from reference_impl.server.tokenizer import decode
@@ -94,7 +94,7 @@ class OpenAiChunks:
     (0.5.23 adds ``weight_versions``); a stream's chunks carry ``usage: null``, and the usage comes after the last
     one in a chunk of its own with no choices, only when ``stream_options.include_usage`` asks
     (serving_completions.py 0.5.23:478-496); ``sglext`` likewise in its own chunk (:464-476). The chat shapes
-    are not recorded: a chat stream's last chunk carries the usage. ``logprobs`` and ``echo`` (completions only):
+    are not recorded: a chat stream's last chunk carries the usage. ``logprobs`` (and completions' ``echo``):
     openai_logprobs.py.
     """
 
@@ -120,10 +120,12 @@ class OpenAiChunks:
     def _sglext(self, u: Update) -> dict[str, Any]:  # SGLang's extension, read by bench_serving's cache report
         return {"cached_tokens_details": {"device": u.cached_tokens, "host": 0}}
 
-    def _logprobs(self, i: int, u: Update, start: int, *, first: bool) -> dict[str, Any] | None:
+    def _logprobs(self, i: int, u: Update, start: int, *, first: bool, whole: bool) -> dict[str, Any] | None:
         n = self.params.logprobs
-        if n is None or self.chat:
+        if n is None:
             return None
+        if self.chat:
+            return chat_logprobs(self.subs[i], u.output_ids, start, top_n=n, stream=not whole, version=self.version)
         return choice_logprobs(self.subs[i], u.output_ids, start, top_n=n, prompt=first and self.params.echo
                                and n > 0, version=self.version)
 
@@ -160,7 +162,7 @@ class OpenAiChunks:
 
     def whole(self, finals: list[Update]) -> dict[str, Any]:
         choices = [self._choice(i, self._echo(i) + decode(u.output_ids), self._reason(u), whole=True,
-                                logprobs=self._logprobs(i, u, 0, first=True)) for i, u in enumerate(finals)]
+                                logprobs=self._logprobs(i, u, 0, first=True, whole=True)) for i, u in enumerate(finals)]
         body = self._frame(choices, finals)
         if self.chat:
             body["object"] = "chat.completion"
@@ -179,7 +181,7 @@ class OpenAiChunks:
         delta, self._sent[i] = text[len(self._sent[i]):], text
         first = i not in self._started
         self._started.add(i)
-        logprobs = self._logprobs(i, u, self._lp_sent[i], first=first)
+        logprobs = self._logprobs(i, u, self._lp_sent[i], first=first, whole=False)
         self._lp_sent[i] = len(u.output_ids)
         delta = self._echo(i) + delta if first else delta
         reason = self._reason(u) if u.finished else None
@@ -187,7 +189,7 @@ class OpenAiChunks:
             self._final[i] = u
         done = [self._final[k] for k in range(len(self.subs))] if len(self._final) == len(self.subs) else None
         if self.chat:
-            return [self._frame([self._choice(i, delta, reason, whole=False)], done)]
+            return [self._frame([self._choice(i, delta, reason, whole=False, logprobs=logprobs)], done)]
         out = [self._frame([self._choice(i, delta, reason, whole=False, logprobs=logprobs)], None)]
         if done is not None and self.params.return_cached_tokens_details:
             out.append({**self._frame([], None), "sglext": self._sglext(done[0])})

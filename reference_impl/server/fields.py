@@ -105,10 +105,11 @@ COMPLETION = FieldTable(
 CHAT_MESSAGE = FieldTable("a message", used={"role", "content"}, neutral={"name": ANY})
 CHAT = FieldTable(
     "the request",
-    used={"messages", "max_tokens", "max_completion_tokens", "temperature", "stream", "ignore_eos", "seed"},
+    used={"messages", "max_tokens", "max_completion_tokens", "temperature", "stream", "ignore_eos", "seed",
+          "logprobs", "top_logprobs"},
     neutral={
         **{k: v for k, v in COMPLETION.neutral.items() if k not in ("best_of", "suffix")},
-        "logprobs": (False,), "top_logprobs": (0,), "tools": ([],), "tool_choice": ("none", "auto"),
+        "tools": ([],), "tool_choice": ("none", "auto"),
         "parallel_tool_calls": ANY, "reasoning_effort": (), "separate_reasoning": ANY,
         "stream_reasoning": ANY, "chat_template_kwargs": ({},), "continue_final_message": (False,),
     },

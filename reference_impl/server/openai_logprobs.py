@@ -1,4 +1,5 @@
-"""/v1/completions' ``logprobs: N`` and ``echo``: SGLang's ``to_openai_style_logprobs`` over the model's own logprobs.
+"""OpenAI logprobs over the model's own: /v1/completions' ``logprobs: N`` and ``echo`` (SGLang's
+``to_openai_style_logprobs``), /v1/chat/completions' ``logprobs: true, top_logprobs: N`` (``chat_logprobs``).
 
 Sources (site-packages/sglang/srt/entrypoints/openai/ of the installed 0.5.16 and 0.5.23; the recorded
 ``logprobs: 2`` answers of both in tests/fixtures/sglang_cpu/recorded agree):
@@ -33,7 +34,7 @@ from reference_impl.model.executor import TopLogprobs
 from reference_impl.server.engine_loop import Submission
 from reference_impl.server.tokenizer import decode, token_bytes
 
-__all__ = ["ECHO_KEYERROR_0516", "choice_logprobs", "echo_crashes", "token_string"]
+__all__ = ["ECHO_KEYERROR_0516", "chat_logprobs", "choice_logprobs", "echo_crashes", "token_string"]
 
 ECHO_KEYERROR_0516 = "Internal server error: 'input_top_logprobs'"  # str(KeyError) in serving_base's wrapper
 
@@ -82,3 +83,37 @@ def choice_logprobs(sub: Submission, output_ids: list[int], start: int, *, top_n
         tops.append(_top(top, version))
     return {"text_offset": [-1] * len(tokens), "token_logprobs": values,
             "tokens": [token_string(t, version) for t in tokens], "top_logprobs": tops if top_n else []}
+
+
+def _chat_entry(text: str, lp: float, raw: bytes | None = None) -> dict[str, Any]:
+    return {"token": text, "bytes": list(raw if raw is not None else text.encode()), "logprob": lp}
+
+
+def _chat_entry_0523(token: int, lp: float) -> dict[str, Any]:
+    """0.5.23: the decode (U+FFFD kept) with the token's raw bytes, or its decode's UTF-8 for a token without them
+    (``token_id_to_bytes``: utils.py 0.5.23:96-122)."""
+    return _chat_entry(decode([token]), lp, token_bytes(token))
+
+
+def chat_logprobs(sub: Submission, output_ids: list[int], start: int, *, top_n: int, stream: bool,
+                  version: str) -> dict[str, Any] | None:
+    """A chat choice's (or chunk's) ``logprobs``: ``{"content": [{token, bytes, logprob, top_logprobs}]}`` for the
+    output tokens from ``start`` on; a chunk without new tokens has none (null). Not recorded; from the source:
+    0.5.16 builds it from the completions' ``LogProbs`` (serving_chat.py 0.5.16:1608-1658): strings and their
+    UTF-8, a top list the collapsed dict's and, streamed, every token of a chunk the chunk's first top list
+    (``use_token_index=False``, :1769-1791); 0.5.23 builds it from the raw triples, every candidate kept, each token
+    its own (serving_chat.py 0.5.23:3053-3127, 3281-3299). A chunk carries only new tokens' (0.5.16:1257-1268,
+    0.5.23:2547-2558). With ``top_logprobs`` 0 every token's ``top_logprobs`` is ``[]``."""
+    outs = sub.ctx.output_logprobs[start: len(output_ids)]
+    if stream and not outs:
+        return None
+    tokens = output_ids[start: start + len(outs)]
+    if version == "0.5.16":
+        entries = [_chat_entry(token_string(t, version), lp) for (lp, _), t in zip(outs, tokens, strict=True)]
+        tops = [[_chat_entry(k, v) for k, v in _top(top, version).items()] for _, top in outs]
+        if stream:
+            tops = [tops[0]] * len(tops)
+    else:
+        entries = [_chat_entry_0523(t, lp) for (lp, _), t in zip(outs, tokens, strict=True)]
+        tops = [[_chat_entry_0523(t, v) for v, t in top] for _, top in outs]
+    return {"content": [{**e, "top_logprobs": top if top_n else []} for e, top in zip(entries, tops, strict=True)]}

@@ -302,10 +302,13 @@ def parse_chat(data: Mapping[str, Any], vocab: int, context: int) -> GeneratePar
     ids = _tokens(_text(render_chat(data.get("messages")), "messages"), vocab, context, "messages")
     # OpenAI's newer name wins when both are given, as in SGLang's ChatCompletionRequest.
     name = "max_completion_tokens" if data.get("max_completion_tokens") is not None else "max_tokens"
+    # SGLang: return_logprob=logprobs, top_logprobs_num=top_logprobs or 0 (serving_chat.py 0.5.23:1372-1374)
+    top = _int(_get(data, "top_logprobs", 0), "top_logprobs", 0, MAX_TOP_LOGPROBS)
+    n = top if _bool(_get(data, "logprobs", False), "logprobs") else None
     return GenerateParams(
         input_ids=ids, max_new_tokens=_max_new(_get(data, name, context - len(ids)), name, len(ids), context),
         temperature=_temperature(_get(data, "temperature", 1.0)),
         ignore_eos=_bool(_get(data, "ignore_eos", False), "ignore_eos"),
         stream=_bool(_get(data, "stream", False), "stream"), seed=_seed(data.get("seed"), "seed"),
-        text_input=True,
+        text_input=True, logprobs=n, return_logprob=n is not None, top_logprobs_num=n or 0,
     )

@@ -187,7 +187,8 @@ def test_v1_chat_completions_templates_messages_and_shares_their_prefix(server: 
         ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "content must be a string"),
         ({"messages": [{"role": "user", "content": "x", "tool_calls": []}]}, "unknown field(s) in a message"),
         ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n=2 is not supported"),
-        ({"messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs=True is not supported"),
+        ({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 21}, "top_logprobs must be in [0, 20]"),
+        ({"messages": [{"role": "user", "content": "x"}], "logprobs": 1}, "logprobs must be true or false"),
         ({"prompt": "x"}, "unknown field(s) in the request: prompt"),
     ],
 )

@@ -1,4 +1,5 @@
-"""/v1/completions' OpenAI ``logprobs`` and ``echo`` carry the model's own logprobs, the ones /generate returns.
+"""The OpenAI ``logprobs`` (/v1/completions with ``echo``, /v1/chat/completions) carry the model's own logprobs,
+the ones /generate returns.
 
 Shapes against the recordings: tests/hybridbench/test_sglang_recorded.py. Here the values: the same greedy request
 through both endpoints of one server, plain and streamed, with and without the prompt's (echo), per version tag.
@@ -14,6 +15,10 @@ from typing import Any
 
 import pytest
 from server_harness import Server, running_server
+
+from reference_impl.model.executor import RequestCtx
+from reference_impl.server.engine_loop import Submission
+from reference_impl.server.openai_logprobs import chat_logprobs, choice_logprobs
 
 VERSIONS = ("0.5.16", "0.5.23")
 PROMPT = "caf\u00e9 \u4e16\u754c: "  # multi-byte characters: byte tokens whose lone decode is U+FFFD
@@ -136,3 +141,68 @@ def test_a_batch_gets_logprobs_per_choice(server: Server) -> None:
         lp = choice["logprobs"]
         assert len(lp["tokens"]) == len(prompt) + 3 and lp["token_logprobs"][0] is None
         assert lp["tokens"][: len(prompt)] == [chr(t) for t in prompt]
+
+
+def chat_entry(version: str, token: int, text: str, logprob: float) -> dict[str, Any]:
+    """serving_chat.py: 0.5.16 the completions' string and its UTF-8; 0.5.23 the decode and the raw bytes."""
+    if version == "0.5.16":
+        text = expected_string(version, token, text)
+        return {"token": text, "bytes": list(text.encode()), "logprob": logprob}
+    return {"token": text, "bytes": [token] if token < 256 else list(text.encode()), "logprob": logprob}
+
+
+def test_chat_logprobs_are_generates_output_logprobs(server: Server, version: str) -> None:
+    """Not recorded: the shapes from SGLang's source (reference_impl/server/openai_logprobs.py ``chat_logprobs``)."""
+    messages = [{"role": "user", "content": PROMPT}]
+    meta = server.generate({"text": f"<|user|>\n{PROMPT}\n<|assistant|>\n", "sampling_params": {
+        "max_new_tokens": 6, "temperature": 0, "ignore_eos": True}, "return_logprob": True,
+        "top_logprobs_num": TOP, "return_text_in_logprobs": True})["meta_info"]
+    tops = []
+    for row in meta["output_top_logprobs"]:
+        if version == "0.5.16":  # via the completions' dict: equal strings collapse
+            collapsed = {expected_string(version, t, x): v for v, t, x in row}
+            tops.append([{"token": k, "bytes": list(k.encode()), "logprob": v} for k, v in collapsed.items()])
+        else:
+            tops.append([chat_entry(version, t, x, v) for v, t, x in row])
+    assert any(t < 256 and "\ufffd" in x for row in meta["output_top_logprobs"] for _, t, x in row)  # fragments
+    want = [{**chat_entry(version, t, x, v), "top_logprobs": top}
+            for (v, t, x), top in zip(meta["output_token_logprobs"], tops, strict=True)]
+    body = {"messages": messages, "max_tokens": 6, "temperature": 0, "ignore_eos": True, "logprobs": True,
+            "top_logprobs": TOP}
+    status, raw = server.request("POST", "/v1/chat/completions", body)
+    assert status == 200, raw
+    assert json.loads(raw)["choices"][0]["logprobs"] == {"content": want}
+    chunks = [e["choices"][0]["logprobs"] for e in server.stream("/v1/chat/completions", body)[:-1] if e["choices"]]
+    parts = [c["content"] for c in chunks if c is not None]
+    assert [{k: v for k, v in e.items() if k != "top_logprobs"} for p in parts for e in p] == [
+        {k: v for k, v in e.items() if k != "top_logprobs"} for e in want]
+    if version == "0.5.16":  # every token of a chunk gets the chunk's first top list
+        assert all(e["top_logprobs"] == p[0]["top_logprobs"] for p in parts for e in p)
+    else:
+        assert [e for p in parts for e in p] == want
+    status, raw = server.request("POST", "/v1/chat/completions", {**body, "top_logprobs": 0})
+    assert all(e["top_logprobs"] == [] for e in json.loads(raw)["choices"][0]["logprobs"]["content"])
+    status, raw = server.request("POST", "/v1/chat/completions", {**body, "logprobs": False})
+    assert json.loads(raw)["choices"][0]["logprobs"] is None
+
+
+def test_a_multi_token_chat_chunk_under_each_version() -> None:
+    """A chunk of two tokens (a lagging reader's, which the HTTP tests cannot force): 0.5.16 gives both the first
+    token's top list, 0.5.23 each its own; 0.5.16's top dicts collapse two fragments into one U+FFFD entry holding
+    the second's logprob, 0.5.23 keeps both with their bytes."""
+    ctx = RequestCtx(top_logprobs_num=3)
+    ctx.output_logprobs = [(-1.0, [(-1.0, 65), (-2.0, 0xC3), (-3.0, 0xA9)]), (-0.5, [(-0.5, 300), (-4.0, 66)])]
+    sub = Submission(1, [65], 2, ctx, deliver=lambda u: None)
+    old = chat_logprobs(sub, [65, 300], 0, top_n=3, stream=True, version="0.5.16")
+    new = chat_logprobs(sub, [65, 300], 0, top_n=3, stream=True, version="0.5.23")
+    assert old is not None and new is not None
+    assert old["content"][1]["top_logprobs"] == old["content"][0]["top_logprobs"] == [
+        {"token": "A", "bytes": [65], "logprob": -1.0}, {"token": "\ufffd", "bytes": [239, 191, 189], "logprob": -3.0}]
+    assert [e["token"] for e in new["content"][1]["top_logprobs"]] == ["<300>", "B"]
+    assert new["content"][0]["top_logprobs"][1:] == [{"token": "\ufffd", "bytes": [0xC3], "logprob": -2.0},
+                                                     {"token": "\ufffd", "bytes": [0xA9], "logprob": -3.0}]
+    assert chat_logprobs(sub, [65, 300], 2, top_n=3, stream=True, version="0.5.23") is None  # nothing new
+    lp = choice_logprobs(sub, [65, 300], 0, top_n=3, prompt=False, version="0.5.16")
+    assert lp is not None and lp["top_logprobs"][0] == {"A": -1.0, "\ufffd": -3.0}
+    lp = choice_logprobs(sub, [65, 300], 0, top_n=3, prompt=False, version="0.5.23")
+    assert lp is not None and lp["top_logprobs"][0] == {"A": -1.0, "\u00c3": -2.0, "\u00a9": -3.0}
