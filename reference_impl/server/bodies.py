@@ -124,10 +124,11 @@ class OpenAiChunks:
         n = self.params.logprobs
         if n is None:
             return None
+        sub = self.subs[i]
         if self.chat:
-            return chat_logprobs(self.subs[i], u.output_ids, start, top_n=n, stream=not whole, version=self.version)
-        return choice_logprobs(self.subs[i], u.output_ids, start, top_n=n, prompt=first and self.params.echo
-                               and n > 0, version=self.version)
+            return chat_logprobs(sub.ctx, u.output_ids, start, top_n=n, stream=not whole, version=self.version)
+        return choice_logprobs(sub.ctx, sub.input_ids, u.output_ids, start, top_n=n,
+                               prompt=first and self.params.echo and n > 0, version=self.version)
 
     def _echo(self, i: int) -> str:  # the prompt decoded, as SGLang's _prepare_echo_prompts / _get_echo_text
         return decode(self.subs[i].input_ids) if self.params.echo and not self.chat else ""

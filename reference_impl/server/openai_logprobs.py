@@ -30,8 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference_impl.model.executor import TopLogprobs
-from reference_impl.server.engine_loop import Submission
+from reference_impl.model.executor import RequestCtx, TopLogprobs
 from reference_impl.server.tokenizer import decode, token_bytes
 
 __all__ = ["ECHO_KEYERROR_0516", "chat_logprobs", "choice_logprobs", "echo_crashes", "token_string"]
@@ -61,19 +60,19 @@ def _top(entries: TopLogprobs, version: str) -> dict[str, float]:
     return {token_string(t, version): lp for lp, t in entries}
 
 
-def choice_logprobs(sub: Submission, output_ids: list[int], start: int, *, top_n: int, prompt: bool,
-                    version: str) -> dict[str, Any] | None:
+def choice_logprobs(ctx: RequestCtx, input_ids: list[int], output_ids: list[int], start: int, *, top_n: int,
+                    prompt: bool, version: str) -> dict[str, Any] | None:
     """The ``logprobs`` of one choice (or stream chunk): the output tokens from ``start`` on, after the prompt's
     when ``prompt``; None for a chunk with neither (SGLang's null)."""
-    outs = sub.ctx.output_logprobs[start: len(output_ids)]
+    outs = ctx.output_logprobs[start: len(output_ids)]
     if not outs and not prompt:
         return None
     tokens: list[int] = []
     values: list[float | None] = []
     tops: list[dict[str, float] | None] = []
     if prompt:
-        for pos, token in enumerate(sub.input_ids):
-            entry = sub.ctx.input_logprobs.get(pos) if pos > 0 else None  # the first has no logprob
+        for pos, token in enumerate(input_ids):
+            entry = ctx.input_logprobs.get(pos) if pos > 0 else None  # the first has no logprob
             tokens.append(token)
             values.append(entry[0] if entry else None)
             tops.append(_top(entry[1], version) if entry else None)
@@ -95,7 +94,7 @@ def _chat_entry_0523(token: int, lp: float) -> dict[str, Any]:
     return _chat_entry(decode([token]), lp, token_bytes(token))
 
 
-def chat_logprobs(sub: Submission, output_ids: list[int], start: int, *, top_n: int, stream: bool,
+def chat_logprobs(ctx: RequestCtx, output_ids: list[int], start: int, *, top_n: int, stream: bool,
                   version: str) -> dict[str, Any] | None:
     """A chat choice's (or chunk's) ``logprobs``: ``{"content": [{token, bytes, logprob, top_logprobs}]}`` for the
     output tokens from ``start`` on; a chunk without new tokens has none (null). Not recorded; from the source:
@@ -104,7 +103,7 @@ def chat_logprobs(sub: Submission, output_ids: list[int], start: int, *, top_n: 
     (``use_token_index=False``, :1769-1791); 0.5.23 builds it from the raw triples, every candidate kept, each token
     its own (serving_chat.py 0.5.23:3053-3127, 3281-3299). A chunk carries only new tokens' (0.5.16:1257-1268,
     0.5.23:2547-2558). With ``top_logprobs`` 0 every token's ``top_logprobs`` is ``[]``."""
-    outs = sub.ctx.output_logprobs[start: len(output_ids)]
+    outs = ctx.output_logprobs[start: len(output_ids)]
     if stream and not outs:
         return None
     tokens = output_ids[start: start + len(outs)]

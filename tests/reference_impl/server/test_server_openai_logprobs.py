@@ -17,7 +17,6 @@ import pytest
 from server_harness import Server, running_server
 
 from reference_impl.model.executor import RequestCtx
-from reference_impl.server.engine_loop import Submission
 from reference_impl.server.openai_logprobs import chat_logprobs, choice_logprobs
 
 VERSIONS = ("0.5.16", "0.5.23")
@@ -192,17 +191,16 @@ def test_a_multi_token_chat_chunk_under_each_version() -> None:
     the second's logprob, 0.5.23 keeps both with their bytes."""
     ctx = RequestCtx(top_logprobs_num=3)
     ctx.output_logprobs = [(-1.0, [(-1.0, 65), (-2.0, 0xC3), (-3.0, 0xA9)]), (-0.5, [(-0.5, 300), (-4.0, 66)])]
-    sub = Submission(1, [65], 2, ctx, deliver=lambda u: None)
-    old = chat_logprobs(sub, [65, 300], 0, top_n=3, stream=True, version="0.5.16")
-    new = chat_logprobs(sub, [65, 300], 0, top_n=3, stream=True, version="0.5.23")
+    old = chat_logprobs(ctx, [65, 300], 0, top_n=3, stream=True, version="0.5.16")
+    new = chat_logprobs(ctx, [65, 300], 0, top_n=3, stream=True, version="0.5.23")
     assert old is not None and new is not None
     assert old["content"][1]["top_logprobs"] == old["content"][0]["top_logprobs"] == [
         {"token": "A", "bytes": [65], "logprob": -1.0}, {"token": "\ufffd", "bytes": [239, 191, 189], "logprob": -3.0}]
     assert [e["token"] for e in new["content"][1]["top_logprobs"]] == ["<300>", "B"]
     assert new["content"][0]["top_logprobs"][1:] == [{"token": "\ufffd", "bytes": [0xC3], "logprob": -2.0},
                                                      {"token": "\ufffd", "bytes": [0xA9], "logprob": -3.0}]
-    assert chat_logprobs(sub, [65, 300], 2, top_n=3, stream=True, version="0.5.23") is None  # nothing new
-    lp = choice_logprobs(sub, [65, 300], 0, top_n=3, prompt=False, version="0.5.16")
+    assert chat_logprobs(ctx, [65, 300], 2, top_n=3, stream=True, version="0.5.23") is None  # nothing new
+    lp = choice_logprobs(ctx, [65], [65, 300], 0, top_n=3, prompt=False, version="0.5.16")
     assert lp is not None and lp["top_logprobs"][0] == {"A": -1.0, "\ufffd": -3.0}
-    lp = choice_logprobs(sub, [65, 300], 0, top_n=3, prompt=False, version="0.5.23")
+    lp = choice_logprobs(ctx, [65], [65, 300], 0, top_n=3, prompt=False, version="0.5.23")
     assert lp is not None and lp["top_logprobs"][0] == {"A": -1.0, "\u00c3": -2.0, "\u00a9": -3.0}
