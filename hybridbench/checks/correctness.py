@@ -32,6 +32,8 @@ def _kl_verdict(samples: list[KlSample], threshold: float, min_hit_fraction: flo
         return "fail", None, (f"only {len(hits)} of {len(samples)} probe(s) hit the cache "
                               f"(need more than {min_hit_fraction:.0%}); KL is unmeasured")
     values = [v for s in hits if (v := s.kl) is not None]
+    if len(values) < len(hits):  # a hit whose tokens carry no logprobs measured nothing
+        return "fail", None, f"{len(hits) - len(values)} of {len(hits)} hit(s) carry no logprobs; KL is unmeasured"
     mean = sum(values) / len(values)
     status: Status = "pass" if mean < threshold else "fail"
     return status, mean, f"mean k3 {mean:.3g} over {len(hits)} hit(s) of {len(samples)}, max {max(values):.3g}"

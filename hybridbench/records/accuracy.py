@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
+from hybridbench.records.typed import checked_fields
+
 __all__ = ["ACCURACY_PASSES", "ACCURACY_SAMPLES", "AccuracySample", "Mode", "accuracy_sample_from_json"]
 
 ACCURACY_SAMPLES = "accuracy.jsonl"  # the probe registry name + .jsonl (probes.base.samples_path)
@@ -61,4 +63,4 @@ def accuracy_sample_from_json(obj: dict[str, Any]) -> AccuracySample:
     if not isinstance(obj, dict):
         raise TypeError(f"expected a JSON object, got {type(obj).__name__}")
     data = {("pass_" if k == "pass" else k): v for k, v in obj.items()}
-    return AccuracySample(**{k: v for k, v in data.items() if k in _FIELDS})
+    return AccuracySample(**checked_fields(AccuracySample, data, _FIELDS))

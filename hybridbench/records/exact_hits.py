@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from hybridbench.records.typed import checked_fields
+
 __all__ = ["EXACT_HITS_SAMPLES", "ExactHitSample", "exact_hit_sample_from_json"]
 
 EXACT_HITS_SAMPLES = "exact_hits.jsonl"
@@ -36,4 +38,4 @@ def exact_hit_sample_from_json(obj: dict[str, Any]) -> ExactHitSample:
     missing = [k for k in _FIELDS if k not in obj]
     if missing:
         raise TypeError(f"missing {', '.join(missing)}")
-    return ExactHitSample(**{k: obj[k] for k in _FIELDS})
+    return ExactHitSample(**checked_fields(ExactHitSample, obj, _FIELDS))

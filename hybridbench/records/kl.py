@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+from hybridbench.records.typed import checked_fields
+
 __all__ = ["KL_VARIANTS", "KlSample", "k3", "kl_sample_from_json"]
 
 KlVariant = Literal["prefill", "decode", "branch"]
@@ -64,7 +66,8 @@ _FIELDS = {f.name for f in fields(KlSample)}
 
 
 def kl_sample_from_json(obj: dict[str, Any]) -> KlSample:
-    if not isinstance(obj, dict):
-        raise TypeError(f"expected a JSON object, got {type(obj).__name__}")
-    return KlSample(**{k: v for k, v in obj.items() if k in _FIELDS})
+    sample = KlSample(**checked_fields(KlSample, obj, _FIELDS))
+    if len(sample.hit_logprobs) != len(sample.ref_logprobs):  # k3 pairs them token by token
+        raise TypeError(f"{len(sample.hit_logprobs)} hit_logprobs but {len(sample.ref_logprobs)} ref_logprobs")
+    return sample
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+from hybridbench.records.typed import checked_fields
 from workloads.bench_serving import ServedTiming
 
 __all__ = ["LOG_COUNTS_USAGE_HITS", "RECORD_SCHEMA_VERSION", "Record", "record_from_json"]
@@ -58,6 +59,4 @@ _FIELDS = {f.name for f in fields(Record)}
 
 
 def record_from_json(obj: dict[str, Any]) -> Record:
-    if not isinstance(obj, dict):
-        raise TypeError(f"expected a JSON object, got {type(obj).__name__}")
-    return Record(**{k: v for k, v in obj.items() if k in _FIELDS})
+    return Record(**checked_fields(Record, obj, _FIELDS))

@@ -191,7 +191,7 @@ def test_runs_that_cannot_be_compared_exit_2_naming_why(tmp_path: Path, capsys: 
     ("not-json", "plan.json: not JSON"),
     ("not-a-plan", "plan.json: not a hybridbench plan"),
     ("bad-record", "records.jsonl:2: not a record"),
-    ("null-field", "malformed run files"),
+    ("null-field", "records.jsonl:1: not a record (field 'prompt_tokens' is None, not int)"),
     ("newer-plan", "plan schema version 2 is newer than this hybridbench reads"),
     ("bad-flag", "--ttft-regression: 2 is not in [0, 1)"),
     ("few-resamples", "--bootstrap-samples must be in [100, 1000000]"),

@@ -79,6 +79,14 @@ def test_kl_fails_on_probe_errors_skips_by_design_and_ignores_the_disabled_arm()
     assert {(r.workload, r.status) for r in results} == {("w/prefill", "pass"), ("w/branch", "fail")}
 
 
+def test_a_hit_without_logprobs_fails_as_unmeasured() -> None:
+    # It divided by zero (a traceback) when every hit carried none; one among others would shrink the mean.
+    (res,) = kl(kl_input([sample("lru", hit=(), ref=())]))
+    assert res.status == "fail" and "1 of 1 hit(s) carry no logprobs" in res.detail
+    (res,) = kl(kl_input([sample("lru", i=0), sample("lru", i=1), sample("lru", i=2, hit=(), ref=())]))
+    assert res.status == "fail" and res.observed is None
+
+
 def test_kl_samples_round_trip_through_kl_jsonl(tmp_path: Path) -> None:
     path = tmp_path / "kl.jsonl"
     with RecordWriter(path) as w:

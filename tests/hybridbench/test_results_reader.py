@@ -63,6 +63,31 @@ def test_a_newer_record_version_is_refused_naming_the_line(tmp_path: Path) -> No
         list(read_records(run / "records.jsonl"))
 
 
+@pytest.mark.parametrize(("file", "field", "value", "needle"), [
+    ("records.jsonl", "repeat", "0", "records.jsonl:5: not a record (field 'repeat' is '0', not int)"),
+    ("records.jsonl", "cached_tokens", "x", "not a record (field 'cached_tokens' is 'x', not int | None)"),
+    ("records.jsonl", "prompt_tokens", None, "not a record (field 'prompt_tokens' is None, not int)"),
+    ("records.jsonl", "status", "weird", "field 'status' is 'weird', not Literal['ok', 'error'"),
+    ("records.jsonl", "sent_s", "NaN", "field 'sent_s' is nan"),
+    ("records.jsonl", "itl_ms", 5, "field 'itl_ms' is 5, not list[float]"),
+    ("kl.jsonl", "variant", "weird", "kl.jsonl:2: not a KL sample (field 'variant' is 'weird'"),
+    ("kl.jsonl", "hit_logprobs", ["a"], "not a KL sample (field 'hit_logprobs' is ['a'], not list[float])"),
+    ("kl.jsonl", "ref_logprobs", [-1.0], "not a KL sample (16 hit_logprobs but 1 ref_logprobs)"),
+])
+def test_a_field_of_the_wrong_type_is_one_line_naming_file_line_and_field(tmp_path: Path, file: str, field: str,
+                                                                        value: object, needle: str) -> None:
+    # Records and samples were built without a type check: a string count crashed a metric with a traceback, and a
+    # string repeat or an unknown variant scored as if it were valid.
+    run = Path(shutil.copytree(RUNS / "reference-smoke-kl", tmp_path / "run"))
+    lines = (run / file).read_text().splitlines()
+    at = 4 if file == "records.jsonl" else 1
+    lines[at] = json.dumps({**json.loads(lines[at]), field: float("nan") if value == "NaN" else value})
+    (run / file).write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as err:
+        read_run(run)
+    assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
 @pytest.mark.parametrize(("edit", "needle"), [
     (lambda b: b["checks"][0].update(status="maybe"), "checks[0]: status 'maybe'"),
     (lambda b: b["trials"][1].update(repeat="0"), "trials[1]: not a hybridbench bundle (repeat must be int"),
