@@ -3,7 +3,8 @@
 Commands (submit, abort, run-a-function) queue up and are applied between forwards, so the core is
 never touched while a batch runs — this is SGLang's scheduler process, with a thread instead of a
 process. Every step's new tokens go back to their requests through ``Submission.deliver`` (which the
-HTTP layer makes thread-safe), and the step is logged in SGLang's format.
+HTTP layer makes thread-safe), and the step is logged in SGLang's format. The loop also takes SGLang's
+scheduler-side timing stamps (waiting-queue entry, first forward, prefill end; ``Submission.times``, timing.py).
 """
 
 from __future__ import annotations
