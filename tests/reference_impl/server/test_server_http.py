@@ -103,8 +103,12 @@ def test_stream_is_cumulative_and_ends_with_done(server: Server) -> None:
     events = server.stream("/generate", {"text": "hello", "sampling_params": {"max_new_tokens": 6, "ignore_eos": True}})
     assert events[-1] == "[DONE]"
     chunks = events[:-1]
-    assert [c["meta_info"]["completion_tokens"] for c in chunks] == [1, 2, 3, 4, 5, 6]
-    assert all(chunks[i + 1]["text"].startswith(chunks[i]["text"]) for i in range(5))
+    # One chunk per token for a reader that keeps up; a lagging one gets updates coalesced (stream.Latest),
+    # so the counts only have to climb to 6 and each chunk's text extend the one before.
+    counts = [c["meta_info"]["completion_tokens"] for c in chunks]
+    assert counts == sorted(set(counts)) and counts[-1] == 6 and counts[0] >= 1
+    assert all(chunks[i + 1]["text"].startswith(chunks[i]["text"]) for i in range(len(chunks) - 1))
+    assert [c["output_ids"] for c in chunks] == [chunks[-1]["output_ids"][:n] for n in counts]
     last = chunks[-1]["meta_info"]
     assert last["finish_reason"] == {"type": "length", "length": 6} and "e2e_latency" in last
     assert last["prompt_tokens"] == 5 and last["cached_tokens"] == 0
