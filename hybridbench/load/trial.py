@@ -32,7 +32,7 @@ from hybridbench.load.progress import TrialProgress
 from hybridbench.plan.types import RunPlan
 from hybridbench.probes.base import Exchange, ProbeContext
 from hybridbench.records.build import RequestOutcome, trial_record
-from hybridbench.records.schema import CacheState
+from hybridbench.records.schema import SAMPLES_WRITTEN, CacheState
 
 __all__ = ["ServerTrials", "outcome"]
 
@@ -113,11 +113,18 @@ class ServerTrials:
                 snapshot[probe.snapshot_key] = "skipped: no cache to hit"
                 continue
             spec = self.engine.spec
+            written: list[Any] = []  # counted, so a re-scoring can tell a samples file that lost lines
+
+            def emit(sample: Any, _emit: Callable[[Any], None] = planned.emit, _n: list[Any] = written) -> None:
+                _emit(sample)
+                _n.append(None)
+
             pctx = ProbeContext(cfg, trial, arm, ctx.rows, tuple(exchanges), state, server.base_url,
                                 probe.needs.protocol(spec.client, spec.traits), spec.flush_path, spec.traits,
-                                planned.emit, Path(ctx.plan.run_dir))
+                                emit, Path(ctx.plan.run_dir))
             found = probe.run(pctx)
             snapshot.update({probe.snapshot_key: found} if isinstance(found, str) else found)
+            snapshot.setdefault(SAMPLES_WRITTEN, {})[probe.name] = len(written)
             self.engine.check_alive(cfg, server, trial.arm, f"during the {probe.name} probe of trial {trial.trial_id}")
         return snapshot
 

@@ -8,12 +8,15 @@ from typing import Any, Literal
 from hybridbench.records.typed import checked_fields
 from workloads.bench_serving import ServedTiming
 
-__all__ = ["LOG_COUNTS_USAGE_HITS", "RECORD_SCHEMA_VERSION", "Record", "record_from_json"]
+__all__ = ["LOG_COUNTS_USAGE_HITS", "RECORD_SCHEMA_VERSION", "SAMPLES_WRITTEN", "Record", "record_from_json"]
 
 RECORD_SCHEMA_VERSION = 1
 # A trial snapshot key (the run's "server" facts): True when the engine's "#cached-token" log lines count exactly
 # what its responses report, so the cache_hits check holds the two totals equal (hybridbench.checks.log_hits).
 LOG_COUNTS_USAGE_HITS = "log_counts_usage_hits"
+# A trial snapshot key: probe name -> how many samples it wrote to <probe>.jsonl for the trial, so a reader can tell a
+# samples file that lost lines (a lost kl.jsonl would otherwise leave its check skipped and the run a pass).
+SAMPLES_WRITTEN = "samples_written"
 
 Status = Literal["ok", "error", "timeout", "server_died"]
 CacheState = Literal["cold-flushed", "primed", "uncontrolled"]

@@ -9,7 +9,7 @@ one line, never a traceback. Bundles written before a key existed (``published``
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from hybridbench.records.accuracy import ACCURACY_SAMPLES, accuracy_sample_from_
 from hybridbench.records.coverage import TRIAL_STATES
 from hybridbench.records.exact_hits import EXACT_HITS_SAMPLES, exact_hit_sample_from_json
 from hybridbench.records.kl import KlSample, kl_sample_from_json
-from hybridbench.records.schema import Record, record_from_json
+from hybridbench.records.schema import SAMPLES_WRITTEN, Record, record_from_json
 from hybridbench.results.types import (
     Bundle,
     EngineBuildInfo,
@@ -276,7 +276,28 @@ def read_run(path: Path) -> Run:
         if recs or (result is not None and result.infrastructure_error) or state not in ("ran", "not run"):
             planned = result.planned_requests if result is not None else None
             trials.append(TrialRun(t, tuple(recs), result, rows.get(t.workload) if planned is None else planned))
-    return Run(path, plan, bundle, tuple(trials), tuple(read_kl_samples(path / KL_SAMPLES)), read_probe_samples(path))
+    kl_samples, probe_samples = tuple(read_kl_samples(path / KL_SAMPLES)), read_probe_samples(path)
+    if bundle is not None:
+        known = {"kl": kl_samples, **{name: probe_samples.get(name, ()) for name in _PROBE_SAMPLES}}
+        _check_samples_whole(path, bundle, known)
+    return Run(path, plan, bundle, tuple(trials), kl_samples, probe_samples)
+
+
+def _check_samples_whole(path: Path, bundle: Bundle, samples: Mapping[str, Sequence[Any]]) -> None:
+    """Every trial's probe samples, as many as the bundle says the probe wrote: a samples file cut short or lost
+    would otherwise leave its check without samples (a skip) and the run a pass."""
+    held: dict[tuple[str, str], int] = {}
+    for name, rows in samples.items():
+        for s in rows:
+            held[(name, s.trial_id)] = held.get((name, s.trial_id), 0) + 1
+    for t in bundle.trials:
+        written = t.server.get(SAMPLES_WRITTEN)
+        for name, n in (written.items() if isinstance(written, dict) else ()):
+            have = held.get((name, t.trial_id), 0)
+            if name in samples and isinstance(n, int) and have != n:  # a probe this reader has no parser for: unread
+                raise ConfigError(f"{path / f'{name}.jsonl'}: holds {have} of the {n} {name} sample(s) trial "
+                                  f"{t.trial_id} wrote (bundle.json {SAMPLES_WRITTEN}): the file lost lines or gained "
+                                  "some")
 
 
 def read_index(path: Path) -> tuple[IndexEntry, ...]:

@@ -172,3 +172,36 @@ def test_the_index_beside_the_run_reads_typed(sim_run: Path, tmp_path: Path) -> 
     bad.write_text((sim_run.parent / "index.jsonl").read_text() + '{"name": "x"}\n')
     with pytest.raises(ConfigError, match=r"index.jsonl:2: not an index line \(missing key 'run_dir'\)"):
         read_index(bad)
+
+
+@pytest.fixture(scope="module")
+def kl_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real reference-server run with the kl probe: its bundle says how many samples each trial wrote."""
+    run = tmp_path_factory.mktemp("kl") / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=reference", "checks.enabled=[survival,kl]",
+         "checks.kl_samples=1", f"hydra.run.dir={run}"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return run
+
+
+@pytest.mark.parametrize("keep", [0, 2, None])
+def test_a_samples_file_that_lost_lines_is_refused_not_skipped_into_a_pass(
+        kl_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], keep: int | None) -> None:
+    # Before, kl.jsonl cut short or deleted left the kl check without samples (a skip) and the run a pass.
+    run = Path(shutil.copytree(kl_run, tmp_path / "run"))
+    written = {t["trial_id"]: t["server"].get("samples_written") for t in json.loads((run / "bundle.json").read_text())
+               ["trials"]}
+    assert written == {"000-gsp-disabled-r0": None, "001-gsp-branching-r0": {"kl": 3}}
+    lines = (run / "kl.jsonl").read_text().splitlines(keepends=True)
+    assert len(lines) == 3
+    if keep is None:
+        (run / "kl.jsonl").unlink()
+    else:
+        (run / "kl.jsonl").write_text("".join(lines[:keep]))
+    assert main([str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"kl.jsonl: holds {keep or 0} of the 3 kl sample(s) trial 001-gsp-branching-r0" in err[0]
+    assert main([str(Path(shutil.copytree(kl_run, tmp_path / "whole")))]) == 0
