@@ -1,7 +1,8 @@
 """The settings a re-scoring uses: the run's own (plan.json's resolved config) with the overrides applied.
 
 Only what scoring reads may change — ``checks.*`` (thresholds, which checks run, the baseline arm) and
-``engine.kl_threshold``. Anything else (load, workloads, arms, seeds) decided what was sent and measured, so
+``engine.kl_threshold``. Anything else (load, workloads, arms, seeds, the kl probe's ``checks.kl_samples``,
+``kl_variants``, ``kl_max_new_tokens``, ``kl_temperature``) decided what was sent and measured, so
 changing it needs a new run: such an override is refused with the key named (exit 2).
 """
 
@@ -24,6 +25,8 @@ from hybridbench.results.score import ScoreSettings
 __all__ = ["RESCORABLE", "effective_settings", "parse_overrides"]
 
 RESCORABLE = ("checks.", "engine.kl_threshold")
+# checks.* keys the kl probe read while the run was live: they decided which samples exist, not how they score.
+PROBE_SETTINGS = ("checks.kl_samples", "checks.kl_variants", "checks.kl_max_new_tokens", "checks.kl_temperature")
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -32,9 +35,9 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
         key = item.split("=", 1)[0]
         if "=" not in item or not key:
             raise ConfigError(f"override {item!r}: expected key=value, e.g. checks.ttft_regression=0.05")
-        if not (key.startswith(RESCORABLE[0]) or key == RESCORABLE[1]):
-            raise ConfigError(f"override {key}: a re-scoring changes only checks.* and engine.kl_threshold; "
-                              f"{key} decided what the run measured, so it needs a new run")
+        if not (key.startswith(RESCORABLE[0]) or key == RESCORABLE[1]) or key in PROBE_SETTINGS:
+            raise ConfigError(f"override {key}: a re-scoring changes only checks.* (but the kl probe's settings) and "
+                              f"engine.kl_threshold; {key} decided what the run measured, so it needs a new run")
     try:
         parsed = OmegaConf.to_container(OmegaConf.from_dotlist(list(items)))
     except OmegaConfBaseException as exc:

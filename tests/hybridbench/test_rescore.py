@@ -118,6 +118,9 @@ def test_a_reference_run_rescores_its_kl_samples(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["load.max_concurrency=1"], "load.max_concurrency decided what the run measured"),
+    # The kl probe read these while the run was live; re-scoring with them changed nothing but the report's config.
+    (["checks.kl_variants=[prefill]"], "checks.kl_variants decided what the run measured"),
+    (["checks.kl_samples=9"], "checks.kl_samples decided what the run measured"),
     (["checks.nope=1"], "override checks.nope: no such key"),
     (["checks.ttft_regression=abc"], "checks.ttft_regression"),
     (["checks.bootstrap_samples=5"], "checks.bootstrap_samples must be"),
