@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
@@ -165,6 +166,13 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
     out = []
     for (workload, arm), recs in inp.records.items():
         exact = _exact_hits(workload, arm, recs, predictions)
+        # A mirror that broke mid-trial (a failed request, output ids missing) predicted only the requests before it:
+        # their match is no verdict on the rest.
+        stopped = [str(p) for s in inp.snapshots.get((workload, arm), [])
+                   if (p := s.get("prediction")) is not None and p != "exact"]
+        if exact is not None and exact.status == "pass" and stopped:
+            exact = replace(exact, status="inconclusive", observed=None,
+                            detail=f"{exact.detail}, but predictions stopped in {len(stopped)} trial(s): {stopped[0]}")
         if exact is not None:
             out.append(exact)
         else:  # the probe ran but could not predict (another engine's semantics, a warm start): said, not passed

@@ -96,6 +96,23 @@ def test_survival_and_cache_hit_floor() -> None:
                         ("cache_hits", "lru"): "fail", ("cache_hits", "seglen"): "pass"}
 
 
+def test_exact_hits_that_stopped_mid_trial_are_not_a_pass() -> None:
+    # The mirror broke after request 0 (the server returned no output ids): request 0 matching says nothing of 1-2.
+    from hybridbench.records.exact_hits import ExactHitSample
+
+    records = {("w", "lru"): [rec("lru", 100.0, i=i, cached=10 * i) for i in range(3)]}
+    exact = [ExactHitSample("t-lru", "lru", "w", 0, 0, 0)]
+    snaps = {("w", "lru"): [{"prediction": "the server did not return its output token ids"}]}
+    base = make_input(records, min_token_hit_rate=0.0)
+    inp = replace(base, snapshots=snaps, samples={"exact_hits": exact})
+    (row,) = [r for r in cache_hits(inp) if r.workload == "w/exact"]
+    assert row.status == "inconclusive" and "predictions stopped in 1 trial(s): the server did not return" in row.detail
+    whole = replace(inp, snapshots={("w", "lru"): [{"prediction": "exact"}]})
+    assert [r.status for r in cache_hits(whole) if r.workload == "w/exact"] == ["pass"]
+    wrong = replace(inp, samples={"exact_hits": [ExactHitSample("t-lru", "lru", "w", 0, 1, 99)]})
+    assert [r.status for r in cache_hits(wrong) if r.workload == "w/exact"] == ["fail"]  # a mismatch stays a fail
+
+
 def test_secrets_are_redacted_from_launch_commands() -> None:
     cmd = ["python", "-m", "sglang.launch_server", "--api-key", "s3cret", "--hf-token=abc", "HF_TOKEN=xyz", "--tp", "4"]
     assert redact(cmd) == ["python", "-m", "sglang.launch_server", "--api-key", "***", "--hf-token=***",
