@@ -95,9 +95,10 @@ class Server:
 
 
 @contextmanager
-def running_server(*args: str, timeout: float = 60.0) -> Iterator[Server]:
+def running_server(*args: str, timeout: float = 60.0, metrics: bool = True) -> Iterator[Server]:
     port = free_port()
-    cmd = [sys.executable, "-m", "reference_impl.server", "--port", str(port), "--enable-metrics", *args]
+    cmd = [sys.executable, "-m", "reference_impl.server", "--port", str(port),
+           *(["--enable-metrics"] if metrics else []), *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     server = Server(proc, port)
     try:

@@ -192,8 +192,26 @@ def test_the_first_token_of_a_request_answered_at_once(version: str) -> None:
     assert ("decode_throughput" in finish_meta(s, 2, metrics=True)) == decoded
 
 
+# the keys SGLang sends only with --enable-metrics (tokenizer_manager.py 0.5.16:1934-1937 and 2148-2162,
+# 0.5.23:2515-2518 and 2757-2770); e2e_latency, dp_rank, weight_versions and the first byte's stamp always
+METRICS_ONLY = {"queue_time", "storage_prefetch_wait", "storage_staging_wait", "forward_entry_time",
+                "prefill_finished_time", "request_received_ts", "first_token_latency", "api_server_dispatch_finish_ts",
+                "request_finished_ts", "decode_throughput"}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_without_enable_metrics_the_metrics_keys_are_absent(version: str) -> None:
+    with running_server("--sglang-api-version", version, "--log-level", "warning", metrics=False) as plain, \
+            running_server("--sglang-api-version", version, "--log-level", "warning") as metered:
+        got = [plain.generate(body(4))["meta_info"], plain.stream("/generate", body(4))[0]["meta_info"]]
+        full = [metered.generate(body(4))["meta_info"], metered.stream("/generate", body(4))[0]["meta_info"]]
+    for g, f in zip(got, full, strict=True):
+        assert METRICS_ONLY & set(f) and list(g) == [k for k in f if k not in METRICS_ONLY]
+    assert {"e2e_latency", "dp_rank", "response_sent_to_client_ts"} <= set(got[0])
+
+
 def test_without_metrics_only_e2e_latency() -> None:
-    """SGLang adds its stamps only with --enable-metrics (tokenizer_manager.py 0.5.16:2154, 0.5.23:2757)."""
+    """SGLang adds its stamps only with --enable-metrics (tokenizer_manager.py 0.5.16:2148, 0.5.23:2757)."""
     t = _times("0.5.23", stream=False)
     t.output_arrived(3, finished=True)
     assert list(finish_meta(t, 3, metrics=False)) == ["e2e_latency"]
