@@ -173,7 +173,6 @@ class Api:
         """SGLang's /generate: one prompt or a batch (a list of prompts: a list of answers, or one stream whose
         chunks carry their prompt's ``index``). Refusals in the shape each SGLang path gives (errors.py)."""
         version = self.config.api_version
-        received = RequestTimes.at_receipt(version, stream=False)  # SGLang's created_time: before the body is read
         try:
             data = await self._read(request)
         except MalformedBody as exc:
@@ -192,6 +191,9 @@ class Api:
             if stream:  # SGLang validates inside the stream: its 200 is already sent
                 return await self._sse(request, [], _no_render, refusal=stream_error(str(exc)))
             return value_error(str(exc))
+        # SGLang's created_time: set once the body is parsed and checked, when the tokenizer manager takes the
+        # request (tokenizer_manager.py 0.5.23:3803-3845, received_time unset on /generate); one for a batch
+        received = RequestTimes.at_receipt(version, stream=False)
         started = [self._start(p, received) for p in batch.items]
         metrics = self.config.enable_metrics
         if not batch.stream:

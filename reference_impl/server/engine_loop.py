@@ -18,7 +18,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from reference_impl.engine.core import Batch, EngineRequest
@@ -53,7 +53,6 @@ class Submission:
     deliver: Callable[[Update], None]
     times: RequestTimes  # SGLang's per-request stamps (timing.py): the model thread writes the scheduler's
     max_prefix: int | None = None
-    created: float = field(default_factory=time.perf_counter)
     first_token: float | None = None
     last_token: float | None = None
     request: EngineRequest | None = None
@@ -227,7 +226,7 @@ class EngineLoop:
         with m.lock:
             if sub.first_token is None:
                 sub.first_token = sub.times.prefill_finished = now
-                m.ttft.observe(now - sub.created)
+                m.ttft.observe(now - sub.times.received)  # from HTTP receipt, as SGLang's created_time
                 m.prompt_tokens += len(sub.input_ids)
                 m.cached_tokens += req.cached_tokens or 0
             elif sub.last_token is not None:
@@ -245,7 +244,7 @@ class EngineLoop:
             return
         req = sub.request
         with self.metrics.lock:
-            self.metrics.e2e.observe(now - sub.created)
+            self.metrics.e2e.observe(now - sub.times.received)
         out = self._visible_output(sub)
         if sub.ctx.stopped and sub.max_new_tokens > 0:
             reason: dict[str, Any] = {"type": "stop", "matched": out[-1] if out else None}

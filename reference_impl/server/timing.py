@@ -30,7 +30,7 @@ class RequestTimes:
 
     version: str  # the SGLang API version imitated
     stream: bool
-    received: float  # API server ``created_time``: HTTP receipt (tokenizer_manager.py 0.5.23:3803)
+    received: float  # API server ``created_time``: the parsed request taken (tokenizer_manager.py 0.5.23:3803)
     wall_offset: float  # time.time() - perf_counter(), taken at receipt (SGLang's global_diff_realtime_monotonic)
     dispatched: float = 0.0  # api_server_dispatch_finish_time: the request is in the model thread's inbox
     # the model thread's (scheduler)
