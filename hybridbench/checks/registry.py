@@ -52,5 +52,13 @@ def _no_nan_pass(result: CheckResult) -> CheckResult:
     return result
 
 
+def _judged(name: str, inp: CheckInput) -> list[CheckResult]:
+    """An enabled check that found nothing to judge (host_hits without an l2 arm, marconi_trends without a baseline
+    arm, the hit-rate floor at 0) says so in one skip row, instead of vanishing from the verdicts."""
+    rows = [_no_nan_pass(r) for r in CHECKS[name](inp)]
+    return rows or [CheckResult(name, "-", "-", "skip", None, "a subject in this run",
+                                f"{name} found nothing in this run to judge (no arm or workload it applies to)")]
+
+
 def run_checks(names: list[str], inp: CheckInput) -> list[CheckResult]:
-    return [_no_nan_pass(r) for name in names for r in CHECKS[name](inp)]
+    return [r for name in names for r in _judged(name, inp)]

@@ -53,13 +53,22 @@ def test_a_failed_check_exits_1_and_says_which(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "bundle.json").read_text())["verdict"] == "fail"
 
 
-@pytest.mark.parametrize("enabled", ["[throughput]", "[]"])
+@pytest.mark.parametrize("enabled", ["[throughput]", "[]", "[host_hits]"])
 def test_a_run_whose_checks_all_skipped_is_inconclusive_not_a_pass(tmp_path: Path, enabled: str) -> None:
     # One repeat gives throughput no interval (skip); no check at all decides nothing either: exit 1, not 0.
     proc = hb("+experiment=smoke", "engine=sim", f"checks.enabled={enabled}", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 1, proc.stdout[-500:]
     assert json.loads((tmp_path / "bundle.json").read_text())["verdict"] == "inconclusive"
     assert "verdict: **inconclusive**" in proc.stdout
+
+
+def test_an_enabled_check_with_nothing_to_judge_says_so_instead_of_vanishing(tmp_path: Path) -> None:
+    # host_hits without an l2 arm returned no row at all: the report read as if it had been judged.
+    proc = hb("+experiment=smoke", "engine=sim", "checks.enabled=[survival,host_hits]", f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stdout[-500:]
+    checks = json.loads((tmp_path / "bundle.json").read_text())["checks"]
+    assert [(c["check"], c["status"]) for c in checks if c["check"] == "host_hits"] == [("host_hits", "skip")]
+    assert "host_hits found nothing in this run to judge" in proc.stdout
 
 
 @pytest.mark.parametrize(
