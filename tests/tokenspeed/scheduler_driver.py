@@ -6,7 +6,8 @@ imports nothing from hybridbench. Reads JSON scenarios on stdin, each ``{"config
 TokenSpeed's engine counts what it reports in usage (generation_output_processor.add_cached_tokens: every
 forward adds ``max(0, extend_prefix_len - computed_length)``).
 
-``sequential`` (the default) runs a scenario's requests one after another, each to completion; ``trace`` does the
+``sequential`` (the default) runs a scenario's requests one after another, each to completion (``null`` for a
+scenario in which the scheduler stalls: nothing planned while a request waits); ``trace`` does the
 same and prints, per extend forward, the state slot it starts from and the slot its checkpoint goes to. ``concurrent``
 submits them all at once and also logs every round with TokenSpeed 0.1.1's own batch logger
 (runtime/engine/batch_log.py: the "Prefill batch." / "Mix batch." / "Decode batch." lines ``ts serve`` writes;
@@ -39,6 +40,11 @@ from tokenspeed_scheduler import (
 )
 
 MAX_STEPS = 20_000
+STALL_PLANS = 50
+
+
+class Stalled(RuntimeError):
+    """The scheduler plans nothing while requests wait (a request its device pool cannot hold)."""
 
 
 def make_config(c: dict[str, Any]) -> SchedulerConfig:
@@ -79,7 +85,7 @@ def run(s: Scheduler, requests: list[dict[str, Any]], on_forward: Callable[[Any,
         spec.tokens = req.tokens
         specs.append(spec)
     s.submit_requests(specs)
-    idle_plans = 0
+    idle_plans = stalled = 0
     for _ in range(MAX_STEPS):
         plan = s.next_execution_plan()
         events = ExecutionEvent()
@@ -119,6 +125,9 @@ def run(s: Scheduler, requests: list[dict[str, Any]], on_forward: Callable[[Any,
         if n:
             s.advance(events)
         idle = not plan.cache and all(len(f.request_ids) == 0 for f in plan.forward)
+        stalled = stalled + 1 if idle and not all(r.done for r in live.values()) else 0
+        if stalled == STALL_PLANS:  # nothing can be scheduled, nothing will change: the pools are deadlocked
+            raise Stalled(f"no forward in {STALL_PLANS} plans with requests unfinished: {list(live)}")
         idle_plans = idle_plans + 1 if idle and all(r.done for r in live.values()) else 0
         # Two idle plans in a row: a write-back planned one step after the last finish has been acknowledged.
         if idle_plans == 2 and s.waiting_size() == 0 and s.prefilling_size() == 0 and s.decoding_size() == 0:
@@ -176,7 +185,10 @@ def main() -> None:
             log, text = batch_logger()
             out.append({"cached_tokens": run(s, scenario["requests"], log), "log": text.getvalue()})
         else:
-            out.append([run(s, [r], lambda fwd, s: None)[0] for r in scenario["requests"]])
+            try:
+                out.append([run(s, [r], lambda fwd, s: None)[0] for r in scenario["requests"]])
+            except Stalled:
+                out.append(None)
     # The C++ scheduler prints its warnings on stdout: the answer is the last line.
     print("\n" + json.dumps(out))
 
