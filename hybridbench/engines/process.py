@@ -21,7 +21,7 @@ from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.redact_files import scrub_file
 from hybridbench.errors import EngineError
 
-__all__ = ["ServerProcess", "exception_line", "free_port", "port_in_use"]
+__all__ = ["ServerProcess", "bindable", "exception_line", "free_port", "port_in_use"]
 
 # A Python exception as a traceback's last line prints it, wherever a logger's prefix puts it.
 _EXCEPTION = re.compile(r"(?:^|[\s\]|])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (\S.*)$")
@@ -43,6 +43,17 @@ def port_in_use(host: str, port: int) -> bool:
         except OSError:
             return True
     return False
+
+
+def bindable(host: str) -> str:
+    """Why a server could not listen on ``host`` (a name that does not resolve, an address of another machine), or
+    "" when it can: checked at plan time, where a bad engine.host is a config error, not a crash at launch."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, 0))
+        except (OSError, UnicodeError) as exc:
+            return str(getattr(exc, "strerror", None) or exc)
+    return ""
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -3,9 +3,13 @@ express of an arm: everything but a policy that brings its own tree (``reference
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 from dataclasses import replace
+from pathlib import Path
 
+from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.engines.kv_pool import KVPool
@@ -14,6 +18,7 @@ from hybridbench.plan.build import effective_vocab
 from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec
 from reference_impl.engine.core import DEFAULT_KV_TOKENS
 from reference_impl.model.config import ModelConfig
+from reference_impl.server.args import UsageError, parse_config
 
 __all__ = ["REFERENCE_ARMS", "reference_command", "reference_kv_pool", "reference_refusals"]
 
@@ -66,7 +71,31 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
         cmd += ["--max-total-tokens", str(e.kv_tokens)]
     if e.max_mamba_cache_size:
         cmd += ["--max-mamba-cache-size", str(e.max_mamba_cache_size)]
-    return cmd + list(e.extra_args)
+    cmd += list(e.extra_args)
+    # Another interpreter (engine.python) may hold another checkout's server, with other flags: its own parser
+    # decides at launch. This one's decides now.
+    if not e.python or Path(e.python).resolve() == Path(sys.executable).resolve():
+        _refuse_what_the_server_refuses(cmd[3:], port, secret_values({"engine": {"extra_args": list(e.extra_args)}}))
+    return cmd
+
+
+def _refuse_what_the_server_refuses(args: list[str], port: int, secrets: frozenset[str]) -> None:
+    """The server's own parser and checks, at plan time: a flag it refuses (a typo in engine.extra_args, a value
+    of the wrong type) would otherwise stop the run at launch as an infrastructure failure (exit 3). argparse
+    quotes what it refuses: a secret among the arguments is masked."""
+    at = args.index("--port") + 1
+    args = [*args[:at], str(port or 30000), *args[at + 1:]]  # plan time builds with port 0: any real port
+    problem = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(problem):
+            parse_config(args)
+    except SystemExit:
+        why = (problem.getvalue().strip().splitlines() or ["bad arguments"])[-1].removeprefix("error: ")
+        raise ConfigError(f"engine.extra_args: the reference server refuses its command line: "
+                          f"{scrub(why, secrets)}") from None
+    except UsageError as exc:
+        raise ConfigError(f"engine: the reference server refuses its command line: {scrub(str(exc), secrets)}"
+                          ) from None
 
 
 def _flag_in(args: list[str], flag: str) -> str | None:

@@ -26,7 +26,7 @@ from hybridbench.engines.base import EngineInfo
 from hybridbench.engines.evictions import Evictions, read_evictions
 from hybridbench.engines.gpus import visible_gpus, wait_for_free_gpus
 from hybridbench.engines.kv_pool import KVPool
-from hybridbench.engines.process import ServerProcess, free_port, port_in_use
+from hybridbench.engines.process import ServerProcess, bindable, free_port, port_in_use
 from hybridbench.engines.server_logs import (
     CacheCounters,
     LogStats,
@@ -35,7 +35,7 @@ from hybridbench.engines.server_logs import (
     startup_cache_impl,
 )
 from hybridbench.engines.traits import EngineTraits
-from hybridbench.errors import EngineError
+from hybridbench.errors import ConfigError, EngineError
 from hybridbench.plan.types import RunPlan
 from hybridbench.records.schema import CacheState
 from reference_impl.engine.arms import ArmSpec
@@ -121,6 +121,8 @@ class ServerEngine:
     # ------------------------------------------------------------------ plan time
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         self._run_dir = Path(plan.run_dir)
+        if why := "an empty name" if not cfg.engine.host.strip() else bindable(cfg.engine.host):
+            raise ConfigError(f"engine.host: the server cannot listen on {cfg.engine.host!r} ({why})")
         self._version = installed_version(cfg.engine.python or sys.executable, self.spec.package)
         for spec in plan.arm_specs:
             self._commands[spec.name] = self.build(cfg, spec, 0)  # raises ConfigError naming the arm or flag

@@ -140,3 +140,23 @@ def test_every_finished_run_adds_one_line_to_the_index_beside_it(tmp_path: Path)
     assert lines[1]["failed_checks"] == ["cache_hits:gsp:branching"]
     fingerprint = json.loads((runs / "a" / "plan.json").read_text())["fingerprint"]
     assert lines[0]["plan_fingerprint"] == fingerprint and lines[0]["engine"] == "sim" and lines[0]["modelled"]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    # The server's own parser ran only at launch: a typo in extra_args ended the run as an infrastructure failure.
+    (["engine.extra_args=[--bogus-flag]"],
+     "engine.extra_args: the reference server refuses its command line: unrecognized arguments: --bogus-flag"),
+    (["engine.extra_args=[--context-length,abc]"], "argument --context-length: invalid int value: 'abc'"),
+    (["engine.extra_args=[--max-mamba-cache-size,1]"], "--max-mamba-cache-size 1 cannot hold one running request"),
+    # An address the server cannot listen on crashed the harness in free_port (an internal error, exit 3).
+    (["engine.host=999.1.1.1"], "engine.host: the server cannot listen on '999.1.1.1'"),
+    (["engine.host=8.8.8.8"], "engine.host: the server cannot listen on '8.8.8.8' (Cannot assign requested address)"),
+    (["engine.host="], "engine.host: the server cannot listen on '' (an empty name)"),
+])
+def test_reference_server_inputs_it_would_refuse_are_refused_at_plan_time(tmp_path: Path, args: list[str],
+                                                                          needle: str) -> None:
+    run_dir = tmp_path / "run"
+    proc = hb("+experiment=smoke", "engine=reference", *args, f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 2, proc.stderr[-800:]
+    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not run_dir.exists()

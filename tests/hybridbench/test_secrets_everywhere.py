@@ -41,10 +41,19 @@ def test_each_form_is_hidden_by_the_one_redaction() -> None:
 
 
 def test_a_server_refusing_the_key_quotes_it_nowhere(tmp_path: Path) -> None:
-    """The reference server refuses --api-key: its last words ('unrecognized arguments: --api-key ...') go to
-    the bundle, the report and the terminal, and its log stays in the run dir; then compare reads that run."""
+    """The reference server refuses --api-key. Its parser runs at plan time (argparse quotes what it refuses):
+    one line, exit 2, no run dir, no key. Under another interpreter (engine.python, possibly another checkout's
+    server) it refuses at launch: its last words ('unrecognized arguments: --api-key ...') go to the bundle, the
+    report and the terminal, and its log stays in the run dir; then compare reads that run."""
+    planned = hb("+experiment=smoke", "model=reference-tiny", EXTRA, f"hydra.run.dir={tmp_path / 'planned'}")
+    assert planned.returncode == 2 and "unrecognized arguments: --api-key ***" in planned.stderr, planned.stderr
+    assert not (tmp_path / "planned").exists() and leaks(tmp_path, planned.stdout, planned.stderr) == []
+    python = tmp_path / "python"  # the same interpreter under another name: the server's parser decides at launch
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
     runs = tmp_path / "runs"
-    proc = hb("+experiment=smoke", "model=reference-tiny", EXTRA, f"hydra.run.dir={runs / 'a'}")
+    proc = hb("+experiment=smoke", "model=reference-tiny", EXTRA, f"engine.python={python}",
+              f"hydra.run.dir={runs / 'a'}")
     assert proc.returncode == 3, proc.stderr
     assert "unrecognized arguments" in (runs / "a" / "report.md").read_text()  # the last words are there...
     assert list((runs / "a" / "logs").iterdir())
