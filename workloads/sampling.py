@@ -13,6 +13,7 @@ import struct
 from workloads.errors import WorkloadError, require
 
 __all__ = [
+    "MAX_SEQUENCE_TOKENS",
     "MAX_VOCAB",
     "clipped_lognormal",
     "compute_random_lens",
@@ -22,6 +23,8 @@ __all__ = [
 ]
 
 MAX_VOCAB = 2**32  # token ids are packed as uint32 by random_tokens and by the stats prefix tree
+# Longer than any model's context by far (the longest serve 1-10M tokens); getrandbits overflows past 2**26 tokens.
+MAX_SEQUENCE_TOKENS = 2**24
 
 
 def compute_random_lens(full_len: int, range_ratio: float, num: int, rng: random.Random) -> list[int]:
@@ -42,6 +45,9 @@ def random_tokens(rng: random.Random, n: int, vocab_size: int) -> tuple[int, ...
     """``n`` token ids drawn uniformly from ``[0, vocab_size)`` (fast: one ``getrandbits`` call)."""
     if n <= 0:
         return ()
+    if n > MAX_SEQUENCE_TOKENS:
+        raise WorkloadError(f"a sequence of {n} tokens is longer than any model's context "
+                            f"(at most {MAX_SEQUENCE_TOKENS}): check the workload's lengths")
     raw = rng.getrandbits(32 * n).to_bytes(4 * n, "little")
     words = struct.unpack(f"<{n}I", raw)
     return tuple(w % vocab_size for w in words)

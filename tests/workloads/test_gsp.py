@@ -149,3 +149,12 @@ def test_same_seed_same_bytes_different_seed_differs(tmp_path: Path) -> None:
     a, b, c = (p.read_bytes() for p in paths)
     assert a == b and a != c
     assert sorted(os.listdir(tmp_path)) == ["a.jsonl", "b.jsonl", "c.jsonl"]
+
+
+def test_a_length_past_any_context_is_a_workload_error_not_an_overflow() -> None:
+    # system_prompt_len=100000000 crashed the harness in getrandbits (OverflowError, exit 3, crash.txt).
+    from workloads.sampling import MAX_SEQUENCE_TOKENS
+
+    huge = GspParams(num_groups=1, prompts_per_group=1, system_prompt_len=100_000_000, question_len=4, output_len=1)
+    with pytest.raises(WorkloadError, match=f"a sequence of 99999999 tokens .*at most {MAX_SEQUENCE_TOKENS}"):
+        list(generate_gsp(huge, vocab_size=4096, seed=0))
