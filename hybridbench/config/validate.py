@@ -121,6 +121,10 @@ def validate_config(cfg: RunCfg) -> None:
     nans = _nans(cfg, "")
     if nans:
         raise ConfigError(f"{nans[0].rstrip('.')}: expected a number, got nan")
+    # The run directory is results/runs/<time>-<name>: a '/' in it would put the run outside results/runs/ (where
+    # the index, the store and the dashboard look), '../../x' anywhere on disk.
+    if not cfg.name.strip() or any(c in cfg.name for c in "/\\\0") or cfg.name in (".", ".."):
+        raise ConfigError(f"name must be a plain file name (no '/', not empty), got {cfg.name!r}")
     for key, rule in RULES.items():
         value = _get(cfg, key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not rule.holds(value):

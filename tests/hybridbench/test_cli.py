@@ -90,6 +90,8 @@ def test_an_enabled_check_with_nothing_to_judge_says_so_instead_of_vanishing(tmp
                              "engine sim cannot serve it"),
         (["+experiment=smoke", "engine.health_timeout_s=0"],
          "engine.health_timeout_s must be a finite number > 0, got 0.0"),
+        # results/runs/<time>-<name>: a '/' put the run outside results/runs/, '../../x' anywhere on disk
+        (["+experiment=smoke", "name=../../escaped"], "name must be a plain file name (no '/', not empty)"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
