@@ -97,9 +97,12 @@ def config_changes(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> lis
 # What must match for two builds to be compared: the load, and how the server is sized. The interpreter,
 # extra_args, timeouts, arm knobs and check thresholds may differ (that is what a comparison is about).
 _SAME_LOAD = ("load.", "seed")
-_SAME_ENGINE = frozenset(f"engine.{k}" for k in ("gpu", "tp", "page_size", "chunked_prefill_size",
-                                                  "mem_fraction_static", "max_mamba_cache_size", "kv_tokens",
-                                                  "track_interval", "workload_scale", "max_vocab"))
+_SAME_ENGINE = frozenset([*(f"engine.{k}" for k in ("gpu", "tp", "page_size", "chunked_prefill_size",
+                                                    "mem_fraction_static", "max_mamba_cache_size", "kv_tokens",
+                                                    "track_interval", "workload_scale", "max_vocab",
+                                                    "capacity_bytes")),
+                          # the state and weight bytes the pools are sized from (and SGLang's flags for them)
+                          "model.mamba_ssm_dtype", "model.quantization"])
 
 
 def _check_comparable(base: SavedRun, cand: SavedRun) -> list[str]:

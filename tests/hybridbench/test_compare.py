@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def write_run(path: Path, *, repeats: int = 3, ttft_ms: float = 100.0, duration_s: float = 10.0, cached: int = 50,
               trace: str = "same", engine: str = "reference", lose: int = 0, ran: int | None = None,
               died: str = "", argv: list[str] | None = None, load: dict[str, int] | None = None,
-              sizing: dict[str, int] | None = None, rate: float = 0.0) -> Path:
+              sizing: dict[str, int] | None = None, rate: float = 0.0, model: dict[str, str] | None = None) -> Path:
     """A run of one workload `w` and arms lru, seglen: 20 requests per trial, request i's TTFT ttft_ms + i."""
     (path / "traces").mkdir(parents=True)
     (path / "traces" / "w.jsonl").write_text(f"{trace}\n" * 20)  # one line per planned request
@@ -36,7 +36,7 @@ def write_run(path: Path, *, repeats: int = 3, ttft_ms: float = 100.0, duration_
     plan = {"name": "x", "engine": engine, "arms": ["lru", "seglen"], "trials": [asdict(t) for t in trials],
             "workloads": [{"name": "w", "trace_path": str(path / "traces" / "w.jsonl"),
                            "argv": argv or ["gsp", "-o", str(path / "traces" / "w.jsonl")]}],
-            "config": {"model": {"name": "m"}, "load": load or {"max_concurrency": 5},
+            "config": {"model": {"name": "m", **(model or {})}, "load": load or {"max_concurrency": 5},
                        "workloads": {"w": {"kind": "gsp", "request_rate": rate}},
                        "engine": {"name": engine, "python": str(path), "tp": 4, **(sizing or {})}}}
     (path / "plan.json").write_text(json.dumps(plan))
@@ -176,6 +176,10 @@ def test_the_same_run_twice_or_one_holding_two_runs_is_refused(tmp_path: Path, c
     ({"load": {"max_concurrency": 16}}, "load.max_concurrency is 5 in the baseline and 16 in the candidate"),
     ({"sizing": {"tp": 8}}, "engine.tp is 4 in the baseline and 8 in the candidate"),
     ({"rate": 10.0}, "workloads.w.request_rate is 0.0 in the baseline and 10.0 in the candidate"),  # its own load
+    # How the pools are sized, not what a build does: a smaller replay budget or bf16 states would read as a change.
+    ({"sizing": {"capacity_bytes": 1e9}}, "engine.capacity_bytes is None in the baseline and 1000000000.0"),
+    ({"model": {"mamba_ssm_dtype": "bfloat16"}}, "model.mamba_ssm_dtype is None in the baseline and 'bfloat16'"),
+    ({"model": {"quantization": "fp8"}}, "model.quantization is None in the baseline and 'fp8' in the candidate"),
 ])
 def test_runs_that_cannot_be_compared_exit_2_naming_why(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                         kwargs: dict[str, str], needle: str) -> None:
