@@ -95,6 +95,11 @@ def accuracy(inp: CheckInput) -> Sequence[CheckResult]:
                    CheckResult(r.check, r.workload, arm, "fail", r.observed, r.expected,
                                f"{r.detail}; but the cache served no prompt token in any pass: "
                                "the answers never came from a cached state") for r in out]
+        elif all(c is None for c in cached):  # equal answers, but nothing says any came from a cached state
+            out = [r if r.arm != arm or r.status != "pass" else
+                   CheckResult(r.check, r.workload, arm, "inconclusive", r.observed, r.expected,
+                               f"{r.detail}; but no pass measured its cache hits: no evidence the answers came "
+                               "from a cached state") for r in out]
     return out
 
 
@@ -116,6 +121,11 @@ def _verdict(subject: str, arm: str, expected: str, base: dict[str, Answer], can
                                f"first differing answer: {q} ({what}); flips: {flips}; {hits}")
         return CheckResult("accuracy", subject, arm, "pass", acc, expected,
                            f"{t.questions} answers equal to the cache-off arm's; {hits}")
+    one_sided = sorted(base.keys() ^ cand.keys())
+    if one_sided or not t.questions:  # a pass cut short: the questions it lost would otherwise never count
+        return CheckResult("accuracy", subject, arm, "fail", acc, expected,
+                           f"{len(one_sided)} question(s) answered by one arm only ({', '.join(one_sided[:_LISTED])}); "
+                           f"{t.questions} answered by both; {hits}")
     if t.regressed(alpha=inp.cfg.accuracy_alpha, tolerance=inp.cfg.accuracy_tolerance):
         return CheckResult("accuracy", subject, arm, "fail", acc, expected,
                            f"accuracy {t.base_correct}/{t.questions} -> {t.cand_correct}/{t.questions} "

@@ -85,3 +85,25 @@ def test_samples_round_trip_through_json_and_the_table_counts_per_pass():
     again = [accuracy_sample_from_json(s.to_json()) for s in samples]
     assert again == samples and samples[0].to_json()["pass"] == "cold"
     assert accuracy_table(again) == [("disabled", "cold", 3, 2, 0), ("lru", "warm", 3, 2, 321)]
+
+
+def test_paired_mode_fails_a_pass_that_lost_questions():
+    # Questions answered by one arm only were left out of McNemar: a pass cut to 3 of 60 answers passed on those 3.
+    base = [(f"q{i}", True) for i in range(60)]
+    samples = (_pass("disabled", "cold", base, mode="paired")
+               + _pass("lru", "cold", base[:3], mode="paired") + _pass("branching", "cold", base, mode="paired"))
+    out = _check(samples)
+    cut = out[("lru", "accuracy/cold")]
+    assert cut.status == "fail" and "57 question(s) answered by one arm only (gsm8k/10, gsm8k/11" in cut.detail
+    assert out[("branching", "accuracy/cold")].status == "pass"
+
+
+def test_equal_answers_with_hits_unmeasured_in_every_pass_are_inconclusive():
+    # The check fails an arm whose passes never hit; one whose hits nobody measured had no evidence either.
+    samples = (_pass("disabled", "cold", BASE) + _pass("lru", "cold", BASE, cached=None)
+               + _pass("lru", "warm", BASE, cached=None))
+    out = _check(samples, ("disabled", "lru"))
+    assert {r.status for r in out.values()} == {"inconclusive"}
+    assert "no pass measured its cache hits" in out[("lru", "accuracy/warm")].detail
+    measured_once = [*samples[:-1], _pass("lru", "warm", BASE, cached=40)[-1]]
+    assert {r.status for r in _check(measured_once, ("disabled", "lru")).values()} == {"pass"}
