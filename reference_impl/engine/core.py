@@ -328,7 +328,8 @@ class EngineCore:
 
     def _schedule_decode(self) -> Batch | None:
         tree = self.tree
-        while self.running and tree.kv_pool.available + tree.kv_evictable < len(self.running):
+        while self.running and tree.kv_pool.available + tree.kv_evictable < self.strategy.decode_kv_need(
+                [r.cached for r in self.running if r.cached is not None]):
             self._retract_one()
         if not self.running:
             return None

@@ -14,26 +14,22 @@ The strategies, one class each, selected by name from ``STRATEGIES``:
   position is cached. A request holds ping-pong track slots (2 with overlap, 1 without).
 
 * ``tokenspeed``: TokenSpeed's variant of ``extra_buffer``: the last page-aligned point of each prefill
-  forward (never the branch point instead), nothing during decode, one checkpoint slot per request.
+  forward (never the branch point instead), nothing during decode, one checkpoint slot per request; its pools
+  under pressure as TokenSpeed's scheduler keeps them (``lifecycle.tokenspeed_pool``, ``lifecycle.tokenspeed_walk``).
 
 Committed KV at finish is ``input + output - 1`` tokens (SGLang's ``kv_committed_len``).
 """
 
+from reference_impl.lifecycle.registry import STRATEGIES, make_strategy
 from reference_impl.lifecycle.request import (
     STATES_PER_REQUEST_WITH_CACHE,
     CachedRequest,
     LifecycleCounters,
     fingerprint,
 )
-from reference_impl.lifecycle.strategies import (
-    STRATEGIES,
-    DisabledStrategy,
-    ExtraBufferStrategy,
-    NoBufferStrategy,
-    TokenSpeedStrategy,
-    make_strategy,
-)
+from reference_impl.lifecycle.strategies import DisabledStrategy, ExtraBufferStrategy, NoBufferStrategy
 from reference_impl.lifecycle.strategy import Strategy
+from reference_impl.lifecycle.tokenspeed import TokenSpeedStrategy
 
 __all__ = [
     "STATES_PER_REQUEST_WITH_CACHE", "STRATEGIES", "CachedRequest", "DisabledStrategy", "ExtraBufferStrategy",

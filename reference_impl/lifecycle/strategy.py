@@ -174,6 +174,10 @@ class Strategy(ABC):
         self._alloc_kv(end - req.kv_len, protect=req.lock.node if req.lock else None)
         req.kv_len = end
 
+    def decode_kv_need(self, running: Sequence[CachedRequest]) -> int:
+        """KV tokens a decode step of ``running`` takes from the pool: one each."""
+        return len(running)
+
     def reserve_decode_kv(self, req: CachedRequest, n: int = 1) -> None:
         """Allocate KV for the next ``n`` decode steps now, so the step itself cannot run out."""
         self._alloc_kv(n, protect=req.lock.node if req.lock else None)

@@ -22,15 +22,13 @@ SGLang's cache (``reference_impl.radix.tree``'s own eviction):
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reference_impl.radix.key import child_key, match_len
 from reference_impl.radix.node import Node
 from reference_impl.radix.pools import PoolExhausted
 from reference_impl.radix.tree import MambaRadixTree
 
-__all__ = ["PageHold", "StateLeaves", "evict_pages", "evict_states", "insert_kv"]
+__all__ = ["PageHold", "StateLeaves", "evict_pages", "evict_states"]
 
 
 @dataclass(slots=True)
@@ -126,32 +124,3 @@ def evict_states(tree: MambaRadixTree, leaves: StateLeaves, slots: int) -> None:
             leaves.nodes[parent.id] = parent
             if parent.kv_lock == 0:
                 heapq.heappush(heap, (parent.kv_tick, parent.id, parent))
-
-
-def insert_kv(tree: MambaRadixTree, tokens: Sequence[int], prev_prefix_len: int) -> None:
-    """Insert ``tokens``' KV without a state; the caller owns KV from ``prev_prefix_len`` on (duplicates are
-    freed, as ``MambaRadixTree.insert`` does)."""
-    ps = tree.page_size
-    key = tuple(tokens)
-    node, pos = tree.root, 0
-    while pos < len(key):
-        child = node.children.get(child_key(key, pos, ps))
-        if child is None:
-            break
-        m = match_len(child.key, key, pos, ps)
-        if m < len(child.key):
-            child = tree._split(child, m)
-        else:
-            tree._touch_kv(child)
-        pos += m
-        node = child
-    duplicate = max(0, pos - prev_prefix_len)
-    if duplicate:
-        tree.kv_pool.free(duplicate)
-    if pos < len(key):
-        leaf = tree._new_node(key[pos:], node, len(key))
-        node.children[child_key(leaf.key, 0, ps)] = leaf
-        leaf.kv_tick = tree.tick()
-        tree.kv_evictable += len(leaf.key)
-        tree._refresh_candidacy(leaf)
-        tree._refresh_candidacy(node)

@@ -148,14 +148,15 @@ POOL_PRESSURE: list[tuple[str, Setup, list[Request]]] = [
 _prng = random.Random(20261126)
 PRESSURED: list[tuple[str, Setup, list[Request]]] = [
     (f"pressured {i}", Setup(device_pages=_prng.choice((12, 16, 20, 24, 32)), state_slots=8), random_requests(_prng))
-    for i in range(120)]
-# Sequences in which the scheduler stalls: a request waits for a state slot that no eviction frees (its state
-# leaves lose track of a node when a split puts a stateless node under it), then is aborted or never scheduled.
-PRESSURE_STALLS: set[str] = set()
-# Sequences on which the reference still differs, each a strict xfail with its reason.
-_STAMPS = ("TokenSpeed's recency stamps are not modelled (one time per tree walk over the whole KV match; a split's "
-           "lower half keeps its old time, SGLang's is re-stamped): the two pick different LRU victims")
-PRESSURE_DIFFER: dict[str, str] = {f"pressured {i}": _STAMPS for i in (5, 58, 79, 87, 106, 116)}
+    for i in range(200)]
+# A sequence on which the scheduler stalls (the 130th of the same generator seeded with 1, 20 pages): request 7's
+# first decode step needs a free state slot before its unused checkpoint slot is freed, and none can be evicted
+# (the scheduler's state-leaf set lost two states to splits, the rest are on the request's path): without a host
+# tier it aborts the request. The reference reaches the same point (a state-slot failure) but decodes on.
+_srng = random.Random(1)
+STALL: tuple[str, Setup, list[Request]] = [
+    ("state-slot stall", Setup(device_pages=_srng.choice((12, 16, 20, 24, 32)), state_slots=8),
+     random_requests(_srng)) for _ in range(130)][-1]
 
 # With the KV host tier on and no Mamba host tier (the seed's launch), the scheduler gives B a hit deeper than any
 # state it has for it: an upstream bug, pinned (test_kv_host_tier_hit_outruns_its_state).
@@ -188,7 +189,7 @@ def scheduler_trace(scenarios: list[tuple[Setup, list[Request]]]) -> list[list[d
 
 @cache
 def _all_real() -> dict[str, list[int] | None]:
-    runs = [(t[0], t[1], t[2]) for t in (*TABLE, *BEYOND, *RANDOM, *POOL_PRESSURE, *PRESSURED, KV_HOST_BUG)]
+    runs = [(t[0], t[1], t[2]) for t in (*TABLE, *BEYOND, *RANDOM, *POOL_PRESSURE, *PRESSURED, STALL, KV_HOST_BUG)]
     return dict(zip([n for n, _, _ in runs], scheduler_hits([(s, r) for _, s, r in runs]), strict=True))
 
 
@@ -244,34 +245,41 @@ def test_eviction_under_pool_pressure() -> None:
 
 
 def test_random_sequences_agree_under_pool_pressure() -> None:
-    stalled = {name for name, _, _ in PRESSURED if _all_real()[name] is None}
-    assert stalled == PRESSURE_STALLS, f"the scheduler stalls on {sorted(stalled)}"
+    stalled = [name for name, _, _ in PRESSURED if _all_real()[name] is None]
+    assert not stalled, f"the scheduler stalls on {stalled}"
     differ = [(name, real(name), hits) for name, setup, reqs in PRESSURED
-              if name not in stalled | PRESSURE_DIFFER.keys() and (hits := reference_hits(setup, reqs)) != real(name)]
-    assert not differ, f"{len(differ)} more of {len(PRESSURED)} differ; first (name, real, reference): {differ[0]}"
-    evicting = [name for name, setup, reqs in PRESSURED if name not in stalled and _evicts(setup, reqs)]
-    assert len(evicting) >= len(PRESSURED) // 2, "the set no longer puts the pools under pressure"
+              if (hits := reference_hits(setup, reqs)) != real(name)]
+    assert not differ, f"{len(differ)} of {len(PRESSURED)} differ; first (name, real, reference): {differ[0]}"
+    trees = [reference_core(setup, reqs).tree for _, setup, reqs in PRESSURED]
+    kv, states = sum(t.tokens_evicted_total > 0 for t in trees), sum(t.states_evicted_total > 0 for t in trees)
+    # 94 and 169 of 200 when written: the set must keep both pools under pressure
+    assert kv >= len(PRESSURED) * 2 // 5 and states >= len(PRESSURED) * 3 // 4, (kv, states)
 
 
-def _evicts(setup: Setup, requests: list[Request]) -> bool:
-    """Whether the reference evicts anything (KV or states) on this sequence."""
+def reference_core(setup: Setup, requests: list[Request]) -> EngineCore:
+    """The reference engine core after the requests ran one after another (finished or not)."""
     core = EngineCore(setup.engine())
     for rid, (prompt, n) in enumerate(requests):
         core.add_request(rid, prompt, n)
         out = iter(outputs(n))
-        while not core.idle:
-            batch = core.schedule()
-            assert batch is not None
+        while not core.idle and (batch := core.schedule()) is not None:
             sampling = [i for i in batch.items if batch.kind == "decode" or i.end == len(i.request.fill_tokens)]
             core.complete(batch, [next(out) for _ in sampling])
-    return core.tree.tokens_evicted_total + core.tree.states_evicted_total > 0
+    return core
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=why), id=n)
-                                  for n, why in PRESSURE_DIFFER.items()])
-def test_pressured_sequence_still_differs(name: str) -> None:
-    setup, requests = next((s, r) for n, s, r in PRESSURED if n == name)
-    assert reference_hits(setup, requests) == real(name), PRESSURE_DIFFER[name]
+def test_the_reference_meets_the_schedulers_state_slot_stall() -> None:
+    name, setup, requests = STALL
+    assert _all_real()[name] is None, "the scheduler no longer stalls here: drop STALL and its README line"
+    assert reference_core(setup, requests).strategy.counters.state_alloc_failures == 1
+
+
+@pytest.mark.xfail(strict=True, reason="not modelled: the scheduler aborts a request whose first decode step finds "
+                   "no state slot (no host tier to retract to); the reference decodes it without a checkpoint slot")
+def test_the_reference_aborts_as_the_scheduler_does() -> None:
+    _, setup, requests = STALL
+    core = reference_core(setup, requests)
+    assert core.counters.aborted == 1
 
 
 def test_kv_host_tier_hit_outruns_its_state() -> None:

@@ -1,0 +1,217 @@
+"""TokenSpeed's strategy: ``extra_buffer``'s request flow with TokenSpeed's checkpoints, pools and tree walks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from reference_impl.lifecycle.request import CachedRequest
+from reference_impl.lifecycle.strategies import ExtraBufferStrategy
+from reference_impl.lifecycle.tokenspeed_pool import PageHold, StateLeaves, evict_pages, evict_states
+from reference_impl.lifecycle.tokenspeed_walk import ts_insert, ts_match
+from reference_impl.radix.key import page_floor
+from reference_impl.radix.node import Node
+from reference_impl.radix.pools import PoolExhausted
+from reference_impl.radix.tree import MambaRadixTree
+
+__all__ = ["TokenSpeedStrategy"]
+
+
+class TokenSpeedStrategy(ExtraBufferStrategy):
+    """TokenSpeed's radix-era hybrid cache (PR #162, ``tokenspeed-scheduler`` 0.1.0; research/tokenspeed.md).
+
+    Checked hit by hit against the real scheduler on CPU (tests/tokenspeed/test_scheduler_oracle.py): each
+    prefill forward keeps one checkpoint, at its last page-aligned point, even when the match's branch point
+    falls inside it (SGLang's extra_buffer keeps the branch point instead); nothing is tracked during decode;
+    a running request holds two state slots (working + checkpoint); a finished request writes every checkpoint
+    on its path back to the host, and a hit is loaded back (with the path's checkpoints) only when the device
+    has none (a deeper host prefix behind a shorter device hit stays on the host).
+    """
+
+    name = "tokenspeed"
+
+    def __init__(self, tree: MambaRadixTree, **kwargs: Any) -> None:
+        super().__init__(tree, **kwargs)
+        self._holds: dict[int, PageHold] = {}  # by id() of a running request's CachedRequest
+        self._leaves = StateLeaves()
+
+    def track_position(self, req: CachedRequest, start: int, end: int) -> int | None:
+        chunk = self.tree.chunk_size
+        track = end // chunk * chunk
+        return track if track > start else None
+
+    def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
+        return
+
+    def _num_track_slots(self) -> int:
+        return 1
+
+    def admit(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
+        """``schedulePrefillFirstChunk``: match (stamping the whole KV match), lock, make room for the first
+        chunk's pages, then for the working and checkpoint slots (COW from the hit)."""
+        tree = self.tree
+        req = CachedRequest.of(input_tokens)
+        limit = page_floor(max(0, req.input_len - 1), tree.page_size)  # always recompute >= 1 token
+        if max_prefix is not None:
+            limit = min(limit, page_floor(max(0, max_prefix), tree.page_size))
+        match = ts_match(tree, req.prefix(limit))
+        req.prefix_len = req.protected_len = req.kv_len = match.prefix_len
+        req.branch_seqlen = match.branch_seqlen
+        req.lock = tree.lock(match.last_node)
+        try:
+            if self.host is None:  # with a host tier the load-back decides where the first chunk starts
+                first = req.input_len - req.prefix_len
+                first = min(first, self.chunked_prefill_size or first)
+                evict_pages(tree, self._leaves, -(-(first + 1) // tree.page_size))
+            req.live_state = self._alloc_state()
+            if match.last_node.state is not None:
+                tree.state_pool.copy(match.last_node.state, req.live_state)
+                self.counters.state_copies += 1
+            else:
+                tree.state_pool.write(req.live_state, req.fingerprint(0))
+            if self.host is not None:
+                self._load_back(req, limit)
+            req.track_slots.append(self._alloc_state())
+        except PoolExhausted:
+            self.release(req)
+            raise
+        return req
+
+    # ------------------------------------------------------------ pools under pressure (lifecycle.tokenspeed_pool)
+    def _alloc_state(self, protect: Node | None = None) -> int:
+        evict_states(self.tree, self._leaves, 1)  # a running request's path is never a victim: ``protect`` is on it
+        slot = self.tree.state_pool.alloc()
+        if slot is None:
+            raise PoolExhausted("Can not alloc mamba cache")
+        return slot
+
+    def _hold(self, req: CachedRequest) -> PageHold | None:
+        return self._holds.get(id(req))
+
+    def alloc_chunk(self, req: CachedRequest, end: int) -> None:
+        tree, ps = self.tree, self.tree.page_size
+        tokens = end - req.kv_len
+        hold = self._hold(req)
+        if hold is None:  # the first chunk also reserves the decode input's position
+            evict_pages(tree, self._leaves, -(-(tokens + 1) // ps))
+            hold = PageHold(req.kv_len, req.kv_len)
+            hold.acquire(tree, tokens + 1)
+            self._holds[id(req)] = hold
+        else:
+            evict_pages(tree, self._leaves, -(-tokens // ps))
+            self._renew_checkpoint(req)
+            hold.acquire(tree, tokens)
+        req.kv_len = end
+
+    def decode_kv_need(self, running: Sequence[CachedRequest]) -> int:
+        """A whole page for each request whose last page is full, nothing for the others."""
+        ps = self.tree.page_size
+        return sum(ps for r in running if (hold := self._hold(r)) is None or hold.tail(ps) <= 0)
+
+    def reserve_decode_kv(self, req: CachedRequest, n: int = 1) -> None:
+        hold = self._hold(req)
+        assert hold is not None
+        evict_pages(self.tree, self._leaves, -(-max(0, n - hold.tail(self.tree.page_size)) // self.tree.page_size))
+        if not hold.decoding:
+            hold.decoding = True
+            try:
+                self._renew_checkpoint(req)
+            except PoolExhausted:  # the scheduler aborts the request here (no host tier); this one decodes on
+                self.counters.state_alloc_failures += 1
+                self._publish(req)
+        hold.acquire(self.tree, n)
+        req.kv_reserved += n
+
+    def _renew_checkpoint(self, req: CachedRequest) -> None:
+        """Scheduling the next forward, after its pages: a free slot first (else the forward waits), then the
+        previous forward's checkpoint goes to the tree with its pages (duplicates freed only now), then a fresh
+        checkpoint slot."""
+        evict_states(self.tree, self._leaves, 1)
+        if self.tree.state_pool.available < 1:
+            raise PoolExhausted("no state slot can be freed for the next forward")
+        self._publish(req)
+        if not req.track_slots:
+            req.track_slots.append(self._alloc_state())
+
+    def _publish(self, req: CachedRequest) -> None:
+        if req.track_seqlen is not None and req.track_seqlen > req.protected_len:
+            self._insert(req, req.track_seqlen, req.track_slots.pop())
+        req.track_seqlen = None
+
+    def cache_unfinished(self, req: CachedRequest) -> None:
+        return  # the checkpoint waits for the request's next forward (``_renew_checkpoint``)
+
+    def _insert(self, req: CachedRequest, cache_len: int, slot: int) -> None:
+        """Insert ``tokens[:cache_len]`` with ``slot`` as TokenSpeed's walk does; re-lock the request there."""
+        tree, before = self.tree, req.protected_len
+        result = ts_insert(tree, req.prefix(cache_len), slot, before)
+        self.counters.states_inserted += 1
+        if result.state_exists:
+            self.counters.states_duplicate += 1
+            tree.state_pool.free(slot)
+        else:
+            self._leaves.track(tree, result.node)
+        assert req.lock is not None
+        tree.unlock(req.lock)
+        req.lock = tree.lock(result.node)
+        req.protected_len = max(before, cache_len)
+        if (hold := self._hold(req)) is not None:
+            hold.give(req.protected_len - before, tree.page_size)
+
+    def finish(self, req: CachedRequest) -> None:
+        cache_len = req.track_seqlen or 0
+        if cache_len > req.protected_len:
+            self._insert(req, cache_len, req.track_slots.pop())
+        hold = self._hold(req)
+        end = page_floor(len(req.tokens), self.tree.page_size)
+        if hold is not None and end > req.protected_len:
+            ts_insert(self.tree, req.prefix(end), None, req.protected_len)
+            hold.give(end - req.protected_len, self.tree.page_size)
+        ts_match(self.tree, req.prefix(end))  # the scheduler matches the whole sequence again (write-back's match)
+        self.write_back(req)
+        self.release(req)
+
+    def release(self, req: CachedRequest) -> None:
+        hold = self._holds.pop(id(req), None)
+        if hold is not None:
+            self.tree.kv_pool.free(hold.pages * self.tree.page_size)
+            req.kv_len, req.kv_reserved = req.protected_len, 0
+        super().release(req)
+
+    def _load_back(self, req: CachedRequest, limit: int) -> None:
+        if req.prefix_len > 0:
+            return  # the scheduler looks at the host tier only when the device gives no hit at all
+        super()._load_back(req, limit)
+        if self.host is None or req.prefix_len == 0 or req.lock is None:
+            return
+        # The load-back brings the host path's earlier checkpoints too, each a device state again.
+        host = self.host.tree
+        node: Node | None = host.match_prefix(req.tokens[: req.prefix_len]).last_node.parent
+        while node is not None and node is not host.root:
+            content = host.state_pool.content.get(node.state) if node.state is not None else None
+            if content is not None:
+                try:
+                    slot = self._alloc_state(protect=req.lock.node)
+                except PoolExhausted:
+                    return
+                self.tree.state_pool.write(slot, content)
+                inserted = ts_insert(self.tree, req.tokens[: node.depth], slot, node.depth)
+                if inserted.state_exists:
+                    self.tree.state_pool.free(slot)
+                else:
+                    self._leaves.track(self.tree, inserted.node)
+                self.host.counters.load_back_states += 1
+            node = node.parent
+
+    def write_back(self, req: CachedRequest) -> None:
+        """Every checkpoint on the request's cached path goes to the host, not only the last."""
+        if self.host is None or req.protected_len == 0 or req.lock is None:
+            return
+        depths = []
+        node: Node | None = req.lock.node
+        while node is not None and node is not self.tree.root:
+            if node.state is not None and node.depth <= req.protected_len:
+                depths.append(node.depth)
+            node = node.parent
+        for depth in sorted(depths):
+            self.host.write_back(req.tokens[:depth], req.fingerprint(depth))
