@@ -190,7 +190,13 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
         ok = [r for r in recs if r.status == "ok"]
         prompt = sum(r.prompt_tokens for r in ok)
         rate = sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else 0.0
-        verdict: Status = "pass" if rate >= floor else "fail"
-        out.append(CheckResult("cache_hits", workload, arm, verdict, rate,
-                               f"token hit rate >= {floor:.0%}", f"{rate:.1%} of prompt tokens cached"))
+        # A hit longer than its prompt (or negative) is a server miscounting its hits: it must not lift the rate.
+        impossible = [r for r in ok if r.cached_tokens is not None and not 0 <= r.cached_tokens <= r.prompt_tokens]
+        verdict: Status = "pass" if rate >= floor and not impossible else "fail"
+        detail = f"{rate:.1%} of prompt tokens cached"
+        if impossible:
+            r = impossible[0]
+            detail += (f"; {len(impossible)} request(s) report an impossible hit (request {r.request_index} "
+                       f"r{r.repeat}: {r.cached_tokens} cached of a {r.prompt_tokens}-token prompt)")
+        out.append(CheckResult("cache_hits", workload, arm, verdict, rate, f"token hit rate >= {floor:.0%}", detail))
     return out

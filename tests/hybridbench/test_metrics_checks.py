@@ -113,6 +113,15 @@ def test_exact_hits_that_stopped_mid_trial_are_not_a_pass() -> None:
     assert [r.status for r in cache_hits(wrong) if r.workload == "w/exact"] == ["fail"]  # a mismatch stays a fail
 
 
+def test_a_hit_longer_than_its_prompt_fails_the_floor_instead_of_lifting_it() -> None:
+    # A server double-counting its hits (250 cached of a 100-token prompt) read as a 250% hit rate: a pass.
+    records = {("w", "lru"): [rec("lru", 100.0, cached=250), rec("lru", 100.0, i=1, cached=0)]}
+    (res,) = cache_hits(make_input(records, min_token_hit_rate=0.5))
+    assert res.status == "fail" and "1 request(s) report an impossible hit (request 0 r0: 250 cached" in res.detail
+    fine = {("w", "lru"): [rec("lru", 100.0, cached=99), rec("lru", 100.0, i=1, cached=0)]}
+    assert [r.status for r in cache_hits(make_input(fine, min_token_hit_rate=0.4))] == ["pass"]
+
+
 def test_secrets_are_redacted_from_launch_commands() -> None:
     cmd = ["python", "-m", "sglang.launch_server", "--api-key", "s3cret", "--hf-token=abc", "HF_TOKEN=xyz", "--tp", "4"]
     assert redact(cmd) == ["python", "-m", "sglang.launch_server", "--api-key", "***", "--hf-token=***",
