@@ -149,6 +149,20 @@ _prng = random.Random(20261126)
 PRESSURED: list[tuple[str, Setup, list[Request]]] = [
     (f"pressured {i}", Setup(device_pages=_prng.choice((12, 16, 20, 24, 32)), state_slots=8), random_requests(_prng))
     for i in range(200)]
+# The same with both host tiers on (KV + Mamba, small): only partly modelled under pressure (HOST_PRESSURE_FLOOR).
+_hrng = random.Random(20261127)
+HOST_PRESSURED: list[tuple[str, Setup, list[Request]]] = [
+    (f"host-pressured {i}", Setup(device_pages=_hrng.choice((12, 16, 20, 24, 32)), state_slots=8,
+                                  host_pages=_hrng.choice((16, 32, 64)), mamba_l2=True,
+                                  host_state_slots=_hrng.choice((4, 8, 16))), random_requests(_hrng))
+    for i in range(100)]
+HOST_PRESSURE_FLOOR = 81  # of 100 agree request by request (measured when written)
+HOST_PRESSURE_GAP = (
+    "not modelled: TokenSpeed's host tiers under device pressure. From its source: once a write-back is done the "
+    "scheduler releases the device copies the host now holds (ReleaseDeviceResourcesPresentOnHost, and idle Mamba "
+    "device copies), a load-back reserves its device pages with the first chunk's, and the host evicts from the "
+    "same tree's LRU; the reference keeps device copies and a separate SGLang-style host tree")
+
 # A sequence on which the scheduler stalls (the 130th of the same generator seeded with 1, 20 pages): request 7's
 # first decode step needs a free state slot before its unused checkpoint slot is freed, and none can be evicted
 # (the scheduler's state-leaf set lost two states to splits, the rest are on the request's path): without a host
@@ -189,7 +203,8 @@ def scheduler_trace(scenarios: list[tuple[Setup, list[Request]]]) -> list[list[d
 
 @cache
 def _all_real() -> dict[str, list[int] | None]:
-    runs = [(t[0], t[1], t[2]) for t in (*TABLE, *BEYOND, *RANDOM, *POOL_PRESSURE, *PRESSURED, STALL, KV_HOST_BUG)]
+    runs = [(t[0], t[1], t[2]) for t in (*TABLE, *BEYOND, *RANDOM, *POOL_PRESSURE, *PRESSURED, *HOST_PRESSURED, STALL,
+                                              KV_HOST_BUG)]
     return dict(zip([n for n, _, _ in runs], scheduler_hits([(s, r) for _, s, r in runs]), strict=True))
 
 
@@ -254,6 +269,20 @@ def test_random_sequences_agree_under_pool_pressure() -> None:
     kv, states = sum(t.tokens_evicted_total > 0 for t in trees), sum(t.states_evicted_total > 0 for t in trees)
     # 94 and 169 of 200 when written: the set must keep both pools under pressure
     assert kv >= len(PRESSURED) * 2 // 5 and states >= len(PRESSURED) * 3 // 4, (kv, states)
+
+
+def _host_pressured_agree() -> list[str]:
+    return [name for name, setup, reqs in HOST_PRESSURED
+            if _all_real()[name] is not None and reference_hits(setup, reqs) == real(name)]
+
+
+def test_host_tiers_under_pool_pressure_agree_at_least_as_often_as_measured() -> None:
+    assert len(_host_pressured_agree()) >= HOST_PRESSURE_FLOOR
+
+
+@pytest.mark.xfail(strict=True, reason=HOST_PRESSURE_GAP)
+def test_host_tiers_under_pool_pressure_agree() -> None:
+    assert len(_host_pressured_agree()) == len(HOST_PRESSURED)
 
 
 def reference_core(setup: Setup, requests: list[Request]) -> EngineCore:
