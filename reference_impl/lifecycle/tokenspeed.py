@@ -114,24 +114,27 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
         evict_pages(self.tree, self._leaves, -(-max(0, n - hold.tail(self.tree.page_size)) // self.tree.page_size))
         if not hold.decoding:
             hold.decoding = True
-            try:
-                self._renew_checkpoint(req)
-            except PoolExhausted:  # the scheduler aborts the request here (no host tier); this one decodes on
-                self.counters.state_alloc_failures += 1
-                self._publish(req)
+            self._renew_checkpoint(req)
         hold.acquire(self.tree, n)
         req.kv_reserved += n
 
     def _renew_checkpoint(self, req: CachedRequest) -> None:
-        """Scheduling the next forward, after its pages: a free slot first (else the forward waits), then the
-        previous forward's checkpoint goes to the tree with its pages (duplicates freed only now), then a fresh
-        checkpoint slot."""
+        """Scheduling the next forward, after its pages: a free slot first, then the previous forward's checkpoint
+        goes to the tree with its pages (duplicates freed only now), then a fresh checkpoint slot."""
         evict_states(self.tree, self._leaves, 1)
         if self.tree.state_pool.available < 1:
-            raise PoolExhausted("no state slot can be freed for the next forward")
+            # The scheduler waits here for ever (a later chunk) or aborts the request (its first decode step, no
+            # host tier); the reference runs the forward without a checkpoint slot and counts the failure.
+            self.counters.state_alloc_failures += 1
+            self._publish(req)
+            return
         self._publish(req)
         if not req.track_slots:
             req.track_slots.append(self._alloc_state())
+
+    def _on_forward(self, req: CachedRequest, start: int, end: int) -> None:
+        if req.track_slots:  # no checkpoint slot (``_renew_checkpoint`` failed): nothing to track
+            super()._on_forward(req, start, end)
 
     def _publish(self, req: CachedRequest) -> None:
         if req.track_seqlen is not None and req.track_seqlen > req.protected_len:
