@@ -15,7 +15,7 @@ import warnings
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from reference_impl.engine.core import EngineConfig  # noqa: E402
+from reference_impl.engine.config import EngineConfig  # noqa: E402
 from reference_impl.model.config import ModelConfig  # noqa: E402
 from reference_impl.model.model import HybridModel  # noqa: E402
 from reference_impl.model.offline import OfflineEngine  # noqa: E402

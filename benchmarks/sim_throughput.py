@@ -15,7 +15,8 @@ import sys
 import time
 
 from reference_impl.engine.arms import parse_arm
-from reference_impl.engine.core import EngineConfig, EngineCore
+from reference_impl.engine.config import EngineConfig
+from reference_impl.engine.core import EngineCore
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import get_gpu
 from reference_impl.engine.simulator import simulate

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hybridbench.errors import ConfigError
-from reference_impl.engine.core import fits_kv_pool
+from reference_impl.engine.config import fits_kv_pool
 from workloads.trace import TraceRow
 
 __all__ = ["KVPool", "refuse_unfit_requests"]

@@ -16,7 +16,7 @@ from hybridbench.engines.kv_pool import KVPool
 from hybridbench.errors import ConfigError
 from hybridbench.plan.build import effective_vocab
 from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec
-from reference_impl.engine.core import DEFAULT_KV_TOKENS
+from reference_impl.engine.config import DEFAULT_KV_TOKENS
 from reference_impl.model.config import ModelConfig
 from reference_impl.server.args import UsageError, parse_config
 

@@ -15,7 +15,8 @@ from hybridbench.plan.types import RunPlan
 from hybridbench.records.build import RequestOutcome, trial_record
 from hybridbench.records.schema import CacheState
 from reference_impl.engine.arms import ArmSpec
-from reference_impl.engine.core import EngineConfig, EngineCore, EngineCounters
+from reference_impl.engine.config import EngineConfig
+from reference_impl.engine.core import EngineCore, EngineCounters
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import get_gpu
 from reference_impl.engine.simulator import simulate

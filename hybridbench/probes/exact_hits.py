@@ -31,7 +31,8 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.probes.base import ProbeContext, ProbeNeeds
 from hybridbench.records.exact_hits import ExactHitSample, exact_hit_sample_from_json
 from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec
-from reference_impl.engine.core import Batch, EngineConfig, EngineCore
+from reference_impl.engine.config import EngineConfig
+from reference_impl.engine.core import Batch, EngineCore
 from reference_impl.engine.simulator import simulate
 from reference_impl.radix.tree import SGLANG_SEMANTICS
 from workloads.arrival import LoadSpec, arrival_schedule

@@ -13,7 +13,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import replace
 
-from reference_impl.engine.core import EngineConfig, EngineCore
+from reference_impl.engine.config import EngineConfig
+from reference_impl.engine.core import EngineCore
 from reference_impl.engine.cost_model import CALIBRATED, CostFactors, CostModel
 from reference_impl.engine.hardware import get_gpu
 from reference_impl.engine.simulator import SimResult, simulate

@@ -13,7 +13,7 @@ extra_buffer's ping-pong slots are ordinary slots of the pool: they change how m
 from __future__ import annotations
 
 from reference_impl.engine.arms import ArmSpec
-from reference_impl.engine.core import EngineConfig, state_ratio
+from reference_impl.engine.config import EngineConfig, state_ratio
 from reference_impl.engine.cost_model import CostModel
 
 __all__ = ["MAMBA_FULL_MEMORY_RATIO", "engine_config"]

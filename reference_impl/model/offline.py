@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from reference_impl.engine.core import EngineConfig, EngineCore, EngineRequest
+from reference_impl.engine.config import EngineConfig
+from reference_impl.engine.core import EngineCore, EngineRequest
 from reference_impl.model.config import ModelConfig
 from reference_impl.model.executor import Executor, RequestCtx
 from reference_impl.model.model import HybridModel

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from reference_impl.engine.arms import ArmSpec, parse_arm
-from reference_impl.engine.core import DEFAULT_KV_TOKENS, EngineConfig, state_ratio
+from reference_impl.engine.config import DEFAULT_KV_TOKENS, EngineConfig, state_ratio
 from reference_impl.model.config import ModelConfig
 from reference_impl.policies.registry import POLICIES
 from reference_impl.server.errors import API_VERSIONS, DEFAULT_API_VERSION

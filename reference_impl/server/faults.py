@@ -21,7 +21,8 @@ Each switch puts one real bug back so a hybridbench check can be shown to catch 
 
 from __future__ import annotations
 
-from reference_impl.engine.core import Batch, EngineConfig, EngineCore, EngineRequest, state_ratio
+from reference_impl.engine.config import EngineConfig, state_ratio
+from reference_impl.engine.core import Batch, EngineCore, EngineRequest
 from reference_impl.radix.pools import PoolExhausted
 
 __all__ = ["FAULTS", "FaultyEngineCore", "MambaAllocationError"]

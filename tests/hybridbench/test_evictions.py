@@ -15,7 +15,8 @@ from hybridbench.checks.base import CheckInput
 from hybridbench.checks.evictions import evictions, host_hits
 from hybridbench.config.schema import ChecksCfg
 from hybridbench.metrics.published import compare_published
-from reference_impl.engine.core import EngineConfig, EngineCore
+from reference_impl.engine.config import EngineConfig
+from reference_impl.engine.core import EngineCore
 from reference_impl.server.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ import pytest
 
 from hybridbench.plan.arms import plan_arm
 from hybridbench.probes.exact_hits import CachePredictor, predictor_config, semantics_for
-from reference_impl.engine.core import EngineConfig
+from reference_impl.engine.config import EngineConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "sglang_cpu"))
 from recorded_runs import fixture, served

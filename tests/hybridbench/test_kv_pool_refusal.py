@@ -19,7 +19,8 @@ from hybridbench.config.store import register
 from hybridbench.engines.kv_pool import KVPool, refuse_unfit_requests
 from hybridbench.engines.reference_cmd import reference_kv_pool
 from hybridbench.errors import ConfigError
-from reference_impl.engine.core import EngineConfig, EngineCore
+from reference_impl.engine.config import EngineConfig
+from reference_impl.engine.core import EngineCore
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import get_gpu
 from reference_impl.models import get_model

@@ -23,7 +23,7 @@ from hybridbench.load.http import StreamPool
 from hybridbench.plan.arms import plan_arm
 from hybridbench.probes.exact_hits import predictor_config
 from hybridbench.probes.kl_requests import KlProbe, output_logprobs_of_replay
-from reference_impl.engine.core import EngineConfig
+from reference_impl.engine.config import EngineConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "sglang_cpu"))
 from replay_server import exchanges, replay_server

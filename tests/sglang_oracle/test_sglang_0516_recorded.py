@@ -20,7 +20,7 @@ from oracle_client import env_python, env_ready
 
 from hybridbench.plan.arms import plan_arm
 from hybridbench.probes.exact_hits import CachePredictor, predictor_config
-from reference_impl.engine.core import EngineConfig
+from reference_impl.engine.config import EngineConfig
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "fixtures" / "sglang_cpu"))

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from reference_impl.engine.core import EngineConfig, EngineCore
+from reference_impl.engine.config import EngineConfig
+from reference_impl.engine.core import EngineCore
 
 pytestmark = [pytest.mark.tokenspeed, pytest.mark.slow]
 

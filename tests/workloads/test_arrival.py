@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from reference_impl.engine.core import Batch, EngineConfig, EngineCore
+from reference_impl.engine.config import EngineConfig
+from reference_impl.engine.core import Batch, EngineCore
 from reference_impl.engine.simulator import simulate
 from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.trace import TraceRow

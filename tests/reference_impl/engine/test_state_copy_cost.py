@@ -10,7 +10,8 @@ from dataclasses import replace
 import pytest
 
 from reference_impl.engine.arms import parse_arm
-from reference_impl.engine.core import Batch, BatchItem, EngineConfig, EngineCore, EngineRequest
+from reference_impl.engine.config import EngineConfig
+from reference_impl.engine.core import Batch, BatchItem, EngineCore, EngineRequest
 from reference_impl.engine.cost_model import CALIBRATED, CostModel
 from reference_impl.engine.hardware import get_gpu
 from reference_impl.engine.simulator import SimResult, simulate

@@ -12,7 +12,7 @@ import random
 import pytest
 import torch
 
-from reference_impl.engine.core import EngineConfig
+from reference_impl.engine.config import EngineConfig
 from reference_impl.model import HybridModel, ModelConfig
 from reference_impl.model.offline import OfflineEngine, OfflineResult, cold_logits
 

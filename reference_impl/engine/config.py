@@ -1,0 +1,52 @@
+"""The engine core's configuration: the pools, the cache, the scheduler's knobs, and what they imply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from reference_impl.lifecycle import STATES_PER_REQUEST_WITH_CACHE
+
+__all__ = ["DEFAULT_KV_TOKENS", "EngineConfig", "fits_kv_pool", "state_ratio"]
+
+DEFAULT_KV_TOKENS = 32768  # the reference server's KV pool without --max-total-tokens
+
+
+def fits_kv_pool(input_tokens: int, max_new_tokens: int, kv_tokens: int) -> bool:
+    """Whether one request can run at all: its prompt and every token it may generate (at least one) in the KV
+    pool at once. A request that does not is rejected on arrival; the harness refuses such a plan with this test."""
+    return input_tokens + max(1, max_new_tokens) <= kv_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    kv_tokens: int
+    state_slots: int  # --max-mamba-cache-size
+    cache: Literal["disabled", "no_buffer", "extra_buffer", "tokenspeed"] = "no_buffer"
+    policy: str = "lru"
+    eff_weight: float | None = None
+    page_size: int = 1
+    chunked_prefill_size: int = 8192
+    max_prefill_tokens: int = 16384
+    max_running_requests: int | None = None
+    schedule_policy: Literal["fcfs", "lpm"] = "fcfs"
+    track_interval: int = 256
+    overlap: bool = True
+    host_kv_tokens: int = 0
+    host_state_slots: int = 0
+    host_kv_only: bool = False  # TokenSpeed's KV host tier without its Mamba one: host KV alone never hits
+    init_new_token_ratio: float = 0.7
+    min_new_token_ratio: float = 0.1
+    new_token_ratio_decay: float = 0.001
+    semantics: str = "0.5.23"  # which SGLang release's cache behaviour (reference_impl.radix.tree)
+
+
+def state_ratio(config: EngineConfig) -> int:
+    """State slots SGLang reserves per running request (kv_cache_configurator._calculate_mamba_ratio)."""
+    if config.cache == "disabled":
+        return 1
+    if config.cache == "extra_buffer":
+        return STATES_PER_REQUEST_WITH_CACHE + (2 if config.overlap else 1)
+    if config.cache == "tokenspeed":
+        return 2  # TokenSpeed: a working state and a checkpoint per running request
+    return STATES_PER_REQUEST_WITH_CACHE
