@@ -35,6 +35,10 @@ def validate_checks(cfg: ChecksCfg) -> None:
     unknown = [n for n in cfg.enabled if n not in CHECKS]
     if unknown:
         raise ConfigError(f"checks.enabled: unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}")
+    for key, names in (("enabled", cfg.enabled), ("kl_variants", cfg.kl_variants)):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # each would run, and be judged, twice: duplicate verdict rows, probes sent twice
+            raise ConfigError(f"checks.{key}: {', '.join(twice)} listed more than once")
     bad = [v for v in cfg.kl_variants if v not in KL_VARIANTS]
     if bad:
         raise ConfigError(

@@ -79,6 +79,8 @@ def test_an_enabled_check_with_nothing_to_judge_says_so_instead_of_vanishing(tmp
         (["+experiment=smoke", "seed=abc"], "could not be converted to Integer"),
         (["+experiment=smoke", "arms=[lru,marconi]"], "arm 'marconi' cannot run on this engine"),
         (["+experiment=smoke", "checks.enabled=[ttft,nope]"], "unknown check(s) nope"),
+        (["+experiment=smoke", "checks.kl_variants=[decode,decode]"],
+         "checks.kl_variants: decode listed more than once"),
         (["+experiment=smoke", "workloads.gsp.params.num_groups=-1"], "num_groups must be >= 1"),
         ([], "pick an experiment with +experiment=NAME"),
         # `+` forces a key in past Hydra's schema check; the dataclass conversion would drop it silently.

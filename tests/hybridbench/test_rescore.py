@@ -125,6 +125,7 @@ def test_a_reference_run_rescores_its_kl_samples(tmp_path: Path) -> None:
     (["checks.ttft_regression=abc"], "checks.ttft_regression"),
     (["checks.bootstrap_samples=5"], "checks.bootstrap_samples must be"),
     (["checks.enabled=[ttft,nope]"], "checks.enabled: unknown check(s) nope"),
+    (["checks.enabled=[survival,ttft,survival]"], "checks.enabled: survival listed more than once"),
     (["checks.baseline_arm=seglen"], "checks.baseline_arm: 'seglen' is not one of the run's arms"),
     (["ttft_regression"], "expected key=value"),
 ])
