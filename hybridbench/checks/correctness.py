@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from hybridbench.checks.base import CheckInput, CheckResult, Status
 from hybridbench.metrics.stats import paired_relative_change
 from hybridbench.records.kl import KlSample
+from hybridbench.records.schema import SAMPLES_WRITTEN
 
 __all__ = ["kl", "prefill_overhead"]
 
@@ -50,7 +51,12 @@ def kl(inp: CheckInput) -> Sequence[CheckResult]:
             continue
         variants = sorted(v for (w, a, v) in groups if (w, a) == (workload, arm))
         if not variants:
-            out.append(CheckResult("kl", workload, arm, "skip", None, f"mean k3 < {inp.kl_threshold:g}",
+            # The probe ran (its trial snapshots count what it wrote) and found nothing to probe: the KL the run
+            # asked for is unmeasured, which is not a pass by omission.
+            ran = any(isinstance(w := s.get(SAMPLES_WRITTEN), dict) and "kl" in w
+                      for s in inp.snapshots.get((workload, arm), []))
+            out.append(CheckResult("kl", workload, arm, "inconclusive" if ran else "skip", None,
+                                   f"mean k3 < {inp.kl_threshold:g}",
                                    "no KL samples: the engine has no prompt logprobs, or no prompt had >= 8 tokens"))
             continue
         for variant in variants:

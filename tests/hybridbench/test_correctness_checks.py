@@ -87,6 +87,18 @@ def test_a_hit_without_logprobs_fails_as_unmeasured() -> None:
     assert res.status == "fail" and res.observed is None
 
 
+def test_a_kl_probe_that_ran_and_wrote_nothing_is_inconclusive_not_skipped() -> None:
+    # Every prompt shorter than 8 tokens: the probe ran, wrote 0 samples, and the run passed on its other checks.
+    from dataclasses import replace
+
+    base = kl_input([sample("disabled")])
+    ran = replace(base, snapshots={("w", "lru"): [{"samples_written": {"kl": 0}}]})
+    (res,) = kl(ran)
+    assert (res.arm, res.status) == ("lru", "inconclusive") and "no KL samples" in res.detail
+    (res,) = kl(base)  # nothing says the probe ran (a run saved before the count): as before
+    assert res.status == "skip"
+
+
 def test_kl_samples_round_trip_through_kl_jsonl(tmp_path: Path) -> None:
     path = tmp_path / "kl.jsonl"
     with RecordWriter(path) as w:
