@@ -19,6 +19,7 @@ from hybridbench.engines.base import PlannedProbe, TrialContext
 from hybridbench.engines.kv_pool import refuse_unfit_requests
 from hybridbench.engines.registry import make_engine
 from hybridbench.errors import ConfigError, EngineError, HybridbenchError, Interrupted, RunInterrupted
+from hybridbench.load.progress import env_mode
 from hybridbench.plan.build import build_plan, effective_vocab
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
 from hybridbench.probes.base import read_samples, samples_path
@@ -65,6 +66,7 @@ def _progress(msg: str) -> None:
 
 
 def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
+    env_mode()  # a bad HYBRIDBENCH_PROGRESS is refused here, not found out at the first trial
     validate_checks(cfg.checks)
     plan: RunPlan = build_plan(cfg, run_dir, resolved)
     engine = make_engine(cfg.engine.name)

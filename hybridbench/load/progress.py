@@ -4,7 +4,8 @@ On a terminal this is a live tqdm bar (done/total, failed, requests/s, elapsed).
 terminal (CI, ``2> log``), carriage-return bar frames would turn the log into one unreadable line, so plain
 lines are written instead, at each 10 % of the requests and once more at the end:
 ``    12/40 requests done, 1 failed``. ``HYBRIDBENCH_PROGRESS`` overrides the choice: ``0``/``off`` writes
-nothing, ``lines`` forces plain lines, ``bar`` forces the bar.
+nothing, ``lines`` forces plain lines, ``bar`` forces the bar; any other value is refused (exit 2) before the run
+starts, since a typo silently falling back to ``auto`` would leave the user wondering why the switch did nothing.
 """
 
 from __future__ import annotations
@@ -16,13 +17,25 @@ from typing import Literal, NoReturn, TextIO
 
 from tqdm import tqdm  # type: ignore[import-untyped, unused-ignore]
 
-__all__ = ["ENV_VAR", "Mode", "TrialProgress"]
+from hybridbench.errors import ConfigError
+
+__all__ = ["ENV_VAR", "Mode", "TrialProgress", "env_mode"]
 
 ENV_VAR = "HYBRIDBENCH_PROGRESS"
 Mode = Literal["auto", "bar", "lines", "off"]
 
 _ENV_MODES: dict[str, Mode] = {"0": "off", "off": "off", "false": "off", "no": "off",
                                "lines": "lines", "plain": "lines", "bar": "bar", "1": "auto", "auto": "auto"}
+
+
+def env_mode() -> Mode:
+    """The mode ``HYBRIDBENCH_PROGRESS`` asks for (unset or empty: ``auto``); an unknown value is a ConfigError."""
+    raw = os.environ.get(ENV_VAR, "").strip().lower()
+    if not raw:
+        return "auto"
+    if raw not in _ENV_MODES:
+        raise ConfigError(f"{ENV_VAR} must be one of {', '.join(_ENV_MODES)}, got {os.environ[ENV_VAR]!r}")
+    return _ENV_MODES[raw]
 
 
 def _is_tty(stream: TextIO) -> bool:
@@ -45,7 +58,7 @@ class TrialProgress:
         self.done = 0
         self.failed = 0
         if mode is None:
-            mode = _ENV_MODES.get(os.environ.get(ENV_VAR, "auto").strip().lower(), "auto")
+            mode = env_mode()
         if mode == "auto":
             mode = "bar" if _is_tty(self.stream) else "lines"
         self.mode: Mode = mode

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from hybridbench.errors import ConfigError
 from hybridbench.load.progress import ENV_VAR, TrialProgress
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Tty(io.StringIO):
@@ -149,8 +156,29 @@ def test_mode_parameter_beats_the_env_var(monkeypatch: pytest.MonkeyPatch) -> No
     assert "4/4" in last_frame(out.getvalue())
 
 
-def test_unknown_env_value_falls_back_to_auto(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(ENV_VAR, "sparkly")
+@pytest.mark.parametrize("value", ["sparkly", "bars", "2"])
+def test_an_unknown_env_value_is_refused_naming_the_var_and_its_values(monkeypatch: pytest.MonkeyPatch,
+                                                                       value: str) -> None:
+    monkeypatch.setenv(ENV_VAR, value)
+    with pytest.raises(ConfigError) as info:
+        TrialProgress(1, stream=io.StringIO())
+    assert str(info.value) == (f"HYBRIDBENCH_PROGRESS must be one of 0, off, false, no, lines, plain, bar, 1, auto, "
+                               f"got {value!r}")
+
+
+def test_an_empty_env_value_means_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_VAR, " ")
     out = io.StringIO()
     run(out, 1, [True])
     assert out.getvalue() == "    1/1 requests done, 0 failed\n"
+
+
+def test_on_the_command_line_a_bad_value_is_one_line_exit_2_before_any_work(tmp_path: Path) -> None:
+    env = {**os.environ, ENV_VAR: "bogus"}
+    proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim",
+                           f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=300,
+                          check=False, cwd=ROOT, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: HYBRIDBENCH_PROGRESS must be one of 0, off, false, no, lines, plain, bar, 1, auto, got 'bogus'"]
+    assert not (tmp_path / "run").exists()
