@@ -72,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         if str(args.baseline).startswith("latest:"):
             from hybridbench.results.store import latest_passing_main  # noqa: PLC0415 - the results extra
 
-            args.baseline = latest_passing_main(Path(str(args.baseline)[len("latest:"):]), read_run(args.candidate))
+            root = str(args.baseline)[len("latest:"):]
+            if not root.strip():  # Path("") is the current directory: never search where the user did not point
+                raise ConfigError("baseline: latest: names no results root; give latest:RESULTS_ROOT")
+            args.baseline = latest_passing_main(Path(root), read_run(args.candidate))
             print(f"baseline: {args.baseline}", file=sys.stderr)
         base, cand = load_run(args.baseline), load_run(args.candidate)
         cmp = compare_runs(base, cand, cfg)
