@@ -163,6 +163,8 @@ def _history(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command in ("ls", "export", "history"):
+            _filters(args).where()  # a bad --since/--until is its one line, not after a line per skipped run
         if args.command == "index":
             return _index(args.root)
         if args.command == "ls":

@@ -42,11 +42,20 @@ def test_ls_filters_by_branch_arm_engine_and_date(results_root: Path) -> None:
     assert _runs(results("ls", str(results_root), "--arm", "no-such-arm").stdout) == []
     assert len(_runs(results("ls", str(results_root), "--arm", "branching", "--engine", "sim").stdout)) == 7
     assert _runs(results("ls", str(results_root), "--until", "2000-01-01").stdout) == []
-    bad = results("ls", str(results_root), "--since", "someday")
-    assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines()[-1] == "error: --since: not a date or time: 'someday'"
     missing = results("ls", str(results_root / "nope"))
     assert missing.returncode == 2 and "not a directory of runs" in missing.stderr
+
+
+@pytest.mark.parametrize("command", [["ls"], ["history"], ["export", "-o", "OUT"]])
+def test_a_bad_date_filter_is_one_line_before_any_run_is_read(results_root: Path, tmp_path: Path,
+                                                              command: list[str]) -> None:
+    # results_root holds two unreadable runs: scanning first printed a "skipped ..." line for each before the error
+    argv = [a.replace("OUT", str(tmp_path / "out")) for a in command]
+    for flag in ("--since", "--until"):
+        bad = results(argv[0], str(results_root), *argv[1:], flag, "someday")
+        assert bad.returncode == 2
+        assert bad.stderr.strip().splitlines() == [f"error: {flag}: not a date or time: 'someday'"]
+        assert not (tmp_path / "out").exists()
 
 
 def test_show_prints_a_runs_figures_and_checks(results_root: Path) -> None:
