@@ -24,6 +24,7 @@ __all__ = ["main"]
 
 # The run's own rule (checks.bootstrap_samples): fewer resamples make the interval a handful of draws.
 MIN_BOOTSTRAP, MAX_BOOTSTRAP = int(RULES["checks.bootstrap_samples"].lo), int(RULES["checks.bootstrap_samples"].hi)
+CONFIDENCE = RULES["checks.confidence"]  # the run's own bound: a wider interval here could never fail
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,9 +63,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if not MIN_BOOTSTRAP <= args.bootstrap_samples <= MAX_BOOTSTRAP or args.confidence <= 0:
-        print(f"error: --bootstrap-samples must be in [{MIN_BOOTSTRAP}, {MAX_BOOTSTRAP}] and --confidence in (0, 1)",
-              file=sys.stderr)
+    if not MIN_BOOTSTRAP <= args.bootstrap_samples <= MAX_BOOTSTRAP:
+        print(f"error: --bootstrap-samples must be in [{MIN_BOOTSTRAP}, {MAX_BOOTSTRAP}]", file=sys.stderr)
+        return 2
+    if not CONFIDENCE.holds(args.confidence):
+        print(f"error: --confidence must be {CONFIDENCE.text()}, got {args.confidence!r}", file=sys.stderr)
         return 2
     cfg = CompareCfg(args.ttft_regression, args.throughput_regression, args.max_hit_rate_drop, args.confidence,
                      args.bootstrap_samples, args.seed)

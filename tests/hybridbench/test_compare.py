@@ -200,6 +200,7 @@ def test_runs_that_cannot_be_compared_exit_2_naming_why(tmp_path: Path, capsys: 
     ("bad-flag", "--ttft-regression: 2 is not in [0, 1)"),
     ("few-resamples", "--bootstrap-samples must be in [100, 1000000]"),
     ("nan-confidence", "--confidence: nan is not in [0, 1)"),
+    ("wide-confidence", "--confidence must be in [0.5, 0.99], got 0.999999"),  # an interval nothing could fail
     ("empty-latest", "baseline: latest: names no results root; give latest:RESULTS_ROOT"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str,
@@ -223,6 +224,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
         args.append("--bootstrap-samples=0")
     elif case == "nan-confidence":
         args.append("--confidence=nan")
+    elif case == "wide-confidence":
+        args.append("--confidence=0.999999")
     elif case == "empty-latest":
         args[0] = "latest:"
     else:

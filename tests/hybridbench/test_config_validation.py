@@ -27,9 +27,11 @@ BAD = [
     ("checks.ttft_regression", float("inf"), ">= 0"),
     ("checks.ttft_regression", -0.1, ">= 0"),
     ("checks.throughput_regression", float("nan"), "got nan"),
-    ("checks.confidence", 0.0, "in (0, 1)"),  # a zero-width interval
-    ("checks.confidence", -1.0, "in (0, 1)"),  # an inverted one
-    ("checks.confidence", 1.0, "in (0, 1)"),
+    ("checks.confidence", 0.0, "in [0.5, 0.99]"),  # a zero-width interval
+    ("checks.confidence", -1.0, "in [0.5, 0.99]"),  # an inverted one
+    ("checks.confidence", 1.0, "in [0.5, 0.99]"),
+    ("checks.confidence", 0.999999, "in [0.5, 0.99]"),  # so wide no regression could fail it: a wrong pass
+    ("checks.confidence", 0.3, "in [0.5, 0.99]"),
     ("checks.confidence", float("nan"), "got nan"),
     ("checks.min_token_hit_rate", 1.5, "in [0, 1]"),
     ("checks.min_token_hit_rate", float("nan"), "got nan"),

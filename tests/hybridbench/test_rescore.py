@@ -124,6 +124,7 @@ def test_a_reference_run_rescores_its_kl_samples(tmp_path: Path) -> None:
     (["checks.nope=1"], "override checks.nope: no such key"),
     (["checks.ttft_regression=abc"], "checks.ttft_regression"),
     (["checks.bootstrap_samples=5"], "checks.bootstrap_samples must be"),
+    (["checks.confidence=0.999999"], "checks.confidence must be a finite number in [0.5, 0.99], got 0.999999"),
     (["checks.enabled=[ttft,nope]"], "checks.enabled: unknown check(s) nope"),
     (["checks.enabled=[survival,ttft,survival]"], "checks.enabled: survival listed more than once"),
     (["checks.baseline_arm=seglen"], "checks.baseline_arm: 'seglen' is not one of the run's arms"),
