@@ -6,6 +6,7 @@ naming the bad key, flag or file), 3 infrastructure failure. Never a raw traceba
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
@@ -104,6 +105,24 @@ def _drop_empty_run_dir(run_dir: Path) -> None:
         pass
 
 
+def _drop_name_dirs(run_dir: str, name: object) -> None:
+    """A refused ``name=../x`` or ``a/b``: Hydra already made the directories the name's '/' put into the run dir
+    (``results/runs/<time>-..``). Remove those that are empty, deepest first; only when the run dir ends with the
+    name, so an explicit ``hydra.run.dir`` that the name did not shape is never touched."""
+    stem = str(name).rstrip("/")
+    if "/" not in stem or not run_dir.rstrip("/").endswith(stem):
+        return
+    raw = run_dir.rstrip("/")
+    head = len(raw) - len(stem)  # where the name starts: its first piece is glued to the template's last part
+    start = raw.rfind("/", 0, head) + 1
+    ends = [i for i in range(start, len(raw)) if raw[i] == "/"] + [len(raw)]
+    for end in reversed(ends):
+        made = raw[:end]
+        if os.path.basename(made) not in ("", ".", ".."):
+            with contextlib.suppress(OSError):  # not empty (something else lives there), or already gone
+                os.rmdir(made)
+
+
 def _job(cfg: DictConfig) -> int:
     _hold.release()
     sys.stderr = _hold.real
@@ -129,6 +148,8 @@ def _job(cfg: DictConfig) -> int:
         print(f"error: {scrub(str(exc), secrets)}", file=sys.stderr)
         code = exc.exit_code
         _drop_empty_run_dir(run_dir)
+        if hydra_cfg.mode == RunMode.RUN:  # the dir as written, before Hydra normalised away the '..' it made
+            _drop_name_dirs(str(hydra_cfg.run.dir), cfg.get("name", ""))
     except KeyboardInterrupt as exc:  # before any trial started (a signal during a trial is RunInterrupted)
         name = exc.signame if isinstance(exc, Interrupted) else "SIGINT"
         print(f"error: interrupted by {name} before the run started", file=sys.stderr)

@@ -103,6 +103,23 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], n
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("name", ["../x", "a/b/c", "../../escaped", "a/..", "/etc", "a//b"])
+def test_a_refused_name_leaves_no_directory_hydra_made_for_it(tmp_path: Path, name: str) -> None:
+    # The default run dir, results/runs/<time>-<name>: Hydra made results/runs/<time>-.. (or <time>-a/b) before
+    # the name was refused, and the refusal removed only the last directory.
+    proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim", f"name={name}"],
+                          capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+    assert proc.returncode == 2 and "name must be a plain file name" in proc.stderr, proc.stderr
+    assert not [p for p in tmp_path.rglob("*") if p != tmp_path / "results" / "runs" and p != tmp_path / "results"]
+
+
+def test_a_refused_name_never_removes_directories_it_did_not_shape(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)  # empty: exactly what a careless clean-up would take for Hydra's
+    proc = hb("+experiment=smoke", "engine=sim", "name=a/b", f"hydra.run.dir={tmp_path / 'a' / 'b' / 'run'}")
+    assert proc.returncode == 2
+    assert (tmp_path / "a" / "b").is_dir() and not (tmp_path / "a" / "b" / "run").exists()
+
+
 def test_a_priming_pass_warms_the_cache_and_is_recorded_as_primed(tmp_path: Path) -> None:
     cold = hb("+experiment=smoke", "engine=sim", f"hydra.run.dir={tmp_path / 'cold'}")
     primed = hb("+experiment=smoke", "engine=sim", "load.prime=true", f"hydra.run.dir={tmp_path / 'primed'}")
