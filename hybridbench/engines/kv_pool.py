@@ -32,25 +32,32 @@ def _need(row: TraceRow) -> int:
     return row.num_input_tokens + max(1, row.num_output_tokens)
 
 
+def _unfit(rows: Sequence[TraceRow], limit: int) -> tuple[int, TraceRow] | None:
+    """How many of ``rows`` need more than ``limit`` tokens at once, and the longest of them."""
+    unfit = [r for r in rows if not fits_kv_pool(r.num_input_tokens, r.num_output_tokens, limit)]
+    return (len(unfit), max(unfit, key=_need)) if unfit else None
+
+
+def _sizes(row: TraceRow, unit: str) -> str:
+    return f"{_need(row)} {unit} ({row.num_input_tokens} input + {max(1, row.num_output_tokens)} new)"
+
+
 def refuse_unfit_requests(engine: str, pool: KVPool, traces: Mapping[str, Sequence[TraceRow]]) -> None:
-    """ConfigError naming the first workload whose longest request cannot fit ``pool`` by itself."""
+    """ConfigError naming the first workload whose longest request cannot fit ``pool`` by itself, or is longer
+    than the server's context length."""
     for name, rows in traces.items():
-        unfit = [r for r in rows if not fits_kv_pool(r.num_input_tokens, r.num_output_tokens, pool.tokens)]
-        if unfit:
-            longest = max(unfit, key=_need)
+        if found := _unfit(rows, pool.tokens):
+            n, longest = found
             raise ConfigError(
-                f"workloads.{name}: {len(unfit)} of {len(rows)} requests cannot fit the KV pool alone; the longest "
-                f"needs {_need(longest)} KV tokens ({longest.num_input_tokens} input + "
-                f"{max(1, longest.num_output_tokens)} new) but engine {engine}'s KV pool holds {pool.tokens} "
+                f"workloads.{name}: {n} of {len(rows)} requests cannot fit the KV pool alone; the longest "
+                f"needs {_sizes(longest, 'KV tokens')} but engine {engine}'s KV pool holds {pool.tokens} "
                 f"({pool.key}), so the engine would reject them: raise the pool or shrink the workload"
             )
-        if pool.context and pool.context < pool.tokens:
-            unfit = [r for r in rows if not fits_kv_pool(r.num_input_tokens, r.num_output_tokens, pool.context)]
-            if unfit:
-                longest = max(unfit, key=_need)
-                raise ConfigError(
-                    f"workloads.{name}: {len(unfit)} of {len(rows)} requests are longer than the context length; the "
-                    f"longest needs {_need(longest)} tokens ({longest.num_input_tokens} input + "
-                    f"{max(1, longest.num_output_tokens)} new) but engine {engine}'s context length is {pool.context} "
-                    f"({pool.context_key}), so the server would refuse them: raise it or shrink the workload"
-                )
+        if pool.context and pool.context < pool.tokens and (found := _unfit(rows, pool.context)):
+            n, longest = found
+            raise ConfigError(
+                f"workloads.{name}: {n} of {len(rows)} requests are longer than the context length; the "
+                f"longest needs {_sizes(longest, 'tokens')} but engine {engine}'s context "
+                f"length is {pool.context} ({pool.context_key}), so the server would refuse them: raise it or "
+                f"shrink the workload"
+            )

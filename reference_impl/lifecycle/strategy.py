@@ -90,14 +90,7 @@ class Strategy(ABC):
         try:
             if budget and not hit:
                 self._evict_to_budget()
-            req.live_state = self._alloc_state(protect=match.last_node)
-            if hit:
-                assert match.last_node.state is not None
-                tree.state_pool.copy(match.last_node.state, req.live_state)
-                # SGLang 0.5.23 managers/schedule_batch.py:3240: the COW runs on the forward stream.
-                self.counters.state_copies += 1
-            else:
-                tree.state_pool.write(req.live_state, req.fingerprint(0))
+            self._seed_live_state(req, self._alloc_state(protect=match.last_node), match.last_node)
             if self.host is not None:
                 self._load_back(req, limit)
             if budget and hit:
@@ -113,6 +106,16 @@ class Strategy(ABC):
         pool = self.tree.state_pool
         if pool.available < STATES_PER_REQUEST_WITH_CACHE:
             self.tree.evict(num_states=STATES_PER_REQUEST_WITH_CACHE - pool.available)
+
+    def _seed_live_state(self, req: CachedRequest, slot: int, matched: Node) -> None:
+        """``slot`` becomes the request's live state: a copy of the matched node's (copy-on-write; SGLang 0.5.23
+        managers/schedule_batch.py:3240 runs it on the forward stream), or a fresh one after a miss."""
+        req.live_state = slot
+        if matched.state is not None:
+            self.tree.state_pool.copy(matched.state, slot)
+            self.counters.state_copies += 1
+        else:
+            self.tree.state_pool.write(slot, req.fingerprint(0))
 
     def _load_back(self, req: CachedRequest, limit: int) -> None:
         """If the host holds a longer reusable prefix (up to ``limit``) than the device, bring it over."""

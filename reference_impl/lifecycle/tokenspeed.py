@@ -63,12 +63,7 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
                 first = req.input_len - req.prefix_len
                 first = min(first, self.chunked_prefill_size or first)
                 evict_pages(tree, self._leaves, -(-(first + 1) // tree.page_size))
-            req.live_state = self._alloc_state()
-            if match.last_node.state is not None:
-                tree.state_pool.copy(match.last_node.state, req.live_state)
-                self.counters.state_copies += 1
-            else:
-                tree.state_pool.write(req.live_state, req.fingerprint(0))
+            self._seed_live_state(req, self._alloc_state(), match.last_node)
             if self.host is not None:
                 self._load_back(req, limit)
             req.track_slots.append(self._alloc_state())

@@ -7,7 +7,8 @@ without the extra buffer (SGLang's match_kv_cache / lock / alloc_req_slots / che
 release_kv_cache against ``reference_impl.lifecycle.NoBufferStrategy``), compared at admission, after
 every checkpoint and at finish.
 
-Needs the venvs from ``tests/sglang_oracle/build_env.sh``; skipped with a reason when they are absent.
+Needs the venvs from ``tests/sglang_oracle/build_env.sh``; skipped with a reason when they are absent, except
+under CI (which builds them first), where that fails.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def _close_drivers() -> Iterator[None]:
 
 def driver_for(version: str) -> Driver:
     if not env_ready(version):
-        pytest.skip(f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
+        # CI builds the venvs first: missing there is a failure, never a quiet skip.
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(
+            f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
     if version not in _drivers:
         _drivers[version] = Driver(version)
     return _drivers[version]
