@@ -18,7 +18,7 @@ from hybridbench.checks.log_hits import usage_vs_log
 from hybridbench.metrics.stats import bootstrap_relative_change, paired_relative_change
 from hybridbench.plan.build import derive_seed
 from hybridbench.records.coverage import TrialOutcome, coverage
-from hybridbench.records.exact_hits import ExactHitSample
+from hybridbench.records.exact_hits import NOT_PREDICTABLE, ExactHitSample
 from hybridbench.records.schema import Record
 
 __all__ = ["cache_hits", "survival", "throughput", "ttft"]
@@ -175,12 +175,12 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
                             detail=f"{exact.detail}, but predictions stopped in {len(stopped)} trial(s): {stopped[0]}")
         if exact is not None:
             out.append(exact)
-        else:  # the probe ran but could not predict (another engine's semantics, a warm start): said, not passed
-            why = next((str(s["prediction"]) for s in inp.snapshots.get((workload, arm), [])
-                        if str(s.get("prediction", "")).startswith("no prediction")), "")
-            if why:
-                out.append(CheckResult("cache_hits", f"{workload}/exact", arm, "skip", None,
-                                       "cached_tokens == the reference cache's prediction, request by request", why))
+        elif stopped:  # the probe ran but predicted nothing: by design (another engine's semantics, a warm start)
+            # a skip; a probe that was to predict and broke before its first prediction decided nothing
+            broken = [p for p in stopped if not p.startswith(NOT_PREDICTABLE)]
+            out.append(CheckResult("cache_hits", f"{workload}/exact", arm, "inconclusive" if broken else "skip",
+                                   None, "cached_tokens == the reference cache's prediction, request by request",
+                                   f"no request predicted: {broken[0]}" if broken else stopped[0]))
         logged = usage_vs_log(workload, arm, inp.trials.get((workload, arm), []),
                               inp.snapshots.get((workload, arm), []), recs)
         if logged is not None:

@@ -11,9 +11,15 @@ from typing import Any
 
 from hybridbench.records.typed import checked_fields
 
-__all__ = ["EXACT_HITS_SAMPLES", "ExactHitSample", "exact_hit_sample_from_json"]
+__all__ = ["EXACT_HITS_SAMPLES", "NOT_PREDICTABLE", "ExactHitSample", "exact_hit_sample_from_json"]
 
 EXACT_HITS_SAMPLES = "exact_hits.jsonl"
+# How a trial snapshot's ``prediction`` begins where the probe predicts nothing by design (an engine or arm the
+# reference cache does not mirror, a warm start): the cache_hits check says so in a skip row. Any other reason
+# but "exact" is a probe that was to predict and could not (/server_info unreadable, a mirror broken at the first
+# request): the exact verdict is then undecided, never left out.
+NOT_PREDICTABLE = ("no prediction", "no cache semantics proven", "the reference cache cannot mirror arm",
+                   "a host tier's asynchronous write-back")
 
 
 @dataclass(frozen=True, slots=True)

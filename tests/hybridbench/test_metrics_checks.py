@@ -113,6 +113,22 @@ def test_exact_hits_that_stopped_mid_trial_are_not_a_pass() -> None:
     assert [r.status for r in cache_hits(wrong) if r.workload == "w/exact"] == ["fail"]  # a mismatch stays a fail
 
 
+@pytest.mark.parametrize(("why", "status"), [
+    ("the server did not return its output token ids", "inconclusive"),  # the mirror broke at request 0
+    ("request 0 failed", "inconclusive"),
+    ("/server_info unavailable (timed out)", "inconclusive"),
+    ("no prediction: the trial started primed, not cold", "skip"),  # by design: said, not judged
+    ("a host tier's asynchronous write-back is not mirrored request by request", "skip"),
+])
+def test_exact_hits_that_predicted_nothing_are_said_never_left_out(why: str, status: str) -> None:
+    # Stopping after request 0 was inconclusive, but stopping before it left no exact row at all: with the floor at
+    # its default 0 the sequential run then passed on survival alone.
+    records = {("w", "lru"): [rec("lru", 100.0, i=i, cached=10 * i) for i in range(3)]}
+    inp = replace(make_input(records), snapshots={("w", "lru"): [{"prediction": why}]}, samples={"exact_hits": []})
+    assert [(r.workload, r.status) for r in cache_hits(inp)] == [("w/exact", status)]
+    assert why in cache_hits(inp)[0].detail
+
+
 def test_a_hit_longer_than_its_prompt_fails_the_floor_instead_of_lifting_it() -> None:
     # A server double-counting its hits (250 cached of a 100-token prompt) read as a 250% hit rate: a pass.
     records = {("w", "lru"): [rec("lru", 100.0, cached=250), rec("lru", 100.0, i=1, cached=0)]}
