@@ -79,6 +79,9 @@ def accuracy(inp: CheckInput) -> Sequence[CheckResult]:
         summaries = [r for p in passes for r in groups[(arm, p)] if r.summary]
         cached = [r.cached_tokens for r in summaries]
         never_hit = all(c == 0 for c in cached)
+        # No pass measured a hit: every one measured 0 (never_hit), or some left theirs unmeasured and the rest
+        # measured 0 (a cold pass at 0 beside a warm pass unmeasured is no evidence of a cached state either).
+        no_hit_seen = not any(cached)
         for pass_ in passes:
             rows = groups[(arm, pass_)]
             subject = f"accuracy/{pass_}"
@@ -95,7 +98,7 @@ def accuracy(inp: CheckInput) -> Sequence[CheckResult]:
                    CheckResult(r.check, r.workload, arm, "fail", r.observed, r.expected,
                                f"{r.detail}; but the cache served no prompt token in any pass: "
                                "the answers never came from a cached state") for r in out]
-        elif all(c is None for c in cached):  # equal answers, but nothing says any came from a cached state
+        elif no_hit_seen:  # equal answers, but nothing says any came from a cached state
             out = [r if r.arm != arm or r.status != "pass" else
                    CheckResult(r.check, r.workload, arm, "inconclusive", r.observed, r.expected,
                                f"{r.detail}; but no pass measured its cache hits: no evidence the answers came "

@@ -107,3 +107,13 @@ def test_equal_answers_with_hits_unmeasured_in_every_pass_are_inconclusive():
     assert "no pass measured its cache hits" in out[("lru", "accuracy/warm")].detail
     measured_once = [*samples[:-1], _pass("lru", "warm", BASE, cached=40)[-1]]
     assert {r.status for r in _check(measured_once, ("disabled", "lru")).values()} == {"pass"}
+
+
+def test_a_pass_at_zero_hits_beside_one_unmeasured_is_no_evidence_and_not_a_pass():
+    # cold measured 0 cached tokens, warm left its hits unmeasured: neither says an answer came from a cached state.
+    samples = _pass("disabled", "cold", BASE) + _pass("lru", "cold", BASE, cached=0) + _pass("lru", "warm", BASE,
+                                                                                                cached=None)
+    out = _check(samples, ("disabled", "lru"))
+    assert {r.status for r in out.values()} == {"inconclusive"}, out
+    hit = _pass("disabled", "cold", BASE) + _pass("lru", "cold", BASE, cached=0) + _pass("lru", "warm", BASE)
+    assert {r.status for r in _check(hit, ("disabled", "lru")).values()} == {"pass"}  # warm measured its hits
