@@ -2,7 +2,9 @@
 
 Only what scoring reads may change — ``checks.*`` (thresholds, which checks run, the baseline arm) and
 ``engine.kl_threshold``. Anything else (load, workloads, arms, seeds, the kl probe's ``checks.kl_samples``,
-``kl_variants``, ``kl_max_new_tokens``, ``kl_temperature``) decided what was sent and measured, so
+``kl_variants``, ``kl_max_new_tokens``, ``kl_temperature``, the accuracy probe's ``checks.accuracy_python``,
+``_datasets``, ``_limit``, ``_max_tokens``, ``_batch_size``, ``_timeout_s``, ``_mode``) decided what was sent and
+measured, so
 changing it needs a new run: such an override is refused with the key named (exit 2).
 """
 
@@ -25,8 +27,13 @@ from hybridbench.results.score import ScoreSettings
 __all__ = ["RESCORABLE", "effective_settings", "parse_overrides"]
 
 RESCORABLE = ("checks.", "engine.kl_threshold")
-# checks.* keys the kl probe read while the run was live: they decided which samples exist, not how they score.
-PROBE_SETTINGS = ("checks.kl_samples", "checks.kl_variants", "checks.kl_max_new_tokens", "checks.kl_temperature")
+# checks.* keys the probes read while the run was live (the kl probe's; the accuracy probe's interpreter, question
+# sets, limits and mode — the check reads each sample's own mode): they decided which samples exist, not how they
+# score. A key under one of them (checks.accuracy_datasets.gsm8k) is refused as well.
+PROBE_SETTINGS = ("checks.kl_samples", "checks.kl_variants", "checks.kl_max_new_tokens", "checks.kl_temperature",
+                  "checks.accuracy_python", "checks.accuracy_datasets", "checks.accuracy_limit",
+                  "checks.accuracy_max_tokens", "checks.accuracy_batch_size", "checks.accuracy_timeout_s",
+                  "checks.accuracy_mode")
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -35,8 +42,9 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
         key = item.split("=", 1)[0]
         if "=" not in item or not key:
             raise ConfigError(f"override {item!r}: expected key=value, e.g. checks.ttft_regression=0.05")
-        if not (key.startswith(RESCORABLE[0]) or key == RESCORABLE[1]) or key in PROBE_SETTINGS:
-            raise ConfigError(f"override {key}: a re-scoring changes only checks.* (but the kl probe's settings) and "
+        probe = key in PROBE_SETTINGS or key.startswith(tuple(f"{k}." for k in PROBE_SETTINGS))
+        if not (key.startswith(RESCORABLE[0]) or key == RESCORABLE[1]) or probe:
+            raise ConfigError(f"override {key}: a re-scoring changes only checks.* (but the probes' settings) and "
                               f"engine.kl_threshold; {key} decided what the run measured, so it needs a new run")
     try:
         parsed = OmegaConf.to_container(OmegaConf.from_dotlist(list(items)))

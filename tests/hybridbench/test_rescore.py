@@ -121,6 +121,11 @@ def test_a_reference_run_rescores_its_kl_samples(tmp_path: Path) -> None:
     # The kl probe read these while the run was live; re-scoring with them changed nothing but the report's config.
     (["checks.kl_variants=[prefill]"], "checks.kl_variants decided what the run measured"),
     (["checks.kl_samples=9"], "checks.kl_samples decided what the run measured"),
+    # The accuracy probe's settings chose the questions and how they were asked: accepted, they changed nothing and
+    # showed in provenance.config as if they had (accuracy_mode=bogus too: only the probe validates it).
+    (["checks.accuracy_limit=3"], "checks.accuracy_limit decided what the run measured"),
+    (["checks.accuracy_mode=bogus"], "checks.accuracy_mode decided what the run measured"),
+    (["checks.accuracy_datasets.gsm8k=/data/gsm8k"], "checks.accuracy_datasets.gsm8k decided what the run measured"),
     (["checks.nope=1"], "override checks.nope: no such key"),
     (["checks.ttft_regression=abc"], "checks.ttft_regression"),
     (["checks.bootstrap_samples=5"], "checks.bootstrap_samples must be"),
