@@ -173,11 +173,17 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     b_sums, c_sums = ([summarize(t.records) for t in run.trials_of(workload, arm)] for run in (base, cand))
     out: list[Delta] = []
 
+    # A trial that never ran lost every request it was to send (the traces are identical: either run's count), not
+    # one: counted as one, a candidate missing a whole trial "lost fewer" than a baseline with a few failed requests.
+    per_trial = next((t.planned_requests for run in (base, cand) for t in run.trials
+                      if t.trial.workload == workload and t.planned_requests), 1)
+
     def lost(run: SavedRun, recs: list[Record], ok: list[Record]) -> int:
-        """Failed requests, planned requests with no record, dead servers and trials that never ran."""
+        """Failed requests, planned requests with no record, dead servers and the requests of trials that never
+        ran."""
         trials = run.trials_of(workload, arm)
         return (len(recs) - len(ok) + sum(t.coverage.missing for t in trials)
-                + sum(1 for t in trials if t.infrastructure_error) + run.missing_trials(workload, arm))
+                + sum(1 for t in trials if t.infrastructure_error) + run.missing_trials(workload, arm) * per_trial)
 
     def why_lost(run: SavedRun) -> str:
         trials = run.trials_of(workload, arm)

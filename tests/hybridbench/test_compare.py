@@ -128,6 +128,16 @@ def test_a_candidate_cut_short_fails_survival_naming_the_crash(tmp_path: Path) -
     assert {d["status"] for d in data["deltas"] if d["metric"] == "survival"} == {"skip"}
 
 
+def test_a_trial_that_never_ran_loses_all_its_requests_not_one(tmp_path: Path) -> None:
+    # The candidate's last seglen trial never ran (20 requests never sent); the baseline's seglen failed 3 requests a
+    # trial (9). Counted as one loss, the candidate "lost fewer" and the comparison passed, exit 0.
+    a, b = write_run(tmp_path / "a", lose=3), write_run(tmp_path / "b", ran=5)
+    assert main([str(a), str(b)]) == 1
+    v = verdicts(b)
+    assert v[("seglen", "survival")]["status"] == "fail" and "20 loss(es) in the candidate against 9" in str(
+        v[("seglen", "survival")]["detail"])
+
+
 def test_two_runs_that_lost_everything_decide_nothing_and_do_not_pass(tmp_path: Path) -> None:
     # Every row skips (survival: lost alike; nothing completed to time or pair): no evidence, so no pass (exit 1).
     a, b = write_run(tmp_path / "a", lose=20), write_run(tmp_path / "b", lose=20)
