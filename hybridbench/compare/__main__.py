@@ -8,6 +8,7 @@ as the harness's (DESIGN.md §4): 0 no regression, 1 a regression or nothing dec
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from hybridbench.config.validate import RULES
 from hybridbench.errors import ConfigError
 from hybridbench.report.compare import comparison_json, render_comparison
 from hybridbench.results import read_run
-from workloads.atomic_file import write_json_atomic, write_text_atomic
+from workloads.atomic_file import atomic_writer
 
 __all__ = ["main"]
 
@@ -61,6 +62,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _write_both(out: Path, data: object, text: str) -> None:
+    """compare.json and compare.md, both or neither: each is written to a temporary file beside its target first,
+    so an output directory that cannot take them (read-only, a directory where a file goes) is one line, exit 2,
+    never a traceback beside a compare.json without its compare.md."""
+    taken = [p.name for p in (out / "compare.json", out / "compare.md") if p.is_dir()]
+    if taken:
+        raise ConfigError(f"{out / taken[0]}: is a directory; cannot write the comparison there")
+    try:
+        with atomic_writer(out / "compare.json") as fj, atomic_writer(out / "compare.md") as fm:
+            json.dump(data, fj, indent=2, sort_keys=True, default=str)
+            fj.write("\n")
+            fm.write(text)
+    except OSError as exc:
+        raise ConfigError(f"{out}: cannot write the comparison ({exc.strerror or exc})") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if not MIN_BOOTSTRAP <= args.bootstrap_samples <= MAX_BOOTSTRAP:
@@ -96,9 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         # The secrets are the runs' own (their configs): compare.json's field names are not config keys (its
         # config_changes rows have a "key" field, which redact_config would mask as if it were an API key).
         secrets = secret_values(base.run.plan.config) | secret_values(cand.run.plan.config)
-        write_json_atomic(out / "compare.json", scrub_obj(data, secrets))
         text = scrub(render_comparison(cmp), secrets)
-        write_text_atomic(out / "compare.md", text)
+        _write_both(out, scrub_obj(data, secrets), text)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -8,6 +8,7 @@ with which overrides; its ``provenance.config`` shows the settings the new verdi
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -27,7 +28,7 @@ from hybridbench.rescore.settings import effective_settings, parse_overrides
 from hybridbench.results import PlannedTrial, Run, read_run
 from hybridbench.results.index import append_to_index
 from hybridbench.results.score import score_trials
-from workloads.atomic_file import write_json_atomic, write_text_atomic
+from workloads.atomic_file import atomic_writer
 
 __all__ = ["rescore_run"]
 
@@ -64,6 +65,21 @@ def _outcome(run: Run, trial: PlannedTrial, records: Sequence[Record]) -> TrialO
     detail = result.detail or (result.infrastructure_error if state == "engine died" else "")
     return TrialOutcome(trial.trial_id, trial.workload, trial.arm, trial.repeat, state,  # type: ignore[arg-type]
                         planned, detail)
+
+
+def _write_bundle_and_report(run_dir: Path, bundle: dict[str, Any]) -> None:
+    """bundle.json and report.md, both or neither: a run dir that cannot take them (read-only, a directory where
+    report.md goes) is one line, exit 2, and keeps its old bundle — never a new verdict beside the old report."""
+    report = render_report(bundle)
+    if (run_dir / "report.md").is_dir():
+        raise ConfigError(f"{run_dir / 'report.md'}: is a directory; cannot write the report there")
+    try:
+        with atomic_writer(run_dir / "bundle.json") as fb, atomic_writer(run_dir / "report.md") as fr:
+            json.dump(bundle, fb, indent=2, sort_keys=True, default=str)
+            fb.write("\n")
+            fr.write(report)
+    except OSError as exc:
+        raise ConfigError(f"{run_dir}: cannot rewrite bundle.json and report.md ({exc.strerror or exc})") from None
 
 
 def rescore_run(run_dir: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
@@ -103,8 +119,7 @@ def rescore_run(run_dir: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
         rescored={"created": datetime.now(timezone.utc).isoformat(), "overrides": list(overrides),
                   "hybridbench_version": _version()},
     )
-    write_json_atomic(run_dir / "bundle.json", out)
-    write_text_atomic(run_dir / "report.md", render_report(out))
+    _write_bundle_and_report(run_dir, out)
     try:  # a line of its own: the index's last line of a run is its current verdict
         append_to_index(run_dir, out)
     except OSError as exc:  # the run is re-scored on disk; an unwritable parent must not cost it

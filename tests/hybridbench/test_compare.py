@@ -250,6 +250,18 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     assert not (b / "compare").exists()
 
 
+@pytest.mark.parametrize("taken", ["compare.md", "compare.json"])
+def test_an_output_dir_that_cannot_take_the_files_is_one_line_and_leaves_neither(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], taken: str) -> None:
+    # compare.json was written, then compare.md raised IsADirectoryError: a traceback beside a half-written output.
+    a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b")
+    (tmp_path / "out" / taken).mkdir(parents=True)
+    assert main([str(a), str(b), "-o", str(tmp_path / "out")]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("error: ") and "cannot write the comparison" in err[0], err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [taken]  # nothing else, no temporary file
+
+
 def test_welch_interval_covers_the_true_ratio_at_its_confidence() -> None:
     """Three repeats a side, as a nightly run has: a z-interval (or the wrong degrees of freedom) would
     cover far less than 95% of the time; Welch's t covers about as often as it claims."""

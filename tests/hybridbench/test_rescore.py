@@ -157,6 +157,20 @@ def test_unreadable_runs_are_one_line_and_exit_2(run_copy: Path, tmp_path: Path,
     assert "not a run directory" in err[1] and "bundle.json: missing" in err[2]
 
 
+def test_a_run_dir_that_cannot_take_the_report_is_one_line_and_keeps_its_bundle(
+        run_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # bundle.json was rewritten with the new verdict, then report.md raised IsADirectoryError: a traceback, and a
+    # new verdict beside the old report.
+    before = (run_copy / "bundle.json").read_bytes()
+    (run_copy / "report.md").unlink()
+    (run_copy / "report.md").mkdir()
+    assert main([str(run_copy), "checks.ttft_regression=0.02"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "report.md: is a directory" in err[0], err
+    assert (run_copy / "bundle.json").read_bytes() == before
+    assert not [p for p in run_copy.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
 def test_the_module_runs_from_the_command_line(run_copy: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "hybridbench.rescore", str(run_copy), "checks.ttft_regression=0.02"],
                           capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
