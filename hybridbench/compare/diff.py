@@ -244,6 +244,15 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
                              relative=True))
 
     expected = f"token hit rate change >= -{cfg.max_hit_rate_drop:.2f}"
+    # A hit longer than its prompt (or negative) is a build miscounting its hits (the run's cache_hits fails it): it
+    # must not lift the candidate's rate past the baseline's.
+    impossible = [r for r in c_ok if r.cached_tokens is not None and not 0 <= r.cached_tokens <= r.prompt_tokens]
+    if impossible:
+        r = impossible[0]
+        out.append(Delta("token_hit_rate", workload, arm, "fail", None, None, None, None, None, expected,
+                         f"{len(impossible)} candidate request(s) report an impossible hit (request {r.request_index} "
+                         f"r{r.repeat}: {r.cached_tokens} cached of a {r.prompt_tokens}-token prompt)"))
+        return out
     ch = paired_bootstrap(pairs, _hit_rate_change, samples=cfg.bootstrap_samples, confidence=cfg.confidence,
                           seed=seed + 1)
     if math.isnan(ch.estimate) or math.isnan(ch.low):

@@ -95,6 +95,16 @@ def test_each_regression_fails_its_verdict_alone(tmp_path: Path, kwargs: dict[st
     assert set(others.values()) == {"pass"}, others
 
 
+def test_a_candidate_reporting_hits_longer_than_its_prompts_fails_the_hit_rate(tmp_path: Path) -> None:
+    # 500 cached of a 200-token prompt (a build double-counting its hits) read as +2.25 and passed; the run's own
+    # cache_hits check fails such a record (10d2b6c), the comparison now does too.
+    a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b", cached=500)
+    assert main([str(a), str(b)]) == 1
+    v = verdicts(b)
+    assert v[("seglen", "token_hit_rate")]["status"] == "fail"
+    assert "60 candidate request(s) report an impossible hit" in str(v[("seglen", "token_hit_rate")]["detail"])
+
+
 def test_one_repeat_a_side_gives_advisory_ttft_and_no_throughput_verdict(tmp_path: Path) -> None:
     """Two runs of one repeat share no drift estimate: +27% on every request is shown (a request-paired
     interval, tight around it though each side alone spans 100..130 ms) but gates nothing."""
