@@ -18,7 +18,7 @@ from hybridbench.plan.build import effective_vocab
 from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec
 from reference_impl.engine.config import DEFAULT_KV_TOKENS
 from reference_impl.model.config import ModelConfig
-from reference_impl.server.args import UsageError, parse_config
+from reference_impl.server.args import UsageError, build_parser, parse_config
 
 __all__ = ["REFERENCE_ARMS", "reference_command", "reference_kv_pool", "reference_refusals"]
 
@@ -98,38 +98,41 @@ def _refuse_what_the_server_refuses(args: list[str], port: int, secrets: frozens
                           ) from None
 
 
-def _flag_in(args: list[str], flag: str) -> str | None:
-    """The last value ``args`` give ``flag`` (``--f V`` or ``--f=V``), as argparse takes it; None when absent."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
-    return value
-
-
-def _pool(cfg: RunCfg) -> KVPool | None:
-    extra = _flag_in(list(cfg.engine.extra_args), "--max-total-tokens")
-    if extra is not None:
-        return KVPool(int(extra), "--max-total-tokens in engine.extra_args") if extra.isdigit() else None
-    if cfg.engine.kv_tokens:
-        return KVPool(cfg.engine.kv_tokens, "engine.kv_tokens")
-    return KVPool(DEFAULT_KV_TOKENS, "the server's default --max-total-tokens; set engine.kv_tokens")
+def _server_reads(extra: list[str]) -> tuple[int | None, int | None] | None:
+    """``--max-total-tokens`` and ``--context-length`` as the server's own parser reads ``engine.extra_args`` (None
+    for a flag not given): argparse takes a unique prefix of a flag (``--context-len``) and every spelling ``int``
+    takes (``1_000``), so matching the flag's exact text missed both. None when the parser refuses the arguments
+    (the server refuses them at launch, and plan time already has when it ran this parser on them)."""
+    parser = build_parser()
+    parser.set_defaults(max_total_tokens=None, context_length=None)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            ns, _ = parser.parse_known_args(extra)  # another checkout's server may take flags this one does not
+    except SystemExit:
+        return None
+    return ns.max_total_tokens, ns.context_length
 
 
 def reference_kv_pool(cfg: RunCfg) -> KVPool | None:
     """The pool ``reference_command`` gives the server: ``--max-total-tokens`` from engine.kv_tokens, or its default;
-    engine.extra_args, appended last, override both (None when they give it no whole number: the server refuses).
-    With it the server's context length, as reference_impl.server.args derives it: ``--context-length`` in
-    engine.extra_args, else the tiny model's 32,768 tokens, never above the pool."""
-    pool = _pool(cfg)
-    if pool is None:
+    engine.extra_args, appended last, override both (None when they give it no positive number: the server
+    refuses). With it the server's context length, as reference_impl.server.args derives it: ``--context-length``
+    in engine.extra_args, else the tiny model's 32,768 tokens, never above the pool."""
+    read = _server_reads(list(cfg.engine.extra_args))
+    if read is None:
         return None
-    given = _flag_in(list(cfg.engine.extra_args), "--context-length")
-    if given is not None and not given.isdigit():
+    tokens, given = read
+    if tokens is not None:
+        if tokens <= 0:
+            return None
+        pool = KVPool(tokens, "--max-total-tokens in engine.extra_args")
+    elif cfg.engine.kv_tokens:
+        pool = KVPool(cfg.engine.kv_tokens, "engine.kv_tokens")
+    else:
+        pool = KVPool(DEFAULT_KV_TOKENS, "the server's default --max-total-tokens; set engine.kv_tokens")
+    if given is not None and given != 0 and given <= 1:
         return pool  # the server refuses the flag at launch, naming it
-    if given is not None and int(given):  # 0 is the server's "not given" too
-        return replace(pool, context=int(given), context_key="--context-length in engine.extra_args")
+    if given:  # 0 is the server's "not given" too
+        return replace(pool, context=given, context_key="--context-length in engine.extra_args")
     return replace(pool, context=ModelConfig().max_context,
                    context_key="the reference server's default; set --context-length in engine.extra_args")

@@ -90,6 +90,19 @@ def test_the_reference_context_length_is_the_one_its_server_derives() -> None:
         assert pool is not None and min(pool.context, pool.tokens) == server.context_length, extra
 
 
+@pytest.mark.parametrize("extra", [
+    # argparse takes a unique prefix of a flag and int()'s spellings; the pool and context the server runs with
+    # are what its parser reads, not the flag's exact text
+    ["--context-len", "1000"], ["--context=2000"], ["--max-total", "5000"], ["--max-total-tokens", "1_000"],
+    ["--max-total-tokens", " 900"], ["--context-length", "1_500"], ["--max-total=4000", "--context-l", "3000"],
+])
+def test_the_reference_pool_and_context_are_what_the_servers_parser_reads(extra: list[str]) -> None:
+    pool = reference_pool("engine.kv_tokens=70000", f"engine.extra_args=[{','.join(map(repr, extra))}]")
+    server = parse_config(["--max-total-tokens", "70000", *extra])
+    assert pool is not None and pool.tokens == server.engine.kv_tokens, extra
+    assert min(pool.context, pool.tokens) == server.context_length, extra
+
+
 def test_a_request_longer_than_the_servers_context_is_refused_though_the_pool_holds_it(tmp_path: Path) -> None:
     # A 70K-token pool holds a 34K-token prompt, but the reference server caps its context at 32,768 and would
     # answer every such request 400 mid-run: a survival failure for what is a configuration error.
