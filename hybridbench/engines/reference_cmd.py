@@ -87,10 +87,12 @@ def _refuse_what_the_server_refuses(args: list[str], port: int, secrets: frozens
     args = [*args[:at], str(port or 30000), *args[at + 1:]]  # plan time builds with port 0: any real port
     problem = io.StringIO()
     try:
-        with contextlib.redirect_stderr(problem):
+        with contextlib.redirect_stderr(problem), contextlib.redirect_stdout(io.StringIO()):
             parse_config(args)
-    except SystemExit:
-        why = (problem.getvalue().strip().splitlines() or ["bad arguments"])[-1].removeprefix("error: ")
+    except SystemExit as exc:
+        lines = problem.getvalue().strip().splitlines()
+        why = lines[-1].removeprefix("error: ") if lines else (
+            "it prints its help and exits (-h/--help)" if not exc.code else "bad arguments")
         raise ConfigError(f"engine.extra_args: the reference server refuses its command line: "
                           f"{scrub(why, secrets)}") from None
     except UsageError as exc:

@@ -169,6 +169,8 @@ def test_every_finished_run_adds_one_line_to_the_index_beside_it(tmp_path: Path)
      "engine.extra_args: the reference server refuses its command line: unrecognized arguments: --bogus-flag"),
     (["engine.extra_args=[--context-length,abc]"], "argument --context-length: invalid int value: 'abc'"),
     (["engine.extra_args=[--max-mamba-cache-size,1]"], "--max-mamba-cache-size 1 cannot hold one running request"),
+    # -h printed the server's whole help on the harness's stdout, then "bad arguments"
+    (["engine.extra_args=[--help]"], "refuses its command line: it prints its help and exits (-h/--help)"),
     # An address the server cannot listen on crashed the harness in free_port (an internal error, exit 3).
     (["engine.host=999.1.1.1"], "engine.host: the server cannot listen on '999.1.1.1'"),
     (["engine.host=8.8.8.8"], "engine.host: the server cannot listen on '8.8.8.8' (Cannot assign requested address)"),
@@ -180,4 +182,5 @@ def test_reference_server_inputs_it_would_refuse_are_refused_at_plan_time(tmp_pa
     proc = hb("+experiment=smoke", "engine=reference", *args, f"hydra.run.dir={run_dir}")
     assert proc.returncode == 2, proc.stderr[-800:]
     assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--hicache-write-policy" not in proc.stdout  # no server help on the terminal
     assert not run_dir.exists()
