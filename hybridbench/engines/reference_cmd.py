@@ -74,9 +74,17 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
     cmd += list(e.extra_args)
     # Another interpreter (engine.python) may hold another checkout's server, with other flags: its own parser
     # decides at launch. This one's decides now.
-    if not e.python or Path(e.python).resolve() == Path(sys.executable).resolve():
+    if not e.python or _this_interpreter(e.python):
         _refuse_what_the_server_refuses(cmd[3:], port, secret_values({"engine": {"extra_args": list(e.extra_args)}}))
     return cmd
+
+
+def _this_interpreter(python: str) -> bool:
+    """Whether ``python`` is the interpreter running hybridbench, venv and all. A venv's ``bin/python`` is a symlink to
+    its base interpreter, so the resolved binary alone cannot tell a PR venv from this one: its directory must be
+    this one's too (``python3`` beside ``python`` is the same)."""
+    given, this = Path(python).absolute(), Path(sys.executable).absolute()
+    return given.parent.resolve() == this.parent.resolve() and given.resolve() == this.resolve()
 
 
 def _refuse_what_the_server_refuses(args: list[str], port: int, secrets: frozenset[str]) -> None:

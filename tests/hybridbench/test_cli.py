@@ -184,3 +184,24 @@ def test_reference_server_inputs_it_would_refuse_are_refused_at_plan_time(tmp_pa
     assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "--hicache-write-policy" not in proc.stdout  # no server help on the terminal
     assert not run_dir.exists()
+
+
+def test_another_venv_on_the_same_base_python_keeps_its_own_server_parser(tmp_path: Path) -> None:
+    """A venv's bin/python is a symlink to its base interpreter, so resolving it named this venv's interpreter for a
+    PR venv's too: this checkout's server parser then refused at plan time a flag the PR's server may add."""
+    import venv
+
+    from hybridbench.config.schema import EngineCfg, RunCfg
+    from hybridbench.engines.reference_cmd import reference_command
+    from hybridbench.errors import ConfigError
+    from hybridbench.plan.arms import plan_arm
+
+    venv.create(tmp_path / "pr", with_pip=False, symlinks=True)
+    pr_python = tmp_path / "pr" / "bin" / "python"
+    assert pr_python.resolve() == Path(sys.executable).resolve()  # the case: the same base interpreter
+    cfg = RunCfg(engine=EngineCfg(name="reference", python=str(pr_python), extra_args=["--a-flag-of-the-pr"]))
+    cmd = reference_command(cfg, plan_arm("lru", cfg.arm), 1)  # the PR's server decides at launch
+    assert cmd[0] == str(pr_python) and cmd[-1] == "--a-flag-of-the-pr"
+    same = RunCfg(engine=EngineCfg(name="reference", python=sys.executable, extra_args=["--a-flag-of-the-pr"]))
+    with pytest.raises(ConfigError, match="unrecognized arguments: --a-flag-of-the-pr"):
+        reference_command(same, plan_arm("lru", same.arm), 1)
