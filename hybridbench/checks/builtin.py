@@ -185,13 +185,24 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
                               inp.snapshots.get((workload, arm), []), recs)
         if logged is not None:
             out.append(logged)
-        if arm in inp.cache_off or floor <= 0:
-            continue
         ok = [r for r in recs if r.status == "ok"]
+        # A hit longer than its prompt (or negative) is a server miscounting its hits: it must not lift the rate. With
+        # the cache off any hit is one: such a count fails whatever the floor (the rate row is then not the only
+        # place a build's hit accounting is judged).
+        impossible = [r for r in ok if r.cached_tokens is not None and not 0 <= r.cached_tokens <= r.prompt_tokens]
+        if arm in inp.cache_off or floor <= 0:
+            bad = impossible + ([r for r in ok if r.cached_tokens] if arm in inp.cache_off else [])
+            if bad:
+                r = bad[0]
+                out.append(CheckResult(
+                    "cache_hits", f"{workload}/accounting", arm, "fail", float(len(bad)),
+                    "0 <= cached_tokens <= prompt tokens" + ("; 0 with the cache off" if arm in inp.cache_off else ""),
+                    f"{len(bad)} request(s) report an impossible hit (request {r.request_index} r{r.repeat}: "
+                    f"{r.cached_tokens} cached of a {r.prompt_tokens}-token prompt"
+                    + (", with the prefix cache off)" if arm in inp.cache_off else ")")))
+            continue
         prompt = sum(r.prompt_tokens for r in ok)
         rate = sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else 0.0
-        # A hit longer than its prompt (or negative) is a server miscounting its hits: it must not lift the rate.
-        impossible = [r for r in ok if r.cached_tokens is not None and not 0 <= r.cached_tokens <= r.prompt_tokens]
         verdict: Status = "pass" if rate >= floor and not impossible else "fail"
         detail = f"{rate:.1%} of prompt tokens cached"
         if impossible:

@@ -138,6 +138,22 @@ def test_a_hit_longer_than_its_prompt_fails_the_floor_instead_of_lifting_it() ->
     assert [r.status for r in cache_hits(make_input(fine, min_token_hit_rate=0.4))] == ["pass"]
 
 
+@pytest.mark.parametrize("floor", [0.0, 0.5])
+def test_impossible_hits_fail_whatever_the_floor_and_any_hit_with_the_cache_off(floor: float) -> None:
+    # At the default floor (0) no rate row is written, and a cache-off arm never had one: a build double-counting
+    # its hits, or reporting hits with the cache off, passed on survival alone.
+    double = {("w", "lru"): [rec("lru", 100.0, cached=250), rec("lru", 100.0, i=1, cached=60)]}
+    rows = [r for r in cache_hits(make_input(double, min_token_hit_rate=floor)) if r.status == "fail"]
+    assert len(rows) == 1 and "impossible hit (request 0 r0: 250 cached of a" in rows[0].detail
+    off = {("w", "disabled"): [rec("disabled", 100.0, cached=0), rec("disabled", 100.0, i=1, cached=40)]}
+    inp = replace(make_input(off, min_token_hit_rate=floor), cache_off=frozenset({"disabled"}))
+    (row,) = cache_hits(inp)
+    assert (row.workload, row.status) == ("w/accounting", "fail") and "request 1 r0: 40 cached" in row.detail
+    assert "with the prefix cache off" in row.detail
+    clean = {("w", "disabled"): [rec("disabled", 100.0, cached=0), rec("disabled", 100.0, i=1, cached=0)]}
+    assert cache_hits(replace(make_input(clean, min_token_hit_rate=floor), cache_off=frozenset({"disabled"}))) == []
+
+
 def test_secrets_are_redacted_from_launch_commands() -> None:
     cmd = ["python", "-m", "sglang.launch_server", "--api-key", "s3cret", "--hf-token=abc", "HF_TOKEN=xyz", "--tp", "4"]
     assert redact(cmd) == ["python", "-m", "sglang.launch_server", "--api-key", "***", "--hf-token=***",
