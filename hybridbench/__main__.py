@@ -6,7 +6,6 @@ naming the bad key, flag or file), 3 infrastructure failure. Never a raw traceba
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import signal
@@ -105,22 +104,18 @@ def _drop_empty_run_dir(run_dir: Path) -> None:
         pass
 
 
-def _drop_name_dirs(run_dir: str, name: object) -> None:
-    """A refused ``name=../x`` or ``a/b``: Hydra already made the directories the name's '/' put into the run dir
-    (``results/runs/<time>-..``). Remove those that are empty, deepest first; only when the run dir ends with the
-    name, so an explicit ``hydra.run.dir`` that the name did not shape is never touched."""
-    stem = str(name).rstrip("/")
-    if "/" not in stem or not run_dir.rstrip("/").endswith(stem):
-        return
-    raw = run_dir.rstrip("/")
-    head = len(raw) - len(stem)  # where the name starts: its first piece is glued to the template's last part
-    start = raw.rfind("/", 0, head) + 1
-    ends = [i for i in range(start, len(raw)) if raw[i] == "/"] + [len(raw)]
-    for end in reversed(ends):
-        made = raw[:end]
-        if os.path.basename(made) not in ("", ".", ".."):
-            with contextlib.suppress(OSError):  # not empty (something else lives there), or already gone
-                os.rmdir(made)
+def _name_refusal(argv: list[str]) -> str | None:
+    """A ``name=`` override that is not a plain file name, refused before Hydra runs: the default run dir is
+    ``results/runs/<time>-<name>``, and Hydra makes it (and whatever a '/' or '..' in the name adds) before the task
+    can refuse the name. Undoing that afterwards means guessing which directories Hydra made, and a guess removed an
+    empty directory the user already had. The same rule as ``validate_config`` (names from config files go there)."""
+    for arg in argv:
+        key, eq, value = arg.lstrip("+").partition("=")
+        if key != "name" or not eq:
+            continue
+        if any(c in value for c in "/\\\0") or value.strip().strip("'\"") in ("", ".", ".."):
+            return f"name must be a plain file name (no '/', not empty), got {value!r}"
+    return None
 
 
 def _job(cfg: DictConfig) -> int:
@@ -148,8 +143,6 @@ def _job(cfg: DictConfig) -> int:
         print(f"error: {scrub(str(exc), secrets)}", file=sys.stderr)
         code = exc.exit_code
         _drop_empty_run_dir(run_dir)
-        if hydra_cfg.mode == RunMode.RUN:  # the dir as written, before Hydra normalised away the '..' it made
-            _drop_name_dirs(str(hydra_cfg.run.dir), cfg.get("name", ""))
     except KeyboardInterrupt as exc:  # before any trial started (a signal during a trial is RunInterrupted)
         name = exc.signame if isinstance(exc, Interrupted) else "SIGINT"
         print(f"error: interrupted by {name} before the run started", file=sys.stderr)
@@ -190,6 +183,10 @@ def main() -> int:
     for sig in _STOP_SIGNALS:
         signal.signal(sig, _stop)
     register()
+    refused = _name_refusal(sys.argv[1:])
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     sys.stderr = _hold
     try:
         _task()

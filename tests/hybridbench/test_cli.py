@@ -120,6 +120,18 @@ def test_a_refused_name_never_removes_directories_it_did_not_shape(tmp_path: Pat
     assert (tmp_path / "a" / "b").is_dir() and not (tmp_path / "a" / "b" / "run").exists()
 
 
+def test_a_refused_name_never_removes_an_empty_directory_the_user_had(tmp_path: Path) -> None:
+    # results/runs/<time>-../../../keep from work/ is tmp_path/keep: the old clean-up after Hydra made the run dir
+    # took this empty directory for one Hydra had made and removed it.
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "work").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim",
+                           "name=../../../keep"], capture_output=True, text=True, timeout=300, check=False,
+                          cwd=tmp_path / "work")
+    assert proc.returncode == 2 and "name must be a plain file name" in proc.stderr, proc.stderr
+    assert (tmp_path / "keep").is_dir() and not list((tmp_path / "work").iterdir())
+
+
 def test_a_priming_pass_warms_the_cache_and_is_recorded_as_primed(tmp_path: Path) -> None:
     cold = hb("+experiment=smoke", "engine=sim", f"hydra.run.dir={tmp_path / 'cold'}")
     primed = hb("+experiment=smoke", "engine=sim", "load.prime=true", f"hydra.run.dir={tmp_path / 'primed'}")
