@@ -57,8 +57,8 @@ def commands(workflow: Path, **env_set: str) -> list[tuple[str, list[str]]]:
                 if "-m hybridbench" not in raw:
                     continue
                 text = re.sub(r"\$\{\{\s*inputs\.(\w+)\s*\}\}", lambda m: inputs[m.group(1)], raw)
-                # an earlier step's output (a URL): a sample https URL
-                text = re.sub(r"\$\{\{\s*steps\.[\w-]+\.outputs\.([\w-]+)\s*\}\}",
+                # an earlier step's or job's output (a URL): a sample https URL
+                text = re.sub(r"\$\{\{\s*(?:steps|needs)\.[\w-]+\.outputs\.([\w-]+)\s*\}\}",
                               lambda m: PNG_URL if m.group(1) == "url" else f"https://example.invalid/{m.group(1)}",
                               text)
                 text = re.split(r"\s*(?:\|\||;|&&)\s*", text)[0]  # the command, not the shell around it
@@ -231,4 +231,30 @@ def test_every_results_and_dashboard_command_runs_on_a_small_results_root(
         summary = (tmp_path / "$GITHUB_STEP_SUMMARY").read_text().splitlines()
         verdict = json.loads((tmp_path / "runs" / "pr" / "compare" / "compare.json").read_text())["verdict"]
         assert summary[0].startswith(f"**hybridbench verdict: {verdict.upper()}**")
-        assert f"]({PNG_URL})](https://example.invalid/artifact-url)" in "\n".join(summary)
+        assert f"]({PNG_URL})](https://example.invalid/site-url)" in "\n".join(summary)
+
+
+def test_the_job_that_runs_the_pull_requests_code_cannot_write_and_the_one_that_writes_never_ran_it() -> None:
+    """The PR workflow installs and launches the pull request's SGLang: that job's token is read-only, and on a
+    self-hosted runner a process it left behind (or a file it changed in the workspace) would see any later step's
+    token. The PNG push (contents: write) is a second job on a fresh GitHub-hosted runner working from the
+    artifacts alone: it installs nothing, launches no server and never names the pull request's build."""
+    doc: dict[Any, Any] = yaml.safe_load((ROOT / "ci" / "pr.yml").read_text())
+    jobs = doc["jobs"]
+    assert "permissions" not in doc  # a workflow-level grant would reach every job
+    runs_pr = [name for name, job in jobs.items()
+               if any("refs/pull/" in str(st.get("run", "")) or "$VENVS/pr" in str(st.get("run", ""))
+                      for st in job["steps"])]
+    writers = [name for name, job in jobs.items() if "write" in (job.get("permissions") or {}).values()]
+    assert runs_pr == ["compare"] and writers == ["publish"]
+    assert jobs["compare"]["permissions"] == {"contents": "read"}
+    publish = jobs["publish"]
+    assert publish["needs"] == "compare" and "self-hosted" not in str(publish["runs-on"])
+    for step in publish["steps"]:
+        run = str(step.get("run", ""))
+        assert "pip install" not in run and "$VENVS" not in run and "hybridbench +experiment" not in run, run
+        if str(step.get("uses", "")).startswith("actions/checkout"):
+            assert step["with"]["persist-credentials"] is False
+    token_steps = [st.get("name") for job in jobs.values() for st in job["steps"]
+                   if "github.token" in str(st.get("env", "")) + str(st.get("with", ""))]
+    assert token_steps == ["publish the summary PNG"]
