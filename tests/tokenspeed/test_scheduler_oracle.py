@@ -150,19 +150,35 @@ _prng = random.Random(20261126)
 PRESSURED: list[tuple[str, Setup, list[Request]]] = [
     (f"pressured {i}", Setup(device_pages=_prng.choice((12, 16, 20, 24, 32)), state_slots=8), random_requests(_prng))
     for i in range(200)]
-# The same with both host tiers on (KV + Mamba, small): only partly modelled under pressure (HOST_PRESSURE_FLOOR).
+# The same with both host tiers on (KV + Mamba, small): only partly modelled (HOST_PRESSURE_DIFFER).
 _hrng = random.Random(20261127)
 HOST_PRESSURED: list[tuple[str, Setup, list[Request]]] = [
     (f"host-pressured {i}", Setup(device_pages=_hrng.choice((12, 16, 20, 24, 32)), state_slots=8,
                                   host_pages=_hrng.choice((16, 32, 64)), mamba_l2=True,
                                   host_state_slots=_hrng.choice((4, 8, 16))), random_requests(_hrng))
     for i in range(100)]
-HOST_PRESSURE_FLOOR = 81  # of 100 agree request by request (measured when written)
+# Scheduler 0.1.0 is not deterministic on every one of these: on host-pressured 11 and 75 the same sequence gives
+# other hits from run to run (about 1 run in 5 and 1 in 20; likely ties its C++ breaks by pointer order), also
+# within one process. Each runs HOST_REPEATS times; the reference agrees where it gives one of the outcomes.
+HOST_REPEATS = 8
+HOST_NONDETERMINISTIC = frozenset({"host-pressured 11", "host-pressured 75"})
+# The sequences on which the reference gives none of the scheduler's outcomes (18 of 100, measured on scheduler
+# 0.1.0): pinned by name, so one more differing (a regression) or one fewer (an improvement: unpin it) fails.
+HOST_PRESSURE_DIFFER = frozenset(f"host-pressured {i}" for i in (
+    2, 8, 15, 19, 23, 44, 45, 49, 58, 65, 83, 85, 86, 88, 91, 94, 97, 98))
 HOST_PRESSURE_GAP = (
-    "not modelled: TokenSpeed's host tiers under device pressure. From its source: once a write-back is done the "
-    "scheduler releases the device copies the host now holds (ReleaseDeviceResourcesPresentOnHost, and idle Mamba "
-    "device copies), a load-back reserves its device pages with the first chunk's, and the host evicts from the "
-    "same tree's LRU; the reference keeps device copies and a separate SGLang-style host tree")
+    "not modelled: TokenSpeed's host tiers. From its source: once a write-back is done the scheduler releases the "
+    "device copies the host now holds (ReleaseDeviceResourcesPresentOnHost, and idle Mamba device copies), a "
+    "load-back reserves its device pages with the first chunk's, and the host evicts from the same tree's LRU; the "
+    "reference keeps device copies and a separate SGLang-style host tree. Not only under pressure: 8, 58 and 88 "
+    "still differ with 96 device pages, 64 state slots and 256 host pages, where nothing is evicted")
+
+# Host-pressured 8's first three requests with pools so large nothing is evicted: request 1's checkpoint at 64 is
+# written back when it finishes and the scheduler gives request 2 no hit; the reference keeps the device copy (64).
+_H8 = next(reqs for name, _, reqs in HOST_PRESSURED if name == "host-pressured 8")[:3]
+HOST_UNPRESSURED: tuple[str, Setup, list[Request]] = (
+    "host tiers, nothing evicted", Setup(device_pages=96, state_slots=64, host_pages=256, mamba_l2=True,
+                                         host_state_slots=64), _H8)
 
 # A sequence on which the scheduler stalls (the 130th of the same generator seeded with 1, 20 pages): request 7's
 # first decode step needs a free state slot before its unused checkpoint slot is freed, and none can be evicted
@@ -204,8 +220,10 @@ def scheduler_trace(scenarios: list[tuple[Setup, list[Request]]]) -> list[list[d
 
 @cache
 def _all_real() -> dict[str, list[int] | None]:
-    runs = [(t[0], t[1], t[2]) for t in (*TABLE, *BEYOND, *RANDOM, *POOL_PRESSURE, *PRESSURED, *HOST_PRESSURED, STALL,
-                                              KV_HOST_BUG)]
+    # HOST_PRESSURED runs apart, repeated (_host_outcomes)
+    runs: list[tuple[str, Setup, list[Request]]] = [
+        *((n, s, r) for n, s, r, _ in TABLE), *BEYOND, *RANDOM, *POOL_PRESSURE, *PRESSURED, STALL, KV_HOST_BUG,
+        HOST_UNPRESSURED]
     return dict(zip([n for n, _, _ in runs], scheduler_hits([(s, r) for _, s, r in runs]), strict=True))
 
 
@@ -272,18 +290,51 @@ def test_random_sequences_agree_under_pool_pressure() -> None:
     assert kv >= len(PRESSURED) * 2 // 5 and states >= len(PRESSURED) * 3 // 4, (kv, states)
 
 
-def _host_pressured_agree() -> list[str]:
-    return [name for name, setup, reqs in HOST_PRESSURED
-            if _all_real()[name] is not None and reference_hits(setup, reqs) == real(name)]
+@cache
+def _host_outcomes() -> dict[str, set[tuple[int, ...] | None]]:
+    """Every outcome of HOST_REPEATS runs of each host-pressured sequence through the scheduler (None: stalled)."""
+    runs = scheduler_hits([(setup, reqs) for _, setup, reqs in HOST_PRESSURED] * HOST_REPEATS)
+    seen: dict[str, set[tuple[int, ...] | None]] = {name: set() for name, _, _ in HOST_PRESSURED}
+    for i, hits in enumerate(runs):
+        seen[HOST_PRESSURED[i % len(HOST_PRESSURED)][0]].add(None if hits is None else tuple(hits))
+    return seen
 
 
-def test_host_tiers_under_pool_pressure_agree_at_least_as_often_as_measured() -> None:
-    assert len(_host_pressured_agree()) >= HOST_PRESSURE_FLOOR
+def _host_pressured_differ() -> set[str]:
+    outcomes = _host_outcomes()
+    return {name for name, setup, reqs in HOST_PRESSURED if tuple(reference_hits(setup, reqs)) not in outcomes[name]}
 
 
-@pytest.mark.xfail(strict=True, reason=HOST_PRESSURE_GAP)
+def test_the_scheduler_varies_only_where_known() -> None:
+    varying = {name for name, seen in _host_outcomes().items() if len(seen) > 1}
+    assert varying <= HOST_NONDETERMINISTIC, f"scheduler 0.1.0 also varies on {sorted(varying - HOST_NONDETERMINISTIC)}"
+
+
+def test_host_tiers_under_pool_pressure_differ_only_where_known() -> None:
+    differ = _host_pressured_differ()
+    new = sorted(differ - HOST_PRESSURE_DIFFER)
+    assert not new, f"the reference now also differs on {new}"
+    assert not HOST_PRESSURE_DIFFER - differ, (
+        f"the reference now agrees on {sorted(HOST_PRESSURE_DIFFER - differ)}: drop them from HOST_PRESSURE_DIFFER")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=HOST_PRESSURE_GAP)
 def test_host_tiers_under_pool_pressure_agree() -> None:
-    assert len(_host_pressured_agree()) == len(HOST_PRESSURED)
+    assert not _host_pressured_differ()
+
+
+def test_the_host_tier_gap_is_there_without_pressure() -> None:
+    name, setup, requests = HOST_UNPRESSURED
+    core = reference_core(setup, requests)
+    assert core.tree.tokens_evicted_total == core.tree.states_evicted_total == 0
+    assert core.host is not None and core.host.tree.tokens_evicted_total == 0
+    assert real(name) == [0, 0, 0] and reference_hits(setup, requests) == [0, 0, 64]
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=HOST_PRESSURE_GAP)
+def test_host_tiers_without_pressure_agree() -> None:
+    name, setup, requests = HOST_UNPRESSURED
+    assert reference_hits(setup, requests) == real(name)
 
 
 def reference_core(setup: Setup, requests: list[Request]) -> EngineCore:
@@ -304,8 +355,9 @@ def test_the_reference_meets_the_schedulers_state_slot_stall() -> None:
     assert reference_core(setup, requests).strategy.counters.state_alloc_failures == 1
 
 
-@pytest.mark.xfail(strict=True, reason="not modelled: the scheduler aborts a request whose first decode step finds "
-                   "no state slot (no host tier to retract to); the reference decodes it without a checkpoint slot")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="not modelled: the scheduler aborts a request whose first decode step finds no state slot "
+                   "(no host tier to retract to); the reference decodes it without a checkpoint slot")
 def test_the_reference_aborts_as_the_scheduler_does() -> None:
     _, setup, requests = STALL
     core = reference_core(setup, requests)
