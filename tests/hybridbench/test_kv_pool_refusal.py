@@ -1,7 +1,7 @@
 """A workload with a request that cannot fit the KV pool alone is refused at plan time on the engines whose pools
 the plan fixes (the simulator, the reference server): one line naming the workload, the request, the pool and
 the key that sets it, exit 2, no run directory, no server started. Plan time and run time use one comparison
-(``reference_impl.engine.core.fits_kv_pool``), so a request exactly the pool's size runs."""
+(``reference_impl.engine.config.fits_kv_pool``), so a request exactly the pool's size runs."""
 
 from __future__ import annotations
 
