@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["atomic_writer", "write_json_atomic", "write_text_atomic"]
+__all__ = ["atomic_writer", "write_json_and_text_atomic", "write_json_atomic", "write_text_atomic"]
 
 
 @contextmanager
@@ -46,3 +46,16 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
     with atomic_writer(path) as fh:
         json.dump(data, fh, indent=2, sort_keys=True, default=str)
         fh.write("\n")
+
+
+def write_json_and_text_atomic(json_path: Path, data: Any, text_path: Path, text: str) -> None:
+    """Two files that belong together (a verdict and its report), both or neither: each is written to a temporary
+    file beside its target, and neither replaces its target until both are complete. A target that is a directory
+    raises IsADirectoryError before anything is written."""
+    for p in (json_path, text_path):
+        if p.is_dir():
+            raise IsADirectoryError(21, "Is a directory", str(p))
+    with atomic_writer(json_path) as fj, atomic_writer(text_path) as ft:
+        json.dump(data, fj, indent=2, sort_keys=True, default=str)
+        fj.write("\n")
+        ft.write(text)

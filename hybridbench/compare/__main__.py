@@ -8,7 +8,6 @@ as the harness's (DESIGN.md §4): 0 no regression, 1 a regression or nothing dec
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from hybridbench.config.validate import RULES
 from hybridbench.errors import ConfigError
 from hybridbench.report.compare import comparison_json, render_comparison
 from hybridbench.results import read_run
-from workloads.atomic_file import atomic_writer
+from workloads.atomic_file import write_json_and_text_atomic
 
 __all__ = ["main"]
 
@@ -63,17 +62,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _write_both(out: Path, data: object, text: str) -> None:
-    """compare.json and compare.md, both or neither: each is written to a temporary file beside its target first,
-    so an output directory that cannot take them (read-only, a directory where a file goes) is one line, exit 2,
-    never a traceback beside a compare.json without its compare.md."""
-    taken = [p.name for p in (out / "compare.json", out / "compare.md") if p.is_dir()]
-    if taken:
-        raise ConfigError(f"{out / taken[0]}: is a directory; cannot write the comparison there")
+    """compare.json and compare.md, both or neither: an output directory that cannot take them (read-only, a
+    directory where a file goes) is one line, exit 2, never a traceback beside a compare.json without its compare.md."""
     try:
-        with atomic_writer(out / "compare.json") as fj, atomic_writer(out / "compare.md") as fm:
-            json.dump(data, fj, indent=2, sort_keys=True, default=str)
-            fj.write("\n")
-            fm.write(text)
+        write_json_and_text_atomic(out / "compare.json", data, out / "compare.md", text)
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{exc.filename}: is a directory; cannot write the comparison there") from None
     except OSError as exc:
         raise ConfigError(f"{out}: cannot write the comparison ({exc.strerror or exc})") from None
 

@@ -8,7 +8,6 @@ with which overrides; its ``provenance.config`` shows the settings the new verdi
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -28,7 +27,7 @@ from hybridbench.rescore.settings import effective_settings, parse_overrides
 from hybridbench.results import PlannedTrial, Run, read_run
 from hybridbench.results.index import append_to_index
 from hybridbench.results.score import score_trials
-from workloads.atomic_file import atomic_writer
+from workloads.atomic_file import write_json_and_text_atomic
 
 __all__ = ["rescore_run"]
 
@@ -70,14 +69,10 @@ def _outcome(run: Run, trial: PlannedTrial, records: Sequence[Record]) -> TrialO
 def _write_bundle_and_report(run_dir: Path, bundle: dict[str, Any]) -> None:
     """bundle.json and report.md, both or neither: a run dir that cannot take them (read-only, a directory where
     report.md goes) is one line, exit 2, and keeps its old bundle — never a new verdict beside the old report."""
-    report = render_report(bundle)
-    if (run_dir / "report.md").is_dir():
-        raise ConfigError(f"{run_dir / 'report.md'}: is a directory; cannot write the report there")
     try:
-        with atomic_writer(run_dir / "bundle.json") as fb, atomic_writer(run_dir / "report.md") as fr:
-            json.dump(bundle, fb, indent=2, sort_keys=True, default=str)
-            fb.write("\n")
-            fr.write(report)
+        write_json_and_text_atomic(run_dir / "bundle.json", bundle, run_dir / "report.md", render_report(bundle))
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{exc.filename}: is a directory; cannot write the report there") from None
     except OSError as exc:
         raise ConfigError(f"{run_dir}: cannot rewrite bundle.json and report.md ({exc.strerror or exc})") from None
 
