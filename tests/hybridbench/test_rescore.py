@@ -229,3 +229,20 @@ def test_a_samples_file_that_lost_lines_is_refused_not_skipped_into_a_pass(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"kl.jsonl: holds {keep or 0} of the 3 kl sample(s) trial 001-gsp-branching-r0" in err[0]
     assert main([str(Path(shutil.copytree(kl_run, tmp_path / "whole")))]) == 0
+
+
+def test_a_saved_value_a_later_rule_refuses_is_named_as_saved_and_an_override_rescores_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # checks.confidence was bounded to [0.5, 0.99] after runs saved with 0.999 existed: re-scoring such a run with no
+    # override at all was refused in words that blamed an override.
+    run = Path(shutil.copytree(RUNS / "fbde869-smoke-sim", tmp_path / "old"))
+    plan = json.loads((run / "plan.json").read_text())
+    plan["config"]["checks"]["confidence"] = 0.999
+    (run / "plan.json").write_text(json.dumps(plan))
+    assert main([str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "checks.confidence must be a finite number in [0.5, 0.99], got 0.999" in err
+    assert "the value the run was saved with; override the key to re-score it" in err
+    assert main([str(run), "checks.confidence=0.999999"]) == 2  # an override's own bad value: no such note
+    assert "saved with" not in capsys.readouterr().err
+    assert main([str(run), "checks.confidence=0.95"]) == 0
