@@ -74,7 +74,12 @@ class Comparison:
     @property
     def verdict(self) -> str:
         # Pass only on a verdict that passed: two runs that both lost everything skip every row, and decided nothing.
-        return run_verdict(d.status for d in self.deltas)
+        # Nor does survival alone: with every TTFT, throughput and hit-rate row skipped (one repeat a side, a baseline
+        # that lost everything) nothing says the candidate did not regress, so the comparison is inconclusive.
+        verdict = run_verdict(d.status for d in self.deltas)
+        if verdict == "pass" and all(d.status == "skip" for d in self.deltas if d.metric != "survival"):
+            return "inconclusive"
+        return verdict
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:

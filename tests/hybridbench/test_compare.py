@@ -327,3 +327,21 @@ def test_runs_copied_without_their_traces_still_compare_by_generator_arguments(t
     a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b")
     (b / "traces" / "w.jsonl").unlink()
     assert main([str(a), str(b)]) == 0
+
+
+@pytest.mark.parametrize(("others", "verdict"), [
+    (["skip", "skip", "skip"], "inconclusive"),  # survival alone decided: nothing says TTFT or hits held
+    (["skip", "pass", "skip"], "pass"),
+    (["skip", "fail", "skip"], "fail"),
+    (["inconclusive", "pass", "pass"], "inconclusive"),
+])
+def test_survival_alone_never_passes_a_comparison(others: list[str], verdict: str) -> None:
+    # One repeat a side with no hit counts (or a baseline that lost every request) skips every TTFT, throughput and
+    # hit-rate row; survival passing then passed the comparison, though no row said the candidate did not regress.
+    from hybridbench.compare import Comparison, Delta
+
+    rows = [Delta("survival", "w", "lru", "pass", 0.0, 0.0, None, None, None, "", "")] + [
+        Delta(metric, "w", "lru", status, None, None, None, None, None, "", "")  # type: ignore[arg-type]
+        for metric, status in zip(("ttft", "throughput", "token_hit_rate"), others, strict=True)]
+    cmp = Comparison("a", "b", "sim", "m", True, (("w", "lru"),), (), (), tuple(rows))
+    assert cmp.verdict == verdict
