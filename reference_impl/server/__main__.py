@@ -16,6 +16,8 @@ import torch  # noqa: E402
 from reference_impl.model.model import HybridModel  # noqa: E402
 from reference_impl.server.args import UsageError, parse_config  # noqa: E402
 
+LISTEN_BACKLOG = 2048  # SGLang's listen backlog (uvicorn's default): see main()
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
@@ -49,8 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     app.on_startup.append(ready)
     try:
+        # SGLang serves through uvicorn.run with no backlog given, so uvicorn's 2048 (0.5.16 and 0.5.23
+        # entrypoints/http_server.py, the default one-tokenizer branch; their granian path sets 2048 too). aiohttp's
+        # 128 dropped SYNs under a burst of connects, and each dropped one is retried a second later: a p99 TTFT
+        # the real server would not show.
         web.run_app(app, host=config.host, port=config.port, print=None, handler_cancellation=True,
-                    shutdown_timeout=2.0, access_log=None)
+                    shutdown_timeout=2.0, access_log=None, backlog=LISTEN_BACKLOG)
     except OSError as exc:
         print(f"error: cannot serve on {config.host}:{config.port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
