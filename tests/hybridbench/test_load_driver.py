@@ -152,7 +152,7 @@ def test_closed_loop_counts_a_stalled_client_as_client_delay_and_flags_it() -> N
     assert all(c.result.status == "ok" for c in done)
     delays = {c.index: (c.result.sent - c.t0 - c.scheduled_s) * 1e3 for c in done}
     first_wave, rest = [delays[i] for i in (0, 1)], [delays[i] for i in range(2, 12)]
-    assert max(first_wave) < STALL_MS / 2  # nothing stalled before the first sends
+    assert max(first_wave) < STALL_MS  # nothing stalled before the first sends (a stall is >= STALL_MS)
     # Each later request waits at least for the stall after the completion that freed its slot, and at
     # most for both slots' stalls (plus scheduling slack): completions whose bytes arrived together are
     # handled one after the other, and the second slot was free from its last byte. The slack is wide
@@ -163,11 +163,13 @@ def test_closed_loop_counts_a_stalled_client_as_client_delay_and_flags_it() -> N
 
 
 def test_closed_loop_without_a_stall_has_small_client_delay_and_no_flag() -> None:
+    # TTFT ~200 ms puts the flag line at 20 ms: a test process that loses the CPU for a few ms to another test
+    # worker (CI runs two) is not a stalled client, and STALL_MS (the stalled test's delay) is still above it.
     rows = [TraceRow(i, 0, 0.0, (1, 2, i), (0,)) for i in range(12)]
-    done = asyncio.run(serve_and_drive(rows, LoadCfg(kind="closed", max_concurrency=2), Recorder(0.05)))
+    done = asyncio.run(serve_and_drive(rows, LoadCfg(kind="closed", max_concurrency=2), Recorder(0.2)))
     summary = summarize(to_records(done))
-    assert summary["completed"] == 12 and summary["median_ttft_ms"] >= 50
-    assert 0 <= summary["p99_client_delay_ms"] < 5 and summary["client_delay_flagged"] is False
+    assert summary["completed"] == 12 and summary["median_ttft_ms"] >= 200
+    assert 0 <= summary["p99_client_delay_ms"] < 20 < STALL_MS and summary["client_delay_flagged"] is False
 
 
 @pytest.mark.parametrize("load", [LoadCfg(kind="poisson", request_rate=200.0, max_concurrency=2),
