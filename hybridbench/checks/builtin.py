@@ -191,7 +191,7 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
         # place a build's hit accounting is judged).
         impossible = [r for r in ok if r.cached_tokens is not None and not 0 <= r.cached_tokens <= r.prompt_tokens]
         if arm in inp.cache_off or floor <= 0:
-            bad = impossible + ([r for r in ok if r.cached_tokens] if arm in inp.cache_off else [])
+            bad = [r for r in ok if r.cached_tokens] if arm in inp.cache_off else impossible  # a negative is truthy
             if bad:
                 r = bad[0]
                 out.append(CheckResult(

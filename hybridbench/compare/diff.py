@@ -258,6 +258,13 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
                          f"{len(impossible)} candidate request(s) report an impossible hit (request {r.request_index} "
                          f"r{r.repeat}: {r.cached_tokens} cached of a {r.prompt_tokens}-token prompt)"))
         return out
+    # A side whose build reported no hit count at all has no rate: counted as 0 it "held" at 0 -> 0 and passed.
+    unmeasured = [side for side, recs in (("baseline", [b for b, _ in pairs]), ("candidate", [c for _, c in pairs]))
+                  if recs and all(r.cached_tokens is None for r in recs)]
+    if unmeasured:
+        out.append(_skip(("token_hit_rate", workload, arm), expected,
+                         f"the {' and the '.join(unmeasured)} reported no cached-token count"))
+        return out
     ch = paired_bootstrap(pairs, _hit_rate_change, samples=cfg.bootstrap_samples, confidence=cfg.confidence,
                           seed=seed + 1)
     if math.isnan(ch.estimate) or math.isnan(ch.low):

@@ -32,7 +32,8 @@ from hybridbench.plan.build import build_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
-SGLANG = Path.home() / ".cache" / "hybridbench" / "sglang-0.5.23" / "bin" / "python"
+SGLANG = (Path(os.environ.get("HYBRIDBENCH_SGLANG_HOME", str(Path.home() / ".cache" / "hybridbench")))
+          / "sglang-0.5.23" / "bin" / "python")  # where build_env.sh puts it
 WORKFLOWS = sorted((ROOT / "ci").glob("*.yml"))
 
 

@@ -345,3 +345,16 @@ def test_survival_alone_never_passes_a_comparison(others: list[str], verdict: st
         for metric, status in zip(("ttft", "throughput", "token_hit_rate"), others, strict=True)]
     cmp = Comparison("a", "b", "sim", "m", True, (("w", "lru"),), (), (), tuple(rows))
     assert cmp.verdict == verdict
+
+
+def test_runs_without_hit_counts_compare_inconclusive_on_one_repeat_a_side(tmp_path: Path) -> None:
+    # No cached_tokens on either side read as a hit rate of 0 -> 0: a token_hit_rate "pass", which made survival and
+    # that row the whole verdict of a comparison that measured nothing.
+    a = write_run(tmp_path / "a", repeats=1, cached=None)  # type: ignore[arg-type]
+    b = write_run(tmp_path / "b", repeats=1, cached=None)  # type: ignore[arg-type]
+    assert main([str(a), str(b)]) == 1
+    v = verdicts(b)
+    assert v[("seglen", "token_hit_rate")]["status"] == "skip"
+    detail = str(v[("seglen", "token_hit_rate")]["detail"])
+    assert "the baseline and the candidate reported no cached-token count" in detail
+    assert json.loads((b / "compare" / "compare.json").read_text())["verdict"] == "inconclusive"

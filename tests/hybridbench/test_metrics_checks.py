@@ -150,6 +150,9 @@ def test_impossible_hits_fail_whatever_the_floor_and_any_hit_with_the_cache_off(
     (row,) = cache_hits(inp)
     assert (row.workload, row.status) == ("w/accounting", "fail") and "request 1 r0: 40 cached" in row.detail
     assert "with the prefix cache off" in row.detail
+    both = {("w", "disabled"): [rec("disabled", 100.0, cached=500)]}  # impossible and a hit: one request, once
+    (row,) = cache_hits(replace(make_input(both, min_token_hit_rate=floor), cache_off=frozenset({"disabled"})))
+    assert row.observed == 1.0 and row.detail.startswith("1 request(s)")
     clean = {("w", "disabled"): [rec("disabled", 100.0, cached=0), rec("disabled", 100.0, i=1, cached=0)]}
     assert cache_hits(replace(make_input(clean, min_token_hit_rate=floor), cache_off=frozenset({"disabled"}))) == []
 

@@ -23,7 +23,7 @@ from reference_impl.models import STATE_DTYPES
 
 pytestmark = pytest.mark.sglang
 
-HOME = Path.home() / ".cache" / "hybridbench"
+HOME = Path(os.environ.get("HYBRIDBENCH_SGLANG_HOME", str(Path.home() / ".cache" / "hybridbench")))  # build_env.sh's
 
 
 def engine_for(version: str) -> tuple[RunCfg, object]:
