@@ -19,6 +19,7 @@ from hybridbench.metrics.stats import bootstrap_relative_change, paired_relative
 from hybridbench.plan.build import derive_seed
 from hybridbench.records.coverage import TrialOutcome, coverage
 from hybridbench.records.exact_hits import NOT_PREDICTABLE, ExactHitSample
+from hybridbench.records.hits import impossible_hit_detail, impossible_hits
 from hybridbench.records.schema import Record
 
 __all__ = ["cache_hits", "survival", "throughput", "ttft"]
@@ -189,25 +190,21 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
         # A hit longer than its prompt (or negative) is a server miscounting its hits: it must not lift the rate. With
         # the cache off any hit is one: such a count fails whatever the floor (the rate row is then not the only
         # place a build's hit accounting is judged).
-        impossible = [r for r in ok if r.cached_tokens is not None and not 0 <= r.cached_tokens <= r.prompt_tokens]
+        impossible = impossible_hits(ok)
         if arm in inp.cache_off or floor <= 0:
-            bad = [r for r in ok if r.cached_tokens] if arm in inp.cache_off else impossible  # a negative is truthy
+            off = arm in inp.cache_off
+            bad = [r for r in ok if r.cached_tokens] if off else impossible  # a negative is truthy
             if bad:
-                r = bad[0]
                 out.append(CheckResult(
                     "cache_hits", f"{workload}/accounting", arm, "fail", float(len(bad)),
-                    "0 <= cached_tokens <= prompt tokens" + ("; 0 with the cache off" if arm in inp.cache_off else ""),
-                    f"{len(bad)} request(s) report an impossible hit (request {r.request_index} r{r.repeat}: "
-                    f"{r.cached_tokens} cached of a {r.prompt_tokens}-token prompt"
-                    + (", with the prefix cache off)" if arm in inp.cache_off else ")")))
+                    "0 <= cached_tokens <= prompt tokens" + ("; 0 with the cache off" if off else ""),
+                    impossible_hit_detail(bad, note=", with the prefix cache off" if off else "")))
             continue
         prompt = sum(r.prompt_tokens for r in ok)
         rate = sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else 0.0
         verdict: Status = "pass" if rate >= floor and not impossible else "fail"
         detail = f"{rate:.1%} of prompt tokens cached"
         if impossible:
-            r = impossible[0]
-            detail += (f"; {len(impossible)} request(s) report an impossible hit (request {r.request_index} "
-                       f"r{r.repeat}: {r.cached_tokens} cached of a {r.prompt_tokens}-token prompt)")
+            detail += f"; {impossible_hit_detail(impossible)}"
         out.append(CheckResult("cache_hits", workload, arm, verdict, rate, f"token hit rate >= {floor:.0%}", detail))
     return out

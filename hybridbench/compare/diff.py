@@ -29,6 +29,7 @@ from hybridbench.errors import ConfigError
 from hybridbench.metrics.stats import RelativeChange, paired_bootstrap, welch_relative_change
 from hybridbench.metrics.summary import summarize
 from hybridbench.plan.build import derive_seed
+from hybridbench.records.hits import impossible_hit_detail, impossible_hits
 from hybridbench.records.schema import Record
 
 __all__ = ["CompareCfg", "Comparison", "Delta", "compare_runs", "config_changes"]
@@ -251,12 +252,10 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     expected = f"token hit rate change >= -{cfg.max_hit_rate_drop:.2f}"
     # A hit longer than its prompt (or negative) is a build miscounting its hits (the run's cache_hits fails it): it
     # must not lift the candidate's rate past the baseline's.
-    impossible = [r for r in c_ok if r.cached_tokens is not None and not 0 <= r.cached_tokens <= r.prompt_tokens]
+    impossible = impossible_hits(c_ok)
     if impossible:
-        r = impossible[0]
         out.append(Delta("token_hit_rate", workload, arm, "fail", None, None, None, None, None, expected,
-                         f"{len(impossible)} candidate request(s) report an impossible hit (request {r.request_index} "
-                         f"r{r.repeat}: {r.cached_tokens} cached of a {r.prompt_tokens}-token prompt)"))
+                         impossible_hit_detail(impossible, who="candidate")))
         return out
     # A side whose build reported no hit count at all has no rate: counted as 0 it "held" at 0 -> 0 and passed.
     unmeasured = [side for side, recs in (("baseline", [b for b, _ in pairs]), ("candidate", [c for _, c in pairs]))

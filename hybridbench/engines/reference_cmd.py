@@ -140,7 +140,7 @@ def reference_kv_pool(cfg: RunCfg) -> KVPool | None:
         pool = KVPool(cfg.engine.kv_tokens, "engine.kv_tokens")
     else:
         pool = KVPool(DEFAULT_KV_TOKENS, "the server's default --max-total-tokens; set engine.kv_tokens")
-    if given is not None and given != 0 and given <= 1:
+    if given and given <= 1:  # 0 is "not given"
         return pool  # the server refuses the flag at launch, naming it
     if given:  # 0 is the server's "not given" too
         return replace(pool, context=given, context_key="--context-length in engine.extra_args")

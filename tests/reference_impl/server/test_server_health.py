@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 from server_harness import running_server
 
 
@@ -32,13 +31,10 @@ def test_health_generate_answers_while_its_probe_waits_behind_a_long_queue() -> 
 def test_the_server_listens_with_sglangs_backlog() -> None:
     # SGLang's uvicorn listens with a backlog of 2048; aiohttp's default 128 dropped SYNs when a load client opened
     # hundreds of connections at once, and every dropped one came back a second later as a TTFT outlier.
-    import shutil
     import subprocess
 
     from reference_impl.server.__main__ import LISTEN_BACKLOG
 
-    if not shutil.which("ss"):
-        pytest.skip("ss (iproute2) is not installed")
     with running_server() as server:
         out = subprocess.run(["ss", "-ltnH", f"sport = :{server.port}"], capture_output=True, text=True,
                              check=True).stdout.split()

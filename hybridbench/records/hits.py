@@ -1,0 +1,21 @@
+"""What a record's hit count may be: one rule for the run's cache_hits check and for compare."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hybridbench.records.schema import Record
+
+__all__ = ["impossible_hit_detail", "impossible_hits"]
+
+
+def impossible_hits(records: Iterable[Record]) -> list[Record]:
+    """Records whose server reported a hit longer than the prompt, or a negative one: a build miscounting its hits."""
+    return [r for r in records if r.cached_tokens is not None and not 0 <= r.cached_tokens <= r.prompt_tokens]
+
+
+def impossible_hit_detail(bad: list[Record], *, who: str = "", note: str = "") -> str:
+    """``N [who ]request(s) report an impossible hit (the first one[, note])``."""
+    r = bad[0]
+    return (f"{len(bad)} {who + ' ' if who else ''}request(s) report an impossible hit (request {r.request_index} "
+            f"r{r.repeat}: {r.cached_tokens} cached of a {r.prompt_tokens}-token prompt{note})")
