@@ -1,6 +1,6 @@
 """seglen vs LRU eviction on the seglen PR's loads, in the simulator (modelled, not measured).
 
-Seed 000 (SGLang PR #22172) reports seglen -29.5% mean TTFT on prefix-heavy data, -26.1% on SWE-bench traces
+SGLang PR #22172 reports seglen -29.5% mean TTFT on prefix-heavy data, -26.1% on SWE-bench traces
 and -3.4% on ShareGPT vs LRU (Qwen3.5-9B, one H100, extra_buffer, weight 0.85, bench_serving at request
 rate 8 / 10). This runs both policies on the same extra_buffer engine (Qwen3.5-9B, H100, TP1) over the
 PR's load shapes, under several cache sizes and seglen weights, and prints a markdown table of token hit

@@ -1,6 +1,6 @@
 """Speed side by side: reference_impl vs SGLang's real hybrid cache on the same 10,000-op workload.
 
-Workload (research/sglang_cpu_oracle.md §4): 50% match_prefix / 50% insert; tokens from a vocabulary
+Workload (docs/concepts/reference-cache.md): 50% match_prefix / 50% insert; tokens from a vocabulary
 of 50, each key one of 40 random prefixes (length 1-47) plus a random suffix (length 0-31); every
 insert carries its own state slot; an allocation failure triggers an explicit evict; kv 8192 tokens,
 128 state slots, seed 0. SGLang runs in its own venv (tests/sglang_oracle/build_env.sh) through

@@ -1,4 +1,4 @@
-"""Seed 001's radix-on prefill overhead, simulated: input throughput with the radix cache off and on.
+"""SGLang PR #11214's radix-on prefill overhead, simulated: input throughput with the radix cache off and on.
 
 The held-out configuration (SGLang PR #11214 review): Qwen3-Next-80B-A3B-Instruct, TP8, H100, bench_serving
 ``--dataset-name random --num-prompts 50 --random-input 20480 --random-output 1 --random-range-ratio 1``
@@ -23,7 +23,7 @@ from reference_impl.models import get_model
 from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.random_load import PRESETS, generate_random
 
-SEED_OFF, SEED_ON = 72806.69, 64229.48  # input tok/s, seed 001
+SEED_OFF, SEED_ON = 72806.69, 64229.48  # input tok/s, SGLang PR #11214
 
 
 def main() -> int:
@@ -47,7 +47,7 @@ def main() -> int:
         copies = core.strategy.counters.state_copies
         print(f"| {name} | {tput:,.0f} | {tput / base - 1:+.3%} | {copies} | "
               f"{timer.state_copy_seconds(copies):.6f} | {res.duration_s:.3f} |")
-    print(f"| seed 001 (no_buffer, TP8 H100) | {SEED_ON:,.0f} | {SEED_ON / SEED_OFF - 1:+.3%} | | | |")
+    print(f"| SGLang PR #11214 (no_buffer, TP8 H100) | {SEED_ON:,.0f} | {SEED_ON / SEED_OFF - 1:+.3%} | | | |")
     return 0
 
 

@@ -1,6 +1,6 @@
 """``python -m hybridbench +experiment=NAME [engine=sim] [key=value ...]`` (Hydra; ``-m`` sweeps).
 
-Exit codes (DESIGN.md §4): 0 all checks passed, 1 a check failed, 2 usage or config error (one line
+Exit codes (docs/reference/exit-codes.md): 0 all checks passed, 1 a check failed, 2 usage or config error (one line
 naming the bad key, flag or file), 3 infrastructure failure. Never a raw traceback for a user error.
 """
 

@@ -1,6 +1,6 @@
 """The composition root: config -> plan -> engine -> load -> records -> metrics/checks -> bundle -> report.
 
-The only module that imports every stage. Returns the process exit code (DESIGN.md §4).
+The only module that imports every stage. Returns the process exit code (docs/reference/exit-codes.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Typed errors, each with the exit code of DESIGN.md §4.
+"""Typed errors, each with the exit code of docs/reference/exit-codes.md.
 
 0 all checks passed; 1 a check failed (regression); 2 usage or config error (one clear line naming
 the bad key, flag or file); 3 infrastructure failure (engine would not start, died, hung).

@@ -1,7 +1,7 @@
 """The host (L2) tier: KV and recurrent states written back to host memory and loaded back on a hit.
 
-Modelled on SGLang's HiCache for hybrid models and tokenspeed PR #162 (research/sglang.md §3,
-research/marconi.md §5):
+Modelled on SGLang's HiCache for hybrid models and tokenspeed PR #162 (https://github.com/sgl-project/sglang,
+Marconi, arXiv 2411.19379):
 
 * separate host capacities for KV tokens and state slots;
 * write-back when a request finishes (or is retracted): the sequence it cached on the device, with

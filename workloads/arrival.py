@@ -1,7 +1,7 @@
 """The load: when each request of a trace is meant to be sent. The one definition, shared by hybridbench's
 client driver and reference_impl's simulator (both consume an :class:`ArrivalSchedule`).
 
-Three processes, as SGLang's ``bench_serving`` drives them (research/sglang.md §6.4):
+Three processes, as SGLang's ``bench_serving`` drives them (https://github.com/sgl-project/sglang):
 
 * ``closed``: every request is ready at t=0, at most ``max_concurrency`` in flight
   (``--request-rate inf --max-concurrency N``);

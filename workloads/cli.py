@@ -1,7 +1,7 @@
 """CLI plumbing shared by ``workloads.generate``, ``workloads.stats`` and ``workloads.scale``.
 
 User errors (bad option, unreadable or malformed input, too small a vocab) end the process with one
-line on stderr and exit code 2 (DESIGN.md §4), never a traceback. Output files are written atomically
+line on stderr and exit code 2 (docs/reference/exit-codes.md), never a traceback. Output files are written atomically
 by ``write_trace``, so a failed run leaves no half-written trace behind.
 """
 

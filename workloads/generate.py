@@ -3,7 +3,7 @@
     python -m workloads.generate {gsp,sharegpt,swebench,random,trace} [options] \\
         --vocab-size V --seed S -o TRACE.jsonl
 
-Writes one trace (DESIGN.md §3) atomically: a metadata line (generator, parameters, seed, vocab size,
+Writes one trace (workloads/README.md) atomically: a metadata line (generator, parameters, seed, vocab size,
 ``synthetic``) and one row per request. The same arguments and seed give a byte-identical file.
 ``--scale F`` applies ``workloads.scale`` to the result. Bad input: one line on stderr, exit code 2.
 """

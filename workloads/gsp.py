@@ -1,6 +1,6 @@
 """generated-shared-prefix (gsp): SGLang bench_serving's GSP dataset, token-level.
 
-Semantics follow ``sglang.benchmark.datasets.generated_shared_prefix`` (research/sglang.md §6.2):
+Semantics follow ``sglang.benchmark.datasets.generated_shared_prefix`` (https://github.com/sgl-project/sglang):
 
 * lengths come from ``compute_random_lens``: one system length per group, one question length per
   (group, prompt, turn), one output length per (group, prompt), all within ``range_ratio`` bounds;

@@ -8,7 +8,7 @@ Sources, in order of preference:
 * neither: a **synthetic** stand-in following published ShareGPT statistics (labelled ``synthetic`` in
   the metadata; ``workloads.stats`` prints the label).
 
-Sessions are built as in Marconi (research/marconi.md §3.2): turn t's input is every earlier (user,
+Sessions are built as in Marconi (arXiv 2411.19379): turn t's input is every earlier (user,
 assistant) pair + user message t, its output is assistant message t; a session stops at the first turn
 whose input exceeds ``max_context`` tokens; session i starts at ``i / sps`` s and each later turn
 follows after the user's typing time (words / (90 words per minute)).

@@ -1,6 +1,6 @@
 """swebench: agent trajectories with long, growing contexts and SWE-agent observation collapsing.
 
-Built as Marconi built its SWEBench traces (research/marconi.md §3.2): a trajectory is rounds of
+Built as Marconi built its SWEBench traces (arXiv 2411.19379): a trajectory is rounds of
 (observation, action); the request of turn t sends rounds 0..t-1 (observation + action) and observation
 t, and records action t as its output. Only observation 0 (system prompt + task) and the last
 ``keep_observations`` (5) observations are kept: from turn 6 on, each turn drops the observation of

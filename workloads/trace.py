@@ -1,4 +1,4 @@
-"""The one trace format every generator writes and every consumer reads (DESIGN.md §3).
+"""The one trace format every generator writes and every consumer reads (workloads/README.md).
 
 A trace is JSONL, one row per request, a superset of Marconi's row schema::
 

@@ -1,4 +1,4 @@
-"""The checks of DESIGN.md §5 that work from records alone: survival, ttft, throughput, cache_hits.
+"""The checks of docs/reference/checks.md that work from records alone: survival, ttft, throughput, cache_hits.
 
 Regression checks compare each candidate arm with the baseline arm and fail only when the *whole*
 confidence interval of the relative change (paired by repeat for TTFT and throughput; a bootstrap over

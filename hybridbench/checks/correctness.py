@@ -1,4 +1,4 @@
-"""The checks of DESIGN.md §5 that need more than request records: ``kl`` and ``prefill_overhead``.
+"""The checks of docs/reference/checks.md that need more than request records: ``kl`` and ``prefill_overhead``.
 
 ``kl`` scores the KL probe's samples (hybridbench/probes/kl_requests.py) exactly as SGLang's KL tests do:
 samples whose probed request did not hit the cache are left out of the mean, and more than half of

@@ -1,7 +1,7 @@
 """``cache_hits``' cross-check of the two hit counts a server gives: per-request usage against its own log.
 
 For an engine whose ``#cached-token`` log lines count exactly what its responses report (TokenSpeed: both are a
-request's ``extend_prefix_lens`` in its first forward; research/tokenspeed.md), the trial's log total must equal
+request's ``extend_prefix_lens`` in its first forward; docs/engines/tokenspeed.md), the trial's log total must equal
 the sum of the recorded ``cached_tokens``. The engine says so in its trial snapshot (``LOG_COUNTS_USAGE_HITS``);
 a difference means records lost or misread hits, or the log parser missed lines, so it fails loudly rather
 than letting the usage numbers stand alone. A trial with failed requests cannot be compared (a request the

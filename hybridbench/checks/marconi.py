@@ -2,7 +2,7 @@
 
 Marconi (arXiv 2411.19379) reports a higher token hit rate than both of its baselines at every capacity of
 its sweeps: 4.5x-34.4x vLLM+'s on average (Fig. 7) and a positive win over SGLang+ (P95 +19% to +220%,
-Fig. 8; research/marconi.md §3.5). The check asks only for that direction — the ``marconi`` arm's token
+Fig. 8; Marconi, arXiv 2411.19379). The check asks only for that direction — the ``marconi`` arm's token
 hit rate above each baseline arm's (``sglang_plus``, ``vllm_plus``) on every workload — never for the size,
 which depends on the trace. A comparison in which neither cache evicted a state did not exercise the
 eviction policy, and one with equal hit rates (a capacity where no eviction choice cost a hit) compared

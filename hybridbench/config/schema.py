@@ -51,13 +51,13 @@ class EngineCfg:
     # The kl check's threshold for this engine's numerics: SGLang's kits use 0.002-0.005 on bf16/fp8 GPUs.
     kl_threshold: float = 0.003
     # Whose cache the reference server mirrors: "sglang" or "tokenspeed" (TokenSpeed's radix-era cache, PR #162:
-    # research/tokenspeed.md); engine=reference only.
+    # docs/engines/tokenspeed.md); engine=reference only.
     cache_semantics: str = "sglang"
 
 
 @dataclass
 class SeglenArmCfg:
-    eff_weight: float = 0.85  # --seglen-eff-weight: PR #22172's example value (sglang.md §4)
+    eff_weight: float = 0.85  # --seglen-eff-weight: PR #22172's example value (SGLang's source, https://github.com/sgl-project/sglang)
 
 
 @dataclass
@@ -69,7 +69,7 @@ class MarconiArmCfg:
 class L2ArmCfg:
     hicache_ratio: float = 2.0  # --hicache-ratio: host pools as a multiple of the device pools (SGLang's default)
     hicache_write_policy: str = "write_through"  # SGLang's default; what its mamba HiCache KL tests use
-    # What SGLang's own mamba HiCache tests run with (sglang.md §8.2; SGLang's defaults are kernel/page_first);
+    # What SGLang's own mamba HiCache tests run with (SGLang's source; SGLang's defaults are kernel/page_first);
     # "" = do not pass the flag, leaving the server's default.
     hicache_io_backend: str = "direct"
     hicache_mem_layout: str = "page_first_direct"

@@ -1,7 +1,7 @@
 """What a trial evicted, from the server's own counters: a policy comparison means something only if it did.
 
 Sources: ``sglang:evicted_tokens_total`` on ``/metrics`` (SGLang's counter of KV tokens evicted from the
-device, sglang.md §7; the reference server keeps the same name) and, on the reference server only,
+device, SGLang's metrics_reporter.py; the reference server keeps the same name) and, on the reference server only,
 ``internal_states[0].evicted_mamba_states`` on ``/server_info`` (SGLang exposes no evicted-state counter),
 and there too ``host_load_back_tokens``: KV tokens hits loaded back from the host tier, the hits that
 outlived a device eviction.

@@ -3,7 +3,7 @@
 Each trial replays its rows in send order through one policy's cache (``reference_impl.replay``): lookup of
 the input tokens, then admission of input + recorded output, strictly one request at a time, as Marconi's
 simulator does. Cached tokens come from that cache; times come from Marconi's own TTFT model (a line fitted
-to Jamba-1.5-Mini prefill latency on 4xA100, research/marconi.md §3.4), so TTFT is a function of the
+to Jamba-1.5-Mini prefill latency on 4xA100, Marconi, arXiv 2411.19379), so TTFT is a function of the
 uncached tokens only: modelled, never measured. This is the one engine with Marconi's trees (its admission,
 its SGLang+ and vLLM+ baselines), beside SGLang's (``lru``, ``seglen``) on the same byte budget.
 """

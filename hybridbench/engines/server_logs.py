@@ -1,12 +1,12 @@
 """What a server says about itself: SGLang's "Prefill batch" / "Decode batch" log lines and Prometheus ``/metrics``.
 
-Sources: ``../shared/research/sglang.md`` §7 (log line fields, produced by ``metrics_reporter.py`` +
+Sources: https://github.com/sgl-project/sglang (log line fields, produced by ``metrics_reporter.py`` +
 ``pool_stats_observer.py``; metric names; "usage" excludes evictable cached tokens and states, so it measures
-what running requests pin, not how full the cache is), §10.5 (use ``#cached-token`` and the
-``cached_tokens_total``/``prompt_tokens_total`` counters for hits, never the per-batch ``cache_hit_rate`` gauge),
-§10.1 (the "Tree cache initialized ... impl=" line), §9 (crash signatures); the seed
-``shared/seeds/001*.txt`` (real lines from a 2025-10 build, ``[2025-10-05 18:37:30 TP0 EP0] Decode batch. ...``);
-``../shared/research/vllm_cpu_experiment.md`` §4 and harness_anchors.md §1.5 (vLLM's
+what running requests pin, not how full the cache is; use ``#cached-token`` and the
+``cached_tokens_total``/``prompt_tokens_total`` counters for hits, never the per-batch ``cache_hit_rate`` gauge;
+the "Tree cache initialized ... impl=" line; crash signatures);
+SGLang PR #11214's log excerpt (real lines from a 2025-10 build, ``[2025-10-05 18:37:30 TP0 EP0] Decode batch. ...``);
+docs/engines/vllm.md and vLLM's source (vLLM's
 ``vllm:prefix_cache_hits_total`` / ``vllm:prefix_cache_queries_total``, both in tokens).
 """
 
@@ -57,14 +57,14 @@ def startup_cache_impl(log_path: Path) -> str | None:
 
 
 def parse_tree_cache_impl(line: str) -> str | None:
-    """The cache class a server constructed (sglang.md §3.2, §10.1), e.g. ``UnifiedRadixCache``; else None."""
+    """The cache class a server constructed (SGLang's source, https://github.com/sgl-project/sglang), e.g. ``UnifiedRadixCache``; else None."""
     m = _TREE_IMPL.search(line)
     if m:
         return m.group(1)
     return "UnifiedRadixCache" if _UNIFIED_INIT.search(line) else None
 
 
-# Crash and hang signatures worth naming in an EngineError (sglang.md §2 pool sizing, §9).
+# Crash and hang signatures worth naming in an EngineError (SGLang's pool sizing and crash messages).
 KNOWN_FAILURES: dict[str, str] = {
     "Not enough space for mamba cache": "mamba pool exhausted (raise --max-mamba-cache-size or "
                                         "--mamba-full-memory-ratio)",
@@ -80,7 +80,7 @@ class LogStats:
     """Accumulates a server log: peaks, totals and the first failure signatures.
 
     Totals of ``#cached-token`` and ``#new-token`` come from prefill lines only; their ratio is the log's token
-    hit rate (sglang.md §10.5). With DP attention each rank logs its own batches and the totals add up across
+    hit rate (SGLang's source, https://github.com/sgl-project/sglang). With DP attention each rank logs its own batches and the totals add up across
     ranks; with plain TP only rank 0 logs.
     """
 
@@ -252,8 +252,8 @@ class CacheCounters(NamedTuple):
 
 # (cached, total) pairs, first present wins.
 _COUNTER_PAIRS: tuple[tuple[str, str], ...] = (
-    ("sglang:cached_tokens_total", "sglang:prompt_tokens_total"),  # sglang.md §7 (cache_source summed)
-    ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),  # vllm_cpu_experiment.md §4
+    ("sglang:cached_tokens_total", "sglang:prompt_tokens_total"),  # SGLang's metrics_reporter.py (cache_source summed)
+    ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),  # docs/engines/vllm.md
 )
 
 

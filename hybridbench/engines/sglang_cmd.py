@@ -1,11 +1,11 @@
 """The ``python -m sglang.launch_server`` command for one arm: a pure function of model, engine options, arm and
 the installed server's ``--help`` text. No process is launched here.
 
-Sources (``../shared/research/sglang.md``): flag names, types and defaults from §5; the strategy flag and its
-rename (``--mamba-scheduler-strategy`` -> ``--mamba-radix-cache-strategy``, PR #28151, 2026-06-19) from §0 and §2;
-why the strategy is always explicit from §2 (``auto`` can resolve to ``no_buffer``) and §10.2; eviction policies
-(``seglen`` from unmerged PR #22172, ``marconi`` from unmerged PR #21862) from §4; the host tier from §3 and §5.
-Arm vocabulary: DESIGN.md §2 and ``reference_impl.engine.arms`` (the one place arm names live).
+Sources (https://github.com/sgl-project/sglang): flag names, types and defaults from server_args.py; the strategy flag and its
+rename (``--mamba-scheduler-strategy`` -> ``--mamba-radix-cache-strategy``, PR #28151, 2026-06-19);
+why the strategy is always explicit: ``auto`` can resolve to ``no_buffer``; eviction policies
+(``seglen`` from unmerged PR #22172, ``marconi`` from unmerged PR #21862); the host tier (HiCache flags).
+Arm vocabulary: docs/reference/arms.md and ``reference_impl.engine.arms`` (the one place arm names live).
 
 Version differences are read from ``help_text`` (``python -m sglang.launch_server --help`` of the interpreter
 that will serve). When it is given, every flag the command uses must appear in it, and every keyword value must
@@ -41,13 +41,13 @@ __all__ = [
     "sglang_help_argv",
 ]
 
-STRATEGY_FLAG = "--mamba-radix-cache-strategy"  # since PR #28151 (2026-06-19), sglang.md §2
+STRATEGY_FLAG = "--mamba-radix-cache-strategy"  # since PR #28151 (2026-06-19), SGLang's server_args.py
 STRATEGY_FLAG_OLD = "--mamba-scheduler-strategy"  # PR #14792 (2025-12-14); deprecated alias afterwards
 HICACHE_FLAG = "--enable-hierarchical-cache"
-HICACHE_FLAG_ALIAS = "--enable-hicache"  # 0.5.23 alias, sglang.md §5
-SEGLEN_WEIGHT_FLAG = "--seglen-eff-weight"  # PR #22172 text, sglang.md §4
-SEGLEN_WEIGHT_FLAG_FORK = "--marconi-eff-weight"  # abdelfattah-lab/sglang#3 text spells it so, marconi.md §6
-MARCONI_WEIGHT_FLAG = "--marconi-eff-weight"  # PR #21862, sglang.md §4
+HICACHE_FLAG_ALIAS = "--enable-hicache"  # 0.5.23 alias, SGLang's server_args.py
+SEGLEN_WEIGHT_FLAG = "--seglen-eff-weight"  # PR #22172 text, SGLang's server_args.py
+SEGLEN_WEIGHT_FLAG_FORK = "--marconi-eff-weight"  # abdelfattah-lab/sglang#3 text spells it so, see docs/engines/sglang.md
+MARCONI_WEIGHT_FLAG = "--marconi-eff-weight"  # PR #21862, SGLang's server_args.py
 
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
@@ -191,14 +191,14 @@ class _Ctx:
 
 
 def _disabled(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
-    # The strategy is not set: with the radix cache off, ``auto`` resolution does not apply (sglang.md §2), and
+    # The strategy is not set: with the radix cache off, ``auto`` resolution does not apply (SGLang's source, https://github.com/sgl-project/sglang), and
     # an explicit value can only trip validation irrelevant there (a flashinfer GDN decode backend refuses
     # ``no_buffer`` even with the cache off).
     return [Flag("--disable-radix-cache", None, f"arm {spec.name}")]
 
 
 def _strategy(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
-    # Every cache-on arm sets the strategy explicitly: ``auto`` can resolve to no_buffer (§2, §10.2).
+    # Every cache-on arm sets the strategy explicitly: ``auto`` can resolve to no_buffer.
     owner, engine = f"arm {spec.name}", ctx.engine
     if spec.strategy == "no_buffer" and engine.page_size not in (0, 1):
         raise ConfigError(f"arm {spec.name} uses --mamba-radix-cache-strategy no_buffer, which needs page size 1; "
@@ -244,7 +244,7 @@ def _host_tier(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
     return flags
 
 
-# What SGLang can express of an arm, and how (DESIGN.md §2 table; sglang.md §2, §4, §5). An unmerged policy
+# What SGLang can express of an arm, and how (docs/reference/arms.md table; SGLang's server_args.py). An unmerged policy
 # (seglen, marconi) is in the table; whether the installed build has its flags is checked against --help.
 SGLANG_ARMS: ArmTable[_Ctx, Flag] = ArmTable(
     engine="sglang",
@@ -270,12 +270,12 @@ def sglang_command(
     metrics: bool = True,
     cache_report: bool = True,
 ) -> list[str]:
-    """``python -m sglang.launch_server ...`` for one arm (sglang.md §5 flag table).
+    """``python -m sglang.launch_server ...`` for one arm (SGLang's server_args.py).
 
     Order: ``--model-path --host --port --tp-size --page-size --chunked-prefill-size --mem-fraction-static``,
     then ``--max-mamba-cache-size`` (if engine.max_mamba_cache_size > 0) and ``--max-total-tokens`` (if
-    engine.kv_tokens > 0), ``--enable-metrics`` (``/metrics``, §7) and ``--enable-cache-report``
-    (``cached_tokens`` in OpenAI usage, §5), the arm's flags (:func:`sglang_arm_flags`), and finally
+    engine.kv_tokens > 0), ``--enable-metrics`` (``/metrics``) and ``--enable-cache-report``
+    (``cached_tokens`` in OpenAI usage), the arm's flags (:func:`sglang_arm_flags`), and finally
     ``engine.extra_args`` verbatim; a flag that appears in extra_args is left out of the built part.
 
     ``--tp-size`` is spelled out rather than ``--tp``, which only works through argparse prefix matching.
@@ -314,6 +314,6 @@ def sglang_command(
 
 
 def sglang_env(arm: ArmSpec) -> dict[str, str]:
-    """Environment knobs an arm needs on top of the caller's environment: none today (sglang.md §5 lists the
-    variables; ``SGLANG_RADIX_FORCE_MISS=1`` would be a second cache-off baseline, not one of DESIGN.md's arms)."""
+    """Environment knobs an arm needs on top of the caller's environment: none today (SGLang's server_args.py lists the
+    variables; ``SGLANG_RADIX_FORCE_MISS=1`` would be a second cache-off baseline, not one of docs/reference/arms.md's arms)."""
     return {}

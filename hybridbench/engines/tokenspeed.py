@@ -1,6 +1,6 @@
 """``engine=tokenspeed``: ``ts serve`` (the smg gateway in front of TokenSpeed's gRPC engine), one server per arm.
 
-What differs from the other server engines (research/tokenspeed.md): the installed version picks the flags and
+What differs from the other server engines (docs/engines/tokenspeed.md): the installed version picks the flags and
 the cold protocol (0.1.0's ``/flush_cache`` acknowledges and does nothing, so every trial gets a fresh server;
 0.1.1's clears the cache and answers ``success: false`` while requests are in flight or blocks are pinned, so it
 is retried until it says true); readiness is the gateway's ``/readiness`` (what ``ts serve`` itself waits for

@@ -1,14 +1,14 @@
 """The ``ts serve`` command for one arm and one TokenSpeed version: a pure function of model, engine options, arm,
 version and the installed engine's own flag list. No process is launched here.
 
-Source: ``../shared/research/tokenspeed.md`` (flags by version, how ``ts serve`` splits its arguments between
+Source: https://github.com/lightseekorg/tokenspeed and docs/engines/tokenspeed.md (flags by version, how ``ts serve`` splits its arguments between
 the gRPC engine and the smg gateway, readiness, ``/flush_cache``, the hybrid cache semantics of PR #162).
 
 ``ts serve`` hands every flag the engine's parser (``ServerArgs``) does not know to the Rust gateway, which
 rejects it only after the engine has loaded the whole model; so every engine flag is checked here, at plan time,
 against the installed engine's own parser (:func:`tokenspeed_help_argv`).
 
-Arm mapping (DESIGN.md §2 vocabulary). TokenSpeed always keeps Mamba checkpoints at branch points (SGLang's
+Arm mapping (docs/reference/arms.md vocabulary). TokenSpeed always keeps Mamba checkpoints at branch points (SGLang's
 ``extra_buffer``) and evicts LRU only:
 
 * ``disabled``  -> prefix caching off, host tier off.
@@ -43,7 +43,7 @@ TS_MODULE = "tokenspeed.cli"  # the module behind the `ts` console script
 
 @dataclass(frozen=True, slots=True)
 class TokenSpeedVersion:
-    """What one TokenSpeed release can express, and how its cache is made cold (research/tokenspeed.md)."""
+    """What one TokenSpeed release can express, and how its cache is made cold (docs/engines/tokenspeed.md)."""
 
     version: str
     no_prefix_cache: str  # the flag that turns prefix caching off

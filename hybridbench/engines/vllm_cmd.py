@@ -1,13 +1,13 @@
 """The ``vllm serve`` command for one arm: a pure function of model, engine options, arm and the installed
 server's ``vllm serve --help=all`` text. No process is launched here.
 
-Sources: ``../shared/research/harness_anchors.md`` §1.5 (hybrid prefix caching: ``--enable-prefix-caching`` /
+Sources: https://github.com/vllm-project/vllm (hybrid prefix caching: ``--enable-prefix-caching`` /
 ``--no-enable-prefix-caching``, ``--mamba-cache-mode {all,align,none}`` on main but ``{align,none}`` in the 0.32.0
-wheel, align needs chunked prefill, ``VLLM_SERVER_DEV_MODE=1`` for ``/reset_prefix_cache``), §1.4 (the reset
-endpoint), §1.6 (host tier: ``--kv-offloading-size GiB --kv-offloading-backend native``, CUDA/ROCm/XPU only);
-``../shared/research/vllm_cpu_experiment.md`` §2 (flags present in 0.32.0, ``--enable-prompt-tokens-details``).
+wheel, align needs chunked prefill, ``VLLM_SERVER_DEV_MODE=1`` for ``/reset_prefix_cache``; the reset
+endpoint; host tier: ``--kv-offloading-size GiB --kv-offloading-backend native``, CUDA/ROCm/XPU only);
+docs/engines/vllm.md (flags present in 0.32.0, ``--enable-prompt-tokens-details``).
 
-Arm mapping (DESIGN.md §2 vocabulary; vLLM evicts LRU only, so policy arms cannot be expressed):
+Arm mapping (docs/reference/arms.md vocabulary; vLLM evicts LRU only, so policy arms cannot be expressed):
 
 * ``disabled``  -> ``--no-enable-prefix-caching`` (the mamba cache mode is then forced to ``none``).
 * ``lru``       -> ``--enable-prefix-caching --mamba-cache-mode align``: vLLM's default hybrid mode; a state is
@@ -117,7 +117,7 @@ def vllm_command(
     chunked_prefill_size, the per-step token budget that sets the prefill chunk; align mode needs chunked
     prefill), ``--gpu-memory-utilization`` (engine.mem_fraction_static), ``--block-size`` (only when
     engine.page_size > 1: vLLM sizes hybrid blocks itself), ``--enable-prompt-tokens-details`` (per-request
-    ``cached_tokens`` in usage, vllm_cpu_experiment.md §2), the arm's flags, then ``engine.extra_args``; a flag
+    ``cached_tokens`` in usage, docs/engines/vllm.md), the arm's flags, then ``engine.extra_args``; a flag
     that appears in extra_args is left out of the built part.
 
     engine.max_mamba_cache_size and engine.kv_tokens have no vLLM flag in the research notes; a non-zero value
@@ -158,5 +158,5 @@ def vllm_command(
 
 def vllm_env(arm: ArmSpec) -> dict[str, str]:
     """``VLLM_SERVER_DEV_MODE=1`` mounts ``/reset_prefix_cache``, which the harness calls to flush between trials
-    (harness_anchors.md §1.4, §1.5)."""
+    (vLLM's source)."""
     return {"VLLM_SERVER_DEV_MODE": "1"}

@@ -1,4 +1,4 @@
-"""Streaming HTTP clients timed the way bench_serving times them (research/sglang.md §6.4).
+"""Streaming HTTP clients timed the way bench_serving times them (https://github.com/sgl-project/sglang).
 
 SGLang native ``/generate`` with ``input_ids`` (SSE; each chunk's ``text`` is cumulative and
 ``meta_info.completion_tokens`` is the running count): TTFT is the first chunk with new tokens, ITL

@@ -4,7 +4,7 @@ With one request in flight at a time after a flush, a prefix cache's hits are a 
 requests before (their prompts *and* the tokens the server generated) and of a handful of settings:
 strategy, eviction policy, page size, chunk size, track interval, pool sizes. reference_impl is an
 exact model of SGLang's cache for those, so in this mode each record carries the reference's
-prediction and the ``cache_hits`` check demands equality (DESIGN.md §5): a real server that caches
+prediction and the ``cache_hits`` check demands equality (docs/reference/checks.md): a real server that caches
 less (or more) than SGLang's semantics say shows up request by request, not as a blurred hit rate.
 
 The settings come from the running server's own ``/server_info`` (SGLang's server args plus

@@ -1,7 +1,7 @@
 """The KL probe: SGLang's cache-hit-vs-cache-free logprob method, over SGLang's /generate or vLLM's
 OpenAI /v1/completions.
 
-Per sample (research/sglang.md §8.2): flush, build the cache state the variant needs, run the probed
+Per sample (https://github.com/sgl-project/sglang): flush, build the cache state the variant needs, run the probed
 request with ``return_logprob`` (the logprob of every sampled token), flush again, replay prompt +
 output with ``max_new_tokens=0`` and take the last ``len(output)`` input logprobs — a cache-free prefill
 of the same tokens. The variants hit different paths of a hybrid cache:

@@ -1,6 +1,6 @@
 """One KL sample per probe: the logprobs of a cache-hit run and of a cache-free replay of the same tokens.
 
-SGLang's KL tests (research/sglang.md §8.2) compare the logprob of every *sampled* token of a run that
+SGLang's KL tests (https://github.com/sgl-project/sglang) compare the logprob of every *sampled* token of a run that
 hit the cache with the logprob the same token gets in a flushed, full prefill of prompt + output. The
 k3 estimator ``mean(exp(r) - 1 - r)``, ``r = ref - hit``, estimates KL(hit || cache-free) from those
 tokens alone; it is >= 0 and 0 only when every pair matches. Samples are saved raw, so the ``kl`` check

@@ -1,4 +1,4 @@
-"""One record per request: the raw facts metrics and checks are computed from (DESIGN.md §4)."""
+"""One record per request: the raw facts metrics and checks are computed from (docs/reference/run-files.md)."""
 
 from __future__ import annotations
 

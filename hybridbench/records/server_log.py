@@ -2,9 +2,9 @@
 engines (live snapshots of a trial, ``hybridbench.engines.server_logs``) and the results (a run's saved
 ``logs/``, ``hybridbench.results.usage``), so a field is named once.
 
-Sources: ``../shared/research/sglang.md`` §7 (fields; "usage" excludes evictable cached tokens and states), the
-seed ``shared/seeds/001*.txt`` (``[2025-10-05 18:37:30 TP0 EP0] Decode batch. ...``) and the real-server
-recordings in ``shared/fixtures/sglang-cpu`` (``[2026-11-24 20:47:59] Prefill batch, ...``).
+Sources: https://github.com/sgl-project/sglang (fields; "usage" excludes evictable cached tokens and states), the
+log excerpt in SGLang PR #11214 (``[2025-10-05 18:37:30 TP0 EP0] Decode batch. ...``) and the real-server
+recordings (tests/fixtures/sglang_cpu) (``[2026-11-24 20:47:59] Prefill batch, ...``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class LogSample:
     """One "Prefill batch" or "Decode batch" line. Fields a build does not log are None.
 
     ``token_usage`` is "full token usage" (hybrid builds) or "token usage" (older or non-hybrid builds);
-    ``mamba_usage`` is "mamba usage". Both exclude evictable cached entries (sglang.md §7). ``fields`` keeps
+    ``mamba_usage`` is "mamba usage". Both exclude evictable cached entries (SGLang's source, https://github.com/sgl-project/sglang). ``fields`` keeps
     every ``key: value`` pair as logged (numbers as float, True/False as bool), for fields not mapped here.
     """
 

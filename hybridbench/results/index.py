@@ -1,5 +1,5 @@
 """index.jsonl beside the run directories: one line per finished run, what a dashboard lists and a comparison
-picks its baseline from (DESIGN.md §1: "an index over all runs feeds compare and the dashboard")."""
+picks its baseline from (docs/architecture.md: "an index over all runs feeds compare and the dashboard")."""
 
 from __future__ import annotations
 

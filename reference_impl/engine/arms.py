@@ -1,4 +1,4 @@
-"""Cache arms (DESIGN.md §2): the one place arm names are parsed.
+"""Cache arms (docs/reference/arms.md): the one place arm names are parsed.
 
 An arm is a cache configuration; arms compose with ``+`` where that makes sense (``branching+seglen``,
 ``marconi+l2``). :func:`arm_spec` turns a name into a frozen :class:`ArmSpec` (cache on/off, strategy,

@@ -1,6 +1,6 @@
 """The seed run the simulator is calibrated against, as data and a runner (used by tests and the fit).
 
-Seed 001 (SGLang PR #11214): Qwen3-Next-80B-A3B-Instruct, TP4, H100; bench_serving
+SGLang PR #11214: Qwen3-Next-80B-A3B-Instruct, TP4, H100; bench_serving
 generated-shared-prefix 50 groups × 10 prompts, system prompt 10240, question 256, output 128,
 ``--max-concurrency 5``; one server with ``--disable-radix-cache``, one with the v1 (``no_buffer``)
 Mamba radix cache; chunked prefill 8192 (SGLang's H100 default). bench_serving sends text, so the

@@ -3,7 +3,7 @@
 One call to ``schedule()`` plans the next forward (a prefill batch or a decode step) and reserves
 its memory; the executor runs it (the simulator charges time from a cost model, the CPU server runs
 a tiny model); ``complete()`` applies the sampled tokens. Modelled on SGLang's scheduler
-(research/sglang.md §1.7–§2):
+(https://github.com/sgl-project/sglang):
 
 * continuous batching; a new prefill batch has priority over decoding; prefill batches are bounded
   by ``max_prefill_tokens`` and long prompts are split at ``chunked_prefill_size`` (one chunked

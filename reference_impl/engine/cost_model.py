@@ -24,7 +24,7 @@ state at every checkpoint (``MambaPool.copy_from``, SGLang 0.5.23 mem_cache/unif
 mamba.py:677), extra_buffer's forward writes the tracked state into a ping-pong slot
 (layers/attention/hybrid_linear_attn_backend.py:1043-1063) — plus one per hit (copy-on-write); with it off
 the checkpoint returns before any copy (mem_cache/unified_radix_cache.py:1172), so the disabled arm has none.
-Seed 001's radix-on prefill overhead (−11.8% input throughput) is held out: this term is not tuned to it.
+SGLang PR #11214's radix-on prefill overhead (−11.8% input throughput) is held out: this term is not tuned to it.
 
 The factors are what calibration fits (``CALIBRATED``); the same factors serve every cache arm,
 so a difference between arms comes only from the work the cache saves or adds. What the model
@@ -55,7 +55,7 @@ class CostFactors:
     frontend_s: float = 0.0  # per request, before scheduling: HTTP, tokenization, IPC (no GPU time)
 
 
-# Fitted by benchmarks/calibrate_sim.py to the Qwen3-Next-80B-A3B TP4 H100 runs of seed 001
+# Fitted by benchmarks/calibrate_sim.py to the Qwen3-Next-80B-A3B TP4 H100 runs of SGLang PR #11214
 # (reference_impl/engine/calibration.py; README "Simulator calibration"); used unchanged for every arm.
 # frontend_s is the largest surprise: ~0.19 s per request outside the GPU is what it takes to
 # match both arms' TTFT and throughput at once (bench_serving sent 11K-token *text* prompts, which

@@ -1,7 +1,7 @@
 """Request-level caching: when a request's KV and states enter the tree, per strategy.
 
 This is SGLang's ``match_prefix(cow_mamba=True)`` → prefill chunks → ``cache_unfinished_req`` →
-decode → ``cache_finished_req`` (research/sglang.md §1.4, §1.8, §2), for one request at a time. The
+decode → ``cache_finished_req`` (https://github.com/sgl-project/sglang), for one request at a time. The
 scheduler (batching, retraction) lives above it; this module only moves tokens and slots.
 
 The strategies, one class each, selected by name from ``STRATEGIES``:

@@ -11,7 +11,7 @@ from reference_impl.radix.results import LockHandle
 __all__ = ["STATES_PER_REQUEST_WITH_CACHE", "CachedRequest", "LifecycleCounters", "fingerprint"]
 
 # SGLang mem_cache/common.py: MAMBA_STATE_PER_REQ_PREFIX_CACHE; alloc_req_slots evicts states until
-# this many per admitted request are free (research/sglang.md §1.7; over-eviction is #38151).
+# this many per admitted request are free (https://github.com/sgl-project/sglang; over-eviction is #38151).
 STATES_PER_REQUEST_WITH_CACHE = 3
 
 

@@ -18,7 +18,7 @@ __all__ = ["TokenSpeedStrategy"]
 
 
 class TokenSpeedStrategy(ExtraBufferStrategy):
-    """TokenSpeed's radix-era hybrid cache (PR #162, ``tokenspeed-scheduler`` 0.1.0; research/tokenspeed.md).
+    """TokenSpeed's radix-era hybrid cache (PR #162, ``tokenspeed-scheduler`` 0.1.0; docs/engines/tokenspeed.md).
 
     Checked hit by hit against the real scheduler on CPU (tests/tokenspeed/test_scheduler_oracle.py): each
     prefill forward keeps one checkpoint, at its last page-aligned point, even when the match's branch point

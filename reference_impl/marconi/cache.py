@@ -1,6 +1,6 @@
 """``MarconiCache``: Marconi's admission with Marconi (FLOP-aware) or SGLang+ (leaf LRU) eviction.
 
-Contract (marconi.md §1.3-1.7), per request of a sequential replay:
+Contract (Marconi, arXiv 2411.19379), per request of a sequential replay:
 
 * ``lookup(input)``: clock +1; reuse whole edges only; stamp the deepest fully matched node
   (``marconi``) or every visited node (``sglang_plus``).

@@ -1,6 +1,6 @@
 """Marconi's hybrid radix tree: one edge of tokens and one SSM checkpoint per non-root node.
 
-Contract (marconi.md §1.2-1.4):
+Contract (Marconi, arXiv 2411.19379):
 
 * Every non-root node owns the KVs of its edge and one recurrent-state checkpoint taken at the
   edge's last token; the tree costs ``num_nodes · state_bytes + num_tokens · kv_bytes_per_token``.
@@ -103,7 +103,7 @@ class HybridTree:
         self.states_evicted = 0
         self._track_cands = candidates
         self._track_leaves = leaf_heap
-        self._mlp_bug = mlp_bug  # Marconi's MLP term subtracts F_attn(L_par) (quirk §1.7.1)
+        self._mlp_bug = mlp_bug  # Marconi's MLP term subtracts F_attn(L_par) (a quirk of Marconi's published simulator)
         self.cands: list[Node] = []
         self.effs: list[float] = []
         self.tss: list[int] = []

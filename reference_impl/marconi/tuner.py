@@ -1,4 +1,4 @@
-"""One-shot α tuning for Marconi's eviction (marconi.md §1.5).
+"""One-shot α tuning for Marconi's eviction (Marconi, arXiv 2411.19379).
 
 Contract: :func:`tune_alpha` replays the logged requests 1..W from an empty cache once per
 α ∈ {0.0, 0.1, …, 2.0} (fixed α, no nested tuning, same mode and capacity), scores each replay

@@ -1,4 +1,4 @@
-"""``VllmPlusCache``: Marconi's vLLM+ baseline, a block-granular tree with leaf LRU (marconi.md §1.6).
+"""``VllmPlusCache``: Marconi's vLLM+ baseline, a block-granular tree with leaf LRU (Marconi, arXiv 2411.19379).
 
 Contract, per request of a sequential replay (logical clock as in Marconi's ``radix_cache_vllm``):
 

@@ -38,7 +38,7 @@ def gpu_slot_copy_ratio(model: str = "qwen3-next-80b-a3b", gpu: str = "h100", to
     """GPU seconds one state-slot copy (read + write) takes per GPU second of a ``tokens``-token prefill.
 
     The tiny model's state is a few KB while its per-token work is Python-bound, so on this CPU a state
-    copy is almost free next to the forward; on a GPU serving the real model (seed 001's Qwen3-Next-80B
+    copy is almost free next to the forward; on a GPU serving the real model (SGLang PR #11214's Qwen3-Next-80B
     on H100s, ~77 MB of state per request, the temporal part in float32) it is not. The ``copy_every_chunk``
     fault charges its copies at this ratio of the forward it interrupts, so its cost relative to compute is
     the GPU's.

@@ -2,7 +2,7 @@
 
 SGLang PR #22172 describes seglen as ranking candidates by "replay length to the nearest reusable
 Mamba ancestor, combined with recency", weighted by ``--seglen-eff-weight``; its code is not public,
-so this is the exact formula chosen here (research/marconi.md §6):
+so this is the exact formula chosen here (Marconi, arXiv 2411.19379):
 
     seglen(n)  = n.depth - depth(nearest proper ancestor of n that holds a state)   (root: depth 0)
     recency(n) = 1 / (clock - tick(n) + 1)        tick = KV tick (leaf victims) or state tick
@@ -11,7 +11,7 @@ so this is the exact formula chosen here (research/marconi.md §6):
 ``minmax`` normalises over the current candidates, giving 1 to every candidate when all values are
 equal (as Marconi's ``_normalize`` does). Ties go to the least recent candidate.
 
-Why this form: it is Marconi's utility (recency + α · FLOP efficiency, research/marconi.md §1.4)
+Why this form: it is Marconi's utility (recency + α · FLOP efficiency, Marconi, arXiv 2411.19379)
 with the FLOP-efficiency term replaced by the replay distance that seglen uses to approximate it;
 the distance is measured to the nearest ancestor that *still* holds a state, because after a
 tombstone a hit falls back there, not to the immediate parent. It reproduces the worked example of

@@ -1,4 +1,4 @@
-"""Executable invariants of the SGLang-model tree (research/sglang.md §1.10), for tests.
+"""Executable invariants of the SGLang-model tree (https://github.com/sgl-project/sglang), for tests.
 
 ``check_invariants`` recomputes every derived fact from the node structure and compares it with what
 the tree maintains incrementally. Tests call it after every operation.

@@ -1,6 +1,6 @@
 """The hybrid (attention + recurrent state) radix tree, modelled on SGLang's MambaRadixCache.
 
-Semantics follow research/sglang.md §1 (and the 0.5.23 ``UnifiedRadixCache`` where the two differ in
+Semantics follow https://github.com/sgl-project/sglang (and the 0.5.23 ``UnifiedRadixCache`` where the two differ in
 accounting: duplicate KV is freed on insert, evictions report every state they drop):
 
 * Every node owns the KV of its edge; some nodes also hold one recurrent-state slot for the prefix
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SGLANG_SEMANTICS", "MambaRadixTree"]
 
-# The SGLang versions whose cache behaviour this tree reproduces, newest last (research/sglang.md §0):
+# The SGLang versions whose cache behaviour this tree reproduces, newest last (https://github.com/sgl-project/sglang):
 #   0.5.9  MambaRadixCache: a hit refreshes the whole matched chain in the state order; insert leaves
 #          duplicate KV to its caller; the branching seqlen is reported whenever it is > 0.
 #   0.5.16 UnifiedRadixCache as 0.5.23, except that a split re-adds the lower half at the

@@ -2,7 +2,7 @@
 
 Pools come from one byte budget split the way SGLang splits it when ``--max-mamba-cache-size`` is
 unset: states get ``r / (1 + r)`` of the bytes (``r = --mamba-full-memory-ratio``, 0.9), KV the rest
-(research/sglang.md §2, pool sizing). A request that cannot fit even in an empty cache is counted as
+(https://github.com/sgl-project/sglang, pool sizing). A request that cannot fit even in an empty cache is counted as
 rejected and served uncached, as a real server would refuse it.
 """
 

@@ -1,7 +1,7 @@
 """Fault injection (``--inject-bug NAME``): switches that reproduce historical SGLang bugs.
 
 Each switch puts one real bug back so a hybridbench check can be shown to catch it
-(research/sglang.md §9, DESIGN.md §5):
+(https://github.com/sgl-project/sglang, docs/reference/checks.md):
 
 * ``branch_off_by_one`` — the state tracked at a branch point is taken one token early but
   labelled as the branch point: a later hit there produces wrong logits (KL check).
@@ -9,7 +9,7 @@ Each switch puts one real bug back so a hybridbench check can be shown to catch 
   COW source): wrong logits while the bookkeeping looks right (KL check).
 * ``no_mamba_pool_check`` — requests are admitted without checking the state pool and without the
   state-derived cap on running requests; when a slot cannot be found the scheduler dies with
-  SGLang's allocation error, as in seed 001 (survival check).
+  SGLang's allocation error, as in SGLang PR #11214's crash report (survival check).
 * ``no_shared_prefix_hits`` — a request admitted while others are in flight never reuses the cache
   (#28222's "#cached-token: 0" under concurrency; cache_hits check).
 * ``copy_every_chunk`` — every chunk boundary inside a prefill gets its own state snapshot, slot

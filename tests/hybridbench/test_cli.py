@@ -145,7 +145,7 @@ def test_a_priming_pass_warms_the_cache_and_is_recorded_as_primed(tmp_path: Path
 
 
 def test_a_multirun_sweeps_an_arm_knob_into_every_engine(tmp_path: Path) -> None:
-    """DESIGN.md §6's sweep: `-m ... arm.seglen.eff_weight=A,B` runs one job per value, and the value reaches
+    """docs/guides/harness.md's sweep: `-m ... arm.seglen.eff_weight=A,B` runs one job per value, and the value reaches
     what each engine runs (the reference server's own flag; the plan every engine reads)."""
     from hybridbench.config.schema import ArmCfg, L2ArmCfg, RunCfg, SeglenArmCfg
     from hybridbench.engines.reference_cmd import reference_command

@@ -33,7 +33,7 @@ def test_smoke_passes_on_the_reference_server(tmp_path: Path) -> None:
 
 
 def test_radix_cache_on_hits_the_shared_prefix_and_cuts_ttft(tmp_path: Path) -> None:
-    """Seed 001's radix run (gsp, 2560-token system prompt at 1/4), one repeat of one group: the cache-off arm
+    """SGLang PR #11214's radix run (gsp, 2560-token system prompt at 1/4), one repeat of one group: the cache-off arm
     hits nothing, LRU hits most prompt tokens and its TTFT is not worse (here about -75%)."""
     code, bundle, report = run(tmp_path, "+experiment=radix", "repeats=1", "+workloads.gsp.params.num_groups=4")
     assert code == 0 and bundle["verdict"] == "pass", report
@@ -44,7 +44,7 @@ def test_radix_cache_on_hits_the_shared_prefix_and_cuts_ttft(tmp_path: Path) -> 
 
 
 def test_survival_all_at_once_load_completes_caches_and_evicts_in_both_arms(tmp_path: Path) -> None:
-    """Seed 001's crash load, one group of 48 prompts at once into a 20K-token pool: it must queue and evict;
+    """SGLang PR #11214's crash load, one group of 48 prompts at once into a 20K-token pool: it must queue and evict;
     no_buffer (lru) and extra_buffer (branching) both finish every request and both cache (the branching arm
     once cached 0.0% here: the load's branch point did not reach a chunk)."""
     code, bundle, report = run(tmp_path, "+experiment=survival",

@@ -1,8 +1,8 @@
 """Each scheduler-side fault of the reference server is caught by the harness check that targets it.
 
-DESIGN.md §5: a check is only worth having if it fails on the bug it targets. ``no_shared_prefix_hits``
+docs/reference/checks.md: a check is only worth having if it fails on the bug it targets. ``no_shared_prefix_hits``
 (#28222's "#cached-token: 0" under concurrency) must fail ``cache_hits``; ``no_mamba_pool_check``
-(seed 001's "Not enough space for mamba cache" crash) must end the run with exit 3 *and* leave a
+(SGLang PR #11214's "Not enough space for mamba cache" crash) must end the run with exit 3 *and* leave a
 bundle and report whose ``survival`` verdict names the crash. The state faults are in test_kl_probe.py
 and ``copy_every_chunk`` in test_prefill_overhead.py.
 """

@@ -1,6 +1,6 @@
 """The kl check end to end on the reference server: passes a correct cache, catches each state fault.
 
-DESIGN.md §5: a check is only worth having if it fails on the bug it targets. ``branch_off_by_one``
+docs/reference/checks.md: a check is only worth having if it fails on the bug it targets. ``branch_off_by_one``
 (the branch point's state taken one token early) must fail the branch-point probe and nothing else;
 ``stale_cow_source`` (a hit copies another node's state) must fail the probes whose tree holds other
 nodes (decode and branch); the prefill probe's tree holds one path, with no other state to copy by mistake.

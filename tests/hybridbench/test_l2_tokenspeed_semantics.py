@@ -1,7 +1,7 @@
 """``+experiment=l2`` on the reference server with TokenSpeed's cache semantics (``engine.cache_semantics=tokenspeed``).
 
 TokenSpeed's l2 arm keeps KV **and** Mamba states on the host (``--enable-mamba-l2``), and a hybrid hit needs both;
-its KV host tier alone (the seed's launch) can never give one after device eviction (research/tokenspeed.md; the
+its KV host tier alone (the seed's launch) can never give one after device eviction (docs/engines/tokenspeed.md; the
 ``tokenspeed`` tier checks both against the real scheduler). Here the whole harness runs that cache on the
 reference server, sequentially (so the order, the evictions and every hit are deterministic), on a load small
 enough for a CPU: once with the Mamba host tier, once with the KV host tier only.

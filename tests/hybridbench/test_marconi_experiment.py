@@ -85,7 +85,7 @@ def test_arms_only_the_replayer_has_are_refused_elsewhere_and_bad_replay_input_i
 
 
 def test_marconi_ttft_model_is_its_published_step_line() -> None:
-    # research/marconi.md §3.4: 20.46 ms under 50 tokens, 73.4 ms at 1K, 1,710 ms from 31,950 on.
+    # Marconi, arXiv 2411.19379: 20.46 ms under 50 tokens, 73.4 ms at 1K, 1,710 ms from 31,950 on.
     assert round(marconi_ttft_ms(0), 2) == round(marconi_ttft_ms(49), 2) == 20.46
     assert round(marconi_ttft_ms(1000), 1) == 73.4
     assert round(marconi_ttft_ms(10**6)) == round(marconi_ttft_ms(31_950)) == 1710

@@ -1,8 +1,8 @@
 """The prefill_overhead check end to end on the reference server: it catches ``copy_every_chunk``.
 
-Seed 001's measurement (random prompts, one output token, nothing reused): input throughput with the
+SGLang PR #11214's measurement (random prompts, one output token, nothing reused): input throughput with the
 radix cache on over off. A healthy cache costs little; #27220-style per-chunk state copies cost a
-multiple of the forward they interrupt, and the check must fail on them (DESIGN.md §5).
+multiple of the forward they interrupt, and the check must fail on them (docs/reference/checks.md).
 """
 
 from __future__ import annotations

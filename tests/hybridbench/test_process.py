@@ -62,7 +62,7 @@ def test_a_server_dies_with_a_harness_killed_by_sigkill(tmp_path: Path) -> None:
     assert not group_alive(server)  # not reparented to pid 1 and left running
 
 
-# The shape of vLLM 0.32.0's CPU Mamba2 crash log (research/vllm_cpu_experiment.md §5): the worker's root cause,
+# The shape of vLLM 0.32.0's CPU Mamba2 crash log (docs/engines/vllm.md): the worker's root cause,
 # then the engine core's and the API server's wrappers, then shutdown talk.
 CRASH_LOG = """\
 (APIServer pid=1) WARNING 11-24 21:40:05 [system_utils.py:255] fd limit errors like `OSError: [Errno 24] Too many`

@@ -18,7 +18,7 @@ def test_marconi_7b_state_and_kv_bytes_match_marconi_md() -> None:
     assert m.with_temporal_dtype("float16") == m
     assert m.state_bytes() == 24 * 1_116_160 == 26_787_840
     assert m.kv_bytes_per_token() == 4 * 2 * D * 2 == 65_536
-    # One checkpoint costs as much as 408.75 tokens of KV (marconi.md §2).
+    # One checkpoint costs as much as 408.75 tokens of KV (Marconi, arXiv 2411.19379).
     assert m.state_bytes() / m.kv_bytes_per_token() == pytest.approx(408.75)
 
 

@@ -1,5 +1,5 @@
-"""SGLang's own tree unit tests (research/sglang.md §8.1) and the CPU-oracle runs of the real cache
-(research/sglang_cpu_oracle.md §3), ported as scenarios with the outputs SGLang 0.5.23 printed."""
+"""SGLang's own tree unit tests (https://github.com/sgl-project/sglang) and the CPU-oracle runs of the real cache
+(docs/concepts/reference-cache.md), ported as scenarios with the outputs SGLang 0.5.23 printed."""
 
 from __future__ import annotations
 

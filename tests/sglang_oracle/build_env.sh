@@ -7,7 +7,7 @@
 # Each env lives OUTSIDE the repo, in ${HYBRIDBENCH_SGLANG_HOME:-~/.cache/hybridbench}/sglang-<version>.
 # Idempotent: an env whose stamp matches this script's pins (and that still imports) is reused; a
 # missing, partial or stale one is deleted and rebuilt. Everything is installed with --no-deps from
-# an exact pin list (research/sglang_cpu_oracle.md §1), so pip can never pull a CUDA torch or
+# an exact pin list (docs/concepts/reference-cache.md), so pip can never pull a CUDA torch or
 # nvidia-* wheels; the torch pin is the local CPU wheel. Two tiny import stubs are generated here
 # (our own code, no SGLang code): torchvision (every version; its io module for 0.5.16) and
 # sgl_kernel.kvcacheio (0.5.9 only).

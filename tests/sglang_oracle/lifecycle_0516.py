@@ -21,7 +21,7 @@ from array import array
 from typing import Any
 
 warnings.filterwarnings("ignore")
-os.environ.pop("SGLANG_USE_CPU_ENGINE", None)  # breaks the import on CPU (oracle recipe §1)
+os.environ.pop("SGLANG_USE_CPU_ENGINE", None)  # breaks the import on CPU (docs/concepts/reference-cache.md)
 
 
 def main() -> None:

@@ -38,7 +38,7 @@ Commands (``op``):
                                  skipped, the prompt end is implied); ``chunk_size`` chunks the uncached
                                  part from the prefix on. Reply: ``stages``, one per observation point
                                  (admit, each checkpoint, finish), each with its facts and ``obs``
-  bench    {...}                 the speed workload of research/sglang_cpu_oracle.md §4, timed here
+  bench    {...}                 the speed workload of docs/concepts/reference-cache.md, timed here
   quit
 
 Every mutating reply carries ``obs`` (the ``observe`` payload) so the caller can compare after every
@@ -46,7 +46,7 @@ operation. Tree dump: sorted ``[path_tokens, has_state, full_lock_ref]`` for eve
 Tokens are recovered from KV slot indices: each index handed to the cache is recorded with the
 token it was allocated for, so ``path_device_indices`` (0.5.23) names the path exactly.
 
-Only SGLang's public or semi-public cache API is used (research/sglang_cpu_oracle.md §2); no SGLang
+Only SGLang's public or semi-public cache API is used (docs/concepts/reference-cache.md); no SGLang
 code is copied here.
 """
 
@@ -68,7 +68,7 @@ from array import array
 from typing import Any
 
 warnings.filterwarnings("ignore")
-os.environ.pop("SGLANG_USE_CPU_ENGINE", None)  # breaks the import on CPU (oracle recipe §1)
+os.environ.pop("SGLANG_USE_CPU_ENGINE", None)  # breaks the import on CPU (docs/concepts/reference-cache.md)
 
 _PRETTY = re.compile(r"^(\s*)\[(\d+)\]\s+(\d+)\s+full_lock=(-?\d+)\s+(.*)$")
 
@@ -564,7 +564,7 @@ def installed_version() -> str:
 
 
 def bench(fx: Fixture, cmd: dict[str, Any]) -> dict[str, Any]:
-    """research/sglang_cpu_oracle.md §4: 50% match / 50% insert, explicit evict on allocation failure."""
+    """docs/concepts/reference-cache.md: 50% match / 50% insert, explicit evict on allocation failure."""
     from sglang.srt.mem_cache.base_prefix_cache import EvictParams, InsertParams, MatchPrefixParams
 
     ops = cmd["ops"]

@@ -63,7 +63,7 @@ def evict(num_tokens: int = 0, mamba_num: int = 0) -> Op:
 
 R = list(range(1, 8))
 
-# SGLang's unit tests (research/sglang.md §8.1) and the oracle scenarios (sglang_cpu_oracle.md §3),
+# SGLang's unit tests (https://github.com/sgl-project/sglang) and the oracle scenarios docs/concepts/reference-cache.md,
 # as (name, kv_size, mamba_size, ops).
 P = list(range(1000, 1257))  # 257 tokens
 S1 = list(range(2000, 2256))
@@ -161,7 +161,7 @@ def test_sglang_scenario(version: str, backend: str | None, scenario: tuple[str,
 
 
 def test_oracle_b_reports_the_recorded_sglang_outputs() -> None:
-    """Pin the driver itself to the outputs recorded in research/sglang_cpu_oracle.md §3(b)."""
+    """Pin the driver itself to the outputs recorded in docs/concepts/reference-cache.md."""
     d = driver_for("0.5.23")
     d.call({"op": "init", "version": "0.5.23", "backend": "rust", "kv_size": 2048, "mamba_size": 20})
     assert d.call(ins(*P, *S1))["prefix_len"] == 0
@@ -277,7 +277,7 @@ T2 = T1 + T1_OUT + list(range(6100, 6150))
 T2_OUT = [10, 11]
 T3 = T2 + T2_OUT + [6200]
 LIFECYCLE_SCENARIOS: list[tuple[str, int, int, list[Op]]] = [
-    # research/sglang_cpu_oracle.md §3(d), plus the checkpoint after the final prefill chunk that the
+    # docs/concepts/reference-cache.md, plus the checkpoint after the final prefill chunk that the
     # batch result processor takes when the request has more outputs to produce.
     (
         "oracle_d_requests",
@@ -337,7 +337,7 @@ def test_request_lifecycle_scenario(
 
 
 def test_request_lifecycle_driver_records_sglang_facts() -> None:
-    """Pin what SGLang 0.5.23 itself does (independently of the reference): §3(d) plus the final
+    """Pin what SGLang 0.5.23 itself does (independently of the reference): the recorded oracle facts plus the final
     prefill checkpoint, and the committed KV at finish = input + output - 1."""
     d = driver_for("0.5.23")
     d.call({"op": "init", "version": "0.5.23", "backend": "rust", "kv_size": 2048, "mamba_size": 20})

@@ -4,7 +4,7 @@
 on CPU; ``scheduler_driver.py`` runs request sequences through it in the TokenSpeed parser venv (as
 tests/sglang_oracle drives SGLang's cache code in its own venvs) and reports each request's ``cached_tokens``.
 The same sequences run through ``reference_impl.engine.EngineCore`` with ``cache="tokenspeed"`` (and the host
-tier TokenSpeed's flags give). Every row of research/tokenspeed.md's table is reproduced by the real scheduler,
+tier TokenSpeed's flags give). Every row of docs/engines/tokenspeed.md's table is reproduced by the real scheduler,
 and every hit the real scheduler reports must be the reference's. Build with ``bash tests/tokenspeed/build_env.sh``.
 """
 
@@ -43,7 +43,7 @@ OUT = 900_000  # output token ids: far from every prompt's
 
 @dataclass(frozen=True)
 class Setup:
-    """One TokenSpeed launch, as the scheduler sees it (research/tokenspeed.md's trial: page 64, chunk 128)."""
+    """One TokenSpeed launch, as the scheduler sees it (docs/engines/tokenspeed.md's trial: page 64, chunk 128)."""
 
     mamba: bool = True  # a hybrid model (False: KV only)
     host_pages: int = 0  # the KV host tier (kvstore); 0 = --disable-kvstore
@@ -78,7 +78,7 @@ def fresh(n: int, base: int) -> tuple[int, ...]:
     return tuple(range(base, base + n))
 
 
-# research/tokenspeed.md's table: (row, setup, requests, the note's hit for the last request).
+# docs/engines/tokenspeed.md's table: (row, setup, requests, the note's hit for the last request).
 TABLE: list[tuple[str, Setup, list[Request], int]] = [
     ("kv-only/same prompt", Setup(mamba=False), [(A, 4), (A, 4)], 256),
     ("kv-only/prompt+100", Setup(mamba=False), [(A, 4), (A + fresh(100, 5000), 4)], 256),

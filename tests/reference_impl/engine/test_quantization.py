@@ -1,4 +1,4 @@
-"""FP8 / w8a8 weights in the cost model, under SGLang's --quantization names (seed 001 served
+"""FP8 / w8a8 weights in the cost model, under SGLang's --quantization names (SGLang PR #11214's served
 Qwen3-Next-80B-A3B in FP8 on H100s, one reporter with --quantization w8a8_fp8 on two)."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A directory on PYTHONPATH whose ``sitecustomize`` every Python process of the se
 API server, the engine core and the worker (they inherit the environment). Only the hit-accounting tests put
 it there; the survival test runs vLLM as published and must see it die.
 
-The upstream bug (research/vllm_cpu_experiment.md §5): in align mode ``MambaMixer2.get_kv_cache_spec`` asks for a
+The upstream bug (docs/engines/vllm.md): in align mode ``MambaMixer2.get_kv_cache_spec`` asks for a
 mid-prefill checkpoint (``num_prefill_checkpoint_blocks=1``) that the CPU SSD scan never returns, and the first
 prompt longer than a block kills the engine (IndexError in ``conv_ssm_forward``). On CPU the workaround returns
 the plain Mamba spec, so the scheduler splits the prefill at the block boundary instead. If the method no
