@@ -3,7 +3,7 @@
 Generates SWE-bench-like agent traces with ``python -m workloads.generate swebench`` (sessions × each
 scale: by default 10 and 100 sessions, i.e. 1x and 10x), replays each under every policy with a fixed
 byte capacity, the policies in turn ``--repeats`` times, and prints a Markdown table of medians (the
-README's "Trace replay" table comes from it). Times are CPU seconds of the replaying process
+docs/evidence/performance.md's "Trace replay" table comes from it). Times are CPU seconds of the replaying process
 (``time.process_time``: what a replay costs on one core, robust to other jobs on a shared machine);
 the table also gives the wall seconds of the median run. Each trace ends with the lifecycle replay's
 target (``lru``/``seglen``: at least 2M input tokens per CPU second), met or not.

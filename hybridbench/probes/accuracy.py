@@ -51,7 +51,7 @@ def resolve_datasets(cfg: RunCfg) -> dict[str, Path]:
         path = Path(folder).expanduser().resolve()
         if not (path / "test.jsonl").is_file():
             raise ConfigError(f"checks.accuracy_datasets.{name}: {path}/test.jsonl does not exist "
-                              f"(a folder in evalscope's local format: README, 'Accuracy')")
+                              f"(a folder in evalscope's local format: docs/guides/experiments/accuracy.md)")
         out[name] = path
     return out
 

@@ -56,7 +56,7 @@ class CostFactors:
 
 
 # Fitted by benchmarks/calibrate_sim.py to the Qwen3-Next-80B-A3B TP4 H100 runs of SGLang PR #11214
-# (reference_impl/engine/calibration.py; README "Simulator calibration"); used unchanged for every arm.
+# (reference_impl/engine/calibration.py; docs/concepts/simulator.md, "Calibration"); used unchanged for every arm.
 # frontend_s is the largest surprise: ~0.19 s per request outside the GPU is what it takes to
 # match both arms' TTFT and throughput at once (bench_serving sent 11K-token *text* prompts, which
 # the server tokenizes before scheduling); read it as "unmodelled per-request latency".

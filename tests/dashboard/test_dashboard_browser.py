@@ -117,7 +117,7 @@ def test_old_schema_run_renders(site: Path, browser: Browser) -> None:
 
 
 def _keep_screenshot(page: Page, name: str, at: str = "") -> None:
-    """HYBRIDBENCH_SCREENSHOTS=DIR keeps what the test saw (the README's pictures are taken this way), from the
+    """HYBRIDBENCH_SCREENSHOTS=DIR keeps what the test saw (the docs' pictures are taken this way), from the
     top of the page or from the element ``at`` selects."""
     out = os.environ.get("HYBRIDBENCH_SCREENSHOTS")
     if out:

@@ -28,7 +28,7 @@ from reference_impl.models import get_model
 
 ROOT = Path(__file__).resolve().parents[2]
 SHRINK = 4  # workload scale; the pools' memory shrinks SHRINK**2
-# The policy rows that cannot evict at GPU scale, said so in the experiment's config and the README: ShareGPT
+# The policy rows that cannot evict at GPU scale, said so in the experiment's config and docs/engines/sim.md: ShareGPT
 # first turns cache nothing (a short prompt, 128 output tokens, no tracked state).
 QUIET = {("seglen", "sharegpt")}
 

@@ -351,7 +351,7 @@ def reference_core(setup: Setup, requests: list[Request]) -> EngineCore:
 
 def test_the_reference_meets_the_schedulers_state_slot_stall() -> None:
     name, setup, requests = STALL
-    assert _all_real()[name] is None, "the scheduler no longer stalls here: drop STALL and its README line"
+    assert _all_real()[name] is None, "the scheduler no longer stalls here: drop STALL and its line in docs/engines/tokenspeed.md"
     assert reference_core(setup, requests).strategy.counters.state_alloc_failures == 1
 
 
@@ -368,7 +368,7 @@ def test_kv_host_tier_hit_outruns_its_state() -> None:
     """Scheduler 0.1.0 with the KV host tier on and no Mamba host tier: B (sharing A's first 200 tokens) gets a
     192-token hit whose recurrent state is A's checkpoint after 128 tokens, so tokens 128-191 never reach the
     Mamba layers; without the host tier the same B hits 128 (the table). The reference predicts 128, what a
-    correct cache gives. If this fails, the scheduler changed: drop the finding from the README."""
+    correct cache gives. If this fails, the scheduler changed: drop the finding from docs/engines/tokenspeed.md."""
     name, setup, requests = KV_HOST_BUG
     assert real(name) == [0, 192] and real("mamba device/shares first 200") == [0, 128]
     assert reference_hits(setup, requests) == [0, 128]

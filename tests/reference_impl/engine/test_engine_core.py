@@ -205,7 +205,7 @@ def test_host_load_back_respects_the_prefix_cap() -> None:
 
 @pytest.mark.parametrize(("cache", "hit"), [("no_buffer", 246), ("extra_buffer", 192)])
 def test_a_batch_cut_inside_a_shared_prefix_leaves_a_state_there(cache: str, hit: int) -> None:
-    """Why no_buffer out-hits extra_buffer on the default engine's branching load (README, `branching`).
+    """Why no_buffer out-hits extra_buffer on the default engine's branching load (docs/evidence/branching.md).
 
     Two 266-token prompts sharing 250 tokens fill a 512-token chunk budget: the second is cut at 246, inside
     the shared prefix (SGLang 0.5.23 rounds a cut only with DCP: ``floor_chunked_tokens``). no_buffer

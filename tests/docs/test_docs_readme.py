@@ -1,0 +1,41 @@
+"""README.md is a quickstart page: under the bound, both quickstarts, the CI blocks .ci/run and the main job read."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+MAX_LINES = 250
+
+
+def block(name: str) -> str:
+    m = re.search(rf"<!-- ci:{name}:begin -->\n```\n(.*?)\n```\n<!-- ci:{name}:end -->", README, re.S)
+    assert m, f"README.md lost its ci:{name} block (or its markers)"
+    return m.group(1)
+
+
+def test_readme_stays_a_quickstart_page() -> None:
+    n = len(README.splitlines())
+    assert n <= MAX_LINES, f"README.md has {n} lines (bound {MAX_LINES}): move detail to docs/"
+
+
+def test_readme_keeps_both_quickstarts_in_order() -> None:
+    heads = [h for h in re.findall(r"^## (.+)$", README, re.M)]
+    want = ["Engines and versions", "Quickstart on a CPU", "Quickstart on one H100 with your SGLang build", "Experiments",
+            "Reading a run", "Documentation", "Developing"]
+    assert heads == want
+    gpu = README.split("## Quickstart on one H100")[1].split("\n## ")[0]
+    for step in ("hybridbench doctor", "hybridbench plan", "+experiment=smoke engine=sglang",
+                 "+experiment=seglen engine=sglang", "python -m hybridbench.compare runs/main runs/pr"):
+        assert step in gpu
+
+
+def test_the_ci_blocks_are_the_commands_ci_runs() -> None:
+    assert block("main") == ("python3 -m venv .venv && .venv/bin/pip install -q torch==2.13.0 && .venv/bin/pip install "
+                             "-q -e . && .venv/bin/python -m hybridbench +experiment=seglen")
+    test = block("test")
+    assert "pip install -q -e '.[test]'" in test and "-m pytest -q -m \"not slow\"" in test
+    extras = re.search(r'test = \[\s*"hybridbench\[([^\]]*)\]"', (ROOT / "pyproject.toml").read_text())
+    assert extras and "docs" in extras.group(1).split(","), "the test extra must pull the docs extra (tests/docs builds the site)"
