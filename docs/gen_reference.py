@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import inspect
 import io
 import re
@@ -20,6 +21,22 @@ import tokenize
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from hybridbench import errors
+from hybridbench.checks.registry import CHECKS
+from hybridbench.config import schema
+from hybridbench.config.schema import ArmCfg, EngineCfg, RunCfg
+from hybridbench.config.store import register
+from hybridbench.engines import replay, sim, tokenspeed_cmd, vllm_cmd
+from hybridbench.engines import sglang_cmd as sg
+from hybridbench.engines.reference_cmd import REFERENCE_ARMS
+from hybridbench.engines.sglang_cmd import Flag
+from hybridbench.errors import ConfigError
+from hybridbench.plan.arms import plan_arm
+from reference_impl.engine.arms import ARMS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -67,7 +84,6 @@ def _default(f: dataclasses.Field[Any]) -> str:
 
 
 def config_page() -> str:
-    from hybridbench.config import schema
 
     out = [HEADER, "# Configuration keys\n",
            "Every key of the typed schema (`hybridbench/config/schema.py`) Hydra composes onto: a misspelt key or a "
@@ -84,7 +100,8 @@ def config_page() -> str:
             if isinstance(sub, type) and dataclasses.is_dataclass(sub):
                 nested.append((f.name, sub))
                 continue
-            rows.append(f"| `{prefix}{f.name}` | `{_md(hint)}` | `{_md(_default(f))}` | {_md(comments.get(f.name, ''))} |")
+            note = _md(comments.get(f.name, ""))
+            rows.append(f"| `{prefix}{f.name}` | `{_md(hint)}` | `{_md(_default(f))}` | {note} |")
         if rows:
             out.append(f"\n## `{prefix.rstrip('.') or 'top level'}` ({cls.__name__})\n")
             out.append("| key | type | default | note |\n|---|---|---|---|")
@@ -97,7 +114,8 @@ def config_page() -> str:
     out.append("| key | type | default | note |\n|---|---|---|---|")
     comments = _field_comments(schema.WorkloadCfg)
     for f in dataclasses.fields(schema.WorkloadCfg):
-        out.append(f"| `workloads.NAME.{f.name}` | `{_md(f.type)}` | `{_md(_default(f))}` | {_md(comments.get(f.name, ''))} |")
+        note = _md(comments.get(f.name, ""))
+        out.append(f"| `workloads.NAME.{f.name}` | `{_md(f.type)}` | `{_md(_default(f))}` | {note} |")
     return "\n".join(out) + "\n"
 
 
@@ -106,7 +124,6 @@ def config_page() -> str:
 
 
 def _render(opt: object) -> str:
-    from hybridbench.engines.sglang_cmd import Flag
 
     if isinstance(opt, Flag):
         return f"{opt.name} {opt.value}" if opt.value is not None else opt.name
@@ -128,14 +145,6 @@ ENGINE_NOTES = {
 
 
 def arms_page() -> str:
-    from hybridbench.config.schema import ArmCfg, EngineCfg, RunCfg
-    from hybridbench.engines import replay, sim, tokenspeed_cmd, vllm_cmd
-    from hybridbench.engines import sglang_cmd as sg
-    from hybridbench.engines.reference_cmd import REFERENCE_ARMS
-    from hybridbench.errors import ConfigError
-    from hybridbench.plan.arms import plan_arm
-    from reference_impl.engine.arms import ARMS
-
     tables: list[tuple[str, Any, object]] = [
         ("reference", REFERENCE_ARMS, RunCfg()),
         ("sim", sim.SIM_ARMS, None),
@@ -187,12 +196,12 @@ def _first_paragraph(obj: object) -> str:
 
 
 def checks_page() -> str:
-    from hybridbench.checks.registry import CHECKS
 
     out = [HEADER, "# Checks\n",
            "The registry (`hybridbench/checks/registry.py`): `checks.enabled` names which run. Each works from a "
            "run's saved files alone (`python -m hybridbench.rescore` re-runs it). A check that cannot decide says "
-           "`inconclusive`, never `pass`. What each verdict means in practice: [the checks guide](../guides/checks.md).\n",
+           "`inconclusive`, never `pass`. What each verdict means in practice: "
+           "[the checks guide](../guides/checks.md).\n",
            "| check | function | what its code says it does |\n|---|---|---|"]
     for name, fn in CHECKS.items():
         out.append(f"| `{name}` | `{fn.__module__}.{fn.__name__}` | {_md(_first_paragraph(fn))} |")
@@ -206,7 +215,6 @@ EXIT_MEANING = {0: "all checks passed (compare: no regression)",
 
 
 def exit_codes_page() -> str:
-    from hybridbench import errors
 
     classes = [c for _, c in inspect.getmembers(errors, inspect.isclass)
                if issubclass(c, errors.HybridbenchError) and c.__module__ == errors.__name__]
@@ -230,8 +238,8 @@ ENV_VARS = {
     "CUDA_VISIBLE_DEVICES": "which GPUs a server engine may use; the pre-launch check counts and inspects those",
     "HYBRIDBENCH_PROGRESS": "how a run reports progress: `auto` (default: a bar on a TTY, plain lines otherwise), "
                             "`bar`, `lines`/`plain`, or `0`/`off` for none; another value is refused (exit 2)",
-    "HYBRIDBENCH_SCREENSHOTS": "the browser tests write the dashboard screenshots to this directory (`docs` for the docs' pictures)",
-    "HYBRIDBENCH_SGLANG_HOME": "where the SGLang CPU virtualenvs of the differential tier live (default `~/.cache/hybridbench`)",
+    "HYBRIDBENCH_SCREENSHOTS": "the browser tests write the dashboard screenshots here (`docs`: the docs' pictures)",
+    "HYBRIDBENCH_SGLANG_HOME": "where the differential tier's SGLang CPU venvs live (default `~/.cache/hybridbench`)",
     "HYBRIDBENCH_TOKENSPEED_HOME": "where the TokenSpeed tier's env lives",
     "HYBRIDBENCH_REQUIRE_SGLANG": "tests: a missing SGLang venv fails instead of skipping (CI sets it)",
     "HYBRIDBENCH_REQUIRE_VLLM": "tests: a missing vLLM env or model fails the vLLM tier instead of skipping",
@@ -239,10 +247,10 @@ ENV_VARS = {
     "HYBRIDBENCH_ORACLE_VERBOSE": "differential tier: print every operation sent to SGLang's cache",
     "HYBRIDBENCH_ORACLE_LIFECYCLE_EXAMPLES": "differential tier: random request lifecycles per run (default 60)",
     "HYBRIDBENCH_ORACLE_EXAMPLES": "differential tier: random operation sequences per SGLang version (default 200)",
-    "HYBRIDBENCH_ORACLE_PREV_EXAMPLES": "differential tier: random sequences with `prev_prefix_len` inserts (default 150)",
+    "HYBRIDBENCH_ORACLE_PREV_EXAMPLES": "differential tier: random `prev_prefix_len` sequences (default 150)",
     "HYBRIDBENCH_VLLM_HOME": "where the vLLM tier's env lives (default `~/.cache/hybridbench`)",
-    "HYBRIDBENCH_EVALSCOPE_HOME": "where the evalscope env of the accuracy probe lives (default `~/.cache/hybridbench`)",
-    "HYBRIDBENCH_VLLM_TEST_TAG": "set by the vLLM tier on every server it starts, so a process left behind is found by its environment",
+    "HYBRIDBENCH_EVALSCOPE_HOME": "where the accuracy probe's evalscope env lives (default `~/.cache/hybridbench`)",
+    "HYBRIDBENCH_VLLM_TEST_TAG": "set by the vLLM tier on each server it starts: a process left behind is found by it",
 }
 _ENV_RE = re.compile(r"\b(HYBRIDBENCH_[A-Z_]+[A-Z]|PR_NUMBER|GITHUB_PR_NUMBER|CUDA_VISIBLE_DEVICES)\b")
 
@@ -270,12 +278,8 @@ def environment_page() -> str:
 # experiments
 
 
+@functools.cache  # composing every experiment takes seconds; the table and the page share one pass
 def _experiments() -> list[tuple[str, str, Any]]:
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from hybridbench.config.store import register
-
     register()
     out = []
     for path in sorted((ROOT / "conf" / "experiment").glob("*.yaml")):
@@ -299,7 +303,8 @@ def experiments_table(exps: list[tuple[str, str, Any]] | None = None, link: str 
 
 def experiments_page() -> str:
     exps = _experiments()
-    out = [HEADER, "# Experiments\n", "`python -m hybridbench +experiment=NAME`; each file is `conf/experiment/NAME.yaml`.\n",
+    out = [HEADER, "# Experiments\n",
+           "`python -m hybridbench +experiment=NAME`; each file is `conf/experiment/NAME.yaml`.\n",
            experiments_table(exps, link="../guides/experiments/")]
     for name, first, cfg in exps:
         out.append(f"\n## {name}\n\n{_md(first)}\n\n`python -m hybridbench +experiment={name}`: "
@@ -335,7 +340,6 @@ def readme_with_table(readme: str, table: str) -> str:
 
 def generate() -> dict[Path, str]:
     """Every generated file's path and the text the code gives for it."""
-    sys.path.insert(0, str(ROOT))
     out = {DOCS / rel: fn() for rel, fn in PAGES.items()}
     readme = ROOT / "README.md"
     out[readme] = readme_with_table(readme.read_text(), experiments_table())

@@ -1,7 +1,7 @@
 """``python -m hybridbench.compare BASELINE_RUN CANDIDATE_RUN`` — main's run against a pull request's.
 
 Writes compare.md and compare.json (default: CANDIDATE_RUN/compare/) and prints the table. Exit codes
-as the harness's (docs/reference/exit-codes.md): 0 no regression, 1 a regression or nothing decided (every verdict skipped),
+as the harness's (docs/reference/exit-codes.md): 0 no regression, 1 a regression or nothing decided (all skipped),
 2 usage error or runs that cannot be compared (one line naming why).
 """
 

@@ -57,7 +57,7 @@ def startup_cache_impl(log_path: Path) -> str | None:
 
 
 def parse_tree_cache_impl(line: str) -> str | None:
-    """The cache class a server constructed (SGLang's source, https://github.com/sgl-project/sglang), e.g. ``UnifiedRadixCache``; else None."""
+    """The cache class a server constructed (SGLang's source), e.g. ``UnifiedRadixCache``; else None."""
     m = _TREE_IMPL.search(line)
     if m:
         return m.group(1)
@@ -80,7 +80,7 @@ class LogStats:
     """Accumulates a server log: peaks, totals and the first failure signatures.
 
     Totals of ``#cached-token`` and ``#new-token`` come from prefill lines only; their ratio is the log's token
-    hit rate (SGLang's source, https://github.com/sgl-project/sglang). With DP attention each rank logs its own batches and the totals add up across
+    hit rate (SGLang's source). With DP attention each rank logs its own batches and the totals add up across
     ranks; with plain TP only rank 0 logs.
     """
 

@@ -1,7 +1,7 @@
 """The ``python -m sglang.launch_server`` command for one arm: a pure function of model, engine options, arm and
 the installed server's ``--help`` text. No process is launched here.
 
-Sources (https://github.com/sgl-project/sglang): flag names, types and defaults from server_args.py; the strategy flag and its
+Sources (SGLang's repository): flag names, types and defaults from server_args.py; the strategy flag and its
 rename (``--mamba-scheduler-strategy`` -> ``--mamba-radix-cache-strategy``, PR #28151, 2026-06-19);
 why the strategy is always explicit: ``auto`` can resolve to ``no_buffer``; eviction policies
 (``seglen`` from unmerged PR #22172, ``marconi`` from unmerged PR #21862); the host tier (HiCache flags).
@@ -46,7 +46,7 @@ STRATEGY_FLAG_OLD = "--mamba-scheduler-strategy"  # PR #14792 (2025-12-14); depr
 HICACHE_FLAG = "--enable-hierarchical-cache"
 HICACHE_FLAG_ALIAS = "--enable-hicache"  # 0.5.23 alias, SGLang's server_args.py
 SEGLEN_WEIGHT_FLAG = "--seglen-eff-weight"  # PR #22172 text, SGLang's server_args.py
-SEGLEN_WEIGHT_FLAG_FORK = "--marconi-eff-weight"  # abdelfattah-lab/sglang#3 text spells it so, see docs/engines/sglang.md
+SEGLEN_WEIGHT_FLAG_FORK = "--marconi-eff-weight"  # abdelfattah-lab/sglang#3 text spells it so
 MARCONI_WEIGHT_FLAG = "--marconi-eff-weight"  # PR #21862, SGLang's server_args.py
 
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -191,7 +191,7 @@ class _Ctx:
 
 
 def _disabled(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
-    # The strategy is not set: with the radix cache off, ``auto`` resolution does not apply (SGLang's source, https://github.com/sgl-project/sglang), and
+    # The strategy is not set: with the radix cache off, ``auto`` resolution does not apply (SGLang's source), and
     # an explicit value can only trip validation irrelevant there (a flashinfer GDN decode backend refuses
     # ``no_buffer`` even with the cache off).
     return [Flag("--disable-radix-cache", None, f"arm {spec.name}")]
@@ -315,5 +315,5 @@ def sglang_command(
 
 def sglang_env(arm: ArmSpec) -> dict[str, str]:
     """Environment knobs an arm needs on top of the caller's environment: none today (SGLang's server_args.py lists the
-    variables; ``SGLANG_RADIX_FORCE_MISS=1`` would be a second cache-off baseline, not one of docs/reference/arms.md's arms)."""
+    variables; ``SGLANG_RADIX_FORCE_MISS=1`` would be a second cache-off baseline, not one of the documented arms)."""
     return {}

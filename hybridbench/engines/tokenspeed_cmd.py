@@ -1,7 +1,7 @@
 """The ``ts serve`` command for one arm and one TokenSpeed version: a pure function of model, engine options, arm,
 version and the installed engine's own flag list. No process is launched here.
 
-Source: https://github.com/lightseekorg/tokenspeed and docs/engines/tokenspeed.md (flags by version, how ``ts serve`` splits its arguments between
+Source: TokenSpeed's code, docs/engines/tokenspeed.md (flags by version, how ``ts serve`` splits its arguments between
 the gRPC engine and the smg gateway, readiness, ``/flush_cache``, the hybrid cache semantics of PR #162).
 
 ``ts serve`` hands every flag the engine's parser (``ServerArgs``) does not know to the Rust gateway, which

@@ -51,7 +51,7 @@ class LogSample:
     """One "Prefill batch" or "Decode batch" line. Fields a build does not log are None.
 
     ``token_usage`` is "full token usage" (hybrid builds) or "token usage" (older or non-hybrid builds);
-    ``mamba_usage`` is "mamba usage". Both exclude evictable cached entries (SGLang's source, https://github.com/sgl-project/sglang). ``fields`` keeps
+    ``mamba_usage`` is "mamba usage". Both exclude evictable cached entries (SGLang's source). ``fields`` keeps
     every ``key: value`` pair as logged (numbers as float, True/False as bool), for fields not mapped here.
     """
 

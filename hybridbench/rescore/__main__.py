@@ -2,8 +2,8 @@
 
 Re-runs metrics and checks on a saved run from its files alone (no engine, no GPU) and rewrites its
 bundle.json and report.md; e.g. ``checks.ttft_regression=0.05`` or ``checks.enabled=[survival,ttft]``.
-With no override it reproduces the run's own verdicts. Exit codes as the harness's (docs/reference/exit-codes.md): 0 pass,
-1 a check failed or could not decide, 2 usage error or unreadable run files (one line), 3 the run itself
+With no override it reproduces the run's own verdicts. Exit codes as the harness's (docs/reference/exit-codes.md):
+0 pass, 1 a check failed or could not decide, 2 usage error or unreadable run files (one line), 3 the run itself
 ended early (its server died, or it was interrupted).
 """
 

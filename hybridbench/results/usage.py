@@ -6,7 +6,7 @@ kept by the server engines since this module exists); a trial's series is the "P
 lines in that range. A run that kept logs but no ranges (older runs, the real-SGLang recordings) gets one
 series per arm over its whole log, warm-up included. Times are the log lines' own timestamps (server local
 time; whole seconds on SGLang, milliseconds on the reference server), as seconds since the series' first line.
-"Usage" is SGLang's: what running requests pin, evictable cached entries excluded (SGLang's source, https://github.com/sgl-project/sglang). With DP
+"Usage" is SGLang's: what running requests pin, evictable cached entries excluded (SGLang's source). With DP
 attention every rank logs its own pool; only rank DP0's lines are kept, so one series is one pool.
 """
 

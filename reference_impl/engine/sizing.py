@@ -2,7 +2,7 @@
 
 Without ``--max-mamba-cache-size``, SGLang gives the recurrent states ``r / (1 + r)`` of the memory
 left after weights (``r = --mamba-full-memory-ratio``, 0.9) and the KV pool the rest
-(https://github.com/sgl-project/sglang, pool sizing). A slot is ``ModelSpec.state_bytes`` (``mamba_cache_per_req``: conv in its
+(SGLang's pool sizing). A slot is ``ModelSpec.state_bytes`` (``mamba_cache_per_req``: conv in its
 dtype + temporal in its, SGLang's MambaPool allocates both ``size + 1`` deep, mem_cache/memory_pool.py:722-752 in
 0.5.23). 0.5.23 budgets that padding slot: ``K = (budget - slot) // slot`` states, ``(K + 1) · slot`` bytes taken
 from the KV's share (mem_cache/kv_cache_configurator.py:3383, :3406); 0.5.16 did not (``budget // slot``, :1789).

@@ -154,7 +154,7 @@ def _flag(cmd: list[str], *names: str) -> str:
 
 @pytest.mark.parametrize("step", ["main", "pull request"])
 def test_the_pull_request_workflow_defaults_to_the_seglen_prs_own_setup(step: str, tmp_path: Path) -> None:
-    """SGLang PR #22172's benchmark, as the workflow's default inputs plan it: Qwen3.5-9B on one H100, bench_serving runs
+    """SGLang PR #22172's benchmark as the workflow's defaults plan it: Qwen3.5-9B on one H100, bench_serving runs
     of the multi-group shared-prefix, mixed-prefix-with-noise and ShareGPT (first turns, 128 output tokens)
     datasets at --request-rate 8 and SWE-bench traces at 10, full size; the server at --mem-fraction-static
     0.70, extra_buffer, --seglen-eff-weight 0.85, pools from GPU memory."""

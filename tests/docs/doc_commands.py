@@ -55,8 +55,8 @@ def _blocks(text: str) -> list[tuple[int, list[str]]]:
 def parse_line(line: str, where: str) -> list[Command]:
     """The hybridbench commands on one shell line (`a && b`, a trailing `# comment` dropped)."""
     out = []
-    for part in re.split(r"\s*(?:&&|\|\||;)\s*", line):
-        part = re.sub(r"\s+#.*$", "", part.strip())
+    for raw in re.split(r"\s*(?:&&|\|\||;)\s*", line):
+        part = re.sub(r"\s+#.*$", "", raw.strip())
         part = re.sub(r"\$\([^)]*\)", "SUBST", part)  # a shell substitution: a value the shell fills in
         m = _START.match(part)
         if not m:
@@ -142,7 +142,8 @@ def check(cmd: Command) -> None:
         import importlib
         import io
 
-        main = importlib.import_module(cmd.module if cmd.module.endswith("pr_summary") else "hybridbench.dashboard.cli").main
+        module = cmd.module if cmd.module.endswith("pr_summary") else "hybridbench.dashboard.cli"
+        main = importlib.import_module(module).main
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
             main(["--help"])

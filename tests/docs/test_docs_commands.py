@@ -6,9 +6,8 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from hydra.errors import ConfigCompositionException
-
 from doc_commands import Command, check, commands, parse_line
+from hydra.errors import ConfigCompositionException
 
 COMMANDS = commands()
 
@@ -27,7 +26,8 @@ def test_every_documented_command_is_accepted(cmd: Command) -> None:
 
 
 @pytest.mark.parametrize("line, error", [
-    ("python -m hybridbench +experiment=seglen engine.chunked_prefil_size=4", ConfigCompositionException),  # a misspelt key
+    # a misspelt key
+    ("python -m hybridbench +experiment=seglen engine.chunked_prefil_size=4", ConfigCompositionException),
     ("python -m hybridbench +experiment=segln", ConfigCompositionException),  # an experiment that does not exist
     ("hybridbench plan +experiment=seglen engine=sglangg", ConfigCompositionException),  # a group option
     ("python -m hybridbench.compare runs/main runs/pr --ttft-regresion 0.1", AssertionError),  # a renamed flag
@@ -41,9 +41,8 @@ def test_a_command_that_does_not_compose_fails(line: str, error: type[Exception]
 
 
 def test_commands_are_found_in_chains_with_environment_and_comments() -> None:
-    [a, b] = parse_line("HYBRIDBENCH_PR=1 python -m hybridbench +experiment=kl seed=1,2  # a sweep && "
-                        "x", "f:1") + parse_line("pip install -e . && .venv/bin/python -m hybridbench +experiment=smoke",
-                                                 "f:2")
+    [a] = parse_line("HYBRIDBENCH_PR=1 python -m hybridbench +experiment=kl seed=1,2  # a sweep", "f:1")
+    [b] = parse_line("pip install -e . && .venv/bin/python -m hybridbench +experiment=smoke", "f:2")
     assert (a.module, a.args) == ("hybridbench", ("+experiment=kl", "seed=1,2"))
     assert (b.module, b.args) == ("hybridbench", ("+experiment=smoke",))
     [c] = parse_line("hybridbench doctor +experiment=seglen engine=sglang", "f:3")

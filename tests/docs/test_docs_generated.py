@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@functools.cache
 def gen() -> ModuleType:
     spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
     assert spec and spec.loader
@@ -30,11 +32,10 @@ def test_generated_docs_match_the_code() -> None:
 def test_a_change_in_the_code_shows_as_a_stale_page(monkeypatch: pytest.MonkeyPatch) -> None:
     from hybridbench.checks import registry
 
-    monkeypatch.setitem(registry.CHECKS, "new_check", registry.CHECKS["survival"])
-    g = gen()
     page = ROOT / "docs" / "reference" / "checks.md"
-    assert g.generate()[page] != page.read_text(encoding="utf-8")
-    assert g.main(["--check"]) == 1
+    assert gen().checks_page() == page.read_text(encoding="utf-8")
+    monkeypatch.setitem(registry.CHECKS, "new_check", registry.CHECKS["survival"])
+    assert gen().checks_page() != page.read_text(encoding="utf-8")  # a new check makes the committed page stale
 
 
 def test_the_pages_say_what_the_code_says() -> None:
@@ -53,3 +54,14 @@ def test_an_undocumented_environment_variable_stops_the_generator(monkeypatch: p
     monkeypatch.delitem(g.ENV_VARS, "HYBRIDBENCH_PR")
     with pytest.raises(SystemExit, match="HYBRIDBENCH_PR"):
         g.environment_page()
+
+
+def test_check_mode_fails_on_a_stale_file_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = gen()
+    stale = tmp_path / "page.md"
+    stale.write_text("old\n")
+    monkeypatch.setattr(g, "ROOT", tmp_path)
+    monkeypatch.setattr(g, "generate", lambda: {stale: "new\n"})
+    assert g.main(["--check"]) == 1 and stale.read_text() == "old\n"
+    assert g.main([]) == 0 and stale.read_text() == "new\n"
+    assert g.main(["--check"]) == 0

@@ -23,8 +23,8 @@ def test_readme_stays_a_quickstart_page() -> None:
 
 def test_readme_keeps_both_quickstarts_in_order() -> None:
     heads = [h for h in re.findall(r"^## (.+)$", README, re.M)]
-    want = ["Engines and versions", "Quickstart on a CPU", "Quickstart on one H100 with your SGLang build", "Experiments",
-            "Reading a run", "Documentation", "Developing"]
+    want = ["Engines and versions", "Quickstart on a CPU", "Quickstart on one H100 with your SGLang build",
+            "Experiments", "Reading a run", "Documentation", "Developing"]
     assert heads == want
     gpu = README.split("## Quickstart on one H100")[1].split("\n## ")[0]
     for step in ("hybridbench doctor", "hybridbench plan", "+experiment=smoke engine=sglang",
@@ -38,4 +38,4 @@ def test_the_ci_blocks_are_the_commands_ci_runs() -> None:
     test = block("test")
     assert "pip install -q -e '.[test]'" in test and "-m pytest -q -m \"not slow\"" in test
     extras = re.search(r'test = \[\s*"hybridbench\[([^\]]*)\]"', (ROOT / "pyproject.toml").read_text())
-    assert extras and "docs" in extras.group(1).split(","), "the test extra must pull the docs extra (tests/docs builds the site)"
+    assert extras and "docs" in extras.group(1).split(","), "the test extra must pull the docs extra (the site build)"

@@ -48,4 +48,4 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
 def test_every_page_is_in_the_nav() -> None:
     nav = re.findall(r"[\w./-]+\.md", (ROOT / "mkdocs.yml").read_text().split("\nnav:", 1)[1].split("\n# ", 1)[0])
     pages = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
-    assert pages == set(nav), f"pages not in the nav: {pages - set(nav)}; nav entries without a page: {set(nav) - pages}"
+    assert pages == set(nav), f"pages not in the nav: {pages - set(nav)}; nav without a page: {set(nav) - pages}"

@@ -1,4 +1,4 @@
-"""Sequential mode: every request's cached_tokens must equal the reference cache's prediction (docs/reference/checks.md).
+"""Sequential mode: every request's cached_tokens must equal the reference cache's prediction (docs/guides/checks.md).
 
 The end-to-end test is a real differential: the reference *server* (HTTP, scheduler thread, tensor
 pools, tight pools that force eviction, multi-turn sessions that reuse decoded tokens) against the

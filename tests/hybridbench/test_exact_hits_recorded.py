@@ -1,6 +1,6 @@
 """The exact-hit predictor against real SGLang: the eviction runs recorded from SGLang 0.5.16 and 0.5.23.
 
-Each run (tests/fixtures/sglang_cpu, extracted from golden recordings kept outside the repository (tests/fixtures/sglang_cpu/RECORDING.md) by make_fixtures.py) served
+Each run (tests/fixtures/sglang_cpu, extracted by make_fixtures.py from recordings kept outside the repo) served
 274 requests one at a time after a flush per trial, with pools small enough to evict (16 states, 6000 KV
 tokens). Replaying its traces in the order served (``recorded_runs.served``), with the server settings and
 version it recorded, through ``predictor_config`` + ``CachePredictor`` must give every request's recorded

@@ -1,5 +1,5 @@
 """What real SGLang 0.5.16 and 0.5.23 answered and logged (tests/fixtures/sglang_cpu/recorded, from
-golden recordings kept outside the repository (tests/fixtures/sglang_cpu/RECORDING.md)), against the harness's readers and the reference server.
+recordings kept outside the repo: its RECORDING.md), against the harness's readers and the reference server.
 
 * The KL probe's replay reads SGLang's logprob shape: one input entry per prompt token from
   ``logprob_start_len`` on, the first with a null logprob — so it starts one token before the output.

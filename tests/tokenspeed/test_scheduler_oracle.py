@@ -351,7 +351,7 @@ def reference_core(setup: Setup, requests: list[Request]) -> EngineCore:
 
 def test_the_reference_meets_the_schedulers_state_slot_stall() -> None:
     name, setup, requests = STALL
-    assert _all_real()[name] is None, "the scheduler no longer stalls here: drop STALL and its line in docs/engines/tokenspeed.md"
+    assert _all_real()[name] is None, "the scheduler no longer stalls here: drop STALL and its docs line"
     assert reference_core(setup, requests).strategy.counters.state_alloc_failures == 1
 
 

@@ -230,7 +230,7 @@ def test_gated_delta_hybrid_serves_on_vllm_cpu_but_never_hits(tmp_path: Path) ->
     hits = [r["cached_tokens"] for r in records if r["arm"] == "lru"]
     assert all(h is not None for h in hits)  # reported (--enable-prompt-tokens-details), not missing
     if any(hits):
-        pytest.fail(f"GDN PREFIX CACHING NOW HITS on vLLM's CPU build ({hits}): update this test and docs/engines/vllm.md")
+        pytest.fail(f"GDN PREFIX CACHING NOW HITS on vLLM's CPU build ({hits}): update this test and the docs")
     bundle = json.loads((tmp_path / "bundle.json").read_text())
     server = {t["arm"]: t["server"] for t in bundle["trials"]}
     assert server["lru"]["metrics_cached_tokens"] == 0 and server["lru"]["metrics_prompt_tokens"] > 0

@@ -115,7 +115,7 @@ def test_a_batch_pays_for_the_copies_it_made(kind: str, quantization: str) -> No
 
 def test_the_modelled_fork_is_far_below_the_seeds_radix_on_prefill_overhead() -> None:
     # SGLang PR #11214 measured -11.8% input throughput radix on; the forks of a 20480-token prompt (TP8) cost
-    # microseconds against a prefill of a quarter second. If this fails the model changed: re-read docs/concepts/simulator.md.
+    # microseconds against a prefill of a quarter second. If this fails the model changed (docs/concepts/simulator.md).
     copies, extra, _ = _extra_seconds("lru", [_prompt(0, 20480, seed=6)])
     off, _, _ = _run("disabled", [_prompt(0, 20480, seed=6)])
     assert copies == 2
