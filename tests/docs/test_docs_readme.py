@@ -39,3 +39,11 @@ def test_the_ci_blocks_are_the_commands_ci_runs() -> None:
     assert "pip install -q -e '.[test]'" in test and "-m pytest -q -m \"not slow\"" in test
     extras = re.search(r'test = \[\s*"hybridbench\[([^\]]*)\]"', (ROOT / "pyproject.toml").read_text())
     assert extras and "docs" in extras.group(1).split(","), "the test extra must pull the docs extra (the site build)"
+
+
+def test_every_relative_link_in_the_readme_resolves() -> None:
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README)
+    local = [link for link in links if not re.match(r"[a-z]+://", link)]
+    assert len(local) > 20
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
