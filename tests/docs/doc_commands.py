@@ -22,6 +22,10 @@ class Command:
     args: tuple[str, ...]
 
     @property
+    def args_text(self) -> str:
+        return " ".join(self.args)
+
+    @property
     def id(self) -> str:
         return f"{self.where}: {self.module} {' '.join(self.args)}"[:160]
 
