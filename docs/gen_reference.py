@@ -268,8 +268,10 @@ def environment_page() -> str:
         raise SystemExit(f"gen_reference: the code reads {', '.join(missing)}: describe each in ENV_VARS")
     out = [HEADER, "# Environment variables\n", "| variable | what it does | read in |\n|---|---|---|"]
     for name in sorted(found):
-        files = sorted(found[name])
+        # Where the product reads it; a variable only tests read says "tests" (a new test file is no doc change).
+        files = sorted(f for f in found[name] if not f.startswith("tests/"))
         where = ", ".join(f"`{f}`" for f in files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        where = where or "tests"
         out.append(f"| `{name}` | {ENV_VARS[name]} | {where} |")
     return "\n".join(out) + "\n"
 
