@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,15 @@ from hybridbench.engines.registry import make_engine
 from hybridbench.errors import ConfigError, EngineError, HybridbenchError, Interrupted, RunInterrupted
 from hybridbench.load.progress import env_mode
 from hybridbench.plan.build import build_plan, effective_vocab
+from hybridbench.plan.repeats import (
+    TIMING_CHECKS,
+    StopReason,
+    extend_plan,
+    look_line,
+    repeat_policy,
+    repeats_entry,
+    stop_reason,
+)
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
 from hybridbench.probes.base import read_samples, samples_path
 from hybridbench.probes.registry import plan_probes
@@ -32,7 +43,7 @@ from hybridbench.results import KL_SAMPLES, read_kl_samples, read_records
 from hybridbench.results.bundle import build_bundle
 from hybridbench.results.index import append_to_index
 from hybridbench.results.run_dir import claim_run_dir, release_run_dir
-from hybridbench.results.score import ScoreSettings, score_trials
+from hybridbench.results.score import Scored, ScoreSettings, score_trials
 from workloads.arrival import arrival_schedule
 from workloads.atomic_file import write_json_atomic, write_text_atomic
 from workloads.errors import WorkloadError
@@ -83,6 +94,29 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     outcomes: dict[str, TrialOutcome] = {}
     failure: HybridbenchError | None = None  # what ended the run early: a dead server (exit 3) or a signal
     current: Trial | None = None
+    policy = repeat_policy(cfg)
+    durations: list[float] = []  # seconds per full repeat
+    stopped: StopReason | None = None
+
+    def score(plan: RunPlan, only: frozenset[str] | None = None, *, with_samples: bool = True) -> Scored:
+        """Every planned trial scored from the saved records, at the per-look confidence (a run with a fixed
+        count of repeats has one look, at the nominal level); ``only``: just these checks (a look's timing)."""
+        by_trial: dict[str, list[Record]] = defaultdict(list)
+        for rec in read_records(records_path):
+            by_trial[rec.trial_id].append(rec)
+        checks = policy.checks_at_look(cfg.checks)
+        if only is not None:
+            checks = replace(checks, enabled=[c for c in checks.enabled if c in only])
+        return score_trials(
+            [outcomes.get(t.trial_id) or outcome(t, "not run", f"the run ended before it ({failure})")
+             for t in plan.trials], by_trial, snapshots,
+            list(read_kl_samples(run_dir / KL_SAMPLES)) if with_samples else [], arms=plan.arms,
+            baseline_arm=plan.baseline_arm, workloads=tuple(w.name for w in plan.workloads),
+            settings=ScoreSettings(checks, cfg.seed, cfg.engine.kl_threshold),
+            cache_off=frozenset(s.name for s in plan.arm_specs if not s.cache_on),
+            probe_samples={p.name: tuple(read_samples(samples_path(run_dir, p.name), p.sample_from_json))
+                           for p in probes} if with_samples else {},
+        )
 
     def outcome(trial: Trial, state: TrialState, detail: str = "") -> TrialOutcome:
         return TrialOutcome(trial.trial_id, trial.workload, trial.arm, trial.repeat, state,
@@ -106,22 +140,40 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
                 # <probe>.jsonl exists only for the probes this run planned
                 planned = tuple(PlannedProbe(p, files.enter_context(RecordWriter(samples_path(run_dir, p.name))).write)
                                 for p in probes)
-                for trial in plan.trials:
-                    n = len(traces[trial.workload])
-                    _progress(f"[{trial.index + 1}/{len(plan.trials)}] {trial.trial_id} ({n} requests)")
-                    ctx = TrialContext(plan, trial, traces[trial.workload], writer.write, planned,
-                                       schedule=schedules[trial.trial_id])
-                    current = trial
-                    try:
-                        snapshots[trial.trial_id] = engine.run_trial(cfg, ctx)
-                    except EngineError as exc:
-                        # A dead or hung server is exit 3, but also what `survival` exists to report: the
-                        # bundle and report still cover every trial that ran, this one failing survival.
-                        snapshots[trial.trial_id] = {"infrastructure_error": str(exc)}
-                        outcomes[trial.trial_id] = outcome(trial, "engine died", str(exc))
-                        failure = exc
+                while True:  # repeat by repeat: the plan's minimum, then any repeat the timing checks earn
+                    started = time.monotonic()
+                    for trial in [t for t in plan.trials if t.repeat == len(durations)]:
+                        n = len(traces[trial.workload])
+                        _progress(f"[{trial.index + 1}/{len(plan.trials)}] {trial.trial_id} ({n} requests)")
+                        ctx = TrialContext(plan, trial, traces[trial.workload], writer.write, planned,
+                                           schedule=schedules[trial.trial_id])
+                        current = trial
+                        try:
+                            snapshots[trial.trial_id] = engine.run_trial(cfg, ctx)
+                        except EngineError as exc:
+                            # A dead or hung server is exit 3, but also what `survival` exists to report: the
+                            # bundle and report still cover every trial that ran, this one failing survival.
+                            snapshots[trial.trial_id] = {"infrastructure_error": str(exc)}
+                            outcomes[trial.trial_id] = outcome(trial, "engine died", str(exc))
+                            failure = exc
+                            break
+                        outcomes[trial.trial_id] = outcome(trial, "ran")
+                    if failure is not None:
                         break
-                    outcomes[trial.trial_id] = outcome(trial, "ran")
+                    durations.append(time.monotonic() - started)
+                    if len(durations) < policy.minimum:
+                        continue
+                    # A look: the timing checks over the records so far, by the code and at the level of the verdict.
+                    interim = score(plan, TIMING_CHECKS, with_samples=False).checks
+                    stopped = stop_reason(policy, interim, durations)
+                    _progress(look_line(policy, len(durations), interim, stopped))
+                    if stopped is not None:
+                        break
+                    plan = extend_plan(plan, len(durations), cfg.seed)
+                    write_json_atomic(run_dir / "plan.json", scrub_obj(plan.to_json(), secrets))
+                    schedules.update({t.trial_id: arrival_schedule(traces[t.workload], plan.workload(t.workload).load,
+                                                                   t.seed)
+                                      for t in plan.trials if t.repeat == len(durations)})
         finally:
             engine.close()
             scrub_tree(run_dir / "logs", secrets)
@@ -134,20 +186,12 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
         if trial.trial_id not in outcomes:
             outcomes[trial.trial_id] = outcome(trial, "not run", f"the run ended before it ({failure})")
     # Metrics and checks work from the saved records, exactly as a later re-scoring would.
-    by_trial: dict[str, list[Record]] = defaultdict(list)
-    for rec in read_records(records_path):
-        by_trial[rec.trial_id].append(rec)
-    scored = score_trials(
-        [outcomes[t.trial_id] for t in plan.trials], by_trial, snapshots,
-        list(read_kl_samples(run_dir / KL_SAMPLES)), arms=plan.arms, baseline_arm=plan.baseline_arm,
-        workloads=tuple(w.name for w in plan.workloads),
-        settings=ScoreSettings(cfg.checks, cfg.seed, cfg.engine.kl_threshold),
-        cache_off=frozenset(s.name for s in plan.arm_specs if not s.cache_on),
-        probe_samples={p.name: tuple(read_samples(samples_path(run_dir, p.name), p.sample_from_json)) for p in probes},
-    )
+    scored = score(plan)
     bundle = build_bundle(plan, engine.info(), scored.trials, scored.aggregates, scored.checks)
     if scored.accuracy:
         bundle["accuracy"] = scored.accuracy
+    bundle["repeats"] = repeats_entry(policy, durations, scored.checks,
+                                      stopped or ("interrupted" if isinstance(failure, RunInterrupted) else "error"))
     if isinstance(failure, RunInterrupted):
         bundle.update(verdict="interrupted", interrupted=str(failure))
     elif failure is not None:

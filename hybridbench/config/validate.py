@@ -60,6 +60,8 @@ _FRACTION = Range(0, 1)
 
 RULES: dict[str, Range] = {
     "repeats": _ONE_UP,
+    "repeats_max": _NON_NEGATIVE,  # 0 = repeats; otherwise >= repeats (checked below)
+    "budget_minutes": _POSITIVE,
     "seed": Range(INT64_MIN, INT64_MAX),
     "engine.tp": _ONE_UP,
     "engine.port": Range(0, 65535),  # 0 = pick a free one
@@ -149,9 +151,13 @@ def validate_config(cfg: RunCfg) -> None:
     for name, w in cfg.workloads.items():
         if not 1 <= w.scale <= 1_000_000:
             raise ConfigError(f"workloads.{name}.scale must be in [1, 1000000], got {w.scale}")
-    trials = cfg.repeats * max(len(cfg.arms), 1) * max(len(cfg.workloads), 1)
+    if cfg.repeats_max and cfg.repeats_max < cfg.repeats:
+        raise ConfigError(f"repeats_max must be >= repeats ({cfg.repeats}) or 0 (= repeats), got {cfg.repeats_max}")
+    most = max(cfg.repeats, cfg.repeats_max)  # a run may earn repeats up to repeats_max: bound what it could plan
+    trials = most * max(len(cfg.arms), 1) * max(len(cfg.workloads), 1)
     if trials > MAX_TRIALS:
+        key = "repeats_max" if most > cfg.repeats else "repeats"
         raise ConfigError(
-            f"repeats: {cfg.repeats} repeats x {len(cfg.arms)} arm(s) x {len(cfg.workloads)} workload(s) = "
+            f"{key}: {most} repeats x {len(cfg.arms)} arm(s) x {len(cfg.workloads)} workload(s) = "
             f"{trials} trials; one run plans at most {MAX_TRIALS}"
         )

@@ -24,7 +24,7 @@ from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
 from workloads.errors import WorkloadError
 from workloads.registry import WORKLOADS
 
-__all__ = ["build_plan", "derive_seed", "effective_vocab", "workload_argv"]
+__all__ = ["build_plan", "derive_seed", "effective_vocab", "repeat_trials", "workload_argv"]
 
 
 def derive_seed(*parts: object) -> int:
@@ -65,6 +65,13 @@ def workload_argv(
     return tuple(argv)
 
 
+def repeat_trials(start: int, arms: tuple[str, ...], workloads: tuple[str, ...], repeat: int,
+                  run_seed: int) -> tuple[Trial, ...]:
+    """One repeat's trials, arm by arm over every workload, numbered from ``start``: the plan's repeats and the
+    ones a run earns later (hybridbench.plan.repeats) alike."""
+    seed = derive_seed(run_seed, "arrivals", repeat)
+    return tuple(Trial(start + i * len(workloads) + j, arm, w, repeat, seed)
+                 for i, arm in enumerate(arms) for j, w in enumerate(workloads))
 
 
 def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
@@ -91,10 +98,8 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
         for name, w in cfg.workloads.items()
     )
     trials: list[Trial] = []
-    for repeat in range(cfg.repeats):
-        for arm in arms:
-            for w in workloads:
-                trials.append(Trial(len(trials), arm, w.name, repeat, derive_seed(cfg.seed, "arrivals", repeat)))
+    for repeat in range(cfg.repeats):  # the minimum; hybridbench.plan.repeats extends it repeat by repeat
+        trials += repeat_trials(len(trials), tuple(arms), tuple(w.name for w in workloads), repeat, cfg.seed)
     # The plan holds only the redacted config: it is what plan.json, bundle.json and the fingerprint see, so
     # no secret reaches disk and the fingerprint stays the same whichever key a run was given.
     config: dict[str, Any] = redact_config(resolved)

@@ -77,6 +77,14 @@ def _accuracy(rows: list[dict[str, Any]]) -> list[str]:
     return [*out, ""]
 
 
+def _repeats_line(rep: dict[str, Any]) -> str:
+    bounds = f"{rep.get('minimum')}" if rep.get("minimum") == rep.get("maximum") else \
+        f"{rep.get('minimum')}..{rep.get('maximum')}"
+    level = rep.get("confidence_per_look")
+    looks = f", {rep.get('looks')} look(s) at confidence {level:.4g}" if isinstance(level, float) else ""
+    return f"**Repeats**: {rep.get('ran')} ran (bounds {bounds}{looks}); stopped: **{rep.get('stopped')}**"
+
+
 def render_report(bundle: dict[str, Any]) -> str:
     arms: list[str] = bundle["arms"]
     baseline: str = bundle["baseline_arm"]
@@ -90,6 +98,8 @@ def render_report(bundle: dict[str, Any]) -> str:
         f"{' (dirty)' if prov['git_dirty'] else ''} · plan `{prov['plan_fingerprint']}` · baseline arm `{baseline}`",
         "",
     ]
+    if isinstance(rep := bundle.get("repeats"), dict):  # adaptive repeats (hybridbench/plan/repeats.py)
+        lines += [_repeats_line(rep), ""]
     rescored = bundle.get("rescored")
     if isinstance(rescored, dict):
         changed = ", ".join(f"`{o}`" for o in rescored.get("overrides", [])) or "the run's own settings"

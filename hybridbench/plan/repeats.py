@@ -1,0 +1,121 @@
+"""Adaptive repeats: how many repeats a run does, and the confidence its timing checks use at each look.
+
+``repeats`` is the minimum. After each full repeat from there on (a *look*), the run's timing checks are scored
+over the records so far by the same code as the final verdict; while a timing row is ``inconclusive`` the run
+earns one more repeat, until every such row decides (``decided``), ``repeats_max`` is reached (``repeats_max``),
+or one more repeat, as long as the longest so far, would pass ``budget_minutes`` (``budget``).
+
+Error control: every look may stop the run on a decision, so each look is a chance of a false pass (or a false
+fail). The looks' levels are split evenly: with K = repeats_max - repeats + 1 possible looks, each look's
+intervals are at confidence ``1 - (1 - confidence) / K``, so by the union bound the chance of any false decision
+over all looks stays within the nominal ``1 - confidence`` whatever the correlation between looks (a constant
+per-look level as in Pocock's design, with Bonferroni's constant instead of Pocock's, which assumes normal
+statistics of known variance — not t-intervals over 2 to 9 repeats). A fixed count (repeats_max = repeats) has
+one look, at the nominal level. docs/guides/adaptive-repeats.md says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from hybridbench.checks.base import CheckResult
+from hybridbench.config.schema import ChecksCfg, RunCfg
+from hybridbench.plan.build import repeat_trials
+from hybridbench.plan.types import RunPlan
+
+__all__ = ["TIMING_CHECKS", "RepeatPolicy", "StopReason", "extend_plan", "look_line", "repeat_policy",
+           "repeats_entry", "stop_reason", "undecided"]
+
+# The regression judgements that rest on timing, whose intervals narrow as repeats are added.
+TIMING_CHECKS = frozenset({"ttft", "throughput", "prefill_overhead"})
+StopReason = Literal["decided", "repeats_max", "budget"]
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatPolicy:
+    minimum: int  # repeats
+    maximum: int  # repeats_max (>= minimum)
+    budget_s: float  # budget_minutes in seconds: bounds the repeats' own time, earned repeats included
+    confidence: float  # checks.confidence: the nominal level over all looks together
+
+    @property
+    def looks(self) -> int:
+        """How many times the run may stop to look: after repeat ``minimum``, ``minimum + 1``, ... ``maximum``."""
+        return self.maximum - self.minimum + 1
+
+    @property
+    def look_confidence(self) -> float:
+        """The confidence of every interval at every look (the final verdict's included): the nominal error
+        rate split evenly over the looks."""
+        return 1 - (1 - self.confidence) / self.looks
+
+    def checks_at_look(self, checks: ChecksCfg) -> ChecksCfg:
+        """The checks' settings with the per-look confidence: what the run scores with at every look."""
+        return replace(checks, confidence=self.look_confidence)
+
+
+def repeat_policy(cfg: RunCfg) -> RepeatPolicy:
+    return RepeatPolicy(cfg.repeats, max(cfg.repeats, cfg.repeats_max), cfg.budget_minutes * 60.0,
+                        cfg.checks.confidence)
+
+
+def undecided(rows: Iterable[CheckResult]) -> list[CheckResult]:
+    """The timing rows that did not decide: more repeats could narrow their intervals."""
+    return [r for r in rows if r.check in TIMING_CHECKS and r.status == "inconclusive"]
+
+
+def stop_reason(policy: RepeatPolicy, rows: Sequence[CheckResult], durations_s: Sequence[float]) -> StopReason | None:
+    """Why the run stops after the repeats that took ``durations_s`` (one entry per repeat done) and were scored
+    into ``rows``; None: earn another repeat. Before the minimum nothing is looked at."""
+    done = len(durations_s)
+    if done < policy.minimum:
+        return None
+    if not undecided(rows):
+        return "decided"
+    if done >= policy.maximum:
+        return "repeats_max"
+    if sum(durations_s) + max(durations_s) > policy.budget_s:
+        return "budget"
+    return None
+
+
+def extend_plan(plan: RunPlan, repeat: int, run_seed: int) -> RunPlan:
+    """The plan with one more repeat's trials, numbered and seeded as ``build_plan`` would have planned them.
+
+    The fingerprint stays: it names the configuration (repeats_max and budget included), whose plan this is."""
+    added = repeat_trials(len(plan.trials), plan.arms, tuple(w.name for w in plan.workloads), repeat, run_seed)
+    return replace(plan, trials=plan.trials + added)
+
+
+def _row(r: CheckResult) -> str:
+    return f"{r.check} {r.workload} {r.arm}"
+
+
+def look_line(policy: RepeatPolicy, done: int, rows: Sequence[CheckResult], stopped: StopReason | None) -> str:
+    """The progress line after a look: what is still open, and whether the run stops or earns a repeat."""
+    open_rows = undecided(rows)
+    head = (f"look after repeat {done} (repeats {policy.minimum}..{policy.maximum}, "
+            f"confidence {policy.look_confidence:.4g} per look): ")
+    what = f"{len(open_rows)} timing row(s) inconclusive ({', '.join(map(_row, open_rows[:3]))})" if open_rows \
+        else "every timing row decided"
+    then = f"stop ({stopped})" if stopped else f"earning repeat {done + 1}"
+    return f"{head}{what}; {then}"
+
+
+def repeats_entry(policy: RepeatPolicy, durations_s: Sequence[float], rows: Sequence[CheckResult],
+                  stopped: str) -> dict[str, Any]:
+    """bundle.json's ``repeats``: how many ran, why the run stopped, and the level every look was scored at."""
+    return {
+        "ran": len(durations_s),
+        "minimum": policy.minimum,
+        "maximum": policy.maximum,
+        "stopped": stopped,  # decided | repeats_max | budget | error | interrupted
+        "looks": max(len(durations_s) - policy.minimum + 1, 0),
+        "confidence": policy.confidence,
+        "confidence_per_look": policy.look_confidence,
+        "budget_minutes": policy.budget_s / 60.0,
+        "repeat_seconds": [round(d, 3) for d in durations_s],
+        "undecided": [_row(r) for r in undecided(rows)],
+    }
