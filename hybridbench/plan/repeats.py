@@ -16,7 +16,7 @@ one look, at the nominal level. docs/guides/adaptive-repeats.md says why.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -26,7 +26,7 @@ from hybridbench.plan.build import repeat_trials
 from hybridbench.plan.types import RunPlan
 
 __all__ = ["TIMING_CHECKS", "RepeatPolicy", "StopReason", "extend_plan", "look_line", "repeat_policy",
-           "repeats_entry", "stop_reason", "undecided"]
+           "repeats_entry", "saved_look_checks", "stop_reason", "undecided"]
 
 # The regression judgements that rest on timing, whose intervals narrow as repeats are added.
 TIMING_CHECKS = frozenset({"ttft", "throughput", "prefill_overhead"})
@@ -54,6 +54,15 @@ class RepeatPolicy:
     def checks_at_look(self, checks: ChecksCfg) -> ChecksCfg:
         """The checks' settings with the per-look confidence: what the run scores with at every look."""
         return replace(checks, confidence=self.look_confidence)
+
+
+def saved_look_checks(config: Mapping[str, Any], checks: ChecksCfg) -> ChecksCfg:
+    """``checks`` at the per-look level of the run whose resolved config (plan.json's) is ``config``: a re-scoring
+    judges at the level the run did, or a row inconclusive over its looks could pass at the nominal level."""
+    repeats, most = config.get("repeats"), config.get("repeats_max")
+    if not isinstance(repeats, int) or not isinstance(most, int) or most <= repeats:
+        return checks  # a fixed count (or a run saved before adaptive repeats): one look, the nominal level
+    return RepeatPolicy(repeats, most, 0.0, checks.confidence).checks_at_look(checks)
 
 
 def repeat_policy(cfg: RunCfg) -> RepeatPolicy:

@@ -21,6 +21,7 @@ from hybridbench.checks.registry import validate_checks
 from hybridbench.config.schema import ChecksCfg, EngineCfg, RunCfg
 from hybridbench.config.validate import validate_config
 from hybridbench.errors import ConfigError
+from hybridbench.plan.repeats import saved_look_checks
 from hybridbench.results import SavedPlan
 from hybridbench.results.score import ScoreSettings
 
@@ -104,6 +105,7 @@ def effective_settings(plan: SavedPlan, overrides: Mapping[str, Any]) -> tuple[S
                 raise ConfigError(f"{exc} (the value the run was saved with; override the key to re-score it)"
                                   ) from None
         raise
+    checks = saved_look_checks(config, checks)  # an adaptive run's per-look level (hybridbench.plan.repeats)
     baseline = checks.baseline_arm or (plan.arms[0] if plan.arms else "")
     if baseline not in plan.arms:
         raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the run's arms {list(plan.arms)}")

@@ -11,6 +11,7 @@ import json
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from hybridbench.plan.build import build_plan
 from hybridbench.plan.repeats import RepeatPolicy, extend_plan, repeat_policy, stop_reason
 from hybridbench.records.coverage import TrialOutcome
 from hybridbench.records.schema import Record
+from hybridbench.rescore.run import rescore_run
 from hybridbench.results.score import ScoreSettings, score_trials
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -156,7 +158,8 @@ def _bundle(run_dir: Path) -> dict[str, object]:
 
 
 def test_a_run_whose_rows_decide_stops_at_repeats(tmp_path: Path) -> None:
-    code = run(_cfg("repeats=2", "repeats_max=5"), tmp_path, {})
+    cfg = _cfg("repeats=2", "repeats_max=5")
+    code = run(cfg, tmp_path, asdict(cfg))
     bundle = _bundle(tmp_path)
     rep = bundle["repeats"]
     assert isinstance(rep, dict)
@@ -169,7 +172,8 @@ def test_a_run_whose_rows_decide_stops_at_repeats(tmp_path: Path) -> None:
 
 def test_a_run_that_stays_undecided_stops_at_repeats_max(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(checks.CHECKS, "ttft", _never_decides)
-    assert run(_cfg("repeats=2", "repeats_max=4"), tmp_path, {}) == 1
+    cfg = _cfg("repeats=2", "repeats_max=4")
+    assert run(cfg, tmp_path, asdict(cfg)) == 1
     rep = _bundle(tmp_path)["repeats"]
     assert isinstance(rep, dict)
     assert (rep["ran"], rep["stopped"], rep["looks"]) == (4, "repeats_max", 3)
@@ -181,6 +185,9 @@ def test_a_run_that_stays_undecided_stops_at_repeats_max(tmp_path: Path, monkeyp
     ttft = [c for c in _bundle(tmp_path)["checks"] if c["check"] == "ttft"]  # type: ignore[attr-defined]
     # The final verdict is scored over all four repeats at the per-look level (1 - 0.05/3).
     assert ttft[0]["detail"] == f"4 repeats at confidence {1 - 0.05 / 3:.6f}"
+    # Re-scored from the saved files, the run is judged at the level it ran at, not the nominal one.
+    again = [c for c in rescore_run(tmp_path)["checks"] if c["check"] == "ttft"]
+    assert again[0]["detail"] == ttft[0]["detail"]
 
 
 def test_a_run_stops_when_one_more_repeat_would_pass_the_budget(tmp_path: Path,
