@@ -13,7 +13,8 @@ code (0 pass, 1 fail or inconclusive); a run that exited 2 or 3, or left no bund
 neither rate. The machine (CPU model, cores, load average before and after), the commit and the exact commands go
 in the output.
 
-    python benchmarks/verdict_power.py --runs 20 [--planted 0.25] [--out DIR] [--json FILE] [-- OVERRIDE ...]
+    python benchmarks/verdict_power.py --runs 20 [--planted 0.25] [--out DIR] [--json FILE] [--repo CHECKOUT]
+                                       [-- OVERRIDE ...]
     python benchmarks/verdict_power.py --recount DIR     # the tally of runs already in DIR (its ledger.jsonl)
 """
 
@@ -115,9 +116,9 @@ def machine() -> dict[str, Any]:
             "python": platform.python_version(), "platform": platform.platform()}
 
 
-def commit() -> str:
+def commit(repo: Path = ROOT) -> str:
     def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
         return out.stdout.strip()
 
     sha = git("rev-parse", "HEAD")
@@ -139,12 +140,14 @@ def _read_bundle(run_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def run_one(kind: Kind, index: int, planted: float, out: Path, extra: Sequence[str]) -> RunResult:
+def run_one(kind: Kind, index: int, planted: float, out: Path, *, extra: Sequence[str], repo: Path = ROOT) -> RunResult:
     run_dir = out / f"{kind}-{index:03d}"
     argv = command(kind, index, planted, run_dir, extra)
     started = time.monotonic()
+    # The checkout measured is ``repo``'s, server included (PYTHONPATH first), whatever the interpreter has installed.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(repo), os.environ.get("PYTHONPATH"))))}
     with (out / f"{kind}-{index:03d}.log").open("w") as log:
-        code = subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+        code = subprocess.run(argv, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
     outcome, detail = classify(kind, _read_bundle(run_dir), code)
     return RunResult(kind, index, code, outcome, detail, round(time.monotonic() - started, 1))
 
@@ -188,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--planted", type=float, default=0.25, help="noise.planted_slowdown of the planted runs")
     parser.add_argument("--out", type=Path, help="where the runs go (default results/runs/verdict-power-<time>)")
     parser.add_argument("--json", type=Path, help="also write the tally and every run's outcome here")
+    parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
     parser.add_argument("--recount", type=Path, help="tally the runs saved in this --out directory; run nothing")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run (after --)")
     args = parser.parse_args(argv)
@@ -204,7 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     out = args.out or ROOT / "results" / "runs" / f"verdict-power-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
-    meta: dict[str, Any] = {"commit": commit(), "machine": machine(), "planted": args.planted, "runs": args.runs,
+    repo = args.repo.resolve()
+    meta: dict[str, Any] = {"commit": commit(repo), "machine": machine(), "planted": args.planted, "runs": args.runs,
                             "overrides": list(args.overrides), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                                         time.gmtime()),
                             "commands": [" ".join(command(k, 0, args.planted, Path("DIR"), args.overrides)[1:])
@@ -215,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i in range(args.runs):
             kinds: tuple[Kind, ...] = ("aa", "planted")
             for kind in kinds:
-                r = run_one(kind, i, args.planted, out, args.overrides)
+                r = run_one(kind, i, args.planted, out, extra=args.overrides, repo=repo)
                 results.append(r)
                 ledger.write(json.dumps(asdict(r)) + "\n")
                 ledger.flush()
