@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -199,3 +201,16 @@ def test_a_run_stops_when_one_more_repeat_would_pass_the_budget(tmp_path: Path,
     assert isinstance(rep, dict)
     assert (rep["ran"], rep["stopped"]) == (2, "budget")
     assert len(rep["repeat_seconds"]) == 2 and all(s > 0 for s in rep["repeat_seconds"])
+
+
+@pytest.mark.parametrize(("override", "line"), [
+    ("repeats_max=2", "repeats_max must be >= repeats (3) or 0 (= repeats), got 2"),
+    ("budget_minutes=-1", "budget_minutes must be a finite number > 0, got -1"),
+])
+def test_a_bad_bound_is_one_line_and_exit_2(tmp_path: Path, override: str, line: str) -> None:
+    argv = ["+experiment=smoke", "engine=sim", "repeats=3", override, f"hydra.run.dir={tmp_path / 'run'}"]
+    proc = subprocess.run([sys.executable, "-m", "hybridbench", *argv], capture_output=True, text=True, timeout=300,
+                          check=False, cwd=CONF.parent)
+    assert proc.returncode == 2
+    assert line in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "run" / "plan.json").exists()
