@@ -1,13 +1,15 @@
-"""The error rates of adaptive repeats' stopping rule, simulated: why every look is at 1 - (1 - confidence) / K.
+"""The error rates of adaptive repeats' stopping rule, simulated: why the looks' levels are what they are.
 
 Per-repeat paired changes are drawn from a normal distribution (mean ``true``, sd ``sd``: what the paired ttft and
 throughput checks see, one value per repeat) and judged as the checks judge them: the paired t-interval at the
 look's confidence; pass when it lies wholly at or below ``limit``, fail when wholly above, else one more repeat
-(up to ``repeats_max``). Three designs are compared at the same nominal confidence:
+(up to ``repeats_max``). Four designs are compared at the same nominal confidence (K looks possible):
 
 - fixed: ``repeats_max`` repeats, one test at the end at the nominal level;
 - naive: a look after every repeat from ``repeats`` on, each at the nominal level;
-- split (what hybridbench does): a look after every repeat from ``repeats`` on, each at 1 - (1 - confidence) / K.
+- split: a look after every repeat from ``repeats`` on, each at 1 - (1 - confidence) / K;
+- spend (what hybridbench does, hybridbench.plan.repeats): half the error at the last look, half split evenly over
+  the K - 1 earlier ones.
 
 At ``true == limit`` (a regression exactly at the tolerance) any pass is a false pass; at ``true == 0`` any fail is
 a false fail. The interval functions are hybridbench's own (hybridbench.metrics.stats.paired_relative_change).
@@ -36,12 +38,21 @@ def _judge(ratios: Sequence[float], limit: float, confidence: float) -> str:
     return "pass" if ch.high <= limit else "fail" if ch.low > limit else "open"
 
 
+def look_level(design: str, confidence: float, look: int, looks: int) -> float:
+    """The confidence at look ``look`` (1-based) of ``looks``."""
+    alpha = 1 - confidence
+    if design == "split":
+        return 1 - alpha / looks
+    if design == "spend" and looks > 1:  # half the error at the last look, half split over the earlier ones
+        return 1 - alpha / 2 if look == looks else 1 - alpha / 2 / (looks - 1)
+    return confidence
+
+
 def simulate(design: str, true: float, sd: float, limit: float, *, repeats: int, repeats_max: int, paths: int,
              confidence: float, seed: int) -> tuple[float, float, float, float]:
     """(pass rate, fail rate, undecided rate, mean repeats) of one design over ``paths`` simulated runs."""
     rng = random.Random(seed)
     looks = repeats_max - repeats + 1
-    level = confidence if design != "split" else 1 - (1 - confidence) / looks
     first = repeats_max if design == "fixed" else repeats
     counts = {"pass": 0, "fail": 0, "open": 0}
     used = 0
@@ -50,7 +61,7 @@ def simulate(design: str, true: float, sd: float, limit: float, *, repeats: int,
         outcome = "open"
         n = first
         for n in range(first, repeats_max + 1):
-            outcome = _judge(ratios[:n], limit, level)
+            outcome = _judge(ratios[:n], limit, look_level(design, confidence, n - repeats + 1, looks))
             if outcome != "open":
                 break
         counts[outcome] += 1
@@ -72,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("| design | true change | pass | fail | inconclusive | mean repeats |")
     print("|---|---|---|---|---|---|")
     for true in (a.limit, 0.0, 2 * a.limit, 2.5 * a.limit):
-        for design in ("fixed", "naive", "split"):
+        for design in ("fixed", "naive", "split", "spend"):
             ps, fl, op, n = simulate(design, true, a.sd, a.limit, repeats=a.repeats, repeats_max=a.repeats_max,
                                      paths=a.paths, confidence=a.confidence,
                                      seed=1)

@@ -99,12 +99,12 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     stopped: StopReason | None = None
 
     def score(plan: RunPlan, only: frozenset[str] | None = None, *, with_samples: bool = True) -> Scored:
-        """Every planned trial scored from the saved records, at the per-look confidence (a run with a fixed
-        count of repeats has one look, at the nominal level); ``only``: just these checks (a look's timing)."""
+        """Every planned trial scored from the saved records, at the confidence of the look the repeats done so far
+        make (a fixed count of repeats has one look, at the nominal level); ``only``: just these checks."""
         by_trial: dict[str, list[Record]] = defaultdict(list)
         for rec in read_records(records_path):
             by_trial[rec.trial_id].append(rec)
-        checks = policy.checks_at_look(cfg.checks)
+        checks = policy.checks_at_look(cfg.checks, policy.look(len(durations)))
         if only is not None:
             checks = replace(checks, enabled=[c for c in checks.enabled if c in only])
         return score_trials(

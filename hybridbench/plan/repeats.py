@@ -6,12 +6,14 @@ earns one more repeat, until every such row decides (``decided``), ``repeats_max
 or one more repeat, as long as the longest so far, would pass ``budget_minutes`` (``budget``).
 
 Error control: every look may stop the run on a decision, so each look is a chance of a false pass (or a false
-fail). The looks' levels are split evenly: with K = repeats_max - repeats + 1 possible looks, each look's
-intervals are at confidence ``1 - (1 - confidence) / K``, so by the union bound the chance of any false decision
-over all looks stays within the nominal ``1 - confidence`` whatever the correlation between looks (a constant
-per-look level as in Pocock's design, with Bonferroni's constant instead of Pocock's, which assumes normal
-statistics of known variance — not t-intervals over 2 to 9 repeats). A fixed count (repeats_max = repeats) has
-one look, at the nominal level. docs/guides/adaptive-repeats.md says why.
+fail). The nominal error ``1 - confidence`` is spent over the K = repeats_max - repeats + 1 possible looks: half at
+the last look, the other half split evenly over the earlier ones, and each look's intervals are at the confidence
+its share leaves. The shares add up to the nominal error, so by the union bound the chance of any false decision
+over all looks stays within it whatever the correlation between looks (exact group-sequential boundaries, Pocock's
+or O'Brien-Fleming's, assume normal statistics of known variance — not t-intervals over 2 to 9 repeats). Keeping
+half for the last look keeps most of a fixed-count test's power on a noisy machine; the earlier looks still stop
+a clear result early. A fixed count (repeats_max = repeats) has one look, at the nominal level.
+docs/guides/adaptive-repeats.md says why, with simulations.
 """
 
 from __future__ import annotations
@@ -45,24 +47,33 @@ class RepeatPolicy:
         """How many times the run may stop to look: after repeat ``minimum``, ``minimum + 1``, ... ``maximum``."""
         return self.maximum - self.minimum + 1
 
-    @property
-    def look_confidence(self) -> float:
-        """The confidence of every interval at every look (the final verdict's included): the nominal error
-        rate split evenly over the looks."""
-        return 1 - (1 - self.confidence) / self.looks
+    def look_confidence(self, look: int) -> float:
+        """The confidence of every interval at look ``look`` (1: after repeat ``minimum``; the final verdict is
+        scored at the level of the look the run stopped at): half the nominal error for the last look, half
+        split over the earlier ones."""
+        alpha = 1 - self.confidence
+        if self.looks == 1:
+            return self.confidence
+        return 1 - alpha / 2 if look >= self.looks else 1 - alpha / 2 / (self.looks - 1)
 
-    def checks_at_look(self, checks: ChecksCfg) -> ChecksCfg:
-        """The checks' settings with the per-look confidence: what the run scores with at every look."""
-        return replace(checks, confidence=self.look_confidence)
+    def checks_at_look(self, checks: ChecksCfg, look: int) -> ChecksCfg:
+        """The checks' settings at look ``look``: what the run scores with there."""
+        return replace(checks, confidence=self.look_confidence(look))
+
+    def look(self, done: int) -> int:
+        """Which look follows ``done`` full repeats (a run cut short before its minimum: the first)."""
+        return max(done - self.minimum + 1, 1)
 
 
-def saved_look_checks(config: Mapping[str, Any], checks: ChecksCfg) -> ChecksCfg:
-    """``checks`` at the per-look level of the run whose resolved config (plan.json's) is ``config``: a re-scoring
-    judges at the level the run did, or a row inconclusive over its looks could pass at the nominal level."""
+def saved_look_checks(config: Mapping[str, Any], checks: ChecksCfg, ran: int) -> ChecksCfg:
+    """``checks`` at the level of the last look of the run whose resolved config (plan.json's) is ``config`` and
+    which ran ``ran`` repeats: a re-scoring judges at the level the run did, or a row inconclusive at its look
+    could pass at the nominal level."""
     repeats, most = config.get("repeats"), config.get("repeats_max")
     if not isinstance(repeats, int) or not isinstance(most, int) or most <= repeats:
         return checks  # a fixed count (or a run saved before adaptive repeats): one look, the nominal level
-    return RepeatPolicy(repeats, most, 0.0, checks.confidence).checks_at_look(checks)
+    policy = RepeatPolicy(repeats, most, 0.0, checks.confidence)
+    return policy.checks_at_look(checks, policy.look(ran))
 
 
 def repeat_policy(cfg: RunCfg) -> RepeatPolicy:
@@ -105,8 +116,9 @@ def _row(r: CheckResult) -> str:
 def look_line(policy: RepeatPolicy, done: int, rows: Sequence[CheckResult], stopped: StopReason | None) -> str:
     """The progress line after a look: what is still open, and whether the run stops or earns a repeat."""
     open_rows = undecided(rows)
-    head = (f"look after repeat {done} (repeats {policy.minimum}..{policy.maximum}, "
-            f"confidence {policy.look_confidence:.4g} per look): ")
+    look = policy.look(done)
+    head = (f"look {look} of {policy.looks}, after repeat {done} (repeats {policy.minimum}..{policy.maximum}, "
+            f"confidence {policy.look_confidence(look):.4g}): ")
     what = f"{len(open_rows)} timing row(s) inconclusive ({', '.join(map(_row, open_rows[:3]))})" if open_rows \
         else "every timing row decided"
     then = f"stop ({stopped})" if stopped else f"earning repeat {done + 1}"
@@ -122,8 +134,9 @@ def repeats_entry(policy: RepeatPolicy, durations_s: Sequence[float], rows: Sequ
         "maximum": policy.maximum,
         "stopped": stopped,  # decided | repeats_max | budget | error | interrupted
         "looks": max(len(durations_s) - policy.minimum + 1, 0),
-        "confidence": policy.confidence,
-        "confidence_per_look": policy.look_confidence,
+        "confidence": policy.confidence,  # nominal, over all looks together
+        "confidence_at_stop": policy.look_confidence(policy.look(len(durations_s))),  # the final verdict's
+        "confidence_interim": policy.look_confidence(1),  # every look before the last possible one
         "budget_minutes": policy.budget_s / 60.0,
         "repeat_seconds": [round(d, 3) for d in durations_s],
         "undecided": [_row(r) for r in undecided(rows)],

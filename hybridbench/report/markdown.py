@@ -80,8 +80,8 @@ def _accuracy(rows: list[dict[str, Any]]) -> list[str]:
 def _repeats_line(rep: dict[str, Any]) -> str:
     bounds = f"{rep.get('minimum')}" if rep.get("minimum") == rep.get("maximum") else \
         f"{rep.get('minimum')}..{rep.get('maximum')}"
-    level = rep.get("confidence_per_look")
-    looks = f", {rep.get('looks')} look(s) at confidence {level:.4g}" if isinstance(level, float) else ""
+    level = rep.get("confidence_at_stop")
+    looks = f", {rep.get('looks')} look(s), the last at confidence {level:.4g}" if isinstance(level, float) else ""
     return f"**Repeats**: {rep.get('ran')} ran (bounds {bounds}{looks}); stopped: **{rep.get('stopped')}**"
 
 

@@ -105,7 +105,8 @@ def effective_settings(plan: SavedPlan, overrides: Mapping[str, Any]) -> tuple[S
                 raise ConfigError(f"{exc} (the value the run was saved with; override the key to re-score it)"
                                   ) from None
         raise
-    checks = saved_look_checks(config, checks)  # an adaptive run's per-look level (hybridbench.plan.repeats)
+    ran = 1 + max((t.repeat for t in plan.trials), default=0)
+    checks = saved_look_checks(config, checks, ran)  # an adaptive run's level at its last look (plan.repeats)
     baseline = checks.baseline_arm or (plan.arms[0] if plan.arms else "")
     if baseline not in plan.arms:
         raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the run's arms {list(plan.arms)}")

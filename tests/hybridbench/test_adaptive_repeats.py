@@ -73,11 +73,16 @@ def test_the_budget_stops_when_one_more_repeat_as_long_as_the_longest_would_pass
     assert stop_reason(policy, rows, [10.0, 10.0, 45.0]) == "budget"  # the longest repeat, not the mean
 
 
-def test_the_per_look_level_splits_the_nominal_error_over_the_looks() -> None:
-    assert RepeatPolicy(3, 3, 60.0, 0.95).look_confidence == pytest.approx(0.95)  # a fixed count: one look
-    assert RepeatPolicy(3, 6, 60.0, 0.95).looks == 4
-    assert RepeatPolicy(3, 6, 60.0, 0.95).look_confidence == pytest.approx(1 - 0.05 / 4)
-    assert RepeatPolicy(2, 11, 60.0, 0.90).look_confidence == pytest.approx(0.99)
+def test_the_per_look_levels_spend_half_the_error_at_the_last_look_and_half_before() -> None:
+    assert RepeatPolicy(3, 3, 60.0, 0.95).look_confidence(1) == pytest.approx(0.95)  # a fixed count: one look
+    policy = RepeatPolicy(3, 6, 60.0, 0.95)
+    assert policy.looks == 4
+    assert [policy.look(n) for n in (1, 3, 4, 6)] == [1, 1, 2, 4]
+    levels = [policy.look_confidence(k) for k in range(1, 5)]
+    assert levels == pytest.approx([1 - 0.025 / 3] * 3 + [0.975])
+    assert sum(1 - c for c in levels) == pytest.approx(0.05)  # the shares add up to the nominal error
+    two = RepeatPolicy(2, 3, 60.0, 0.90)
+    assert [two.look_confidence(1), two.look_confidence(2)] == pytest.approx([0.95, 0.95])
     cfg = RunCfg(repeats=3, repeats_max=0)
     assert repeat_policy(cfg).maximum == 3  # 0 = repeats
 
@@ -103,12 +108,12 @@ def test_the_checks_at_a_look_use_the_per_look_level() -> None:
     cand = [95.0, 101.0, 98.0, 103.0]
     policy = RepeatPolicy(minimum=2, maximum=9, budget_s=600.0, confidence=0.95)
     nominal = _summaries_run(base, cand, ChecksCfg(enabled=["ttft"]))[0]
-    looked = _summaries_run(base, cand, policy.checks_at_look(ChecksCfg(enabled=["ttft"])))[0]
+    looked = _summaries_run(base, cand, policy.checks_at_look(ChecksCfg(enabled=["ttft"]), policy.look(4)))[0]
     ratios = [c / b - 1 for b, c in zip(base, cand, strict=True)]
     sd = statistics.stdev(ratios) / math.sqrt(len(ratios))
-    # The row's interval is the paired t-interval at 1 - 0.05/8 (t at 99.6875%, 3 df = 7.45), not at 95% (3.18).
-    wide = paired_relative_change(base, cand, confidence=policy.look_confidence)
-    assert wide.high - wide.low == pytest.approx(2 * t_quantile(1 - 0.05 / 16, 3) * sd)
+    # Look 3 of 8: the paired t-interval at 1 - 0.025/7 (t at 99.82%, 3 df = 9.0), not at 95% (3.18).
+    wide = paired_relative_change(base, cand, confidence=policy.look_confidence(3))
+    assert wide.high - wide.low == pytest.approx(2 * t_quantile(1 - 0.025 / 14, 3) * sd)
     assert f"CI {wide.low:+.1%} .. {wide.high:+.1%}" in looked.detail
     narrow = paired_relative_change(base, cand, confidence=0.95)
     assert f"CI {narrow.low:+.1%} .. {narrow.high:+.1%}" in nominal.detail
@@ -166,7 +171,7 @@ def test_a_run_whose_rows_decide_stops_at_repeats(tmp_path: Path) -> None:
     rep = bundle["repeats"]
     assert isinstance(rep, dict)
     assert (rep["ran"], rep["stopped"], rep["looks"]) == (2, "decided", 1)
-    assert rep["confidence_per_look"] == pytest.approx(1 - 0.05 / 4)
+    assert rep["confidence_at_stop"] == pytest.approx(1 - 0.025 / 3)  # look 1 of 4
     assert {t["repeat"] for t in json.loads((tmp_path / "plan.json").read_text())["trials"]} == {0, 1}
     assert "**Repeats**: 2 ran (bounds 2..5" in (tmp_path / "report.md").read_text()
     assert code == (0 if bundle["verdict"] == "pass" else 1)
@@ -185,8 +190,8 @@ def test_a_run_that_stays_undecided_stops_at_repeats_max(tmp_path: Path, monkeyp
     trials = _bundle(tmp_path)["trials"]
     assert isinstance(trials, list) and len(trials) == 8 and all(t["state"] == "ran" for t in trials)
     ttft = [c for c in _bundle(tmp_path)["checks"] if c["check"] == "ttft"]  # type: ignore[attr-defined]
-    # The final verdict is scored over all four repeats at the per-look level (1 - 0.05/3).
-    assert ttft[0]["detail"] == f"4 repeats at confidence {1 - 0.05 / 3:.6f}"
+    # The final verdict is scored over all four repeats at the last look's level (1 - 0.05/2).
+    assert ttft[0]["detail"] == f"4 repeats at confidence {0.975:.6f}"
     # Re-scored from the saved files, the run is judged at the level it ran at, not the nominal one.
     again = [c for c in rescore_run(tmp_path)["checks"] if c["check"] == "ttft"]
     assert again[0]["detail"] == ttft[0]["detail"]
@@ -200,6 +205,8 @@ def test_a_run_stops_when_one_more_repeat_would_pass_the_budget(tmp_path: Path,
     rep = _bundle(tmp_path)["repeats"]
     assert isinstance(rep, dict)
     assert (rep["ran"], rep["stopped"]) == (2, "budget")
+    ttft = [c for c in _bundle(tmp_path)["checks"] if c["check"] == "ttft"]  # type: ignore[attr-defined]
+    assert ttft[0]["detail"] == f"2 repeats at confidence {1 - 0.025 / 8:.6f}"  # stopped at look 1 of 9
     assert len(rep["repeat_seconds"]) == 2 and all(s > 0 for s in rep["repeat_seconds"])
 
 
