@@ -185,11 +185,11 @@ class RunCfg:
     arms: list[str] = field(default_factory=lambda: ["disabled", "lru"])
     arm: ArmCfg = field(default_factory=ArmCfg)
     workloads: dict[str, WorkloadCfg] = field(default_factory=dict)
-    repeats: int = 1  # the minimum: every run does this many (docs/guides/adaptive-repeats.md)
-    # Adaptive repeats: while a timing row (ttft, throughput, prefill_overhead) is inconclusive, one more repeat is
-    # earned, up to repeats_max (0: = repeats, a fixed count) and within budget_minutes of repeating.
+    repeats: int = 1  # the minimum: every run does this many full repeats (docs/guides/adaptive-repeats.md)
+    # While a ttft, throughput or prefill_overhead row is inconclusive, the run earns one more repeat, up to this
+    # many (0: = repeats, a fixed count).
     repeats_max: int = 0
-    budget_minutes: float = 60.0
+    budget_minutes: float = 60.0  # no repeat is earned that, as long as the longest so far, would end past this
     seed: int = 0
     # A run dir that already holds files is refused; true replaces the run in it (hybridbench/results/run_dir.py).
     overwrite: bool = False
