@@ -17,16 +17,19 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from workloads.atomic_file import atomic_writer
+from workloads.token_ids import TokenIds, as_token_ids
+from workloads.trace_fast import cut_row
 
 __all__ = [
     "METADATA_KEY",
     "REQUIRED_KEYS",
+    "TokenIds",
     "Trace",
     "TraceError",
     "TraceRow",
@@ -47,16 +50,28 @@ class TraceError(ValueError):
     """A trace file that cannot be read; the message is one line naming file, line and problem."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class TraceRow:
-    """One request of a trace: the tokens it sends and the tokens it is recorded to produce."""
+    """One request of a trace: the tokens it sends and the tokens it is recorded to produce.
+
+    Token ids are held as ``TokenIds`` (4 bytes a token, compares like a tuple); any sequence of ints is taken."""
 
     session_id: int | str
     turn_id: int
     ts: float
-    input_tokens: tuple[int, ...]
-    output_tokens: tuple[int, ...]
+    input_tokens: TokenIds
+    output_tokens: TokenIds
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __init__(  # noqa: PLR0917 - the dataclass's fields, positional as every caller passes them
+            self, session_id: int | str, turn_id: int, ts: float, input_tokens: Sequence[int],
+            output_tokens: Sequence[int], extra: Mapping[str, Any] | None = None) -> None:
+        object.__setattr__(self, "session_id", session_id)
+        object.__setattr__(self, "turn_id", turn_id)
+        object.__setattr__(self, "ts", ts)
+        object.__setattr__(self, "input_tokens", as_token_ids(input_tokens))
+        object.__setattr__(self, "output_tokens", as_token_ids(output_tokens))
+        object.__setattr__(self, "extra", {} if extra is None else extra)
 
     @property
     def num_input_tokens(self) -> int:
@@ -73,8 +88,8 @@ class TraceRow:
             "ts": self.ts,
             "num_input_tokens": self.num_input_tokens,
             "num_output_tokens": self.num_output_tokens,
-            "input_tokens": list(self.input_tokens),
-            "output_tokens": list(self.output_tokens),
+            "input_tokens": self.input_tokens.tolist(),
+            "output_tokens": self.output_tokens.tolist(),
         }
         row.update(self.extra)
         return row
@@ -100,10 +115,14 @@ class TraceStream:
         return Trace(tuple(self.rows), dict(self.metadata))
 
 
-def _token_list(value: Any, key: str, where: str, vocab_size: int | None) -> tuple[int, ...]:
+def _limit(vocab_size: int | None) -> int:
+    return INT64_LIMIT if vocab_size is None else min(vocab_size, INT64_LIMIT)
+
+
+def _token_list(value: Any, key: str, where: str, vocab_size: int | None) -> TokenIds:
     if not isinstance(value, list):
         raise TraceError(f"{where}: '{key}' must be a list of token ids, got {type(value).__name__}")
-    limit = INT64_LIMIT if vocab_size is None else min(vocab_size, INT64_LIMIT)
+    limit = _limit(vocab_size)
     for tok in value:
         # bool is an int subclass; a True in a token list is a bug upstream, not a token.
         if not isinstance(tok, int) or isinstance(tok, bool) or tok < 0:
@@ -111,7 +130,7 @@ def _token_list(value: Any, key: str, where: str, vocab_size: int | None) -> tup
         if tok >= limit:
             what = f"the vocabulary ({vocab_size} tokens)" if limit == vocab_size else "int64"
             raise TraceError(f"{where}: '{key}' holds token id {_short(tok)}, outside {what}")
-    return tuple(value)
+    return TokenIds(value)
 
 
 def _short(value: Any) -> str:
@@ -119,14 +138,19 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _parse_row(obj: Any, where: str, vocab_size: int | None = None) -> TraceRow:
+def _parse_row(obj: Any, where: str, vocab_size: int | None = None,
+               tokens: tuple[TokenIds, TokenIds] | None = None) -> TraceRow:
+    """``tokens``: both lists already parsed and checked by the fast path (``obj`` then holds them empty)."""
     if not isinstance(obj, dict):
         raise TraceError(f"{where}: a row must be a JSON object, got {type(obj).__name__}")
     missing = [k for k in REQUIRED_KEYS if k not in obj]
     if missing:
         raise TraceError(f"{where}: missing key(s) {', '.join(missing)}")
-    inputs = _token_list(obj["input_tokens"], "input_tokens", where, vocab_size)
-    outputs = _token_list(obj["output_tokens"], "output_tokens", where, vocab_size)
+    if tokens is None:
+        inputs = _token_list(obj["input_tokens"], "input_tokens", where, vocab_size)
+        outputs = _token_list(obj["output_tokens"], "output_tokens", where, vocab_size)
+    else:
+        inputs, outputs = tokens
     if not inputs:
         raise TraceError(f"{where}: 'input_tokens' is empty (a request needs a prompt)")
     for key, toks in (("num_input_tokens", inputs), ("num_output_tokens", outputs)):
@@ -155,27 +179,36 @@ def iter_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> I
     the model; a (session_id, turn_id) appears once (a duplicate was sent twice)."""
     p = Path(path)
     try:
-        fh = p.open(encoding="utf-8")
+        fh = p.open("rb")  # bytes: the fast path cuts token arrays out before anything is decoded
     except OSError as exc:
         raise TraceError(f"{p}: cannot open trace ({exc.strerror or exc})") from None
     seen: dict[tuple[int | str, int], int] = {}
+    limit = _limit(vocab_size)
     with fh:
         lineno = 0
         while True:
             lineno += 1
             try:
-                line = fh.readline(MAX_LINE_CHARS + 1)
-            except UnicodeDecodeError:
-                raise TraceError(f"{p}:{lineno}: not UTF-8 text") from None
+                raw = fh.readline(MAX_LINE_CHARS + 1)
             except OSError as exc:
                 raise TraceError(f"{p}:{lineno}: cannot read ({exc.strerror or exc})") from None
-            if not line:
+            if not raw:
                 break
-            if len(line) > MAX_LINE_CHARS:
+            if len(raw) > MAX_LINE_CHARS:
                 raise TraceError(f"{p}:{lineno}: line longer than {MAX_LINE_CHARS} characters")
-            if not line.strip():
+            if raw[:1] != b"{" and not raw.strip():  # strip() copies the line: only when it may be blank
                 continue
             where = f"{p}:{lineno}"
+            fast = cut_row(raw, limit) if lineno > 1 else None
+            if fast is not None:
+                row = _parse_row(fast[0], where, vocab_size, fast[1:])
+                _check_once(seen, row, lineno, where)
+                yield row
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise TraceError(f"{p}:{lineno}: not UTF-8 text") from None
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -189,12 +222,16 @@ def iter_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> I
                 yield meta
                 continue
             row = _parse_row(obj, where, vocab_size)
-            key = (row.session_id, row.turn_id)
-            if key in seen:
-                raise TraceError(f"{where}: session {_short(row.session_id)} turn {row.turn_id} already at line "
-                                 f"{seen[key]} (each request once)")
-            seen[key] = lineno
+            _check_once(seen, row, lineno, where)
             yield row
+
+
+def _check_once(seen: dict[tuple[int | str, int], int], row: TraceRow, lineno: int, where: str) -> None:
+    key = (row.session_id, row.turn_id)
+    if key in seen:
+        raise TraceError(f"{where}: session {_short(row.session_id)} turn {row.turn_id} already at line "
+                         f"{seen[key]} (each request once)")
+    seen[key] = lineno
 
 
 def read_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> Trace:

@@ -48,18 +48,25 @@ class StatePool:
         if size <= 0:
             raise ValueError(f"state pool size must be positive, got {size}")
         self.size = size
-        self._free = list(range(size - 1, -1, -1))  # pop() hands out slot 0 first
+        # Free slots are lazy: slots never handed out are [_fresh, size), released ones a stack. A list of every
+        # slot made memory and start-up grow with the capacity asked for (1e16 bytes: 7 GB, 20 s).
+        self._fresh = 0
+        self._free: list[int] = []  # released slots, reused last-freed first
         self._in_use: set[int] = set()
         self.content: dict[int, StateContent] = {}
 
     @property
     def available(self) -> int:
-        return len(self._free)
+        return len(self._free) + self.size - self._fresh
 
     def alloc(self) -> int | None:
-        if not self._free:
+        if self._free:
+            slot = self._free.pop()
+        elif self._fresh < self.size:
+            slot = self._fresh  # slot 0 first, as SGLang's free list hands them out
+            self._fresh += 1
+        else:
             return None
-        slot = self._free.pop()
         self._in_use.add(slot)
         return slot
 

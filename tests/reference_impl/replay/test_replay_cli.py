@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import subprocess
 import sys
@@ -125,3 +126,20 @@ def test_admit_of_other_tokens_than_looked_up_is_rejected(policy: str) -> None:
     notes = dict(cache.stats().notes)
     assert notes["rejected_requests"] == 1
     assert cache.lookup((*looked_up, 7, 9)) == 301  # the accepted request's input and first output token
+
+
+@pytest.mark.parametrize("policy", ["lru", "seglen"])
+def test_replay_memory_does_not_grow_with_the_capacity(policy: str, tmp_path: Path) -> None:
+    """'Infinite capacity' is how Marconi-style studies run: 1e16 bytes once built a list of 1.8e8 state slots
+    (7 GB, 20 s). The whole command's peak RSS (wait4: this child alone) stays under 100 MB."""
+    trace = tmp_path / "t.jsonl"
+    agent_trace(trace)
+    out, err = tmp_path / "out", tmp_path / "err"
+    with out.open("wb") as fo, err.open("wb") as fe:
+        proc = subprocess.Popen([sys.executable, "-m", "reference_impl.replay", str(trace), "--policy", policy,
+                                 "--capacity-bytes", "1e16"], stdout=fo, stderr=fe)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, err.read_text()
+    assert "state pool slots" in out.read_text()
+    assert usage.ru_maxrss < 100 * 1024, f"peak RSS {usage.ru_maxrss} KB"

@@ -1,0 +1,111 @@
+"""Measure a whole command as a user types it: process start to exit.
+
+``measure(argv)`` runs the command in a child process and reaps it with ``os.wait4``, whose resource usage is that
+child's alone plus the descendants it reaped: wall seconds, CPU seconds of the process tree (user + system) and
+its peak resident memory. CPU seconds are the robust figure on a shared machine; wall seconds mean something only
+on a quiet one, so ``machine()`` records the load average beside every figure.
+
+``alternate(commands, repeats)`` runs several commands (e.g. this commit's and a baseline worktree's) in turn,
+``repeats`` rounds, so a change in the machine's load falls on both sides alike; it reports each side's median.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Measurement", "Summary", "alternate", "git_head", "machine", "measure", "verdict"]
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    wall_s: float
+    cpu_s: float  # user + system of the child and the descendants it reaped
+    peak_rss_mb: float  # the largest resident set of the child or any reaped descendant
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The median of each figure over the runs of one command."""
+
+    label: str
+    runs: int
+    wall_s: float
+    cpu_s: float
+    peak_rss_mb: float
+
+
+def measure(argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
+            env: Mapping[str, str] | None = None, timeout: float | None = None) -> Measurement:
+    """Run ``argv`` to completion and return what it cost; stdout and stderr are captured (to files, so a
+    chatty command never blocks on a full pipe)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=None if env is None else dict(env), stdout=out, stderr=err)
+        deadline = None if timeout is None else start + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG if deadline else 0)
+            if pid:
+                break
+            if deadline and time.perf_counter() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.01)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+        out.seek(0)
+        err.seek(0)
+        return Measurement(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode,
+                           out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+
+
+def alternate(commands: Mapping[str, tuple[Sequence[str], str | None]], repeats: int,
+              env: Mapping[str, str] | None = None) -> dict[str, Summary]:
+    """``commands``: label -> (argv, cwd). Runs them round-robin ``repeats`` times; a failing run raises."""
+    runs: dict[str, list[Measurement]] = {label: [] for label in commands}
+    for _ in range(repeats):
+        for label, (argv, cwd) in commands.items():
+            m = measure(argv, cwd=cwd, env=env)
+            if m.returncode != 0:
+                raise RuntimeError(f"{label}: {' '.join(argv)} exited {m.returncode}: {m.stderr.strip()[-500:]}")
+            runs[label].append(m)
+    return {label: Summary(label, len(ms), statistics.median(m.wall_s for m in ms),
+                           statistics.median(m.cpu_s for m in ms), statistics.median(m.peak_rss_mb for m in ms))
+            for label, ms in runs.items()}
+
+
+def git_head(path: str | os.PathLike[str] = ".") -> str:
+    try:
+        return subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def machine() -> str:
+    """CPU model, cores, load average now: printed beside every figure."""
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{model}, {os.cpu_count()} logical cores, load average {load}, Python {platform.python_version()}"
+
+
+def verdict(value: float, target: float, *, at_least: bool = False) -> str:
+    ok = value >= target if at_least else value <= target
+    return "meets" if ok else "misses"

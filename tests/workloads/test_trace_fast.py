@@ -1,0 +1,110 @@
+"""The trace reader's fast path (workloads.trace_fast) reads exactly what the full JSON path reads.
+
+Each line below is read twice, once as shipped and once with the fast path switched off; the rows (or the one-line
+error) must be identical. Lines the fast path must take are asserted to take it, so a fast path that always
+declined (and silently fell back to the 12-second reader) fails here too.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+
+import workloads.trace
+import workloads.trace_fast
+from workloads.token_ids import TokenIds
+from workloads.trace import TraceError, TraceRow, read_trace
+
+HEAD = '{"session_id": 0, "turn_id": 1, "ts": 0.5, '
+
+# (id, line, the fast path takes it)
+LINES = [
+    ("dumps", HEAD + '"input_tokens": [1, 22, 333, 0], "output_tokens": [4, 5]}', True),
+    ("compact", HEAD.replace(" ", "") + '"input_tokens":[1,22,333,0],"output_tokens":[]}', True),
+    ("output-first", HEAD + '"output_tokens": [4], "input_tokens": [7, 8]}', True),
+    ("extra-fields", HEAD + '"input_tokens": [9], "output_tokens": [1], "note": "a,b ]", "k": [1, 2]}', True),
+    ("big-id", HEAD + f'"input_tokens": [{2**40}, 9999999999, 1], "output_tokens": [1]}}', True),
+    ("leading-zero", HEAD + '"input_tokens": [1, 007], "output_tokens": [1]}', False),
+    ("first-leading-zero", HEAD + '"input_tokens": [01], "output_tokens": [1]}', False),
+    ("zero-zero", HEAD + '"input_tokens": [1, 00], "output_tokens": [1]}', False),
+    ("trailing-comma", HEAD + '"input_tokens": [1, 2,], "output_tokens": [1]}', False),
+    ("empty-element", HEAD + '"input_tokens": [1,,2], "output_tokens": [1]}', False),
+    ("missing-comma", HEAD + '"input_tokens": [1 2], "output_tokens": [1]}', False),
+    ("spaced", HEAD + '"input_tokens": [ 1 ,  2 ], "output_tokens": [1]}', True),
+    ("tab", HEAD + '"input_tokens": [1,\t2], "output_tokens": [1]}', False),
+    ("negative", HEAD + '"input_tokens": [1, -2], "output_tokens": [1]}', False),
+    ("float", HEAD + '"input_tokens": [1, 2.0], "output_tokens": [1]}', False),
+    ("exponent", HEAD + '"input_tokens": [1, 2e3], "output_tokens": [1]}', False),
+    ("bool", HEAD + '"input_tokens": [1, true], "output_tokens": [1]}', False),
+    ("string", HEAD + '"input_tokens": [1, "2"], "output_tokens": [1]}', False),
+    ("int64-edge", HEAD + f'"input_tokens": [{2**63 - 1}], "output_tokens": [1]}}', False),
+    ("past-int64", HEAD + f'"input_tokens": [{2**63}], "output_tokens": [1]}}', False),
+    ("wraps-uint32", HEAD + f'"input_tokens": [{2**32 + 5}], "output_tokens": [1]}}', True),
+    ("duplicate-key", HEAD + '"input_tokens": [1], "output_tokens": [1], "input_tokens": [2]}', False),
+    ("escaped-key", HEAD + '"input\\u005ftokens": [3], "output_tokens": [1], "x": {"input_tokens": [2]}}', False),
+    ("nested-only", HEAD + '"output_tokens": [1], "x": {"input_tokens": [2]}}', False),
+    ("empty-prompt", HEAD + '"input_tokens": [], "output_tokens": [1]}', True),
+    ("count-mismatch", HEAD + '"num_input_tokens": 3, "input_tokens": [1, 2], "output_tokens": [1]}', True),
+    ("bad-json-rest", HEAD + '"input_tokens": [1], "output_tokens": [1],}', False),
+    ("not-utf8", HEAD + '"input_tokens": [1], "output_tokens": [1], "n": "\udcff"}', False),
+]
+FIRST = '{"session_id": 0, "turn_id": 0, "input_tokens": [5], "output_tokens": []}'
+
+
+def _read(path: Path, vocab: int | None) -> object:
+    try:
+        return read_trace(path, vocab).rows
+    except TraceError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize(("line", "fast"), [(c[1], c[2]) for c in LINES], ids=[c[0] for c in LINES])
+@pytest.mark.parametrize("vocab", [None, 300])
+def test_fast_path_reads_what_the_json_path_reads(
+        line: str, fast: bool, vocab: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes((FIRST + "\n" + line + "\n").encode("utf-8", "surrogateescape"))
+    taken: list[bool] = []
+    real = workloads.trace_fast.cut_row
+
+    def spy(raw: bytes, limit: int) -> object:
+        out = real(raw, limit)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(workloads.trace, "cut_row", spy)
+    got = _read(path, vocab)
+    monkeypatch.setattr(workloads.trace, "cut_row", lambda raw, limit: None)
+    want = _read(path, vocab)
+    assert got == want
+    if vocab is None:
+        assert taken == [fast]
+
+
+def test_rows_hold_compact_ids_that_behave_like_tuples() -> None:
+    row = TraceRow(0, 0, 0.0, [1, 2, 3], (4,))
+    assert row.input_tokens == (1, 2, 3) and row.input_tokens == [1, 2, 3] and row.input_tokens != (1, 2)
+    assert row.input_tokens[1:] == (2, 3) and isinstance(row.input_tokens[1:], TokenIds)
+    keyed: dict[object, str] = {(1, 2, 3): "x"}
+    assert hash(row.input_tokens) == hash((1, 2, 3)) and keyed[row.input_tokens] == "x"
+    assert [*row.input_tokens, *row.output_tokens] == [1, 2, 3, 4]
+    assert pickle.loads(pickle.dumps(row)) == row
+    assert row.input_tokens.typecode == "i" and TokenIds([2**40]).typecode == "q"
+    assert sys.getsizeof(TokenIds(range(10_000))) < 100  # the array is held, not copied into the wrapper
+    assert json.loads(json.dumps(row.to_json()))["input_tokens"] == [1, 2, 3]
+
+
+def test_without_numpy_the_fast_path_still_reads_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workloads.trace_fast, "np", None)
+    for _, line, fast in LINES:
+        raw = line.encode("utf-8", "surrogateescape")
+        cut = workloads.trace_fast.cut_row(raw, 1 << 63)
+        if cut is not None:
+            ref = json.loads(line)
+            assert cut[1] == ref["input_tokens"] and cut[2] == ref["output_tokens"], line
+        elif fast:
+            pytest.fail(f"declined without numpy: {line}")
