@@ -71,15 +71,18 @@ def measure(argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
 
 
 def alternate(commands: Mapping[str, tuple[Sequence[str], str | None]], repeats: int,
-              env: Mapping[str, str] | None = None) -> dict[str, Summary]:
-    """``commands``: label -> (argv, cwd). Runs them round-robin ``repeats`` times; a failing run raises."""
+              outputs: dict[str, str] | None = None) -> dict[str, Summary]:
+    """``commands``: label -> (argv, cwd). Runs them round-robin ``repeats`` times; a failing run raises.
+    ``outputs``, when given, receives each label's last stdout."""
     runs: dict[str, list[Measurement]] = {label: [] for label in commands}
     for _ in range(repeats):
         for label, (argv, cwd) in commands.items():
-            m = measure(argv, cwd=cwd, env=env)
+            m = measure(argv, cwd=cwd)
             if m.returncode != 0:
                 raise RuntimeError(f"{label}: {' '.join(argv)} exited {m.returncode}: {m.stderr.strip()[-500:]}")
             runs[label].append(m)
+            if outputs is not None:
+                outputs[label] = m.stdout
     return {label: Summary(label, len(ms), statistics.median(m.wall_s for m in ms),
                            statistics.median(m.cpu_s for m in ms), statistics.median(m.peak_rss_mb for m in ms))
             for label, ms in runs.items()}

@@ -179,7 +179,7 @@ def iter_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> I
     the model; a (session_id, turn_id) appears once (a duplicate was sent twice)."""
     p = Path(path)
     try:
-        fh = p.open("rb")  # bytes: the fast path cuts token arrays out before anything is decoded
+        fh = p.open("rb", buffering=1 << 20)  # bytes: token arrays are cut out before anything is decoded
     except OSError as exc:
         raise TraceError(f"{p}: cannot open trace ({exc.strerror or exc})") from None
     seen: dict[tuple[int | str, int], int] = {}

@@ -23,7 +23,7 @@ a tiny model); ``complete()`` applies the sampled tokens. Modelled on SGLang's s
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -42,7 +42,7 @@ CLIP_MAX_NEW_TOKENS = 4096  # SGLang's clip on max_new_tokens when it budgets a 
 @dataclass(slots=True)
 class EngineRequest:
     rid: int
-    input_tokens: tuple[int, ...]
+    input_tokens: Sequence[int]  # immutable: a tuple, or a trace's compact TokenIds (4 bytes a token)
     max_new_tokens: int
     output: list[int] = field(default_factory=list)  # tokens sampled so far
     cached: CachedRequest | None = None
@@ -53,9 +53,10 @@ class EngineRequest:
     max_prefix: int | None = None  # cap on the reusable prefix (return_logprob with logprob_start_len)
 
     @property
-    def fill_tokens(self) -> list[int]:
-        """What a (re-)admission prefills: the prompt plus everything generated so far."""
-        return [*self.input_tokens, *self.output]
+    def fill_tokens(self) -> Sequence[int]:
+        """What a (re-)admission prefills: the prompt plus everything generated so far (the prompt itself, not a
+        copy, before any output: callers asking only its length or a prefix match once copied 13K tokens)."""
+        return (*self.input_tokens, *self.output) if self.output else self.input_tokens
 
     @property
     def remaining(self) -> int:
@@ -130,7 +131,10 @@ class EngineCore:
     def add_request(
         self, rid: int, input_tokens: Sequence[int], max_new_tokens: int, *, max_prefix: int | None = None
     ) -> EngineRequest:
-        req = EngineRequest(rid, tuple(input_tokens), max(1, max_new_tokens), max_prefix=max_prefix)
+        # A hashable sequence is immutable (a tuple, a trace row's TokenIds): kept as is. Copying a compact one
+        # into a tuple held every waiting request's prompt as Python ints (the seglen preset: 1.6 GB).
+        held = input_tokens if isinstance(input_tokens, Hashable) else tuple(input_tokens)
+        req = EngineRequest(rid, held, max(1, max_new_tokens), max_prefix=max_prefix)
         if not fits_kv_pool(len(req.input_tokens), req.max_new_tokens, self.config.kv_tokens):
             req.status, req.error = "aborted", "input + output longer than the KV pool"
             self.counters.aborted += 1

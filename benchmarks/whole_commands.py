@@ -1,0 +1,123 @@
+"""Issue 26's targets, each measured as a whole command (process start to exit) against a baseline tree.
+
+    git archive main | tar -x -C /tmp/base          # or: git worktree add /tmp/base main
+    python benchmarks/whole_commands.py --baseline /tmp/base [--repeats 3] [--only read,simulate] [--dir /tmp/hb]
+
+For each target the command runs in this checkout and in the baseline tree alternately (``--repeats`` rounds, same
+interpreter, ``cwd`` = the tree, so ``-m``/``-c`` import that tree's code), and a Markdown row gives the medians
+of wall seconds, CPU seconds of the process tree and peak RSS (``whole_command.measure``: ``os.wait4``), the
+target and the verdict (meets / misses) for this checkout. The machine line (CPU model, cores, load average,
+commits) is printed first and the load average again with each row: wall seconds mean something only on a
+quiet machine; CPU seconds are the robust figure on a shared one.
+
+Traces are generated once into ``--dir`` (never into the repo): the seglen SWE-bench preset (``workloads.generate
+swebench --preset seglen``, 330 MB), a 10-session trace for the capacity check and a short-request trace
+(``--max-input 4096``) for the replay rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from whole_command import Summary, alternate, git_head, machine, verdict  # a sibling: run as a script
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+SIM_ARGS = ["--model", "qwen3-next-80b-a3b", "--gpu", "h100", "--tp", "4", "--arm", "branching", "--trace-timestamps"]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    argv: list[str]
+    text: str  # the target as printed
+    check: Callable[[Summary, str], tuple[str, bool]]  # (this checkout's figure, met?) from its summary and stdout
+
+
+def _limits(cpu: float, mb: float) -> Callable[[Summary, str], tuple[str, bool]]:
+    def check(s: Summary, out: str) -> tuple[str, bool]:
+        del out
+        return f"{s.cpu_s:.2f} CPU s, {s.peak_rss_mb:.0f} MB", s.cpu_s <= cpu and s.peak_rss_mb <= mb
+    return check
+
+
+def _rate(floor: float) -> Callable[[Summary, str], tuple[str, bool]]:
+    def check(s: Summary, out: str) -> tuple[str, bool]:
+        found = re.search(r"input tokens\s+(\d+)", out)
+        if not found:
+            return "no 'input tokens' line", False
+        rate = int(found.group(1)) / s.cpu_s
+        return f"{rate / 1e6:.2f}M input tokens per CPU s", rate >= floor
+    return check
+
+
+def _generate(path: Path, *args: str) -> None:
+    if path.exists():
+        return
+    print(f"generating {path} ...", file=sys.stderr, flush=True)
+    subprocess.run([PY, "-m", "workloads.generate", "swebench", *args, "--vocab-size", "151936", "-o", str(path)],
+                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+
+
+def targets(work: Path) -> list[Target]:
+    preset, small, short = work / "seglen.jsonl", work / "small.jsonl", work / "short.jsonl"
+    _generate(preset, "--preset", "seglen")
+    _generate(small, "--num-sessions", "3")
+    _generate(short, "--num-sessions", "100", "--max-input", "4096")
+    read = "import sys; from workloads.trace import read_trace; read_trace(sys.argv[1])"
+    replay = [PY, "-m", "reference_impl.replay"]
+    return [
+        Target("read the seglen preset", [PY, "-c", read, str(preset)], "<= 3 CPU s, <= 400 MB",
+               _limits(3.0, 400.0)),
+        Target("replay lru at 1e16 bytes (3 sessions)", [*replay, str(small), "--policy", "lru",
+               "--capacity-bytes", "1e16"], "< 1 CPU s, < 100 MB", _limits(1.0, 100.0)),
+        *(Target(f"replay {p}, short requests", [*replay, str(short), "--policy", p, "--capacity-bytes", "4e10"],
+                 ">= 4M input tokens per CPU s", _rate(4e6)) for p in ("lru", "seglen")),
+        Target("simulate the seglen preset (branching, TP4 H100)",
+               [PY, "-m", "reference_impl.simulate", str(preset), *SIM_ARGS], "<= 15 CPU s, <= 1 GB",
+               _limits(15.0, 1024.0)),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--baseline", type=Path, help="a tree of the baseline commit (git archive or worktree)")
+    ap.add_argument("--baseline-label", default="", help="what the baseline tree is, when it is not a git checkout")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--only", default="", help="comma-separated words; a target runs if its name has one")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/hybridbench-bench"), help="where traces are generated")
+    args = ap.parse_args(argv)
+    args.dir.mkdir(parents=True, exist_ok=True)
+    label = args.baseline_label or (git_head(args.baseline) if args.baseline else "")
+    base = f", baseline {label} ({args.baseline})" if args.baseline else ""
+    print(f"machine: {machine()}; this checkout {git_head(ROOT)}{base}\n")
+    print("| command | this checkout: wall s / CPU s / peak MB | baseline: wall s / CPU s / peak MB | load "
+          "| target | figure | verdict |")
+    print("|---|---|---|---|---|---|---|")
+    words = [w for w in args.only.split(",") if w]
+    for t in targets(args.dir):
+        if words and not any(w in t.name for w in words):
+            continue
+        sides: dict[str, tuple[Sequence[str], str | None]] = {"ours": (t.argv, str(ROOT))}
+        if args.baseline:
+            sides["base"] = (t.argv, str(args.baseline))
+        outputs: dict[str, str] = {}
+        res = alternate(sides, args.repeats, outputs)
+        ours = res["ours"]
+        figure, ok = t.check(ours, outputs["ours"])
+        theirs = res.get("base")
+        base_cell = "—" if theirs is None else f"{theirs.wall_s:.2f} / {theirs.cpu_s:.2f} / {theirs.peak_rss_mb:.0f}"
+        load = machine().split("load average ")[1].split(",")[0]
+        print(f"| {t.name} | {ours.wall_s:.2f} / {ours.cpu_s:.2f} / {ours.peak_rss_mb:.0f} | {base_cell} | {load} "
+              f"| {t.text} | {figure} | {verdict(1.0 if ok else 0.0, 1.0, at_least=True)} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
