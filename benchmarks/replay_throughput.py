@@ -13,6 +13,10 @@ the lifecycle policies are also replayed by that code and by this one, each run 
 process (``PYTHONPATH`` = the checkout), alternately, and the ratio of median CPU seconds is printed.
 Wall time is measured here, in a benchmark, never in a test.
 
+Inner loop: the table times ``replay_rows`` on rows already in memory. The headline figures, whole
+``python -m reference_impl.replay`` commands (trace reading included) against a baseline with verdicts, are
+``benchmarks/whole_commands.py --only replay``.
+
     python benchmarks/replay_throughput.py [--sessions 100] [--scales 0.1,1] [--capacity-bytes 4e10] \\
         [--repeats 3] [--baseline-src DIR]
 """
@@ -153,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup = Setup(capacity, args.strategy, args.repeats)
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
     print(f"capacity {args.capacity_bytes:g} B, model marconi-7b, strategy {args.strategy} (lru/seglen)")
-    print(f"CPU s: medians of {args.repeats} replays per policy, the policies in turn\n")
+    print(f"CPU s: medians of {args.repeats} replays per policy, the policies in turn")
+    print("inner loop: replay_rows on rows in memory; whole commands: benchmarks/whole_commands.py\n")
     print(
         "| policy | trace | requests | input tokens | token hit rate | CPU s | CPU ms/request "
         "| input tokens/CPU s | wall s |"

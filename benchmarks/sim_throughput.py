@@ -5,6 +5,10 @@ and the seglen SWE-bench preset (100 sessions, sps 10, art 5; trace timestamps),
 ``lru`` and ``branching`` arms; then the radix run at 1/4, 1/2 and 1x of its requests to show growth.
 
     python benchmarks/sim_throughput.py
+
+Inner loop: these figures time ``simulate()`` on rows already in memory. The headline figure, the whole
+``python -m reference_impl.simulate`` command (trace reading included) against a baseline, is
+``benchmarks/whole_commands.py --only simulate``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ def main() -> int:
     radix = list(generate_gsp(PRESETS["radix"], vocab_size=151936, seed=42, preset="radix").rows)
     swe = list(generate_swebench(SWE_PRESETS["seglen"], vocab_size=151936, seed=42, preset="seglen").rows)
     print(f"load average {os.getloadavg()[0]:.1f} at start; rates use CPU seconds (one core)")
+    print("inner loop: simulate() on rows in memory; whole commands: benchmarks/whole_commands.py")
     print("| load | arm | requests | input tokens | wall s | CPU s | sim requests/s | sim tokens/s |")
     print("|---|---|---|---|---|---|---|---|")
     loads = [

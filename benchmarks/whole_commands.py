@@ -69,7 +69,7 @@ def targets(work: Path) -> list[Target]:
     preset, small, short = work / "seglen.jsonl", work / "small.jsonl", work / "short.jsonl"
     _generate(preset, "--preset", "seglen")
     _generate(small, "--num-sessions", "3")
-    _generate(short, "--num-sessions", "100", "--max-input", "4096")
+    _generate(short, "--num-sessions", "700", "--max-input", "4096")  # 1,581 requests, 4.2M input tokens
     read = "import sys; from workloads.trace import read_trace; read_trace(sys.argv[1])"
     replay = [PY, "-m", "reference_impl.replay"]
     return [

@@ -37,6 +37,10 @@ _FIRST_WINDOW = 64 * TOKEN_BYTES
 
 def pack(tokens: Iterable[int]) -> bytes:
     """Token ids as a byte string of fixed-width items; raises OverflowError for ids ≥ 2³²."""
+    if getattr(tokens, "typecode", None) == "i" and array("i").itemsize == TOKEN_BYTES:
+        # A trace row's TokenIds: non-negative int32 ids, the same bytes as uint32; one copy, no int objects.
+        packed: bytes = tokens.tobytes()  # type: ignore[attr-defined]
+        return packed
     return array(_CODE, tokens).tobytes()
 
 
@@ -58,9 +62,7 @@ class Node:
 
 def pack_request(input_tokens: Sequence[int], output_tokens: Iterable[int]) -> tuple[bytes, int]:
     """``(input + output packed, len(input))``: what the packed cache API takes."""
-    buf = array(_CODE, input_tokens)
-    buf.extend(output_tokens)
-    return buf.tobytes(), len(input_tokens)
+    return pack(input_tokens) + pack(output_tokens), len(input_tokens)
 
 
 def common_prefix_len(edge: bytes, seq: bytes, start: int, end: int) -> int:

@@ -8,7 +8,7 @@ rejected and served uncached, as a real server would refuse it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from reference_impl.host_tier import HostTier
 from reference_impl.lifecycle import (
@@ -89,8 +89,9 @@ class SGLangReplayCache:
     def admit(self, input_tokens: Sequence[int], output_tokens: Sequence[int]) -> None:
         req = self._pending
         self._pending = None
-        # The same immutable row that was looked up needs no token-by-token comparison.
-        same = input_tokens is self._pending_input and isinstance(input_tokens, tuple)
+        # The same immutable (hashable: a tuple, a trace row's TokenIds) row that was looked up needs no
+        # token-by-token comparison.
+        same = input_tokens is self._pending_input and isinstance(input_tokens, Hashable)
         if req is None or not (same or req.tokens == list(input_tokens)):
             if req is not None:
                 self.strategy.release(req)
