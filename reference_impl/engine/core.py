@@ -51,12 +51,19 @@ class EngineRequest:
     status: Literal["waiting", "running", "finished", "aborted"] = "waiting"
     error: str = ""
     max_prefix: int | None = None  # cap on the reusable prefix (return_logprob with logprob_start_len)
+    # The prompt as a tuple while the engine works on the request (matching and admission slice tuples), built
+    # on first use and dropped when it ends: a queue of compact prompts is never held as Python ints at once.
+    prompt_tuple: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def fill_tokens(self) -> Sequence[int]:
         """What a (re-)admission prefills: the prompt plus everything generated so far (the prompt itself, not a
         copy, before any output: callers asking only its length or a prefix match once copied 13K tokens)."""
-        return (*self.input_tokens, *self.output) if self.output else self.input_tokens
+        if self.output:
+            return (*self.input_tokens, *self.output)
+        if self.prompt_tuple is None:
+            self.prompt_tuple = tuple(self.input_tokens)  # a tuple's tuple() is itself: no copy
+        return self.prompt_tuple
 
     @property
     def remaining(self) -> int:
@@ -155,7 +162,7 @@ class EngineCore:
         if req.cached is not None:
             self.strategy.release(req.cached)
             req.cached = None
-        req.status, req.error = "aborted", reason
+        req.status, req.error, req.prompt_tuple = "aborted", reason, None
         self.counters.aborted += 1
 
     @property
@@ -361,5 +368,5 @@ class EngineCore:
         if req.remaining <= 0:
             self.strategy.finish(cached)
             req.cached = None
-            req.status = "finished"
+            req.status, req.prompt_tuple = "finished", None
             finished.append(req)
