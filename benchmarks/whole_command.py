@@ -5,6 +5,10 @@ child's alone plus the descendants it reaped: wall seconds, CPU seconds of the p
 its peak resident memory. CPU seconds are the robust figure on a shared machine; wall seconds mean something only
 on a quiet one, so ``machine()`` records the load average beside every figure.
 
+Peak RSS is an upper bound: Linux carries the forking process's peak into the child's ``ru_maxrss`` at exec, so
+the figure is at least this script's own resident size (~20 MB). Run it from a small process, as the benchmark
+scripts are, never from a large one such as pytest.
+
 ``alternate(commands, repeats)`` runs several commands (e.g. this commit's and a baseline worktree's) in turn,
 ``repeats`` rounds, so a change in the machine's load falls on both sides alike; it reports each side's median.
 """
