@@ -18,6 +18,8 @@ from hybridbench.config.validate import RULES
 from hybridbench.errors import ConfigError
 from hybridbench.report.compare import comparison_json, render_comparison
 from hybridbench.results import read_run
+from hybridbench.results.marks import refuse_incomplete, verdict_marks
+from hybridbench.results.text import visible
 from workloads.atomic_file import write_json_and_text_atomic
 
 __all__ = ["main"]
@@ -90,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
             if not root.strip():  # Path("") is the current directory: never search where the user did not point
                 raise ConfigError("baseline: latest: names no results root; give latest:RESULTS_ROOT")
             args.baseline = latest_passing_main(Path(root), read_run(args.candidate))
-            print(f"baseline: {args.baseline}", file=sys.stderr)
+            print(f"baseline: {visible(args.baseline)}", file=sys.stderr)
         base, cand = load_run(args.baseline), load_run(args.candidate)
+        for role, side in (("baseline", base), ("candidate", cand)):
+            refuse_incomplete(side.run, role)
         cmp = compare_runs(base, cand, cfg)
         out = args.output or args.candidate / "compare"
         try:
@@ -102,18 +106,23 @@ def main(argv: list[str] | None = None) -> int:
         # The run directories and the command ride along, so a dashboard can draw both runs and show how to redo it.
         given = sys.argv[1:] if argv is None else argv
         command = " ".join(["python", "-m", "hybridbench.compare", *(shlex.quote(a) for a in redact(list(given)))])
+        # Where each side's verdict comes from (a re-scored run, checks off): shown beside the comparison.
+        marks = {"base_marks": list(verdict_marks(base.run)), "candidate_marks": list(verdict_marks(cand.run))}
         data = {**comparison_json(cmp), "base_dir": str(args.baseline.resolve()),
-                "candidate_dir": str(args.candidate.resolve()), "command": command}
+                "candidate_dir": str(args.candidate.resolve()), "command": command, **marks}
+        for role, key in (("baseline", "base_marks"), ("candidate", "candidate_marks")):
+            if marks[key]:
+                print(f"note: the {role}'s verdict is marked: {visible('; '.join(marks[key]))}", file=sys.stderr)
         # The secrets are the runs' own (their configs): compare.json's field names are not config keys (its
         # config_changes rows have a "key" field, which redact_config would mask as if it were an API key).
         secrets = secret_values(base.run.plan.config) | secret_values(cand.run.plan.config)
         text = scrub(render_comparison(cmp), secrets)
         _write_both(out, scrub_obj(data, secrets), text)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {visible(exc)}", file=sys.stderr)
         return exc.exit_code
     except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a record or bundle of the wrong shape
-        print(f"error: malformed run files ({type(exc).__name__}: {exc})", file=sys.stderr)
+        print(f"error: malformed run files ({type(exc).__name__}: {visible(str(exc)[:200])})", file=sys.stderr)
         return 2
     print(text)
     print(f"comparison: {out}", file=sys.stderr)

@@ -10,24 +10,45 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from hybridbench.dashboard.site import build_site
 from hybridbench.errors import ConfigError
+from hybridbench.results.text import visible
 
 __all__ = ["main", "screenshot"]
 
 
-def screenshot(chromium: Path, page: Path, png: Path, *, width: int = 1100, height: int = 700) -> None:
-    """One PNG of a local page, by headless Chromium with no network of its own (nothing to fetch anyway)."""
-    cmd = [str(chromium), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--no-first-run", "--disable-sync", "--hide-scrollbars",
-           f"--window-size={width},{height}", f"--screenshot={png}", page.resolve().as_uri()]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+PNG_TIMEOUT_S = 45  # one summary page renders in ~2 s; a page that hangs Chromium must not hang the CI job
+
+# The network off: every request goes to a proxy at a closed port (loopback included), DNS resolves nothing, and
+# Chromium's own background fetches are off. The page's Content-Security-Policy already forbids any request.
+NO_NETWORK = ("--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+              "--host-resolver-rules=MAP * ~NOTFOUND", "--disable-background-networking",
+              "--disable-component-update", "--disable-domain-reliability", "--no-pings", "--disable-sync",
+              "--disable-extensions", "--no-first-run", "--disable-default-apps", "--metrics-recording-only")
+
+
+def screenshot(chromium: Path, page: Path, png: Path, *, width: int = 1100, height: int = 700,
+               timeout_s: float = PNG_TIMEOUT_S) -> None:
+    """One PNG of a local page, by headless Chromium with the network off and a bound on time; a failure is
+    one line (ConfigError), never a traceback."""
+    with tempfile.TemporaryDirectory(prefix="hybridbench-chromium-") as profile:
+        cmd = [str(chromium), "--headless", "--no-sandbox", "--disable-gpu", *NO_NETWORK, "--hide-scrollbars",
+               f"--user-data-dir={profile}", f"--timeout={int(timeout_s * 1000 * 0.6)}",
+               f"--window-size={width},{height}", f"--screenshot={png}", page.resolve().as_uri()]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise ConfigError(f"--png: {chromium} did not render {page.name} within {timeout_s:.0f} s") from None
+        except OSError as exc:
+            raise ConfigError(f"--png: cannot run {chromium} ({exc.strerror or exc})") from None
     if proc.returncode != 0 or not png.is_file():
-        raise ConfigError(f"--png: {chromium} could not render {page.name}: "
-                          f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ConfigError(f"--png: {chromium} could not render {page.name}: {visible(last[:200])}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,16 +63,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(f"--chromium: {args.chromium} does not exist (apt-get install chromium)")
         site = build_site(args.root, args.out)
         for line in site.skipped:
-            print(line, file=sys.stderr)
+            print(visible(line), file=sys.stderr)
         if args.png:
             for page in site.compare_pages:
                 name = page.removeprefix("compare-").removesuffix(".html")
                 screenshot(args.chromium, args.out / f"summary-{name}.html", args.out / f"summary-{name}.png")
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {visible(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"error: {visible(exc.filename or '')}: {visible(exc.strerror or exc)}", file=sys.stderr)
         return 2
     print(f"{args.out / 'index.html'}: {len(site.pages)} page(s)")
     return 0

@@ -7,8 +7,7 @@ row carries the command that reproduces it.
 
 from __future__ import annotations
 
-import html
-import json
+import hashlib
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,21 +17,34 @@ from typing import Any
 import plotly.offline
 
 from hybridbench.dashboard import charts
-from hybridbench.dashboard.html import PLOTLY_JS, Page, chart, command, link, table, verdict_badge
+from hybridbench.dashboard.compare_file import read_compare
+from hybridbench.dashboard.html import PLOTLY_JS, Markup, Page, chart, command, fragment, link, table, verdict_badge
 from hybridbench.dashboard.trends import trend_page
 from hybridbench.errors import ConfigError
 from hybridbench.results import Run, ServerUsage, UsageSeries, read_run, read_usage
 from hybridbench.results.baselines import BRANCH
+from hybridbench.results.marks import verdict_marks
+from hybridbench.results.redaction import run_secrets, scrub
 from hybridbench.results.store import Store, load_store
 from workloads.atomic_file import write_text_atomic
 
-__all__ = ["Site", "build_site", "slug"]
+__all__ = ["Site", "build_site", "page_name", "slug"]
 
 KEY_METRICS = ("completed", "mean_ttft_ms", "p99_ttft_ms", "request_throughput", "token_hit_rate")
 
 
 def slug(rel: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in rel)
+    return "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in rel)[:80]
+
+
+def page_name(kind: str, key: str) -> str:
+    """``kind-KEY.html`` when KEY is letters, digits, ``-`` and ``_`` only (``run-main-1.html``,
+    ``summary-pr.html``: CI links to those); else ``kind-SLUG.HASH.html``, which no plain key can spell (a
+    plain key has no dot): ``nightly/a`` and ``nightly_a`` get two pages, each the same on every build."""
+    plain = slug(key)
+    if plain == key and key:
+        return f"{kind}-{key}.html"
+    return f"{kind}-{plain}.{hashlib.sha256(key.encode()).hexdigest()[:12]}.html"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,20 +73,22 @@ def _run_command(run: Run) -> str:
 def _index(store: Store, root: Path, out: Path, compares: list[tuple[str, dict[str, Any]]]) -> str:
     rows = []
     for r in store.runs.sort_values("created", ascending=False).to_dict("records"):
-        name = r["run"] if r["branch"] == BRANCH else link(f"run-{slug(r['run'])}.html", r["run"])  # no run page
+        name = r["run"] if r["branch"] == BRANCH else link(page_name("run", r["run"]), r["run"])  # no run page
+        marks = [m for m in str(r.get("marks") or "").split("; ") if m]
         rows.append([r["created"].strftime("%Y-%m-%d %H:%M") if r["created"] == r["created"] else "",
-                     name, r["experiment"], verdict_badge(r["verdict"]),
+                     name, r["experiment"], verdict_badge(r["verdict"], marks=marks),
                      r["failed_checks"], f"{r['engine']} {r['engine_version']}", r["model"], r["gpu"], r["branch"],
                      r["git_sha"][:10]])
     page = Page("hybridbench runs", charts=False)
-    page.add(f'<p class="muted">{len(rows)} run(s) under {root}</p>',
+    page.add(fragment('<p class="muted">{{ n }} run(s) under {{ root }}{% if not n %}: no readable runs yet '
+                      "(a new store, or every run skipped below){% endif %}</p>", n=len(rows), root=str(root)),
              table(["time", "run", "experiment", "verdict", "not passed", "engine", "model", "GPU", "branch", "git"],
                    rows),
              command(f"python -m hybridbench.dashboard {shlex.quote(str(root))} -o {shlex.quote(str(out))}"))
     if compares:
         page.add("<h2>Pull-request comparisons</h2>", table(
             ["comparison", "verdict", "baseline", "candidate"],
-            [[link(f"compare-{name}.html", name), verdict_badge(str(c.get("verdict", ""))), str(c.get("base", "")),
+            [[link(page_name("compare", name), name), verdict_badge(str(c.get("verdict", ""))), str(c.get("base", "")),
               str(c.get("candidate", ""))] for name, c in compares]))
     if store.skipped:
         page.add("<h2>Skipped</h2>", table(["directory"], [[s] for s in store.skipped]))
@@ -89,7 +103,7 @@ def _usage_charts(usage: ServerUsage, workload: str, arms: tuple[str, ...], cmd:
         first.setdefault(s.arm, s)
     picked = [first[a] for a in arms if a in first]
     if not picked:
-        return [f'<p class="muted">server usage over time: {html.escape(usage.note)}</p>'] if workload else []
+        return [fragment('<p class="muted">server usage over time: {{ n }}</p>', n=usage.note)] if workload else []
     where = "; ".join(f"{s.arm}: {s.log_file}" + (f" lines {s.lines[0] + 1}-{s.lines[1]}" if s.lines else "")
                       for s in picked)
     repeat = " (first repeat)" if workload and any(s.repeat for s in usage.of(workload)) else ""
@@ -100,7 +114,7 @@ def _usage_charts(usage: ServerUsage, workload: str, arms: tuple[str, ...], cmd:
             title = f"{workload or 'whole log'}: server {label} over time{repeat}"
             out.append(chart(charts.usage_over_time(title, series, label), f"{key}-{slug(workload or 'log')}", cmd))
     note = f" · {usage.note}" if usage.note else ""
-    return [f'<p class="muted usage-source">server usage from {html.escape(where)}{html.escape(note)}</p>', *out]
+    return [fragment('<p class="muted usage-source">server usage from {{ w }}{{ n }}</p>', w=where, n=note), *out]
 
 
 def _run_page(run: Run, name: str) -> str:
@@ -108,13 +122,15 @@ def _run_page(run: Run, name: str) -> str:
     assert b is not None
     prov = b.provenance
     page = Page(f"{run.plan.name} · {name}")
-    page.add(f'<p class="verdict-line">verdict {verdict_badge(b.verdict)} · engine {prov.engine.name} '
-             f"{prov.engine.version} · model {run.plan.model} · git {prov.git_sha[:12] or 'n/a'} · {b.created}</p>",
+    page.add(fragment('<p class="verdict-line">verdict {{ badge }} · engine {{ e }} {{ v }} · model {{ m }} · git '
+                      "{{ sha }} · {{ created }}</p>", badge=verdict_badge(b.verdict, marks=verdict_marks(run)),
+                      e=prov.engine.name, v=prov.engine.version, m=run.plan.model, sha=prov.git_sha[:12] or "n/a",
+                      created=b.created),
              command(_run_command(run)))
     cmd = _run_command(run)
     usage = read_usage(run)
     for w in run.plan.workloads:
-        page.add(f"<h2>{w.name}</h2>")
+        page.add(fragment("<h2>{{ n }}</h2>", n=w.name))
         ttft = {arm: [r.ttft_ms for r in run.records_of(w.name, arm) if r.ttft_ms is not None] for arm in b.arms}
         page.add(chart(charts.cdf(f"{w.name}: TTFT", ttft), f"ttft-{slug(w.name)}", cmd))
         by_arm = {arm: run.records_of(w.name, arm) for arm in b.arms}
@@ -130,19 +146,20 @@ def _run_page(run: Run, name: str) -> str:
                            "evicted_tokens", "evicted_states", "peak_token_usage", "peak_mamba_usage", "retractions"))]
                         for t in trials]))
     if usage.of(""):
-        page.add("<h2>Server usage (whole logs)</h2>", *_usage_charts(usage, "", b.arms, cmd))
-    page.add("<h2>Checks</h2>", table(["check", "workload", "arm", "verdict", "detail"],
+        page.add(Markup("<h2>Server usage (whole logs)</h2>"), *_usage_charts(usage, "", b.arms, cmd))
+    page.add(Markup("<h2>Checks</h2>"), table(["check", "workload", "arm", "verdict", "detail"],
                                       [[c.check, c.workload, c.arm, verdict_badge(c.status), c.detail]
                                        for c in b.checks]))
     accuracy = b.raw.get("accuracy")
     if isinstance(accuracy, list) and accuracy:
-        page.add("<h2>Accuracy (cache on vs off)</h2>", table(
+        page.add(Markup("<h2>Accuracy (cache on vs off)</h2>"), table(
             ["arm", "pass", "correct", "cached prompt tokens", "first differing answer", "lost", "gained"],
             [[str(r.get("arm")), str(r.get("pass")), f"{r.get('correct')}/{r.get('questions')}",
               _fmt(r.get("cached_tokens")), str(r.get("error") or r.get("first_difference") or ""),
-              ", ".join(r.get("lost") or []), ", ".join(r.get("gained") or [])] for r in accuracy]))
+              ", ".join(map(str, r.get("lost") or [])), ", ".join(map(str, r.get("gained") or []))]
+             for r in accuracy if isinstance(r, dict)]))
     if b.published:
-        page.add("<h2>Published vs this run</h2>", table(
+        page.add(Markup("<h2>Published vs this run</h2>"), table(
             ["metric", "workload", "arm", "published", "this run", "outcome", "source"],
             [[str(p.get(k, "")) for k in ("metric", "workload", "arm", "published", "observed", "outcome", "source")]
              for p in b.published]))
@@ -153,60 +170,76 @@ def _compare_page(name: str, cmp: Mapping[str, Any], base: Run | None, cand: Run
     """The comparison page and its chart-free summary (the PR comment's PNG is taken of the latter)."""
     verdict = str(cmp.get("verdict", ""))
     cmd = str(cmp.get("command", "")) or "python -m hybridbench.compare BASELINE CANDIDATE"
-    head = (f'<p class="verdict-line">verdict {verdict_badge(verdict)} · baseline {cmp.get("base", "")} · '
-            f'candidate {cmp.get("candidate", "")}</p>')
+    head = fragment('<p class="verdict-line">verdict {{ badge }} · baseline {{ b }}{{ bm }} · candidate {{ c }}{{ cm }}'
+                    "</p>", badge=verdict_badge(verdict), b=str(cmp.get("base", "")), c=str(cmp.get("candidate", "")),
+                    bm=_marks(cmp.get("base_marks")), cm=_marks(cmp.get("candidate_marks")))
     deltas = table(["workload", "arm", "metric", "baseline", "candidate", "change (CI)", "verdict"],
                    [[str(d.get("workload")), str(d.get("arm")), str(d.get("metric")), _fmt(d.get("base")),
                      _fmt(d.get("candidate")), str(d.get("detail", "")), verdict_badge(str(d.get("status")))]
-                    for d in cmp.get("deltas", [])])
+                    for d in cmp["deltas"]])
     summary = Page(f"compare {name}", charts=False).add(head, deltas, command(cmd)).render()
     page = Page(f"compare {name}").add(head, deltas, command(cmd))
     if base is not None and cand is not None:
-        for workload, arm in cmp.get("pairs", []):
+        for workload, arm in cmp["pairs"]:
             series = {f"{label} · {arm}": [r.ttft_ms for r in run.records_of(workload, arm) if r.ttft_ms is not None]
                       for label, run in (("baseline", base), ("candidate", cand))}
             page.add(chart(charts.cdf(f"{workload} · {arm}: TTFT", series), f"cmp-{slug(workload)}-{slug(arm)}", cmd))
     else:
-        page.add('<p class="muted">run directories not found beside compare.json: no distributions</p>')
+        page.add(Markup('<p class="muted">run directories not found beside compare.json: no distributions</p>'))
     return page.render(), summary
 
 
-def _compares(root: Path) -> list[tuple[Path, dict[str, Any]]]:
-    found = []
-    for path in sorted(root.rglob("compare/compare.json")):
-        try:
-            found.append((path, json.loads(path.read_text(encoding="utf-8"))))
-        except (OSError, ValueError):
-            continue
-    return found
+def _marks(value: object) -> Markup:
+    marks = [str(m) for m in value] if isinstance(value, list) else []
+    return fragment('{% for m in ms %}<span class="mark">[{{ m }}]</span>{% endfor %}', ms=marks)
 
 
-def _maybe_run(path: str | None) -> Run | None:
-    if not path or not Path(path).is_dir():
+def _maybe_run(path: object, root: Path) -> Run | None:
+    """The run a compare.json names, when it is a run directory inside the results root (a compare.json is
+    data too: it must not point the dashboard at any other directory on the machine)."""
+    if not isinstance(path, str) or not path:
+        return None
+    real, base = Path(path).resolve(), root.resolve()
+    if not (real == base or base in real.parents) or not real.is_dir():
         return None
     try:
-        return read_run(Path(path))
+        return read_run(real)
     except ConfigError:
         return None
 
 
+def _write(out: Path, name: str, text: str, secrets: frozenset[str]) -> None:
+    write_text_atomic(out / name, scrub(text, secrets))
+
+
 def build_site(root: Path, out: Path) -> Site:
+    """Every page is rendered in memory first, then written: a store that cannot be read is one line and no
+    half-written site. An empty store is a site saying so."""
     store = load_store(root)
+    secrets = store.secrets
+    rendered: dict[str, str] = {}
+    compares = []
+    skipped = list(store.skipped)
+    for path, cmp, problem in read_compare(root):
+        if cmp is None:
+            skipped.append(f"skipped {path}: {problem}")
+            continue
+        key = str(path.parent.parent.relative_to(root))
+        base, cand = _maybe_run(cmp.get("base_dir"), root), _maybe_run(cmp.get("candidate_dir"), root)
+        cmp_secrets = secrets | frozenset().union(*(run_secrets(r) for r in (base, cand) if r is not None))
+        secrets = cmp_secrets
+        name = page_name("compare", key)
+        rendered[name], rendered[name.replace("compare-", "summary-", 1)] = _compare_page(key, cmp, base, cand)
+        compares.append((key, cmp))
+    for rel, run in store.loaded.items():
+        rendered[page_name("run", rel)] = _run_page(run, rel)
+    store.skipped[:] = skipped
+    rendered["trends.html"] = trend_page(store, root)
+    rendered["index.html"] = _index(store, root, out, compares)
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / PLOTLY_JS, plotly.offline.get_plotlyjs())
-    pages: list[str] = []
-    compares = []
-    for path, cmp in _compares(root):
-        name = slug(str(path.parent.parent.relative_to(root)))
-        page, summary = _compare_page(name, cmp, _maybe_run(cmp.get("base_dir")), _maybe_run(cmp.get("candidate_dir")))
-        write_text_atomic(out / f"compare-{name}.html", page)
-        write_text_atomic(out / f"summary-{name}.html", summary)
-        pages.append(f"compare-{name}.html")
-        compares.append((name, cmp))
-    for rel, run in store.loaded.items():
-        write_text_atomic(out / f"run-{slug(rel)}.html", _run_page(run, rel))
-        pages.append(f"run-{slug(rel)}.html")
-    write_text_atomic(out / "trends.html", trend_page(store, root))
-    write_text_atomic(out / "index.html", _index(store, root, out, compares))
-    return Site(out, ("index.html", "trends.html", *pages), tuple(f"compare-{n}.html" for n, _ in compares),
-                tuple(store.skipped))
+    for name, text in rendered.items():
+        _write(out, name, text, secrets)
+    pages = [n for n in rendered if n.startswith(("compare-", "run-"))]
+    return Site(out, ("index.html", "trends.html", *pages), tuple(page_name("compare", k) for k, _ in compares),
+                tuple(skipped))

@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from hybridbench.dashboard import charts
-from hybridbench.dashboard.html import Page, chart, table, verdict_badge
+from hybridbench.dashboard.html import Markup, Page, chart, table, verdict_badge
 from hybridbench.results.baselines import BRANCH
 from hybridbench.results.history import Series, history, judge
 from hybridbench.results.store import Store
@@ -16,7 +16,8 @@ from hybridbench.results.store import Store
 __all__ = ["TOLERANCE", "trend_page"]
 
 TOLERANCE = 0.10
-_STATUS_CLASS = {"regression": "fail", "suspicious": "inconclusive", "ok": "pass", "insufficient data": "skip"}
+_STATUS_CLASS = {"regression": "fail", "suspicious": "interrupted", "ok": "pass", "insufficient data": "skip",
+                 "no data": "error"}
 
 
 def _published(store: Store) -> dict[tuple[str, str, str, str, str], float]:
@@ -54,7 +55,7 @@ def trend_page(store: Store, root: Path) -> str:
         rows += [[experiment, workload, v.key.arm, metric, verdict_badge(_STATUS_CLASS[v.status], v.status), v.detail,
                   ", ".join(v.change_points)] for v in verdicts]
     if not groups:
-        page.add('<p class="muted">no finished runs yet</p>')
+        page.add(Markup('<p class="muted">no finished runs yet</p>'))
     page.parts.insert(0, table(["experiment", "workload", "arm", "metric", "history", "detail", "change points at"],
                                rows))
     return page.render()

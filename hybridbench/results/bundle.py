@@ -6,6 +6,7 @@ import os
 import platform
 import shlex
 import subprocess
+import uuid
 from dataclasses import asdict
 from datetime import datetime, timezone
 from importlib import metadata
@@ -117,6 +118,8 @@ def build_bundle(
         "schema_version": BUNDLE_SCHEMA_VERSION,
         "name": plan.name,
         "run_dir": plan.run_dir,
+        # Who this run is, whatever path reaches it (a copy, a link): results count it once.
+        "run_id": uuid.uuid4().hex,
         "created": datetime.now(timezone.utc).isoformat(),
         "modelled": plan.engine in MODELLED_ENGINES,
         "arms": list(plan.arms),

@@ -20,14 +20,18 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
 from hybridbench.errors import ConfigError
 from hybridbench.results.history import history, judge
 from hybridbench.results.index import INDEX_NAME, index_entry
+from hybridbench.results.marks import verdict_marks
 from hybridbench.results.reader import read_run
+from hybridbench.results.redaction import scrub, scrub_frame
 from hybridbench.results.store import Filters, Store, load_store
+from hybridbench.results.text import visible
 from workloads.atomic_file import write_text_atomic
 
 __all__ = ["main"]
@@ -62,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _skipped(store: Store) -> None:
     for line in store.skipped:
-        print(line, file=sys.stderr)
+        print(visible(line), file=sys.stderr)
+    if not store.loaded:  # a new or emptied store is a normal state: said once, exit 0
+        print(f"{visible(store.root)}: no readable runs yet ({len(store.skipped)} skipped)", file=sys.stderr)
 
 
 def _index(root: Path) -> int:
@@ -79,11 +85,14 @@ def _ls(args: argparse.Namespace) -> int:
     store = load_store(args.root)
     _skipped(store)
     runs = store.select(_filters(args))
-    for r in runs.to_dict("records"):
+    for row in runs.to_dict("records"):
+        r: dict[str, Any] = {k: visible(v) if isinstance(v, str) else v for k, v in row.items()}
         created = r["created"].strftime("%Y-%m-%d %H:%M") if r["created"] == r["created"] else "-"
         failed = f"({r['failed_checks']}) " if r["failed_checks"] else ""
-        print(f"{created}  {r['verdict']:<12} {failed}{r['experiment']:<16} {r['engine']} {r['engine_version']:<14} "
-              f"{r['model']:<20} {r['gpu']:<22} {r['branch']:<9} {r['git_sha'][:10]:<10} {r['run']}")
+        marks = f"[{r['marks']}] " if r.get("marks") else ""
+        print(f"{created}  {r['verdict']:<12} {marks}{failed}{r['experiment']:<16} {r['engine']} "
+              f"{r['engine_version']:<14} {r['model']:<20} {r['gpu']:<22} {r['branch']:<9} {r['git_sha'][:10]:<10} "
+              f"{r['run']}")
     print(f"{len(runs)} run(s)", file=sys.stderr)
     return 0
 
@@ -93,18 +102,21 @@ def _show(run_dir: Path) -> int:
     if run.bundle is None:
         raise ConfigError(f"{run_dir}: no bundle.json (the run did not finish)")
     b = run.bundle
-    print(f"{b.name}: verdict {b.verdict}; engine {b.provenance.engine.name} {b.provenance.engine.version}; "
-          f"git {b.provenance.git_sha[:12] or 'n/a'}; {b.created}")
+    v = visible
+    marks = verdict_marks(run)
+    marked = f" [{v('; '.join(marks))}]" if marks else ""
+    print(f"{v(b.name)}: verdict {v(b.verdict)}{marked}; engine {v(b.provenance.engine.name)} "
+          f"{v(b.provenance.engine.version)}; git {v(b.provenance.git_sha[:12]) or 'n/a'}; {b.created}")
     for workload, arms in b.aggregates.items():
-        print(f"\n{workload}")
+        print(f"\n{v(workload)}")
         print("  " + f"{'arm':<22}" + "".join(f"{k:>20}" for k in SHOWN))
         for arm, summary in arms.items():
             cells = [summary.get(k) for k in SHOWN]
-            print("  " + f"{arm:<22}" + "".join(f"{v:>20.4g}" if isinstance(v, float) else f"{v!s:>20}"
-                                                  for v in cells))
+            print("  " + f"{v(arm):<22}" + "".join(f"{c:>20.4g}" if isinstance(c, float) else f"{v(c):>20}"
+                                                     for c in cells))
     print()
     for c in b.checks:
-        print(f"{c.status:<12} {c.check:<16} {c.workload:<24} {c.arm:<16} {c.detail}")
+        print(f"{v(c.status):<12} {v(c.check):<16} {v(c.workload):<24} {v(c.arm):<16} {v(c.detail)}")
     return 0
 
 
@@ -120,18 +132,22 @@ def _export(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     selected = store.select(f)
     keep = list(selected["run"])
+    secrets = store.secrets
     with store.connect() as con:
-        con.register("selected", selected)
+        con.register("selected", scrub_frame(selected, secrets))
         con.execute(f"COPY selected TO {_sql_path(args.out / 'runs.parquet')} (FORMAT parquet)")
         for name in ("aggregates", "trials", "checks"):
-            con.register(f"{name}_sel", store.restrict(getattr(store, name), f))
+            con.register(f"{name}_sel", scrub_frame(store.restrict(getattr(store, name), f), secrets))
             con.execute(f"COPY {name}_sel TO {_sql_path(args.out / (name + '.parquet'))} (FORMAT parquet)")
         records = [str(Path(store.loaded[k].path) / "records.jsonl") for k in keep
                    if k in store.loaded and (Path(store.loaded[k].path) / "records.jsonl").is_file()]  # published: none
         if records:
-            # DuckDB reads every run's records in place; fields added by later schema versions are unioned.
-            con.execute("COPY (SELECT * FROM read_json(?, format='newline_delimited', union_by_name=true, "
-                        f"filename=true)) TO {_sql_path(args.out / 'records.parquet')} (FORMAT parquet)", [records])
+            # DuckDB reads every run's records in place (each already read through the bounded reader);
+            # fields added by later schema versions are unioned. Text columns are masked before writing.
+            rel = con.execute("SELECT * FROM read_json(?, format='newline_delimited', union_by_name=true, "
+                              "filename=true)", [records])
+            con.register("records_sel", scrub_frame(rel.df(), secrets))
+            con.execute(f"COPY records_sel TO {_sql_path(args.out / 'records.parquet')} (FORMAT parquet)")
     print(f"{args.out}: {len(keep)} run(s) exported")
     return 0
 
@@ -150,14 +166,18 @@ def _history(args: argparse.Namespace) -> int:
     for v in verdicts:
         k = v.key
         cps = f"; change points at {', '.join(v.change_points)}" if v.change_points else ""
-        print(f"{v.status:<18} {k.experiment}/{k.workload}/{k.arm} {k.metric} ({k.model}, {k.gpu}, {k.engine}): "
-              f"{v.detail}{cps}")
+        print(visible(scrub(f"{v.status:<18} {k.experiment}/{k.workload}/{k.arm} {k.metric} ({k.model}, {k.gpu}, "
+                            f"{k.engine}): {v.detail}{cps}", store.secrets)))
     if args.json:
-        write_text_atomic(args.json, json.dumps({"tolerance": args.tolerance, "window": args.window,
-                                                 "series": [v.to_json() for v in verdicts]}, indent=1) + "\n")
+        write_text_atomic(args.json, scrub(json.dumps({"tolerance": args.tolerance, "window": args.window,
+                                                       "series": [v.to_json() for v in verdicts]}, indent=1),
+                                           store.secrets) + "\n")
     regressed = [v for v in verdicts if v.status == "regression"]
-    print(f"{len(verdicts)} series, {len(regressed)} regressed", file=sys.stderr)
-    return 1 if regressed else 0
+    # A latest night whose figure is not a number measured nothing: not "ok", and the nightly job hears of it.
+    no_data = [v for v in verdicts if v.status == "no data"]
+    print(f"{len(verdicts)} series, {len(regressed)} regressed, {len(no_data)} without data on their latest run",
+          file=sys.stderr)
+    return 1 if regressed or no_data else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -175,8 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _history(args)
         return _export(args)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {visible(exc)}", file=sys.stderr)
         return 2
     except (OSError, duckdb.Error) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {visible(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)}", file=sys.stderr)
         return 2

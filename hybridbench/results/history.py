@@ -37,7 +37,7 @@ __all__ = [
     "judge",
 ]
 
-Status = Literal["regression", "suspicious", "ok", "insufficient data"]
+Status = Literal["regression", "suspicious", "ok", "insufficient data", "no data"]
 SERIES_METRICS = ("mean_ttft_ms", "p99_ttft_ms", "request_throughput", "input_throughput", "token_hit_rate")
 HIGHER_IS_WORSE = frozenset({"mean_ttft_ms", "p99_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_itl_ms",
                              "mean_e2e_latency_ms"})
@@ -146,8 +146,13 @@ def history(store: Store, metrics: Sequence[str] = SERIES_METRICS) -> list[Serie
 
 
 def judge(series: Series, *, tolerance: float, window: int = 5) -> Verdict:
-    values = [p.value for p in series.points]
+    if series.points and not math.isfinite(series.points[-1].value):
+        last = series.points[-1]
+        return Verdict(series.key, "no data", f"the latest run ({last.run}, {last.created}) has no finite "
+                       f"{series.key.metric}: nothing measured there, so nothing is judged ok", (), len(series.points))
+    values = [p.value for p in series.points if math.isfinite(p.value)]  # an older night without data: left out
     status, detail = hud_rule(values, tolerance=tolerance, higher_is_worse=series.key.metric in HIGHER_IS_WORSE,
                               window=window)
-    cps = tuple(series.points[i].run for i in change_points(values))
+    finite = [p for p in series.points if math.isfinite(p.value)]
+    cps = tuple(finite[i].run for i in change_points(values))
     return Verdict(series.key, status, detail, cps, len(values))

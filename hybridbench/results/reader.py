@@ -8,6 +8,7 @@ one line, never a traceback. Bundles written before a key existed (``published``
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -20,6 +21,13 @@ from hybridbench.records.coverage import TRIAL_STATES
 from hybridbench.records.exact_hits import EXACT_HITS_SAMPLES, exact_hit_sample_from_json
 from hybridbench.records.kl import KlSample, kl_sample_from_json
 from hybridbench.records.schema import SAMPLES_WRITTEN, Record, record_from_json
+from hybridbench.results.safe_io import (
+    MAX_LINES_BYTES,
+    normalise_time,
+    open_regular,
+    read_json_bounded,
+    read_lines_bounded,
+)
 from hybridbench.results.types import (
     Bundle,
     EngineBuildInfo,
@@ -89,34 +97,15 @@ _REQUIRED = object()
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
+    """A bounded read (``safe_io``): a regular file inside its directory, bounded in size and depth."""
+    data = read_json_bounded(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return data
 
 
 def _jsonl(path: Path, what: str) -> Iterator[tuple[str, Any]]:
-    try:
-        fh = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    with fh:
-        try:
-            for lineno, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        yield f"{path}:{lineno}", json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise ConfigError(f"{path}:{lineno}: not {what} ({exc.msg})") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path}: not UTF-8 text") from None
+    return read_lines_bounded(path, what)
 
 
 def read_plan(path: Path) -> SavedPlan:
@@ -160,6 +149,19 @@ def _provenance(f: _Fields) -> Provenance:
                       f.mapping("config", {}), f.text("command", ""))
 
 
+def _run_id(raw: Mapping[str, Any]) -> str:
+    """The id the harness wrote at the run's end; a bundle from before that gets one from its first content
+    (``rescored`` and what a re-scoring rewrites left out): a copied run keeps it, so it is counted once."""
+    own = raw.get("run_id")
+    if isinstance(own, str) and own:
+        return own
+    got = raw.get("provenance")
+    prov: Mapping[str, Any] = got if isinstance(got, dict) else {}
+    first = {**{k: raw.get(k) for k in ("name", "run_dir", "created", "arms")},
+             **{k: prov.get(k) for k in ("git_sha", "plan_fingerprint", "engine", "host")}}
+    return "c" + hashlib.sha256(json.dumps(first, sort_keys=True, default=str).encode()).hexdigest()[:31]
+
+
 def read_bundle(path: Path) -> Bundle:
     raw = read_json_object(path)
     f = _Fields(str(path), raw, "a hybridbench bundle")
@@ -185,7 +187,7 @@ def read_bundle(path: Path) -> Bundle:
     return Bundle(
         schema_version=version,
         name=f.text("name", path.parent.name),
-        created=f.text("created", ""),
+        created=normalise_time(f.text("created", ""), str(path)),
         modelled=f.flag("modelled", False),
         arms=tuple(str(a) for a in f.array("arms", [])),
         baseline_arm=f.text("baseline_arm", ""),
@@ -197,6 +199,7 @@ def read_bundle(path: Path) -> Bundle:
         infrastructure_error=f.text("infrastructure_error", ""),
         published=published,
         rescored=rescored if isinstance(rescored, dict) else None,
+        run_id=_run_id(raw),
         raw=raw,
     )
 
@@ -247,10 +250,12 @@ def read_probe_samples(path: Path) -> dict[str, tuple[Any, ...]]:
 
 def _trace_rows(trace: Path) -> int | None:
     """How many requests the workload's trace holds (one per non-blank line), when the run still has it."""
+    if not trace.exists():
+        return None
     try:
-        with trace.open("rb") as fh:
+        with open_regular(trace, trace.parent.parent, limit=MAX_LINES_BYTES) as fh:
             return sum(1 for line in fh if line.strip())
-    except OSError:
+    except (ConfigError, OSError):
         return None
 
 

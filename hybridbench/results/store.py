@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,34 +27,13 @@ import pandas as pd
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import MODELLED_ENGINES
 from hybridbench.results.baselines import published_rows
+from hybridbench.results.discover import find_run_dirs
+from hybridbench.results.marks import complete, verdict_marks
 from hybridbench.results.reader import read_run
+from hybridbench.results.redaction import run_secrets
 from hybridbench.results.types import Run
 
 __all__ = ["Filters", "Store", "find_run_dirs", "latest_passing_main", "load_fingerprint", "load_store", "run_row"]
-
-MAX_DEPTH = 6  # results/multirun/<date>/<time>/<job>/: a sweep's runs sit a few levels down
-
-
-def find_run_dirs(root: Path) -> Iterator[Path]:
-    """Directories holding a plan.json, at most MAX_DEPTH below ``root`` (the root itself may be a run)."""
-    if (root / "plan.json").is_file():
-        yield root
-        return
-    frontier = [root]
-    for _ in range(MAX_DEPTH):
-        nxt = []
-        for d in frontier:
-            try:
-                children = sorted(p for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
-            except OSError:
-                continue
-            for c in children:
-                if (c / "plan.json").is_file():
-                    yield c
-                else:
-                    nxt.append(c)
-        frontier = nxt
-
 
 def _engine_version(run: Run) -> str:
     return run.bundle.provenance.engine.version if run.bundle is not None else ""
@@ -103,8 +82,13 @@ def run_row(run: Run, root: Path) -> dict[str, Any]:
         "run": rel,
         "path": str(run.path),
         "experiment": run.plan.name,
+        # The reader normalised it to UTC: one dtype for the column, whatever zone each run wrote.
         "created": pd.Timestamp(b.created) if b is not None and b.created else pd.NaT,
         "verdict": b.verdict if b is not None else "unfinished",
+        "marks": "; ".join(verdict_marks(run)),
+        "complete": complete(run),
+        "rescored": b is not None and b.rescored is not None,
+        "run_id": b.run_id if b is not None else "",
         "failed_checks": ", ".join(sorted({c.check for c in b.checks if c.status in ("fail", "inconclusive")}))
         if b else "",
         "engine": run.plan.engine,
@@ -124,10 +108,12 @@ def run_row(run: Run, root: Path) -> dict[str, Any]:
 
 
 def _numbers(summary: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
+    """Each numeric figure; a non-finite one stays, as NaN: that run measured nothing there ("no data"), which
+    history must see rather than skip to the night before."""
     for k, v in summary.items():
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, int | float):
             continue
-        yield k, float(v)
+        yield k, float(v) if math.isfinite(v) else math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +169,7 @@ class Store:
     trials: pd.DataFrame
     checks: pd.DataFrame
     skipped: list[str] = field(default_factory=list)  # one line per unreadable run directory
+    secrets: frozenset[str] = frozenset()  # every loaded run's secret values: what no writer may copy out
     loaded: dict[str, Run] = field(default_factory=dict)  # run (relative path) -> the typed run
 
     def connect(self) -> duckdb.DuckDBPyConnection:
@@ -209,7 +196,17 @@ class Store:
         return out
 
 
-_RUN_COLUMNS = [f.name for f in fields(Filters)]
+# The runs frame's columns (run_row's keys), so an empty store is a frame of the same shape: DuckDB binds the
+# same names whether the store holds no run or a thousand.
+RUN_COLUMNS = ["run", "path", "experiment", "created", "verdict", "marks", "complete", "rescored", "run_id",
+               "failed_checks", "engine", "engine_version", "model", "gpu", "pr", "branch", "git_sha", "fingerprint",
+               "load", "arms", "workloads", "modelled", "schema_version"]
+
+
+def _runs_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    frame["created"] = pd.to_datetime(frame["created"], utc=True)
+    return frame
 
 
 def _frames(runs: Sequence[Run], root: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -239,56 +236,80 @@ def _frames(runs: Sequence[Run], root: Path) -> tuple[pd.DataFrame, pd.DataFrame
         return pd.DataFrame(rows, columns=columns)
 
     return (
-        frame(run_rows, list(run_rows[0]) if run_rows else ["run", *_RUN_COLUMNS]),
+        _runs_frame(run_rows),
         frame(agg_rows, ["run", "workload", "arm", "metric", "value"]),
         frame(trial_rows, ["run", "trial_id", "workload", "arm", "repeat", "state", "metric", "value"]),
         frame(check_rows, ["run", "check", "workload", "arm", "status", "observed", "expected", "detail"]),
     )
 
 
+def _read(d: Path, root: Path) -> Run | str:
+    """The run in ``d``, or the one line saying why it is skipped."""
+    try:
+        run = read_run(d)
+    except ConfigError as exc:
+        return f"skipped {d}: {exc}"
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, MemoryError) as exc:
+        return f"skipped {d}: {type(exc).__name__}: {str(exc)[:200]}"
+    if run.bundle is None:
+        return f"skipped {d}: no bundle.json (the run is still going, or was killed before scoring)"
+    return run
+
+
 def load_store(root: Path, dirs: Iterable[Path] | None = None) -> Store:
-    """Every readable run under ``root``; unreadable ones are listed in ``skipped``, one line each."""
+    """Every readable run under ``root``, each once; unreadable ones are listed in ``skipped``, one line each.
+    A run reached again (a copy, by its bundle's run id; a link, by its real path) is a skipped line naming
+    the first path."""
     if not root.is_dir():
         raise ConfigError(f"{root}: not a directory of runs")
-    runs, skipped = [], []
+    runs: list[Run] = []
+    skipped: list[str] = []
+    first: dict[str, Path] = {}
     for d in dirs if dirs is not None else find_run_dirs(root):
-        try:
-            run = read_run(d)
-        except ConfigError as exc:
-            skipped.append(f"skipped {d}: {exc}")
+        got = _read(d, root)
+        if isinstance(got, str):
+            skipped.append(got)
             continue
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            skipped.append(f"skipped {d}: {type(exc).__name__}: {exc}")
+        assert got.bundle is not None
+        key = got.bundle.run_id
+        real = str(d.resolve())
+        seen = first.get(key) or first.get(real)
+        if seen is not None:
+            skipped.append(f"skipped {d}: the same run as {seen} (run id {key[:12]}); counted once")
             continue
-        if run.bundle is None:
-            skipped.append(f"skipped {d}: no bundle.json (the run is still going, or was killed before scoring)")
-            continue
-        runs.append(run)
+        first[key] = first[real] = d
+        runs.append(got)
     r, a, t, c = _frames(runs, root)
     loaded = {str(row["run"]): run for row, run in zip(r.to_dict("records"), runs, strict=True)}
     pub_runs, pub_aggs, pub_skipped = published_rows(root)
     if pub_runs:  # no typed Run behind these: they stay out of ``loaded`` (nothing to show, export or score)
         pub = pd.DataFrame(pub_runs)
         pub["created"] = pd.Series([pd.NaT] * len(pub), dtype="datetime64[ns, UTC]")
+        for name in ("marks", "run_id"):
+            pub[name] = ""
+        pub["complete"], pub["rescored"] = True, False
         r = pd.concat([r, pub], ignore_index=True) if len(r) else pub
         a = pd.concat([a, pd.DataFrame(pub_aggs, columns=a.columns)], ignore_index=True)
     skipped += pub_skipped
     store = Store(root, r, a, t, c, skipped)
     store.loaded = loaded
+    store.secrets = frozenset().union(*(run_secrets(run) for run in runs))
     return store
 
 
 def latest_passing_main(root: Path, candidate: Run) -> Path:
     """The newest run under ``root`` of the candidate's experiment and load (``load_fingerprint``) that ran on main
-    (no PR number) and passed: what ``compare latest:ROOT CANDIDATE`` compares against."""
+    (no PR number) and passed with its own verdict, every trial complete (``marks``): what ``compare
+    latest:ROOT CANDIDATE`` compares against. A re-scored run, or one that did not complete, is never taken."""
     store = load_store(root)
     runs = store.runs
     mine = str(candidate.path.resolve())
     load = load_fingerprint(candidate)
     pick = runs[(runs["experiment"] == candidate.plan.name) & (runs["load"] == load)
-                & (runs["branch"] == "main") & (runs["verdict"] == "pass")
+                & (runs["branch"] == "main") & (runs["verdict"] == "pass") & (runs["complete"] == True)  # noqa: E712
+                & (runs["rescored"] == False) & (runs["marks"] == "")  # noqa: E712
                 & (runs["path"].map(lambda p: str(Path(p).resolve())) != mine)]
     if pick.empty:
-        raise ConfigError(f"latest:{root}: no passing main run of experiment {candidate.plan.name} with the "
-                          f"candidate's load ({load}) among {len(runs)} run(s) there")
+        raise ConfigError(f"latest:{root}: no complete, passing, not re-scored main run of experiment "
+                          f"{candidate.plan.name} with the candidate's load ({load}) among {len(runs)} run(s) there")
     return Path(str(pick.sort_values("created").iloc[-1]["path"]))

@@ -115,6 +115,7 @@ class Bundle:
     infrastructure_error: str = ""
     published: tuple[Mapping[str, Any], ...] = ()  # the seeds' published results beside this run
     rescored: Mapping[str, Any] | None = None  # set by `python -m hybridbench.rescore`: when and what changed
+    run_id: str = ""  # bundle.json's own id (written since schema 1's run_id), else a hash of its content
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # the file as read
 
     def trial(self, trial_id: str) -> TrialResult | None:
