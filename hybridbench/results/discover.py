@@ -19,8 +19,10 @@ MAX_DIRS = 100_000  # directories entered in one walk: a store is thousands of r
 
 
 def is_run_dir(d: Path) -> bool:
+    """A plan.json is there (stat only, nothing opened): a FIFO or a dangling link named plan.json makes a
+    damaged run, which the reader reports in its one skipped line, not a directory silently passed over."""
     try:
-        return stat.S_ISREG(os.stat(d / "plan.json").st_mode)
+        return not stat.S_ISDIR(os.lstat(d / "plan.json").st_mode)
     except OSError:
         return False
 

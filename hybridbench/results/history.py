@@ -19,7 +19,6 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-import ruptures as rpt
 from scipy import stats
 
 from hybridbench.results.store import Store
@@ -113,6 +112,8 @@ def change_points(values: Sequence[float], *, min_size: int = 2, penalty: float 
     """Indices where a new segment starts, each confirmed by a Welch t-test between its neighbours."""
     if len(values) < 2 * min_size:
         return []
+    import ruptures as rpt  # noqa: PLC0415 - seconds to import: only when there is a series to search
+
     x = np.asarray(values, dtype=float)
     scale = float(np.std(x)) or 1.0
     ends = rpt.Pelt(model="l2", min_size=min_size).fit((x - x.mean()) / scale).predict(pen=penalty)

@@ -50,6 +50,6 @@ def scrub_frame(frame: pd.DataFrame, secrets: frozenset[str]) -> pd.DataFrame:
         return frame
     out = frame.copy()
     for col in out.columns:
-        if out[col].dtype == object:
+        if not (pd.api.types.is_numeric_dtype(out[col]) or pd.api.types.is_datetime64_any_dtype(out[col])):
             out[col] = out[col].map(lambda v: scrub(v, secrets) if isinstance(v, str) else v)
     return out

@@ -1,0 +1,89 @@
+"""compare and rescore reading hostile runs: a candidate that did not complete is refused, ``latest:`` takes only
+an unmodified, complete, passing main run, and a damaged file is one line with exit 2 (never 1, which CI reads as
+a regression)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hostile import clean, cli, make_run
+
+pytestmark = pytest.mark.redteam
+
+
+@pytest.mark.parametrize("verdict", ["error", "interrupted"])
+def test_compare_refuses_a_candidate_whose_own_run_did_not_complete(tmp_path: Path, verdict: str) -> None:
+    base = make_run(tmp_path, "base", night=1)
+    cand = make_run(tmp_path, "cand", night=2, bundle=lambda b: b.update(
+        verdict=verdict, infrastructure_error="engine died: exit -9"))
+    proc = cli("hybridbench.compare", base, cand)
+    clean(proc)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: candidate {cand}: its own run ended {verdict} (engine died: exit -9); compare needs a run that "
+        "completed (re-run it)"]
+
+
+def test_latest_takes_only_an_unmodified_complete_passing_main_run(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    good = make_run(root, "n1", night=1)
+    rescored = make_run(root, "n2", night=2)
+    assert cli("hybridbench.rescore", rescored, "checks.enabled=[survival]").returncode == 0
+    make_run(root, "n3", night=3, bundle=lambda b: b.update(verdict="error"))
+    make_run(root, "n4", night=4, bundle=lambda b: b.update(checks=[]))  # nothing checked: no baseline
+    cand = make_run(tmp_path, "pr", night=5)
+    proc = cli("hybridbench.compare", f"latest:{root}", cand)
+    clean(proc)
+    assert f"baseline: {good}" in proc.stderr.splitlines()
+    assert proc.returncode in (0, 1), proc.stderr
+
+
+def test_compare_names_a_rescored_side(tmp_path: Path) -> None:
+    base = make_run(tmp_path, "base", night=1)
+    cand = make_run(tmp_path, "cand", night=2)
+    assert cli("hybridbench.rescore", base, "checks.ttft_regression=0.9").returncode == 0
+    proc = cli("hybridbench.compare", base, cand)
+    clean(proc)
+    assert "note: the baseline's verdict is marked: re-scored, limits changed: checks.ttft_regression=0.9" in \
+        proc.stderr
+    data = json.loads((cand / "compare" / "compare.json").read_text())
+    assert data["base_marks"] == ["re-scored, limits changed: checks.ttft_regression=0.9"]
+    assert data["candidate_marks"] == []
+
+
+def test_latest_on_an_empty_store_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    cand = make_run(tmp_path, "pr", night=1)
+    proc = cli("hybridbench.compare", f"latest:{tmp_path / 'empty'}", cand)
+    clean(proc)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"error: latest:{tmp_path / 'empty'}: no complete, passing")
+
+
+def _deep(run: Path) -> None:
+    (run / "bundle.json").write_text("[" * 200_000 + "]" * 200_000)
+
+
+def _fifo(run: Path) -> None:
+    (run / "bundle.json").unlink()
+    os.mkfifo(run / "bundle.json")
+
+
+def _zero(run: Path) -> None:
+    (run / "records.jsonl").unlink()
+    (run / "records.jsonl").symlink_to("/dev/zero")
+
+
+@pytest.mark.parametrize("damage", [_deep, _fifo, _zero])
+def test_compare_and_rescore_read_a_damaged_run_as_one_line_exit_2(tmp_path: Path, damage: object) -> None:
+    base = make_run(tmp_path, "base", night=1)
+    cand = make_run(tmp_path, "cand", night=2)
+    damage(cand)  # type: ignore[operator]
+    for module, args in (("hybridbench.compare", (base, cand)), ("hybridbench.rescore", (cand,))):
+        proc = cli(module, *args, timeout=30)
+        clean(proc)
+        assert proc.returncode == 2, (module, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and str(cand) in proc.stderr, proc.stderr

@@ -1,0 +1,189 @@
+"""``python -m hybridbench.results`` over hostile and damaged stores: every damaged run is its one skipped line,
+the rest of the store works, an empty store is a normal state, and a run is counted once however it is reached."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hostile import FIXTURE, clean, cli, load, make_run, save, set_metric
+
+pytestmark = pytest.mark.redteam
+
+SECRET = "sk-live-0123456789abcdef"
+
+
+def results(*args: object, timeout: float = 60) -> tuple[int, str, str]:
+    proc = cli("hybridbench.results", *args, timeout=timeout)
+    clean(proc)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def listed(stdout: str) -> list[str]:
+    return sorted(line.split()[-1] for line in stdout.splitlines() if line.strip())
+
+
+@pytest.mark.parametrize("command", [["ls"], ["history"], ["export", "-o", "OUT"], ["index"]])
+def test_an_empty_store_and_an_all_damaged_one_are_normal_states(tmp_path: Path, command: list[str]) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    damaged = tmp_path / "damaged"
+    (damaged / "corrupt").mkdir(parents=True)
+    (damaged / "corrupt" / "plan.json").write_text("{not json")
+    (damaged / "unfinished").mkdir()
+    (damaged / "unfinished" / "plan.json").write_bytes((FIXTURE / "plan.json").read_bytes())
+    for root, skipped in ((empty, 0), (damaged, 2)):
+        args = [a.replace("OUT", str(tmp_path / f"out-{root.name}")) for a in command]
+        rc, _, err = results(args[0], root, *args[1:])
+        assert rc == 0, err
+        assert f"no readable runs yet ({skipped} skipped)" in err
+        assert sum(line.startswith("skipped ") for line in err.splitlines()) == skipped
+
+
+def test_one_bad_created_skips_that_run_only_and_a_naive_one_reads_as_utc(tmp_path: Path) -> None:
+    make_run(tmp_path, "good", night=1)
+    make_run(tmp_path, "naive", night=2, bundle=lambda b: b.update(created="2026-11-05T03:00:00"))
+    make_run(tmp_path, "bad", night=3, bundle=lambda b: b.update(created="not a date"))
+    for command in ("ls", "history", "index"):
+        rc, out, err = results(command, tmp_path)
+        assert rc == 0, (command, err)
+        assert [ln for ln in err.splitlines() if ln.startswith("skipped")] == [
+            f"skipped {tmp_path / 'bad'}: {tmp_path / 'bad' / 'bundle.json'}: created 'not a date' is not an ISO "
+            "8601 time"]
+    rc, out, _ = results("ls", tmp_path)
+    assert listed(out) == ["good", "naive"]
+    assert out.splitlines()[0].startswith("2026-11-05 03:00")  # the naive one, read as UTC, is the newest
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _dev_zero(path: Path) -> None:
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+def _outside(path: Path) -> None:
+    secret = path.parent.parent.parent / "elsewhere.json"
+    secret.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(secret)
+
+
+def _deep(path: Path) -> None:
+    path.write_text("[" * 200_000 + "]" * 200_000)
+
+
+def _deep_in_bundle(path: Path) -> None:
+    b = load(path)
+    b["aggregates"]["gsp"]["disabled"]["nest"] = 0
+    save(path, b)
+    path.write_text(path.read_text().replace('"nest": 0', '"nest": ' + "[" * 5000 + "]" * 5000))
+
+
+@pytest.mark.parametrize(("file", "damage", "says"), [
+    ("bundle.json", _fifo, "not a regular file"),
+    ("records.jsonl", _fifo, "not a regular file"),
+    ("plan.json", _fifo, "not a regular file"),
+    ("bundle.json", _dev_zero, "a link leading out of"),
+    ("records.jsonl", _dev_zero, "a link leading out of"),
+    ("bundle.json", _outside, "a link leading out of"),
+    ("bundle.json", _deep, "nested deeper than"),
+    ("bundle.json", _deep_in_bundle, "nested deeper than"),
+])
+def test_an_unbounded_or_escaping_file_is_one_skipped_line(tmp_path: Path, file: str, damage: object,
+                                                           says: str) -> None:
+    root = tmp_path / "store"
+    make_run(root, "good", night=1)
+    bad = make_run(root, "bad", night=2)
+    damage(bad / file)  # type: ignore[operator]
+    rc, out, err = results("ls", root, timeout=30)  # a FIFO once hung here for ever; /dev/zero ran out of memory
+    assert rc == 0, err
+    assert listed(out) == ["good"]
+    skipped = [ln for ln in err.splitlines() if ln.startswith("skipped")]
+    assert len(skipped) == 1 and skipped[0].startswith(f"skipped {bad}:") and says in skipped[0], skipped
+
+
+def test_a_run_reached_by_links_loops_and_copies_is_counted_once(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    night = make_run(root, "nights/n1", night=1)
+    (night / "loop").symlink_to("..")
+    (root / "nights" / "self").symlink_to(".")
+    (root / "latest").symlink_to("nights/n1")
+    (root / "outside").symlink_to(FIXTURE.parent)  # a link leaving the root: not followed
+    shutil.copytree(night, root / "copy-of-n1", symlinks=True)  # a plain copy, as a user would make
+    rc, out, err = results("ls", root)
+    assert rc == 0, err
+    assert listed(out) in (["nights/n1"], ["copy-of-n1"])  # the first one found, once
+    assert sum("the same run as" in ln for ln in err.splitlines()) == 1  # the copy (a link is not even entered)
+
+
+def test_a_link_or_copy_of_one_bad_night_is_not_the_two_the_history_rule_needs(tmp_path: Path) -> None:
+    for i, ttft in enumerate((100.0, 101.0, 99.0, 150.0)):
+        make_run(tmp_path, f"n{i}", night=i, bundle=set_metric(ttft))
+    (tmp_path / "latest").symlink_to("n3")
+    shutil.copytree(tmp_path / "n3", tmp_path / "n3-copy")
+    rc, out, err = results("history", tmp_path, "--experiment", "smoke")
+    assert rc == 0, out + err  # one slow night is not a regression (two are)
+    assert "regression" not in out
+
+
+def test_a_latest_night_without_a_finite_figure_is_no_data_not_ok(tmp_path: Path) -> None:
+    for i in range(4):
+        make_run(tmp_path, f"n{i}", night=i, bundle=set_metric(100.0 + i))
+    make_run(tmp_path, "n4", night=4, bundle=set_metric(math.nan))
+    rc, out, err = results("history", tmp_path, "--json", tmp_path / "h.json")
+    ttft = [ln for ln in out.splitlines() if " mean_ttft_ms " in ln]
+    assert ttft and all(ln.startswith("no data") for ln in ttft), ttft
+    assert rc == 1 and "without data on their latest run" in err
+
+
+def test_terminal_escapes_in_run_names_are_shown_not_obeyed(tmp_path: Path) -> None:
+    make_run(tmp_path, "evil\x1b]0;owned\x07\x1b[2J", night=1,
+             plan=lambda p: p["config"].update(model={**p["config"]["model"], "name": "m\x1b[31mred\u202e"}))
+    rc, out, err = results("ls", tmp_path)
+    assert rc == 0
+    assert "\x1b" not in out + err and "\x07" not in out
+    assert "evil\\x1b]0;owned\\x07\\x1b[2J" in out and "m\\x1b[31mred\\u202e" in out
+
+
+def _with_old_secret(b: dict[str, object]) -> None:
+    b["checks"][0]["detail"] = f"server said: bad key {SECRET}"  # type: ignore[index]
+    b["provenance"]["command"] = f"python -m hybridbench engine.api_key={SECRET}"  # type: ignore[index]
+
+
+def test_export_masks_an_old_runs_secrets(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    run = make_run(root, "old", night=1, bundle=_with_old_secret,
+                   plan=lambda p: p["config"]["engine"].update(api_key=SECRET))
+    records = (run / "records.jsonl").read_text().splitlines()
+    rec = json.loads(records[0])
+    rec["error"] = f"401 for key {SECRET}"
+    (run / "records.jsonl").write_text("".join(f"{ln}\n" for ln in [json.dumps(rec), *records[1:]]))
+    rc, _, err = results("export", root, "-o", tmp_path / "out")
+    assert rc == 0, err
+    files = sorted((tmp_path / "out").glob("*.parquet"))
+    assert {f.name for f in files} >= {"runs.parquet", "checks.parquet", "records.parquet"}
+    masked = 0
+    for f in files:
+        text = pd.read_parquet(f).astype(str).to_csv()
+        assert SECRET not in text, f.name
+        masked += text.count("***")
+    assert masked >= 2  # the check's detail and the record's error, masked rather than dropped
+
+
+def test_a_rescored_run_is_marked_in_ls_and_show(tmp_path: Path) -> None:
+    run = make_run(tmp_path, "r", night=1)
+    proc = cli("hybridbench.rescore", run, "checks.enabled=[survival]")
+    assert proc.returncode == 0, proc.stderr
+    rc, out, _ = results("ls", tmp_path)
+    assert rc == 0 and "[re-scored, checks changed: checks.enabled=[survival]" in out
+    show = cli("hybridbench.results", "show", run)
+    assert "verdict pass [re-scored, checks changed" in show.stdout
