@@ -1,0 +1,212 @@
+"""The dashboard over hostile run directories, its pages opened in Chromium: no planted script runs, no request
+leaves the page, every page carries its Content-Security-Policy, nothing crashes the build, page names never
+collide, and an old run's secrets stay out of every page; ``--png`` renders with the network off, within a bound."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import json
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hostile import SCRIPT, XSS, clean, cli, make_run, save, set_metric
+from playwright.sync_api import Browser, sync_playwright
+
+from hybridbench.dashboard.cli import screenshot
+from hybridbench.errors import ConfigError
+
+pytestmark = pytest.mark.redteam
+
+CHROMIUM = Path(shutil.which("chromium") or "/usr/bin/chromium")
+SECRET = "hf_oldrunsecret0123456789"
+DIR_XSS = "<img src=x onerror=window.__pwned=3>"  # a directory name holds no "/"
+
+
+def _rename_workload(run: Path, new: str) -> None:
+    for name in ("plan.json", "bundle.json", "records.jsonl"):
+        path = run / name
+        path.write_text(path.read_text().replace('"gsp"', json.dumps(new)))
+
+
+def _hostile_bundle(b: dict[str, object]) -> None:
+    prov = b["provenance"]
+    prov["engine"]["version"] = XSS  # type: ignore[index]
+    prov["git_sha"] = SCRIPT  # type: ignore[index]
+    b["checks"][0]["detail"] = f"{XSS} key {SECRET}"  # type: ignore[index]
+    b["verdict"] = 'pass" onmouseover="window.__pwned=4'
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    root = tmp_path_factory.mktemp("redteam") / f"results{DIR_XSS}"
+    make_run(root, DIR_XSS, night=1, bundle=_hostile_bundle,
+             plan=lambda p: p["config"].update(model={**p["config"]["model"], "name": SCRIPT},
+                                               engine={**p["config"]["engine"], "hf_token": SECRET}))
+    _rename_workload(root / DIR_XSS, XSS)
+    make_run(root, "nightly/a", night=2, bundle=lambda b: b.update(verdict="fail"))
+    make_run(root, "nightly_a", night=3)
+    make_run(root, "bad-created", night=4, bundle=lambda b: b.update(created=XSS))
+    make_run(root, "nan", night=5, bundle=set_metric(float("nan")))
+    for name, data in (("list", [1, 2]), ("deltas", {"verdict": "pass", "deltas": "oops"}),
+                       ("xss", {"verdict": XSS, "base": SCRIPT, "candidate": XSS, "deltas": [{"workload": XSS}],
+                                "pairs": [], "base_dir": "/etc", "candidate_marks": [SCRIPT]})):
+        (root / "cmp" / name / "compare").mkdir(parents=True)
+        save(root / "cmp" / name / "compare" / "compare.json", data)
+    out = root.parent / "site"
+    proc = cli("hybridbench.dashboard", root, "-o", out)
+    clean(proc)
+    assert proc.returncode == 0, proc.stderr
+    return root, out, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    assert CHROMIUM.is_file(), "Chromium is missing: bash tests/dashboard/install_chromium.sh"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+def test_no_planted_script_runs_and_no_request_leaves_any_page(hostile_site: tuple[Path, Path, str],
+                                                               browser: Browser) -> None:
+    _, out, _ = hostile_site
+    # The pages that hold planted text (each page loads 3.5 MB of plotly.js: the rest add time, not cover)
+    pages = [out / "index.html", out / "trends.html", *out.glob("run-_img*.html"), *out.glob("*-cmp_xss*.html")]
+    assert len(pages) == 5
+    for path in pages:
+        page = browser.new_page()
+        network: list[str] = []
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+        def guard(route, request):  # type: ignore[no-untyped-def]
+            if request.url.startswith("file://"):
+                route.continue_()
+            else:
+                network.append(request.url)
+                route.abort()
+
+        page.route("**/*", guard)
+        page.goto(path.resolve().as_uri())
+        page.wait_for_load_state("load")
+        page.mouse.move(200, 200)
+        page.wait_for_timeout(300)
+        assert page.evaluate("() => window.__pwned === undefined"), path.name
+        assert network == [] and dialogs == [], (path.name, network, dialogs)
+        if path.name.startswith("run-"):
+            page.wait_for_selector(".main-svg", timeout=20_000)  # the hashed chart scripts did run
+        page.close()
+
+
+def test_every_string_is_escaped_and_every_page_has_its_policy(hostile_site: tuple[Path, Path, str]) -> None:
+    _, out, _ = hostile_site
+    for path in out.glob("*.html"):
+        text = path.read_text()
+        for planted in (XSS, SCRIPT, DIR_XSS, "onmouseover=\"window"):
+            assert planted not in text, (path.name, planted)
+        policy = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', text)
+        assert policy, path.name
+        csp = policy.group(1).replace("&#39;", "'")
+        assert "default-src 'none'" in csp and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+        for body in re.findall(r"<script(?![^>]*\bsrc=)[^>]*>(.*?)</script>", text, re.S):
+            digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+            assert f"'sha256-{digest}'" in csp, path.name
+    run_page = next(out.glob("run-_img*.html")).read_text()
+    assert "&lt;img src=x onerror=" in run_page and "&lt;script&gt;window.__pwned=2&lt;/script&gt;" in run_page
+
+
+def test_damaged_comparisons_and_bad_times_are_skipped_lines(hostile_site: tuple[Path, Path, str]) -> None:
+    root, out, err = hostile_site
+    skipped = [ln for ln in err.splitlines() if ln.startswith("skipped")]
+    assert any("cmp/list/compare/compare.json: not a compare.json (a JSON list" in ln for ln in skipped)
+    assert any("cmp/deltas/compare/compare.json: not a compare.json (deltas must be" in ln for ln in skipped)
+    assert any("bad-created" in ln and "is not an ISO 8601 time" in ln for ln in skipped)
+    index = (out / "index.html").read_text()
+    assert "bad-created" in index  # listed under Skipped, escaped
+    xss = next(out.glob("compare-cmp_xss*.html")).read_text()
+    assert "run directories not found" in xss  # base_dir=/etc is outside the root: never read
+
+
+def test_colliding_run_names_get_their_own_pages(hostile_site: tuple[Path, Path, str]) -> None:
+    _, out, _ = hostile_site
+    plain = (out / "run-nightly_a.html").read_text()
+    nested = [p for p in out.glob("run-nightly_a.*.html")]
+    assert len(nested) == 1
+    assert 'class="v-pass"' in plain.split('<p class="verdict-line">')[1][:200]
+    assert 'class="v-fail"' in nested[0].read_text().split('<p class="verdict-line">')[1][:200]
+    index = (out / "index.html").read_text()
+    assert f'href="{nested[0].name}"' in index and 'href="run-nightly_a.html"' in index
+
+
+def test_an_old_runs_secret_is_in_no_page(hostile_site: tuple[Path, Path, str]) -> None:
+    _, out, _ = hostile_site
+    for path in out.glob("*.html"):
+        assert SECRET not in path.read_text(), path.name
+
+
+def test_a_night_without_data_shows_as_such_on_trends(hostile_site: tuple[Path, Path, str]) -> None:
+    _, out, _ = hostile_site
+    assert ">no data</span>" in (out / "trends.html").read_text()
+
+
+def test_an_empty_store_is_a_whole_site_saying_so(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    proc = cli("hybridbench.dashboard", tmp_path / "runs", "-o", tmp_path / "site")
+    clean(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert {p.name for p in (tmp_path / "site").iterdir()} == {"index.html", "trends.html", "plotly.min.js"}
+    assert "no readable runs yet" in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_inconclusive_has_its_own_colour(hostile_site: tuple[Path, Path, str], browser: Browser,
+                                        tmp_path: Path) -> None:
+    from hybridbench.dashboard.html import Page, verdict_badge  # noqa: PLC0415
+
+    page_file = tmp_path / "badges.html"
+    page_file.write_text(Page("badges", charts=False).add(*(verdict_badge(v) for v in (
+        "pass", "fail", "inconclusive", "interrupted", "skip", "error"))).render())
+    page = browser.new_page()
+    page.goto(page_file.as_uri())
+    colour = {v: page.evaluate(f"() => getComputedStyle(document.querySelector('.v-{v}')).color")
+              for v in ("pass", "fail", "inconclusive", "interrupted", "skip", "error")}
+    assert colour["inconclusive"] not in {c for v, c in colour.items() if v != "inconclusive"}
+
+
+class _Counter(http.server.BaseHTTPRequestHandler):
+    hits = 0
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        type(self).hits += 1
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_png_renders_with_the_network_off(tmp_path: Path) -> None:
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Counter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        page = tmp_path / "leaky.html"  # no policy: the flags alone must keep the request in
+        page.write_text(f'<html><body>hi<img src="http://127.0.0.1:{server.server_port}/leak">'
+                        f'<img src="http://example.invalid/x"></body></html>')
+        screenshot(CHROMIUM, page, tmp_path / "leaky.png", timeout_s=60)
+        assert (tmp_path / "leaky.png").read_bytes()[:4] == b"\x89PNG"
+        assert _Counter.hits == 0
+    finally:
+        server.shutdown()
+
+
+def test_png_of_a_page_that_never_finishes_is_one_line_within_its_bound(tmp_path: Path) -> None:
+    page = tmp_path / "hang.html"
+    page.write_text("<html><body><script>for(;;){}</script></body></html>")
+    with pytest.raises(ConfigError, match=r"^--png: .* (did not render hang.html within 8 s|could not render)"):
+        screenshot(CHROMIUM, page, tmp_path / "hang.png", timeout_s=8)
