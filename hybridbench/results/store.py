@@ -310,6 +310,7 @@ def latest_passing_main(root: Path, candidate: Run) -> Path:
                 & (runs["rescored"] == False) & (runs["marks"] == "")  # noqa: E712
                 & (runs["path"].map(lambda p: str(Path(p).resolve())) != mine)]
     if pick.empty:
-        raise ConfigError(f"latest:{root}: no complete, passing, not re-scored main run of experiment "
-                          f"{candidate.plan.name} with the candidate's load ({load}) among {len(runs)} run(s) there")
+        raise ConfigError(f"latest:{root}: no passing main run of experiment {candidate.plan.name} with the "
+                          f"candidate's load ({load}) among {len(runs)} run(s) there (a re-scored or incomplete run "
+                          "is never a baseline)")
     return Path(str(pick.sort_values("created").iloc[-1]["path"]))

@@ -60,7 +60,7 @@ def test_latest_on_an_empty_store_is_one_line(tmp_path: Path) -> None:
     proc = cli("hybridbench.compare", f"latest:{tmp_path / 'empty'}", cand)
     clean(proc)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith(f"error: latest:{tmp_path / 'empty'}: no complete, passing")
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"error: latest:{tmp_path / 'empty'}: no passing main run")
 
 
 def _deep(run: Path) -> None:

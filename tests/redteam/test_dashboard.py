@@ -80,19 +80,19 @@ def test_no_planted_script_runs_and_no_request_leaves_any_page(hostile_site: tup
     # The pages that hold planted text (each page loads 3.5 MB of plotly.js: the rest add time, not cover)
     pages = [out / "index.html", out / "trends.html", *out.glob("run-_img*.html"), *out.glob("*-cmp_xss*.html")]
     assert len(pages) == 5
+    network: list[str] = []
+    dialogs: list[str] = []
+
+    def guard(route, request):  # type: ignore[no-untyped-def]
+        if request.url.startswith("file://"):
+            route.continue_()
+        else:
+            network.append(request.url)
+            route.abort()
+
     for path in pages:
         page = browser.new_page()
-        network: list[str] = []
-        dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-
-        def guard(route, request):  # type: ignore[no-untyped-def]
-            if request.url.startswith("file://"):
-                route.continue_()
-            else:
-                network.append(request.url)
-                route.abort()
-
         page.route("**/*", guard)
         page.goto(path.resolve().as_uri())
         page.wait_for_load_state("load")
@@ -123,7 +123,7 @@ def test_every_string_is_escaped_and_every_page_has_its_policy(hostile_site: tup
 
 
 def test_damaged_comparisons_and_bad_times_are_skipped_lines(hostile_site: tuple[Path, Path, str]) -> None:
-    root, out, err = hostile_site
+    _root, out, err = hostile_site
     skipped = [ln for ln in err.splitlines() if ln.startswith("skipped")]
     assert any("cmp/list/compare/compare.json: not a compare.json (a JSON list" in ln for ln in skipped)
     assert any("cmp/deltas/compare/compare.json: not a compare.json (deltas must be" in ln for ln in skipped)
@@ -167,7 +167,7 @@ def test_an_empty_store_is_a_whole_site_saying_so(tmp_path: Path) -> None:
 
 def test_inconclusive_has_its_own_colour(hostile_site: tuple[Path, Path, str], browser: Browser,
                                         tmp_path: Path) -> None:
-    from hybridbench.dashboard.html import Page, verdict_badge  # noqa: PLC0415
+    from hybridbench.dashboard.html import Page, verdict_badge
 
     page_file = tmp_path / "badges.html"
     page_file.write_text(Page("badges", charts=False).add(*(verdict_badge(v) for v in (
@@ -182,7 +182,7 @@ def test_inconclusive_has_its_own_colour(hostile_site: tuple[Path, Path, str], b
 class _Counter(http.server.BaseHTTPRequestHandler):
     hits = 0
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         type(self).hits += 1
         self.send_response(200)
         self.end_headers()
