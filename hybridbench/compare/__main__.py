@@ -107,12 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         given = sys.argv[1:] if argv is None else argv
         command = " ".join(["python", "-m", "hybridbench.compare", *(shlex.quote(a) for a in redact(list(given)))])
         # Where each side's verdict comes from (a re-scored run, checks off): shown beside the comparison.
-        marks = {"base_marks": list(verdict_marks(base.run)), "candidate_marks": list(verdict_marks(cand.run))}
+        # A run without bundle.json (compared from its records alone) has no verdict to mark.
+        marks = {f"{side}_marks": list(verdict_marks(r.run)) if r.run.bundle is not None else []
+                 for side, r in (("base", base), ("candidate", cand))}
         data = {**comparison_json(cmp), "base_dir": str(args.baseline.resolve()),
                 "candidate_dir": str(args.candidate.resolve()), "command": command, **marks}
-        for role, key in (("baseline", "base_marks"), ("candidate", "candidate_marks")):
-            if marks[key]:
-                print(f"note: the {role}'s verdict is marked: {visible('; '.join(marks[key]))}", file=sys.stderr)
         # The secrets are the runs' own (their configs): compare.json's field names are not config keys (its
         # config_changes rows have a "key" field, which redact_config would mask as if it were an API key).
         secrets = secret_values(base.run.plan.config) | secret_values(cand.run.plan.config)
@@ -125,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: malformed run files ({type(exc).__name__}: {visible(str(exc)[:200])})", file=sys.stderr)
         return 2
     print(text)
+    for role, key in (("baseline", "base_marks"), ("candidate", "candidate_marks")):
+        if marks[key]:
+            print(f"note: the {role}'s verdict is marked: {visible('; '.join(marks[key]))}", file=sys.stderr)
     print(f"comparison: {out}", file=sys.stderr)
     return 0 if cmp.verdict == "pass" else 1  # fail, or inconclusive: never a pass
 
