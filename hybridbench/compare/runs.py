@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hybridbench.errors import ConfigError
 from hybridbench.records.schema import Record
 from hybridbench.results import Run, TrialRun, read_run
+from hybridbench.results.safe_io import MAX_LINES_BYTES, open_regular
 
 __all__ = ["SavedRun", "WorkloadDigest", "load_run"]
 
@@ -88,9 +90,13 @@ def _digest(trace: Path, argv: tuple[str, ...]) -> WorkloadDigest:
     copied without its traces still compares by arguments)."""
     kept = [a for i, a in enumerate(argv) if a != "-o" and (i == 0 or argv[i - 1] != "-o")]
     trace_digest = None
-    if trace.is_file():
+    try:  # the bounded reader's rules: a FIFO, a device or a link out of the run is no trace (argv still compare)
+        fh = open_regular(trace, trace.parent.parent, limit=MAX_LINES_BYTES) if trace.exists() else None
+    except ConfigError:
+        fh = None
+    if fh is not None:
         h = hashlib.sha256()
-        with trace.open("rb") as fh:
+        with fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
         trace_digest = h.hexdigest()

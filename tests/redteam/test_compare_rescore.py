@@ -87,3 +87,17 @@ def test_compare_and_rescore_read_a_damaged_run_as_one_line_exit_2(tmp_path: Pat
         clean(proc)
         assert proc.returncode == 2, (module, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1 and str(cand) in proc.stderr, proc.stderr
+
+
+def test_a_trace_linked_out_of_the_run_is_not_read(tmp_path: Path) -> None:
+    from hybridbench.compare.runs import load_run
+
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text('{"any": "file on the machine"}\n')
+    run = make_run(tmp_path / "store", "r", night=1)
+    (run / "traces").mkdir(exist_ok=True)
+    (run / "traces" / "gsp.jsonl").symlink_to(outside)
+    assert load_run(run).workload_digests["gsp"].trace is None  # compared by its arguments, the file unread
+    (run / "traces" / "gsp.jsonl").unlink()
+    (run / "traces" / "gsp.jsonl").write_bytes(outside.read_bytes())
+    assert load_run(run).workload_digests["gsp"].trace is not None  # the run's own trace is read
