@@ -24,9 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from hybridbench import sweep_status
 from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.redact_files import scrub_file
-from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
-from hybridbench.config.strict import reject_unknown_keys
 from hybridbench.errors import HybridbenchError, Interrupted, RunInterrupted
 
 _CONF = str(Path(__file__).resolve().parent.parent / "conf")
@@ -122,6 +120,7 @@ def _job(cfg: DictConfig) -> int:
     _hold.release()
     sys.stderr = _hold.real
     from hybridbench.app import run  # noqa: PLC0415 - keeps compose errors free of import cost
+    from hybridbench.prepare import typed_config  # noqa: PLC0415
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
@@ -131,9 +130,7 @@ def _job(cfg: DictConfig) -> int:
         secrets = secret_values(resolved)
         if hydra_cfg.mode == RunMode.MULTIRUN:  # Hydra wrote the sweep's config and overrides verbatim
             scrub_file(Path(hydra_cfg.sweep.dir) / "multirun.yaml", secrets)
-        reject_unknown_keys(cfg, RunCfg)
-        run_cfg = OmegaConf.to_object(cfg)
-        assert isinstance(run_cfg, RunCfg)
+        run_cfg, _ = typed_config(cfg)  # what `hybridbench plan` checks too (hybridbench.prepare)
         code = run(run_cfg, run_dir, resolved)
     except RunInterrupted as exc:  # what ran is on disk; a sweep stops here too
         print(f"error: {scrub(str(exc), secrets)}", file=sys.stderr)

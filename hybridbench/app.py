@@ -13,16 +13,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hybridbench.checks.registry import validate_checks
 from hybridbench.config.redact import scrub, scrub_obj, secret_values
 from hybridbench.config.redact_files import scrub_tree
 from hybridbench.config.schema import RunCfg
+from hybridbench.doctor.machine import SERVES_WEIGHTS, fetch_weights
 from hybridbench.engines.base import PlannedProbe, TrialContext
 from hybridbench.engines.kv_pool import refuse_unfit_requests
-from hybridbench.engines.registry import make_engine
 from hybridbench.errors import ConfigError, EngineError, HybridbenchError, Interrupted, RunInterrupted
-from hybridbench.load.progress import env_mode
-from hybridbench.plan.build import build_plan, effective_vocab
+from hybridbench.plan.build import effective_vocab
 from hybridbench.plan.repeats import (
     TIMING_CHECKS,
     StopReason,
@@ -32,9 +30,10 @@ from hybridbench.plan.repeats import (
     repeats_entry,
     stop_reason,
 )
-from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
+from hybridbench.plan.types import RunPlan, Trial
+from hybridbench.prepare import materialize, prepare_run, refuse_on_machine
+from hybridbench.preview.forecast import run_forecast
 from hybridbench.probes.base import read_samples, samples_path
-from hybridbench.probes.registry import plan_probes
 from hybridbench.records.coverage import TrialOutcome, TrialState
 from hybridbench.records.io import RecordWriter
 from hybridbench.records.schema import Record
@@ -46,30 +45,9 @@ from hybridbench.results.run_dir import claim_run_dir, release_run_dir
 from hybridbench.results.score import Scored, ScoreSettings, score_trials
 from workloads.arrival import arrival_schedule
 from workloads.atomic_file import write_json_atomic, write_text_atomic
-from workloads.errors import WorkloadError
-from workloads.generate import generate_trace
-from workloads.trace import TraceError, TraceRow, read_trace
+from workloads.trace import TraceRow
 
 __all__ = ["run"]
-
-
-def _materialize(w: WorkloadPlan, cfg: RunCfg, vocab_size: int) -> list[TraceRow]:
-    """Generate the workload's trace into the run dir: the generator called with its typed parameters, as
-    ``python -m workloads.generate`` with the plan's ``argv`` would; bad input is one line naming the workload."""
-    Path(w.trace_path).parent.mkdir(parents=True, exist_ok=True)
-    c = cfg.workloads[w.name]
-    scale = c.scale * cfg.engine.workload_scale
-    try:
-        generate_trace(c.kind, c.params, vocab_size=vocab_size, seed=w.seed, output=w.trace_path,
-                       preset=c.preset or None, scale=scale if scale > 1 else None)
-    except (WorkloadError, TraceError) as exc:
-        raise ConfigError(f"workloads.{w.name}: {' '.join(str(exc).split())}") from None
-    except OSError as exc:
-        raise ConfigError(f"workloads.{w.name}: {exc.filename or w.trace_path}: {exc.strerror or exc}") from None
-    try:
-        return list(read_trace(w.trace_path, vocab_size).rows)  # a replayed file may hold any id
-    except TraceError as exc:
-        raise ConfigError(f"workloads.{w.name}: {exc}") from None
 
 
 def _progress(msg: str) -> None:
@@ -77,12 +55,10 @@ def _progress(msg: str) -> None:
 
 
 def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
-    env_mode()  # a bad HYBRIDBENCH_PROGRESS is refused here, not found out at the first trial
-    validate_checks(cfg.checks)
-    plan: RunPlan = build_plan(cfg, run_dir, resolved)
-    engine = make_engine(cfg.engine.name)
-    engine.validate(cfg, plan)
-    probes = plan_probes(cfg, engine.name, engine.traits)  # a probe the engine cannot serve: exit 2, here
+    prepared = prepare_run(cfg, run_dir, resolved)  # the plan-time path `hybridbench plan` shares
+    refuse_on_machine(prepared)  # too few GPUs, absent weights with downloads off: exit 2 before any trace
+    plan: RunPlan = prepared.plan
+    engine, probes = prepared.engine, prepared.probes
     claim_run_dir(run_dir, overwrite=cfg.overwrite)  # last: overwrite empties it only for a valid run
     # One redaction for every file the run writes: what the config hides is masked wherever it shows up again
     # (a workload's argv, a server's last words quoting its command line, the logs).
@@ -94,6 +70,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     outcomes: dict[str, TrialOutcome] = {}
     failure: HybridbenchError | None = None  # what ended the run early: a dead server (exit 3) or a signal
     current: Trial | None = None
+    forecast: dict[str, Any] = {}
     policy = repeat_policy(cfg)
     durations: list[float] = []  # seconds per full repeat
     stopped: StopReason | None = None
@@ -126,12 +103,16 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
         try:
             try:
                 for w in plan.workloads:
-                    traces[w.name] = _materialize(w, cfg, effective_vocab(cfg))
+                    traces[w.name] = materialize(w, cfg, effective_vocab(cfg))
                 if (pool := engine.kv_pool(cfg)) is not None:  # the plan fixed the pool: each request must fit it
                     refuse_unfit_requests(engine.name, pool, traces)
             except ConfigError:
                 release_run_dir(run_dir)  # refused before any trial: the run leaves nothing behind
                 raise
+            if cfg.engine.name in SERVES_WEIGHTS:  # a GPU run keeps what the simulator expected of it
+                forecast = run_forecast(cfg, resolved, traces)
+                write_json_atomic(run_dir / "forecast.json", scrub_obj(forecast, secrets))
+                fetch_weights(cfg, _progress)  # before the first server: its startup timeout starts after this
             # Every trial's arrivals, fixed before the first server starts: the driver and the simulator follow them.
             schedules = {t.trial_id: arrival_schedule(traces[t.workload], plan.workload(t.workload).load, t.seed)
                          for t in plan.trials}
@@ -190,6 +171,8 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     bundle = build_bundle(plan, engine.info(), scored.trials, scored.aggregates, scored.checks)
     if scored.accuracy:
         bundle["accuracy"] = scored.accuracy
+    if forecast:
+        bundle["forecast"] = forecast
     bundle["repeats"] = repeats_entry(policy, durations, scored.checks,
                                       stopped or ("interrupted" if isinstance(failure, RunInterrupted) else "error"))
     if isinstance(failure, RunInterrupted):

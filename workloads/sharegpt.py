@@ -130,6 +130,11 @@ def parse_conversations(record: Any, where: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _saved_to_disk(folder: Path) -> bool:
+    """A folder written by ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk`` (its own metadata files)."""
+    return folder.is_dir() and ((folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file())
+
+
 def _load_records(path: str | None, dataset: str | None, split: str) -> Iterable[Any]:
     if path is not None:
         p = Path(path)
@@ -150,6 +155,9 @@ def _load_records(path: str | None, dataset: str | None, split: str) -> Iterable
     except ImportError:
         raise WorkloadError(f"--dataset {dataset} needs the optional 'datasets' package; or use --path") from None
     try:
+        if _saved_to_disk(Path(dataset)):  # datasets' save_to_disk folder: load_dataset cannot read it
+            saved = datasets.load_from_disk(dataset)
+            return list(saved[split] if isinstance(saved, datasets.DatasetDict) else saved)
         return list(datasets.load_dataset(dataset, split=split))
     except Exception as exc:  # network, auth and schema errors all end the run the same way
         raise WorkloadError(f"cannot load dataset {dataset!r} split {split!r}: {exc}") from None

@@ -11,6 +11,7 @@ from typing import Any
 __all__ = [
     "ArmCfg",
     "ChecksCfg",
+    "DataCfg",
     "EngineCfg",
     "L2ArmCfg",
     "LoadCfg",
@@ -180,6 +181,22 @@ class PublishedCfg:
 
 
 @dataclass
+class DataCfg:
+    """Real data sets, one key each (hybridbench/plan/data.py). "" = none: a GPU run then falls back to the synthetic
+    stand-in and says so in its plan and report; ``require_real`` refuses that instead."""
+
+    # ShareGPT for every sharegpt workload without its own params.path/dataset: a ShareGPT JSON file (bench_serving's
+    # ShareGPT_V3_unfiltered_cleaned_split.json), a dataset saved with datasets' save_to_disk, or a Hub dataset name.
+    sharegpt: str = ""
+    sharegpt_split: str = "train"
+    gsm8k: str = ""  # a local gsm8k folder for the accuracy probe (checks.accuracy_datasets.gsm8k)
+    # The tokenizer that turns text into token ids: "" = the served model's own (model.hf_id) on engines that load
+    # weights, the hash-word tokenizer elsewhere.
+    tokenizer: str = ""
+    require_real: bool = False  # refuse a GPU run that would use synthetic text in place of a real data set
+
+
+@dataclass
 class RunCfg:
     name: str = "adhoc"
     arms: list[str] = field(default_factory=lambda: ["disabled", "lru"])
@@ -198,6 +215,7 @@ class RunCfg:
     load: LoadCfg = field(default_factory=LoadCfg)
     checks: ChecksCfg = field(default_factory=ChecksCfg)
     published: list[PublishedCfg] = field(default_factory=list)
+    data: DataCfg = field(default_factory=DataCfg)
     # Values an experiment sets per engine, keyed by engine name and read where they apply through
     # ``${oc.select:by_engine.${engine.name}.KEY,DEFAULT}`` (the experiment's pools: small ones on the reference
     # engine, from GPU memory on the simulator). An interpolation, not a merge, so a command-line override of

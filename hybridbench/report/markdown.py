@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from hybridbench.metrics.summary import client_delay_flagged
+from hybridbench.report.forecast import forecast_section
 
 __all__ = ["render_report"]
 
@@ -131,6 +132,7 @@ def render_report(bundle: dict[str, Any]) -> str:
             lines.append(f"| {label} | " + " | ".join(_evicted(bundle, workload, arm, key) for arm in arms) + " |")
         lines.append("")
     lines += _published(bundle.get("published") or [])
+    lines += forecast_section(bundle)
     lines += _accuracy(bundle.get("accuracy") or [])
     lines += ["## checks", "", "| check | workload | arm | verdict | observed | expected |", "|---" * 6 + "|"]
     for c in bundle["checks"]:

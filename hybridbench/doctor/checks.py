@@ -1,0 +1,102 @@
+"""``hybridbench doctor``'s checks: is this machine ready for the run the overrides describe? One line each.
+
+GPUs against engine.tp, the server build behind engine.python and its version, which of the experiment's arms
+that build can express (each arm's command built against its real ``--help``, as the run does), the model's
+weights, free disk where the run writes, and the optional extras.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+from hybridbench.config.schema import RunCfg
+from hybridbench.doctor.machine import SERVES_WEIGHTS, Finding, gpu_finding, weights_finding
+from hybridbench.engines.registry import make_engine
+from hybridbench.engines.server import installed_version
+from hybridbench.errors import ConfigError
+from hybridbench.plan.build import build_plan
+from hybridbench.preview.compose import Composed
+
+__all__ = ["EXTRAS", "MIN_FREE_BYTES", "PACKAGES", "doctor_findings"]
+
+PACKAGES = {"sglang": "sglang", "vllm": "vllm", "tokenspeed": "tokenspeed"}  # engine -> its Python distribution
+# pyproject.toml's optional extras -> the modules that tell whether each is installed
+EXTRAS = {"results": ("duckdb", "pandas", "pyarrow", "plotly"), "fast": ("uvloop", "orjson"),
+          "cluster": ("submitit",), "data": ("datasets", "transformers")}
+MIN_FREE_BYTES = 5 * 2**30  # traces of the GPU loads run to hundreds of MB; logs and records beside them
+
+
+def _server_build(cfg: RunCfg) -> Finding:
+    name = cfg.engine.name
+    if name not in PACKAGES:
+        return Finding("server", "ok", f"engine={name}: runs from this checkout (no server build needed)")
+    python = cfg.engine.python or sys.executable
+    if not Path(python).exists() and shutil.which(python) is None:
+        return Finding("server", "refuse", f"engine.python={python}: no such interpreter")
+    version = installed_version(python, PACKAGES[name])
+    if not version:
+        return Finding("server", "refuse", f"engine.python={python}: no {PACKAGES[name]} installed in it; set "
+                                           "engine.python to the server's venv")
+    return Finding("server", "ok", f"engine.python={python}: {PACKAGES[name]} {version}")
+
+
+def _arms(composed: Composed) -> list[Finding]:
+    cfg = composed.cfg
+    try:
+        plan = build_plan(cfg, composed.run_dir, composed.resolved)
+    except ConfigError as exc:
+        return [Finding("config", "refuse", str(exc))]
+    engine = make_engine(cfg.engine.name)
+    out = []
+    try:
+        for spec in plan.arm_specs:  # each on its own: one arm the build lacks does not hide the others
+            try:
+                engine.validate(cfg, dataclasses.replace(plan, arms=(spec.name,), arm_specs=(spec,)))
+                out.append(Finding("arm", "ok", f"arm {spec.name}: this {cfg.engine.name} build expresses it"))
+            except ConfigError as exc:
+                out.append(Finding("arm", "refuse", f"arm {spec.name}: {exc}"))
+    finally:
+        engine.close()
+    return out
+
+
+def _disk(run_dir: Path) -> Finding:
+    where = run_dir.resolve()
+    while not where.exists():
+        where = where.parent
+    free = shutil.disk_usage(where).free
+    text = f"{free / 2**30:.1f} GiB free at {where} (results and traces; want {MIN_FREE_BYTES / 2**30:.0f} GiB)"
+    return Finding("disk", "ok" if free >= MIN_FREE_BYTES else "refuse", text)
+
+
+def _extras() -> list[Finding]:
+    out = []
+    for extra, modules in EXTRAS.items():
+        missing = [m for m in modules if importlib.util.find_spec(m) is None]
+        text = f"extra {extra}: " + (f"missing {', '.join(missing)} (pip install 'hybridbench[{extra}]')"
+                                      if missing else "installed")
+        out.append(Finding("extra", "ok", text))  # optional: said, never a refusal on its own
+    return out
+
+
+def doctor_findings(composed: Composed) -> list[Finding]:
+    cfg = composed.cfg
+    out: list[Finding] = []
+    if cfg.engine.name in SERVES_WEIGHTS and cfg.engine.gpu != "cpu":
+        out.append(gpu_finding(cfg))
+    else:
+        out.append(Finding("gpus", "ok", f"engine={cfg.engine.name}"
+                                         f"{' engine.gpu=cpu' if cfg.engine.gpu == 'cpu' else ''}: no GPU needed"))
+    server = _server_build(cfg)
+    out.append(server)
+    if server.ok:
+        out += _arms(composed)
+    if cfg.engine.name in SERVES_WEIGHTS:
+        out.append(weights_finding(cfg))
+    out.append(_disk(composed.run_dir))
+    out += _extras()
+    return out

@@ -1,0 +1,69 @@
+"""``data.*``: real data sets in place of the synthetic stand-ins, applied to the config before the plan is built.
+
+One key per data set. ``data.sharegpt`` feeds every ``sharegpt`` workload that names no source of its own (a JSON
+file goes to ``params.path``, anything else — a ``save_to_disk`` folder or a Hub name — to ``params.dataset``),
+tokenized with ``data.tokenizer`` or, on an engine that loads the model's weights, the served model's own
+tokenizer (``model.hf_id``), so token counts are what the server sees. ``data.gsm8k`` is the accuracy probe's
+gsm8k folder. A GPU run left on synthetic text says so (the returned notes go to the plan's warnings and to the
+workload's note in the report); ``data.require_real=true`` refuses it (exit 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hybridbench.config.schema import RunCfg
+from hybridbench.errors import ConfigError
+
+__all__ = ["GPU_ENGINES", "apply_data"]
+
+GPU_ENGINES = frozenset({"sglang", "vllm", "tokenspeed"})  # engines that serve model.hf_id's weights and tokenizer
+
+
+def _set(resolved: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = resolved
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+
+
+def apply_data(cfg: RunCfg, resolved: dict[str, Any]) -> tuple[str, ...]:
+    """Fill each workload's source from ``data.*`` (in ``cfg`` and the ``resolved`` copy the plan records); returns
+    one line per synthetic fallback on a GPU engine. ConfigError when ``data.require_real`` forbids one."""
+    d, gpu = cfg.data, cfg.engine.name in GPU_ENGINES
+    tokenizer = d.tokenizer or (cfg.model.hf_id if gpu else "")
+    notes: list[str] = []
+    for name, w in cfg.workloads.items():
+        if w.kind != "sharegpt":
+            continue
+        params = dict(w.params)
+        if not params.get("path") and not params.get("dataset"):
+            if d.sharegpt:
+                key = "path" if d.sharegpt.endswith(".json") or Path(d.sharegpt).is_file() else "dataset"
+                params[key] = d.sharegpt
+                if key == "dataset":
+                    params["split"] = d.sharegpt_split
+            elif gpu:
+                why = (f"workloads.{name}: synthetic ShareGPT stand-in (token ids drawn from published length "
+                       "statistics, not real text); set data.sharegpt to a ShareGPT JSON file or dataset")
+                if d.require_real:
+                    raise ConfigError(f"data.require_real: {why}")
+                notes.append(why)
+                note = f"{w.note} Synthetic text: no data.sharegpt was given.".strip()
+                w.note = note
+                _set(resolved, ("workloads", name, "note"), note)
+        if (params.get("path") or params.get("dataset")) and tokenizer and not params.get("tokenizer"):
+            params["tokenizer"] = tokenizer
+        if params != w.params:
+            w.params = params
+            _set(resolved, ("workloads", name, "params"), dict(params))
+    if d.gsm8k and "gsm8k" not in cfg.checks.accuracy_datasets:
+        cfg.checks.accuracy_datasets = {**cfg.checks.accuracy_datasets, "gsm8k": d.gsm8k}
+        _set(resolved, ("checks", "accuracy_datasets"), dict(cfg.checks.accuracy_datasets))
+    elif gpu and "accuracy" in cfg.checks.enabled and "gsm8k" not in cfg.checks.accuracy_datasets:
+        why = "accuracy: the shipped 22-question gsm8k sample (too small to fail); set data.gsm8k to a gsm8k folder"
+        if d.require_real:
+            raise ConfigError(f"data.require_real: {why}")
+        notes.append(why)
+    return tuple(notes)

@@ -1,0 +1,91 @@
+"""Config -> everything a run fixes before a trace is generated: the one plan-time path of ``python -m hybridbench``
+and ``hybridbench plan``.
+
+Both call :func:`typed_config` on what Hydra composed and :func:`prepare_run` on the result, so whatever a run
+refuses at plan time (exit 2), the preview refuses too. What depends on the machine (GPUs, weights) comes back as
+:class:`~hybridbench.doctor.machine.Finding` s: the run refuses on them (:func:`refuse_on_machine`), the preview
+prints them as warnings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from hybridbench.checks.registry import validate_checks
+from hybridbench.config.schema import RunCfg
+from hybridbench.config.strict import reject_unknown_keys
+from hybridbench.doctor.machine import Finding, machine_findings
+from hybridbench.engines.base import Engine
+from hybridbench.engines.registry import make_engine
+from hybridbench.errors import ConfigError
+from hybridbench.load.progress import env_mode
+from hybridbench.plan.build import build_plan
+from hybridbench.plan.data import apply_data
+from hybridbench.plan.types import RunPlan, WorkloadPlan
+from hybridbench.probes.base import Probe
+from hybridbench.probes.registry import plan_probes
+from workloads.errors import WorkloadError
+from workloads.generate import generate_trace
+from workloads.trace import TraceError, TraceRow, read_trace
+
+__all__ = ["PreparedRun", "materialize", "prepare_run", "refuse_on_machine", "typed_config"]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRun:
+    plan: RunPlan
+    engine: Engine  # validated: every arm's command built against the installed server's --help
+    probes: tuple[Probe, ...]
+    machine: tuple[Finding, ...]  # GPUs and weights, as this machine sees them
+    data_notes: tuple[str, ...] = ()  # synthetic stand-ins a GPU run falls back to (hybridbench.plan.data)
+
+
+def typed_config(cfg: DictConfig) -> tuple[RunCfg, dict[str, Any]]:
+    """Hydra's composed config -> (the typed config, the resolved dict); unknown keys are a ConfigError."""
+    resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    reject_unknown_keys(cfg, RunCfg)
+    run_cfg = OmegaConf.to_object(cfg)
+    assert isinstance(run_cfg, RunCfg)
+    return run_cfg, resolved
+
+
+def prepare_run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> PreparedRun:
+    """Validate and plan; ConfigError (exit 2) names the first key, arm or flag that cannot run. Nothing starts."""
+    env_mode()  # a bad HYBRIDBENCH_PROGRESS is refused here, not found out at the first trial
+    validate_checks(cfg.checks)
+    data_notes = apply_data(cfg, resolved)  # data.* into the workloads' sources, before the plan records them
+    plan = build_plan(cfg, run_dir, resolved)
+    engine = make_engine(cfg.engine.name)
+    engine.validate(cfg, plan)
+    probes = plan_probes(cfg, engine.name, engine.traits)  # a probe the engine cannot serve: exit 2, here
+    return PreparedRun(plan, engine, tuple(probes), machine_findings(cfg), data_notes)
+
+
+def refuse_on_machine(prepared: PreparedRun) -> None:
+    """A run's refusal of what this machine lacks (too few GPUs, weights absent with downloads off)."""
+    for finding in prepared.machine:
+        if finding.status == "refuse":
+            raise ConfigError(finding.message)
+
+
+def materialize(w: WorkloadPlan, cfg: RunCfg, vocab_size: int) -> list[TraceRow]:
+    """Generate the workload's trace into the run dir: the generator called with its typed parameters, as
+    ``python -m workloads.generate`` with the plan's ``argv`` would; bad input is one line naming the workload."""
+    Path(w.trace_path).parent.mkdir(parents=True, exist_ok=True)
+    c = cfg.workloads[w.name]
+    scale = c.scale * cfg.engine.workload_scale
+    try:
+        generate_trace(c.kind, c.params, vocab_size=vocab_size, seed=w.seed, output=w.trace_path,
+                       preset=c.preset or None, scale=scale if scale > 1 else None)
+    except (WorkloadError, TraceError) as exc:
+        raise ConfigError(f"workloads.{w.name}: {' '.join(str(exc).split())}") from None
+    except OSError as exc:
+        raise ConfigError(f"workloads.{w.name}: {exc.filename or w.trace_path}: {exc.strerror or exc}") from None
+    try:
+        return list(read_trace(w.trace_path, vocab_size).rows)  # a replayed file may hold any id
+    except TraceError as exc:
+        raise ConfigError(f"workloads.{w.name}: {exc}") from None

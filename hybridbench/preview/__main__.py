@@ -1,0 +1,60 @@
+"""``hybridbench plan [--json] OVERRIDES...`` (``python -m hybridbench.preview``): preview a run without launching it.
+
+The same Hydra overrides as ``python -m hybridbench``; the same plan-time validation (exit 2 for what the run
+would refuse); what this machine lacks (GPUs, weights) is a warning here and a refusal in the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from hybridbench.errors import HybridbenchError
+
+__all__ = ["main", "parser"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def parser(prog: str = "python -m hybridbench.preview") -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, description="Preview a run without launching it: trials, each arm's server command "
+                                       "line, pools, arrivals and a simulator forecast.")
+    p.add_argument("--json", action="store_true", help="print one JSON object (arms, trials, forecast, warnings)")
+    p.add_argument("--no-forecast", action="store_true", help="skip the simulator forecast")
+    p.add_argument("--forecast-requests", type=int, default=400, metavar="N",
+                   help="simulate at most N requests per workload (whole sessions sampled; wall time scaled)")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, as for a run: +experiment=NAME engine=sglang ...")
+    return p
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m hybridbench.preview") -> int:
+    args = parser(prog).parse_args(argv)
+    if args.forecast_requests < 1:
+        print(f"error: --forecast-requests must be >= 1, got {args.forecast_requests}", file=sys.stderr)
+        return 2
+    if any(o in ("-m", "--multirun") for o in args.overrides):
+        print("error: plan previews one run; drop -m (plan each sweep point on its own)", file=sys.stderr)
+        return 2
+    from hybridbench.preview.build import build_preview  # noqa: PLC0415 - --help stays fast
+    from hybridbench.preview.compose import compose_run  # noqa: PLC0415
+    from hybridbench.preview.render import render_text  # noqa: PLC0415
+
+    try:
+        preview = build_preview(compose_run(list(args.overrides)), forecast=not args.no_forecast,
+                                max_requests=args.forecast_requests)
+    except HybridbenchError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return exc.exit_code
+    print(json.dumps(preview.to_json(), indent=1, default=str) if args.json else render_text(preview))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

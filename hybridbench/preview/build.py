@@ -1,0 +1,114 @@
+"""``hybridbench plan``: what a run would do, built by the run's own plan-time path (hybridbench.prepare), with
+nothing launched: each trial's size, each arm's exact server command line and environment (from the installed
+server's ``--help``), pools and arrivals, the machine's readiness as warnings, and the simulator's forecast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hybridbench.config.redact import scrub_obj, secret_values
+from hybridbench.engines.base import Engine
+from hybridbench.engines.kv_pool import refuse_unfit_requests
+from hybridbench.engines.server import ServerEngine
+from hybridbench.errors import ConfigError
+from hybridbench.load.trial import ServerTrials
+from hybridbench.plan.build import effective_vocab
+from hybridbench.prepare import PreparedRun, materialize, prepare_run
+from hybridbench.preview.compose import Composed
+from hybridbench.preview.forecast import DEFAULT_MAX_REQUESTS, forecast_run
+from workloads.trace import TraceRow
+
+__all__ = ["Preview", "build_preview"]
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """What ``hybridbench plan --json`` prints (:meth:`to_json`)."""
+
+    name: str
+    engine: str
+    run_dir: str
+    arms: dict[str, dict[str, Any]]  # name -> {argv, env}
+    workloads: dict[str, dict[str, Any]]  # name -> {kind, requests, input_tokens, output_tokens, load}
+    trials: tuple[dict[str, Any], ...]
+    pools: dict[str, Any]
+    forecast: dict[str, Any] | None
+    warnings: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"trials": list(self.trials), "warnings": list(self.warnings)}
+
+
+def _server(engine: Engine) -> ServerEngine | None:
+    return engine.engine if isinstance(engine, ServerTrials) else None
+
+
+def _arms(prepared: PreparedRun) -> dict[str, dict[str, Any]]:
+    server = _server(prepared.engine)
+    commands = prepared.engine.info().extra.get("commands", {})
+    out: dict[str, dict[str, Any]] = {}
+    for spec in prepared.plan.arm_specs:
+        env = server.spec.env_for(spec) if server is not None and server.spec.env_for else {}
+        argv = [str(a) for a in commands.get(spec.name, [])]
+        out[spec.name] = {"argv": argv, "env": dict(env), "port": "chosen at launch" if argv else None}
+    return out
+
+
+def _pools(composed: Composed, prepared: PreparedRun) -> dict[str, Any]:
+    e = composed.cfg.engine
+    pool = prepared.engine.kv_pool(composed.cfg)
+    return {
+        "kv_tokens": pool.tokens if pool is not None else (e.kv_tokens or "sized by the server from memory"),
+        "kv_tokens_set_by": pool.key if pool is not None else ("engine.kv_tokens" if e.kv_tokens else "the server"),
+        "max_mamba_cache_size": e.max_mamba_cache_size or "sized by the server from memory",
+        "mem_fraction_static": e.mem_fraction_static, "page_size": e.page_size,
+        "track_interval": e.track_interval, "chunked_prefill_size": e.chunked_prefill_size,
+    }
+
+
+def _load(load: Any) -> dict[str, Any]:
+    return {"kind": load.kind, "max_concurrency": load.max_concurrency, "request_rate": load.request_rate,
+            "slowdown": load.slowdown}
+
+
+def build_preview(composed: Composed, *, forecast: bool = True,
+                  max_requests: int = DEFAULT_MAX_REQUESTS) -> Preview:
+    """ConfigError (exit 2) for anything the run would refuse at plan time; machine findings are warnings."""
+    cfg = composed.cfg
+    prepared = prepare_run(cfg, composed.run_dir, composed.resolved)
+    warnings = [f"{f.check}: {f.message}" for f in prepared.machine if not f.ok] + list(prepared.data_notes)
+    traces: dict[str, list[TraceRow]] = {}
+    vocab = effective_vocab(cfg)
+    with tempfile.TemporaryDirectory(prefix="hybridbench-plan-") as tmp:  # the run writes them into its run dir
+        for w in prepared.plan.workloads:
+            traces[w.name] = materialize(dataclasses.replace(w, trace_path=str(Path(tmp) / f"{w.name}.jsonl")),
+                                         cfg, vocab)
+    if (pool := prepared.engine.kv_pool(cfg)) is not None:
+        refuse_unfit_requests(prepared.engine.name, pool, traces)
+    workloads = {
+        w.name: {"kind": w.kind, "requests": len(traces[w.name]),
+                 "sessions": len({r.session_id for r in traces[w.name]}),
+                 "input_tokens": sum(r.num_input_tokens for r in traces[w.name]),
+                 "output_tokens": sum(r.num_output_tokens for r in traces[w.name]), "load": _load(w.load),
+                 "argv": list(w.argv)}
+        for w in prepared.plan.workloads
+    }
+    trials = tuple({"index": t.index, "arm": t.arm, "workload": t.workload, "repeat": t.repeat,
+                    **{k: workloads[t.workload][k] for k in ("requests", "input_tokens", "output_tokens")}}
+                   for t in prepared.plan.trials)
+    fc: dict[str, Any] | None = None
+    if forecast:
+        try:
+            fc = forecast_run(cfg, composed.resolved, traces=traces, max_requests=max_requests).to_json()
+        except ConfigError as exc:
+            warnings.append(f"forecast: none ({exc})")
+    prepared.engine.close()
+    secrets = secret_values(composed.resolved)  # what the config hides stays hidden wherever it shows up again
+    return Preview(cfg.name, cfg.engine.name, str(composed.run_dir), scrub_obj(_arms(prepared), secrets),
+                   scrub_obj(workloads, secrets), trials, _pools(composed, prepared), fc,
+                   tuple(scrub_obj(warnings, secrets)))

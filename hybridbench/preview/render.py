@@ -1,0 +1,71 @@
+"""The preview as text: one line per arm, workload, trial and forecast figure (``--json`` prints the object)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from hybridbench.preview.build import Preview
+
+__all__ = ["duration", "render_text"]
+
+
+def duration(seconds: float) -> str:
+    s = round(seconds)
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}h {m:02d}m" if h else f"{m}m {sec:02d}s" if m else f"{seconds:.1f}s"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def _ms(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:,.0f} ms"
+
+
+def _load(load: dict[str, Any]) -> str:
+    if load["kind"] == "closed":
+        return f"closed loop, {load['max_concurrency']} in flight"
+    cap = f", at most {load['max_concurrency']} in flight" if load["max_concurrency"] else ""
+    if load["kind"] == "poisson":
+        return f"poisson at {load['request_rate']:g} req/s{cap}"
+    return f"trace timestamps x{load['slowdown']:g}{cap}"
+
+
+def _forecast(fc: dict[str, Any]) -> list[str]:
+    lines = [f"forecast (simulator: {fc['model']} on {fc['tp']} x {fc['gpu']}): {duration(fc['total_s'])} in total "
+             f"({fc['repeats']} repeat(s); server start-up not included; computed in {fc['compute_s']:.1f}s)"]
+    for t in fc["trials"]:
+        lines.append(f"  {t['arm']} / {t['workload']}: {duration(t['wall_s'])} per trial, token hit rate "
+                     f"{_pct(t['token_hit_rate'])}, mean TTFT {_ms(t['mean_ttft_ms'])}")
+    for arm, a in fc["arms"].items():
+        lines.append(f"  arm {arm}: token hit rate {_pct(a['token_hit_rate'])}, mean TTFT {_ms(a['mean_ttft_ms'])}, "
+                     f"{duration(a['wall_s'])} of trials")
+    lines += [f"  sampled: {s}" for s in fc["sampled"]]
+    lines.append(f"  known error: {fc['known_error']}")
+    return lines
+
+
+def render_text(p: Preview) -> str:
+    n_arms, n_w = len(p.arms), len(p.workloads)
+    repeats = len(p.trials) // max(1, n_arms * n_w)
+    lines = [f"plan: {p.name} on {p.engine}: {n_arms} arm(s) x {n_w} workload(s) x {repeats} repeat(s) = "
+             f"{len(p.trials)} trials; run dir {p.run_dir}"]
+    for name, arm in p.arms.items():
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in arm["env"].items())
+        cmd = shlex.join(arm["argv"]) if arm["argv"] else "(in-process: no server)"
+        lines.append(f"arm {name}: {env + ' ' if env else ''}{cmd}")
+    lines.append("pools: " + ", ".join(f"{k} {v}" for k, v in p.pools.items()))
+    for name, w in p.workloads.items():
+        lines.append(f"workload {name} ({w['kind']}): {w['requests']:,} requests in {w['sessions']:,} sessions, "
+                     f"{w['input_tokens']:,} input and {w['output_tokens']:,} output tokens; "
+                     f"arrivals {_load(w['load'])}")
+    for t in p.trials:
+        lines.append(f"trial {t['index']:03d}: arm {t['arm']}, workload {t['workload']}, repeat {t['repeat']}: "
+                     f"{t['requests']:,} requests, {t['input_tokens']:,} input / {t['output_tokens']:,} output tokens")
+    if p.forecast is not None:
+        lines += _forecast(p.forecast)
+    lines += [f"warning: {w}" for w in p.warnings]
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+"""The report's "forecast vs measured": what the simulator forecast before the run (bundle ``forecast``, written by
+the run as forecast.json) beside what was measured, per workload and arm, so a GPU run that departs from the model
+(a cache anomaly, or a gap in the simulator) shows at a glance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["forecast_section"]
+
+
+def _pct(x: Any) -> str:
+    return f"{x:.1%}" if isinstance(x, (int, float)) else "n/a"
+
+
+def _ms(x: Any) -> str:
+    return f"{x:,.0f}" if isinstance(x, (int, float)) else "n/a"
+
+
+def _s(x: Any) -> str:
+    return f"{x:,.1f}" if isinstance(x, (int, float)) else "n/a"
+
+
+def forecast_section(bundle: dict[str, Any]) -> list[str]:
+    fc = bundle.get("forecast")
+    if not isinstance(fc, dict) or not fc.get("trials"):
+        return []
+    lines = ["## forecast vs measured", "",
+             f"Simulator forecast for {fc.get('model')} on {fc.get('tp')} x {fc.get('gpu')}, made before the run; "
+             f"known error: {fc.get('known_error', 'n/a')}.", ""]
+    lines += [f"Sampled: {s}." for s in fc.get("sampled", [])]
+    lines += ["", "| workload | arm | token hit rate (forecast / measured) | mean TTFT ms (forecast / measured) | "
+                  "trial duration s (forecast / measured) |", "|---|---|---|---|---|"]
+    aggregates = bundle.get("aggregates") or {}
+    for t in fc["trials"]:
+        m = (aggregates.get(t["workload"]) or {}).get(t["arm"]) or {}
+        cells = (f"{_pct(t.get('token_hit_rate'))} / {_pct(m.get('token_hit_rate'))}",
+                 f"{_ms(t.get('mean_ttft_ms'))} / {_ms(m.get('mean_ttft_ms'))}",
+                 f"{_s(t.get('wall_s'))} / {_s(m.get('duration'))}")
+        lines.append(f"| {t['workload']} | {t['arm']} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
