@@ -29,10 +29,12 @@ from hybridbench.plan.types import RunPlan, WorkloadPlan
 from hybridbench.probes.base import Probe
 from hybridbench.probes.registry import plan_probes
 from workloads.errors import WorkloadError
-from workloads.generate import generate_trace
+from workloads.generate import checked_rows, generate_trace
+from workloads.registry import get_workload
+from workloads.scale import scale_stream
 from workloads.trace import TraceError, TraceRow, read_trace
 
-__all__ = ["PreparedRun", "materialize", "prepare_run", "refuse_on_machine", "typed_config"]
+__all__ = ["PreparedRun", "generate_rows", "materialize", "prepare_run", "refuse_on_machine", "typed_config"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +91,19 @@ def materialize(w: WorkloadPlan, cfg: RunCfg, vocab_size: int) -> list[TraceRow]
         return list(read_trace(w.trace_path, vocab_size).rows)  # a replayed file may hold any id
     except TraceError as exc:
         raise ConfigError(f"workloads.{w.name}: {exc}") from None
+
+
+def generate_rows(w: WorkloadPlan, cfg: RunCfg, vocab_size: int) -> list[TraceRow]:
+    """The rows :func:`materialize` writes, generated in memory by the same generator, scaling and id check (the
+    preview: no file to write and read back); the same one-line errors."""
+    c = cfg.workloads[w.name]
+    scale = c.scale * cfg.engine.workload_scale
+    try:
+        stream = get_workload(c.kind).make(c.params, vocab_size, w.seed, preset=c.preset or None)
+        if scale > 1:
+            stream = scale_stream(stream, scale, vocab_size)
+        return list(checked_rows(stream.rows, vocab_size))
+    except (WorkloadError, TraceError) as exc:
+        raise ConfigError(f"workloads.{w.name}: {' '.join(str(exc).split())}") from None
+    except OSError as exc:
+        raise ConfigError(f"workloads.{w.name}: {exc.filename or w.trace_path}: {exc.strerror or exc}") from None

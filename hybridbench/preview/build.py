@@ -6,9 +6,7 @@ server's ``--help``), pools and arrivals, the machine's readiness as warnings, a
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from hybridbench.config.redact import scrub_obj, secret_values
@@ -18,7 +16,7 @@ from hybridbench.engines.server import ServerEngine
 from hybridbench.errors import ConfigError
 from hybridbench.load.trial import ServerTrials
 from hybridbench.plan.build import effective_vocab
-from hybridbench.prepare import PreparedRun, materialize, prepare_run
+from hybridbench.prepare import PreparedRun, generate_rows, prepare_run
 from hybridbench.preview.compose import Composed
 from hybridbench.preview.forecast import DEFAULT_MAX_REQUESTS, forecast_run
 from workloads.trace import TraceRow
@@ -84,10 +82,8 @@ def build_preview(composed: Composed, *, forecast: bool = True,
     warnings = [f"{f.check}: {f.message}" for f in prepared.machine if not f.ok] + list(prepared.data_notes)
     traces: dict[str, list[TraceRow]] = {}
     vocab = effective_vocab(cfg)
-    with tempfile.TemporaryDirectory(prefix="hybridbench-plan-") as tmp:  # the run writes them into its run dir
-        for w in prepared.plan.workloads:
-            traces[w.name] = materialize(dataclasses.replace(w, trace_path=str(Path(tmp) / f"{w.name}.jsonl")),
-                                         cfg, vocab)
+    for w in prepared.plan.workloads:  # in memory: the run writes them into its run dir
+        traces[w.name] = generate_rows(w, cfg, vocab)
     if (pool := prepared.engine.kv_pool(cfg)) is not None:
         refuse_unfit_requests(prepared.engine.name, pool, traces)
     workloads = {

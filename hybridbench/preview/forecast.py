@@ -46,6 +46,7 @@ class TrialForecast:
     wall_s: float  # forecast wall time of one trial (sample's span x the sampling factor)
     token_hit_rate: float | None
     mean_ttft_ms: float | None
+    failed: int = 0  # simulated requests the modelled server refused (e.g. longer than a pool fixed in the config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,14 +103,15 @@ def sample_sessions(rows: Sequence[TraceRow], max_requests: int) -> tuple[list[T
         k += 1
 
 
-def _trial_stats(records: list[Record]) -> tuple[float, float | None, float | None]:
+def _trial_stats(records: list[Record]) -> tuple[float, float | None, float | None, int]:
     sent = [r.sent_s for r in records if r.sent_s is not None]
     ends = [r.end_s for r in records if r.end_s is not None]
     wall = (max(ends) - min(sent)) if sent and ends else 0.0
     prompt = sum(r.prompt_tokens for r in records)
     cached = sum(r.cached_tokens or 0 for r in records)
     ttft = [r.ttft_ms for r in records if r.ttft_ms is not None]
-    return wall, (cached / prompt if prompt else None), (statistics.fmean(ttft) if ttft else None)
+    failed = sum(1 for r in records if r.status != "ok")
+    return wall, (cached / prompt if prompt else None), (statistics.fmean(ttft) if ttft else None), failed
 
 
 def forecast_run(cfg: RunCfg, resolved: dict[str, Any], *, traces: Mapping[str, Sequence[TraceRow]] | None = None,
@@ -144,8 +146,8 @@ def forecast_run(cfg: RunCfg, resolved: dict[str, Any], *, traces: Mapping[str, 
                 ctx = TrialContext(plan, trial, rows, records.append, (),
                                    schedule=arrival_schedule(rows, w.load, trial.seed))
                 engine.run_trial(sim_cfg, ctx)
-                wall, hits, ttft = _trial_stats(records)
-                trials.append(TrialForecast(arm, w.name, full, len(rows), wall * k, hits, ttft))
+                wall, hits, ttft, failed = _trial_stats(records)
+                trials.append(TrialForecast(arm, w.name, full, len(rows), wall * k, hits, ttft, failed))
     return Forecast(cfg.engine.gpu, cfg.model.name, cfg.engine.tp, tuple(trials), cfg.repeats, tuple(sampled),
                     known_error(), time.monotonic() - started)
 

@@ -38,8 +38,9 @@ def _forecast(fc: dict[str, Any]) -> list[str]:
     lines = [f"forecast (simulator: {fc['model']} on {fc['tp']} x {fc['gpu']}): {duration(fc['total_s'])} in total "
              f"({fc['repeats']} repeat(s); server start-up not included; computed in {fc['compute_s']:.1f}s)"]
     for t in fc["trials"]:
+        failed = f", {t['failed']} of {t['simulated']} simulated requests failed" if t.get("failed") else ""
         lines.append(f"  {t['arm']} / {t['workload']}: {duration(t['wall_s'])} per trial, token hit rate "
-                     f"{_pct(t['token_hit_rate'])}, mean TTFT {_ms(t['mean_ttft_ms'])}")
+                     f"{_pct(t['token_hit_rate'])}, mean TTFT {_ms(t['mean_ttft_ms'])}{failed}")
     for arm, a in fc["arms"].items():
         lines.append(f"  arm {arm}: token hit rate {_pct(a['token_hit_rate'])}, mean TTFT {_ms(a['mean_ttft_ms'])}, "
                      f"{duration(a['wall_s'])} of trials")

@@ -1,0 +1,143 @@
+"""`hybridbench plan` (python -m hybridbench.preview): the run's own composition and plan-time path, nothing launched.
+
+SGLang command lines are built against recorded real ``--help`` texts (tests/hybridbench/fixtures) served by a
+stand-in interpreter that answers exactly the two calls the launcher makes (``-m sglang.launch_server --help`` and
+the version query); test_sglang_real_help_plans.py does the same against the installed SGLang builds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybridbench.errors import ConfigError
+from hybridbench.preview.build import build_preview
+from hybridbench.preview.compose import compose_run
+from hybridbench.preview.forecast import sample_sessions
+from workloads.trace import TraceRow
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fake_sglang(tmp_path: Path, help_file: str, version: str = "0.5.23") -> Path:
+    """An interpreter that is an SGLang build as far as the launcher can tell: its --help and its version."""
+    python = tmp_path / "sglang-venv" / "python"
+    python.parent.mkdir(parents=True, exist_ok=True)
+    python.write_text(f'#!/bin/sh\nif [ "$2" = "sglang.launch_server" ] && [ "$3" = "--help" ]; then '
+                      f'cat {FIXTURES / help_file}; exit 0; fi\n'
+                      f'if [ "$1" = "-c" ]; then echo {version}; exit 0; fi\nexit 1\n')
+    python.chmod(0o755)
+    return python
+
+
+def plan(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hybridbench.preview", *args], capture_output=True, text=True,
+                          timeout=300, check=False, cwd=ROOT, env={**os.environ, **(env or {})})
+
+
+def test_plan_json_lists_every_trial_with_its_size_and_the_reference_servers_command() -> None:
+    proc = plan("--json", "+experiment=smoke")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out["arms"]) == {"disabled", "branching"}
+    assert out["arms"]["branching"]["argv"][1:3] == ["-m", "reference_impl.server"]
+    assert out["arms"]["branching"]["argv"][out["arms"]["branching"]["argv"].index("--arm") + 1] == "branching"
+    assert [(t["arm"], t["workload"], t["repeat"]) for t in out["trials"]] == [("disabled", "gsp", 0),
+                                                                              ("branching", "gsp", 0)]
+    w = out["workloads"]["gsp"]
+    assert all(t["requests"] == w["requests"] > 0 and t["input_tokens"] == w["input_tokens"] > 0
+               for t in out["trials"])
+    assert out["forecast"] is None and any("no GPU forecast" in x for x in out["warnings"])
+    assert not (ROOT / out["run_dir"]).exists()  # nothing written where the run would write
+
+
+def test_the_forecast_on_sim_is_what_a_sim_run_measures(tmp_path: Path) -> None:
+    """Unsampled, the forecast is the sim engine's own run: the same hit rate and TTFT per arm and workload."""
+    composed = compose_run(["+experiment=smoke", "engine=sim"])
+    fc = build_preview(composed).forecast
+    assert fc is not None and not fc["sampled"] and fc["total_s"] > 0
+    run = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim",
+                          f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         check=False)
+    assert run.returncode == 0, run.stderr
+    measured = json.loads((tmp_path / "bundle.json").read_text())["aggregates"]
+    for t in fc["trials"]:
+        m = measured[t["workload"]][t["arm"]]
+        assert t["token_hit_rate"] == pytest.approx(m["token_hit_rate"])
+        assert t["mean_ttft_ms"] == pytest.approx(m["mean_ttft_ms"])
+    hits = {t["arm"]: t["token_hit_rate"] for t in fc["trials"]}
+    assert hits["disabled"] == 0 and hits["branching"] > 0
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["arms=[disabled,nosuch]"], "unknown arm 'nosuch'"),
+    (["+engine.nosuch_key=1"], "engine.nosuch_key"),
+])
+def test_plan_refuses_what_the_run_refuses_in_the_same_one_line(tmp_path: Path, args: list[str],
+                                                                 needle: str) -> None:
+    proc = plan("+experiment=smoke", *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and needle in proc.stderr, proc.stderr
+    run = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim", *args,
+                          f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT, check=False)
+    assert run.returncode == 2 and needle in run.stderr
+
+
+def test_sglang_arms_are_built_from_the_interpreters_real_help_and_forecast_on_the_target_gpu(tmp_path: Path) -> None:
+    python = fake_sglang(tmp_path, "sglang_help_seglen.txt")  # the seglen PR's build
+    proc = plan("--json", "--forecast-requests", "30", "+experiment=seglen", "engine=sglang", "model=qwen3.5-9b",
+                "engine.tp=1", f"engine.python={python}", env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    seglen = out["arms"]["seglen"]["argv"]
+    assert seglen[:3] == [str(python), "-m", "sglang.launch_server"]
+    assert seglen[seglen.index("--model-path") + 1] == "Qwen/Qwen3.5-9B"
+    assert seglen[seglen.index("--radix-eviction-policy") + 1] == "seglen"
+    assert "--disable-radix-cache" in out["arms"]["disabled"]["argv"]
+    assert out["arms"]["seglen"]["env"] == {}
+    fc = out["forecast"]
+    assert (fc["gpu"], fc["model"], fc["tp"]) == ("h100", "qwen3.5-9b", 1)
+    assert fc["total_s"] == pytest.approx(fc["repeats"] * sum(t["wall_s"] for t in fc["trials"]))
+    assert {(t["arm"], t["workload"]) for t in fc["trials"]} == {(t["arm"], t["workload"]) for t in out["trials"]}
+    # Capped (whole sessions: one SWE-bench session alone may hold more than 30 turns), and said so.
+    assert len(fc["sampled"]) == 3 and all(t["simulated"] < t["requests"] for t in fc["trials"])
+    assert "seed 001" in fc["known_error"]
+    # Machine facts are warnings here (the run refuses them): no weights in the empty cache, downloads off.
+    assert any(w.startswith("weights:") and "HF_HUB_OFFLINE" in w for w in out["warnings"])
+
+
+def test_an_arm_the_installed_build_cannot_express_is_exit_2_naming_the_flag(tmp_path: Path) -> None:
+    python = fake_sglang(tmp_path, "sglang_help_new.txt")  # a released build: no seglen policy
+    proc = plan("--no-forecast", "+experiment=seglen", "engine=sglang", "engine.tp=1", f"engine.python={python}")
+    assert proc.returncode == 2
+    assert "--radix-eviction-policy seglen" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_sampling_keeps_whole_sessions_and_says_by_how_much() -> None:
+    rows = [TraceRow(s, t, float(s), (1, 2, 3), (4,)) for s in range(10) for t in range(3)]
+    kept, k = sample_sessions(rows, 12)
+    assert k == 3 and {r.session_id for r in kept} == {0, 3, 6, 9}
+    assert all(sum(1 for r in kept if r.session_id == s) == 3 for s in (0, 3, 6, 9))
+    assert sample_sessions(rows, 30) == (rows, 1)
+
+
+def test_multirun_is_refused_in_one_line() -> None:
+    proc = plan("-m", "+experiment=smoke")
+    assert proc.returncode == 2 and "drop -m" in proc.stderr
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["+experiment=nosuch"], "nosuch"),
+    (["+experiment=smoke", "load.kind=closed", "load.max_concurrency=0"], "max_concurrency"),
+    (["+experiment=smoke", "checks.baseline_arm=lru"], "checks.baseline_arm"),
+])
+def test_composition_and_plan_errors_are_config_errors(args: list[str], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        build_preview(compose_run(args), forecast=False)
