@@ -56,9 +56,9 @@ def _arms(composed: Composed) -> list[Finding]:
         for spec in plan.arm_specs:  # each on its own: one arm the build lacks does not hide the others
             try:
                 engine.validate(cfg, dataclasses.replace(plan, arms=(spec.name,), arm_specs=(spec,)))
-                out.append(Finding("arm", "ok", f"arm {spec.name}: this {cfg.engine.name} build expresses it"))
+                out.append(Finding(f"arm {spec.name}", "ok", f"this {cfg.engine.name} build expresses it"))
             except ConfigError as exc:
-                out.append(Finding("arm", "refuse", f"arm {spec.name}: {exc}"))
+                out.append(Finding(f"arm {spec.name}", "refuse", str(exc)))
     finally:
         engine.close()
     return out
@@ -73,13 +73,16 @@ def _disk(run_dir: Path) -> Finding:
     return Finding("disk", "ok" if free >= MIN_FREE_BYTES else "refuse", text)
 
 
-def _extras() -> list[Finding]:
+def _extras(cfg: RunCfg) -> list[Finding]:
+    # Optional, so said, not refused; except the data extra when data.sharegpt names real text to tokenize.
+    needs_data = bool(cfg.data.sharegpt) and any(w.kind == "sharegpt" for w in cfg.workloads.values())
     out = []
     for extra, modules in EXTRAS.items():
         missing = [m for m in modules if importlib.util.find_spec(m) is None]
-        text = f"extra {extra}: " + (f"missing {', '.join(missing)} (pip install 'hybridbench[{extra}]')"
-                                      if missing else "installed")
-        out.append(Finding("extra", "ok", text))  # optional: said, never a refusal on its own
+        text = f"missing {', '.join(missing)} (pip install 'hybridbench[{extra}]')" if missing else "installed"
+        needed = extra == "data" and needs_data
+        out.append(Finding(f"extra {extra}", "refuse" if missing and needed else "ok",
+                           f"{text}{'; data.sharegpt needs it' if needed else ''}"))
     return out
 
 
@@ -98,5 +101,5 @@ def doctor_findings(composed: Composed) -> list[Finding]:
     if cfg.engine.name in SERVES_WEIGHTS:
         out.append(weights_finding(cfg))
     out.append(_disk(composed.run_dir))
-    out += _extras()
+    out += _extras(cfg)
     return out

@@ -43,7 +43,7 @@ class Finding:
     machine cannot tell (no nvidia-smi, a model name no cache layout covers): the run goes on as before, the
     preview warns, the doctor is not ready."""
 
-    check: str  # gpus | weights
+    check: str  # what was checked: gpus, weights, server, arm NAME, disk, extra NAME
     status: Literal["ok", "refuse", "unknown"]
     message: str
 

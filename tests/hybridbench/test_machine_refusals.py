@@ -10,43 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from machine_fakes import cache_model, fake_nvidia_smi, fake_sglang
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.doctor.machine import fetch_weights, find_weights, gpu_finding, weights_finding
 from hybridbench.errors import EngineError
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = Path(__file__).parent / "fixtures"
-H100 = "GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-5d3c8f6e-1b2a-4c3d-9e8f-0a1b2c3d4e5{i})\n"
-
-
-def fake_nvidia_smi(tmp_path: Path, gpus: int) -> Path:
-    folder = tmp_path / "bin"
-    folder.mkdir(exist_ok=True)
-    script = folder / "nvidia-smi"
-    text = "".join(H100.format(i=i) for i in range(gpus))
-    script.write_text(f"#!/bin/sh\n[ \"$1\" = \"-L\" ] || exit 64\nprintf '%s' '{text}'\n")
-    script.chmod(0o755)
-    return folder
-
-
-def fake_sglang(tmp_path: Path) -> Path:
-    python = tmp_path / "sglang-venv" / "python"
-    python.parent.mkdir(parents=True, exist_ok=True)
-    python.write_text(f'#!/bin/sh\nif [ "$2" = "sglang.launch_server" ]; then cat {FIXTURES / "sglang_help_new.txt"}; '
-                      'exit 0; fi\nif [ "$1" = "-c" ]; then echo 0.5.23; exit 0; fi\nexit 1\n')
-    python.chmod(0o755)
-    return python
-
-
-def cache_model(hf_home: Path, hf_id: str) -> Path:
-    snap = hf_home / "hub" / f"models--{hf_id.replace('/', '--')}" / "snapshots" / "0123abc"
-    snap.mkdir(parents=True)
-    (snap / "config.json").write_text("{}")
-    (snap / "model.safetensors").write_bytes(b"\0")
-    return snap
-
-
 def run(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sglang",
                            f"engine.python={fake_sglang(tmp_path)}", f"hydra.run.dir={tmp_path / 'run'}", *args],

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from machine_fakes import fake_sglang
 
 from hybridbench.errors import ConfigError
 from hybridbench.preview.build import build_preview
@@ -22,18 +23,6 @@ from hybridbench.preview.forecast import sample_sessions
 from workloads.trace import TraceRow
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def fake_sglang(tmp_path: Path, help_file: str, version: str = "0.5.23") -> Path:
-    """An interpreter that is an SGLang build as far as the launcher can tell: its --help and its version."""
-    python = tmp_path / "sglang-venv" / "python"
-    python.parent.mkdir(parents=True, exist_ok=True)
-    python.write_text(f'#!/bin/sh\nif [ "$2" = "sglang.launch_server" ] && [ "$3" = "--help" ]; then '
-                      f'cat {FIXTURES / help_file}; exit 0; fi\n'
-                      f'if [ "$1" = "-c" ]; then echo {version}; exit 0; fi\nexit 1\n')
-    python.chmod(0o755)
-    return python
 
 
 def plan(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
