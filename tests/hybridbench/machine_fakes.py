@@ -12,7 +12,8 @@ H100 = "GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-5d3c8f6e-1b2a-4c3d-9e8f-0a1b2c
 
 def fake_sglang(tmp_path: Path, help_file: str = "sglang_help_new.txt", version: str = "0.5.23") -> Path:
     """An interpreter that is an SGLang build as far as the launcher can tell: the two calls it makes
-    (``-m sglang.launch_server --help`` and the version query) answered; anything else fails."""
+    (``-m sglang.launch_server --help`` and the version query) answered; anything else fails. ``help_file``: a
+    name under fixtures/, or a path."""
     python = tmp_path / "sglang-venv" / "python"
     python.parent.mkdir(parents=True, exist_ok=True)
     python.write_text(f'#!/bin/sh\nif [ "$2" = "sglang.launch_server" ] && [ "$3" = "--help" ]; then '

@@ -1,0 +1,85 @@
+"""data.*: real ShareGPT on GPU runs, tokenized by the served model's tokenizer, through the path a GPU run plans.
+
+The data sets are made with ``datasets`` itself (save_to_disk) and as bench_serving's JSON file, the tokenizer is
+trained here with ``tokenizers`` and saved as a ``transformers`` tokenizer folder; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from machine_fakes import fake_sglang
+
+from hybridbench.errors import ConfigError
+from hybridbench.preview.build import build_preview
+from hybridbench.preview.compose import compose_run
+
+datasets = pytest.importorskip("datasets")
+tokenizers = pytest.importorskip("tokenizers")
+transformers = pytest.importorskip("transformers")
+
+CHATS = [
+    [("human", "how do radix trees share prefixes"), ("gpt", "each node holds the tokens of its edge")],
+    [("human", "what is a mamba state"), ("gpt", "a recurrent summary of every token so far")],
+    [("human", "why evict by segment length"), ("gpt", "replaying a long segment costs more prefill")],
+]
+
+
+def conversations() -> list[dict[str, object]]:
+    return [{"id": str(i), "conversations": [{"from": r, "value": v} for r, v in chat]} for i, chat in enumerate(CHATS)]
+
+
+def tiny_tokenizer(folder: Path) -> Path:
+    """A word-level tokenizer trained on the chats, saved as transformers saves one."""
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    trainer = tokenizers.trainers.WordLevelTrainer(special_tokens=["[UNK]"])
+    tok.train_from_iterator([v for chat in CHATS for _, v in chat], trainer)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(folder)
+    return folder
+
+
+def sharegpt_plan(tmp_path: Path, *extra: str) -> dict[str, object]:
+    python = fake_sglang(tmp_path)
+    composed = compose_run(["+experiment=smoke", "engine=sglang", "engine.tp=1", f"engine.python={python}",
+                            "+workload@workloads.chat=sharegpt_single_turn", "workloads.chat.params.num_sessions=3",
+                            *extra])
+    preview = build_preview(composed, forecast=False)
+    return {"workloads": preview.workloads, "warnings": preview.warnings}
+
+
+def first_turn_tokens(tokenizer: Path) -> int:
+    tok = transformers.AutoTokenizer.from_pretrained(str(tokenizer))
+    return sum(len(tok.encode(chat[0][1], add_special_tokens=False)) for chat in CHATS)
+
+
+@pytest.mark.parametrize("form", ["save_to_disk", "json"])
+def test_data_sharegpt_is_tokenized_by_the_given_tokenizer(tmp_path: Path, form: str) -> None:
+    if form == "json":
+        source = tmp_path / "ShareGPT_V3_unfiltered_cleaned_split.json"
+        source.write_text(json.dumps(conversations()))
+    else:
+        source = tmp_path / "sharegpt_ds"
+        datasets.Dataset.from_list(conversations()).save_to_disk(str(source))
+    tok = tiny_tokenizer(tmp_path / "tok")
+    out = sharegpt_plan(tmp_path, f"data.sharegpt={source}", f"data.tokenizer={tok}")
+    chat = out["workloads"]["chat"]  # type: ignore[index]
+    assert chat["requests"] == 3 and chat["input_tokens"] == first_turn_tokens(tok)
+    assert not any("synthetic" in w for w in out["warnings"])  # type: ignore[attr-defined]
+
+
+def test_the_served_models_own_tokenizer_is_the_default_on_gpu_engines(tmp_path: Path) -> None:
+    source = tmp_path / "sharegpt_ds"
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(conversations())}).save_to_disk(str(source))
+    tok = tiny_tokenizer(tmp_path / "model")  # model.hf_id: a local model folder holding its tokenizer
+    out = sharegpt_plan(tmp_path, f"data.sharegpt={source}", f"model.hf_id={tok}")
+    assert out["workloads"]["chat"]["input_tokens"] == first_turn_tokens(tok)  # type: ignore[index]
+
+
+def test_a_gpu_run_on_synthetic_text_says_so_and_require_real_refuses_it(tmp_path: Path) -> None:
+    out = sharegpt_plan(tmp_path)
+    assert any(w.startswith("workloads.chat: synthetic ShareGPT stand-in") for w in out["warnings"])  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"^data\.require_real: workloads\.chat: synthetic"):
+        sharegpt_plan(tmp_path, "data.require_real=true")
