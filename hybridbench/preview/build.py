@@ -101,6 +101,9 @@ def build_preview(composed: Composed, *, forecast: bool = True,
     if forecast:
         try:
             fc = forecast_run(cfg, composed.resolved, traces=traces, max_requests=max_requests).to_json()
+            warnings += [f"forecast: {t['failed']} of {t['simulated']} simulated requests of {t['workload']} failed on "
+                         f"arm {t['arm']} (longer than the pools this config fixes?)"
+                         for t in fc["trials"] if t["failed"]]
         except ConfigError as exc:
             warnings.append(f"forecast: none ({exc})")
     prepared.engine.close()

@@ -20,6 +20,7 @@ from hybridbench.errors import ConfigError
 from hybridbench.preview.build import build_preview
 from hybridbench.preview.compose import compose_run
 from hybridbench.preview.forecast import sample_sessions
+from hybridbench.report.markdown import render_report
 from workloads.trace import TraceRow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +63,13 @@ def test_the_forecast_on_sim_is_what_a_sim_run_measures(tmp_path: Path) -> None:
         assert t["mean_ttft_ms"] == pytest.approx(m["mean_ttft_ms"])
     hits = {t["arm"]: t["token_hit_rate"] for t in fc["trials"]}
     assert hits["disabled"] == 0 and hits["branching"] > 0
+    # The report sets a kept forecast beside what was measured, per workload and arm.
+    bundle = json.loads((tmp_path / "bundle.json").read_text())
+    report = render_report({**bundle, "forecast": fc})
+    assert "## forecast vs measured" in report and "forecast vs measured" not in render_report(bundle)
+    b = measured["gsp"]["branching"]
+    assert (f"| gsp | branching | {hits['branching']:.1%} / {b['token_hit_rate']:.1%} | "
+            f"{fc['trials'][1]['mean_ttft_ms']:,.0f} / {b['mean_ttft_ms']:,.0f} |") in report
 
 
 @pytest.mark.parametrize(("args", "needle"), [
