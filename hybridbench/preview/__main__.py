@@ -30,6 +30,7 @@ def parser(prog: str = "python -m hybridbench.preview") -> argparse.ArgumentPars
     p.add_argument("--no-forecast", action="store_true", help="skip the simulator forecast")
     p.add_argument("--forecast-requests", type=int, default=400, metavar="N",
                    help="simulate at most N requests per workload (whole sessions sampled; wall time scaled)")
+    p.add_argument("-m", "--multirun", action="store_true", help="refused: plan previews one run at a time")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for a run: +experiment=NAME engine=sglang ...")
     return p
 
@@ -39,7 +40,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m hybridbench.p
     if args.forecast_requests < 1:
         print(f"error: --forecast-requests must be >= 1, got {args.forecast_requests}", file=sys.stderr)
         return 2
-    if any(o in ("-m", "--multirun") for o in args.overrides):
+    if args.multirun:
         print("error: plan previews one run; drop -m (plan each sweep point on its own)", file=sys.stderr)
         return 2
     from hybridbench.preview.build import build_preview  # noqa: PLC0415 - --help stays fast
