@@ -84,7 +84,8 @@ class Forecast:
 def known_error() -> str:
     """The cost model's calibration, as data: the seed run it was fitted to and the tolerance its test holds."""
     arms = ", ".join(f"{arm}: {rps} req/s, {ttft} ms mean TTFT" for arm, (rps, ttft, _) in SEED_RADIX_TARGETS.items())
-    return (f"fitted to seed 001 (SGLang PR #11214; Qwen3-Next-80B-A3B, TP4, H100, gsp 50x10 at concurrency 5; "
+    return (f"fitted to the radix-cache run of SGLang PR #11214 (Qwen3-Next-80B-A3B, TP4, H100, gsp 50x10, "
+            f"concurrency 5; "
             f"{arms}): every figure within {TOLERANCE:.0%} (tests/reference_impl/engine/test_calibration.py); other "
             "models, GPUs and TP are extrapolations")
 
