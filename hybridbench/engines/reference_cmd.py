@@ -67,6 +67,8 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
             raise ConfigError(f"arm {arm.name}: engine.cache_semantics=tokenspeed: TokenSpeed always "
                               "keeps branch-point states (use branching)")
         cmd += ["--cache-semantics", "tokenspeed"]
+    if slowdown := e.prefill_slowdown.get(arm.name):  # the planted regression of this arm's server
+        cmd += ["--prefill-slowdown", str(slowdown)]
     if e.kv_tokens:
         cmd += ["--max-total-tokens", str(e.kv_tokens)]
     if e.max_mamba_cache_size:

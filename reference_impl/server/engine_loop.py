@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from reference_impl.engine.core import Batch, EngineRequest
-from reference_impl.model.executor import Executor, RequestCtx
+from reference_impl.model.executor import Executor, RequestCtx, gpu_slot_copy_ratio
 from reference_impl.model.model import HybridModel
 from reference_impl.server.args import ServerConfig
 from reference_impl.server.faults import FaultyEngineCore, MambaAllocationError
 from reference_impl.server.metrics import Metrics, pool_usage
+from reference_impl.server.modelled import ModelledClock
 from reference_impl.server.timing import RequestTimes
 
 __all__ = ["EngineLoop", "Submission", "Update"]
@@ -66,6 +67,8 @@ class EngineLoop:
         self._cv = threading.Condition()
         self._inbox: deque[tuple[str, Any]] = deque()
         self.subs: dict[int, Submission] = {}
+        # The modelled clock (modelled.py) survives a cache flush: it is the server's, not the cache's.
+        self.clock = ModelledClock(prefill_slowdown=config.prefill_slowdown)
         self._build()
         self._decode_steps = 0
         self.forwards = 0
@@ -153,6 +156,7 @@ class EngineLoop:
         prev_chunked = self.core.chunked
         retractions = self.core.counters.retractions
         t0 = time.perf_counter()  # SGLang stamps forward entry when it schedules the batch, before the forward
+        copies = self.executor.extra_copies
         report = self.executor.step()
         if report is None:
             if self.core.waiting and not self.core.running and self.core.chunked is None:
@@ -160,6 +164,10 @@ class EngineLoop:
                 self.core.abort(head, "request cannot be admitted with the configured pools")
                 self._finish_aborted(head.rid, head.error)
             return
+        if report.batch.kind == "prefill" and self.config.prefill_slowdown:
+            # The planted regression (--prefill-slowdown): this prefill takes 1 + F times its own time.
+            time.sleep(self.config.prefill_slowdown * (time.perf_counter() - t0))
+        self.clock.advance(self.clock.forward_s(report.batch, self.executor.extra_copies - copies, self._copy_s()))
         now = time.perf_counter()
         self.forwards += 1  # read by /health_generate from the HTTP thread: progress, as SGLang judges health
         self.metrics.snapshot(self.core)
@@ -177,6 +185,14 @@ class EngineLoop:
         for req in report.finished:
             self._finish(req.rid, now)
 
+    def _copy_s(self) -> float:
+        """The modelled time of one copy_every_chunk copy, priced as the executor prices its wall time: the whole
+        state buffer at the GPU's copy-to-forward ratio of one chunk's forward."""
+        if "copy_every_chunk" not in self.config.faults:
+            return 0.0
+        chunk = self.core.tree.chunk_size
+        return self.executor.pool.size * gpu_slot_copy_ratio() * self.clock.chunk_forward_s(chunk, 0)
+
     def _requeued(self, now: float) -> None:
         """Requests this decode step retracted back to the waiting queue: their queue time runs again."""
         for req in self.core.waiting:
@@ -190,6 +206,7 @@ class EngineLoop:
         sub.request = req
         self.subs[sub.rid] = sub
         sub.times.enter_queue(time.perf_counter())
+        sub.times.modelled_received = self.clock.now
         if req.status == "aborted":
             self._finish_aborted(sub.rid, req.error)
             return
@@ -226,6 +243,7 @@ class EngineLoop:
         with m.lock:
             if sub.first_token is None:
                 sub.first_token = sub.times.prefill_finished = now
+                sub.times.modelled_first_token = self.clock.now
                 m.ttft.observe(now - sub.times.received)  # from HTTP receipt, as SGLang's created_time
                 m.prompt_tokens += len(sub.input_ids)
                 m.cached_tokens += req.cached_tokens or 0
@@ -243,6 +261,7 @@ class EngineLoop:
         if sub is None or sub.request is None:
             return
         req = sub.request
+        sub.times.modelled_finished = self.clock.now
         with self.metrics.lock:
             self.metrics.e2e.observe(now - sub.times.received)
         out = self._visible_output(sub)
