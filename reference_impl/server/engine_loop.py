@@ -69,6 +69,7 @@ class EngineLoop:
         self.subs: dict[int, Submission] = {}
         # The modelled clock (modelled.py) survives a cache flush: it is the server's, not the cache's.
         self.clock = ModelledClock(prefill_slowdown=config.prefill_slowdown)
+        self._owed = 0  # requests finished whose closed-loop successors have not arrived (_await_arrivals)
         self._build()
         self._decode_steps = 0
         self.forwards = 0
@@ -137,8 +138,11 @@ class EngineLoop:
         with self._cv:
             while not self._inbox and self.core.idle:
                 self._cv.wait()
+            if self.config.lockstep_s:
+                self._await_arrivals()
             commands = list(self._inbox)
             self._inbox.clear()
+        self._owed = max(0, self._owed - sum(1 for kind, _ in commands if kind == "submit"))
         for kind, payload in commands:
             if kind == "submit":
                 self._add(payload)
@@ -184,6 +188,7 @@ class EngineLoop:
             self._deliver_tokens(rid, now)
         for req in report.finished:
             self._finish(req.rid, now)
+        self._owed += len(report.finished)
 
     def _copy_s(self) -> float:
         """The modelled time of one copy_every_chunk copy, priced as the executor prices its wall time: the whole
@@ -192,6 +197,30 @@ class EngineLoop:
             return 0.0
         chunk = self.core.tree.chunk_size
         return self.executor.pool.size * gpu_slot_copy_ratio() * self.clock.chunk_forward_s(chunk, 0)
+
+    def _await_arrivals(self) -> None:
+        """``--modelled-lockstep-ms`` (a closed-loop load judged on the modelled clock; the caller holds the lock):
+        before the next forward, wait — at most that long on the wall clock — for a request in place of each one
+        that finished, and for a burst of first requests to settle. A closed-loop client sends the next request the
+        moment one finishes (no think time), so on the modelled clock it arrives then; without this wait it joined
+        whichever forward the wall clock's race left it, and batch composition (so modelled TTFT) varied from
+        repeat to repeat. The modelled clock stands still meanwhile."""
+        deadline = time.perf_counter() + self.config.lockstep_s
+        settle = self.config.lockstep_s / 10
+
+        def submits() -> int:
+            return sum(1 for kind, _ in self._inbox if kind == "submit")
+
+        if self.core.idle and not self._owed:  # a burst begins: wait until it stops growing
+            seen = submits()
+            while (left := deadline - time.perf_counter()) > 0:
+                self._cv.wait(timeout=min(settle, left))
+                if submits() == seen:
+                    return
+                seen = submits()
+            return
+        while submits() < self._owed and (left := deadline - time.perf_counter()) > 0:
+            self._cv.wait(timeout=left)
 
     def _requeued(self, now: float) -> None:
         """Requests this decode step retracted back to the waiting queue: their queue time runs again."""

@@ -3,8 +3,7 @@
 Two shared CPU cores make the wall time of a forward swing with whatever else the machine runs (a paired
 per-repeat log-ratio sd of ~0.23 between two arms of one run), which no three-repeat interval can decide at a
 10% tolerance. The model thread therefore also keeps a clock that advances by each forward's *modelled* time —
-a linear cost model of this tiny model on a CPU, fitted once (``benchmarks`` figures in docs/guides/verdicts.md)
-— and stamps every request with it: received, first token, finished (``meta_info.modelled_*``, seconds on the
+a linear cost model of this tiny model on a CPU (``CPU_COSTS``) — and stamps every request with it: received, first token, finished (``meta_info.modelled_*``, seconds on the
 server's modelled clock). What a cache changes (tokens prefilled, attention context, state copies, batching) moves
 the modelled clock exactly as it moves the work; what the machine's load changes does not. Batch composition still
 follows the real arrivals, so some run-to-run variation remains. Every such number is *modelled*, and labelled so
@@ -35,8 +34,10 @@ class ModelledCosts:
     state_copy_s: float  # per whole recurrent-state copy (COW, checkpoint, track write)
 
 
-# The tiny RRRA model (hidden 64, vocab 4096) in float32 on one CPU core, timed on an idle machine
-# (docs/guides/verdicts.md, "Timing source"): ~0.6 ms per prefill token and ~1.4 ms per decode step.
+# The tiny RRRA model (hidden 64, vocab 4096) in float32 on a CPU, to its order of magnitude: ~1.5K prefill tokens/s
+# (conf/engine/reference.yaml's sizing note), so 0.6 ms a token, and a decode step of a few ms at the experiments'
+# batch sizes. The verdicts judge relative changes between arms on one clock, so what matters is the proportion of
+# prefill, attention context and decode, not the absolute scale; the wall clock stays in every record beside it.
 CPU_COSTS = ModelledCosts(prefill_fixed_s=1.5e-3, prefill_token_s=6.0e-4, prefill_attended_s=2.0e-8,
                           decode_fixed_s=1.2e-3, decode_seq_s=2.0e-4, decode_context_s=1.0e-7,
                           state_copy_s=2.0e-5)

@@ -81,6 +81,23 @@ def test_other_checks_and_other_baseline(run_copy: Path) -> None:
     assert ("ttft", "gsp", "branching", "pass") in _verdicts(run_copy)  # branching is now the candidate
 
 
+def test_a_straddling_interval_rescores_inconclusive_not_pass(run_copy: Path) -> None:
+    """lru's TTFT +30% in one repeat and -20% in the other: a +5% mean whose interval reaches past +10% and below
+    it. The old rule (fail only wholly past the limit) passed it; a re-scoring says it decided nothing."""
+    lines = [json.loads(x) for x in (run_copy / "records.jsonl").read_text().splitlines()]
+    for r in lines:
+        if r["arm"] == "lru" and r["first_token_s"] is not None:
+            scale = 1.3 if r["repeat"] == 0 else 0.8
+            r["first_token_s"] = r["sent_s"] + (r["first_token_s"] - r["sent_s"]) * scale
+            r["end_s"] = max(r["end_s"], r["first_token_s"])
+    (run_copy / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert main([str(run_copy)]) == 1
+    bundle = json.loads((run_copy / "bundle.json").read_text())
+    (row,) = [c for c in bundle["checks"] if c["check"] == "ttft"]
+    assert row["status"] == "inconclusive" and row["low"] < row["limit"] < row["high"]
+    assert bundle["verdict"] == "inconclusive" and "**INCONCLUSIVE**" in (run_copy / "report.md").read_text()
+
+
 def test_checks_that_all_skip_rescore_inconclusive_not_pass(run_copy: Path) -> None:
     # The sim has no KL samples: the kl check skips, and a verdict made of skips alone decided nothing.
     assert main([str(run_copy), "checks.enabled=[kl]"]) == 1
@@ -134,6 +151,9 @@ def test_a_reference_run_rescores_its_kl_samples(tmp_path: Path) -> None:
     (["checks.enabled=[survival,ttft,survival]"], "checks.enabled: survival listed more than once"),
     (["checks.baseline_arm=seglen"], "checks.baseline_arm: 'seglen' is not one of the run's arms"),
     (["ttft_regression"], "expected key=value"),
+    # a simulator run has no reference-server modelled clock to judge (nor would a GPU engine be judged on one)
+    (["engine.timing=modelled"], "engine.timing=modelled: engine 'sim' reports no modelled time"),
+    (["engine.timing=cpu"], "engine.timing: expected one of wall, modelled"),
 ])
 def test_bad_overrides_are_one_line_and_exit_2(run_copy: Path, capsys: pytest.CaptureFixture[str], args: list[str],
                                                needle: str) -> None:

@@ -174,3 +174,22 @@ def test_modelled_summary_and_noise_floor() -> None:
     assert ttft_row.repeats == 3 and ttft_row.sd == pytest.approx(0.05, abs=1e-9)
     assert ttft_row.half_width == pytest.approx(4.3027 * 0.05 / math.sqrt(3), rel=1e-3)
     assert "mean_ttft_ms" in rows  # the wall clock's too
+
+
+def test_the_reference_command_carries_the_planted_slowdown_and_the_closed_loop_lockstep() -> None:
+    from hybridbench.config.schema import LoadCfg
+    from hybridbench.engines.reference_cmd import LOCKSTEP_MS, reference_command
+    from hybridbench.plan.arms import plan_arm
+
+    def cmd(arm: str, *, timing: str = "modelled", kind: str = "closed") -> list[str]:
+        cfg = RunCfg(arms=["branching", "branching@copy"], load=LoadCfg(kind=kind),
+                     engine=EngineCfg(name="reference", timing=timing, prefill_slowdown={"branching@copy": 0.25}))
+        return reference_command(cfg, plan_arm(arm), 30000)
+
+    copy = cmd("branching@copy")
+    assert copy[copy.index("--prefill-slowdown") + 1] == "0.25" and copy[copy.index("--arm") + 1] == "branching@copy"
+    assert "--prefill-slowdown" not in cmd("branching")  # only the arm it names
+    assert copy[copy.index("--modelled-lockstep-ms") + 1] == str(LOCKSTEP_MS)
+    # a wall-clock judgement or an open loop (arrivals not driven by finishes) must not wait for arrivals
+    assert "--modelled-lockstep-ms" not in cmd("branching", timing="wall")
+    assert "--modelled-lockstep-ms" not in cmd("branching", kind="poisson")
