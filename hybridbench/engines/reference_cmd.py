@@ -20,9 +20,10 @@ from reference_impl.engine.config import DEFAULT_KV_TOKENS
 from reference_impl.model.config import ModelConfig
 from reference_impl.server.args import UsageError, build_parser, parse_config
 
-# How long (wall) the server waits for a closed loop's replacements before a forward: a loaded 2-core machine's HTTP
-# round trip is well under it; at a trial's end, when none come, it costs this per forward that finished requests.
-LOCKSTEP_MS = 100.0
+# How long (wall) the server waits for a closed loop's replacements before a forward: well over an HTTP round trip on
+# an overloaded 2-core machine (at 100 ms, some replacements missed it there); a trial's end costs one such wait,
+# after which the server sees the loop draining and stops waiting.
+LOCKSTEP_MS = 1000.0
 
 __all__ = ["LOCKSTEP_MS", "REFERENCE_ARMS", "reference_command", "reference_kv_pool", "reference_refusals"]
 

@@ -70,6 +70,7 @@ class EngineLoop:
         # The modelled clock (modelled.py) survives a cache flush: it is the server's, not the cache's.
         self.clock = ModelledClock(prefill_slowdown=config.prefill_slowdown)
         self._owed = 0  # requests finished whose closed-loop successors have not arrived (_await_arrivals)
+        self._draining = False  # a whole wait passed with no arrival: the loop ran out of requests to send
         self._build()
         self._decode_steps = 0
         self.forwards = 0
@@ -142,7 +143,9 @@ class EngineLoop:
                 self._await_arrivals()
             commands = list(self._inbox)
             self._inbox.clear()
-        self._owed = max(0, self._owed - sum(1 for kind, _ in commands if kind == "submit"))
+        arrived = sum(1 for kind, _ in commands if kind == "submit")
+        self._owed = max(0, self._owed - arrived)
+        self._draining = self._draining and not arrived
         for kind, payload in commands:
             if kind == "submit":
                 self._add(payload)
@@ -204,14 +207,15 @@ class EngineLoop:
         that finished, and for a burst of first requests to settle. A closed-loop client sends the next request the
         moment one finishes (no think time), so on the modelled clock it arrives then; without this wait it joined
         whichever forward the wall clock's race left it, and batch composition (so modelled TTFT) varied from
-        repeat to repeat. The modelled clock stands still meanwhile."""
+        repeat to repeat. The modelled clock stands still meanwhile. A wait in which nothing at all arrives means the
+        client has no more to send (a trial's end): no further waits until a request arrives again."""
         deadline = time.perf_counter() + self.config.lockstep_s
         settle = self.config.lockstep_s / 10
 
         def submits() -> int:
             return sum(1 for kind, _ in self._inbox if kind == "submit")
 
-        if self.core.idle and not self._owed:  # a burst begins: wait until it stops growing
+        if self.core.idle and (not self._owed or self._draining):  # a burst begins: wait until it stops growing
             seen = submits()
             while (left := deadline - time.perf_counter()) > 0:
                 self._cv.wait(timeout=min(settle, left))
@@ -219,8 +223,13 @@ class EngineLoop:
                     return
                 seen = submits()
             return
+        if self._draining:  # the client has no more to send (a trial's end): nothing to wait for
+            return
+        before = submits()
         while submits() < self._owed and (left := deadline - time.perf_counter()) > 0:
             self._cv.wait(timeout=left)
+        if submits() == before < self._owed:  # not one came in the whole wait: the loop is draining
+            self._draining = True
 
     def _requeued(self, now: float) -> None:
         """Requests this decode step retracted back to the waiting queue: their queue time runs again."""

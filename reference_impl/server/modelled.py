@@ -3,11 +3,12 @@
 Two shared CPU cores make the wall time of a forward swing with whatever else the machine runs (a paired
 per-repeat log-ratio sd of ~0.23 between two arms of one run), which no three-repeat interval can decide at a
 10% tolerance. The model thread therefore also keeps a clock that advances by each forward's *modelled* time —
-a linear cost model of this tiny model on a CPU (``CPU_COSTS``) — and stamps every request with it: received, first token, finished (``meta_info.modelled_*``, seconds on the
-server's modelled clock). What a cache changes (tokens prefilled, attention context, state copies, batching) moves
-the modelled clock exactly as it moves the work; what the machine's load changes does not. Batch composition still
-follows the real arrivals, so some run-to-run variation remains. Every such number is *modelled*, and labelled so
-(as the simulator's records are).
+a linear cost model of this tiny model on a CPU (``CPU_COSTS``) — and stamps every request with it: received,
+first token, finished (``meta_info.modelled_*``, seconds on the server's modelled clock). What a cache changes
+(tokens prefilled, attention context, state copies, batching) moves the modelled clock exactly as it moves the
+work; what the machine's load changes does not. Batch composition follows the real arrivals unless the server waits
+for a closed loop's next requests (``--modelled-lockstep-ms``, engine_loop.py). Every such number is *modelled*,
+and labelled so (as the simulator's records are).
 
 ``--prefill-slowdown F`` plants a regression: every prefill forward takes ``1 + F`` times as long, on both
 clocks (the wall clock by sleeping ``F`` times the forward's own time after it), so a benchmark can show that
