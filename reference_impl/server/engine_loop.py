@@ -228,8 +228,9 @@ class EngineLoop:
         before = submits()
         while submits() < self._owed and (left := deadline - time.perf_counter()) > 0:
             self._cv.wait(timeout=left)
-        if submits() == before < self._owed:  # not one came in the whole wait: the loop is draining
-            self._draining = True
+        if submits() < self._owed:  # the rest are not coming (a session that ended): owe no more than arrived
+            self._draining = submits() == before  # not one came in the whole wait: the loop is draining
+            self._owed = submits()
 
     def _requeued(self, now: float) -> None:
         """Requests this decode step retracted back to the waiting queue: their queue time runs again."""
