@@ -89,7 +89,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
              for t in plan.trials], by_trial, snapshots,
             list(read_kl_samples(run_dir / KL_SAMPLES)) if with_samples else [], arms=plan.arms,
             baseline_arm=plan.baseline_arm, workloads=tuple(w.name for w in plan.workloads),
-            settings=ScoreSettings(checks, cfg.seed, cfg.engine.kl_threshold),
+            settings=ScoreSettings(checks, cfg.seed, cfg.engine.kl_threshold, cfg.engine.timing),
             cache_off=frozenset(s.name for s in plan.arm_specs if not s.cache_on),
             probe_samples={p.name: tuple(read_samples(samples_path(run_dir, p.name), p.sample_from_json))
                            for p in probes} if with_samples else {},

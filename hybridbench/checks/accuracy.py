@@ -3,17 +3,22 @@
 Reads the accuracy probe's samples (accuracy.jsonl). On an engine that decodes greedily and
 deterministically (mode ``exact``) any differing answer text fails, and the first one is named. On GPUs
 (mode ``paired``) McNemar's exact test on the flipped questions fails a lopsided drop beyond
-``checks.accuracy_tolerance``; every flipped question is listed either way. A pass in which the cache
+``checks.accuracy_tolerance``, and a pass needs the whole interval of the drop inside it (too few questions to bound
+it: inconclusive); every flipped question is listed either way. A pass in which the cache
 served no prompt token proves nothing about cached states, so an arm whose passes never hit fails, as
 the ``kl`` check fails when too few of its probes hit.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 
-from hybridbench.checks.base import CheckInput, CheckResult
+from hybridbench.checks.base import CheckInput, CheckResult, judged_result
+from hybridbench.metrics.decision import POWER, Judgement
 from hybridbench.metrics.paired_accuracy import Answer, first_difference, flip_test
 from hybridbench.records.accuracy import AccuracySample
 
@@ -23,7 +28,7 @@ _LISTED = 8  # flipped questions named in a verdict line; the report lists them 
 
 
 def _cache_off(arm: str) -> bool:
-    return "disabled" in arm.split("+")
+    return "disabled" in arm.partition("@")[0].split("+")
 
 
 def _answers(rows: Sequence[AccuracySample]) -> dict[str, Answer]:
@@ -129,13 +134,29 @@ def _verdict(subject: str, arm: str, expected: str, base: dict[str, Answer], can
         return CheckResult("accuracy", subject, arm, "fail", acc, expected,
                            f"{len(one_sided)} question(s) answered by one arm only ({', '.join(one_sided[:_LISTED])}); "
                            f"{t.questions} answered by both; {hits}")
-    if t.regressed(alpha=inp.cfg.accuracy_alpha, tolerance=inp.cfg.accuracy_tolerance):
-        return CheckResult("accuracy", subject, arm, "fail", acc, expected,
-                           f"accuracy {t.base_correct}/{t.questions} -> {t.cand_correct}/{t.questions} "
-                           f"(drop {t.drop:+.1%}, McNemar p={t.p_value:.3g}); flips: {flips}; {hits}")
-    return CheckResult("accuracy", subject, arm, "pass", acc, expected,
-                       f"accuracy {t.base_correct}/{t.questions} -> {t.cand_correct}/{t.questions} "
-                       f"(McNemar p={t.p_value:.3g}); flips: {flips}; {hits}")
+    # Paired mode (GPUs): fail on lopsided flips beyond the tolerance (McNemar) or an interval wholly past it; pass
+    # only when the whole interval of the drop lies inside the tolerance; otherwise the questions were too few.
+    tol = inp.cfg.accuracy_tolerance
+    low, high, se = t.drop_interval(confidence=inp.cfg.confidence)
+    j = Judgement("fail" if t.regressed(alpha=inp.cfg.accuracy_alpha, tolerance=tol) or low > tol
+                  else "pass" if high <= tol else "inconclusive",
+                  t.drop, low, high, tol, _mde(se, inp.cfg.confidence), None)
+    if j.status == "inconclusive" and se > 0 and t.drop < tol:  # questions for the interval to clear the tolerance
+        j = replace(j, repeats_needed=math.ceil(t.questions * (_z(inp.cfg.confidence) * se / (tol - t.drop)) ** 2))
+    words = {"fail": "", "pass": "", "inconclusive": " (questions to decide: "
+             f"{'unknown' if j.repeats_needed is None else j.repeats_needed})"}[j.status]
+    return judged_result("accuracy", subject, arm, j, observed=acc, expected=expected, detail=(
+        f"accuracy {t.base_correct}/{t.questions} -> {t.cand_correct}/{t.questions} "
+        f"(drop {t.drop:+.1%}, CI {low:+.1%} .. {high:+.1%}, McNemar p={t.p_value:.3g}){words}; "
+        f"flips: {flips}; {hits}"))
+
+
+def _z(confidence: float) -> float:
+    return statistics.NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+
+
+def _mde(se: float, confidence: float) -> float:
+    return (_z(confidence) + statistics.NormalDist().inv_cdf(POWER)) * se
 
 
 def accuracy_rows(samples: Sequence[AccuracySample], arms: Sequence[str]) -> list[dict[str, object]]:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hybridbench.config.schema import ChecksCfg
+from hybridbench.metrics.decision import Judgement
 from hybridbench.records.coverage import TrialOutcome
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
 
-__all__ = ["Check", "CheckInput", "CheckResult", "Status", "run_verdict"]
+__all__ = ["Check", "CheckInput", "CheckResult", "Status", "judged_result", "run_verdict"]
 
 # inconclusive: the check could not decide (e.g. a policy comparison in which nothing was evicted); never a pass.
 Status = Literal["pass", "fail", "skip", "inconclusive"]
@@ -26,6 +28,27 @@ class CheckResult:
     observed: float | None
     expected: str
     detail: str
+    # An interval judgement's numbers (hybridbench.metrics.decision), None for a check without one: the change's
+    # estimate and confidence interval, the tolerance's edge on the same scale, the smallest change the run could
+    # have detected, and the repeats a decision would need at this spread.
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+    limit: float | None = None
+    mde: float | None = None
+    repeats_needed: int | None = None
+
+
+def _number(v: float) -> float | None:
+    return v if math.isfinite(v) else None  # bundle.json holds numbers or null, never NaN
+
+
+def judged_result(check: str, workload: str, arm: str, j: Judgement, *, observed: float | None, expected: str,
+                  detail: str, offset: float = 0.0) -> CheckResult:
+    """One row from a judgement; ``offset`` puts the numbers on the row's own scale (1.0: a ratio, not a change)."""
+    return CheckResult(check, workload, arm, j.status, observed, expected, detail,
+                       _number(j.estimate + offset), _number(j.low + offset), _number(j.high + offset),
+                       _number(j.limit + offset), _number(j.mde), j.repeats_needed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +69,9 @@ class CheckInput:
     cache_off: frozenset[str] = frozenset()
     # probe name -> its saved samples (hybridbench/probes/<name>.py's sample type), for the check that reads them
     samples: dict[str, list[Any]] = field(default_factory=dict)
+    # Which clock the timing checks judge: "wall" (the client's), or "modelled" (the reference server's cost model:
+    # EngineCfg.timing; the summaries' modelled_* keys). Never modelled on a GPU engine.
+    timing: str = "wall"
 
 
 Check = Callable[[CheckInput], Sequence[CheckResult]]

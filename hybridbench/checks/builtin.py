@@ -1,8 +1,10 @@
 """The checks of docs/reference/checks.md that work from records alone: survival, ttft, throughput, cache_hits.
 
-Regression checks compare each candidate arm with the baseline arm and fail only when the *whole*
-confidence interval of the relative change (paired by repeat for TTFT and throughput; a bootstrap over
-requests for TTFT when there is one repeat) is past the threshold, so noise alone never fails a run.
+Regression checks compare each candidate arm with the baseline arm by a paired t-interval over the repeats'
+relative changes, in three outcomes (hybridbench.metrics.decision): ``pass`` when the whole interval lies inside
+the tolerance, ``fail`` when it lies wholly beyond, ``inconclusive`` otherwise — also with fewer than two
+repeats a side, since one trial's requests say nothing of run-to-run variation. On the reference engine the
+timing checks judge its modelled clock (``CheckInput.timing``).
 The cache-off arm ``disabled`` is a reference point, not a candidate, unless it is the baseline itself.
 """
 
@@ -11,10 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
-from hybridbench.checks.base import CheckInput, CheckResult, Status
+from hybridbench.checks.base import CheckInput, CheckResult, Status, judged_result
 from hybridbench.checks.log_hits import usage_vs_log
+from hybridbench.metrics.decision import judge
 from hybridbench.metrics.stats import bootstrap_relative_change, paired_relative_change
 from hybridbench.plan.build import derive_seed
 from hybridbench.records.coverage import TrialOutcome, coverage
@@ -22,7 +25,7 @@ from hybridbench.records.exact_hits import NOT_PREDICTABLE, ExactHitSample
 from hybridbench.records.hits import impossible_hit_detail, impossible_hits
 from hybridbench.records.schema import Record
 
-__all__ = ["cache_hits", "survival", "throughput", "ttft"]
+__all__ = ["cache_hits", "repeat_judgement", "survival", "throughput", "timing_key", "ttft"]
 
 
 def _candidates(inp: CheckInput) -> list[str]:
@@ -82,62 +85,77 @@ def survival(inp: CheckInput) -> Sequence[CheckResult]:
 
 
 def _repeat_means(summaries: Sequence[dict[str, Any]], key: str) -> list[float]:
-    return [float(s[key]) for s in summaries]
+    return [float(s.get(key, math.nan)) for s in summaries]
+
+
+def timing_key(inp: CheckInput, key: str) -> str:
+    """The summary key a timing check judges: the wall clock's, or the reference server's modelled one."""
+    return f"modelled_{key}" if inp.timing == "modelled" else key
+
+
+def _clock(inp: CheckInput) -> str:
+    return "modelled time" if inp.timing == "modelled" else "wall time"
+
+
+def repeat_judgement(check: str, workload: str, arm: str, inp: CheckInput, *, base: Sequence[float],
+                     cand: Sequence[float], limit: float, worse: Literal["above", "below"], expected: str,
+                     offset: float = 0.0, fmt: str = "{:+.1%}", advisory: str = "") -> CheckResult:
+    """A paired t-interval over per-repeat values, judged in three outcomes; fewer than two paired repeats decide
+    nothing (``inconclusive``, with ``advisory``: e.g. an interval over one trial's requests, shown, not gated)."""
+    ch = paired_relative_change(base, cand, confidence=inp.cfg.confidence)
+    pairs = sum(1 for b, c in zip(base, cand, strict=False) if b and math.isfinite(b) and math.isfinite(c))
+    if pairs < 2:
+        return CheckResult(check, workload, arm, "inconclusive", None, expected,
+                           f"{pairs} paired repeat(s) of {_clock(inp)}: a verdict needs >= 2 (run-to-run variation "
+                           f"is unmeasured){advisory}", limit=limit + offset)
+    j = judge(ch, limit=limit, worse=worse, confidence=inp.cfg.confidence)
+    shifted = replace(j, estimate=j.estimate + offset, low=j.low + offset, high=j.high + offset,
+                      limit=j.limit + offset)
+    return judged_result(check, workload, arm, j, observed=j.estimate + offset, expected=expected, offset=offset,
+                         detail=f"{shifted.describe(fmt)}, {pairs} paired repeats, {_clock(inp)}")
 
 
 def ttft(inp: CheckInput) -> Sequence[CheckResult]:
-    """With repeats, a paired t-interval over the per-repeat mean TTFTs: what drifts between repeats (a
-    busy machine) is then spread, not signal. Pooling every repeat's requests into one bootstrap would
-    count only request-to-request noise and fail a run whose repeats merely drifted. One repeat: the
-    bootstrap over requests is all there is."""
+    """A paired t-interval over the per-repeat mean TTFTs: what drifts between repeats (a busy machine) is then
+    spread, not signal. Pooling every repeat's requests into one bootstrap would count only request-to-request noise
+    and decide a run whose repeats merely drifted; with one repeat a side run-to-run variation is unmeasured, so
+    the bootstrap over requests is shown, never a verdict."""
     out = []
+    key = timing_key(inp, "mean_ttft_ms")
+    limit = inp.cfg.ttft_regression
+    expected = f"mean TTFT change vs {inp.baseline_arm} <= +{limit:.0%} ({_clock(inp)})"
     for workload in inp.workloads:
         base = [t for r in inp.records.get((workload, inp.baseline_arm), []) if (t := r.ttft_ms) is not None]
-        base_means = _repeat_means(inp.trial_summaries.get((workload, inp.baseline_arm), []), "mean_ttft_ms")
+        base_means = _repeat_means(inp.trial_summaries.get((workload, inp.baseline_arm), []), key)
         for arm in _candidates(inp):
             cand = [t for r in inp.records.get((workload, arm), []) if (t := r.ttft_ms) is not None]
             if not base or not cand:  # e.g. a run cut short by a dead server
                 out.append(CheckResult("ttft", workload, arm, "skip", None, "TTFTs on both sides",
                                        f"{len(base)} baseline and {len(cand)} candidate TTFT(s): no verdict"))
                 continue
-            pairs = [(b, c) for b, c in zip(base_means, _repeat_means(inp.trial_summaries.get((workload, arm), []),
-                                                                      "mean_ttft_ms"), strict=False)
-                     if not (math.isnan(b) or math.isnan(c))]
-            if len(pairs) >= 2:
-                ch = paired_relative_change([b for b, _ in pairs], [c for _, c in pairs], confidence=inp.cfg.confidence)
-                how = f"{len(pairs)} paired repeats"
-            else:
+            cand_means = _repeat_means(inp.trial_summaries.get((workload, arm), []), key)
+            advisory = ""
+            if inp.timing == "wall" and min(len(base_means), len(cand_means)) < 2:
                 ch = bootstrap_relative_change(base, cand, samples=inp.cfg.bootstrap_samples,
                                                confidence=inp.cfg.confidence, seed=derive_seed(inp.seed, workload, arm))
-                how = f"{len(cand)} requests"
-            limit = inp.cfg.ttft_regression
-            status: Status = "fail" if ch.low > limit else "pass"
-            out.append(CheckResult(
-                "ttft", workload, arm, status, ch.estimate, f"mean TTFT change vs {inp.baseline_arm} <= +{limit:.0%}",
-                f"{ch.estimate:+.1%} (CI {ch.low:+.1%} .. {ch.high:+.1%}, {how})",
-            ))
+                advisory = (f"; advisory over one trial's {len(cand)} requests: {ch.estimate:+.1%} "
+                            f"(CI {ch.low:+.1%} .. {ch.high:+.1%})")
+            out.append(repeat_judgement("ttft", workload, arm, inp, base=base_means, cand=cand_means, limit=limit,
+                                        worse="above", expected=expected, advisory=advisory))
     return out
 
 
 def throughput(inp: CheckInput) -> Sequence[CheckResult]:
     out = []
+    key = timing_key(inp, "request_throughput")
+    limit = inp.cfg.throughput_regression
     for workload in inp.workloads:
-        base = [s["request_throughput"] for s in inp.trial_summaries.get((workload, inp.baseline_arm), [])]
+        base = _repeat_means(inp.trial_summaries.get((workload, inp.baseline_arm), []), key)
         for arm in _candidates(inp):
-            cand = [s["request_throughput"] for s in inp.trial_summaries.get((workload, arm), [])]
-            ch = paired_relative_change(base, cand, confidence=inp.cfg.confidence)  # one value per repeat
-            if math.isnan(ch.high):
-                # One run per arm has no interval: a throughput verdict needs repeats.
-                out.append(CheckResult("throughput", workload, arm, "skip", None, "repeats >= 2",
-                                       f"{len(cand)} repeat(s): no confidence interval, no verdict"))
-                continue
-            limit = inp.cfg.throughput_regression
-            status: Status = "fail" if ch.high < -limit else "pass"
-            out.append(CheckResult(
-                "throughput", workload, arm, status, ch.estimate,
-                f"request throughput change vs {inp.baseline_arm} >= -{limit:.0%}",
-                f"{ch.estimate:+.1%} (CI {ch.low:+.1%} .. {ch.high:+.1%}, {len(cand)} repeat(s))",
-            ))
+            cand = _repeat_means(inp.trial_summaries.get((workload, arm), []), key)  # one value per repeat
+            out.append(repeat_judgement(
+                "throughput", workload, arm, inp, base=base, cand=cand, limit=-limit, worse="below",
+                expected=f"request throughput change vs {inp.baseline_arm} >= -{limit:.0%} ({_clock(inp)})"))
     return out
 
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
-from hybridbench.metrics.stats import paired_relative_change
+from hybridbench.checks.builtin import repeat_judgement, timing_key
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import SAMPLES_WRITTEN
 
@@ -68,12 +68,15 @@ def kl(inp: CheckInput) -> Sequence[CheckResult]:
 
 
 def prefill_overhead(inp: CheckInput) -> Sequence[CheckResult]:
+    """Pass when the whole interval of the ratio is at or above the floor, fail when wholly below, else
+    inconclusive (one repeat included: no interval)."""
     floor = inp.cfg.min_prefill_throughput_ratio
+    key = timing_key(inp, "input_throughput")
     expected = f"input throughput / disabled's >= {floor:.2f}"
     out = []
     off = next((a for a in inp.arms if a in inp.cache_off), None)  # the radix-off baseline, from the plan's specs
     for workload in inp.workloads:
-        base = [s["input_throughput"] for s in inp.trial_summaries.get((workload, off), [])] if off else []
+        base = [float(s.get(key, math.nan)) for s in inp.trial_summaries.get((workload, off), [])] if off else []
         for arm in inp.arms:
             if arm in inp.cache_off:
                 continue
@@ -81,15 +84,8 @@ def prefill_overhead(inp: CheckInput) -> Sequence[CheckResult]:
                 out.append(CheckResult("prefill_overhead", workload, arm, "skip", None, expected,
                                        "the experiment has no `disabled` arm to compare with"))
                 continue
-            cand = [s["input_throughput"] for s in inp.trial_summaries.get((workload, arm), [])]
-            ch = paired_relative_change(base, cand, confidence=inp.cfg.confidence)  # one value per repeat
-            if math.isnan(ch.high):
-                out.append(CheckResult("prefill_overhead", workload, arm, "skip", None, expected,
-                                       f"{len(cand)} repeat(s): no confidence interval, no verdict"))
-                continue
-            # Fail only when even the interval's best case is below the floor: noise alone never fails.
-            status: Status = "fail" if 1 + ch.high < floor else "pass"
-            out.append(CheckResult("prefill_overhead", workload, arm, status, 1 + ch.estimate, expected,
-                                   f"ratio {1 + ch.estimate:.3f} (CI {1 + ch.low:.3f} .. {1 + ch.high:.3f}, "
-                                   f"{len(cand)} repeat(s))"))
+            cand = [float(s.get(key, math.nan)) for s in inp.trial_summaries.get((workload, arm), [])]
+            # The ratio is 1 + the change: judged on the change against floor - 1, shown as a ratio.
+            out.append(repeat_judgement("prefill_overhead", workload, arm, inp, base=base, cand=cand, limit=floor - 1,
+                                        worse="below", expected=expected, offset=1.0, fmt="{:.3f}"))
     return out

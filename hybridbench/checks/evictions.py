@@ -72,7 +72,7 @@ def host_hits(inp: CheckInput) -> Sequence[CheckResult]:
     out = []
     for workload in inp.workloads:
         for arm in inp.arms:
-            if "l2" not in arm.split("+"):
+            if "l2" not in arm.partition("@")[0].split("+"):
                 continue
             snaps = inp.snapshots.get((workload, arm), [])
             loaded = [_count(s, "host_loaded_tokens") for s in snaps]

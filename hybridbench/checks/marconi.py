@@ -35,7 +35,7 @@ def _evicted(inp: CheckInput, workload: str, arm: str) -> bool:
 
 def marconi_trends(inp: CheckInput) -> Sequence[CheckResult]:
     out = []
-    marconi = [a for a in inp.arms if "marconi" in a.split("+")]
+    marconi = [a for a in inp.arms if "marconi" in a.partition("@")[0].split("+")]
     for workload in inp.workloads:
         for arm in marconi:
             ours = _hit_rate(inp.records.get((workload, arm), []))

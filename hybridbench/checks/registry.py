@@ -49,9 +49,10 @@ def validate_checks(cfg: ChecksCfg) -> None:
 
 
 def _no_nan_pass(result: CheckResult) -> CheckResult:
-    """A pass computed from a NaN (an empty side, a zero baseline) compared false against its limit: not a pass."""
+    """A pass computed from a NaN (an empty side, a zero baseline) compared false against its limit: it decided
+    nothing, so it is inconclusive (exit 1), never a pass."""
     if result.status == "pass" and result.observed is not None and not math.isfinite(result.observed):
-        return replace(result, status="fail",
+        return replace(result, status="inconclusive",
                        detail=f"{result.detail} (observed {result.observed}: not a number, not a pass)")
     return result
 

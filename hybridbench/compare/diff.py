@@ -1,13 +1,14 @@
 """Two saved runs of the same experiment, compared arm by arm: main's build against a pull request's.
 
-Each (workload, arm) the runs share gets four verdicts, each failing only when the *whole* confidence
-interval is past its threshold, so run-to-run noise alone never fails a pull request:
+Each (workload, arm) the runs share gets four verdicts in three outcomes (hybridbench.metrics.decision): ``pass``
+when the whole confidence interval lies inside the tolerance, ``fail`` when it lies wholly beyond, ``inconclusive``
+otherwise — so neither run-to-run noise fails a pull request nor a comparison too small to tell passes one:
 
-- ``ttft``: mean TTFT; with two or more repeats a side, a Welch t-interval over the per-repeat means (so
-  drift between repeats counts as spread); with one, a percentile bootstrap over requests, each paired with
-  its twin in the other run (the traces are identical: request i of repeat r is the same request in both);
+- ``ttft``: mean TTFT, a Welch t-interval over the per-repeat means (so drift between repeats counts as
+  spread); with fewer than two repeats a side it is ``inconclusive``, the bootstrap over request pairs (each
+  request paired with its twin in the other run: the traces are identical) shown as advisory only;
 - ``throughput``: request throughput, a Welch t-interval over the runs' repeats (two runs share no
-  repeat to pair, unlike the arms of one run) — needs at least two repeats on each side;
+  repeat to pair, unlike the arms of one run) — ``inconclusive`` below two repeats on each side;
 - ``token_hit_rate``: absolute change of cached / prompt tokens, bootstrap over the same request pairs;
 - ``survival``: the candidate lost requests (or its server died) where the baseline lost none.
 
@@ -26,6 +27,7 @@ from typing import Any
 from hybridbench.checks.base import Status, run_verdict
 from hybridbench.compare.runs import SavedRun
 from hybridbench.errors import ConfigError
+from hybridbench.metrics.decision import judge
 from hybridbench.metrics.stats import RelativeChange, paired_bootstrap, welch_relative_change
 from hybridbench.metrics.summary import summarize
 from hybridbench.plan.build import derive_seed
@@ -58,6 +60,9 @@ class Delta:
     high: float | None
     expected: str
     detail: str
+    limit: float | None = None  # the tolerance's edge on the change's scale (+0.10, -0.10, -0.02)
+    mde: float | None = None  # the smallest change this comparison could have detected
+    repeats_needed: int | None = None  # a side, to decide at this spread
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,18 +144,35 @@ Subject = tuple[str, str, str]  # (metric, workload, arm)
 
 
 def _interval(subject: Subject, base: float, cand: float, ch: RelativeChange, *, limit: float, expected: str,
-              higher_is_worse: bool, relative: bool) -> Delta:
-    fail = ch.low > limit if higher_is_worse else ch.high < -limit
-    if not all(math.isfinite(v) for v in (ch.estimate, ch.low, ch.high)):
-        fail = True  # NaN compares false against any limit: it must not read as a pass
+              higher_is_worse: bool, relative: bool, confidence: float) -> Delta:
+    """Three outcomes; a NaN anywhere decides nothing (inconclusive), never a pass."""
+    j = judge(ch, limit=limit if higher_is_worse else -limit, worse="above" if higher_is_worse else "below",
+              confidence=confidence)
     shown = "{:+.1%}" if relative else "{:+.3f}"
-    detail = f"{shown.format(ch.estimate)} (CI {shown.format(ch.low)} .. {shown.format(ch.high)})"
-    return Delta(*subject, "fail" if fail else "pass", base, cand, ch.estimate, ch.low, ch.high, expected, detail)
+
+    def num(v: float) -> float | None:
+        return v if math.isfinite(v) else None
+
+    return Delta(*subject, j.status, base, cand, num(ch.estimate), num(ch.low), num(ch.high), expected,
+                 j.describe(shown), j.limit, num(j.mde), j.repeats_needed)
+
+
+def _undecided(subject: Subject, expected: str, why: str, *, limit: float, base: float | None = None,
+               cand: float | None = None) -> Delta:
+    """A comparison that cannot decide (too few repeats a side): inconclusive, exit 1 — never skipped into a pass."""
+    return Delta(*subject, "inconclusive", base, cand, None, None, None, expected, why, limit)
 
 
 def _skip(subject: Subject, expected: str, why: str, *, base: float | None = None,
           cand: float | None = None) -> Delta:
     return Delta(*subject, "skip", base, cand, None, None, None, expected, why)
+
+
+def _timing(base: SavedRun, cand: SavedRun) -> str:
+    """The clock both runs' timing checks judged (engine.timing): modelled only when both were the reference server's
+    modelled clock; wall otherwise (and always on a GPU engine)."""
+    clocks = {str((run.config.get("engine") or {}).get("timing", "wall")) for run in (base, cand)}
+    return "modelled" if clocks == {"modelled"} and base.engine == "reference" else "wall"
 
 
 def _per_repeat(summaries: Sequence[dict[str, Any]], key: str) -> list[float]:
@@ -215,39 +237,47 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     twins = {(r.repeat, r.request_index): r for r in b_ok}
     pairs = [(twin, r) for r in c_ok if (twin := twins.get((r.repeat, r.request_index))) is not None]
     timed = [(bt, ct) for b, c in pairs if (bt := b.ttft_ms) is not None and (ct := c.ttft_ms) is not None]
-    b_rep, c_rep = _per_repeat(b_sums, "mean_ttft_ms"), _per_repeat(c_sums, "mean_ttft_ms")
+    pre = "modelled_" if _timing(base, cand) == "modelled" else ""
+    b_rep, c_rep = _per_repeat(b_sums, f"{pre}mean_ttft_ms"), _per_repeat(c_sums, f"{pre}mean_ttft_ms")
     expected = f"mean TTFT change <= +{cfg.ttft_regression:.0%}"
     if len(b_rep) >= 2 and len(c_rep) >= 2:
         # Repeats on both sides: their spread is the run-level drift a request bootstrap cannot see.
         ch = welch_relative_change(b_rep, c_rep, confidence=cfg.confidence)
         out.append(_interval(("ttft", workload, arm), statistics.fmean(b_rep), statistics.fmean(c_rep), ch,
-                             limit=cfg.ttft_regression, expected=expected, higher_is_worse=True, relative=True))
+                             limit=cfg.ttft_regression, expected=expected, higher_is_worse=True, relative=True,
+                             confidence=cfg.confidence))
     elif timed:
-        # One repeat a side: a request-pair interval sees request noise but not the drift between two runs
-        # (a third of mean TTFT on a shared machine), so it is shown, not gated — as throughput needs repeats.
+        # Fewer than two repeats a side: a request-pair interval sees request noise but not the drift between two
+        # runs (a third of mean TTFT on a shared machine), so it is shown, and the row decides nothing.
         ch = paired_bootstrap(timed, _ttft_change, samples=cfg.bootstrap_samples, confidence=cfg.confidence,
                               seed=seed)
-        out.append(_skip(("ttft", workload, arm), expected,
-                         f"advisory {ch.estimate:+.1%} (request pairs, CI {ch.low:+.1%} .. {ch.high:+.1%}): "
-                         "a verdict needs >= 2 repeats a side",
-                         base=statistics.fmean(b for b, _ in timed), cand=statistics.fmean(c for _, c in timed)))
+        out.append(_undecided(("ttft", workload, arm), expected,
+                              f"{len(b_rep)} baseline and {len(c_rep)} candidate repeat(s): a verdict needs >= 2 a "
+                              f"side; advisory {ch.estimate:+.1%} (request pairs, CI {ch.low:+.1%} .. {ch.high:+.1%})",
+                              limit=cfg.ttft_regression, base=statistics.fmean(b for b, _ in timed),
+                              cand=statistics.fmean(c for _, c in timed)))
     else:
         out.append(_skip(("ttft", workload, arm), expected,
                          f"no request completed with a TTFT in both runs ({len(b_ok)} baseline, {len(c_ok)} "
                          "candidate completed)"))
 
-    b_tp, c_tp = _per_repeat(b_sums, "request_throughput"), _per_repeat(c_sums, "request_throughput")
+    b_tp, c_tp = _per_repeat(b_sums, f"{pre}request_throughput"), _per_repeat(c_sums, f"{pre}request_throughput")
     expected = f"request throughput change >= -{cfg.throughput_regression:.0%}"
     ch = welch_relative_change(b_tp, c_tp, confidence=cfg.confidence)
-    if math.isnan(ch.high):
+    if not any(b_tp) or not any(c_tp):  # a side that completed no request has no throughput to compare (as TTFT)
         out.append(_skip(("throughput", workload, arm), expected,
-                         f"{len(b_tp)} baseline and {len(c_tp)} candidate repeat(s) with completed requests: "
-                         "a verdict needs >= 2 each",
+                         f"{len(b_tp)} baseline and {len(c_tp)} candidate repeat(s) with completed requests",
                          base=statistics.fmean(b_tp) if b_tp else None, cand=statistics.fmean(c_tp) if c_tp else None))
+    elif math.isnan(ch.high):
+        out.append(_undecided(("throughput", workload, arm), expected,
+                              f"{len(b_tp)} baseline and {len(c_tp)} candidate repeat(s) with completed requests: "
+                              "a verdict needs >= 2 each", limit=-cfg.throughput_regression,
+                              base=statistics.fmean(b_tp) if b_tp else None,
+                              cand=statistics.fmean(c_tp) if c_tp else None))
     else:
         out.append(_interval(("throughput", workload, arm), statistics.fmean(b_tp), statistics.fmean(c_tp), ch,
                              limit=cfg.throughput_regression, expected=expected, higher_is_worse=False,
-                             relative=True))
+                             relative=True, confidence=cfg.confidence))
 
     expected = f"token hit rate change >= -{cfg.max_hit_rate_drop:.2f}"
     # A hit longer than its prompt (or negative) is a build miscounting its hits (the run's cache_hits fails it): it
@@ -271,7 +301,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     else:
         out.append(_interval(("token_hit_rate", workload, arm), _hit_rate([b for b, _ in pairs]),
                              _hit_rate([c for _, c in pairs]), ch, limit=cfg.max_hit_rate_drop,
-                             expected=expected, higher_is_worse=False, relative=False))
+                             expected=expected, higher_is_worse=False, relative=False, confidence=cfg.confidence))
     return out
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 from hybridbench.config.quantization import check_quantization
-from hybridbench.config.schema import RunCfg
+from hybridbench.config.schema import MODELLED_TIMING_ENGINES, TIMINGS, RunCfg
 from hybridbench.errors import ConfigError
 from reference_impl.models import STATE_DTYPES
 
@@ -148,6 +148,7 @@ def validate_config(cfg: RunCfg) -> None:
     if cfg.engine.cache_semantics != "sglang" and cfg.engine.name != "reference":
         raise ConfigError(f"engine.cache_semantics={cfg.engine.cache_semantics}: only engine=reference mirrors "
                           f"another engine's cache (engine.name is {cfg.engine.name!r})")
+    _check_timing(cfg)
     for name, w in cfg.workloads.items():
         if not 1 <= w.scale <= 1_000_000:
             raise ConfigError(f"workloads.{name}.scale must be in [1, 1000000], got {w.scale}")
@@ -161,3 +162,26 @@ def validate_config(cfg: RunCfg) -> None:
             f"{key}: {most} repeats x {len(cfg.arms)} arm(s) x {len(cfg.workloads)} workload(s) = "
             f"{trials} trials; one run plans at most {MAX_TRIALS}"
         )
+
+
+def _check_timing(cfg: RunCfg) -> None:
+    """engine.timing and engine.prefill_slowdown: the reference server's own clock and switch, nowhere else (a GPU
+    engine is never judged on modelled time, and has no planted slowdown)."""
+    e = cfg.engine
+    if e.timing not in TIMINGS:
+        raise ConfigError(f"engine.timing must be one of {', '.join(TIMINGS)}, got {e.timing!r}")
+    if e.timing == "modelled" and e.name not in MODELLED_TIMING_ENGINES:
+        raise ConfigError(f"engine.timing=modelled: engine {e.name!r} reports no modelled time (only "
+                          f"{', '.join(MODELLED_TIMING_ENGINES)}); GPU engines are judged on wall time")
+    for arm, value in e.prefill_slowdown.items():
+        if arm not in cfg.arms:
+            raise ConfigError(f"engine.prefill_slowdown.{arm}: not an arm of this run ({', '.join(cfg.arms)})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"engine.prefill_slowdown.{arm} must be a finite number >= 0, got {value!r}")
+        if value and e.name != "reference":
+            raise ConfigError(f"engine.prefill_slowdown.{arm}: the planted prefill slowdown is a reference-server "
+                              f"switch; engine {e.name!r} has none (noise.planted_slowdown needs engine=reference)")
+    slowdown = cfg.noise.planted_slowdown
+    if isinstance(slowdown, bool) or not isinstance(slowdown, (int, float)) or not (
+            math.isfinite(slowdown) and slowdown >= 0):
+        raise ConfigError(f"noise.planted_slowdown must be a finite number >= 0, got {slowdown!r}")

@@ -16,8 +16,8 @@ from hybridbench.results.store import Store
 __all__ = ["TOLERANCE", "trend_page"]
 
 TOLERANCE = 0.10
-_STATUS_CLASS = {"regression": "fail", "suspicious": "interrupted", "ok": "pass", "insufficient data": "skip",
-                 "no data": "error"}
+_STATUS_CLASS = {"regression": "fail", "inconclusive": "inconclusive", "suspicious": "interrupted", "ok": "pass",
+                 "insufficient data": "skip", "no data": "error"}
 
 
 def _published(store: Store) -> dict[tuple[str, str, str, str, str], float]:

@@ -20,7 +20,12 @@ from reference_impl.engine.config import DEFAULT_KV_TOKENS
 from reference_impl.model.config import ModelConfig
 from reference_impl.server.args import UsageError, build_parser, parse_config
 
-__all__ = ["REFERENCE_ARMS", "reference_command", "reference_kv_pool", "reference_refusals"]
+# How long (wall) the server waits for a closed loop's replacements before a forward: well over an HTTP round trip on
+# an overloaded 2-core machine (at 100 ms, some replacements missed it there); a trial's end costs one such wait,
+# after which the server sees the loop draining and stops waiting.
+LOCKSTEP_MS = 1000.0
+
+__all__ = ["LOCKSTEP_MS", "REFERENCE_ARMS", "reference_command", "reference_kv_pool", "reference_refusals"]
 
 
 def reference_refusals() -> dict[str, str]:
@@ -67,6 +72,11 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
             raise ConfigError(f"arm {arm.name}: engine.cache_semantics=tokenspeed: TokenSpeed always "
                               "keeps branch-point states (use branching)")
         cmd += ["--cache-semantics", "tokenspeed"]
+    if slowdown := e.prefill_slowdown.get(arm.name):  # the planted regression of this arm's server
+        cmd += ["--prefill-slowdown", str(slowdown)]
+    if e.timing == "modelled" and cfg.load.kind == "closed":
+        # a closed loop's next request arrives, on the modelled clock, when its predecessor finishes
+        cmd += ["--modelled-lockstep-ms", str(LOCKSTEP_MS)]
     if e.kv_tokens:
         cmd += ["--max-total-tokens", str(e.kv_tokens)]
     if e.max_mamba_cache_size:

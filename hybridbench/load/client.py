@@ -33,6 +33,8 @@ class ClientResult:
     itl_ms: list[float] = field(default_factory=list)
     error: str = ""
     status: str = "ok"  # ok | error | timeout | server_died
+    # The reference server's modelled clock (meta_info.modelled_*_s): received, first token, finished
+    modelled: tuple[float, float, float] | None = None
 
 
 def _in_band_error(chunk: dict[str, Any], res: ClientResult, now: float) -> bool:
@@ -122,6 +124,16 @@ def _json_ids(ids: Sequence[int]) -> Sequence[int]:
     return ids if isinstance(ids, list | tuple) else list(ids)
 
 
+def _modelled(meta: dict[str, Any]) -> tuple[float, float, float] | None:
+    """The reference server's modelled stamps, or None when any is missing or not a number."""
+    try:
+        stamps = tuple(float(meta[k]) for k in ("modelled_received_s", "modelled_first_token_s",
+                                                "modelled_finished_s"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return stamps[0], stamps[1], stamps[2]
+
+
 async def generate_sglang(
     pool: StreamPool, input_ids: Sequence[int], max_new_tokens: int, timeout_s: float,
     *, model: str = "",  # the native API serves one model: the name is not sent
@@ -157,6 +169,8 @@ async def generate_sglang(
             last_t, last_n = now, n
         if "cached_tokens" in meta:
             res.cached_tokens = int(meta["cached_tokens"])
+        if "modelled_finished_s" in meta:
+            res.modelled = _modelled(meta)
         if isinstance(ids := chunk.get("output_ids"), list):
             output_ids = ids
         return False

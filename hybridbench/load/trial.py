@@ -50,7 +50,7 @@ def outcome(done: Completed) -> RequestOutcome:
         index=done.index, session_id=done.row.session_id, turn_id=done.row.turn_id, scheduled_s=done.scheduled_s,
         sent_s=rel(r.sent), first_token_s=rel(r.first_token), end_s=rel(r.end), prompt_tokens=len(done.prompt),
         output_tokens=r.output_tokens, cached_tokens=r.cached_tokens, status=r.status,  # type: ignore[arg-type]
-        error=r.error, itl_ms=tuple(r.itl_ms),
+        error=r.error, itl_ms=tuple(r.itl_ms), modelled_times=r.modelled,
     )
 
 

@@ -12,6 +12,7 @@ there every answer text must be equal.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -45,6 +46,17 @@ class FlipTest:
     def regressed(self, *, alpha: float, tolerance: float) -> bool:
         """Lopsided flips (p < alpha) *and* a drop beyond the tolerance."""
         return self.p_value < alpha and self.drop > tolerance
+
+    def drop_interval(self, *, confidence: float) -> tuple[float, float, float]:
+        """(low, high, se) of the accuracy drop: Agresti and Min's (2005) interval for a paired difference of
+        proportions, a Wald interval after adding 1/2 to each cell, so no flips in 20 questions is not a zero-width
+        interval that "proves" no drop."""
+        n = self.questions + 2
+        lost, gained = len(self.lost) + 0.5, len(self.gained) + 0.5
+        d = (lost - gained) / n
+        se = math.sqrt(max(0.0, (lost + gained) - (lost - gained) ** 2 / n)) / n
+        z = statistics.NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+        return d - z * se, d + z * se, se
 
 
 def one_sided_binomial_p(successes: int, trials: int) -> float:

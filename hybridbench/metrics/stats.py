@@ -34,6 +34,13 @@ class RelativeChange:
     estimate: float  # mean(candidate) / mean(baseline) - 1 (an absolute difference where a caller says so)
     low: float
     high: float
+    # What the interval rests on, for the minimum detectable effect and the repeats a decision needs
+    # (hybridbench.metrics.decision): the standard error and degrees of freedom of a t-interval, the units it
+    # pairs or counts (repeats). NaN / 0 for a bootstrap, whose width has no such model.
+    se: float = math.nan
+    df: float = math.nan
+    n: int = 0
+    log_scale: bool = False  # se and df describe log(1 + change) (Welch's), not the change itself
 
 
 def bootstrap_relative_change(
@@ -121,8 +128,9 @@ def paired_relative_change(
     if len(ratios) < 2:  # no interval from fewer than two repeats
         return RelativeChange(math.nan, math.nan, math.nan)
     estimate = statistics.fmean(ratios)
-    half = t_quantile(1 - (1 - confidence) / 2, len(ratios) - 1) * statistics.stdev(ratios) / math.sqrt(len(ratios))
-    return RelativeChange(estimate, estimate - half, estimate + half)
+    se = statistics.stdev(ratios) / math.sqrt(len(ratios))
+    half = t_quantile(1 - (1 - confidence) / 2, len(ratios) - 1) * se
+    return RelativeChange(estimate, estimate - half, estimate + half, se, len(ratios) - 1, len(ratios))
 
 
 def welch_relative_change(
@@ -144,11 +152,13 @@ def welch_relative_change(
     vb = statistics.variance(baseline) / (nb * mb * mb)
     vc = statistics.variance(candidate) / (nc * mc * mc)
     log_ratio = math.log(mc / mb)
+    n = min(nb, nc)
     if vb + vc == 0:
-        return RelativeChange(mc / mb - 1, mc / mb - 1, mc / mb - 1)
+        return RelativeChange(mc / mb - 1, mc / mb - 1, mc / mb - 1, 0.0, nb + nc - 2, n, log_scale=True)
     df = (vb + vc) ** 2 / (vb * vb / (nb - 1) + vc * vc / (nc - 1))
     half = t_quantile(1 - (1 - confidence) / 2, df) * math.sqrt(vb + vc)
-    return RelativeChange(mc / mb - 1, math.expm1(log_ratio - half), math.expm1(log_ratio + half))
+    return RelativeChange(mc / mb - 1, math.expm1(log_ratio - half), math.expm1(log_ratio + half),
+                          math.sqrt(vb + vc), df, n, log_scale=True)
 
 
 

@@ -12,7 +12,8 @@ from hybridbench.metrics.stats import percentile
 from hybridbench.records.schema import Record
 from workloads import bench_serving
 
-__all__ = ["CLIENT_DELAY_FLAG_FRACTION", "SUMMARY_KEYS", "aggregate", "client_delay_flagged", "summarize"]
+__all__ = ["CLIENT_DELAY_FLAG_FRACTION", "SUMMARY_KEYS", "aggregate", "client_delay_flagged", "modelled_summary",
+           "summarize"]
 
 # A run is flagged when the client's p99 delay exceeds this fraction of the median TTFT: past that, the
 # client's own lag is a visible part of the latencies it reports.
@@ -21,7 +22,8 @@ CLIENT_DELAY_FLAG_FRACTION = 0.1
 # Keys that describe one run's clock: every repeat's timestamps start at zero, so pooling repeats would
 # overlap them (three repeats would show three times the throughput). Across repeats they are means.
 PER_RUN_KEYS = ("duration", "request_throughput", "input_throughput", "output_throughput", "total_throughput",
-                "total_token_throughput", "concurrency")
+                "total_token_throughput", "concurrency", "modelled_duration", "modelled_request_throughput",
+                "modelled_input_throughput")
 
 
 def client_delay_flagged(summary: dict[str, Any]) -> bool:
@@ -40,7 +42,27 @@ def summarize(records: Sequence[Record]) -> dict[str, Any]:
     delays = [d for r in records if (d := r.client_delay_ms) is not None]
     out["p99_client_delay_ms"] = percentile(delays, 99)
     out["client_delay_flagged"] = client_delay_flagged(out)
+    out.update(modelled_summary(records))
     return out
+
+
+def modelled_summary(records: Sequence[Record]) -> dict[str, float]:
+    """The reference server's modelled clock (``Record.modelled_*``): mean TTFT, and throughput over the span from
+    the first request received to the last finished. NaN unless every completed request carries its stamps (a
+    server that does not report them, or a trial with a request it never answered)."""
+    ok = [r for r in records if r.status == "ok"]
+    stamps = [(a, f, e) for r in ok if (a := r.modelled_received_s) is not None
+              and (f := r.modelled_first_token_s) is not None and (e := r.modelled_end_s) is not None]
+    if not stamps or len(stamps) < len(ok):
+        return {"modelled_duration": math.nan, "modelled_mean_ttft_ms": math.nan,
+                "modelled_request_throughput": math.nan, "modelled_input_throughput": math.nan}
+    duration = max(e for _, _, e in stamps) - min(a for a, _, _ in stamps)
+    return {
+        "modelled_duration": duration,
+        "modelled_mean_ttft_ms": statistics.fmean((f - a) * 1e3 for a, f, _ in stamps),
+        "modelled_request_throughput": len(ok) / duration if duration > 0 else math.nan,
+        "modelled_input_throughput": sum(r.prompt_tokens for r in ok) / duration if duration > 0 else math.nan,
+    }
 
 
 SUMMARY_KEYS = tuple(summarize([]).keys())

@@ -32,6 +32,7 @@ class RequestOutcome:
     status: Status
     error: str = ""
     itl_ms: Sequence[float] = field(default_factory=tuple)
+    modelled_times: tuple[float, float, float] | None = None  # the reference server's modelled clock
 
 
 def trial_record(run_id: str, trial: Trial, outcome: RequestOutcome, cache_state: CacheState, *,
@@ -43,4 +44,7 @@ def trial_record(run_id: str, trial: Trial, outcome: RequestOutcome, cache_state
         sent_s=o.sent_s, first_token_s=o.first_token_s, end_s=o.end_s, prompt_tokens=o.prompt_tokens,
         output_tokens=o.output_tokens, cached_tokens=o.cached_tokens, status=o.status, error=o.error,
         itl_ms=list(o.itl_ms), cache_state=cache_state, modelled=modelled,
+        modelled_received_s=None if o.modelled_times is None else o.modelled_times[0],
+        modelled_first_token_s=None if o.modelled_times is None else o.modelled_times[1],
+        modelled_end_s=None if o.modelled_times is None else o.modelled_times[2],
     )

@@ -45,6 +45,11 @@ class Record(ServedTiming):
     expected_cached_tokens: int | None = None  # what the reference cache predicts, when known
     cache_state: CacheState = "uncontrolled"
     modelled: bool = False  # True for the sim engine: times come from a cost model
+    # The reference server's modelled clock (seconds on it; reference_impl/server/modelled.py), beside the measured
+    # times above: received, first token, finished. None from every other engine. Modelled, never measured.
+    modelled_received_s: float | None = None
+    modelled_first_token_s: float | None = None
+    modelled_end_s: float | None = None
 
     @property
     def client_delay_ms(self) -> float | None:

@@ -44,7 +44,8 @@ def render_comparison(cmp: Comparison) -> str:
     lines += ["## verdicts", "", "| workload | arm | metric | baseline | candidate | change (CI) | verdict |",
               "|---" * 7 + "|"]
     for d in cmp.deltas:
-        mark = {"pass": "pass", "fail": "**FAIL**", "skip": "skip"}[d.status]
+        # Three outcomes, each its own word: an interval astride the limit is "inconclusive", never read as a pass.
+        mark = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "inconclusive": "**INCONCLUSIVE**"}[d.status]
         detail = d.detail.replace("|", "\\|")
         lines.append(f"| {d.workload} | {d.arm} | {d.metric} | {_value(d.metric, d.base)} | "
                      f"{_value(d.metric, d.candidate)} | {detail} | {mark} |")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from hybridbench.metrics.noise import noise_floor
 from hybridbench.metrics.summary import client_delay_flagged
 from hybridbench.report.forecast import forecast_section
 
@@ -86,6 +87,24 @@ def _repeats_line(rep: dict[str, Any]) -> str:
     return f"**Repeats**: {rep.get('ran')} ran (bounds {bounds}{looks}); stopped: **{rep.get('stopped')}**"
 
 
+def _noise(bundle: dict[str, Any]) -> list[str]:
+    """+experiment=noise (an A/A run): each metric's noise floor on both clocks (hybridbench.metrics.noise)."""
+    if bundle.get("name") != "noise":
+        return []
+    checks = ((bundle.get("provenance") or {}).get("config") or {}).get("checks") or {}
+    confidence = float(checks.get("confidence", 0.95))
+    rows = noise_floor(bundle.get("trials") or [], baseline=bundle["baseline_arm"], confidence=confidence)
+    if not rows:
+        return ["## noise floor", "", "Fewer than two paired repeats: no noise floor.", ""]
+    out = ["## noise floor", "", f"The same arm twice: every difference below is noise ({confidence:.0%} "
+           "interval, MDE at 80% power; the timing checks judge the clock `engine.timing` names).", "",
+           "| workload | copy | metric | repeats | A/A change | sd per repeat | CI half-width | MDE |",
+           "|---" * 8 + "|"]
+    out += [f"| {r.workload} | {r.arm} | {r.label} | {r.repeats} | {r.estimate:+.1%} | {r.sd:.1%} | "
+            f"±{r.half_width:.1%} | {r.mde:.1%} |" for r in rows]
+    return [*out, ""]
+
+
 def render_report(bundle: dict[str, Any]) -> str:
     arms: list[str] = bundle["arms"]
     baseline: str = bundle["baseline_arm"]
@@ -131,6 +150,7 @@ def render_report(bundle: dict[str, Any]) -> str:
                            ("host_loaded_tokens", "host-loaded KV tokens / repeat")):
             lines.append(f"| {label} | " + " | ".join(_evicted(bundle, workload, arm, key) for arm in arms) + " |")
         lines.append("")
+    lines += _noise(bundle)
     lines += _published(bundle.get("published") or [])
     lines += forecast_section(bundle)
     lines += _accuracy(bundle.get("accuracy") or [])

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from hybridbench.checks.registry import validate_checks
-from hybridbench.config.schema import ChecksCfg, EngineCfg, RunCfg
+from hybridbench.config.schema import MODELLED_TIMING_ENGINES, TIMINGS, ChecksCfg, EngineCfg, RunCfg
 from hybridbench.config.validate import validate_config
 from hybridbench.errors import ConfigError
 from hybridbench.plan.repeats import saved_look_checks
@@ -27,7 +27,7 @@ from hybridbench.results.score import ScoreSettings
 
 __all__ = ["RESCORABLE", "effective_settings", "parse_overrides"]
 
-RESCORABLE = ("checks.", "engine.kl_threshold")
+RESCORABLE = ("checks.", "engine.kl_threshold", "engine.timing")
 # checks.* keys the probes read while the run was live (the kl probe's; the accuracy probe's interpreter, question
 # sets, limits and mode — the check reads each sample's own mode): they decided which samples exist, not how they
 # score. A key under one of them (checks.accuracy_datasets.gsm8k) is refused as well.
@@ -44,9 +44,10 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
         if "=" not in item or not key:
             raise ConfigError(f"override {item!r}: expected key=value, e.g. checks.ttft_regression=0.05")
         probe = key in PROBE_SETTINGS or key.startswith(tuple(f"{k}." for k in PROBE_SETTINGS))
-        if not (key.startswith(RESCORABLE[0]) or key == RESCORABLE[1]) or probe:
-            raise ConfigError(f"override {key}: a re-scoring changes only checks.* (but the probes' settings) and "
-                              f"engine.kl_threshold; {key} decided what the run measured, so it needs a new run")
+        if not (key.startswith(RESCORABLE[0]) or key in RESCORABLE[1:]) or probe:
+            raise ConfigError(f"override {key}: a re-scoring changes only checks.* (but the probes' settings), "
+                              f"engine.kl_threshold and engine.timing; {key} decided what the run measured, so it "
+                              "needs a new run")
     try:
         parsed = OmegaConf.to_container(OmegaConf.from_dotlist(list(items)))
     except OmegaConfBaseException as exc:
@@ -111,4 +112,17 @@ def effective_settings(plan: SavedPlan, overrides: Mapping[str, Any]) -> tuple[S
     if baseline not in plan.arms:
         raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the run's arms {list(plan.arms)}")
     seed = config.get("seed", 0)
-    return ScoreSettings(checks, seed if isinstance(seed, int) else 0, kl), baseline
+    return ScoreSettings(checks, seed if isinstance(seed, int) else 0, kl, _timing(engine_saved, engine_over)), baseline
+
+
+def _timing(saved: object, overrides: Mapping[str, Any]) -> str:
+    """The clock the timing checks judge: the run's (wall before the key existed), or the override's — which only
+    a run whose records carry the reference server's modelled times can be judged on (the check says so)."""
+    engine = saved if isinstance(saved, Mapping) else {}
+    value = overrides.get("timing", engine.get("timing", "wall"))
+    if value not in TIMINGS:
+        raise ConfigError(f"engine.timing: expected one of {', '.join(TIMINGS)}, got {value!r}")
+    if value == "modelled" and engine.get("name") not in MODELLED_TIMING_ENGINES:
+        raise ConfigError(f"engine.timing=modelled: engine {engine.get('name')!r} reports no modelled time "
+                          f"(only {', '.join(MODELLED_TIMING_ENGINES)}); a GPU engine is judged on wall time")
+    return str(value)

@@ -3,9 +3,10 @@ PyTorch HUD's rule and searched for change points.
 
 Like for like: the same model, GPU, engine family and load fingerprint (a run of another size or seed is
 another series). The HUD rule: the trailing >= 2 points all violate the tolerance against a baseline window
-(the median of up to ``window`` earlier points) -> ``regression``; a run of >= 3 violations elsewhere ->
-``suspicious``; fewer than 2 baseline points -> ``insufficient data``. Change points: ruptures' PELT on the
-series, each kept only when a Welch t-test between the segments around it gives p < ``max_p``.
+(the median of up to ``window`` earlier points) -> ``regression``; some but not all -> ``inconclusive``
+(the trailing set straddles the tolerance: the next night decides, and until then it is no "ok"); a run of >= 3
+violations elsewhere -> ``suspicious``; fewer than 2 baseline points -> ``insufficient data``. Change points:
+ruptures' PELT on the series, each kept only when a Welch t-test between the segments around it gives p < ``max_p``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ __all__ = [
     "judge",
 ]
 
-Status = Literal["regression", "suspicious", "ok", "insufficient data", "no data"]
+Status = Literal["regression", "inconclusive", "suspicious", "ok", "insufficient data", "no data"]
 SERIES_METRICS = ("mean_ttft_ms", "p99_ttft_ms", "request_throughput", "input_throughput", "token_hit_rate")
 HIGHER_IS_WORSE = frozenset({"mean_ttft_ms", "p99_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_itl_ms",
                              "mean_e2e_latency_ms"})
@@ -93,10 +94,15 @@ def hud_rule(values: Sequence[float], *, tolerance: float, higher_is_worse: bool
         return "insufficient data", f"{len(values)} point(s): a baseline needs >= 2 points before the last {trailing}"
     head, tail = values[:-trailing], values[-trailing:]
     base = statistics.median(head[-window:])
-    if all(_violates(v, base, tolerance, higher_is_worse) for v in tail):
-        worst = max(tail, key=lambda v: abs(v - base))
-        return "regression", (f"the last {trailing} points violate ±{tolerance:.0%} against the baseline median "
-                              f"{base:.4g} (worst {worst:.4g}, {(worst - base) / abs(base):+.1%})")
+    violating = [v for v in tail if _violates(v, base, tolerance, higher_is_worse)]
+    if violating:
+        worst = max(violating, key=lambda v: abs(v - base))
+        worst_text = f"worst {worst:.4g}, {(worst - base) / abs(base):+.1%}"
+        if len(violating) == len(tail):
+            return "regression", (f"the last {trailing} points violate ±{tolerance:.0%} against the baseline median "
+                                  f"{base:.4g} ({worst_text})")
+        return "inconclusive", (f"{len(violating)} of the last {trailing} points violate ±{tolerance:.0%} against the "
+                                f"baseline median {base:.4g} ({worst_text}): not yet a regression, not ok")
     run = longest = 0
     for i, v in enumerate(values[:-trailing]):
         ref = statistics.median(values[max(0, i - window):i]) if i >= 2 else None

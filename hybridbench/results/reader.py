@@ -135,8 +135,18 @@ def _check(f: _Fields) -> CheckResult:
     observed = f.obj.get("observed")
     if observed is not None and (not isinstance(observed, (int, float)) or isinstance(observed, bool)):
         raise ConfigError(f"{where}: observed must be a number or null")
+    numbers: dict[str, float | None] = {}
+    for key in ("estimate", "low", "high", "limit", "mde"):  # an interval judgement's (absent in older bundles)
+        v = f.obj.get(key)
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)):
+            raise ConfigError(f"{where}: {key} must be a number or null")
+        numbers[key] = None if v is None else float(v)
+    needed = f.obj.get("repeats_needed")
+    if needed is not None and (not isinstance(needed, int) or isinstance(needed, bool)):
+        raise ConfigError(f"{where}: repeats_needed must be an integer or null")
     return CheckResult(f.text("check"), f.text("workload"), f.text("arm"), status,  # type: ignore[arg-type]
-                       None if observed is None else float(observed), f.text("expected", ""), f.text("detail", ""))
+                       None if observed is None else float(observed), f.text("expected", ""), f.text("detail", ""),
+                       **numbers, repeats_needed=needed)
 
 
 def _provenance(f: _Fields) -> Provenance:

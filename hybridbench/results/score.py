@@ -31,6 +31,7 @@ class ScoreSettings:
     checks: ChecksCfg
     seed: int
     kl_threshold: float
+    timing: str = "wall"  # EngineCfg.timing: the clock the timing checks judge (wall | modelled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,7 @@ def score_trials(
         settings.checks.enabled,
         CheckInput(settings.checks, arms, baseline_arm, workloads, dict(pooled), dict(trial_summaries), dict(snaps),
                    settings.seed, dict(kl), settings.kl_threshold, trials=dict(by_pair), cache_off=cache_off,
-                   samples={name: list(s) for name, s in (probe_samples or {}).items()}),
+                   samples={name: list(s) for name, s in (probe_samples or {}).items()}, timing=settings.timing),
     )
     accuracy = accuracy_rows((probe_samples or {}).get("accuracy", ()), arms)
     return Scored(trials_out, aggregates, checks, accuracy)

@@ -10,6 +10,7 @@ own tree.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -77,10 +78,23 @@ NOT_ON_REFERENCE = {
 
 
 def arm_spec(text: str) -> ArmSpec:
-    """``branching+seglen+l2`` -> one ArmSpec; ValueError names an unknown part or a bad composition."""
-    parts = [p.strip() for p in text.split("+") if p.strip()]
+    """``branching+seglen+l2`` -> one ArmSpec; ValueError names an unknown part or a bad composition.
+
+    ``NAME@label`` is the arm NAME under another name (``branching@copy``): the same configuration run twice as
+    two arms, on two servers (+experiment=noise's A/A run); the label is kept in the name and means nothing else.
+    """
+    labels = []
+    parts = []
+    for raw in text.split("+"):
+        part, at, label = raw.partition("@")
+        if at:
+            labels.append(label.strip())
+        if part.strip():
+            parts.append(part.strip())
     if not parts:
         raise ValueError("empty arm name")
+    if len(labels) > 1 or (labels and not re.fullmatch(r"[A-Za-z0-9_-]+", labels[0])):
+        raise ValueError(f"arm {text!r}: one label after '@' (letters, digits, _ and -), e.g. branching@copy")
     spec: ArmSpec | None = None
     for part in parts:
         if part not in ARMS:
@@ -97,7 +111,7 @@ def arm_spec(text: str) -> ArmSpec:
         policy = base.policy if base.policy != "lru" else spec.policy
         spec = replace(spec, strategy=strategy, policy=policy, host_tier=spec.host_tier or base.host_tier)
     assert spec is not None
-    return replace(spec, name="+".join(parts))
+    return replace(spec, name="+".join(parts) + (f"@{labels[0]}" if labels else ""))
 
 
 def parse_arm(text: str) -> ArmSpec:

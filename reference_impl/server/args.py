@@ -39,6 +39,8 @@ class ServerConfig:
     stream_stall_s: float
     decode_log_interval: int
     served_model_name: str
+    prefill_slowdown: float  # the planted regression: every prefill takes 1 + this times as long (modelled.py)
+    lockstep_s: float  # wait this long at most for a closed loop's next requests before a forward (engine_loop.py)
     api_version: str  # whose HTTP answers to give where SGLang 0.5.16 and 0.5.23 differ (errors.py)
     args: dict[str, object]  # every flag as parsed, under SGLang's ServerArgs field names (/server_info)
 
@@ -97,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--stream-stall-timeout", type=float, default=30.0,
       help="seconds a stream may wait for a client that stopped reading before it is dropped (and counted)")
     a("--inject-bug", action="append", default=[], choices=FAULTS, help="reproduce a historical bug (repeatable)")
+    a("--prefill-slowdown", type=float, default=0.0,
+      help="not SGLang's: plant a regression, every prefill forward takes 1 + this times as long (wall and "
+           "modelled time; 0.25 = +25%%)")
+    a("--modelled-lockstep-ms", type=float, default=0.0,
+      help="not SGLang's: for a closed-loop client judged on the modelled clock, wait up to this long before a "
+           "forward for a new request in place of each one that finished (0: off)")
     a("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     a("--sglang-api-version", default=DEFAULT_API_VERSION, choices=API_VERSIONS,
       help="answer bad requests as this SGLang version does where versions differ (the cache is 0.5.23's)")
@@ -122,7 +130,8 @@ def _arm(ns: argparse.Namespace) -> ArmSpec:
         name = {"no_buffer": "lru"}.get(ns.mamba_radix_cache_strategy or "auto", "branching")
         spec = parse_arm(name + ("+l2" if ns.enable_hierarchical_cache else ""))
     if ns.enable_hierarchical_cache and not spec.host_tier and spec.strategy != "disabled":
-        spec = parse_arm(spec.name + "+l2")
+        base, at, label = spec.name.partition("@")
+        spec = parse_arm(f"{base}+l2{at}{label}")
     return spec
 
 
@@ -149,7 +158,8 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {getattr(ns, name)}")
     if ns.port > 65535:
         raise UsageError(f"--port must be at most 65535, got {ns.port}")
-    for name in ("seglen_eff_weight", "hicache_ratio", "mem_fraction_static", "stream_stall_timeout"):
+    for name in ("seglen_eff_weight", "hicache_ratio", "mem_fraction_static", "stream_stall_timeout",
+                 "prefill_slowdown", "modelled_lockstep_ms"):
         value = getattr(ns, name)
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise UsageError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
@@ -195,5 +205,7 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
         enable_metrics=ns.enable_metrics, context_length=min(context, ns.max_total_tokens),
         max_request_bytes=ns.max_request_bytes, stream_stall_s=ns.stream_stall_timeout,
         decode_log_interval=ns.decode_log_interval,
-        served_model_name=ns.served_model_name, api_version=ns.sglang_api_version, args=dict(vars(ns)),
+        served_model_name=ns.served_model_name, prefill_slowdown=ns.prefill_slowdown,
+        lockstep_s=ns.modelled_lockstep_ms / 1e3,
+        api_version=ns.sglang_api_version, args=dict(vars(ns)),
     )

@@ -12,7 +12,7 @@ from typing import Any
 from reference_impl.server.engine_loop import Submission, Update
 from reference_impl.server.openai_logprobs import chat_logprobs, choice_logprobs
 from reference_impl.server.requests import GenerateParams
-from reference_impl.server.timing import finish_meta, scheduler_meta
+from reference_impl.server.timing import finish_meta, modelled_meta, scheduler_meta
 from reference_impl.server.tokenizer import decode
 
 __all__ = ["OpenAiChunks", "generate_body"]
@@ -41,6 +41,7 @@ def _meta(sub: Submission, params: GenerateParams, u: Update, metrics: bool) -> 
     meta["dp_rank"] = None  # dp_ranks is always sent, None per request without DP (0.5.16:2024, 0.5.23:2616)
     if u.finished:
         meta.update(finish_meta(times, len(u.output_ids), metrics=metrics))
+        meta.update(modelled_meta(times))
     # The first byte sent: stamped before a stream's first chunk or the last answer (0.5.16:1537-1575,
     # 0.5.23:2023-2060); a stream's last chunk repeats its first chunk's stamp (finish_meta above).
     if (u.finished or params.stream) and times.mark_sent():

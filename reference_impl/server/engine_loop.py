@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from reference_impl.engine.core import Batch, EngineRequest
-from reference_impl.model.executor import Executor, RequestCtx
+from reference_impl.model.executor import Executor, RequestCtx, gpu_slot_copy_ratio
 from reference_impl.model.model import HybridModel
 from reference_impl.server.args import ServerConfig
 from reference_impl.server.faults import FaultyEngineCore, MambaAllocationError
 from reference_impl.server.metrics import Metrics, pool_usage
+from reference_impl.server.modelled import ModelledClock
 from reference_impl.server.timing import RequestTimes
 
 __all__ = ["EngineLoop", "Submission", "Update"]
@@ -66,6 +67,10 @@ class EngineLoop:
         self._cv = threading.Condition()
         self._inbox: deque[tuple[str, Any]] = deque()
         self.subs: dict[int, Submission] = {}
+        # The modelled clock (modelled.py) survives a cache flush: it is the server's, not the cache's.
+        self.clock = ModelledClock(prefill_slowdown=config.prefill_slowdown)
+        self._owed = 0  # requests finished whose closed-loop successors have not arrived (_await_arrivals)
+        self._draining = False  # a whole wait passed with no arrival: the loop ran out of requests to send
         self._build()
         self._decode_steps = 0
         self.forwards = 0
@@ -134,8 +139,13 @@ class EngineLoop:
         with self._cv:
             while not self._inbox and self.core.idle:
                 self._cv.wait()
+            if self.config.lockstep_s:
+                self._await_arrivals()
             commands = list(self._inbox)
             self._inbox.clear()
+        arrived = sum(1 for kind, _ in commands if kind == "submit")
+        self._owed = max(0, self._owed - arrived)
+        self._draining = self._draining and not arrived
         for kind, payload in commands:
             if kind == "submit":
                 self._add(payload)
@@ -153,6 +163,7 @@ class EngineLoop:
         prev_chunked = self.core.chunked
         retractions = self.core.counters.retractions
         t0 = time.perf_counter()  # SGLang stamps forward entry when it schedules the batch, before the forward
+        copies = self.executor.extra_copies
         report = self.executor.step()
         if report is None:
             if self.core.waiting and not self.core.running and self.core.chunked is None:
@@ -160,6 +171,10 @@ class EngineLoop:
                 self.core.abort(head, "request cannot be admitted with the configured pools")
                 self._finish_aborted(head.rid, head.error)
             return
+        if report.batch.kind == "prefill" and self.config.prefill_slowdown:
+            # The planted regression (--prefill-slowdown): this prefill takes 1 + F times its own time.
+            time.sleep(self.config.prefill_slowdown * (time.perf_counter() - t0))
+        self.clock.advance(self.clock.forward_s(report.batch, self.executor.extra_copies - copies, self._copy_s()))
         now = time.perf_counter()
         self.forwards += 1  # read by /health_generate from the HTTP thread: progress, as SGLang judges health
         self.metrics.snapshot(self.core)
@@ -176,6 +191,46 @@ class EngineLoop:
             self._deliver_tokens(rid, now)
         for req in report.finished:
             self._finish(req.rid, now)
+        self._owed += len(report.finished)
+
+    def _copy_s(self) -> float:
+        """The modelled time of one copy_every_chunk copy, priced as the executor prices its wall time: the whole
+        state buffer at the GPU's copy-to-forward ratio of one chunk's forward."""
+        if "copy_every_chunk" not in self.config.faults:
+            return 0.0
+        chunk = self.core.tree.chunk_size
+        return self.executor.pool.size * gpu_slot_copy_ratio() * self.clock.chunk_forward_s(chunk, 0)
+
+    def _await_arrivals(self) -> None:
+        """``--modelled-lockstep-ms`` (a closed-loop load judged on the modelled clock; the caller holds the lock):
+        before the next forward, wait — at most that long on the wall clock — for a request in place of each one
+        that finished, and for a burst of first requests to settle. A closed-loop client sends the next request the
+        moment one finishes (no think time), so on the modelled clock it arrives then; without this wait it joined
+        whichever forward the wall clock's race left it, and batch composition (so modelled TTFT) varied from
+        repeat to repeat. The modelled clock stands still meanwhile. A wait in which nothing at all arrives means the
+        client has no more to send (a trial's end): no further waits until a request arrives again."""
+        deadline = time.perf_counter() + self.config.lockstep_s
+        settle = self.config.lockstep_s / 10
+
+        def submits() -> int:
+            return sum(1 for kind, _ in self._inbox if kind == "submit")
+
+        if self.core.idle and (not self._owed or self._draining):  # a burst begins: wait until it stops growing
+            seen = submits()
+            while (left := deadline - time.perf_counter()) > 0:
+                self._cv.wait(timeout=min(settle, left))
+                if submits() == seen:
+                    return
+                seen = submits()
+            return
+        if self._draining:  # the client has no more to send (a trial's end): nothing to wait for
+            return
+        before = submits()
+        while submits() < self._owed and (left := deadline - time.perf_counter()) > 0:
+            self._cv.wait(timeout=left)
+        if submits() < self._owed:  # the rest are not coming (a session that ended): owe no more than arrived
+            self._draining = submits() == before  # not one came in the whole wait: the loop is draining
+            self._owed = submits()
 
     def _requeued(self, now: float) -> None:
         """Requests this decode step retracted back to the waiting queue: their queue time runs again."""
@@ -190,6 +245,7 @@ class EngineLoop:
         sub.request = req
         self.subs[sub.rid] = sub
         sub.times.enter_queue(time.perf_counter())
+        sub.times.modelled_received = self.clock.now
         if req.status == "aborted":
             self._finish_aborted(sub.rid, req.error)
             return
@@ -226,6 +282,7 @@ class EngineLoop:
         with m.lock:
             if sub.first_token is None:
                 sub.first_token = sub.times.prefill_finished = now
+                sub.times.modelled_first_token = self.clock.now
                 m.ttft.observe(now - sub.times.received)  # from HTTP receipt, as SGLang's created_time
                 m.prompt_tokens += len(sub.input_ids)
                 m.cached_tokens += req.cached_tokens or 0
@@ -243,6 +300,7 @@ class EngineLoop:
         if sub is None or sub.request is None:
             return
         req = sub.request
+        sub.times.modelled_finished = self.clock.now
         with self.metrics.lock:
             self.metrics.e2e.observe(now - sub.times.received)
         out = self._visible_output(sub)

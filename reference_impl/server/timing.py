@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FORCE_STREAM_INTERVAL", "RequestTimes", "finish_meta", "scheduler_meta"]
+__all__ = ["FORCE_STREAM_INTERVAL", "RequestTimes", "finish_meta", "modelled_meta", "scheduler_meta"]
 
 # SGLang's scheduler sends a non-streamed request's output only when it finishes or every 50 tokens
 # (SGLANG_FORCE_STREAM_INTERVAL; scheduler_components/output_streamer.py 0.5.16:358-360, 0.5.23:474-477): the API
@@ -43,6 +43,10 @@ class RequestTimes:
     first_token: float = 0.0  # first_token_time
     finished: float = 0.0
     response_sent: float = 0.0
+    # the modelled clock's (modelled.py; seconds on the server's modelled clock, None: not yet)
+    modelled_received: float | None = None
+    modelled_first_token: float | None = None
+    modelled_finished: float | None = None
 
     @classmethod
     def at_receipt(cls, version: str, *, stream: bool) -> RequestTimes:
@@ -131,3 +135,11 @@ def finish_meta(t: RequestTimes, completion_tokens: int, *, metrics: bool) -> di
     if t.first_token and completion_tokens > 1 and decode > 0.0:
         meta["decode_throughput"] = (completion_tokens - 1) / decode  # get_decode_throughput, 0.5.23:492-502
     return meta
+
+
+def modelled_meta(t: RequestTimes) -> dict[str, Any]:
+    """Not SGLang's: the request's moments on the modelled clock (modelled.py), on its last answer, each key named
+    ``modelled_*`` so no reader takes them for measured times."""
+    stamps = {"modelled_received_s": t.modelled_received, "modelled_first_token_s": t.modelled_first_token,
+              "modelled_finished_s": t.modelled_finished}
+    return {k: v for k, v in stamps.items() if v is not None}

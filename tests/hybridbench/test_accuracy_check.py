@@ -73,7 +73,11 @@ def test_paired_mode_fails_lopsided_flips_and_lists_them():
     samples = (_pass("disabled", "cold", base, mode="paired") + _pass("lru", "cold", noisy, mode="paired")
                + _pass("branching", "cold", broken, mode="paired"))
     out = _check(samples)
-    assert out[("lru", "accuracy/cold")].status == "pass"  # different texts are not a failure on GPUs
+    # different texts are not a failure on GPUs; but 60 questions cannot bound a drop to the 1% tolerance (2 lost:
+    # an interval up to ~+8.6%), so it is no pass either; at a 10% tolerance they can
+    assert out[("lru", "accuracy/cold")].status == "inconclusive"
+    lru = _check(samples, accuracy_tolerance=0.1)[("lru", "accuracy/cold")]
+    assert lru.status == "pass" and lru.high is not None and lru.high <= 0.1
     bad = out[("branching", "accuracy/cold")]
     assert bad.status == "fail" and "10 lost (gsm8k/0, gsm8k/1" in bad.detail and "p=0.000977" in bad.detail
     lenient = _check(samples, accuracy_tolerance=0.5)
@@ -95,7 +99,8 @@ def test_paired_mode_fails_a_pass_that_lost_questions():
     out = _check(samples)
     cut = out[("lru", "accuracy/cold")]
     assert cut.status == "fail" and "57 question(s) answered by one arm only (gsm8k/10, gsm8k/11" in cut.detail
-    assert out[("branching", "accuracy/cold")].status == "pass"
+    # every answer equal, but 60 questions cannot bound a drop to 1%: undecided, never a pass
+    assert out[("branching", "accuracy/cold")].status == "inconclusive"
 
 
 def test_equal_answers_with_hits_unmeasured_in_every_pass_are_inconclusive():

@@ -105,16 +105,39 @@ def test_a_candidate_reporting_hits_longer_than_its_prompts_fails_the_hit_rate(t
     assert "60 candidate request(s) report an impossible hit" in str(v[("seglen", "token_hit_rate")]["detail"])
 
 
-def test_one_repeat_a_side_gives_advisory_ttft_and_no_throughput_verdict(tmp_path: Path) -> None:
+def test_one_repeat_a_side_is_inconclusive_never_skipped_into_a_pass(tmp_path: Path) -> None:
     """Two runs of one repeat share no drift estimate: +27% on every request is shown (a request-paired
-    interval, tight around it though each side alone spans 100..130 ms) but gates nothing."""
+    interval, tight around it though each side alone spans 100..130 ms) but decides nothing — and a candidate
+    with every TTFT tripled, which compared as `pass` (exit 0) when these rows were skipped, is inconclusive."""
     a = write_run(tmp_path / "a", repeats=1)
     b = write_run(tmp_path / "b", repeats=1, duration_s=20.0, ttft_ms=130.0)
-    assert main([str(a), str(b)]) == 0
+    assert main([str(a), str(b)]) == 1
     v = verdicts(b)
-    assert v[("seglen", "throughput")]["status"] == "skip" and v[("seglen", "ttft")]["status"] == "skip"
-    assert str(v[("seglen", "ttft")]["detail"]).startswith("advisory +27.")
+    assert v[("seglen", "throughput")]["status"] == "inconclusive" and v[("seglen", "ttft")]["status"] == "inconclusive"
+    assert "advisory +27." in str(v[("seglen", "ttft")]["detail"])
     assert v[("seglen", "ttft")]["candidate"] == pytest.approx(139.5)
+    assert v[("seglen", "ttft")]["limit"] == pytest.approx(0.10)
+    c = write_run(tmp_path / "c", repeats=1, ttft_ms=300.0)
+    assert main([str(a), str(c)]) == 1
+    assert json.loads((c / "compare" / "compare.json").read_text())["verdict"] == "inconclusive"
+    assert "**INCONCLUSIVE**" in (c / "compare" / "compare.md").read_text()
+
+
+def test_a_straddling_interval_is_inconclusive_with_its_mde_and_repeats(tmp_path: Path) -> None:
+    """Two repeats a side whose spread reaches past +10% and below it: not a pass (the old rule), not a fail."""
+    a = write_run(tmp_path / "a", repeats=2)
+    b = write_run(tmp_path / "b", repeats=2, ttft_ms=109.0)
+    # widen the candidate's spread: its second repeat much slower than its first
+    lines = [json.loads(x) for x in (b / "records.jsonl").read_text().splitlines()]
+    for r in lines:
+        if r["repeat"] == 1 and r["first_token_s"] is not None:
+            r["first_token_s"] += 0.03
+    (b / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert main([str(a), str(b)]) == 1
+    row = verdicts(b)[("seglen", "ttft")]
+    assert row["status"] == "inconclusive"
+    assert row["low"] < 0.10 < row["high"]  # type: ignore[operator]
+    assert row["mde"] is not None and row["repeats_needed"] is not None and row["repeats_needed"] > 2  # type: ignore[operator]
 
 
 def test_a_candidate_losing_more_than_the_baseline_fails_even_when_both_lose(tmp_path: Path) -> None:

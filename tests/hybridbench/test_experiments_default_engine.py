@@ -33,9 +33,10 @@ def test_smoke_passes_on_the_reference_server(tmp_path: Path) -> None:
 
 
 def test_radix_cache_on_hits_the_shared_prefix_and_cuts_ttft(tmp_path: Path) -> None:
-    """SGLang PR #11214's radix run (gsp, 2560-token system prompt at 1/4), one repeat of one group: the cache-off arm
-    hits nothing, LRU hits most prompt tokens and its TTFT is not worse (here about -75%)."""
-    code, bundle, report = run(tmp_path, "+experiment=radix", "repeats=1", "+workloads.gsp.params.num_groups=4")
+    """SGLang PR #11214's radix run (gsp, 2560-token system prompt at 1/4), two repeats of one group: the cache-off
+    arm hits nothing, LRU hits most prompt tokens and its TTFT is not worse (here about -75%). One trial a side
+    decides no timing verdict (inconclusive); the modelled clock's spread lets two decide this one."""
+    code, bundle, report = run(tmp_path, "+experiment=radix", "repeats=2", "+workloads.gsp.params.num_groups=4")
     assert code == 0 and bundle["verdict"] == "pass", report
     got = statuses(bundle)
     assert got[("ttft", "gsp", "lru")] == got[("cache_hits", "gsp", "lru")] == got[("survival", "gsp", "lru")] == "pass"

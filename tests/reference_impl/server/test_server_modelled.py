@@ -1,0 +1,52 @@
+"""The reference server's modelled clock (reference_impl/server/modelled.py) and its planted prefill slowdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from server_harness import running_server
+
+from reference_impl.engine.core import Batch, BatchItem
+from reference_impl.server.args import UsageError, parse_config
+from reference_impl.server.modelled import CPU_COSTS, ModelledClock
+
+PROMPT = list(range(3, 203))
+
+
+def _items(*spans: tuple[int, int, int]) -> tuple[BatchItem, ...]:
+    return tuple(BatchItem(None, start, end, prefix) for start, end, prefix in spans)  # type: ignore[arg-type]
+
+
+def test_a_prefill_costs_its_new_tokens_and_their_context_and_the_slowdown_scales_only_prefills() -> None:
+    clock, slow = ModelledClock(), ModelledClock(prefill_slowdown=0.25)
+    cold = Batch("prefill", _items((0, 200, 0)))
+    hit = Batch("prefill", _items((150, 200, 150)))  # 150 tokens from the cache: only 50 computed
+    assert clock.forward_s(hit) < clock.forward_s(cold) / 3
+    assert slow.forward_s(cold) == pytest.approx(1.25 * clock.forward_s(cold))
+    decode = Batch("decode", _items((200, 201, 200), (90, 91, 90)))
+    assert slow.forward_s(decode) == clock.forward_s(decode) > CPU_COSTS.decode_fixed_s
+    assert clock.advance(0.5) == clock.advance(0.0) == 0.5
+
+
+def test_the_flag_is_validated() -> None:
+    assert parse_config(["--prefill-slowdown", "0.25"]).prefill_slowdown == 0.25
+    assert parse_config([]).prefill_slowdown == 0.0
+    with pytest.raises(UsageError, match="--prefill-slowdown must be a finite number >= 0"):
+        parse_config(["--prefill-slowdown", "-1"])
+
+
+def _modelled_ttft(*args: str) -> tuple[float, dict[str, Any]]:
+    with running_server("--log-level", "warning", *args) as s:
+        meta = s.generate({"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 3, "temperature": 0,
+                                                                     "ignore_eos": True}})["meta_info"]
+    return meta["modelled_first_token_s"] - meta["modelled_received_s"], meta
+
+
+def test_each_answer_carries_its_modelled_moments_and_the_planted_slowdown_adds_25_percent() -> None:
+    """A lone request's modelled TTFT is its one prefill forward: exactly 1.25 times as long with the switch on,
+    whatever the machine's load did to the wall clock."""
+    plain, meta = _modelled_ttft()
+    assert 0 <= meta["modelled_received_s"] < meta["modelled_first_token_s"] < meta["modelled_finished_s"]
+    slowed, _ = _modelled_ttft("--prefill-slowdown", "0.25")
+    assert slowed == pytest.approx(1.25 * plain, rel=1e-9)
