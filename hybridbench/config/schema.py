@@ -181,6 +181,13 @@ class PublishedCfg:
     hardware: str = ""
     model: str = ""  # a reference_impl.models name, as model.name
     scale: int = 1  # the published run's workload scale (1: full size)
+    # The published run's setup, where the source states it ("" / 0: unstated, not compared): engine.gpu, engine.tp,
+    # model.quantization ("none": the checkpoint's dtype), and its arrivals: "closed:N" (at most N in flight),
+    # "poisson:R" (requests per second) or "trace".
+    gpu: str = ""
+    tp: int = 0
+    quantization: str = ""
+    arrival: str = ""
     tolerance: float = 0.25  # absolute values: reproduced within this fraction of max(|value|, 1)
 
 

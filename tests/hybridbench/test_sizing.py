@@ -158,3 +158,22 @@ def test_a_workload_names_only_known_checks_as_its_judges() -> None:
     with pytest.raises(ConfigError, match=r"workloads.sharegpt.judged_by: unknown check\(s\) evictons"):
         validate_judged_by(cfg.workloads)
     validate_judged_by(composed("+experiment=seglen", "engine=sim").workloads)
+
+
+def test_a_check_a_workload_does_not_declare_is_a_skip_that_says_why_but_survival_always_judges() -> None:
+    from hybridbench.checks.base import CheckResult
+    from hybridbench.results.score import judged_by_of, only_where_judged
+
+    cfg = composed("+experiment=seglen", "engine=sim")
+    judged = judged_by_of(cfg.workloads)
+    assert judged == {"sharegpt": frozenset({"ttft", "throughput"})}
+    rows = [CheckResult(check, w, "seglen", "inconclusive" if check == "evictions" else "fail", 1.0, "x", "d")
+            for check in ("evictions", "cache_hits", "ttft", "survival") for w in ("sharegpt", "swebench")]
+    out = {(r.check, r.workload): r for r in only_where_judged(rows, judged)}
+    for check in ("evictions", "cache_hits"):
+        skipped = out[check, "sharegpt"]
+        assert skipped.status == "skip" and "workloads.sharegpt.judged_by" in skipped.detail
+        assert out[check, "swebench"].status != "skip"  # a load that declares nothing is judged by every check
+    assert out["ttft", "sharegpt"].status == "fail" and out["survival", "sharegpt"].status == "fail"
+    # Saved plans (plan.json's config) give the same mapping: a re-scoring judges as the run did.
+    assert judged_by_of(OmegaConf.to_container(OmegaConf.structured(cfg).workloads)) == judged  # type: ignore[arg-type]
