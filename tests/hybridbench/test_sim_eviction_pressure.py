@@ -76,7 +76,7 @@ def test_sim_configuration_evicts_in_every_compared_arm(experiment: str, tmp_pat
         [sys.executable, "-m", "hybridbench", f"+experiment={experiment}", "engine=sim", "repeats=1",
          f"arms=[{','.join(arms)}]", f"engine.workload_scale={SHRINK}",
          f"engine.mem_fraction_static={shrunk_fraction(cfg):.6f}", f"hydra.run.dir={tmp_path}"],
-        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
+        capture_output=True, text=True, timeout=900, check=False, cwd=ROOT)
     assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
     bundle = json.loads((tmp_path / "bundle.json").read_text())
     checks = {(c["check"], c["workload"], c["arm"]): c["status"] for c in bundle["checks"]}
