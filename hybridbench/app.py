@@ -42,7 +42,7 @@ from hybridbench.results import KL_SAMPLES, read_kl_samples, read_records
 from hybridbench.results.bundle import build_bundle
 from hybridbench.results.index import append_to_index
 from hybridbench.results.run_dir import claim_run_dir, release_run_dir
-from hybridbench.results.score import Scored, ScoreSettings, score_trials
+from hybridbench.results.score import Scored, ScoreSettings, judged_by_of, score_trials
 from workloads.arrival import arrival_schedule
 from workloads.atomic_file import write_json_atomic, write_text_atomic
 from workloads.trace import TraceRow
@@ -89,7 +89,8 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
              for t in plan.trials], by_trial, snapshots,
             list(read_kl_samples(run_dir / KL_SAMPLES)) if with_samples else [], arms=plan.arms,
             baseline_arm=plan.baseline_arm, workloads=tuple(w.name for w in plan.workloads),
-            settings=ScoreSettings(checks, cfg.seed, cfg.engine.kl_threshold, cfg.engine.timing),
+            settings=ScoreSettings(checks, cfg.seed, cfg.engine.kl_threshold, cfg.engine.timing,
+                                   judged_by_of(cfg.workloads)),
             cache_off=frozenset(s.name for s in plan.arm_specs if not s.cache_on),
             probe_samples={p.name: tuple(read_samples(samples_path(run_dir, p.name), p.sample_from_json))
                            for p in probes} if with_samples else {},

@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from hybridbench.checks.registry import validate_checks
+from hybridbench.checks.registry import validate_checks, validate_judged_by
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.strict import reject_unknown_keys
 from hybridbench.doctor.machine import Finding, machine_findings
@@ -59,6 +59,7 @@ def prepare_run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> Prepare
     """Validate and plan; ConfigError (exit 2) names the first key, arm or flag that cannot run. Nothing starts."""
     env_mode()  # a bad HYBRIDBENCH_PROGRESS is refused here, not found out at the first trial
     validate_checks(cfg.checks)
+    validate_judged_by(cfg.workloads)
     data_notes = apply_data(cfg, resolved)  # data.* into the workloads' sources, before the plan records them
     plan = build_plan(cfg, run_dir, resolved)
     engine = make_engine(cfg.engine.name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 
 from hybridbench.checks.accuracy import accuracy
@@ -11,11 +12,11 @@ from hybridbench.checks.builtin import cache_hits, survival, throughput, ttft
 from hybridbench.checks.correctness import kl, prefill_overhead
 from hybridbench.checks.evictions import evictions, host_hits
 from hybridbench.checks.marconi import marconi_trends
-from hybridbench.config.schema import ChecksCfg
+from hybridbench.config.schema import ChecksCfg, WorkloadCfg
 from hybridbench.errors import ConfigError
 from hybridbench.records.kl import KL_VARIANTS
 
-__all__ = ["CHECKS", "run_checks", "validate_checks"]
+__all__ = ["CHECKS", "run_checks", "validate_checks", "validate_judged_by"]
 
 CHECKS: dict[str, Check] = {
     "survival": survival,
@@ -46,6 +47,18 @@ def validate_checks(cfg: ChecksCfg) -> None:
         )
     if "kl" in cfg.enabled and (cfg.kl_samples < 1 or cfg.kl_max_new_tokens < 1):
         raise ConfigError("checks.kl_samples and checks.kl_max_new_tokens must be >= 1 when the kl check is enabled")
+
+
+def validate_judged_by(workloads: Mapping[str, WorkloadCfg]) -> None:
+    """Each workload's ``judged_by`` names known checks, once each."""
+    for name, w in workloads.items():
+        unknown = [n for n in w.judged_by if n not in CHECKS]
+        if unknown:
+            raise ConfigError(f"workloads.{name}.judged_by: unknown check(s) {', '.join(unknown)}; "
+                              f"choose from {', '.join(CHECKS)}")
+        twice = sorted({n for n in w.judged_by if w.judged_by.count(n) > 1})
+        if twice:
+            raise ConfigError(f"workloads.{name}.judged_by: {', '.join(twice)} listed more than once")
 
 
 def _no_nan_pass(result: CheckResult) -> CheckResult:

@@ -23,6 +23,7 @@ __all__ = [
     "PublishedCfg",
     "RunCfg",
     "SeglenArmCfg",
+    "SizingCfg",
     "WorkloadCfg",
 ]
 
@@ -140,6 +141,10 @@ class WorkloadCfg:
     # A sentence the report sets under this workload's heading: what a reader must know to read its rows (e.g.
     # why its policy comparison cannot evict on this engine).
     note: str = ""
+    # What this load tests: the checks that judge it ([] = every enabled check). A check left out gives a skip
+    # row saying why, never a verdict: the seglen PR's ShareGPT first turns are its TTFT and throughput regression
+    # load; they evict nothing on GPU pools, so an eviction verdict there could only ever be inconclusive.
+    judged_by: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -200,6 +205,13 @@ class PublishedCfg:
     hardware: str = ""
     model: str = ""  # a reference_impl.models name, as model.name
     scale: int = 1  # the published run's workload scale (1: full size)
+    # The published run's setup, where the source states it ("" / 0: unstated, not compared): engine.gpu, engine.tp,
+    # model.quantization ("none": the checkpoint's dtype), and its arrivals: "closed:N" (at most N in flight),
+    # "poisson:R" (requests per second) or "trace".
+    gpu: str = ""
+    tp: int = 0
+    quantization: str = ""
+    arrival: str = ""
     tolerance: float = 0.25  # absolute values: reproduced within this fraction of max(|value|, 1)
 
 
@@ -217,6 +229,20 @@ class DataCfg:
     # weights, the hash-word tokenizer elsewhere.
     tokenizer: str = ""
     require_real: bool = False  # refuse a GPU run that would use synthetic text in place of a real data set
+
+
+@dataclass
+class SizingCfg:
+    """Which of an experiment's two configurations was composed, and what its GPU one promises.
+
+    The engine picks the family (conf/engine/*.yaml: ``/sizing: cpu`` on the reference engine, ``gpu`` elsewhere);
+    the experiment's ``conf/sizing/<experiment>/<family>.yaml`` then sets its pools, tracking interval, loads and
+    arrivals (docs/guides/gpu-sizing.md). ``sizing=gpu`` / ``sizing=cpu`` on the command line picks the other."""
+
+    family: str = ""  # cpu | gpu ("" = no engine picked one)
+    # The wall time the GPU configuration is planned to fit, in minutes (0 = none stated): the simulator's
+    # forecast of every trial must stay under it (tests/hybridbench/test_sizing_budgets.py).
+    budget_min: float = 0.0
 
 
 @dataclass
@@ -239,9 +265,5 @@ class RunCfg:
     checks: ChecksCfg = field(default_factory=ChecksCfg)
     published: list[PublishedCfg] = field(default_factory=list)
     data: DataCfg = field(default_factory=DataCfg)
-    # Values an experiment sets per engine, keyed by engine name and read where they apply through
-    # ``${oc.select:by_engine.${engine.name}.KEY,DEFAULT}`` (the experiment's pools: small ones on the reference
-    # engine, from GPU memory on the simulator). An interpolation, not a merge, so a command-line override of
-    # the key it fills still wins.
-    by_engine: dict[str, Any] = field(default_factory=dict)
     noise: NoiseCfg = field(default_factory=NoiseCfg)
+    sizing: SizingCfg = field(default_factory=SizingCfg)

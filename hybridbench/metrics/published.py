@@ -3,9 +3,10 @@ same metric of this run, from the bundle's aggregates alone.
 
 A relative result (``baseline_arm`` set) is ``reproduced`` when this run moves the metric the same way by
 at least half the published change, ``not reproduced`` otherwise; an absolute one when this run's value is
-within ``tolerance`` x max(|published|, 1). A run on another engine, model or workload scale than the source
-is ``not comparable`` — its direction and change are still shown, never scored. None of this gates the exit
-code: the checks do.
+within ``tolerance`` x max(|published|, 1). A run on another engine, model or workload scale than the source,
+or on another GPU type, TP, quantization or arrival process and rate than the source states, is ``not
+comparable``, with the reason: its direction and change are still shown, never scored. None of this gates the
+exit code: the checks do.
 """
 
 from __future__ import annotations
@@ -32,6 +33,45 @@ def _direction(published: float, observed: float) -> str:
     return "same" if (published > 0) == (observed > 0) else "opposite"
 
 
+def _arrival(config: Mapping[str, Any], workload: Mapping[str, Any]) -> str:
+    """This run's arrivals for one workload, in PublishedCfg.arrival's form."""
+    load = config.get("load", {}) or {}
+    kind = str(load.get("kind", ""))
+    if kind == "closed":
+        return f"closed:{int(load.get('max_concurrency', 0) or 0)}"
+    if kind == "poisson":
+        return f"poisson:{float(workload.get('request_rate') or load.get('request_rate') or 0):g}"
+    return kind
+
+
+def _same_arrival(ours: str, theirs: str) -> bool:
+    a, _, x = ours.partition(":")
+    b, _, y = theirs.partition(":")
+    try:
+        return a == b and (x == y or float(x) == float(y))
+    except ValueError:
+        return False
+
+
+def _setup_differs(config: Mapping[str, Any], workload: Mapping[str, Any], p: Mapping[str, Any]) -> list[str]:
+    """What of the published run's stated setup this run does not share: GPU type, TP, quantization, arrivals."""
+    engine, model = config.get("engine", {}) or {}, config.get("model", {}) or {}
+    out = []
+    if p.get("gpu") and str(engine.get("gpu", "")).lower() != str(p["gpu"]).lower():
+        out.append(f"GPU {engine.get('gpu', '?')} vs {p['gpu']}")
+    if p.get("tp") and int(engine.get("tp", 0) or 0) != int(p["tp"]):
+        out.append(f"TP {engine.get('tp', '?')} vs {p['tp']}")
+    if p.get("quantization"):
+        ours = str(model.get("quantization") or "none")
+        if ours != str(p["quantization"]):
+            out.append(f"quantization {ours} vs {p['quantization']}")
+    if p.get("arrival"):
+        ours = _arrival(config, workload)
+        if not _same_arrival(ours, str(p["arrival"])):
+            out.append(f"arrivals {ours} vs {p['arrival']}")
+    return out
+
+
 def compare_published(config: Mapping[str, Any], aggregates: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per published result; ``config`` is the run's resolved config (plan.json's)."""
     engine = str(config.get("engine", {}).get("name", ""))
@@ -50,6 +90,7 @@ def compare_published(config: Mapping[str, Any], aggregates: Mapping[str, Any]) 
         differs = [f"{what} {ours} vs {theirs}" for what, ours, theirs in (
             ("engine", engine, p["engine"]), ("model", model, p["model"]), ("scale", f"1/{scale}", f"1/{p['scale']}"))
             if ours != theirs]
+        differs += _setup_differs(config, workloads.get(w) or {}, p)
         value = float(p["value"])
         mark: Mark
         if observed is None:

@@ -23,7 +23,7 @@ from hybridbench.config.validate import validate_config
 from hybridbench.errors import ConfigError
 from hybridbench.plan.repeats import saved_look_checks
 from hybridbench.results import SavedPlan
-from hybridbench.results.score import ScoreSettings
+from hybridbench.results.score import ScoreSettings, judged_by_of
 
 __all__ = ["RESCORABLE", "effective_settings", "parse_overrides"]
 
@@ -112,7 +112,10 @@ def effective_settings(plan: SavedPlan, overrides: Mapping[str, Any]) -> tuple[S
     if baseline not in plan.arms:
         raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the run's arms {list(plan.arms)}")
     seed = config.get("seed", 0)
-    return ScoreSettings(checks, seed if isinstance(seed, int) else 0, kl, _timing(engine_saved, engine_over)), baseline
+    workloads = config.get("workloads")
+    judged = judged_by_of(workloads) if isinstance(workloads, Mapping) else {}
+    return ScoreSettings(checks, seed if isinstance(seed, int) else 0, kl, _timing(engine_saved, engine_over),
+                         judged), baseline
 
 
 def _timing(saved: object, overrides: Mapping[str, Any]) -> str:

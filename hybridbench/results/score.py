@@ -21,7 +21,10 @@ from hybridbench.records.coverage import TrialOutcome, coverage
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
 
-__all__ = ["ScoreSettings", "Scored", "score_trials"]
+__all__ = ["ALWAYS_JUDGED", "ScoreSettings", "Scored", "judged_by_of", "only_where_judged", "score_trials"]
+
+# Whether the server survived a load is worth knowing on every load, whatever the load was built to test.
+ALWAYS_JUDGED = frozenset({"survival"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,8 @@ class ScoreSettings:
     seed: int
     kl_threshold: float
     timing: str = "wall"  # EngineCfg.timing: the clock the timing checks judge (wall | modelled)
+    # workload -> the checks that judge it (its ``judged_by``); a workload absent here is judged by every check.
+    judged_by: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,4 +100,30 @@ def score_trials(
                    samples={name: list(s) for name, s in (probe_samples or {}).items()}, timing=settings.timing),
     )
     accuracy = accuracy_rows((probe_samples or {}).get("accuracy", ()), arms)
-    return Scored(trials_out, aggregates, checks, accuracy)
+    return Scored(trials_out, aggregates, only_where_judged(checks, settings.judged_by), accuracy)
+
+
+def only_where_judged(rows: Sequence[CheckResult], judged_by: Mapping[str, frozenset[str]]) -> list[CheckResult]:
+    """A verdict on a workload that does not declare the check (``workloads.W.judged_by``) becomes a skip row saying
+    what the load tests instead: the seglen PR's ShareGPT first turns evict nothing on GPU pools, so an eviction
+    verdict there could only be inconclusive and would turn every run red. ``survival`` judges every load."""
+    out = []
+    for r in rows:
+        judges = judged_by.get(r.workload)
+        if judges and r.check not in judges and r.check not in ALWAYS_JUDGED:
+            out.append(CheckResult(r.check, r.workload, r.arm, "skip", None, "-",
+                                   f"not judged: workload {r.workload} tests {', '.join(sorted(judges))} "
+                                   f"(workloads.{r.workload}.judged_by)"))
+        else:
+            out.append(r)
+    return out
+
+
+def judged_by_of(workloads: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+    """``judged_by`` of each workload of a resolved config (plan.json's ``workloads``) that declares one."""
+    out = {}
+    for name, w in workloads.items():
+        judges = w.get("judged_by") if isinstance(w, Mapping) else getattr(w, "judged_by", None)
+        if judges:
+            out[str(name)] = frozenset(map(str, judges))
+    return out

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -42,30 +41,37 @@ TOOLS = ("hybridbench.compare", "hybridbench.results", "hybridbench.dashboard", 
 PNG_URL = "https://raw.githubusercontent.com/owner/repo/0123abcd/pr-12345/1.png"  # what an earlier step output
 
 
-def commands(workflow: Path, **env_set: str) -> list[tuple[str, list[str]]]:
+def commands(workflow: Path, inputs_set: dict[str, str] | None = None, **env_set: str) -> list[tuple[str, list[str]]]:
     """(step name, argv after `python -m`) of every hybridbench invocation, with the workflow's inputs at
     their defaults (a required input gets a sample value) and its env variables as they would expand
-    (``env_set`` replaces some)."""
+    (``inputs_set`` and ``env_set`` replace some). Each command line is expanded by bash after the lines of its
+    step before it (``arms="..."; if ...; fi``), so the shell a runner would run decides the argv."""
     doc: dict[Any, Any] = yaml.safe_load(workflow.read_text())
     on = doc.get("on") or doc.get(True) or {}  # YAML 1.1 reads a bare `on:` key as True
     declared = (on.get("workflow_dispatch") or {}).get("inputs") or {}
-    inputs = {k: str(v.get("default", "12345")) for k, v in declared.items()}
+    inputs = {k: str(v.get("default", "12345")) for k, v in declared.items()} | (inputs_set or {})
     env = {k: str(v) for k, v in (doc.get("env") or {}).items()} | env_set
+    # Left as written, as the tests below expect to find them (a file named so in the working directory).
+    shell_env = {"PATH": os.environ.get("PATH", ""), "GITHUB_STEP_SUMMARY": "$GITHUB_STEP_SUMMARY"}
     out = []
     for job in doc["jobs"].values():
         for step in job["steps"]:
+            before: list[str] = []
             for raw in str(step.get("run", "")).splitlines():
-                if "-m hybridbench" not in raw:
-                    continue
                 text = re.sub(r"\$\{\{\s*inputs\.(\w+)\s*\}\}", lambda m: inputs[m.group(1)], raw)
                 # an earlier step's or job's output (a URL): a sample https URL
                 text = re.sub(r"\$\{\{\s*(?:steps|needs)\.[\w-]+\.outputs\.([\w-]+)\s*\}\}",
                               lambda m: PNG_URL if m.group(1) == "url" else f"https://example.invalid/{m.group(1)}",
                               text)
+                if "-m hybridbench" not in raw:
+                    before.append(text)
+                    continue
                 text = re.split(r"\s*(?:\|\||;|&&)\s*", text)[0]  # the command, not the shell around it
-                for _ in range(3):  # env values may name other env variables ($VENVS inside a path)
-                    text = re.sub(r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), m.group(0)), text)
-                argv = shlex.split(text)
+                script = "\n".join([*before, f"printf '%s\\0' {text}"])
+                proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
+                                      env={**shell_env, **env, **{k: v for k, v in os.environ.items()
+                                                                  if k == "HOME"}})
+                argv = proc.stdout.split("\0")[:-1]
                 out.append((str(step.get("name", "")), argv[argv.index("-m") + 1:]))
     return out
 
@@ -87,9 +93,9 @@ def test_the_workflows_exist_and_drive_hybridbench() -> None:
     assert all(commands(w) for w in WORKFLOWS)
 
 
-def runs_of(workflow: Path) -> list[tuple[str, RunCfg]]:
+def runs_of(workflow: Path, inputs_set: dict[str, str] | None = None) -> list[tuple[str, RunCfg]]:
     out = []
-    for step, argv in commands(workflow):
+    for step, argv in commands(workflow, inputs_set):
         if argv[0] in TOOLS:
             continue
         assert argv[0] == "hybridbench", step
@@ -259,3 +265,98 @@ def test_the_job_that_runs_the_pull_requests_code_cannot_write_and_the_one_that_
     token_steps = [st.get("name") for job in jobs.values() for st in job["steps"]
                    if "github.token" in str(st.get("env", "")) + str(st.get("with", ""))]
     assert token_steps == ["publish the summary PNG"]
+
+
+def _sizing_keys() -> set[str]:
+    """Every config key an experiment's sizing sets (conf/sizing/<experiment>/*.yaml), dotted; workloads.<name>.
+    keys count as workloads.* (a workflow must not resize, add or drop a load either)."""
+    keys: set[str] = set()
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict) and node:
+            for k, v in node.items():
+                walk(f"{prefix}{k}.", v)
+        else:
+            keys.add(prefix.rstrip("."))
+
+    for path in (CONF / "sizing").glob("*/*.yaml"):
+        doc = yaml.safe_load(path.read_text()) or {}
+        walk("", {k: v for k, v in doc.items() if k not in ("defaults", "sizing")})
+    return {("workloads" if k.startswith("workloads.") else k) for k in keys}
+
+
+SIZING_KEYS = _sizing_keys()
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_no_workflow_command_overrides_an_experiments_sizing(workflow: Path) -> None:
+    assert {"engine.kv_tokens", "engine.max_mamba_cache_size", "engine.track_interval", "load.kind",
+            "workloads"} <= SIZING_KEYS  # what the check below looks for is really there
+    for step, argv in commands(workflow):
+        if argv[0] != "hybridbench":
+            continue
+        for arg in argv[1:]:
+            key = arg.split("=", 1)[0].lstrip("+~").split("@", 1)[0]
+            sized = key in SIZING_KEYS or key in ("workload", "workloads") or key.startswith("workloads.")
+            assert not sized and not key.startswith("sizing"), f"{workflow.name} {step}: {arg} overrides sizing"
+
+
+def test_the_nightly_runs_every_gpu_experiment_once_accuracy_on_local_gsm8k() -> None:
+    runs = dict(runs_of(ROOT / "ci" / "nightly.yml"))
+    experiments = sorted(cfg.name for cfg in runs.values())
+    sized = sorted(p.parent.name for p in (CONF / "sizing").glob("*/gpu.yaml") if p.parent.name != "smoke")
+    assert experiments == sized  # smoke is for CPUs: a GPU night has better uses for its minutes
+    (accuracy,) = [cfg for cfg in runs.values() if cfg.name == "accuracy"]
+    assert accuracy.checks.accuracy_datasets == {"gsm8k": "/opt/hybridbench/data/gsm8k"}
+    assert accuracy.checks.accuracy_max_tokens >= 512  # long enough for a gsm8k answer to be wrong
+
+
+def test_the_nightly_budgets_fit_its_job() -> None:
+    """Each experiment's GPU configuration states its wall time (sizing.budget_min); the night's steps together, and
+    the installs before them, fit the job's timeout-minutes."""
+    doc: dict[Any, Any] = yaml.safe_load((ROOT / "ci" / "nightly.yml").read_text())
+    limit = doc["jobs"]["nightly"]["timeout-minutes"]
+    budgets = {cfg.name: cfg.sizing.budget_min for _, cfg in runs_of(ROOT / "ci" / "nightly.yml")}
+    assert all(b > 0 for b in budgets.values()), budgets
+    setup = 30  # hybridbench, SGLang main and evalscope installed from scratch
+    assert sum(budgets.values()) + setup <= limit, budgets
+
+
+SGLANG_EXPERIMENTS = sorted(p.parent.name for p in (CONF / "sizing").glob("*/gpu.yaml"))
+
+
+@pytest.mark.parametrize("experiment", SGLANG_EXPERIMENTS)
+def test_the_pull_request_workflow_runs_any_experiment(experiment: str, tmp_path: Path) -> None:
+    """Its `experiment` input alone: both runs compose and plan in the experiment's GPU configuration, main's with
+    the arms a released build has, the pull request's with all of them; against a real SGLang build main's arms
+    all build (0.5.23), and the pull request's too but for an unreleased policy, refused naming its flag."""
+    runs = dict(runs_of(ROOT / "ci" / "pr.yml", {"experiment": experiment}))
+    main, pr = runs["main"], runs["pull request"]
+    assert main.name == pr.name == experiment and main.sizing.family == pr.sizing.family == "gpu"
+    assert set(main.arms) <= set(pr.arms) and "seglen" not in main.arms
+    assert set(pr.arms) - set(main.arms) == ({"seglen"} if experiment == "seglen" else set())
+    for name, cfg in runs.items():
+        build_plan(cfg, tmp_path / name.replace(" ", "_"), {})
+    if SGLANG.exists():
+        engine = make_sglang_engine()
+        for name, cfg in runs.items():
+            plan = build_plan(cfg, tmp_path / f"{name}-real".replace(" ", "_"), {})
+            cfg.engine.python = str(SGLANG)
+            if "seglen" in cfg.arms:
+                with pytest.raises(ConfigError, match="--radix-eviction-policy seglen"):
+                    engine.validate(cfg, plan)
+            else:
+                engine.validate(cfg, plan)
+
+
+def test_the_pull_requests_own_failures_fail_the_job_and_the_comparison_still_runs() -> None:
+    """`|| [ $? -eq 1 ]` on the pull request's run would pass a run whose own checks failed (seglen worse than
+    branching inside it): its step has no `||`; the steps after it run whatever it did (`!cancelled()`)."""
+    doc: dict[Any, Any] = yaml.safe_load((ROOT / "ci" / "pr.yml").read_text())
+    steps = doc["jobs"]["compare"]["steps"]
+    names = [st.get("name") for st in steps]
+    pr_step = steps[names.index("pull request")]
+    (line,) = [raw for raw in pr_step["run"].splitlines() if "-m hybridbench" in raw]
+    assert "||" not in line and "continue-on-error" not in pr_step
+    for st in steps[names.index("pull request") + 1:]:
+        assert str(st.get("if", "")).replace(" ", "") in ("${{!cancelled()}}", "always()"), st

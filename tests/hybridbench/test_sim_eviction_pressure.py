@@ -28,8 +28,9 @@ from reference_impl.models import get_model
 
 ROOT = Path(__file__).resolve().parents[2]
 SHRINK = 4  # workload scale; the pools' memory shrinks SHRINK**2
-# The policy rows that cannot evict at GPU scale, said so in the experiment's config and docs/engines/sim.md: ShareGPT
-# first turns cache nothing (a short prompt, 128 output tokens, no tracked state).
+# The loads that cannot evict at GPU scale, so declare they are not judged on evictions (workloads.W.judged_by in
+# conf/sizing/seglen/gpu.yaml): ShareGPT first turns cache nothing (a short prompt, 128 output tokens, no tracked
+# state); that load is the PR's TTFT and throughput regression check.
 QUIET = {("seglen", "sharegpt")}
 
 
@@ -75,7 +76,7 @@ def test_sim_configuration_evicts_in_every_compared_arm(experiment: str, tmp_pat
         [sys.executable, "-m", "hybridbench", f"+experiment={experiment}", "engine=sim", "repeats=1",
          f"arms=[{','.join(arms)}]", f"engine.workload_scale={SHRINK}",
          f"engine.mem_fraction_static={shrunk_fraction(cfg):.6f}", f"hydra.run.dir={tmp_path}"],
-        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
+        capture_output=True, text=True, timeout=900, check=False, cwd=ROOT)
     assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
     bundle = json.loads((tmp_path / "bundle.json").read_text())
     checks = {(c["check"], c["workload"], c["arm"]): c["status"] for c in bundle["checks"]}
@@ -84,12 +85,12 @@ def test_sim_configuration_evicts_in_every_compared_arm(experiment: str, tmp_pat
         assert checks["survival", trial["workload"], trial["arm"]] == "pass"
     for workload in cfg.workloads:
         for arm in arms:
-            expected = "inconclusive" if (experiment, workload) in QUIET else "pass"
+            expected = "skip" if (experiment, workload) in QUIET else "pass"  # skip: not judged, never red
             assert checks["evictions", workload, arm] == expected, (workload, arm)
     report = (tmp_path / "report.md").read_text()
     for workload in cfg.workloads:  # an inconclusive row by design is explained in the report, the rest are not
         section = report.split(f"## {workload}\n", 1)[1].split("\n## ", 1)[0]
-        explained = section.lstrip().startswith("Note: ") and "inconclusive" in section
+        explained = section.lstrip().startswith("Note: ") and "judged on those alone" in section
         assert explained == ((experiment, workload) in QUIET), workload
     if experiment == "l2":
         assert checks["host_hits", "swebench", "l2"] == "pass"

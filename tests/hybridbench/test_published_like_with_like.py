@@ -1,0 +1,75 @@
+"""Published vs this run compares like with like: the same GPU type, TP, quantization and arrivals as the source
+states (seed 001's radix run: 4 x H100, TP4, bf16, at most 5 requests in flight), else `not comparable` with why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_sizing import composed
+
+from hybridbench.metrics.published import compare_published
+
+RADIX = {"metric": "request_throughput", "workload": "gsp", "arm": "lru", "baseline_arm": "disabled",
+         "value": 0.341, "engine": "sglang", "model": "qwen3-next-80b-a3b", "scale": 1,
+         "gpu": "h100", "tp": 4, "quantization": "none", "arrival": "closed:5"}
+AGG = {"gsp": {"disabled": {"request_throughput": 2.6}, "lru": {"request_throughput": 3.5}}}
+
+
+def run_config(**changes: Any) -> dict[str, Any]:
+    engine = {"name": "sglang", "gpu": "h100", "tp": 4, "workload_scale": 1, **changes.pop("engine", {})}
+    return {"engine": engine, "model": {"name": "qwen3-next-80b-a3b", "quantization": changes.pop("quant", "")},
+            "load": {"kind": "closed", "max_concurrency": 5, "request_rate": 0.0, **changes.pop("load", {})},
+            "workloads": {"gsp": {"scale": 1, "request_rate": changes.pop("rate", 0.0)}}, "published": [RADIX]}
+
+
+def test_the_seeds_own_setup_is_scored() -> None:
+    (row,) = compare_published(run_config(), AGG)
+    assert row["mark"] == "reproduced" and row["why"] == ""
+
+
+@pytest.mark.parametrize(("changes", "why"), [
+    ({"engine": {"tp": 1}}, "TP 1 vs 4"),
+    ({"engine": {"gpu": "a100"}}, "GPU a100 vs h100"),
+    ({"quant": "fp8"}, "quantization fp8 vs none"),  # the FP8 checkpoint keeps the bf16 model's name
+    ({"load": {"max_concurrency": 16}}, "arrivals closed:16 vs closed:5"),
+    ({"load": {"kind": "poisson", "request_rate": 8.0}}, "arrivals poisson:8 vs closed:5"),
+])
+def test_another_setup_is_not_comparable_and_says_why(changes: dict[str, Any], why: str) -> None:
+    (row,) = compare_published(run_config(**changes), AGG)
+    assert row["mark"] == "not comparable" and why in row["why"], row["why"]
+    assert row["observed"] == pytest.approx(3.5 / 2.6 - 1)  # still shown, never scored
+
+
+def test_a_workloads_own_rate_is_its_arrival_rate() -> None:
+    poisson = {**RADIX, "arrival": "poisson:10"}
+    cfg = run_config(load={"kind": "poisson", "request_rate": 8.0, "max_concurrency": 0}, rate=10.0)
+    (row,) = compare_published({**cfg, "published": [poisson]}, AGG)
+    assert row["mark"] == "reproduced", row["why"]
+
+
+def test_every_gpu_configuration_is_comparable_with_its_own_seed_where_the_seed_ran_it() -> None:
+    """seglen and radix on sglang as composed (no override): every published row of the seed's own model and GPU
+    is comparable by setup; prefill_overhead's seed ran TP8, so the default TP4 is not, and says so."""
+    for experiment in ("seglen", "radix"):
+        cfg = composed(f"+experiment={experiment}", "engine=sglang")
+        config = {"engine": {"name": "sglang", "gpu": cfg.engine.gpu, "tp": cfg.engine.tp, "workload_scale": 1},
+                  "model": {"name": cfg.model.name, "quantization": cfg.model.quantization},
+                  "load": {"kind": cfg.load.kind, "max_concurrency": cfg.load.max_concurrency,
+                           "request_rate": cfg.load.request_rate},
+                  "workloads": {n: {"scale": w.scale, "request_rate": w.request_rate}
+                                for n, w in cfg.workloads.items()},
+                  "published": [vars(p) for p in cfg.published if p.workload in cfg.workloads]}
+        agg: dict[str, Any] = {}
+        for p in cfg.published:
+            for arm in (p.arm, p.baseline_arm):
+                agg.setdefault(p.workload, {}).setdefault(arm, {})[p.metric] = 1.0
+        rows = compare_published(config, agg)
+        assert rows and all(r["why"] == "" and r["observed"] is not None for r in rows), [r["why"] for r in rows]
+    cfg = composed("+experiment=prefill_overhead", "engine=sglang")
+    config = {"engine": {"name": "sglang", "gpu": "h100", "tp": cfg.engine.tp}, "model": {"name": cfg.model.name},
+              "load": {"kind": "closed", "max_concurrency": 1}, "workloads": {"random": {"scale": 1}},
+              "published": [vars(p) for p in cfg.published]}
+    (row,) = compare_published(config, {"random": {"disabled": {"input_throughput": 1.0},
+                                                   "lru": {"input_throughput": 0.9}}})
+    assert row["mark"] == "not comparable" and "TP 4 vs 8" in row["why"]
