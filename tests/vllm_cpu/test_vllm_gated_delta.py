@@ -7,14 +7,14 @@ if so it loads its ``_C`` build, runs the accelerated GDN kernels, and resets th
 it (platforms/interface.py, ``_align_hybrid_block_size``: 384 tokens for the tiny model) and align mode caches
 states only at block boundaries: the smoke load's 300-token shared prefix never fills one block, so nothing
 hits. Without AVX-512 BF16 (``_C_AVX512`` or ``_C_AVX2``: AMD Zen 3, older Xeons) the state stays bf16, the
-block is 256 tokens, and every request after the first hits 256.
+block is 256 tokens, and every request after its group's first hits 256.
 
 So the tests detect the path (vLLM's own kernel selection, run in the env) and assert that path's behaviour:
 no hits, seen by hybridbench's own checks, on the accelerated path; on the other, hits in whole blocks that
-vLLM's /metrics counters equal, with greedy hit and cache-free replays agreeing (the ``kl`` probe at
-temperature 0, so no seeded generator: the CPU build dies on a seeded split prefill). The second test forces
-the AVX2 path at launch (``cpu_isa/``'s sitecustomize), so an AVX-512 BF16 machine proves both paths. A change
-in what either path does (block size, dtype reset, hits) fails with that news.
+vLLM's /metrics counters equal, with greedy hit and cache-free replays agreeing (the ``kl`` probe's prefill
+variant at temperature 0; its decode and branch variants cannot hit whole 256-token blocks of this load). The
+second test forces the AVX2 path at launch (``cpu_isa/``'s sitecustomize), so an AVX-512 BF16 machine proves
+both paths. A change in what either path does (block size, dtype reset, hits) fails with that news.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ vllm_env_required = vllm_run.vllm_env_required  # the fixture needs() names: fou
 needs_qwen3next = needs(QWEN3NEXT)
 SMOKE_LENS = {340}  # gsp smoke: 300-token system prompt + 40-token question
 SHARED_PREFIX = 300
+GROUPS = 3  # conf/workload/smoke_gsp.yaml: 3 system prompts, 6 questions each
 # The tiny model's block (tokens) as vLLM 0.32.0 aligns it, by SSM state dtype: float32 on the accelerated GDN
 # path, bf16 otherwise. Mamba page = 2 value heads x 128 x 128 state + 3 x 512 conv, attention page 512 B/token.
 BLOCK = {"float32": 384, "bfloat16": 256}
@@ -46,6 +47,7 @@ def run_gdn(run_dir: Path, force_avx2: bool) -> tuple[int, str, dict[str, Any]]:
     proc, tag = run_hybridbench(
         run_dir, "arms=[lru]", f"model.hf_id={QWEN3NEXT}", "model.hybrid=true", "model.name=tiny-qwen3next",
         "checks.enabled=[survival,cache_hits,kl]", "checks.kl_samples=2", "checks.kl_temperature=0",
+        "checks.kl_variants=[prefill]",
         "load.max_concurrency=1", site=CPU_ISA, force_avx2=force_avx2)
     assert (run_dir / "bundle.json").exists(), proc.stderr[-2000:]
     assert not tagged_pids(tag)  # API server, engine core and worker all gone
@@ -78,7 +80,7 @@ def check_gdn_path(run_dir: Path, code: int, stderr: str, bundle: dict[str, Any]
     assert server["metrics_cached_tokens"] == sum(hits), (server, hits)
     checks = {(c["check"], c["workload"]): c for c in bundle["checks"]}
     kl = {w: c for (name, w), c in checks.items() if name == "kl"}
-    assert set(kl) == {"gsp/prefill", "gsp/decode", "gsp/branch"}, sorted(checks)
+    assert set(kl) == {"gsp/prefill"}, sorted(checks)
     if block > SHARED_PREFIX:  # no whole block in any shared prefix: nothing can hit, and hybridbench says so
         if any(hits):
             pytest.fail(f"{NEWS}: {path}, block {block} > the {SHARED_PREFIX}-token shared prefix, yet hits {hits}")
@@ -87,14 +89,16 @@ def check_gdn_path(run_dir: Path, code: int, stderr: str, bundle: dict[str, Any]
         assert all(c["status"] == "fail" and c["detail"].startswith("only 0 of 2 probe(s) hit")
                    for c in kl.values()), kl
         return
-    # Hits at whole blocks only (align mode keeps GDN states at block boundaries), on every request but the first.
-    if hits[0] != 0 or set(hits[1:]) != {block}:
-        pytest.fail(f"{NEWS}: {path}, block {block}: hits {hits}, expected [0, {block}, {block}, ...]")
+    # Hits at whole blocks only (align mode keeps GDN states at block ends): one request at a time, so each
+    # group's first request misses and every other request hits its group's one block.
+    if hits.count(0) != GROUPS or set(hits) != {0, block}:
+        pytest.fail(f"{NEWS}: {path}, block {block}: hits {hits}, expected {block} on all but one request per group")
     assert code == 0, stderr[-2000:]
     assert checks[("cache_hits", "gsp")]["status"] == "pass", checks[("cache_hits", "gsp")]
-    # Greedy (temperature 0) hit and cache-free replays agree: the probe's k3 is 0 over every hit.
-    for c in kl.values():
-        assert c["status"] == "pass" and c["value"] == 0, kl
+    # Greedy (temperature 0) hit and cache-free replays agree: every probe hits, mean k3 under the 0.003 gate
+    # (measured ~5e-5: bf16 rounding of a prefill resumed from a cached state, not a different answer).
+    c = kl["gsp/prefill"]
+    assert c["status"] == "pass" and "over 2 hit(s) of 2" in c["detail"] and c["value"] < 0.003, kl
 
 
 @needs_qwen3next
