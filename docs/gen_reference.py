@@ -249,6 +249,8 @@ ENV_VARS = {
     "HYBRIDBENCH_ORACLE_EXAMPLES": "differential tier: random operation sequences per SGLang version (default 200)",
     "HYBRIDBENCH_ORACLE_PREV_EXAMPLES": "differential tier: random `prev_prefix_len` sequences (default 150)",
     "HYBRIDBENCH_VLLM_HOME": "where the vLLM tier's env lives (default `~/.cache/hybridbench`)",
+    "HYBRIDBENCH_VLLM_STARTUP_S": "vLLM tier: seconds a server may take to start (default 400)",
+    "HYBRIDBENCH_FORCE_ISA": "vLLM tier: `avx2` puts the server on vLLM's AVX2-only CPU path (tests/vllm_cpu/cpu_isa)",
     "HYBRIDBENCH_EVALSCOPE_HOME": "where the accuracy probe's evalscope env lives (default `~/.cache/hybridbench`)",
     "HYBRIDBENCH_VLLM_TEST_TAG": "set by the vLLM tier on each server it starts: a process left behind is found by it",
 }

