@@ -26,6 +26,8 @@ class TokenIds(Sequence[int]):
         if isinstance(ids, TokenIds):
             self._a = ids._a
             return
+        if not isinstance(ids, Sequence):
+            ids = list(ids)  # a one-shot iterator: array("i") may consume part of it before an id overflows
         try:
             self._a = array("i", ids)
         except OverflowError:  # an id past int32 (the reader allows int64)
