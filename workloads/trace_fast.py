@@ -74,6 +74,11 @@ def _ids(seg: bytes, limit: int) -> TokenIds | None:
         return TokenIds.from_array(array("i"))
     if seg.translate(None, _ID_BYTES):
         return None  # a sign, a fraction, an exponent, true/false/null, a string, a nested list, a tab...
+    packed = seg.replace(b" ", b"") if _SPACE in seg else seg
+    if not packed or packed[:1] == b"," or packed[-1:] == b"," or b",," in packed:
+        # An empty element: numpy reads "1, " as [1, 0], and a leading zero's lost digit ("01, ") would then
+        # make the digit count below agree. All spaces ("[ ]", valid JSON): the full path reads it.
+        return None
     top = min(limit, _FAST_LIMIT)
     raw = np.frombuffer(seg, np.uint8)
     commas, spaces = int(np.count_nonzero(raw == _COMMA)), int(np.count_nonzero(raw == _SPACE))

@@ -32,6 +32,12 @@ LINES = [
     ("first-leading-zero", HEAD + '"input_tokens": [01], "output_tokens": [1]}', False),
     ("zero-zero", HEAD + '"input_tokens": [1, 00], "output_tokens": [1]}', False),
     ("trailing-comma", HEAD + '"input_tokens": [1, 2,], "output_tokens": [1]}', False),
+    # numpy reads a comma followed by nothing as one more 0: a leading zero's missing digit made the count agree.
+    ("zero-then-trailing-comma", HEAD + '"input_tokens": [5], "output_tokens": [01, ]}', False),
+    ("zeros-then-trailing-comma", HEAD + '"input_tokens": [00, ], "output_tokens": [1]}', False),
+    ("mid-zero-then-trailing-comma", HEAD + '"input_tokens": [5, 01,  ], "output_tokens": [1]}', False),
+    ("leading-comma-zero", HEAD + '"input_tokens": [ ,01], "output_tokens": [1]}', False),
+    ("spaces-only", HEAD + '"input_tokens": [1], "output_tokens": [ ]}', False),
     ("empty-element", HEAD + '"input_tokens": [1,,2], "output_tokens": [1]}', False),
     ("missing-comma", HEAD + '"input_tokens": [1 2], "output_tokens": [1]}', False),
     ("spaced", HEAD + '"input_tokens": [ 1 ,  2 ], "output_tokens": [1]}', True),
