@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import workloads.trace
 import workloads.trace_fast
@@ -113,3 +115,24 @@ def test_without_numpy_every_line_takes_the_json_path_and_reads_the_same(
     assert all(workloads.trace_fast.cut_row(line.encode("utf-8", "surrogateescape"), 1 << 63) is None
                for _, line, _ in LINES)
     assert _read(path, None) == with_numpy
+
+
+_PIECES = ["0", "5", "01", "00", "", " ", "123", str(2**32 + 1), str(2**40), "-1", "1.0", "1e3", "true"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(inputs=st.lists(st.sampled_from(_PIECES), max_size=5), outputs=st.lists(st.sampled_from(_PIECES), max_size=3),
+       sep=st.sampled_from([",", ", ", " ,", " , ", ",,"]))
+def test_fast_path_agrees_with_the_json_path_on_generated_arrays(
+        inputs: list[str], outputs: list[str], sep: str, tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    line = HEAD + f'"input_tokens": [{sep.join(inputs)}], "output_tokens": [{sep.join(outputs)}]}}'
+    path.write_text(FIRST + "\n" + line + "\n")
+    got = _read(path, None)
+    real = workloads.trace.cut_row
+    try:
+        workloads.trace.cut_row = lambda raw, limit: None  # type: ignore[assignment]
+        want = _read(path, None)
+    finally:
+        workloads.trace.cut_row = real
+    assert got == want, line
