@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from workloads.token_ids import TokenIds
-from workloads.trace import TraceRow
 
 
 def test_token_ids_from_an_iterator_keeps_every_id_past_int32() -> None:
@@ -13,8 +12,3 @@ def test_token_ids_from_an_iterator_keeps_every_id_past_int32() -> None:
     assert TokenIds(iter(ids)) == tuple(ids)
     assert TokenIds(x for x in ids).tolist() == ids
 
-
-def test_trace_row_from_a_generator_keeps_its_tokens() -> None:
-    row = TraceRow(1, 0, 0.0, (t for t in (1, 2**33, 3)), iter([4]))
-    assert row.input_tokens == (1, 2**33, 3)
-    assert row.output_tokens == (4,)
