@@ -54,6 +54,8 @@ class Submission:
     deliver: Callable[[Update], None]
     times: RequestTimes  # SGLang's per-request stamps (timing.py): the model thread writes the scheduler's
     max_prefix: int | None = None
+    # A /health_generate probe, not a client's request: never an arrival the lockstep waits for or owes.
+    probe: bool = False
     first_token: float | None = None
     last_token: float | None = None
     request: EngineRequest | None = None
@@ -143,7 +145,7 @@ class EngineLoop:
                 self._await_arrivals()
             commands = list(self._inbox)
             self._inbox.clear()
-        arrived = sum(1 for kind, _ in commands if kind == "submit")
+        arrived = sum(1 for kind, p in commands if kind == "submit" and not p.probe)
         self._owed = max(0, self._owed - arrived)
         self._draining = self._draining and not arrived
         for kind, payload in commands:
@@ -189,9 +191,10 @@ class EngineLoop:
                 self._requeued(t0)
         for rid in report.sampled:
             self._deliver_tokens(rid, now)
+        owed = sum(1 for req in report.finished if not getattr(self.subs.get(req.rid), "probe", False))
         for req in report.finished:
             self._finish(req.rid, now)
-        self._owed += len(report.finished)
+        self._owed += owed  # a closed loop replaces each finished request of its own, never a health probe
 
     def _copy_s(self) -> float:
         """The modelled time of one copy_every_chunk copy, priced as the executor prices its wall time: the whole
@@ -213,7 +216,7 @@ class EngineLoop:
         settle = self.config.lockstep_s / 10
 
         def submits() -> int:
-            return sum(1 for kind, _ in self._inbox if kind == "submit")
+            return sum(1 for kind, p in self._inbox if kind == "submit" and not p.probe)
 
         if self.core.idle and (not self._owed or self._draining):  # a burst begins: wait until it stops growing
             seen = submits()

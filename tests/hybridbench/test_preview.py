@@ -38,8 +38,9 @@ def test_plan_json_lists_every_trial_with_its_size_and_the_reference_servers_com
     assert set(out["arms"]) == {"disabled", "branching"}
     assert out["arms"]["branching"]["argv"][1:3] == ["-m", "reference_impl.server"]
     assert out["arms"]["branching"]["argv"][out["arms"]["branching"]["argv"].index("--arm") + 1] == "branching"
-    assert [(t["arm"], t["workload"], t["repeat"]) for t in out["trials"]] == [("disabled", "gsp", 0),
-                                                                              ("branching", "gsp", 0)]
+    # smoke runs three repeats, arms interleaved within each
+    assert [(t["arm"], t["workload"], t["repeat"]) for t in out["trials"]] == [
+        (arm, "gsp", r) for r in range(3) for arm in ("disabled", "branching")]
     w = out["workloads"]["gsp"]
     assert all(t["requests"] == w["requests"] > 0 and t["input_tokens"] == w["input_tokens"] > 0
                for t in out["trials"])
@@ -104,7 +105,11 @@ def test_sglang_arms_are_built_from_the_interpreters_real_help_and_forecast_on_t
     assert fc["total_s"] == pytest.approx(fc["repeats"] * sum(t["wall_s"] for t in fc["trials"]))
     assert {(t["arm"], t["workload"]) for t in fc["trials"]} == {(t["arm"], t["workload"]) for t in out["trials"]}
     # Capped (whole sessions: one SWE-bench session alone may hold more than 30 turns), and said so.
-    assert len(fc["sampled"]) == 3 and all(t["simulated"] < t["requests"] for t in fc["trials"])
+    assert len(fc["sampled"]) == len(out["workloads"]) and all(t["simulated"] < t["requests"] for t in fc["trials"])
+    # the GPU configuration: the server sizes its pools from memory, SGLang's own tracking interval
+    for flag in ("--max-total-tokens", "--max-mamba-cache-size"):
+        assert flag not in seglen, flag
+    assert seglen[seglen.index("--mamba-track-interval") + 1] == "256"
     assert "SGLang PR #11214" in fc["known_error"]
     # Machine facts are warnings here (the run refuses them): no weights in the empty cache, downloads off.
     assert any(w.startswith("weights:") and "HF_HUB_OFFLINE" in w for w in out["warnings"])

@@ -1,5 +1,6 @@
 """Published vs this run compares like with like: the same GPU type, TP, quantization and arrivals as the source
-states (seed 001's radix run: 4 x H100, TP4, bf16, at most 5 requests in flight), else `not comparable` with why."""
+states (SGLang PR #11214's radix run: 4 x H100, TP4, bf16, at most 5 requests in flight), else `not comparable`
+with why."""
 
 from __future__ import annotations
 

@@ -134,7 +134,7 @@ def test_survival_l2_radix_and_prefill_overhead_run_as_the_seeds_ran_them(engine
         cfg = composed(f"+experiment={experiment}", f"engine={engine}")
         return cfg, {w.name: w.argv for w in build_plan(cfg, tmp_path / experiment, {}).workloads}
 
-    # Seed 001's crash load: 8 x 128 (sys 1000, q 2744, out 820), all 1024 at once.
+    # SGLang PR #11214's crash load: 8 x 128 (sys 1000, q 2744, out 820), all 1024 at once.
     cfg, argv = plan("survival")
     assert argv["high_token_usage"][:3] == ("gsp", "--preset", "high-token-usage")
     assert (cfg.load.kind, cfg.load.max_concurrency) == ("closed", 1024)
@@ -142,10 +142,10 @@ def test_survival_l2_radix_and_prefill_overhead_run_as_the_seeds_ran_them(engine
     cfg, argv = plan("l2")
     assert argv["swebench"][argv["swebench"].index("--num-sessions") + 1] == "200"
     assert (cfg.load.kind, cfg.load.max_concurrency) == ("trace", 0)
-    # Seed 001's radix run: gsp 50 x 10 (sys 10240, q 256, out 128) at max concurrency 5.
+    # SGLang PR #11214's radix run: gsp 50 x 10 (sys 10240, q 256, out 128) at max concurrency 5.
     cfg, argv = plan("radix")
     assert argv["gsp"][:3] == ("gsp", "--preset", "radix") and cfg.load.max_concurrency == 5
-    # Seed 001's prefill-overhead run: 50 random 20480-token prompts, one output token, one at a time.
+    # SGLang PR #11214's prefill-overhead run: 50 random 20480-token prompts, one output token, one at a time.
     cfg, argv = plan("prefill_overhead")
     assert argv["random"][:3] == ("random", "--preset", "prefill-overhead") and cfg.load.max_concurrency == 1
 

@@ -44,7 +44,8 @@ def test_latest_takes_only_an_unmodified_complete_passing_main_run(tmp_path: Pat
 def test_compare_names_a_rescored_side(tmp_path: Path) -> None:
     base = make_run(tmp_path, "base", night=1)
     cand = make_run(tmp_path, "cand", night=2)
-    assert cli("hybridbench.rescore", base, "checks.ttft_regression=0.9").returncode == 0
+    # the fixture ran one repeat a side: its timing rows re-score inconclusive (exit 1), which is not the point here
+    assert cli("hybridbench.rescore", base, "checks.ttft_regression=0.9").returncode in (0, 1)
     proc = cli("hybridbench.compare", base, cand)
     clean(proc)
     assert "note: the baseline's verdict is marked: re-scored, limits changed: checks.ttft_regression=0.9" in \

@@ -134,8 +134,10 @@ def test_a_link_or_copy_of_one_bad_night_is_not_the_two_the_history_rule_needs(t
     else:
         shutil.copytree(tmp_path / "n3", tmp_path / "n3-copy")
     rc, out, err = results("history", tmp_path, "--experiment", "smoke")
-    assert rc == 0, out + err  # one slow night is not a regression (two are)
-    assert "regression" not in out
+    # one slow night is not a regression (two are): at most undecided (exit 1, the trailing set split), never counted
+    # twice into "regression"
+    assert rc in (0, 1), out + err
+    assert not [ln for ln in out.splitlines() if ln.startswith("regression")], out
 
 
 def test_a_latest_night_without_a_finite_figure_is_no_data_not_ok(tmp_path: Path) -> None:
