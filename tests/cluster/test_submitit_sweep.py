@@ -22,7 +22,7 @@ def _hb(*args: str, cwd: Path = ROOT, code: str | None = None) -> subprocess.Com
 def test_submitit_local_sweep_writes_every_job_under_one_root_and_exits_with_the_worst_job(tmp_path: Path) -> None:
     # The sweep dir carries microseconds: a job that re-resolved ${now:} instead of the launcher's value would
     # write into a root of its own.
-    proc = _hb("-m", "hydra/launcher=submitit_local", "+experiment=smoke", "engine=sim", "repeats=1",
+    proc = _hb("-m", "hydra/launcher=submitit_local", "+experiment=smoke", "engine=sim", "repeats=2",
                "checks.min_token_hit_rate=0.0,0.99", f"hydra.sweep.dir={tmp_path}/runs/${{now:%H%M%S%f}}-sweep")
     assert proc.returncode == 1, proc.stderr  # the second job's hit-rate check fails; a local sweep exits 1 too
     (sweep,) = (tmp_path / "runs").iterdir()

@@ -106,7 +106,7 @@ def test_run_page_charts_hold_one_series_per_arm_with_every_request(site: Path, 
     assert [name for name, _ in ttft] == ["disabled", "branching"]
     for name, points in ttft:
         assert points == sum(1 for r in records if r.arm == name and r.ttft_ms is not None)
-    assert "$ python -m hybridbench +experiment=smoke engine=sim repeats=1" in page.inner_text("body")
+    assert "$ python -m hybridbench +experiment=smoke engine=sim repeats=2" in page.inner_text("body")
 
 
 def test_old_schema_run_renders(site: Path, browser: Browser) -> None:
@@ -183,14 +183,14 @@ def test_run_page_draws_server_usage_over_time_from_the_log(reference_site: tupl
     _keep_screenshot(page, "dashboard-run.png", at="p.usage-source")
     assert errors == [] and network == []
     charts = {c["title"]: c["series"] for c in plots(page)}
-    for field, title in (("token usage", "gsp: server token usage over time"),
-                         ("mamba usage", "gsp: server mamba usage over time")):
+    for field, title in (("token usage", "gsp: server token usage over time (first repeat)"),
+                         ("mamba usage", "gsp: server mamba usage over time (first repeat)")):
         assert [name for name, _ in charts[title]] == ["disabled", "branching"]
         for arm, points in charts[title]:
             assert points == _usage_lines_in_log(run, arm, field) > 0, (title, arm)
     text = page.inner_text("body")
     assert "server usage from disabled: logs/server-disabled.log lines" in text
-    assert "$ python -m hybridbench +experiment=smoke engine=reference repeats=1 model=reference-tiny" in text
+    assert "$ python -m hybridbench +experiment=smoke engine=reference repeats=2 model=reference-tiny" in text
 
 
 def test_a_run_without_server_logs_says_so(site: Path, browser: Browser) -> None:

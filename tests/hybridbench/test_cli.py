@@ -56,7 +56,7 @@ def test_a_failed_check_exits_1_and_says_which(tmp_path: Path) -> None:
 @pytest.mark.parametrize("enabled", ["[throughput]", "[]", "[host_hits]"])
 def test_a_run_whose_checks_all_skipped_is_inconclusive_not_a_pass(tmp_path: Path, enabled: str) -> None:
     # One repeat gives throughput no interval (skip); no check at all decides nothing either: exit 1, not 0.
-    proc = hb("+experiment=smoke", "engine=sim", f"checks.enabled={enabled}", f"hydra.run.dir={tmp_path}")
+    proc = hb("+experiment=smoke", "engine=sim", "repeats=1", f"checks.enabled={enabled}", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 1, proc.stdout[-500:]
     assert json.loads((tmp_path / "bundle.json").read_text())["verdict"] == "inconclusive"
     assert "verdict: **inconclusive**" in proc.stdout
