@@ -44,7 +44,7 @@ def test_cache_hits_catches_shared_prefixes_never_hitting_under_concurrency(tmp_
 
 
 def test_survival_reports_the_mamba_allocation_crash_and_the_run_exits_3(tmp_path: Path) -> None:
-    proc, bundle = run(tmp_path, "load.max_concurrency=18", "engine.max_mamba_cache_size=20",
+    proc, bundle = run(tmp_path, "repeats=1", "load.max_concurrency=18", "engine.max_mamba_cache_size=20",
                        "engine.extra_args=[--inject-bug,no_mamba_pool_check]")
     assert proc.returncode == 3
     assert proc.stderr.strip().splitlines()[-1].startswith("error: reference server for arm branching died")
