@@ -150,7 +150,7 @@ def test_a_request_exactly_the_pool_size_is_accepted_and_served(tmp_path: Path, 
     # The reference server also checks the prompt against its context length (the pool): 340 < 356 and
     # 340 + 16 <= 356 pass there too, so plan time, the HTTP layer and the engine agree at the boundary.
     done = cli(tmp_path / "run", "+experiment=smoke", f"engine={engine}", f"engine.kv_tokens={SMOKE_LONGEST}",
-               "checks.enabled=[survival]")
+               "checks.enabled=[survival]", "repeats=1")
     assert done.returncode == 0, done.stderr
     assert "all 18 requests completed" in done.stdout
 

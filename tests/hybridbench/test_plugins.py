@@ -112,11 +112,13 @@ def compose_cfg(checks_enabled: str) -> RunCfg:
     GlobalHydra.instance().clear()
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
         cfg = compose(config_name="config", overrides=[
-            "+experiment=smoke", "model=reference-tiny", "arms=[lru,branching]", f"checks.enabled={checks_enabled}",
+            "+experiment=smoke", "repeats=1", "model=reference-tiny", "arms=[lru,branching]",
+            f"checks.enabled={checks_enabled}",
             "workloads.gsp.params.num_groups=2", "workloads.gsp.params.prompts_per_group=3"])
     run_cfg = OmegaConf.to_object(cfg)
     assert isinstance(run_cfg, RunCfg)
     run_cfg.engine.name = "echo"
+    run_cfg.engine.timing = "wall"  # composed on the reference engine's defaults; a plugin engine has no modelled clock
     return run_cfg
 
 
