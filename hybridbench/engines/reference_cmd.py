@@ -74,6 +74,8 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
         cmd += ["--cache-semantics", "tokenspeed"]
     if slowdown := e.prefill_slowdown.get(arm.name):  # the planted regression of this arm's server
         cmd += ["--prefill-slowdown", str(slowdown)]
+    if e.timing == "modelled":  # the records carry the modelled clock the timing checks judge
+        cmd.append("--report-modelled-time")
     if e.timing == "modelled" and cfg.load.kind == "closed":
         # a closed loop's next request arrives, on the modelled clock, when its predecessor finishes
         cmd += ["--modelled-lockstep-ms", str(LOCKSTEP_MS)]

@@ -94,6 +94,7 @@ class Api:
 
         def deliver(update: Update) -> None:  # called from the model thread
             loop.call_soon_threadsafe(arrived, update)
+        times.report_modelled = self.config.report_modelled
         sub = Submission(rid, params.input_ids, params.max_new_tokens, ctx, deliver=deliver, times=times,
                          max_prefix=max_prefix, probe=probe)
         self.engine.submit(sub)

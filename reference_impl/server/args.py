@@ -39,6 +39,7 @@ class ServerConfig:
     stream_stall_s: float
     decode_log_interval: int
     served_model_name: str
+    report_modelled: bool  # --report-modelled-time: meta_info carries modelled_* (not SGLang's keys)
     prefill_slowdown: float  # the planted regression: every prefill takes 1 + this times as long (modelled.py)
     lockstep_s: float  # wait this long at most for a closed loop's next requests before a forward (engine_loop.py)
     api_version: str  # whose HTTP answers to give where SGLang 0.5.16 and 0.5.23 differ (errors.py)
@@ -102,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--prefill-slowdown", type=float, default=0.0,
       help="not SGLang's: plant a regression, every prefill forward takes 1 + this times as long (wall and "
            "modelled time; 0.25 = +25%%)")
+    a("--report-modelled-time", action="store_true",
+      help="not SGLang's: add each request's modelled_* times (the cost model's clock) to its last meta_info")
     a("--modelled-lockstep-ms", type=float, default=0.0,
       help="not SGLang's: for a closed-loop client judged on the modelled clock, wait up to this long before a "
            "forward for a new request in place of each one that finished (0: off)")
@@ -206,6 +209,7 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
         max_request_bytes=ns.max_request_bytes, stream_stall_s=ns.stream_stall_timeout,
         decode_log_interval=ns.decode_log_interval,
         served_model_name=ns.served_model_name, prefill_slowdown=ns.prefill_slowdown,
+        report_modelled=ns.report_modelled_time,
         lockstep_s=ns.modelled_lockstep_ms / 1e3,
         api_version=ns.sglang_api_version, args=dict(vars(ns)),
     )

@@ -47,6 +47,7 @@ class RequestTimes:
     modelled_received: float | None = None
     modelled_first_token: float | None = None
     modelled_finished: float | None = None
+    report_modelled: bool = False  # --report-modelled-time: without it the answer keeps SGLang's keys only
 
     @classmethod
     def at_receipt(cls, version: str, *, stream: bool) -> RequestTimes:
@@ -140,6 +141,8 @@ def finish_meta(t: RequestTimes, completion_tokens: int, *, metrics: bool) -> di
 def modelled_meta(t: RequestTimes) -> dict[str, Any]:
     """Not SGLang's: the request's moments on the modelled clock (modelled.py), on its last answer, each key named
     ``modelled_*`` so no reader takes them for measured times."""
+    if not t.report_modelled:
+        return {}
     stamps = {"modelled_received_s": t.modelled_received, "modelled_first_token_s": t.modelled_first_token,
               "modelled_finished_s": t.modelled_finished}
     return {k: v for k, v in stamps.items() if v is not None}

@@ -37,7 +37,7 @@ def test_the_flag_is_validated() -> None:
 
 
 def _modelled_ttft(*args: str) -> tuple[float, dict[str, Any]]:
-    with running_server("--log-level", "warning", *args) as s:
+    with running_server("--log-level", "warning", "--report-modelled-time", *args) as s:
         meta = s.generate({"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 3, "temperature": 0,
                                                                      "ignore_eos": True}})["meta_info"]
     return meta["modelled_first_token_s"] - meta["modelled_received_s"], meta
@@ -50,3 +50,7 @@ def test_each_answer_carries_its_modelled_moments_and_the_planted_slowdown_adds_
     assert 0 <= meta["modelled_received_s"] < meta["modelled_first_token_s"] < meta["modelled_finished_s"]
     slowed, _ = _modelled_ttft("--prefill-slowdown", "0.25")
     assert slowed == pytest.approx(1.25 * plain, rel=1e-9)
+    # without --report-modelled-time the answer keeps SGLang's own keys (the recorded shapes)
+    with running_server("--log-level", "warning") as s:
+        bare = s.generate({"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 3}})["meta_info"]
+    assert not [k for k in bare if k.startswith("modelled_")]
