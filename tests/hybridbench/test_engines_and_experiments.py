@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_sizing import EXPERIMENTS, composed
+from test_experiment_sizing import EXPERIMENTS, composed
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.sglang_cmd import sglang_command, sglang_help_argv

@@ -31,8 +31,14 @@ def test_sglang_launcher_runs_a_trial_end_to_end_against_the_reference_server(tm
          "engine.tp=1", f"hydra.run.dir={run}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )
-    assert proc.returncode == 0, proc.stderr
     bundle = json.loads((run / "bundle.json").read_text())
+    # The shim judges wall time on a shared CPU, where three repeats may not decide the timing rows; that is
+    # exit 1 and `inconclusive`, never `fail`. Every other row (hits, coverage, liveness) must pass.
+    undecided = {c["check"] for c in bundle["checks"] if c["status"] == "inconclusive"}
+    assert undecided <= {"ttft", "throughput", "prefill_overhead"}, bundle["checks"]
+    assert all(c["status"] in ("pass", "skip", "inconclusive") for c in bundle["checks"]), bundle["checks"]
+    assert proc.returncode == (1 if undecided else 0), proc.stderr
+    assert bundle["verdict"] == ("inconclusive" if undecided else "pass")
     commands = bundle["provenance"]["engine"]["extra"]["commands"]
     assert commands["disabled"][1:3] == ["-m", "sglang.launch_server"]
     assert "--disable-radix-cache" in commands["disabled"]

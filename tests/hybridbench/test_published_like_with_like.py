@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_sizing import composed
+from test_experiment_sizing import composed
 
 from hybridbench.metrics.published import compare_published
 
