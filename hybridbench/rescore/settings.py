@@ -19,22 +19,14 @@ from omegaconf.errors import OmegaConfBaseException
 
 from hybridbench.checks.registry import validate_checks
 from hybridbench.config.schema import MODELLED_TIMING_ENGINES, TIMINGS, ChecksCfg, EngineCfg, RunCfg
+from hybridbench.config.scoring_keys import RESCORABLE, is_probe_setting
 from hybridbench.config.validate import validate_config
 from hybridbench.errors import ConfigError
 from hybridbench.plan.repeats import saved_look_checks
 from hybridbench.results import SavedPlan
 from hybridbench.results.score import ScoreSettings, judged_by_of
 
-__all__ = ["RESCORABLE", "effective_settings", "parse_overrides"]
-
-RESCORABLE = ("checks.", "engine.kl_threshold", "engine.timing")
-# checks.* keys the probes read while the run was live (the kl probe's; the accuracy probe's interpreter, question
-# sets, limits and mode — the check reads each sample's own mode): they decided which samples exist, not how they
-# score. A key under one of them (checks.accuracy_datasets.gsm8k) is refused as well.
-PROBE_SETTINGS = ("checks.kl_samples", "checks.kl_variants", "checks.kl_max_new_tokens", "checks.kl_temperature",
-                  "checks.accuracy_python", "checks.accuracy_datasets", "checks.accuracy_limit",
-                  "checks.accuracy_max_tokens", "checks.accuracy_batch_size", "checks.accuracy_timeout_s",
-                  "checks.accuracy_mode")
+__all__ = ["effective_settings", "parse_overrides"]
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -43,8 +35,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
         key = item.split("=", 1)[0]
         if "=" not in item or not key:
             raise ConfigError(f"override {item!r}: expected key=value, e.g. checks.ttft_regression=0.05")
-        probe = key in PROBE_SETTINGS or key.startswith(tuple(f"{k}." for k in PROBE_SETTINGS))
-        if not (key.startswith(RESCORABLE[0]) or key in RESCORABLE[1:]) or probe:
+        if not (key.startswith(RESCORABLE[0]) or key in RESCORABLE[1:]) or is_probe_setting(key):
             raise ConfigError(f"override {key}: a re-scoring changes only checks.* (but the probes' settings), "
                               f"engine.kl_threshold and engine.timing; {key} decided what the run measured, so it "
                               "needs a new run")

@@ -2,19 +2,23 @@
 
 A verdict is the run's own only when nothing changed it after the run: a re-scoring (``python -m
 hybridbench.rescore``) with other checks or looser limits, a run whose engine died or that was interrupted,
-one with trials missing, one where no check decided anything (every check skipped, or none enabled): each is
+one with trials missing, one whose own command line set how it is scored (``checks.enabled=[survival]``,
+``checks.ttft_regression=1e308``: the experiment's verdict as written was not asked), one where no check decided
+anything (every check skipped, or none enabled): each is
 named by a mark, shown beside the verdict in ``results ls``, the dashboard and compare, and such a run is never
 picked by ``compare latest:``.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 
+from hybridbench.config.scoring_keys import is_scoring_key
 from hybridbench.errors import ConfigError
 from hybridbench.results.types import Run
 
-__all__ = ["INCOMPLETE_VERDICTS", "complete", "refuse_incomplete", "verdict_marks"]
+__all__ = ["INCOMPLETE_VERDICTS", "complete", "refuse_incomplete", "scoring_overrides", "verdict_marks"]
 
 INCOMPLETE_VERDICTS = ("error", "interrupted")
 # Re-scoring keys that loosen or narrow what a verdict asks (a threshold, the set of checks, the baseline).
@@ -39,6 +43,15 @@ def _rescore_mark(overrides: Sequence[object]) -> str:
     return f"re-scored, {kind}: {' '.join(str(o) for o in overrides)}"
 
 
+def scoring_overrides(command: str) -> list[str]:
+    """The overrides in a run's own command line (``python -m hybridbench ...``) that set how it is scored."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unbalanced quote in a hand-edited bundle: nothing to read as overrides
+        return []
+    return [w for w in words if "=" in w and is_scoring_key(w.split("=", 1)[0].lstrip("+~"))]
+
+
 def verdict_marks(run: Run) -> tuple[str, ...]:
     """Short notes on the verdict's provenance, empty for a complete run's own verdict."""
     b = run.bundle
@@ -48,6 +61,9 @@ def verdict_marks(run: Run) -> tuple[str, ...]:
     if b.rescored is not None:
         overrides = b.rescored.get("overrides")
         marks.append(_rescore_mark(overrides if isinstance(overrides, list) else []))
+    own = scoring_overrides(b.provenance.command)
+    if own:
+        marks.append(f"scoring set on its command line: {' '.join(own)}")
     if b.verdict in INCOMPLETE_VERDICTS:
         marks.append(f"run {b.verdict}")
     elif not complete(run):

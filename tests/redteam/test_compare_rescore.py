@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hostile import clean, cli, make_run
@@ -27,6 +29,12 @@ def test_compare_refuses_a_candidate_whose_own_run_did_not_complete(tmp_path: Pa
         "completed (re-run it)"]
 
 
+def _own_command(*overrides: str) -> Callable[[dict[str, Any]], None]:
+    def edit(b: dict[str, Any]) -> None:
+        b["provenance"]["command"] = " ".join(["python", "-m", "hybridbench", "+experiment=smoke", *overrides])
+    return edit
+
+
 def test_latest_takes_only_an_unmodified_complete_passing_main_run(tmp_path: Path) -> None:
     root = tmp_path / "store"
     good = make_run(root, "n1", night=1)
@@ -34,6 +42,7 @@ def test_latest_takes_only_an_unmodified_complete_passing_main_run(tmp_path: Pat
     assert cli("hybridbench.rescore", rescored, "checks.enabled=[survival]").returncode == 0
     make_run(root, "n3", night=3, bundle=lambda b: b.update(verdict="error"))
     make_run(root, "n4", night=4, bundle=lambda b: b.update(checks=[]))  # nothing checked: no baseline
+    make_run(root, "n4b", night=4, bundle=_own_command("checks.ttft_regression=1e308"))  # loosened at run time
     cand = make_run(tmp_path, "pr", night=5)
     proc = cli("hybridbench.compare", f"latest:{root}", cand)
     clean(proc)

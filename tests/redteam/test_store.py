@@ -192,3 +192,25 @@ def test_a_rescored_run_is_marked_in_ls_and_show(tmp_path: Path) -> None:
     assert rc == 0 and "[re-scored, checks changed: checks.enabled=[survival]" in out
     show = cli("hybridbench.results", "show", run)
     assert "verdict pass [re-scored, checks changed" in show.stdout
+
+
+@pytest.mark.parametrize(("overrides", "mark"), [
+    (["'checks.enabled=[survival]'"], "scoring set on its command line: checks.enabled=[survival]"),
+    (["checks.ttft_regression=1e308", "seed=3"], "scoring set on its command line: checks.ttft_regression=1e308"),
+    (["engine.timing=wall"], "scoring set on its command line: engine.timing=wall"),
+    # Where the nightly's accuracy questions live is what was measured, not how it is judged: no mark.
+    (["+checks.accuracy_datasets.gsm8k=/data/gsm8k", "seed=3"], None),
+])
+def test_a_run_whose_own_command_line_set_its_scoring_is_marked(tmp_path: Path, overrides: list[str],
+                                                                mark: str | None) -> None:
+    def own(b: dict[str, object]) -> None:
+        b["provenance"]["command"] = " ".join(["python -m hybridbench +experiment=smoke", *overrides])  # type: ignore[index]
+
+    run = make_run(tmp_path, "r", night=1, bundle=own)
+    rc, out, _ = results("ls", tmp_path)
+    show = cli("hybridbench.results", "show", run)
+    if mark is None:
+        assert rc == 0 and "scoring set" not in out and "verdict pass;" in show.stdout, out
+    else:
+        assert rc == 0 and f"[{mark}]" in out, out
+        assert f"verdict pass [{mark}]" in show.stdout
