@@ -29,7 +29,7 @@ from hybridbench.results.history import history, judge
 from hybridbench.results.index import INDEX_NAME, index_entry
 from hybridbench.results.marks import verdict_marks
 from hybridbench.results.reader import read_run
-from hybridbench.results.redaction import scrub, scrub_frame
+from hybridbench.results.redaction import run_secrets, scrub, scrub_frame
 from hybridbench.results.store import Filters, Store, load_store
 from hybridbench.results.text import visible
 from workloads.atomic_file import write_text_atomic
@@ -102,7 +102,11 @@ def _show(run_dir: Path) -> int:
     if run.bundle is None:
         raise ConfigError(f"{run_dir}: no bundle.json (the run did not finish)")
     b = run.bundle
-    v = visible
+    secrets = run_secrets(run)  # an old run may hold a secret in a check's detail, written before redaction
+
+    def v(text: object) -> str:
+        return visible(scrub(str(text), secrets))
+
     marks = verdict_marks(run)
     marked = f" [{v('; '.join(marks))}]" if marks else ""
     print(f"{v(b.name)}: verdict {v(b.verdict)}{marked}; engine {v(b.provenance.engine.name)} "

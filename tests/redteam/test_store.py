@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -182,6 +183,28 @@ def test_export_masks_an_old_runs_secrets(tmp_path: Path) -> None:
         assert SECRET not in text, f.name
         masked += text.count("***")
     assert masked >= 2  # the check's detail and the record's error, masked rather than dropped
+
+
+def test_show_masks_an_old_runs_secrets(tmp_path: Path) -> None:
+    run = make_run(tmp_path, "old", night=1, bundle=_with_old_secret,
+                   plan=lambda p: p["config"]["engine"].update(api_key=SECRET))
+    show = cli("hybridbench.results", "show", run)
+    assert show.returncode == 0, show.stderr
+    assert SECRET not in show.stdout + show.stderr and "server said: bad key ***" in show.stdout
+
+
+def test_history_json_masks_an_old_runs_secrets(tmp_path: Path) -> None:
+    def leaky(p: dict[str, Any]) -> None:  # a key pasted into a field the history key shows
+        p["config"]["engine"]["api_key"] = SECRET
+        p["config"]["model"]["name"] = f"org/{SECRET}"
+
+    for night in (1, 2, 3, 4):
+        make_run(tmp_path, f"n{night}", night=night, bundle=_with_old_secret, plan=leaky)
+    out = tmp_path / "history.json"
+    rc, stdout, err = results("history", tmp_path, "--json", out)
+    assert rc in (0, 1), err
+    written = out.read_text()
+    assert json.loads(written) and SECRET not in written + stdout + err
 
 
 def test_a_rescored_run_is_marked_in_ls_and_show(tmp_path: Path) -> None:
