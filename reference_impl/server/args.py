@@ -12,9 +12,9 @@ from reference_impl.engine.arms import ArmSpec, parse_arm
 from reference_impl.engine.config import DEFAULT_KV_TOKENS, EngineConfig, state_ratio
 from reference_impl.model.config import ModelConfig
 from reference_impl.policies.registry import POLICIES
-from reference_impl.server.errors import API_VERSIONS, DEFAULT_API_VERSION
+from reference_impl.server.contract import API_VERSIONS, DEFAULT_API_VERSION
 from reference_impl.server.faults import FAULTS
-from reference_impl.server.requests import SEED_MAX, SEED_MIN
+from reference_impl.server.fields import SEED_MAX, SEED_MIN
 
 __all__ = ["ServerConfig", "UsageError", "build_parser", "parse_config"]
 

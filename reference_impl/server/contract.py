@@ -15,7 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-__all__ = ["SAMPLING_FIELDS", "sampling_contract_problem", "unknown_field"]
+__all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "SAMPLING_FIELDS", "sampling_contract_problem", "unknown_field"]
+
+# The SGLang releases whose recorded answers this server reproduces (--sglang-api-version).
+API_VERSIONS: Final = ("0.5.16", "0.5.23")
+DEFAULT_API_VERSION: Final = "0.5.23"
 
 # sglang.api.v1.SamplingParams in declaration order, as serde lists them (api_types.py:1256).
 SAMPLING_FIELDS: Final = (

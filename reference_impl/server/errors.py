@@ -34,15 +34,15 @@ which checks SGLang makes before its stream starts and which inside it (every re
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any
 
 from aiohttp import web
+
+from reference_impl.server.contract import API_VERSIONS, DEFAULT_API_VERSION
 
 __all__ = ["API_VERSIONS", "DEFAULT_API_VERSION", "contract_refusal", "dropped_stream", "dumps_event", "error_response",
            "openai_error", "openai_stream_error", "stream_error", "validation_error", "value_error"]
 
-API_VERSIONS: Final = ("0.5.16", "0.5.23")
-DEFAULT_API_VERSION: Final = "0.5.23"
 
 def error_response(body: Any, status: int) -> web.Response:
     """JSON as SGLang's ORJSONResponse sends it: ``application/json``, no charset parameter (recorded)."""

@@ -15,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["CHAT", "CHAT_MESSAGE", "COMPLETION", "GENERATE", "SAMPLING", "FieldTable", "field_problem", "preview"]
+__all__ = ["CHAT", "CHAT_MESSAGE", "COMPLETION", "GENERATE", "SAMPLING", "SEED_MAX", "SEED_MIN", "FieldTable",
+           "field_problem", "preview"]
+
+SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1  # int64, what SGLang's seeded sampler holds
 
 ANY: Final = "any value"  # labels the request (ids, routing, logging): never changes the answer
 TOP_K_ALL = 1 << 30  # SGLang's "whole vocabulary" top_k

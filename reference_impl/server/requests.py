@@ -22,6 +22,8 @@ from reference_impl.server.fields import (
     COMPLETION,
     GENERATE,
     SAMPLING,
+    SEED_MAX,
+    SEED_MIN,
     FieldTable,
     field_problem,
     preview,
@@ -32,7 +34,6 @@ __all__ = ["BadRequest", "ContractViolation", "GenerateBatch", "GenerateParams",
            "parse_chat", "parse_completions", "parse_generate", "parse_json"]
 
 MAX_TOP_LOGPROBS = 20
-SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1  # int64, what SGLang's seeded sampler holds
 
 
 class BadRequest(ValueError):
