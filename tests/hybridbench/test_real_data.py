@@ -9,17 +9,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import datasets
 import pytest
+import tokenizers
+import transformers
 from machine_fakes import fake_sglang
 
 from hybridbench.errors import ConfigError
 from hybridbench.preview.build import build_preview
 from hybridbench.preview.compose import compose_run
 
-datasets = pytest.importorskip("datasets")
-tokenizers = pytest.importorskip("tokenizers")
-transformers = pytest.importorskip("transformers")
-
+# The `data` extra (in `test`): a missing one fails collection here rather than skipping the real-data path.
 CHATS = [
     [("human", "how do radix trees share prefixes"), ("gpt", "each node holds the tokens of its edge")],
     [("human", "what is a mamba state"), ("gpt", "a recurrent summary of every token so far")],
