@@ -238,6 +238,10 @@ ENV_VARS = {
     "CUDA_VISIBLE_DEVICES": "which GPUs a server engine may use; the pre-launch check counts and inspects those",
     "HYBRIDBENCH_PROGRESS": "how a run reports progress: `auto` (default: a bar on a TTY, plain lines otherwise), "
                             "`bar`, `lines`/`plain`, or `0`/`off` for none; another value is refused (exit 2)",
+    "HYBRIDBENCH_HELP_CACHE": "where the installed servers' `--help` texts are kept between commands (default "
+                              "`~/.cache/hybridbench/help`; `off`: ask the interpreter every time); a text is reused "
+                              "only while the package's pip install is unchanged, never for an editable install or "
+                              "a package on `PYTHONPATH`",
     "HYBRIDBENCH_SCREENSHOTS": "the browser tests write the dashboard screenshots here (`docs`: the docs' pictures)",
     "HYBRIDBENCH_SGLANG_HOME": "where the differential tier's SGLang CPU venvs live (default `~/.cache/hybridbench`)",
     "HYBRIDBENCH_TOKENSPEED_HOME": "where the TokenSpeed tier's env lives",

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 
 from hybridbench.config.schema import RunCfg
+from hybridbench.engines.help_cache import read_cached, write_cached
 from hybridbench.engines.server import CommandBuilder, ServerEngine, ServerSpec
 from hybridbench.engines.sglang_cmd import sglang_command, sglang_env, sglang_help_argv
 from hybridbench.engines.traits import EngineTraits
@@ -18,7 +19,11 @@ __all__ = ["installed_help", "make_sglang_engine", "make_vllm_engine"]
 
 
 def installed_help(argv: list[str], engine: str, python: str) -> str:
-    """The server's own ``--help`` text; ConfigError naming the interpreter if it has no such server."""
+    """The server's own ``--help`` text; ConfigError naming the interpreter if it has no such server. Kept on disk
+    while the install is unchanged (``hybridbench.engines.help_cache``): SGLang's takes ~10 CPU s."""
+    cached = read_cached(python, argv, engine)
+    if cached is not None:
+        return cached
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -26,6 +31,7 @@ def installed_help(argv: list[str], engine: str, python: str) -> str:
     if proc.returncode != 0 or "--" not in proc.stdout:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise ConfigError(f"engine={engine}: {python} cannot run the server's --help ({last}); set engine.python")
+    write_cached(python, argv, engine, proc.stdout)
     return proc.stdout
 
 
