@@ -2,8 +2,8 @@
 
 Runs written before a secret's redaction existed still hold it in plan.json, bundle.json or a launch command.
 Every writer that copies run text out (the dashboard's pages and PNGs, ``results export``'s Parquet, ``results
-history --json``, ``results show``) masks the secret values of the runs it read, found by the same rule that masks them at write
-time: ``secret_values`` of each run's configs and of its recorded commands.
+history --json``, ``results show``) masks the secret values of the runs it read, found by the same rule that masks
+them at write time: ``secret_values`` of each run's configs and of its recorded commands.
 """
 
 from __future__ import annotations

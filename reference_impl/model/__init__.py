@@ -10,6 +10,7 @@ only when one of its names is asked for: planning a run never pays torch's start
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from reference_impl.model.config import ModelConfig
@@ -22,7 +23,5 @@ __all__ = ["ExtendOut", "HybridModel", "ModelConfig", "RecState"]
 
 def __getattr__(name: str) -> Any:
     if name in ("ExtendOut", "HybridModel", "RecState"):
-        from reference_impl.model import model
-
-        return getattr(model, name)
+        return getattr(importlib.import_module("reference_impl.model.model"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
