@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
-from server_harness import running_server
+from server_harness import Server, running_server
 
 
 def test_health_generate_answers_while_its_probe_waits_behind_a_long_queue() -> None:
@@ -42,3 +43,30 @@ def test_the_server_listens_with_sglangs_backlog() -> None:
     with open("/proc/sys/net/core/somaxconn") as fh:
         cap = int(fh.read())
     assert LISTEN_BACKLOG == 2048 and int(out[2]) == min(LISTEN_BACKLOG, cap), out
+
+
+PROBE_LINE = "Prefill batch, #new-seq: 1, #new-token: 1, "  # /health_generate's probe: one token, input_ids [0]
+
+
+def _quietly(server: Server, body: dict[str, object]) -> None:
+    with contextlib.suppress(OSError):  # the server is stopped under it at the end of the test
+        server.request("POST", "/generate", body)
+
+
+def test_a_busy_server_is_healthy_without_a_probe_joining_its_batches() -> None:
+    """A probe request joining a busy server's batches changes their composition, and so the modelled clock the
+    reference engine's timing checks judge: while the server is forwarding, /health_generate answers from that
+    progress and submits nothing. An idle server is still probed (the contrast shows the probe is visible)."""
+    with running_server("--arm", "lru") as server:  # room to run: a probe sent now would join the batch at once
+        assert server.request("GET", "/health_generate")[0] == 200  # idle: a probe runs
+        body = {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 4000, "ignore_eos": True}}
+        threading.Thread(target=_quietly, args=(server, body), daemon=True).start()
+        deadline = time.monotonic() + 10
+        while server.metric("sglang:num_running_reqs") < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.metric("sglang:num_running_reqs") >= 1
+        for _ in range(3):
+            assert server.request("GET", "/health_generate")[0] == 200
+        proc = server.proc
+    log = proc.stdout.read() if proc.stdout is not None else ""
+    assert log.count(PROBE_LINE) == 1, [line for line in log.splitlines() if "#new-token: 1, " in line]
