@@ -8,6 +8,9 @@ Chromium (``--chromium``, default /usr/bin/chromium). Exit 2 with one line for b
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,23 +34,37 @@ NO_NETWORK = ("--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopba
               "--disable-extensions", "--no-first-run", "--disable-default-apps", "--metrics-recording-only")
 
 
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """Every process of the browser's session gone, the browser itself reaped."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.communicate(timeout=10)
+
+
 def screenshot(chromium: Path, page: Path, png: Path, *, width: int = 1100, height: int = 700,
                timeout_s: float = PNG_TIMEOUT_S) -> None:
     """One PNG of a local page, by headless Chromium with the network off and a bound on time; a failure is
     one line (ConfigError), never a traceback."""
-    with tempfile.TemporaryDirectory(prefix="hybridbench-chromium-") as profile:
+    # Chromium's renderer, GPU and zygote processes outlive a killed browser process and keep writing into the
+    # profile: the whole process group is killed, and only then is the profile removed.
+    with tempfile.TemporaryDirectory(prefix="hybridbench-chromium-", ignore_cleanup_errors=True) as profile:
         cmd = [str(chromium), "--headless", "--no-sandbox", "--disable-gpu", *NO_NETWORK, "--hide-scrollbars",
                f"--user-data-dir={profile}", f"--timeout={int(timeout_s * 1000 * 0.6)}",
                f"--window-size={width},{height}", f"--screenshot={png}", page.resolve().as_uri()]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise ConfigError(f"--png: {chromium} did not render {page.name} within {timeout_s:.0f} s") from None
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             raise ConfigError(f"--png: cannot run {chromium} ({exc.strerror or exc})") from None
+        try:
+            _, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise ConfigError(f"--png: {chromium} did not render {page.name} within {timeout_s:.0f} s") from None
+        finally:
+            _kill_group(proc)
     if proc.returncode != 0 or not png.is_file():
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        last = (stderr.strip().splitlines() or ["no output"])[-1]
         raise ConfigError(f"--png: {chromium} could not render {page.name}: {visible(last[:200])}")
 
 

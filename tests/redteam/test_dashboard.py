@@ -10,6 +10,7 @@ import http.server
 import json
 import re
 import shutil
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,8 +206,49 @@ def test_png_renders_with_the_network_off(tmp_path: Path) -> None:
         server.shutdown()
 
 
-def test_png_of_a_page_that_never_finishes_is_one_line_within_its_bound(tmp_path: Path) -> None:
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name.isdigit() and text in cmdline:
+            found.append(cmdline[:200])
+    return found
+
+
+def test_png_of_a_page_that_never_finishes_is_one_line_within_its_bound(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     page = tmp_path / "hang.html"
     page.write_text("<html><body><script>for(;;){}</script></body></html>")
+    profiles = tmp_path / "profiles"  # where the browser's profile is made: this test's own
+    profiles.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(profiles))
     with pytest.raises(ConfigError, match=r"^--png: .* (did not render hang.html within 8 s|could not render)"):
         screenshot(CHROMIUM, page, tmp_path / "hang.png", timeout_s=8)
+    # Nothing of the browser left: no process (renderers and zygotes included) and no profile.
+    assert not _processes_mentioning(str(profiles)), _processes_mentioning(str(profiles))
+    assert not list(profiles.iterdir())
+
+
+def test_png_kills_every_process_of_a_hung_browser_before_removing_its_profile(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A browser whose helper process outlives it and keeps writing into the profile (as Chromium's renderers
+    do for a moment after their browser is killed): killing only the browser left the helper running and made
+    removing the profile fail with "Directory not empty", a traceback instead of one line."""
+    browser = tmp_path / "browser"
+    browser.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in --user-data-dir=*) profile="${a#*=}";; esac; done\n'
+                       'mkdir -p "$profile/Default"\n'
+                       '( while :; do : > "$profile/Default/f$(date +%N)"; sleep 0.01; done ) &\n'
+                       "sleep 600\n")
+    browser.chmod(0o755)
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(profiles))
+    page = tmp_path / "page.html"
+    page.write_text("<html></html>")
+    with pytest.raises(ConfigError, match=r"^--png: .* did not render page.html within 2 s$"):
+        screenshot(browser, page, tmp_path / "page.png", timeout_s=2)
+    assert not _processes_mentioning(str(profiles)), _processes_mentioning(str(profiles))
+    assert not list(profiles.iterdir())
