@@ -3,7 +3,8 @@
 A verdict is the run's own only when nothing changed it after the run: a re-scoring (``python -m
 hybridbench.rescore``) with other checks or looser limits, a run whose engine died or that was interrupted,
 one with trials missing, one whose own command line set how it is scored (``checks.enabled=[survival]``,
-``checks.ttft_regression=1e308``: the experiment's verdict as written was not asked), one where no check decided
+``checks.ttft_regression=1e308``: the experiment's verdict as written was not asked; a ``checks=strict`` group is
+not such a change), one where no check decided
 anything (every check skipped, or none enabled): each is
 named by a mark, shown beside the verdict in ``results ls``, the dashboard and compare, and such a run is never
 picked by ``compare latest:``.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from hybridbench.config.scoring_keys import is_scoring_key
+from hybridbench.config.scoring_keys import marks_verdict
 from hybridbench.errors import ConfigError
 from hybridbench.results.types import Run
 
@@ -49,7 +50,7 @@ def scoring_overrides(command: str) -> list[str]:
         words = shlex.split(command)
     except ValueError:  # an unbalanced quote in a hand-edited bundle: nothing to read as overrides
         return []
-    return [w for w in words if "=" in w and is_scoring_key(w.split("=", 1)[0].lstrip("+~"))]
+    return [w for w in words if "=" in w and marks_verdict(w.split("=", 1)[0].lstrip("+~"))]
 
 
 def verdict_marks(run: Run) -> tuple[str, ...]:

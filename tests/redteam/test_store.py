@@ -220,7 +220,10 @@ def test_a_rescored_run_is_marked_in_ls_and_show(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("overrides", "mark"), [
     (["'checks.enabled=[survival]'"], "scoring set on its command line: checks.enabled=[survival]"),
     (["checks.ttft_regression=1e308", "seed=3"], "scoring set on its command line: checks.ttft_regression=1e308"),
-    (["engine.timing=wall"], "scoring set on its command line: engine.timing=wall"),
+    (["engine.kl_threshold=0.5"], "scoring set on its command line: engine.kl_threshold=0.5"),
+    # A reviewed checks group (the nightly's), and which clock is judged: the experiment's verdict, no mark.
+    (["checks=strict"], None),
+    (["engine.timing=wall"], None),
     # Where the nightly's accuracy questions live is what was measured, not how it is judged: no mark.
     (["+checks.accuracy_datasets.gsm8k=/data/gsm8k", "seed=3"], None),
 ])
@@ -237,3 +240,15 @@ def test_a_run_whose_own_command_line_set_its_scoring_is_marked(tmp_path: Path, 
     else:
         assert rc == 0 and f"[{mark}]" in out, out
         assert f"verdict pass [{mark}]" in show.stdout
+
+
+def test_no_workflow_run_is_marked_so_each_can_be_a_baseline() -> None:
+    """Every hybridbench command in ci/*.yml as its bundle would record it: none sets how it is scored, so the
+    nightly's runs stay `compare latest:` baselines."""
+    from hybridbench.results.marks import scoring_overrides
+
+    root = Path(__file__).resolve().parents[2]
+    commands = [line.split("run:", 1)[1] for wf in sorted((root / "ci").glob("*.yml"))
+                for line in wf.read_text().splitlines() if "run:" in line and "-m hybridbench " in line]
+    assert len(commands) >= 6
+    assert {c: scoring_overrides(c) for c in commands if scoring_overrides(c)} == {}
