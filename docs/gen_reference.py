@@ -240,8 +240,8 @@ ENV_VARS = {
                             "`bar`, `lines`/`plain`, or `0`/`off` for none; another value is refused (exit 2)",
     "HYBRIDBENCH_HELP_CACHE": "where the installed servers' `--help` texts are kept between commands (default "
                               "`~/.cache/hybridbench/help`; `off`: ask the interpreter every time); a text is reused "
-                              "only while the package's pip install is unchanged, never for an editable install or "
-                              "a package on `PYTHONPATH`",
+                              "only while the files the interpreter would import the package from (it is asked: "
+                              "editable installs, `PYTHONPATH` and the working directory count) are unchanged",
     "HYBRIDBENCH_SCREENSHOTS": "the browser tests write the dashboard screenshots here (`docs`: the docs' pictures)",
     "HYBRIDBENCH_SGLANG_HOME": "where the differential tier's SGLang CPU venvs live (default `~/.cache/hybridbench`)",
     "HYBRIDBENCH_TOKENSPEED_HOME": "where the TokenSpeed tier's env lives",

@@ -14,8 +14,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hybridbench.dashboard.site import build_site
 from hybridbench.errors import ConfigError
@@ -42,6 +44,18 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         proc.communicate(timeout=10)
 
 
+def _exit_on_signals() -> dict[signal.Signals, Any]:
+    """SIGTERM and SIGHUP raise SystemExit (128 + signal) for now; returns the handlers to put back. Only the main
+    thread may set handlers: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    return {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
+
+
 def screenshot(chromium: Path, page: Path, png: Path, *, width: int = 1100, height: int = 700,
                timeout_s: float = PNG_TIMEOUT_S) -> None:
     """One PNG of a local page, by headless Chromium with the network off and a bound on time; a failure is
@@ -57,12 +71,17 @@ def screenshot(chromium: Path, page: Path, png: Path, *, width: int = 1100, heig
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             raise ConfigError(f"--png: cannot run {chromium} ({exc.strerror or exc})") from None
+        # The browser is outside our process group, so a CI job's cancel (SIGTERM to our group) would not reach
+        # it: while it runs, such a signal ends this process through the `finally` that kills the browser's group.
+        previous = _exit_on_signals()
         try:
             _, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise ConfigError(f"--png: {chromium} did not render {page.name} within {timeout_s:.0f} s") from None
         finally:
             _kill_group(proc)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     if proc.returncode != 0 or not png.is_file():
         last = (stderr.strip().splitlines() or ["no output"])[-1]
         raise ConfigError(f"--png: {chromium} could not render {page.name}: {visible(last[:200])}")

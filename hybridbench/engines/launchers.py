@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 
 from hybridbench.config.schema import RunCfg
-from hybridbench.engines.help_cache import read_cached, write_cached
+from hybridbench.engines.help_cache import cache_path, read_cached, write_cached
 from hybridbench.engines.server import CommandBuilder, ServerEngine, ServerSpec
 from hybridbench.engines.sglang_cmd import sglang_command, sglang_env, sglang_help_argv
 from hybridbench.engines.traits import EngineTraits
@@ -21,7 +21,8 @@ __all__ = ["installed_help", "make_sglang_engine", "make_vllm_engine"]
 def installed_help(argv: list[str], engine: str, python: str) -> str:
     """The server's own ``--help`` text; ConfigError naming the interpreter if it has no such server. Kept on disk
     while the install is unchanged (``hybridbench.engines.help_cache``): SGLang's takes ~10 CPU s."""
-    cached = read_cached(python, argv, engine)
+    where = cache_path(python, argv, engine)
+    cached = read_cached(where)
     if cached is not None:
         return cached
     try:
@@ -31,7 +32,7 @@ def installed_help(argv: list[str], engine: str, python: str) -> str:
     if proc.returncode != 0 or "--" not in proc.stdout:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise ConfigError(f"engine={engine}: {python} cannot run the server's --help ({last}); set engine.python")
-    write_cached(python, argv, engine, proc.stdout)
+    write_cached(where, python, engine, proc.stdout)
     return proc.stdout
 
 

@@ -1,9 +1,10 @@
-"""The installed server's --help, kept on disk between commands only while the install it came from is unchanged."""
+"""The installed server's --help, kept on disk between commands only while what the interpreter would import is
+unchanged, as the interpreter itself finds it."""
 
 from __future__ import annotations
 
-import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -15,21 +16,19 @@ from hybridbench.errors import ConfigError
 HELP = "usage: launch_server [--model-path MODEL_PATH] [--radix-eviction-policy {lru,lfu}]\n"
 
 
-def venv(tmp_path: Path, package: str = "sglang", version: str = "0.5.23") -> tuple[Path, Path]:
-    """A virtualenv's layout whose python prints ``HELP`` and counts its calls in ``calls``."""
-    root = tmp_path / "venv"
-    site = root / "lib" / "python3.11" / "site-packages"
-    (site / package).mkdir(parents=True)
-    (site / package / "__init__.py").write_text("")
-    info = site / f"{package}-{version}.dist-info"
-    info.mkdir()
-    (info / "RECORD").write_text(f"{package}/__init__.py,,\n")
-    calls = tmp_path / "calls"
-    python = root / "bin" / "python"
-    python.parent.mkdir()
-    python.write_text(f"#!/bin/sh\necho x >> {calls}\nprintf '%s' '{HELP}'\n")
+def build(tmp_path: Path, site: Path, help_text: str = HELP, extra: str = "") -> Path:
+    """An interpreter (a real Python with ``site`` on its path) whose ``sglang.launch_server --help`` prints
+    ``help_text`` and counts its calls in ``tmp_path/calls``."""
+    (site / "sglang").mkdir(parents=True, exist_ok=True)
+    (site / "sglang" / "__init__.py").write_text("")
+    (site / "sglang" / "launch_server.py").write_text(
+        f"from pathlib import Path\nwith open({str(tmp_path / 'calls')!r}, 'a') as fh:\n    fh.write('x\\n')\n"
+        f"{extra}print({help_text!r}, end='')\n")
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir(exist_ok=True)
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
     python.chmod(0o755)
-    return python, site
+    return python
 
 
 def ask(python: Path) -> str:
@@ -37,51 +36,66 @@ def ask(python: Path) -> str:
 
 
 def calls(tmp_path: Path) -> int:
-    return len((tmp_path / "calls").read_text().splitlines())
+    path = tmp_path / "calls"
+    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 @pytest.fixture(autouse=True)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HYBRIDBENCH_HELP_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.chdir(tmp_path)
     return tmp_path / "cache"
 
 
-def test_an_unchanged_install_is_asked_once_and_a_reinstall_asks_again(tmp_path: Path) -> None:
-    python, site = venv(tmp_path)
+def test_an_unchanged_package_is_asked_once_and_any_change_asks_again(tmp_path: Path) -> None:
+    python = build(tmp_path, tmp_path / "site")
     assert ask(python) == HELP and ask(python) == HELP
     assert calls(tmp_path) == 1
-    record = site / "sglang-0.5.23.dist-info" / "RECORD"
-    record.write_text(record.read_text() + "sglang/srt/server_args.py,,\n")  # pip rewrites RECORD on every install
-    os.utime(record, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+    # A hand-patched module (or a reinstall, a git checkout of another branch): its files changed, so ask again.
+    patched = tmp_path / "site" / "sglang" / "srt_server_args.py"
+    patched.write_text("# a new flag\n")
     assert ask(python) == HELP and calls(tmp_path) == 2
+    future = time.time_ns() + 10**9
+    os.utime(patched, ns=(future, future))
+    assert ask(python) == HELP and calls(tmp_path) == 3
+    assert ask(python) == HELP and calls(tmp_path) == 3
 
 
-@pytest.mark.parametrize("how", ["editable", "editable-finder", "pythonpath", "off", "no-package"])
-def test_nothing_is_cached_where_the_flags_can_change_without_a_pip_install(tmp_path: Path, how: str,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    python, site = venv(tmp_path)
-    if how == "editable":  # pip install -e of a PR checkout: the source changes, the install does not
-        (site / "sglang-0.5.23.dist-info" / "direct_url.json").write_text(
-            json.dumps({"url": "file:///src/sglang/python", "dir_info": {"editable": True}}))
-    elif how == "editable-finder":
-        (site / "__editable___sglang_0_5_23_finder.py").write_text("")
-    elif how == "pythonpath":
-        monkeypatch.setenv("PYTHONPATH", str(tmp_path / "shim"))
-    elif how == "off":
-        monkeypatch.setenv("HYBRIDBENCH_HELP_CACHE", "off")
-    else:
-        (site / "sglang" / "__init__.py").unlink()
-        (site / "sglang").rmdir()
-    for _ in range(2):
-        assert ask(python) == HELP
-    assert calls(tmp_path) == 2
+def test_what_the_interpreter_imports_decides_not_where_its_install_is(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout in the working directory shadows the installed package for ``python -m``: another text."""
+    python = build(tmp_path, tmp_path / "site")
+    assert ask(python) == HELP
+    checkout = tmp_path / "checkout"
+    (checkout / "sglang").mkdir(parents=True)
+    (checkout / "sglang" / "__init__.py").write_text("")
+    (checkout / "sglang" / "launch_server.py").write_text(
+        f"open({str(tmp_path / 'calls')!r}, 'a').write('x\\n')\n"
+        "print('usage: launch_server [--seglen-eff-weight W]')\n")
+    monkeypatch.chdir(checkout)
+    assert "--seglen-eff-weight" in ask(python) and calls(tmp_path) == 2
+    monkeypatch.chdir(tmp_path)
+    assert ask(python) == HELP and calls(tmp_path) == 2  # the installed one's text, kept from the first call
 
 
-def test_a_failing_help_is_never_cached(tmp_path: Path, cache: Path) -> None:
-    python, _ = venv(tmp_path)
-    python.write_text(f"#!/bin/sh\necho x >> {tmp_path / 'calls'}\necho 'No module named sglang' >&2\nexit 1\n")
+def test_a_package_changed_while_its_help_ran_is_not_kept(tmp_path: Path, cache: Path) -> None:
+    """A pip install racing the --help (here: the first --help adds a module): the text may be either build's, so
+    it is kept under neither stamp; the next call, on a settled install, is."""
+    racing = "late = Path(__file__).with_name('late.py')\nlate.exists() or late.write_text('')\n"
+    python = build(tmp_path, tmp_path / "site", extra=racing)
+    assert ask(python) == HELP and calls(tmp_path) == 1
+    assert not cache.exists() or not list(cache.iterdir())
+    assert ask(python) == HELP and ask(python) == HELP and calls(tmp_path) == 2
+
+
+def test_off_and_a_failing_help_are_never_cached(tmp_path: Path, cache: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    python = build(tmp_path, tmp_path / "site")
+    monkeypatch.setenv("HYBRIDBENCH_HELP_CACHE", "off")
+    assert ask(python) == HELP and ask(python) == HELP and calls(tmp_path) == 2
+    monkeypatch.setenv("HYBRIDBENCH_HELP_CACHE", str(cache))
+    (tmp_path / "site" / "sglang" / "launch_server.py").write_text("raise SystemExit('No module named torch')\n")
     for _ in range(2):
         with pytest.raises(ConfigError, match="cannot run the server's --help"):
             ask(python)
-    assert calls(tmp_path) == 2 and not list(cache.glob("*"))
+    assert not cache.exists() or not list(cache.iterdir())

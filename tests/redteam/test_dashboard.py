@@ -10,8 +10,12 @@ import http.server
 import json
 import re
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -232,17 +236,48 @@ def test_png_of_a_page_that_never_finishes_is_one_line_within_its_bound(tmp_path
     assert not list(profiles.iterdir())
 
 
-def test_png_kills_every_process_of_a_hung_browser_before_removing_its_profile(tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """A browser whose helper process outlives it and keeps writing into the profile (as Chromium's renderers
-    do for a moment after their browser is killed): killing only the browser left the helper running and made
-    removing the profile fail with "Directory not empty", a traceback instead of one line."""
+def _clinging_browser(tmp_path: Path) -> Path:
+    """A stand-in browser that hangs, with a helper process that keeps writing into its profile."""
     browser = tmp_path / "browser"
     browser.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in --user-data-dir=*) profile="${a#*=}";; esac; done\n'
                        'mkdir -p "$profile/Default"\n'
                        '( while :; do : > "$profile/Default/f$(date +%N)"; sleep 0.01; done ) &\n'
                        "sleep 600\n")
     browser.chmod(0o755)
+    return browser
+
+
+def test_a_cancelled_png_job_leaves_no_browser_behind(tmp_path: Path) -> None:
+    """CI cancels a job by SIGTERM to the process group; the browser runs in a session of its own, so the
+    dashboard must end it itself: exit 143, no browser process and no profile left."""
+    browser, profiles = _clinging_browser(tmp_path), tmp_path / "profiles"
+    profiles.mkdir()
+    page = tmp_path / "page.html"
+    page.write_text("<html></html>")
+    code = ("import sys, tempfile; from pathlib import Path; tempfile.tempdir = sys.argv[1]; "
+            "from hybridbench.dashboard.cli import screenshot; "
+            "screenshot(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), timeout_s=120)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(profiles), str(browser), str(page),
+                             str(tmp_path / "page.png")], stderr=subprocess.PIPE, text=True)
+    profile = str(profiles / "hybridbench-chromium-")  # the browser's argv, not the python's
+    deadline = time.monotonic() + 30
+    while not _processes_mentioning(profile) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_mentioning(profile), "the stand-in browser never started"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    assert not _processes_mentioning(profile), _processes_mentioning(profile)
+    assert not list(profiles.iterdir())
+
+
+def test_png_kills_every_process_of_a_hung_browser_before_removing_its_profile(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A browser whose helper process outlives it and keeps writing into the profile (as Chromium's renderers
+    do for a moment after their browser is killed): killing only the browser left the helper running and made
+    removing the profile fail with "Directory not empty", a traceback instead of one line."""
+    browser = _clinging_browser(tmp_path)
     profiles = tmp_path / "profiles"
     profiles.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(profiles))
