@@ -3,9 +3,9 @@
 A scoring key (``checks.*`` but the probes' own settings, ``engine.kl_threshold``, ``engine.timing``) may change
 in a re-scoring. ``checks.*`` or ``engine.kl_threshold`` set on a run's own command line loosens or narrows the
 experiment's verdict as written, so the run's verdict is marked for it and it is never a ``compare latest:``
-baseline (``marks_verdict``). A probe setting (the kl probe's
-samples, the accuracy probe's interpreter and question sets) decided which samples exist: a re-scoring refuses it,
-and a run may set it freely (the nightly points ``checks.accuracy_datasets`` at its local copy).
+baseline (``marks_verdict``). A probe setting (the kl probe's samples, the accuracy probe's interpreter and
+question sets) decided which samples exist: a re-scoring refuses it, and a run may set it freely (the nightly
+points ``checks.accuracy_datasets`` at its local copy).
 """
 
 from __future__ import annotations

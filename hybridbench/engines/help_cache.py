@@ -7,8 +7,8 @@ is unchanged. The interpreter itself says where the package is (``importlib.util
 command runs: same working directory and environment, so a checkout in the working directory, ``PYTHONPATH``, a
 user site-packages, an editable install's finder or a wrapper script that runs another Python are all seen as
 they are), without importing it; the stamp is every file under that package (count, total size, newest mtime,
-``__pycache__`` aside). Any edit, reinstall, ``git checkout`` or rebuilt extension changes it. About 50 ms
-against ten seconds.
+``__pycache__`` aside). Any edit, reinstall, ``git checkout`` or rebuilt extension changes it. About a tenth of a
+second per probe against SGLang's ten.
 
 ``HYBRIDBENCH_HELP_CACHE``: the folder (default ``~/.cache/hybridbench/help``); ``off`` turns the cache off.
 """
@@ -62,7 +62,8 @@ def install_stamp(python: str, package: str) -> str | None:
         found = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 and proc.stdout else None
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return None
-    return json.dumps(found) if found else None
+    # A list, or nothing: a wrapper that answers ``-c`` with something else (a version number) is not a stamp.
+    return json.dumps(found) if isinstance(found, list) else None
 
 
 def cache_path(python: str, argv: list[str], package: str) -> tuple[Path, str] | None:

@@ -4,8 +4,7 @@ A verdict is the run's own only when nothing changed it after the run: a re-scor
 hybridbench.rescore``) with other checks or looser limits, a run whose engine died or that was interrupted,
 one with trials missing, one whose own command line set how it is scored (``checks.enabled=[survival]``,
 ``checks.ttft_regression=1e308``: the experiment's verdict as written was not asked; a ``checks=strict`` group is
-not such a change), one where no check decided
-anything (every check skipped, or none enabled): each is
+not such a change), one where no check decided anything (every check skipped, or none enabled): each is
 named by a mark, shown beside the verdict in ``results ls``, the dashboard and compare, and such a run is never
 picked by ``compare latest:``.
 """

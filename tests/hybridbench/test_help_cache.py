@@ -99,3 +99,13 @@ def test_off_and_a_failing_help_are_never_cached(tmp_path: Path, cache: Path,
         with pytest.raises(ConfigError, match="cannot run the server's --help"):
             ask(python)
     assert not cache.exists() or not list(cache.iterdir())
+
+
+def test_an_interpreter_that_answers_the_probe_with_something_else_is_asked_every_time(tmp_path: Path) -> None:
+    """A wrapper that answers any ``-c`` with a version number (as some launch scripts do) gives no stamp."""
+    python = tmp_path / "wrapper"
+    python.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then echo 1; exit 0; fi\necho x >> {tmp_path / "calls"}\n'
+                      f"printf '%s' '{HELP}'\n")
+    python.chmod(0o755)
+    for n in (1, 2):
+        assert ask(python) == HELP and calls(tmp_path) == n
