@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -145,6 +146,8 @@ class EngineLoop:
                 self._await_arrivals()
             commands = list(self._inbox)
             self._inbox.clear()
+        if self.config.lockstep_s:
+            commands = _in_modelled_order(commands)
         arrived = sum(1 for kind, p in commands if kind == "submit" and not p.probe)
         self._owed = max(0, self._owed - arrived)
         self._draining = self._draining and not arrived
@@ -346,3 +349,25 @@ class EngineLoop:
             f"full token usage: {full:.2f}, mamba num: {st_used}, mamba usage: {mamba:.2f}, cuda graph: False, "
             f"gen throughput (token/s): {rate:.2f}, #queue-req: {len(self.core.waiting)}"
         )
+
+
+def _arrival_key(sub: Submission) -> tuple[int, bytes, int]:
+    return len(sub.input_ids), array("q", sub.input_ids).tobytes(), sub.max_new_tokens
+
+
+def _in_modelled_order(commands: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Under ``--modelled-lockstep-ms`` the requests gathered in one wait arrive at one modelled moment, and the
+    order the HTTP threads' race put them in decided which joined the next prefill first (so hits, evictions and
+    modelled TTFT varied between two servers of one arm by several percent). Each run of consecutive submissions
+    is therefore admitted in an order of their content (length, token ids, max_new_tokens), the same on every
+    server and repeat; aborts and calls keep their places."""
+    out: list[tuple[str, Any]] = []
+    run: list[tuple[str, Any]] = []
+    for command in commands:
+        if command[0] == "submit":
+            run.append(command)
+            continue
+        out += sorted(run, key=lambda c: _arrival_key(c[1]))
+        run = []
+        out.append(command)
+    return out + sorted(run, key=lambda c: _arrival_key(c[1]))
