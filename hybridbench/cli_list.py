@@ -46,16 +46,33 @@ def _first_comment(path: Path) -> str:
     return ""
 
 
+def _arms_and_workloads(data: Any) -> tuple[str, list[str]]:
+    arms = ",".join(map(str, data.get("arms", [])))
+    workloads = [str(next(iter(d))).split("@workloads.", 1)[-1] for d in data.get("defaults", [])
+                 if isinstance(d, dict) and "@workloads." in str(next(iter(d)))]
+    workloads += [str(k) for k in (data.get("workloads") or {}) if str(k) not in workloads]
+    return arms, workloads
+
+
 def experiment_lines(conf: Path = CONF) -> list[str]:
+    """One line per experiment: its arms and workloads, with what its sizing per engine family adds
+    (conf/sizing/<experiment>/{cpu,gpu}.yaml: seglen's arms and loads differ between the two)."""
     out = []
     for path in sorted((conf / "experiment").glob("*.yaml")):
-        data: Any = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-        arms = ",".join(map(str, data.get("arms", []))) or "(config.yaml's)"
-        workloads = [str(next(iter(d))).split("@workloads.", 1)[-1] for d in data.get("defaults", [])
-                     if isinstance(d, dict) and "@workloads." in str(next(iter(d)))]
-        workloads += [str(k) for k in (data.get("workloads") or {}) if str(k) not in workloads]
-        out.append(f"experiment {path.stem}: arms {arms}; workloads {','.join(workloads) or '-'}; "
-                   f"{_first_comment(path)}")
+        arms, workloads = _arms_and_workloads(OmegaConf.to_container(OmegaConf.load(path), resolve=False))
+        family_arms: dict[str, str] = {}
+        for family in ("cpu", "gpu"):
+            sizing = conf / "sizing" / path.stem / f"{family}.yaml"
+            if sizing.exists():
+                f_arms, f_loads = _arms_and_workloads(OmegaConf.to_container(OmegaConf.load(sizing), resolve=False))
+                workloads += [w for w in f_loads if w not in workloads]
+                if f_arms:
+                    family_arms[family] = f_arms
+        if not arms and family_arms:
+            arms = " / ".join(f"{a} ({family})" for family, a in family_arms.items())
+        arms = arms or "(config.yaml's)"
+        out.append(f"experiment {path.stem}: arms {arms}; "
+                   f"workloads {','.join(workloads) or '-'}; {_first_comment(path)}")
     return out
 
 

@@ -25,14 +25,14 @@ from hybridbench.errors import ConfigError
 from hybridbench.load.progress import env_mode
 from hybridbench.plan.build import build_plan
 from hybridbench.plan.data import apply_data
+from hybridbench.plan.sessions import note_kept_sessions
 from hybridbench.plan.types import RunPlan, WorkloadPlan
 from hybridbench.probes.base import Probe
 from hybridbench.probes.registry import plan_probes
 from workloads.errors import WorkloadError
-from workloads.generate import checked_rows, generate_trace
+from workloads.generate import generate_trace, shaped
 from workloads.registry import get_workload
-from workloads.scale import scale_stream
-from workloads.trace import TraceError, TraceRow, read_trace
+from workloads.trace import TraceError, TraceRow, TraceStream, read_trace
 
 __all__ = ["PreparedRun", "generate_rows", "materialize", "prepare_run", "refuse_on_machine", "typed_config"]
 
@@ -61,6 +61,7 @@ def prepare_run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> Prepare
     validate_checks(cfg.checks)
     validate_judged_by(cfg.workloads)
     data_notes = apply_data(cfg, resolved)  # data.* into the workloads' sources, before the plan records them
+    note_kept_sessions(cfg, resolved)  # a load cut to its first sessions says so in the report
     plan = build_plan(cfg, run_dir, resolved)
     engine = make_engine(cfg.engine.name)
     engine.validate(cfg, plan)
@@ -83,7 +84,7 @@ def materialize(w: WorkloadPlan, cfg: RunCfg, vocab_size: int) -> list[TraceRow]
     scale = c.scale * cfg.engine.workload_scale
     try:
         generate_trace(c.kind, c.params, vocab_size=vocab_size, seed=w.seed, output=w.trace_path,
-                       preset=c.preset or None, scale=scale if scale > 1 else None)
+                       preset=c.preset or None, scale=scale if scale > 1 else None, keep_sessions=c.keep_sessions)
     except (WorkloadError, TraceError) as exc:
         raise ConfigError(f"workloads.{w.name}: {' '.join(str(exc).split())}") from None
     except OSError as exc:
@@ -94,16 +95,15 @@ def materialize(w: WorkloadPlan, cfg: RunCfg, vocab_size: int) -> list[TraceRow]
         raise ConfigError(f"workloads.{w.name}: {exc}") from None
 
 
-def generate_rows(w: WorkloadPlan, cfg: RunCfg, vocab_size: int) -> list[TraceRow]:
-    """The rows :func:`materialize` writes, generated in memory by the same generator, scaling and id check (the
-    preview: no file to write and read back); the same one-line errors."""
+def generate_rows(w: WorkloadPlan, cfg: RunCfg, vocab_size: int) -> TraceStream:
+    """The trace :func:`materialize` writes, generated in memory by the same generator, scaling, session cut and id
+    check (the preview: no file to write and read back), its rows a list; the same one-line errors."""
     c = cfg.workloads[w.name]
     scale = c.scale * cfg.engine.workload_scale
     try:
         stream = get_workload(c.kind).make(c.params, vocab_size, w.seed, preset=c.preset or None)
-        if scale > 1:
-            stream = scale_stream(stream, scale, vocab_size)
-        return list(checked_rows(stream.rows, vocab_size))
+        stream = shaped(stream, vocab_size, scale if scale > 1 else None, c.keep_sessions)
+        return TraceStream(list(stream.rows), stream.metadata)
     except (WorkloadError, TraceError) as exc:
         raise ConfigError(f"workloads.{w.name}: {' '.join(str(exc).split())}") from None
     except OSError as exc:

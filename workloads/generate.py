@@ -5,7 +5,8 @@
 
 Writes one trace (workloads/README.md) atomically: a metadata line (generator, parameters, seed, vocab size,
 ``synthetic``) and one row per request. The same arguments and seed give a byte-identical file.
-``--scale F`` applies ``workloads.scale`` to the result. Bad input: one line on stderr, exit code 2.
+``--scale F`` applies ``workloads.scale`` to the result, then ``--keep-sessions K`` keeps the first K sessions,
+whole (``workloads.sessions``). Bad input: one line on stderr, exit code 2.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from workloads.errors import WorkloadError, require
 from workloads.registry import WORKLOADS, get_workload
 from workloads.sampling import MAX_VOCAB
 from workloads.scale import scale_stream
+from workloads.sessions import keep_first_sessions
 from workloads.trace import TraceRow, TraceStream, write_trace
 
-__all__ = ["build_parser", "checked_rows", "generate_trace", "main"]
+__all__ = ["build_parser", "checked_rows", "generate_trace", "main", "shaped"]
 
 
 def checked_rows(rows: Iterable[TraceRow], vocab_size: int) -> Iterator[TraceRow]:
@@ -44,13 +46,23 @@ def build_parser() -> OneLineArgumentParser:
         p.add_argument("--seed", type=int, default=42, help="RNG seed (default 42, as SGLang)")
         p.add_argument("-o", "--output", required=True, help="trace JSONL to write (atomically)")
         p.add_argument("--scale", type=int, help="shrink lengths and counts by this integer factor")
+        p.add_argument("--keep-sessions", type=int, default=0,
+                       help="keep only the first K sessions, whole, after scaling (default 0: all)")
     return parser
 
 
-def _write(stream: TraceStream, vocab: int, scale: int | None, output: str) -> None:
+def shaped(stream: TraceStream, vocab: int, scale: int | None, keep_sessions: int = 0) -> TraceStream:
+    """The generator's stream as the run sends it: scaled, cut to its first ``keep_sessions`` sessions, id-checked."""
+    require(keep_sessions >= 0, f"keep_sessions must be >= 0 (0: every session), got {keep_sessions}")
     if scale is not None:
         stream = scale_stream(stream, scale, vocab)
-    stream = TraceStream(checked_rows(stream.rows, vocab), stream.metadata)
+    if keep_sessions:
+        stream = keep_first_sessions(stream, keep_sessions)
+    return TraceStream(checked_rows(stream.rows, vocab), stream.metadata)
+
+
+def _write(stream: TraceStream, vocab: int, scale: int | None, output: str, keep_sessions: int = 0) -> None:
+    stream = shaped(stream, vocab, scale, keep_sessions)
     try:
         write_trace(output, stream.rows, stream.metadata)
     except OSError as exc:
@@ -58,18 +70,22 @@ def _write(stream: TraceStream, vocab: int, scale: int | None, output: str) -> N
 
 
 def generate_trace(workload: str, values: Mapping[str, object], *, vocab_size: int, seed: int, output: str,
-                   preset: str | None = None, scale: int | None = None) -> None:
+                   preset: str | None = None, scale: int | None = None, keep_sessions: int = 0) -> None:
     """What ``main`` does for a command line, for a typed caller: ``values`` maps parameter names (the
     generator's declarations, ``workloads.params``) to values. Bad input raises WorkloadError (one line)."""
     require(1 <= vocab_size <= MAX_VOCAB, f"vocab size must be in [1, 2**32], got {vocab_size}")
-    _write(get_workload(workload).make(values, vocab_size, seed, preset=preset), vocab_size, scale, output)
+    require(keep_sessions >= 0, f"keep_sessions must be >= 0 (0: every session), got {keep_sessions}")
+    _write(get_workload(workload).make(values, vocab_size, seed, preset=preset), vocab_size, scale, output,
+           keep_sessions)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     vocab: int = args.vocab_size
     require(1 <= vocab <= MAX_VOCAB, f"--vocab-size must be in [1, 2**32], got {vocab}")
-    _write(WORKLOADS[args.workload].from_args(args, vocab, args.seed), vocab, args.scale, args.output)
+    require(args.keep_sessions >= 0, f"--keep-sessions must be >= 0 (0: every session), got {args.keep_sessions}")
+    _write(WORKLOADS[args.workload].from_args(args, vocab, args.seed), vocab, args.scale, args.output,
+           args.keep_sessions)
     return 0
 
 

@@ -145,6 +145,10 @@ class WorkloadCfg:
     # row saying why, never a verdict: the seglen PR's ShareGPT first turns are its TTFT and throughput regression
     # load; they evict nothing on GPU pools, so an eviction verdict there could only ever be inconclusive.
     judged_by: list[str] = field(default_factory=list)
+    # Send only the first K sessions of this load, whole (0 = all; workloads/sessions.py): where a seed's full load
+    # cannot fit the experiment's GPU budget (sizing.budget_min). The trace is drawn in full, then cut, so the kept
+    # sessions are the full load's; the plan and the report say "the first K of N sessions".
+    keep_sessions: int = 0
 
 
 @dataclass

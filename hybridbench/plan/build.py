@@ -58,6 +58,10 @@ def workload_argv(
         raise ConfigError(f"workloads.{name}.scale must be >= 1, got {w.scale}")
     if w.scale * engine_scale > 1:
         argv += ["--scale", str(w.scale * engine_scale)]
+    if w.keep_sessions < 0:
+        raise ConfigError(f"workloads.{name}.keep_sessions must be >= 0 (0: every session), got {w.keep_sessions}")
+    if w.keep_sessions:
+        argv += ["--keep-sessions", str(w.keep_sessions)]
     try:  # the typed parameters the harness will call the generator with: checked now, before any server
         WORKLOADS[w.kind].resolve(w.params, preset=w.preset or None)
     except WorkloadError as exc:

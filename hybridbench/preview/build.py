@@ -81,14 +81,17 @@ def build_preview(composed: Composed, *, forecast: bool = True,
     prepared = prepare_run(cfg, composed.run_dir, composed.resolved)
     warnings = [f"{f.check}: {f.message}" for f in prepared.machine if not f.ok] + list(prepared.data_notes)
     traces: dict[str, list[TraceRow]] = {}
+    kept: dict[str, Any] = {}
     vocab = effective_vocab(cfg)
     for w in prepared.plan.workloads:  # in memory: the run writes them into its run dir
-        traces[w.name] = generate_rows(w, cfg, vocab)
+        stream = generate_rows(w, cfg, vocab)
+        traces[w.name] = list(stream.rows)
+        kept[w.name] = stream.metadata.get("keep_sessions")
     if (pool := prepared.engine.kv_pool(cfg)) is not None:
         refuse_unfit_requests(prepared.engine.name, pool, traces)
     workloads = {
         w.name: {"kind": w.kind, "requests": len(traces[w.name]),
-                 "sessions": len({r.session_id for r in traces[w.name]}),
+                 "sessions": len({r.session_id for r in traces[w.name]}), "sessions_kept_of": kept[w.name],
                  "input_tokens": sum(r.num_input_tokens for r in traces[w.name]),
                  "output_tokens": sum(r.num_output_tokens for r in traces[w.name]), "load": _load(w.load),
                  "argv": list(w.argv)}

@@ -60,7 +60,10 @@ def render_text(p: Preview) -> str:
         lines.append(f"arm {name}: {env + ' ' if env else ''}{cmd}")
     lines.append("pools: " + ", ".join(f"{k} {v}" for k, v in p.pools.items()))
     for name, w in p.workloads.items():
-        lines.append(f"workload {name} ({w['kind']}): {w['requests']:,} requests in {w['sessions']:,} sessions, "
+        sessions = f"{w['sessions']:,} sessions"
+        if kept := w.get("sessions_kept_of"):  # workloads.<name>.keep_sessions cut the load to fit its budget
+            sessions = f"the first {kept['kept']:,} of {kept['of']:,} sessions (workloads.{name}.keep_sessions)"
+        lines.append(f"workload {name} ({w['kind']}): {w['requests']:,} requests in {sessions}, "
                      f"{w['input_tokens']:,} input and {w['output_tokens']:,} output tokens; "
                      f"arrivals {_load(w['load'])}")
     for t in p.trials:

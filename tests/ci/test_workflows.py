@@ -282,7 +282,9 @@ def _sizing_keys() -> set[str]:
     for path in (CONF / "sizing").glob("*/*.yaml"):
         doc = yaml.safe_load(path.read_text()) or {}
         walk("", {k: v for k, v in doc.items() if k not in ("defaults", "sizing")})
-    return {("workloads" if k.startswith("workloads.") else k) for k in keys}
+    # seglen's sizing also picks its arms per family (the cache-off arm does not fit a GPU budget), but which arms a
+    # build can express is the workflows' to say (SGLang main has no seglen policy): not a size.
+    return {("workloads" if k.startswith("workloads.") else k) for k in keys} - {"arms"}
 
 
 SIZING_KEYS = _sizing_keys()

@@ -98,7 +98,8 @@ def test_sglang_arms_are_built_from_the_interpreters_real_help_and_forecast_on_t
     assert seglen[:3] == [str(python), "-m", "sglang.launch_server"]
     assert seglen[seglen.index("--model-path") + 1] == "Qwen/Qwen3.5-9B"
     assert seglen[seglen.index("--radix-eviction-policy") + 1] == "seglen"
-    assert "--disable-radix-cache" in out["arms"]["disabled"]["argv"]
+    assert set(out["arms"]) == {"branching", "seglen"}  # the PR's comparison: cache off does not fit the budget
+    assert "--disable-radix-cache" not in out["arms"]["branching"]["argv"]
     assert out["arms"]["seglen"]["env"] == {}
     fc = out["forecast"]
     assert (fc["gpu"], fc["model"], fc["tp"]) == ("h100", "qwen3.5-9b", 1)
@@ -143,3 +144,25 @@ def test_multirun_is_refused_in_one_line() -> None:
 def test_composition_and_plan_errors_are_config_errors(args: list[str], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
         build_preview(compose_run(args), forecast=False)
+
+
+def test_a_load_cut_to_its_first_sessions_says_so_in_the_plan_and_the_report(tmp_path: Path) -> None:
+    """workloads.<name>.keep_sessions: the plan counts the kept sessions of how many, the generator's argv carries
+    the cut, the run sends exactly those requests and its report says the load is not the full one."""
+    proc = plan("--json", "+experiment=smoke", "engine=sim", "workloads.gsp.keep_sessions=3")
+    assert proc.returncode == 0, proc.stderr
+    w = json.loads(proc.stdout)["workloads"]["gsp"]
+    assert w["sessions"] == 3 and w["sessions_kept_of"]["kept"] == 3 and w["sessions_kept_of"]["of"] > 3
+    assert w["argv"][w["argv"].index("--keep-sessions") + 1] == "3"
+    text = plan("+experiment=smoke", "engine=sim", "workloads.gsp.keep_sessions=3", "--no-forecast").stdout
+    assert f"in the first 3 of {w['sessions_kept_of']['of']} sessions (workloads.gsp.keep_sessions)" in text
+    run = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim", "repeats=1",
+                          "workloads.gsp.keep_sessions=3", f"hydra.run.dir={tmp_path}"], capture_output=True,
+                         text=True, timeout=300, cwd=ROOT, check=False)
+    assert run.returncode in (0, 1), run.stderr
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert len({r["session_id"] for r in records}) == 3 and len(records) == 2 * w["requests"]  # two arms
+    assert "Only the first 3 sessions of this load are sent" in (tmp_path / "report.md").read_text()
+    bad = plan("+experiment=smoke", "workloads.gsp.keep_sessions=-2")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "workloads.gsp.keep_sessions must be >= 0" in bad.stderr, bad.stderr

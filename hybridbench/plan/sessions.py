@@ -1,0 +1,28 @@
+"""``workloads.<name>.keep_sessions``: a load cut to its first sessions says so where a reader looks.
+
+The cut itself is the generator's (``python -m workloads.generate --keep-sessions``, workloads/sessions.py); this
+puts the sentence under the workload's heading in the report (its ``note``, as ``data.*`` does for a synthetic
+stand-in), so no figure of a cut load is read as the seed's full load.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hybridbench.config.schema import RunCfg
+
+__all__ = ["note_kept_sessions"]
+
+
+def note_kept_sessions(cfg: RunCfg, resolved: dict[str, Any]) -> None:
+    """Append the cut to the note of each workload with ``keep_sessions`` (in ``cfg`` and the ``resolved`` copy the
+    plan records)."""
+    for name, w in cfg.workloads.items():
+        if w.keep_sessions <= 0:
+            continue
+        cut = (f"Only the first {w.keep_sessions} sessions of this load are sent, whole "
+               f"(workloads.{name}.keep_sessions): the rest are dropped to fit the experiment's wall-time budget, "
+               "so its figures are not the full load's.")
+        if cut not in w.note:  # prepared twice (a preview, then a run in one process): said once
+            w.note = f"{w.note} {cut}".strip()
+        resolved.setdefault("workloads", {}).setdefault(name, {})["note"] = w.note
