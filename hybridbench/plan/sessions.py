@@ -20,9 +20,9 @@ def note_kept_sessions(cfg: RunCfg, resolved: dict[str, Any]) -> None:
     for name, w in cfg.workloads.items():
         if w.keep_sessions <= 0:
             continue
-        cut = (f"Only the first {w.keep_sessions} sessions of this load are sent, whole "
-               f"(workloads.{name}.keep_sessions): the rest are dropped to fit the experiment's wall-time budget, "
-               "so its figures are not the full load's.")
+        cut = (f"Sessions after the first {w.keep_sessions} of this load are not sent (workloads.{name}.keep_sessions, "
+               "to fit the experiment's wall-time budget; the plan says how many it has): where it has more, its "
+               "figures are not the full load's.")
         if cut not in w.note:  # prepared twice (a preview, then a run in one process): said once
             w.note = f"{w.note} {cut}".strip()
         resolved.setdefault("workloads", {}).setdefault(name, {})["note"] = w.note

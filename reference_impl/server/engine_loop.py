@@ -351,16 +351,19 @@ class EngineLoop:
         )
 
 
-def _arrival_key(sub: Submission) -> tuple[int, bytes, int]:
-    return len(sub.input_ids), array("q", sub.input_ids).tobytes(), sub.max_new_tokens
+def _arrival_key(sub: Submission) -> tuple[int, bytes, int, int, str]:
+    c = sub.ctx  # two requests of one input may still differ in how they are sampled and what they return
+    how = repr((c.temperature, c.logprob_start, c.top_logprobs_num, c.seed, sorted(c.stop_tokens)))
+    return (len(sub.input_ids), array("q", sub.input_ids).tobytes(), sub.max_new_tokens,
+            -1 if sub.max_prefix is None else sub.max_prefix, how)
 
 
 def _in_modelled_order(commands: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """Under ``--modelled-lockstep-ms`` the requests gathered in one wait arrive at one modelled moment, and the
     order the HTTP threads' race put them in decided which joined the next prefill first (so hits, evictions and
     modelled TTFT varied between two servers of one arm by several percent). Each run of consecutive submissions
-    is therefore admitted in an order of their content (length, token ids, max_new_tokens), the same on every
-    server and repeat; aborts and calls keep their places."""
+    is therefore admitted in an order of their content (length, token ids, max_new_tokens, sampling), the same on
+    every server and repeat; aborts and calls keep their places."""
     out: list[tuple[str, Any]] = []
     run: list[tuple[str, Any]] = []
     for command in commands:

@@ -330,6 +330,19 @@ def test_the_nightly_budgets_fit_its_job() -> None:
 SGLANG_EXPERIMENTS = sorted(p.parent.name for p in (CONF / "sizing").glob("*/gpu.yaml"))
 
 
+def test_the_pull_request_job_fits_any_experiments_two_runs() -> None:
+    """The pull request's run of an experiment fits its budget (tests/ci/test_gpu_budgets.py: two hours at most),
+    and main's run beside it (no more arms) too: both, and the installs, inside the job's timeout-minutes."""
+    doc: dict[Any, Any] = yaml.safe_load((ROOT / "ci" / "pr.yml").read_text())
+    limit = doc["jobs"]["compare"]["timeout-minutes"]
+    setup = 30  # hybridbench and two SGLang builds installed from scratch
+    for experiment in SGLANG_EXPERIMENTS:
+        runs = dict(runs_of(ROOT / "ci" / "pr.yml", {"experiment": experiment}))
+        budget = runs["pull request"].sizing.budget_min
+        assert 0 < budget <= 120, (experiment, budget)
+        assert 2 * budget + setup <= limit, (experiment, budget, limit)
+
+
 @pytest.mark.parametrize("experiment", SGLANG_EXPERIMENTS)
 def test_the_pull_request_workflow_runs_any_experiment(experiment: str, tmp_path: Path) -> None:
     """Its `experiment` input alone: both runs compose and plan in the experiment's GPU configuration, main's with

@@ -38,9 +38,9 @@ def test_plan_json_lists_every_trial_with_its_size_and_the_reference_servers_com
     assert set(out["arms"]) == {"disabled", "branching"}
     assert out["arms"]["branching"]["argv"][1:3] == ["-m", "reference_impl.server"]
     assert out["arms"]["branching"]["argv"][out["arms"]["branching"]["argv"].index("--arm") + 1] == "branching"
-    # smoke runs three repeats, arms interleaved within each
+    # smoke runs two repeats on the reference engine (conf/sizing/smoke/cpu.yaml), arms interleaved within each
     assert [(t["arm"], t["workload"], t["repeat"]) for t in out["trials"]] == [
-        (arm, "gsp", r) for r in range(3) for arm in ("disabled", "branching")]
+        (arm, "gsp", r) for r in range(2) for arm in ("disabled", "branching")]
     w = out["workloads"]["gsp"]
     assert all(t["requests"] == w["requests"] > 0 and t["input_tokens"] == w["input_tokens"] > 0
                for t in out["trials"])
@@ -162,7 +162,7 @@ def test_a_load_cut_to_its_first_sessions_says_so_in_the_plan_and_the_report(tmp
     assert run.returncode in (0, 1), run.stderr
     records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert len({r["session_id"] for r in records}) == 3 and len(records) == 2 * w["requests"]  # two arms
-    assert "Only the first 3 sessions of this load are sent" in (tmp_path / "report.md").read_text()
+    assert "Sessions after the first 3 of this load are not sent" in (tmp_path / "report.md").read_text()
     bad = plan("+experiment=smoke", "workloads.gsp.keep_sessions=-2")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "workloads.gsp.keep_sessions must be >= 0" in bad.stderr, bad.stderr

@@ -66,3 +66,16 @@ def test_a_negative_count_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Capt
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--keep-sessions must be >= 0" in err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_the_generator_scales_first_and_cuts_the_scaled_trace(tmp_path: Path) -> None:
+    """``--scale`` then ``--keep-sessions``, as the harness runs it: the cut counts the sessions the scaled trace
+    kept (every 4th), not the full trace's first ones."""
+    out = tmp_path / "t.jsonl"
+    assert generate_main(["swebench", "--num-sessions", "24", "--sps", "2", "--max-turns", "6", "--max-input", "6000",
+                          "--vocab-size", str(V), "--seed", "7", "--scale", "4", "--keep-sessions", "2",
+                          "-o", str(out)]) == 0
+    rows = [r for r in iter_trace(out) if isinstance(r, TraceRow)]
+    scaled = list(scale_stream(generate_swebench(SwebenchParams(num_sessions=24, sps=2.0, max_turns=6,
+                                                                max_input=6000), V, 7), 4, V).rows)
+    assert rows == _first_sessions(scaled, 2) and {r.session_id for r in rows} == {0, 4}

@@ -62,7 +62,9 @@ def _burst(order: list[int], prompts: list[list[int]], *args: str) -> dict[int, 
     """Send ``prompts`` in ``order``, 30 ms apart (one lockstep burst), to a fresh lockstep server; each prompt's
     (cached tokens, modelled TTFT)."""
     out: dict[int, tuple[int, float]] = {}
-    with running_server("--log-level", "warning", "--report-modelled-time", "--modelled-lockstep-ms", "1000",
+    # 5 s of lockstep: the burst settles after 500 ms without an arrival, so a loaded machine's stalls between the
+    # sends (30 ms apart) do not split it into two waits
+    with running_server("--log-level", "warning", "--report-modelled-time", "--modelled-lockstep-ms", "5000",
                         "--chunked-prefill-size", "256", *args) as s:
         def send(i: int) -> None:
             meta = s.generate({"input_ids": prompts[i], "sampling_params": {
