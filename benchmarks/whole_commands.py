@@ -10,6 +10,9 @@ target and the verdict (meets / misses) for this checkout. The machine line (CPU
 commits) is printed first and the load average again with each row: wall seconds mean something only on a
 quiet machine; CPU seconds are the robust figure on a shared one.
 
+``plan`` targets time ``hybridbench plan +experiment=E engine=sim`` (composition, plan, traces and the simulator's
+forecast at GPU scale) for every experiment with a GPU configuration: at most 60 wall seconds each.
+
 Traces are generated once into ``--dir`` (never into the repo): the seglen SWE-bench preset (``workloads.generate
 swebench --preset seglen``, 330 MB), a 10-session trace for the capacity check and a short-request trace
 (``--max-input 4096``) for the replay rate.
@@ -29,6 +32,8 @@ from whole_command import Summary, alternate, git_head, machine, verdict  # a si
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+# Every experiment with a GPU configuration (conf/sizing/*/gpu.yaml), as `hybridbench plan` forecasts it.
+PLANNED = sorted(p.parent.name for p in (ROOT / "conf" / "sizing").glob("*/gpu.yaml"))
 SIM_ARGS = ["--model", "qwen3-next-80b-a3b", "--gpu", "h100", "--tp", "4", "--arm", "branching", "--trace-timestamps"]
 
 
@@ -57,6 +62,13 @@ def _rate(floor: float) -> Callable[[Summary, str], tuple[str, bool]]:
     return check
 
 
+def _wall(limit: float) -> Callable[[Summary, str], tuple[str, bool]]:
+    def check(s: Summary, out: str) -> tuple[str, bool]:
+        del out
+        return f"{s.wall_s:.1f} wall s ({s.cpu_s:.1f} CPU s)", s.wall_s <= limit
+    return check
+
+
 def _generate(path: Path, *args: str) -> None:
     if path.exists():
         return
@@ -82,6 +94,10 @@ def targets(work: Path) -> list[Target]:
         Target("simulate the seglen preset (branching, TP4 H100)",
                [PY, "-m", "reference_impl.simulate", str(preset), *SIM_ARGS], "<= 15 CPU s, <= 1 GB",
                _limits(15.0, 1024.0)),
+        # hybridbench plan: the GPU configuration composed, planned, its traces generated and forecast on the
+        # simulator (engine=sim: the same GPU sizing as sglang, no SGLang build needed)
+        *(Target(f"plan {e} (forecast at GPU scale)", [PY, "-m", "hybridbench.preview", f"+experiment={e}",
+                 "engine=sim"], "<= 60 wall s", _wall(60.0)) for e in PLANNED),
     ]
 
 
