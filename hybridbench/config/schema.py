@@ -228,7 +228,12 @@ class DataCfg:
     # ShareGPT_V3_unfiltered_cleaned_split.json), a dataset saved with datasets' save_to_disk, or a Hub dataset name.
     sharegpt: str = ""
     sharegpt_split: str = "train"
+    # SWE-bench agent sessions for every swebench workload without its own params.path: SWE-agent .traj or
+    # OpenHands-style .json files (one file or a directory of them, tokenized message by message), or a ready trace
+    # .jsonl of token ids (SegLen's swebench_sps=10_art=5_nums=100.jsonl), replayed as it is.
+    swebench: str = ""
     gsm8k: str = ""  # a local gsm8k folder for the accuracy probe (checks.accuracy_datasets.gsm8k)
+    aime25: str = ""  # a local aime25 folder for the accuracy probe (checks.accuracy_datasets.aime25)
     # The tokenizer that turns text into token ids: "" = the served model's own (model.hf_id) on engines that load
     # weights, the hash-word tokenizer elsewhere.
     tokenizer: str = ""

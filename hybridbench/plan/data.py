@@ -3,9 +3,10 @@
 One key per data set. ``data.sharegpt`` feeds every ``sharegpt`` workload that names no source of its own (a JSON
 file goes to ``params.path``, anything else — a ``save_to_disk`` folder or a Hub name — to ``params.dataset``),
 tokenized with ``data.tokenizer`` or, on an engine that loads the model's weights, the served model's own
-tokenizer (``model.hf_id``), so token counts are what the server sees. ``data.gsm8k`` is the accuracy probe's
-gsm8k folder. A GPU run left on synthetic text says so (the returned notes go to the plan's warnings and to the
-workload's note in the report); ``data.require_real=true`` refuses it (exit 2).
+tokenizer (``model.hf_id``), so token counts are what the server sees. ``data.swebench`` feeds every ``swebench``
+workload the same way (trajectory files tokenized; a trace ``.jsonl`` replayed as it is). ``data.gsm8k`` and
+``data.aime25`` are the accuracy probe's folders. A GPU run left on synthetic text says so (the returned notes go
+to the plan's warnings and to the workload's note in the report); ``data.require_real=true`` refuses it (exit 2).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hybridbench.config.schema import RunCfg
+from hybridbench.config.schema import RunCfg, WorkloadCfg
 from hybridbench.errors import ConfigError
 
 __all__ = ["GPU_ENGINES", "apply_data"]
@@ -35,6 +36,9 @@ def apply_data(cfg: RunCfg, resolved: dict[str, Any]) -> tuple[str, ...]:
     tokenizer = d.tokenizer or (cfg.model.hf_id if gpu else "")
     notes: list[str] = []
     for name, w in cfg.workloads.items():
+        if w.kind == "swebench":
+            notes += _swebench(name, w, cfg, tokenizer, resolved)
+            continue
         if w.kind != "sharegpt":
             continue
         params = dict(w.params)
@@ -58,12 +62,39 @@ def apply_data(cfg: RunCfg, resolved: dict[str, Any]) -> tuple[str, ...]:
         if params != w.params:
             w.params = params
             _set(resolved, ("workloads", name, "params"), dict(params))
-    if d.gsm8k and "gsm8k" not in cfg.checks.accuracy_datasets:
-        cfg.checks.accuracy_datasets = {**cfg.checks.accuracy_datasets, "gsm8k": d.gsm8k}
-        _set(resolved, ("checks", "accuracy_datasets"), dict(cfg.checks.accuracy_datasets))
-    elif gpu and "accuracy" in cfg.checks.enabled and "gsm8k" not in cfg.checks.accuracy_datasets:
+    for dataset, folder in (("gsm8k", d.gsm8k), ("aime25", d.aime25)):
+        if folder and dataset not in cfg.checks.accuracy_datasets:
+            cfg.checks.accuracy_datasets = {**cfg.checks.accuracy_datasets, dataset: folder}
+            _set(resolved, ("checks", "accuracy_datasets"), dict(cfg.checks.accuracy_datasets))
+    if gpu and "accuracy" in cfg.checks.enabled and "gsm8k" not in cfg.checks.accuracy_datasets:
         why = "accuracy: the shipped 22-question gsm8k sample (too small to fail); set data.gsm8k to a gsm8k folder"
         if d.require_real:
             raise ConfigError(f"data.require_real: {why}")
         notes.append(why)
     return tuple(notes)
+
+
+def _swebench(name: str, w: WorkloadCfg, cfg: RunCfg, tokenizer: str, resolved: dict[str, Any]) -> list[str]:
+    """data.swebench into a swebench workload without its own path: trajectory files are tokenized (the served
+    model's tokenizer on a GPU engine), a trace .jsonl is replayed as it is (its rows are token ids already)."""
+    d, gpu = cfg.data, cfg.engine.name in GPU_ENGINES
+    params = dict(w.params)
+    if not params.get("path"):
+        if d.swebench:
+            params["path"] = d.swebench
+        elif gpu:
+            why = (f"workloads.{name}: synthetic SWE-bench sessions (lengths calibrated to Marconi's traces, random "
+                   "token ids); set data.swebench to SWE-agent .traj / OpenHands files or a trace .jsonl")
+            if d.require_real:
+                raise ConfigError(f"data.require_real: {why}")
+            note = f"{w.note} Synthetic sessions: no data.swebench was given.".strip()
+            w.note = note
+            _set(resolved, ("workloads", name, "note"), note)
+            return [why]
+    path = str(params.get("path") or "")
+    if path and not path.endswith(".jsonl") and tokenizer and not params.get("tokenizer"):
+        params["tokenizer"] = tokenizer
+    if params != w.params:
+        w.params = params
+        _set(resolved, ("workloads", name, "params"), dict(params))
+    return []

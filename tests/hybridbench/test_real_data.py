@@ -6,6 +6,7 @@ trained here with ``tokenizers`` and saved as a ``transformers`` tokenizer folde
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -83,3 +84,69 @@ def test_a_gpu_run_on_synthetic_text_says_so_and_require_real_refuses_it(tmp_pat
     assert any(w.startswith("workloads.chat: synthetic ShareGPT stand-in") for w in out["warnings"])  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match=r"^data\.require_real: workloads\.chat: synthetic"):
         sharegpt_plan(tmp_path, "data.require_real=true")
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "workloads" / "fixtures"
+
+
+def swebench_plan(tmp_path: Path, *extra: str) -> dict[str, object]:
+    python = fake_sglang(tmp_path)
+    composed = compose_run(["+experiment=smoke", "engine=sglang", "engine.tp=1", f"engine.python={python}",
+                            "+workload@workloads.agent=swebench_seglen", "+workloads.agent.params.num_sessions=2",
+                            *extra])
+    preview = build_preview(composed, forecast=False)
+    return {"workloads": preview.workloads, "warnings": preview.warnings}
+
+
+def test_data_swebench_trajectories_are_tokenized_by_the_served_models_tokenizer(tmp_path: Path) -> None:
+    """SWE-agent and OpenHands files in one folder, message by message, with model.hf_id's tokenizer: the same
+    token counts as the generator given that tokenizer itself."""
+    from workloads.swebench import PRESETS, generate_swebench
+
+    folder = tmp_path / "trajectories"
+    folder.mkdir()
+    for name in ("swe_agent_tiny.traj", "openhands_tiny.json"):
+        (folder / name).write_bytes((FIXTURES / name).read_bytes())
+    tok = tiny_tokenizer(tmp_path / "model")
+    out = swebench_plan(tmp_path, f"data.swebench={folder}", f"model.hf_id={tok}")
+    agent = out["workloads"]["agent"]  # type: ignore[index]
+    assert agent["argv"][agent["argv"].index("--tokenizer") + 1] == str(tok)
+    params = dataclasses.replace(PRESETS["seglen"], num_sessions=2)
+    rows = list(generate_swebench(params, agent_vocab(agent), 0, path=str(folder), tokenizer=str(tok)).rows)
+    assert agent["sessions"] == 2 and agent["input_tokens"] == sum(r.num_input_tokens for r in rows) > 0
+    assert not any("synthetic" in w for w in out["warnings"])  # type: ignore[attr-defined]
+
+
+def agent_vocab(agent: dict[str, object]) -> int:
+    argv = agent["argv"]
+    assert isinstance(argv, list)
+    return int(argv[argv.index("--vocab-size") + 1])
+
+
+def test_data_swebench_trace_jsonl_is_replayed_as_it_is(tmp_path: Path) -> None:
+    trace = FIXTURES / "swebench_sps=10_art=5_nums=2.jsonl"
+    out = swebench_plan(tmp_path, f"data.swebench='{trace}'")  # quoted: Hydra reads "=" in a value as syntax
+    agent = out["workloads"]["agent"]  # type: ignore[index]
+    rows = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert agent["requests"] == len(rows) and agent["input_tokens"] == sum(len(r["input_tokens"]) for r in rows)
+    assert "--tokenizer" not in agent["argv"]  # token ids already: no tokenizer applies
+
+
+def test_a_gpu_run_on_synthetic_sessions_says_so_and_require_real_refuses_it(tmp_path: Path) -> None:
+    out = swebench_plan(tmp_path)
+    assert any(w.startswith("workloads.agent: synthetic SWE-bench sessions") for w in out["warnings"])  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"^data\.require_real: workloads\.agent: synthetic SWE-bench"):
+        swebench_plan(tmp_path, "data.require_real=true")
+
+
+def test_data_aime25_and_gsm8k_are_the_accuracy_probes_folders(tmp_path: Path) -> None:
+    for name in ("gsm8k", "aime25"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "test.jsonl").write_text("{}\n")
+    python = fake_sglang(tmp_path)
+    composed = compose_run(["+experiment=accuracy", "engine=sglang", "engine.tp=1", f"engine.python={python}",
+                            f"data.gsm8k={tmp_path / 'gsm8k'}", f"data.aime25={tmp_path / 'aime25'}"])
+    preview = build_preview(composed, forecast=False)
+    assert composed.cfg.checks.accuracy_datasets == {"gsm8k": str(tmp_path / "gsm8k"),
+                                                     "aime25": str(tmp_path / "aime25")}
+    assert not any(w.startswith("accuracy:") for w in preview.warnings)
