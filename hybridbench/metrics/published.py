@@ -4,9 +4,9 @@ same metric of this run, from the bundle's aggregates alone.
 A relative result (``baseline_arm`` set) is ``reproduced`` when this run moves the metric the same way by
 at least half the published change, ``not reproduced`` otherwise; an absolute one when this run's value is
 within ``tolerance`` x max(|published|, 1). A run on another engine, model or workload scale than the source,
-or on another GPU type, TP, quantization or arrival process and rate than the source states, is ``not
-comparable``, with the reason: its direction and change are still shown, never scored. None of this gates the
-exit code: the checks do.
+or on another GPU type, TP, quantization or arrival process and rate than the source states, or on a load cut
+to its first sessions (``keep_sessions``), is ``not comparable``, with the reason: its direction and change are
+still shown, never scored. None of this gates the exit code: the checks do.
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ def _setup_differs(config: Mapping[str, Any], workload: Mapping[str, Any], p: Ma
         ours = _arrival(config, workload)
         if not _same_arrival(ours, str(p["arrival"])):
             out.append(f"arrivals {ours} vs {p['arrival']}")
+    if kept := int(workload.get("keep_sessions", 0) or 0):  # a cut load is not the source's load
+        out.append(f"only the first {kept} sessions of the load (keep_sessions)")
     return out
 
 

@@ -21,7 +21,8 @@ def run_config(**changes: Any) -> dict[str, Any]:
     engine = {"name": "sglang", "gpu": "h100", "tp": 4, "workload_scale": 1, **changes.pop("engine", {})}
     return {"engine": engine, "model": {"name": "qwen3-next-80b-a3b", "quantization": changes.pop("quant", "")},
             "load": {"kind": "closed", "max_concurrency": 5, "request_rate": 0.0, **changes.pop("load", {})},
-            "workloads": {"gsp": {"scale": 1, "request_rate": changes.pop("rate", 0.0)}}, "published": [RADIX]}
+            "workloads": {"gsp": {"scale": 1, "request_rate": changes.pop("rate", 0.0),
+                                  "keep_sessions": changes.pop("keep", 0)}}, "published": [RADIX]}
 
 
 def test_the_seeds_own_setup_is_scored() -> None:
@@ -35,6 +36,7 @@ def test_the_seeds_own_setup_is_scored() -> None:
     ({"quant": "fp8"}, "quantization fp8 vs none"),  # the FP8 checkpoint keeps the bf16 model's name
     ({"load": {"max_concurrency": 16}}, "arrivals closed:16 vs closed:5"),
     ({"load": {"kind": "poisson", "request_rate": 8.0}}, "arrivals poisson:8 vs closed:5"),
+    ({"keep": 2}, "only the first 2 sessions of the load (keep_sessions)"),
 ])
 def test_another_setup_is_not_comparable_and_says_why(changes: dict[str, Any], why: str) -> None:
     (row,) = compare_published(run_config(**changes), AGG)
@@ -51,22 +53,27 @@ def test_a_workloads_own_rate_is_its_arrival_rate() -> None:
 
 def test_every_gpu_configuration_is_comparable_with_its_own_seed_where_the_seed_ran_it() -> None:
     """seglen and radix on sglang as composed (no override): every published row of the seed's own model and GPU
-    is comparable by setup; prefill_overhead's seed ran TP8, so the default TP4 is not, and says so."""
+    is comparable by setup but seglen's SWE-bench one, whose load the GPU configuration cuts to its first sessions
+    (keep_sessions); prefill_overhead's seed ran TP8, so the default TP4 is not, and says so."""
     for experiment in ("seglen", "radix"):
         cfg = composed(f"+experiment={experiment}", "engine=sglang")
         config = {"engine": {"name": "sglang", "gpu": cfg.engine.gpu, "tp": cfg.engine.tp, "workload_scale": 1},
                   "model": {"name": cfg.model.name, "quantization": cfg.model.quantization},
                   "load": {"kind": cfg.load.kind, "max_concurrency": cfg.load.max_concurrency,
                            "request_rate": cfg.load.request_rate},
-                  "workloads": {n: {"scale": w.scale, "request_rate": w.request_rate}
-                                for n, w in cfg.workloads.items()},
+                  "workloads": {n: {"scale": w.scale, "request_rate": w.request_rate,
+                                    "keep_sessions": w.keep_sessions} for n, w in cfg.workloads.items()},
                   "published": [vars(p) for p in cfg.published if p.workload in cfg.workloads]}
         agg: dict[str, Any] = {}
         for p in cfg.published:
             for arm in (p.arm, p.baseline_arm):
                 agg.setdefault(p.workload, {}).setdefault(arm, {})[p.metric] = 1.0
         rows = compare_published(config, agg)
-        assert rows and all(r["why"] == "" and r["observed"] is not None for r in rows), [r["why"] for r in rows]
+        cut = [r for r in rows if cfg.workloads[r["workload"]].keep_sessions]
+        assert [r["workload"] for r in cut] == (["swebench"] if experiment == "seglen" else [])
+        assert all(r["mark"] == "not comparable" and "keep_sessions" in r["why"] for r in cut)
+        rest = [r for r in rows if r not in cut]
+        assert rest and all(r["why"] == "" and r["observed"] is not None for r in rest), [r["why"] for r in rest]
     cfg = composed("+experiment=prefill_overhead", "engine=sglang")
     config = {"engine": {"name": "sglang", "gpu": "h100", "tp": cfg.engine.tp}, "model": {"name": cfg.model.name},
               "load": {"kind": "closed", "max_concurrency": 1}, "workloads": {"random": {"scale": 1}},
