@@ -123,9 +123,13 @@ def test_seglen_runs_the_prs_own_benchmark(engine: str, tmp_path: Path) -> None:
     for name, (_, load) in loads.items():
         assert (load.kind, load.max_concurrency) == ("poisson", None), name
         assert load.request_rate == (10.0 if name == "swebench" else 8.0), name
-    # The ShareGPT load is the PR's TTFT regression check: never judged on evictions or the hit floor.
+    # The ShareGPT load is the PR's TTFT regression check: never judged on evictions or the hit floor. Nor is the
+    # SWE-bench load cut to its first two sessions to fit the budget: they fit the pools whole, nothing is evicted.
     assert set(cfg.workloads["sharegpt"].judged_by) == {"ttft", "throughput"}
-    assert not any(cfg.workloads[w].judged_by for w in ("multi_group", "mixed_prefix", "swebench"))
+    assert set(cfg.workloads["swebench"].judged_by) == {"ttft", "throughput"}
+    assert cfg.workloads["swebench"].keep_sessions == 2 and "--keep-sessions" in loads["swebench"][0]
+    assert not any(cfg.workloads[w].judged_by for w in ("multi_group", "mixed_prefix"))
+    assert not any(cfg.workloads[w].keep_sessions for w in ("multi_group", "mixed_prefix", "sharegpt"))
 
 
 @pytest.mark.parametrize("engine", GPU_ENGINES)
@@ -166,14 +170,14 @@ def test_a_check_a_workload_does_not_declare_is_a_skip_that_says_why_but_surviva
 
     cfg = composed("+experiment=seglen", "engine=sim")
     judged = judged_by_of(cfg.workloads)
-    assert judged == {"sharegpt": frozenset({"ttft", "throughput"})}
+    assert judged == {"sharegpt": frozenset({"ttft", "throughput"}), "swebench": frozenset({"ttft", "throughput"})}
     rows = [CheckResult(check, w, "seglen", "inconclusive" if check == "evictions" else "fail", 1.0, "x", "d")
-            for check in ("evictions", "cache_hits", "ttft", "survival") for w in ("sharegpt", "swebench")]
+            for check in ("evictions", "cache_hits", "ttft", "survival") for w in ("sharegpt", "multi_group")]
     out = {(r.check, r.workload): r for r in only_where_judged(rows, judged)}
     for check in ("evictions", "cache_hits"):
         skipped = out[check, "sharegpt"]
         assert skipped.status == "skip" and "workloads.sharegpt.judged_by" in skipped.detail
-        assert out[check, "swebench"].status != "skip"  # a load that declares nothing is judged by every check
+        assert out[check, "multi_group"].status != "skip"  # a load that declares nothing is judged by every check
     assert out["ttft", "sharegpt"].status == "fail" and out["survival", "sharegpt"].status == "fail"
     # Saved plans (plan.json's config) give the same mapping: a re-scoring judges as the run did.
     assert judged_by_of(OmegaConf.to_container(OmegaConf.structured(cfg).workloads)) == judged  # type: ignore[arg-type]

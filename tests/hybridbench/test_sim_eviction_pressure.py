@@ -30,8 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SHRINK = 4  # workload scale; the pools' memory shrinks SHRINK**2
 # The loads that cannot evict at GPU scale, so declare they are not judged on evictions (workloads.W.judged_by in
 # conf/sizing/seglen/gpu.yaml): ShareGPT first turns cache nothing (a short prompt, 128 output tokens, no tracked
-# state); that load is the PR's TTFT and throughput regression check.
-QUIET = {("seglen", "sharegpt")}
+# state); that load is the PR's TTFT and throughput regression check. The SWE-bench traces, cut to their first two
+# sessions to fit the budget (keep_sessions), fit the pools whole.
+QUIET = {("seglen", "sharegpt"), ("seglen", "swebench")}
 
 
 def sim_cfg(experiment: str, engine: str = "sim", *more: str) -> RunCfg:
