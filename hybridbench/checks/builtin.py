@@ -94,7 +94,12 @@ def timing_key(inp: CheckInput, key: str) -> str:
 
 
 def _clock(inp: CheckInput) -> str:
-    return "modelled time" if inp.timing == "modelled" else "wall time"
+    """The clock a timing row judged, as its detail names it: the simulator's records carry modelled times in their
+    wall-clock fields (``modelled: true``), so a row over them says so rather than "wall time"."""
+    if inp.timing == "modelled":
+        return "modelled time"
+    simulated = any(recs and recs[0].modelled for recs in inp.records.values())
+    return "simulated time" if simulated else "wall time"
 
 
 def repeat_judgement(check: str, workload: str, arm: str, inp: CheckInput, *, base: Sequence[float],

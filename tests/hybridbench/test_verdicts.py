@@ -4,6 +4,7 @@ needs; and each place that judged an interval shown not to turn an undecided one
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import statistics
@@ -87,6 +88,10 @@ def test_the_timing_checks_judge_the_clock_timing_names() -> None:
                          for w, m in zip(wall[arm], modelled[arm], strict=True)] for arm in ("lru", "seglen")}
     (w_ttft,), (m_ttft,) = ttft(inp(sums)), ttft(inp(sums, timing="modelled"))
     assert w_ttft.status == "inconclusive" and "wall time" in w_ttft.detail
+    # The simulator's records hold modelled times in their wall-clock fields (modelled=True): named as such.
+    sim = {k: [dataclasses.replace(_rec(k[1]), modelled=True)] for k in sums}
+    (s_ttft,) = ttft(inp(sums, records=sim))
+    assert "simulated time" in s_ttft.detail and "wall" not in s_ttft.detail + s_ttft.expected
     assert m_ttft.status == "pass" and "modelled time" in m_ttft.detail and "modelled" in m_ttft.expected
     (w_tp,), (m_tp,) = throughput(inp(sums)), throughput(inp(sums, timing="modelled"))
     assert w_tp.status == "inconclusive" and m_tp.status == "pass"
