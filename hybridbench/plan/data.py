@@ -79,9 +79,15 @@ def _swebench(name: str, w: WorkloadCfg, cfg: RunCfg, tokenizer: str, resolved: 
     model's tokenizer on a GPU engine), a trace .jsonl is replayed as it is (its rows are token ids already)."""
     d, gpu = cfg.data, cfg.engine.name in GPU_ENGINES
     params = dict(w.params)
+    notes: list[str] = []
     if not params.get("path"):
         if d.swebench:
+            if not Path(d.swebench).expanduser().exists():
+                raise ConfigError(f"data.swebench: {d.swebench}: no such file or directory")
             params["path"] = d.swebench
+            if d.swebench.endswith(".jsonl"):  # rows of token ids: the generator's own sizes do not apply
+                notes.append(f"workloads.{name}: data.swebench is a trace file, sent as it is: the workload's "
+                             "num_sessions, max_turns and max_input do not apply (keep_sessions does)")
         elif gpu:
             why = (f"workloads.{name}: synthetic SWE-bench sessions (lengths calibrated to Marconi's traces, random "
                    "token ids); set data.swebench to SWE-agent .traj / OpenHands files or a trace .jsonl")
@@ -97,4 +103,4 @@ def _swebench(name: str, w: WorkloadCfg, cfg: RunCfg, tokenizer: str, resolved: 
     if params != w.params:
         w.params = params
         _set(resolved, ("workloads", name, "params"), dict(params))
-    return []
+    return notes

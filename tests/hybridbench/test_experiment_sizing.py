@@ -126,7 +126,7 @@ def test_seglen_runs_the_prs_own_benchmark(engine: str, tmp_path: Path) -> None:
     # The ShareGPT load is the PR's TTFT regression check: never judged on evictions or the hit floor. Nor is the
     # SWE-bench load cut to its first two sessions to fit the budget: they fit the pools whole, nothing is evicted.
     assert set(cfg.workloads["sharegpt"].judged_by) == {"ttft", "throughput"}
-    assert set(cfg.workloads["swebench"].judged_by) == {"ttft", "throughput"}
+    assert set(cfg.workloads["swebench"].judged_by) == {"ttft", "throughput", "cache_hits"}
     assert cfg.workloads["swebench"].keep_sessions == 2 and "--keep-sessions" in loads["swebench"][0]
     assert not any(cfg.workloads[w].judged_by for w in ("multi_group", "mixed_prefix"))
     assert not any(cfg.workloads[w].keep_sessions for w in ("multi_group", "mixed_prefix", "sharegpt"))
@@ -170,7 +170,8 @@ def test_a_check_a_workload_does_not_declare_is_a_skip_that_says_why_but_surviva
 
     cfg = composed("+experiment=seglen", "engine=sim")
     judged = judged_by_of(cfg.workloads)
-    assert judged == {"sharegpt": frozenset({"ttft", "throughput"}), "swebench": frozenset({"ttft", "throughput"})}
+    assert judged == {"sharegpt": frozenset({"ttft", "throughput"}),
+                      "swebench": frozenset({"ttft", "throughput", "cache_hits"})}
     rows = [CheckResult(check, w, "seglen", "inconclusive" if check == "evictions" else "fail", 1.0, "x", "d")
             for check in ("evictions", "cache_hits", "ttft", "survival") for w in ("sharegpt", "multi_group")]
     out = {(r.check, r.workload): r for r in only_where_judged(rows, judged)}

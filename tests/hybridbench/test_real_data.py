@@ -130,6 +130,12 @@ def test_data_swebench_trace_jsonl_is_replayed_as_it_is(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in trace.read_text().splitlines()]
     assert agent["requests"] == len(rows) and agent["input_tokens"] == sum(len(r["input_tokens"]) for r in rows)
     assert "--tokenizer" not in agent["argv"]  # token ids already: no tokenizer applies
+    assert any("data.swebench is a trace file, sent as it is" in w for w in out["warnings"])  # type: ignore[attr-defined]
+
+
+def test_a_missing_data_swebench_is_refused_at_plan_time_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^data\.swebench: .*/nope: no such file or directory$"):
+        swebench_plan(tmp_path, f"data.swebench={tmp_path / 'nope'}")
 
 
 def test_a_gpu_run_on_synthetic_sessions_says_so_and_require_real_refuses_it(tmp_path: Path) -> None:
