@@ -316,6 +316,21 @@ def test_the_nightly_runs_every_gpu_experiment_once_accuracy_on_local_gsm8k() ->
     assert accuracy.checks.accuracy_max_tokens >= 512  # long enough for a gsm8k answer to be wrong
 
 
+def test_no_workflow_run_is_inconclusive_by_design() -> None:
+    """A timing verdict needs two repeats at least: a run of fewer that judges ttft, throughput or prefill_overhead on
+    some load could never decide it, and its job would be red every night. Each load must leave them out
+    (workloads.<name>.judged_by) where the run has one repeat."""
+    timing = {"ttft", "throughput", "prefill_overhead"}
+    for workflow in WORKFLOWS:
+        for step, cfg in runs_of(workflow):
+            if cfg.repeats >= 2 or len(cfg.arms) < 2:
+                continue
+            for name, w in cfg.workloads.items():
+                judged = set(w.judged_by or cfg.checks.enabled) & set(cfg.checks.enabled)
+                assert not judged & timing, f"{workflow.name} {step}: {name} is judged on {judged & timing} " \
+                                            f"with {cfg.repeats} repeat"
+
+
 def test_the_nightly_budgets_fit_its_job() -> None:
     """Each experiment's GPU configuration states its wall time (sizing.budget_min); the night's steps together, and
     the installs before them, fit the job's timeout-minutes."""
