@@ -42,13 +42,17 @@ def tiny_tokenizer(folder: Path) -> Path:
     return folder
 
 
-def sharegpt_plan(tmp_path: Path, *extra: str) -> dict[str, object]:
+def gpu_plan(tmp_path: Path, *args: str) -> dict[str, object]:
+    """The preview of smoke on SGLang (a stand-in interpreter answering its --help) with ``args``: the GPU path."""
     python = fake_sglang(tmp_path)
-    composed = compose_run(["+experiment=smoke", "engine=sglang", "engine.tp=1", f"engine.python={python}",
-                            "+workload@workloads.chat=sharegpt_single_turn", "workloads.chat.params.num_sessions=3",
-                            *extra])
+    composed = compose_run(["+experiment=smoke", "engine=sglang", "engine.tp=1", f"engine.python={python}", *args])
     preview = build_preview(composed, forecast=False)
     return {"workloads": preview.workloads, "warnings": preview.warnings}
+
+
+def sharegpt_plan(tmp_path: Path, *extra: str) -> dict[str, object]:
+    return gpu_plan(tmp_path, "+workload@workloads.chat=sharegpt_single_turn", "workloads.chat.params.num_sessions=3",
+                    *extra)
 
 
 def first_turn_tokens(tokenizer: Path) -> int:
@@ -90,12 +94,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "workloads" / "fixtures"
 
 
 def swebench_plan(tmp_path: Path, *extra: str) -> dict[str, object]:
-    python = fake_sglang(tmp_path)
-    composed = compose_run(["+experiment=smoke", "engine=sglang", "engine.tp=1", f"engine.python={python}",
-                            "+workload@workloads.agent=swebench_seglen", "+workloads.agent.params.num_sessions=2",
-                            *extra])
-    preview = build_preview(composed, forecast=False)
-    return {"workloads": preview.workloads, "warnings": preview.warnings}
+    return gpu_plan(tmp_path, "+workload@workloads.agent=swebench_seglen", "+workloads.agent.params.num_sessions=2",
+                    *extra)
 
 
 def test_data_swebench_trajectories_are_tokenized_by_the_served_models_tokenizer(tmp_path: Path) -> None:
