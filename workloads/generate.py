@@ -53,7 +53,6 @@ def build_parser() -> OneLineArgumentParser:
 
 def shaped(stream: TraceStream, vocab: int, scale: int | None, keep_sessions: int = 0) -> TraceStream:
     """The generator's stream as the run sends it: scaled, cut to its first ``keep_sessions`` sessions, id-checked."""
-    require(keep_sessions >= 0, f"keep_sessions must be >= 0 (0: every session), got {keep_sessions}")
     if scale is not None:
         stream = scale_stream(stream, scale, vocab)
     if keep_sessions:

@@ -17,7 +17,7 @@ from typing import Any
 from hybridbench.config.schema import RunCfg, WorkloadCfg
 from hybridbench.errors import ConfigError
 
-__all__ = ["GPU_ENGINES", "apply_data"]
+__all__ = ["GPU_ENGINES", "add_note", "apply_data"]
 
 GPU_ENGINES = frozenset({"sglang", "vllm", "tokenspeed"})  # engines that serve model.hf_id's weights and tokenizer
 
@@ -27,6 +27,14 @@ def _set(resolved: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     for key in path[:-1]:
         node = node.setdefault(key, {})
     node[path[-1]] = value
+
+
+def add_note(name: str, w: WorkloadCfg, text: str, resolved: dict[str, Any]) -> None:
+    """Append ``text`` to workload ``name``'s report note (in ``w`` and the ``resolved`` copy the plan records), once:
+    a config prepared twice in one process (a preview, then a run) says it once."""
+    if text not in w.note:
+        w.note = f"{w.note} {text}".strip()
+    _set(resolved, ("workloads", name, "note"), w.note)
 
 
 def apply_data(cfg: RunCfg, resolved: dict[str, Any]) -> tuple[str, ...]:
@@ -54,9 +62,7 @@ def apply_data(cfg: RunCfg, resolved: dict[str, Any]) -> tuple[str, ...]:
                 if d.require_real:
                     raise ConfigError(f"data.require_real: {why}")
                 notes.append(why)
-                note = f"{w.note} Synthetic text: no data.sharegpt was given.".strip()
-                w.note = note
-                _set(resolved, ("workloads", name, "note"), note)
+                add_note(name, w, "Synthetic text: no data.sharegpt was given.", resolved)
         if (params.get("path") or params.get("dataset")) and tokenizer and not params.get("tokenizer"):
             params["tokenizer"] = tokenizer
         if params != w.params:
@@ -93,9 +99,7 @@ def _swebench(name: str, w: WorkloadCfg, cfg: RunCfg, tokenizer: str, resolved: 
                    "token ids); set data.swebench to SWE-agent .traj / OpenHands files or a trace .jsonl")
             if d.require_real:
                 raise ConfigError(f"data.require_real: {why}")
-            note = f"{w.note} Synthetic sessions: no data.swebench was given.".strip()
-            w.note = note
-            _set(resolved, ("workloads", name, "note"), note)
+            add_note(name, w, "Synthetic sessions: no data.swebench was given.", resolved)
             return [why]
     path = str(params.get("path") or "")
     if path and not path.endswith(".jsonl") and tokenizer and not params.get("tokenizer"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hybridbench.config.schema import RunCfg
+from hybridbench.plan.data import add_note
 
 __all__ = ["note_kept_sessions"]
 
@@ -23,6 +24,4 @@ def note_kept_sessions(cfg: RunCfg, resolved: dict[str, Any]) -> None:
         cut = (f"Sessions after the first {w.keep_sessions} of this load are not sent (workloads.{name}.keep_sessions, "
                "to fit the experiment's wall-time budget; the plan says how many it has): where it has more, its "
                "figures are not the full load's.")
-        if cut not in w.note:  # prepared twice (a preview, then a run in one process): said once
-            w.note = f"{w.note} {cut}".strip()
-        resolved.setdefault("workloads", {}).setdefault(name, {})["note"] = w.note
+        add_note(name, w, cut, resolved)
