@@ -10,7 +10,7 @@ __all__ = ["REFERENCE"]
 
 REFERENCE = ServerSpec(
     name="reference", build=reference_command, client="sglang", package="hybridbench", gpus=False,
-    kv_pool=reference_kv_pool,
+    kv_pool=reference_kv_pool, vacate_path="/lockstep/vacate",
     traits=EngineTraits(protocols=frozenset({"sglang", "openai"}), flushable=True, greedy_deterministic=True,
                         bitwise_reproducible=True, reference_semantics=True),
 )

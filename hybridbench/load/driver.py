@@ -17,6 +17,10 @@ that lag also delays the acquisition.
 Each slot is a worker task that sends a turn, waits for its last byte, records it and takes the next
 ready turn (FIFO) at once: no task per request and no semaphore hand-off between one request's end and
 the next one's start, which at hundreds of streams was a large part of the client's CPU per request.
+
+A closed loop given ``vacate`` calls it once for each finished request it will send nothing in place of (a
+session's last turn, with no other turn ready): the reference server's modelled lockstep then stops waiting for
+a successor that is not coming, instead of for its whole wait.
 """
 
 from __future__ import annotations
@@ -32,9 +36,10 @@ from hybridbench.load.client import ClientResult
 from workloads.arrival import ArrivalSchedule
 from workloads.trace import TraceRow
 
-__all__ = ["Completed", "drive"]
+__all__ = ["Completed", "Vacate", "drive"]
 
 Send = Callable[[list[int], int], Awaitable[ClientResult]]
+Vacate = Callable[[], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +65,8 @@ _Turn = tuple[list[int], int, float, "tuple[list[int], TraceRow, list[int]] | No
 
 
 async def drive(
-    rows: Sequence[TraceRow], schedule: ArrivalSchedule, send: Send, on_done: Callable[[Completed], None]
+    rows: Sequence[TraceRow], schedule: ArrivalSchedule, send: Send, on_done: Callable[[Completed], None],
+    vacate: Vacate | None = None,
 ) -> None:
     if len(schedule.times_s) != len(rows):
         raise ValueError(f"the arrival schedule has {len(schedule.times_s)} times for {len(rows)} rows")
@@ -107,7 +113,15 @@ async def drive(
         # turn at once, with no task per request and no semaphore hand-off between them.
         nonlocal left
         freed = 0.0  # when this slot became free: the last byte of its previous request, seconds after t0
+        ended = False  # this slot's last request was a session's last turn: nothing follows it unless a turn is ready
         while True:
+            if ended and not ready and vacate is not None:
+                # Each finish is followed by one send (its next turn, or a ready turn this slot takes) or, here,
+                # by none: the server is told so, one call per finish without a successor.
+                ended = False
+                await vacate()
+                continue  # a turn may have become ready meanwhile
+            ended = False
             if ready:
                 turn = ready.popleft()
             elif not left:
@@ -136,6 +150,8 @@ async def drive(
             freed = (result.end if result.end is not None else clock()) - t0
             if k + 1 < len(turns):
                 put_at((turns, k + 1, freed, (prompt, row, result.output_ids)), times[turns[k + 1]])
+            else:
+                ended = closed
             on_done(Completed(i, row, prompt, intended, t0, result))
 
     limit = min(schedule.max_concurrency or len(rows), len(rows))

@@ -13,6 +13,7 @@ path and traits; the probes were matched against those traits at plan time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,10 @@ def outcome(done: Completed) -> RequestOutcome:
         output_tokens=r.output_tokens, cached_tokens=r.cached_tokens, status=r.status,  # type: ignore[arg-type]
         error=r.error, itl_ms=tuple(r.itl_ms), modelled_times=r.modelled,
     )
+
+
+def _no_stream(_payload: bytes, _now: float) -> bool:
+    return False
 
 
 class ServerTrials:
@@ -139,7 +144,13 @@ class ServerTrials:
                 async def send(prompt: list[int], max_new: int) -> ClientResult:
                     return await self.generate(pool, prompt, max_new, timeout, model=cfg.model.hf_id)
 
-                task = asyncio.ensure_future(drive(ctx.rows, ctx.schedule, send, on_done))
+                async def vacate() -> None:
+                    # Unsaid (a failed call), the server's lockstep waits out its bound for the successor instead.
+                    with contextlib.suppress(OSError):
+                        await pool.post_sse(self.engine.spec.vacate_path, b"{}", _no_stream, timeout)
+
+                told = vacate if self.engine.spec.vacate_path else None
+                task = asyncio.ensure_future(drive(ctx.rows, ctx.schedule, send, on_done, told))
                 watchdog = asyncio.ensure_future(self._watch(server, task, cfg.engine.health_timeout_s))
                 try:
                     await task

@@ -10,6 +10,8 @@ chunk-aligned track point or a branch point, as SGLang's kernels do with their p
 Every reduction inside the recurrence is an explicit multiply-and-sum, so a sequence computes the same
 state alone or inside a batch and in any chunking; projections and attention use matmuls whose
 rounding depends on shapes (≈1e-7 relative), which is why the cache-hit contract has a tolerance.
+The token-by-token loop runs in numpy: its steps are a few hundred floats each, where torch's per-call
+dispatch cost (~7 µs an op) made it most of a prefill's time; the arithmetic is the same.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 import torch
 import torch.nn.functional as F  # noqa: N812 - the universal torch spelling
 from torch import Tensor
@@ -58,12 +62,38 @@ def _rms(x: Tensor) -> Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
 
 
-def _delta_step(s: Tensor, q: Tensor, k: Tensor, v: Tensor, *, a: Tensor, beta: Tensor) -> tuple[Tensor, Tensor]:
-    """One gated delta-rule step; ``s`` is ``[..., H, dk, dv]``, the others ``[..., H, d]`` / ``[..., H]``."""
-    s = s * a[..., None, None]
-    old = (s * k[..., :, None]).sum(-2)
-    s = s + (beta[..., None, None] * k[..., :, None]) * (v - old)[..., None, :]
-    return s, (s * q[..., :, None]).sum(-2)
+_F32 = npt.NDArray[np.float32]
+
+
+def _step(s: _F32, ops: tuple[_F32, ...]) -> tuple[_F32, _F32]:
+    """One gated delta-rule step on ``s`` ``[..., H, dk, dv]``; ``ops`` are ``_step_inputs``' rows: ``a``
+    ``[..., H, 1, 1]``, ``k`` ``[..., H, 1, dk]``, ``bk`` (``beta * k``) ``[..., H, dk, 1]``, ``v`` ``[..., H, 1, dv]``
+    and ``q`` ``[..., H, 1, dk]``. The output is ``[..., H, 1, dv]``. Prefill and decode both take it."""
+    a, k, bk, v, q = ops
+    s = s * a
+    s = s + bk * (v - k @ s)
+    return s, q @ s
+
+
+def _step_inputs(q: Tensor, k: Tensor, v: Tensor, a: Tensor, beta: Tensor) -> tuple[_F32, ...]:
+    """``_step``'s operands for every leading index at once (``[..., H, d]`` / ``[..., H]`` in)."""
+    # Contiguous operands keep numpy's matmul on one code path (BLAS) for prefill and decode alike.
+    return tuple(np.ascontiguousarray(x.numpy()) for x in (
+        a[..., None, None], k[..., None, :], (beta[..., None] * k)[..., None], v[..., None, :], q[..., None, :]))
+
+
+def _delta_scan(s: Tensor, ops: tuple[_F32, ...], at: dict[int, int]) -> tuple[Tensor, Tensor, dict[int, Tensor]]:
+    """The recurrence over ``T`` tokens (``ops`` from ``_step_inputs`` over ``[T, H, ...]``) after ``s``: the final
+    state, every token's output ``[T, H, dv]`` and the state after ``i`` tokens for each ``i`` in ``at``."""
+    v = ops[3]
+    outs = np.empty(v.shape, dtype=np.float32)  # [T, H, 1, dv]
+    state: _F32 = np.ascontiguousarray(s.numpy())
+    snaps: dict[int, Tensor] = {}
+    for i, row in enumerate(zip(*ops, strict=True)):
+        state, outs[i] = _step(state, row)
+        if i + 1 in at:
+            snaps[i + 1] = torch.from_numpy(state)  # never written in place: each step makes a new array
+    return torch.from_numpy(state), torch.from_numpy(outs).squeeze(-2), snaps
 
 
 class HybridModel:
@@ -190,20 +220,16 @@ class HybridModel:
             h = _rms(x)
             if kind == "R":
                 window, q, k, v, a, beta = self._rec_inputs(p, h, state.conv[r])
-                s = state.ssm[r]
-                outs = []
-                for i in range(t):
-                    s, o = _delta_step(s, q[i], k[i], v[i], a=a[i], beta=beta[i])
-                    outs.append(o)
-                    if i + 1 in rel:
-                        snaps_conv[rel[i + 1]].append(window[i + 1 : i + c.conv_kernel].clone())
-                        snaps_ssm[rel[i + 1]].append(s.clone())
+                s, outs, at = _delta_scan(state.ssm[r], _step_inputs(q, k, v, a, beta), rel)
+                for i, snap in at.items():
+                    snaps_conv[rel[i]].append(window[i : i - 1 + c.conv_kernel].clone())
+                    snaps_ssm[rel[i]].append(snap)
                 if 0 in rel:  # a shifted snapshot can land on the chunk's own start state
                     snaps_conv[rel[0]].append(state.conv[r].clone())
                     snaps_ssm[rel[0]].append(state.ssm[r].clone())
                 convs.append(window[t:].clone())
                 ssms.append(s)
-                y = torch.stack(outs).reshape(t, -1) * F.silu(h @ p["gate"])
+                y = outs.reshape(t, -1) * F.silu(h @ p["gate"])
                 x = x + y @ p["o"]
                 r += 1
             else:
@@ -237,10 +263,11 @@ class HybridModel:
             h = _rms(x)
             if kind == "R":
                 window, q, k, v, a, beta = self._rec_inputs(p, h[:, None, :], state.conv[:, r])
-                s, o = _delta_step(state.ssm[:, r], q[:, 0], k[:, 0], v[:, 0], a=a[:, 0], beta=beta[:, 0])
+                ops = _step_inputs(q[:, 0], k[:, 0], v[:, 0], a[:, 0], beta[:, 0])
+                s, o = _step(np.ascontiguousarray(state.ssm[:, r].numpy()), ops)
                 convs.append(window[:, 1:])
-                ssms.append(s)
-                x = x + (o.reshape(b, -1) * F.silu(h @ p["gate"])) @ p["o"]
+                ssms.append(torch.from_numpy(s))
+                x = x + (torch.from_numpy(o).reshape(b, -1) * F.silu(h @ p["gate"])) @ p["o"]
                 r += 1
             else:
                 outs, new = [], []

@@ -295,6 +295,12 @@ class Api:
             task.cancel()  # a probe still queued is aborted (its slots freed) by _updates
         return web.Response(status=503, text=error) if error else web.Response(text="")
 
+    async def lockstep_vacate(self, request: web.Request) -> web.Response:
+        """hybridbench's closed-loop client, under ``--modelled-lockstep-ms``: a request finished and this client
+        sends nothing in its place (its session ended, none is left to start). Not an SGLang endpoint."""
+        self.engine.vacate()
+        return web.Response(text="")
+
     async def flush_cache(self, request: web.Request) -> web.Response:
         try:
             timeout = float(request.query.get("timeout", "0"))
@@ -392,4 +398,5 @@ def build_app(config: ServerConfig, engine: EngineLoop) -> web.Application:
     app.router.add_get("/model_info", api.model_info)
     app.router.add_get("/v1/models", api.models)
     app.router.add_get("/metrics", api.metrics)
+    app.router.add_post("/lockstep/vacate", api.lockstep_vacate)
     return app

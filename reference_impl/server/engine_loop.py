@@ -109,6 +109,11 @@ class EngineLoop:
     def abort(self, rid: int) -> None:
         self._send("abort", rid)
 
+    def vacate(self) -> None:
+        """A closed-loop client finished a request it will send no successor for (``POST /lockstep/vacate``):
+        the lockstep owes one request fewer and stops waiting for it at once instead of for its whole wait."""
+        self._send("vacate", None)
+
     def call(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
         """Run ``fn`` in the model thread between two forwards."""
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -146,9 +151,12 @@ class EngineLoop:
                 self._await_arrivals()
             commands = list(self._inbox)
             self._inbox.clear()
+        vacated = sum(1 for kind, _ in commands if kind == "vacate")
+        if vacated:  # counted, then dropped: where one landed among the submits must not reorder them
+            commands = [c for c in commands if c[0] != "vacate"]
         if self.config.lockstep_s:
             commands = _in_modelled_order(commands)
-        arrived = sum(1 for kind, p in commands if kind == "submit" and not p.probe)
+        arrived = vacated + sum(1 for kind, p in commands if kind == "submit" and not p.probe)
         self._owed = max(0, self._owed - arrived)
         self._draining = self._draining and not arrived
         for kind, payload in commands:
@@ -218,8 +226,8 @@ class EngineLoop:
         deadline = time.perf_counter() + self.config.lockstep_s
         settle = self.config.lockstep_s / 10
 
-        def submits() -> int:
-            return sum(1 for kind, p in self._inbox if kind == "submit" and not p.probe)
+        def submits() -> int:  # successors in: a client's requests, and its word that a finish has none
+            return sum(1 for kind, p in self._inbox if kind == "vacate" or (kind == "submit" and not p.probe))
 
         if self.core.idle and (not self._owed or self._draining):  # a burst begins: wait until it stops growing
             seen = submits()

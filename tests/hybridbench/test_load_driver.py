@@ -67,7 +67,8 @@ class Recorder:
 
 
 async def serve_and_drive(rows: list[TraceRow], load: LoadCfg, rec: Recorder,
-                          after: Callable[[Completed], None] = lambda _c: None) -> list[Completed]:
+                          after: Callable[[Completed], None] = lambda _c: None,
+                          vacate: Callable[[], Any] | None = None) -> list[Completed]:
     app = web.Application()
     app.router.add_post("/generate", rec.generate)
     runner = web.AppRunner(app)
@@ -85,7 +86,7 @@ async def serve_and_drive(rows: list[TraceRow], load: LoadCfg, rec: Recorder,
                 done.append(c)
                 after(c)
 
-            await drive(rows, arrival_schedule(rows, plan_load(load), 0), send, on_done)
+            await drive(rows, arrival_schedule(rows, plan_load(load), 0), send, on_done, vacate)
     finally:
         await runner.cleanup()
     return done
@@ -115,6 +116,28 @@ def test_next_turn_waits_for_the_previous_and_carries_the_generated_output() -> 
     assert generated == [1003, 1004] and second.prompt == [*t1_in, *generated, 42]
     # The next turn was intended the moment the previous turn's last byte arrived.
     assert second.scheduled_s == first.result.end - first.t0
+
+
+@pytest.mark.parametrize(("kind", "slots", "vacated"), [("closed", 3, 3), ("closed", 8, 5), ("poisson", 3, 0)])
+def test_a_closed_loop_says_once_for_each_finish_it_sends_nothing_after(kind: str, slots: int, vacated: int) -> None:
+    """Five sessions of three turns. In a closed loop every finish is followed by one send (its session's next
+    turn, or a turn waiting for a slot) or by one vacate call, which the reference server's lockstep counts in
+    place of a successor: so there are as many calls as slots that started, made only once nothing was waiting to
+    be sent. A call too many lets the lockstep run ahead of a request still on its way; one too few costs its
+    whole wait. An open loop has no lockstep and never calls."""
+    rows = [TraceRow(s, t, 0.0, (s, t, 7), (0,) * (2 + (3 * s + t) % 4)) for s in range(5) for t in range(3)]
+    rec = Recorder(0.005)
+    finished: list[int] = []
+    calls: list[tuple[int, int]] = []  # (finishes, sends) when each call came
+
+    async def vacate() -> None:
+        calls.append((len(finished), len(rec.prompts)))
+
+    done = asyncio.run(serve_and_drive(rows, LoadCfg(kind=kind, max_concurrency=slots, request_rate=200.0), rec,
+                                       lambda c: finished.append(c.index), vacate))
+    assert len(done) == 15 and len(calls) == vacated
+    for k, (finishes, sends) in enumerate(calls, 1):  # every finish so far accounted for by a send or a call
+        assert sends - min(slots, 5) + k <= finishes
 
 
 def to_records(done: list[Completed]) -> list[Record]:

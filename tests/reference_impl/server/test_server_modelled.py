@@ -89,3 +89,31 @@ def test_a_lockstep_burst_is_admitted_in_one_order_whatever_order_its_requests_r
     forward, backward = _burst([0, 1, 2, 3], prompts), _burst([3, 2, 1, 0], prompts)
     assert forward == backward
     assert len({ttft for _, ttft in forward.values()}) > 1  # the order mattered: someone went first
+
+
+def _second_finishes_after(vacate: bool) -> float:
+    """Two requests at once on a 5 s lockstep; the short one finishes and its client sends nothing after it. How
+    long, in wall seconds from that finish, the long one still takes."""
+    with running_server("--log-level", "warning", "--report-modelled-time", "--modelled-lockstep-ms", "5000") as s:
+        done: dict[str, float] = {}
+
+        def send(name: str, n: int) -> None:
+            s.generate({"input_ids": PROMPT, "sampling_params": {"max_new_tokens": n, "temperature": 0,
+                                                                 "ignore_eos": True}})
+            done[name] = time.perf_counter()
+
+        long = threading.Thread(target=send, args=("long", 40))
+        long.start()
+        send("short", 2)
+        if vacate:
+            status, _ = s.request("POST", "/lockstep/vacate", {})
+            assert status == 200
+        long.join()
+    return done["long"] - done["short"]
+
+
+def test_a_vacated_finish_ends_the_lockstep_wait_for_its_successor_at_once() -> None:
+    """A closed loop's finish with no successor (a session's last turn) is announced by hybridbench's client; the
+    lockstep then owes nothing for it. Unannounced, the server waits out its whole bound before the next forward."""
+    assert _second_finishes_after(vacate=True) < 4.0
+    assert _second_finishes_after(vacate=False) >= 4.5
