@@ -13,8 +13,12 @@ quiet machine; CPU seconds are the robust figure on a shared one.
 The ``main job`` target is the README's quickstart command (``+experiment=seglen`` on the reference engine),
 run start to exit; it meets its target only when every ttft and throughput row is decided within 5 minutes.
 
-``plan`` targets time ``hybridbench plan +experiment=E engine=sim`` (composition, plan, traces and the simulator's
-forecast at GPU scale) for every experiment with a GPU configuration: at most 60 wall seconds each.
+``plan`` targets time ``hybridbench plan +experiment=E engine=sglang engine.python=SGLANG`` (composition, the
+command line checked against that SGLang's ``--help``, plan, traces and the simulator's forecast at GPU scale: what
+a GPU user runs) for every experiment with a GPU configuration: at most 60 wall seconds each. ``SGLANG`` is
+``--sglang-python``, by default the differential tier's SGLang 0.5.23 environment
+(``tests/sglang_oracle/build_env.sh``); without one the targets plan ``engine=sim`` (the same GPU sizing) and
+experiments whose probes need a live server (kl, accuracy) are left out, with a line saying so.
 
 Traces are generated once into ``--dir`` (never into the repo): the seglen SWE-bench preset (``workloads.generate
 swebench --preset seglen``, 330 MB), a 10-session trace for the capacity check and a short-request trace
@@ -24,6 +28,7 @@ swebench --preset seglen``, 330 MB), a 10-session trace for the capacity check a
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -37,6 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 # Every experiment with a GPU configuration (conf/sizing/*/gpu.yaml), as `hybridbench plan` forecasts it.
 PLANNED = sorted(p.parent.name for p in (ROOT / "conf" / "sizing").glob("*/gpu.yaml"))
+SGLANG_ENV = Path(os.environ.get("HYBRIDBENCH_SGLANG_HOME", str(Path.home() / ".cache" / "hybridbench")))
+DEFAULT_SGLANG = SGLANG_ENV / "sglang-0.5.23" / "bin" / "python"
+LIVE_PROBES = ("kl", "accuracy")  # the simulator cannot plan them: their probes send requests to a live server
 SIM_ARGS = ["--model", "qwen3-next-80b-a3b", "--gpu", "h100", "--tp", "4", "--arm", "branching", "--trace-timestamps"]
 
 
@@ -91,7 +99,11 @@ def _generate(path: Path, *args: str) -> None:
                    cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
 
 
-def targets(work: Path) -> list[Target]:
+def _plan_engine(sglang: Path | None) -> list[str]:
+    return ["engine=sglang", f"engine.python={sglang}"] if sglang else ["engine=sim"]
+
+
+def targets(work: Path, sglang: Path | None) -> list[Target]:
     preset, small, short = work / "seglen.jsonl", work / "small.jsonl", work / "short.jsonl"
     _generate(preset, "--preset", "seglen")
     _generate(small, "--num-sessions", "3")
@@ -116,7 +128,8 @@ def targets(work: Path) -> list[Target]:
         # hybridbench plan: the GPU configuration composed, planned, its traces generated and forecast on the
         # simulator (engine=sim: the same GPU sizing as sglang, no SGLang build needed)
         *(Target(f"plan {e} (forecast at GPU scale)", [PY, "-m", "hybridbench.preview", f"+experiment={e}",
-                 "engine=sim"], "<= 60 wall s", _wall(60.0)) for e in PLANNED),
+                 *_plan_engine(sglang)], "<= 60 wall s", _wall(60.0))
+          for e in PLANNED if sglang or e not in LIVE_PROBES),
     ]
 
 
@@ -127,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated words; a target runs if its name has one")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/hybridbench-bench"), help="where traces are generated")
+    ap.add_argument("--sglang-python", type=Path, default=DEFAULT_SGLANG if DEFAULT_SGLANG.exists() else None,
+                    help="an SGLang environment's python, for the plan targets (default: the differential tier's)")
     args = ap.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     label = args.baseline_label or (git_head(args.baseline) if args.baseline else "")
@@ -136,7 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           "| target | figure | verdict |")
     print("|---|---|---|---|---|---|---|")
     words = [w for w in args.only.split(",") if w]
-    for t in targets(args.dir):
+    if not args.sglang_python:
+        print(f"plan targets on engine=sim (no --sglang-python); {', '.join(LIVE_PROBES)} left out\n")
+    for t in targets(args.dir, args.sglang_python):
         if words and not any(w in t.name for w in words):
             continue
         sides: dict[str, tuple[Sequence[str], str | None]] = {"ours": (t.argv, str(ROOT))}
