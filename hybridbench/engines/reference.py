@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hybridbench.engines.reference_cmd import reference_command, reference_kv_pool
+from hybridbench.engines.reference_cmd import lockstepped, reference_command, reference_kv_pool
 from hybridbench.engines.server import ServerSpec
 from hybridbench.engines.traits import EngineTraits
 
@@ -10,7 +10,7 @@ __all__ = ["REFERENCE"]
 
 REFERENCE = ServerSpec(
     name="reference", build=reference_command, client="sglang", package="hybridbench", gpus=False,
-    kv_pool=reference_kv_pool, vacate_path="/lockstep/vacate",
+    kv_pool=reference_kv_pool, lockstep=lockstepped,
     traits=EngineTraits(protocols=frozenset({"sglang", "openai"}), flushable=True, greedy_deterministic=True,
                         bitwise_reproducible=True, reference_semantics=True),
 )

@@ -25,7 +25,8 @@ from reference_impl.server.args import UsageError, build_parser, parse_config
 # after which the server sees the loop draining and stops waiting.
 LOCKSTEP_MS = 1000.0
 
-__all__ = ["LOCKSTEP_MS", "REFERENCE_ARMS", "reference_command", "reference_kv_pool", "reference_refusals"]
+__all__ = ["LOCKSTEP_MS", "REFERENCE_ARMS", "lockstepped", "reference_command", "reference_kv_pool",
+           "reference_refusals"]
 
 
 def reference_refusals() -> dict[str, str]:
@@ -76,8 +77,7 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
         cmd += ["--prefill-slowdown", str(slowdown)]
     if e.timing == "modelled":  # the records carry the modelled clock the timing checks judge
         cmd.append("--report-modelled-time")
-    if e.timing == "modelled" and cfg.load.kind == "closed":
-        # a closed loop's next request arrives, on the modelled clock, when its predecessor finishes
+    if lockstepped(cfg):
         cmd += ["--modelled-lockstep-ms", str(LOCKSTEP_MS)]
     if e.kv_tokens:
         cmd += ["--max-total-tokens", str(e.kv_tokens)]
@@ -89,6 +89,12 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
     if not e.python or _this_interpreter(e.python):
         _refuse_what_the_server_refuses(cmd[3:], port, secret_values({"engine": {"extra_args": list(e.extra_args)}}))
     return cmd
+
+
+def lockstepped(cfg: RunCfg) -> bool:
+    """Whether the run's reference servers wait in lockstep: a closed loop judged on the modelled clock, where a
+    closed loop's next request arrives when its predecessor finishes."""
+    return cfg.engine.timing == "modelled" and cfg.load.kind == "closed"
 
 
 def _this_interpreter(python: str) -> bool:

@@ -64,9 +64,10 @@ class ServerSpec:
     health_paths: tuple[str, ...] = ("/health_generate", "/health")  # readiness and liveness: first found decides
     # the KV pool when the config fixes its size (the reference server's flags); None: sized at launch (GPUs)
     kv_pool: Callable[[RunCfg], KVPool | None] | None = None
-    # where a closed loop says a finished request gets no successor (the reference server's modelled lockstep,
-    # hybridbench/load/driver.py); "" = the server has no such endpoint
-    vacate_path: str = ""
+    # whether a run's servers wait in lockstep for a closed loop's successors (the reference server's
+    # --modelled-lockstep-ms); the client then says which finishes have none (POST vacate_path, load/driver.py)
+    lockstep: Callable[[RunCfg], bool] | None = None
+    vacate_path: str = "/lockstep/vacate"
 
 
 @dataclass(frozen=True, slots=True)

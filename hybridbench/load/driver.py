@@ -150,8 +150,8 @@ async def drive(
             freed = (result.end if result.end is not None else clock()) - t0
             if k + 1 < len(turns):
                 put_at((turns, k + 1, freed, (prompt, row, result.output_ids)), times[turns[k + 1]])
-            else:
-                ended = closed
+            else:  # a failed request was never counted as finished by the server: it owes no word for it
+                ended = closed and result.status == "ok"
             on_done(Completed(i, row, prompt, intended, t0, result))
 
     limit = min(schedule.max_concurrency or len(rows), len(rows))

@@ -22,12 +22,12 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import EngineInfo, TrialContext
 from hybridbench.engines.kv_pool import KVPool
 from hybridbench.engines.process import ServerProcess
-from hybridbench.engines.server import ServerEngine
+from hybridbench.engines.server import ServerEngine, ServerSpec
 from hybridbench.engines.traits import EngineTraits
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.load import event_loop
 from hybridbench.load.client import CLIENTS, ClientResult, Generate
-from hybridbench.load.driver import Completed, drive
+from hybridbench.load.driver import Completed, Vacate, drive
 from hybridbench.load.http import StreamPool
 from hybridbench.load.progress import TrialProgress
 from hybridbench.plan.types import RunPlan
@@ -35,7 +35,7 @@ from hybridbench.probes.base import Exchange, ProbeContext
 from hybridbench.records.build import RequestOutcome, trial_record
 from hybridbench.records.schema import SAMPLES_WRITTEN, CacheState
 
-__all__ = ["ServerTrials", "outcome"]
+__all__ = ["ServerTrials", "outcome", "vacate_call"]
 
 WATCH_INTERVAL_S = 5.0
 
@@ -57,6 +57,19 @@ def outcome(done: Completed) -> RequestOutcome:
 
 def _no_stream(_payload: bytes, _now: float) -> bool:
     return False
+
+
+def vacate_call(spec: ServerSpec, cfg: RunCfg, pool: StreamPool, timeout_s: float) -> Vacate | None:
+    """The load driver's ``vacate`` for this run: ``POST spec.vacate_path`` when its servers wait in lockstep (the
+    reference server judging a closed loop on its modelled clock), else none."""
+    if spec.lockstep is None or not spec.lockstep(cfg):
+        return None
+
+    async def vacate() -> None:
+        # Unsaid (a failed call), the server's lockstep waits out its bound for the successor instead.
+        with contextlib.suppress(OSError, ValueError):
+            await pool.post_sse(spec.vacate_path, b"{}", _no_stream, timeout_s)
+    return vacate
 
 
 class ServerTrials:
@@ -144,12 +157,7 @@ class ServerTrials:
                 async def send(prompt: list[int], max_new: int) -> ClientResult:
                     return await self.generate(pool, prompt, max_new, timeout, model=cfg.model.hf_id)
 
-                async def vacate() -> None:
-                    # Unsaid (a failed call), the server's lockstep waits out its bound for the successor instead.
-                    with contextlib.suppress(OSError):
-                        await pool.post_sse(self.engine.spec.vacate_path, b"{}", _no_stream, timeout)
-
-                told = vacate if self.engine.spec.vacate_path else None
+                told = vacate_call(self.engine.spec, cfg, pool, timeout)
                 task = asyncio.ensure_future(drive(ctx.rows, ctx.schedule, send, on_done, told))
                 watchdog = asyncio.ensure_future(self._watch(server, task, cfg.engine.health_timeout_s))
                 try:

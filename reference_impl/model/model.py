@@ -7,11 +7,12 @@ towards ``v`` along ``k`` and read with ``q``. The recurrence runs token by toke
 *any* position inside a chunk is available exactly — that is what lets a prefill snapshot the
 chunk-aligned track point or a branch point, as SGLang's kernels do with their per-chunk ``h``.
 
-Every reduction inside the recurrence is an explicit multiply-and-sum, so a sequence computes the same
-state alone or inside a batch and in any chunking; projections and attention use matmuls whose
-rounding depends on shapes (≈1e-7 relative), which is why the cache-hit contract has a tolerance.
-The token-by-token loop runs in numpy: its steps are a few hundred floats each, where torch's per-call
-dispatch cost (~7 µs an op) made it most of a prefill's time; the arithmetic is the same.
+Each recurrence step works on one token's ``[H, d, d]`` state with the same operations whether it runs in a
+prefill or a decode, alone or in a batch (each head's contraction is one 1×d by d×d matmul, of the same
+shape everywhere), so a sequence computes the same state in any chunking; projections and attention use
+matmuls whose rounding depends on shapes (≈1e-7 relative), which is why the cache-hit contract has a
+tolerance. The token-by-token loop runs in numpy: its steps are a few hundred floats each, where torch's
+per-call dispatch cost (~7 µs an op) made it most of a prefill's time.
 """
 
 from __future__ import annotations

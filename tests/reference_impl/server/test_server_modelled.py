@@ -92,9 +92,9 @@ def test_a_lockstep_burst_is_admitted_in_one_order_whatever_order_its_requests_r
 
 
 def _second_finishes_after(vacate: bool) -> float:
-    """Two requests at once on a 5 s lockstep; the short one finishes and its client sends nothing after it. How
-    long, in wall seconds from that finish, the long one still takes."""
-    with running_server("--log-level", "warning", "--report-modelled-time", "--modelled-lockstep-ms", "5000") as s:
+    """A long request, admitted, then a short one on an 8 s lockstep; the short one finishes first and its client
+    sends nothing after it. How long, in wall seconds from that finish, the long one still takes."""
+    with running_server("--log-level", "warning", "--report-modelled-time", "--modelled-lockstep-ms", "8000") as s:
         done: dict[str, float] = {}
 
         def send(name: str, n: int) -> None:
@@ -102,18 +102,25 @@ def _second_finishes_after(vacate: bool) -> float:
                                                                  "ignore_eos": True}})
             done[name] = time.perf_counter()
 
-        long = threading.Thread(target=send, args=("long", 40))
+        long = threading.Thread(target=send, args=("long", 300))
         long.start()
+        # The long one admitted first, whatever the machine's load: otherwise it could arrive after the short one
+        # finished and count as its successor, and nothing would be owed.
+        deadline = time.perf_counter() + 30
+        while s.metric("sglang:num_requests_total") < 1:
+            assert time.perf_counter() < deadline, "the long request was never admitted"
+            time.sleep(0.02)
         send("short", 2)
         if vacate:
             status, _ = s.request("POST", "/lockstep/vacate", {})
             assert status == 200
         long.join()
+    assert done["long"] > done["short"]
     return done["long"] - done["short"]
 
 
 def test_a_vacated_finish_ends_the_lockstep_wait_for_its_successor_at_once() -> None:
     """A closed loop's finish with no successor (a session's last turn) is announced by hybridbench's client; the
     lockstep then owes nothing for it. Unannounced, the server waits out its whole bound before the next forward."""
-    assert _second_finishes_after(vacate=True) < 4.0
-    assert _second_finishes_after(vacate=False) >= 4.5
+    assert _second_finishes_after(vacate=True) < 5.0
+    assert _second_finishes_after(vacate=False) >= 7.0
