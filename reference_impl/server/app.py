@@ -256,7 +256,6 @@ class Api:
             request.transport.abort()  # drops what the kernel and aiohttp still buffer for it
         return resp
 
-    # ------------------------------------------------------------------ the rest
     async def health(self, request: web.Request) -> web.Response:
         if not self.engine.thread.is_alive():
             return web.Response(status=503, text="model loop is not running")
@@ -295,9 +294,7 @@ class Api:
             task.cancel()  # a probe still queued is aborted (its slots freed) by _updates
         return web.Response(status=503, text=error) if error else web.Response(text="")
 
-    async def lockstep_vacate(self, request: web.Request) -> web.Response:
-        """hybridbench's closed-loop client, under ``--modelled-lockstep-ms``: a request finished and this client
-        sends nothing in its place (its session ended, none is left to start). Not an SGLang endpoint."""
+    async def lockstep_vacate(self, request: web.Request) -> web.Response:  # not SGLang's: EngineLoop.vacate
         self.engine.vacate()
         return web.Response(text="")
 
