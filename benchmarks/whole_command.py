@@ -75,14 +75,14 @@ def measure(argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
 
 
 def alternate(commands: Mapping[str, tuple[Sequence[str], str | None]], repeats: int,
-              outputs: dict[str, str] | None = None) -> dict[str, Summary]:
-    """``commands``: label -> (argv, cwd). Runs them round-robin ``repeats`` times; a failing run raises.
-    ``outputs``, when given, receives each label's last stdout."""
+              outputs: dict[str, str] | None = None, ok_exits: frozenset[int] = frozenset({0})) -> dict[str, Summary]:
+    """``commands``: label -> (argv, cwd). Runs them round-robin ``repeats`` times; a run exiting outside
+    ``ok_exits`` raises. ``outputs``, when given, receives each label's last stdout."""
     runs: dict[str, list[Measurement]] = {label: [] for label in commands}
     for _ in range(repeats):
         for label, (argv, cwd) in commands.items():
             m = measure(argv, cwd=cwd)
-            if m.returncode != 0:
+            if m.returncode not in ok_exits:
                 raise RuntimeError(f"{label}: {' '.join(argv)} exited {m.returncode}: {m.stderr.strip()[-500:]}")
             runs[label].append(m)
             if outputs is not None:

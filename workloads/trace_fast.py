@@ -3,8 +3,9 @@
 A SWE-bench row is ~100 KB of token ids and a few dozen bytes of everything else. Decoding the ids through
 ``json`` makes a Python int per token and then checks each one in Python (12.5 CPU s and 2 GB for the seglen
 preset's 44M ids). Here each array's bytes are checked with C-speed byte operations (only digits, commas and
-JSON's canonical spacing; no leading zeros) and parsed straight into an int32 array by numpy (the ``fast``
-extra; without numpy every line takes the full JSON path); only the small rest of the line goes through ``json``.
+JSON's canonical spacing; no leading zeros) and parsed straight into an int32 array by numpy (a dependency of
+the package; were it missing, every line would take the full JSON path); only the small rest of the line goes
+through ``json``.
 
 The fast path accepts a strict subset of what the full reader accepts and returns ``None`` for anything else
 (a sign, a float, ``true``, odd whitespace, an escaped key, an id past the limit, ...). The caller then reads
@@ -19,7 +20,7 @@ from typing import Any
 
 from workloads.token_ids import INT32_LIMIT, TokenIds
 
-np: Any  # numpy, or None in the default install: still correct, several times slower per id
+np: Any  # numpy, or None where it is missing: still correct, several times slower per id
 try:
     import numpy as _numpy
 except ImportError:

@@ -21,8 +21,8 @@ from reference_impl.model.config import ModelConfig
 from reference_impl.server.args import UsageError, build_parser, parse_config
 
 # How long (wall) the server waits for a closed loop's replacements before a forward: well over an HTTP round trip on
-# an overloaded 2-core machine (at 100 ms, some replacements missed it there); a trial's end costs one such wait,
-# after which the server sees the loop draining and stops waiting.
+# an overloaded 2-core machine (at 100 ms, some replacements missed it there). hybridbench's client says which
+# finishes have none (POST /lockstep/vacate), so only a client that does not say waits it out.
 LOCKSTEP_MS = 1000.0
 
 __all__ = ["LOCKSTEP_MS", "REFERENCE_ARMS", "lockstepped", "reference_command", "reference_kv_pool",

@@ -150,7 +150,9 @@ async def drive(
             freed = (result.end if result.end is not None else clock()) - t0
             if k + 1 < len(turns):
                 put_at((turns, k + 1, freed, (prompt, row, result.output_ids)), times[turns[k + 1]])
-            else:  # a failed request was never counted as finished by the server: it owes no word for it
+            else:
+                # Only an ok finish is vacated: a refused request the server never counted must not be, and the
+                # safe side is cheap (a finish left unsaid costs one lockstep wait).
                 ended = closed and result.status == "ok"
             on_done(Completed(i, row, prompt, intended, t0, result))
 
