@@ -146,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--sglang-python", type=Path, default=DEFAULT_SGLANG if DEFAULT_SGLANG.exists() else None,
                     help="an SGLang environment's python, for the plan targets (default: the differential tier's)")
     args = ap.parse_args(argv)
+    if args.sglang_python and not args.sglang_python.is_file():
+        ap.error(f"--sglang-python: {args.sglang_python}: no such file")  # one line, exit 2
     args.dir.mkdir(parents=True, exist_ok=True)
     label = args.baseline_label or (git_head(args.baseline) if args.baseline else "")
     base = f", baseline {label} ({args.baseline})" if args.baseline else ""

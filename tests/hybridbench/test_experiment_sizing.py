@@ -20,6 +20,7 @@ from hybridbench.config.store import register
 from hybridbench.config.strict import reject_unknown_keys
 from hybridbench.engines.sglang_cmd import sglang_command
 from hybridbench.plan.build import build_plan
+from hybridbench.plan.repeats import TIMING_CHECKS
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -103,13 +104,12 @@ def test_the_reference_engines_main_job_is_unchanged(experiment: str) -> None:
         assert cfg.workloads["swebench"].params["num_sessions"] == want["sessions"]
     # Every check judges every CPU load, but timing checks on a one-repeat run, which could never decide them
     # (test_no_default_engine_run_is_inconclusive_by_design): there the load says so in its note.
-    timing = {"ttft", "throughput", "prefill_overhead"}
     for w in cfg.workloads.values():
         left_out = set(cfg.checks.enabled) - set(w.judged_by or cfg.checks.enabled) - {"survival"}
         if cfg.repeats >= 2:
             assert not (w.judged_by or w.note)
         else:
-            assert left_out <= timing and bool(w.note) == bool(left_out)
+            assert left_out <= TIMING_CHECKS and bool(w.note) == bool(left_out)
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
@@ -120,10 +120,9 @@ def test_no_default_engine_run_is_inconclusive_by_design(experiment: str) -> Non
     cfg = composed(f"+experiment={experiment}")
     if cfg.repeats >= 2 or len(cfg.arms) < 2:
         return
-    timing = {"ttft", "throughput", "prefill_overhead"}
     for name, w in cfg.workloads.items():
-        judged = set(w.judged_by or cfg.checks.enabled) & set(cfg.checks.enabled)
-        assert not judged & timing, f"{experiment}: {name} is judged on {judged & timing} with {cfg.repeats} repeat"
+        judged = set(w.judged_by or cfg.checks.enabled) & set(cfg.checks.enabled) & TIMING_CHECKS
+        assert not judged, f"{experiment}: {name} is judged on {judged} with {cfg.repeats} repeat"
 
 
 @pytest.mark.parametrize("engine", GPU_ENGINES)

@@ -5,7 +5,6 @@ from the run's own command line (engines/reference_cmd.py), the load driven by t
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import time
 import urllib.request
@@ -17,6 +16,7 @@ from omegaconf import OmegaConf
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
+from hybridbench.engines.process import free_port
 from hybridbench.engines.reference import REFERENCE
 from hybridbench.engines.reference_cmd import LOCKSTEP_MS, reference_command
 from hybridbench.load.client import generate_sglang
@@ -44,13 +44,6 @@ def run_cfg(*overrides: str) -> RunCfg:
     out = OmegaConf.to_object(cfg)
     assert isinstance(out, RunCfg)
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def drive_seconds(cfg: RunCfg, *, told: bool) -> float:
