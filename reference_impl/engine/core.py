@@ -179,7 +179,7 @@ class EngineCore:
     def _state_headroom(self) -> int:
         return self.tree.state_pool.available + self.tree.state_evictable
 
-    def _track_peaks(self) -> None:
+    def track_peaks(self) -> None:
         tree = self.tree
         c = self.counters
         c.peak_kv_used = max(c.peak_kv_used, tree.kv_pool.size - tree.kv_pool.available)
@@ -192,7 +192,7 @@ class EngineCore:
         if batch is None and self.running:
             batch = self._schedule_decode()
         if batch is not None:
-            self._track_peaks()
+            self.track_peaks()
         return batch
 
     def _order_waiting(self) -> list[EngineRequest]:
@@ -357,6 +357,16 @@ class EngineCore:
             self.running = [r for r in self.running if r.status == "running"]
         return finished
 
+    def finish_done(self, requests: Sequence[EngineRequest]) -> list[EngineRequest]:
+        """Finish, in order, each of ``requests`` (decoded by a run) that has sampled all its tokens."""
+        finished: list[EngineRequest] = []
+        for req in requests:
+            if req.remaining <= 0:
+                self._finish(req, finished)
+        if finished:
+            self.running = [r for r in self.running if r.status == "running"]
+        return finished
+
     def _append(self, req: EngineRequest, token: int, finished: list[EngineRequest]) -> None:
         cached = req.cached
         assert cached is not None
@@ -366,7 +376,11 @@ class EngineCore:
             cached.tokens.append(token)
         req.output.append(token)
         if req.remaining <= 0:
-            self.strategy.finish(cached)
-            req.cached = None
-            req.status, req.prompt_tuple = "finished", None
-            finished.append(req)
+            self._finish(req, finished)
+
+    def _finish(self, req: EngineRequest, finished: list[EngineRequest]) -> None:
+        assert req.cached is not None
+        self.strategy.finish(req.cached)
+        req.cached = None
+        req.status, req.prompt_tuple = "finished", None
+        finished.append(req)

@@ -124,10 +124,13 @@ class CostModel:
         return m.num_mlp_layers * distinct * m.moe_expert_params * self._weight_bytes
 
     def decode_bytes(self, context_lens: list[int]) -> float:
+        return self._step_bytes(len(context_lens), sum(context_lens))
+
+    def _step_bytes(self, batch_size: int, context_tokens: int) -> float:
         m = self.model
-        kv = sum(context_lens) * m.kv_bytes_per_token()
-        states = 2 * len(context_lens) * m.state_bytes()
-        return self._dense_weight_bytes + self.routed_weight_bytes(len(context_lens)) + kv + states
+        kv = context_tokens * m.kv_bytes_per_token()
+        states = 2 * batch_size * m.state_bytes()
+        return self._dense_weight_bytes + self.routed_weight_bytes(batch_size) + kv + states
 
     def batch_seconds(self, batch: Batch) -> float:
         f = self.factors
@@ -140,10 +143,16 @@ class CostModel:
             seconds = (sum(lin for lin, _ in parts) / self._linear_peak
                        + sum(att for _, att in parts) / self.gpu.bf16_flops)
             return f.prefill_overhead_s + seconds / (self.tp * f.prefill_mfu) + copy_s
-        ctx = [i.prefix_len + 1 for i in batch.items]
-        return f.decode_overhead_s + self.decode_bytes(ctx) / (
+        return self.decode_step_seconds(len(batch.items), sum(i.prefix_len + 1 for i in batch.items),
+                                        batch.state_copies)
+
+    def decode_step_seconds(self, batch_size: int, context_tokens: int, state_copies: int = 0) -> float:
+        """A decode step of ``batch_size`` requests attending ``context_tokens`` in all (each one's KV plus the
+        token it feeds): the decode branch of ``batch_seconds``, for the simulator's runs of steps (no items)."""
+        f = self.factors
+        return f.decode_overhead_s + self._step_bytes(batch_size, context_tokens) / (
             self.tp * self.gpu.hbm_bytes_per_s * f.decode_bw_efficiency
-        ) + self.state_copy_seconds(batch.state_copies)
+        ) + self.state_copy_seconds(state_copies)
 
     def state_copy_seconds(self, copies: int) -> float:
         """``copies`` whole-state copies on the device: read + write of the state bytes, split over TP."""
