@@ -1,23 +1,22 @@
-"""Decode steps in a run: k steps of an unchanged batch applied at once, for the simulator.
+"""Decode steps in a run: the steps between two prefills applied at once, for the simulator.
 
-Between events (an arrival, a prefill, a finish, a retraction) every decode step does the same to each running
-request: one KV slot, one committed token, a fingerprint of its live state. On the seglen SWE-bench preset that
-per-token work was most of ``python -m reference_impl.simulate``'s time (855K decode tokens in 17.7K steps). A run
-of k steps does it once per request (``Strategy.decode`` with k tokens: k KV slots, one fingerprint) and leaves
-exactly the state k single steps leave; the simulator still times and records every step of it.
+Between prefills every decode step does the same to each running request: one KV slot, one committed token, a
+fingerprint of its live state. On the seglen SWE-bench preset that per-token work was most of ``python -m
+reference_impl.simulate``'s time (855K decode tokens in 17.7K steps). A run commits each request's tokens once
+(``Strategy.decode`` with all of them: their KV slots, one fingerprint) when it finishes or when the run ends, and
+leaves exactly the state its single steps leave; the simulator still times and records every step.
 
-A run stops short of anything that would make one of its steps differ from a single step:
+Why deferring is exact: a request's decode touches only its own KV count and its own slots, and a finish (in
+batch order, at its step, after its own commit) only inserts into the tree and frees: neither allocates, so
+neither depends on the others' deferred slots. What would make a step depend on them ends the run before it:
 
-* a finish: a run ends with the first step that finishes a request (its finish inserts into the tree, and the
-  simulator hands the client its slot and the session's next turn);
-* the KV pool running low: no step of a run may evict or retract;
+* the KV pool running low: every step's reservations must fit without evicting or retracting (``take``);
 * a second state track of one request: extra_buffer tracks every ``track_interval`` committed tokens, so a run is
-  at most that long (``copies`` charges each track to the step that made it, as a single step would);
-* a waiting or chunked request (a prefill may be scheduled) or an event the simulator knows of (it ends a run
-  before the first step that starts at or after the next send or arrival);
+  at most that long; ``step`` charges each track's state copy to the step that made it, as a single step does;
+* a waiting or chunked request (a prefill may be scheduled), or an arrival the simulator knows of;
 * a strategy whose decode is not the shared one (TokenSpeed's pages): it never runs in bulk.
 
-``tests/reference_impl/engine/test_decode_run.py`` compares every record, step and counter of both paths.
+``tests/reference_impl/engine/test_decode_run.py`` compares every record, step, counter and the tree of both paths.
 """
 
 from __future__ import annotations
@@ -28,28 +27,20 @@ from dataclasses import dataclass
 from reference_impl.engine.core import EngineCore, EngineRequest
 from reference_impl.lifecycle import ExtraBufferStrategy, Strategy
 
-__all__ = ["DecodeRun", "apply_run", "plan_run"]
+__all__ = ["DecodeRun", "Sampler", "StepShape", "plan_run"]
 
 # The decode a run repeats: any other override (TokenSpeed's page holds) makes each step its own.
 _SHARED = (Strategy.decode, Strategy.reserve_decode_kv, Strategy.decode_kv_need)
+Sampler = Callable[[EngineRequest, int], Sequence[int]]  # (request, k) -> the next k tokens it samples
 
 
 @dataclass(frozen=True, slots=True)
-class DecodeRun:
-    """Up to ``max_steps`` decode steps of ``requests``, as they stand now."""
+class StepShape:
+    """What the cost model needs of one decode step."""
 
-    requests: tuple[EngineRequest, ...]
-    max_steps: int
-    context_tokens: int  # the first step's attention context, summed: each request's KV plus the token it feeds
-    track_steps: dict[int, int]  # step (1-based) -> state tracks it makes (extra_buffer's decode tracking)
-
-    def context_at(self, step: int) -> int:
-        """Attention context of the ``step``-th step (1-based): each request's KV grows by one a step."""
-        return self.context_tokens + len(self.requests) * (step - 1)
-
-    def copies(self, step: int) -> int:
-        """Whole-state copies the ``step``-th step makes (one per track), charged to it as a single step is."""
-        return self.track_steps.get(step, 0)
+    batch_size: int
+    context_tokens: int  # attention context, summed: each request's KV plus the token it feeds
+    state_copies: int  # extra_buffer's decode tracks this step makes
 
 
 def _runs_in_bulk(strategy: Strategy) -> bool:
@@ -65,59 +56,90 @@ def _track_interval(strategy: Strategy) -> int:
     return max(1, strategy.track_interval) if tracks else 0
 
 
+class DecodeRun:
+    """Decode steps of the core's running batch, from now until the simulator stops taking them."""
+
+    def __init__(self, core: EngineCore, interval: int) -> None:
+        self.core = core
+        self.active = list(core.running)  # batch order
+        self.steps = 0  # steps taken
+        self.max_steps = interval or (1 << 62)  # at most one track per request a run
+        self._committed = {id(r): r.cached.kv_len for r in self.active}  # type: ignore[union-attr]
+        self._context = sum(self._committed.values())  # of the active requests, before the run
+        # Per step, not per token: which requests a step finishes (batch order) and how many states it tracks.
+        self._due: dict[int, list[EngineRequest]] = {}
+        self._tracks: dict[int, int] = {}
+        for req in self.active:
+            last = req.remaining  # the step that samples its last token
+            self._due.setdefault(last, []).append(req)
+            if interval:
+                step = interval - self._committed[id(req)] % interval  # its commit reaches a multiple then
+                if step <= last:
+                    self._tracks[step] = self._tracks.get(step, 0) + 1
+
+    def steps_possible(self) -> bool:
+        """Whether the run's first step can be taken (else the core's next step runs singly: it may retract)."""
+        return self.core.tree.kv_pool.available >= len(self.active)
+
+    def take(self) -> StepShape | None:
+        """Take the next step if it can run as a single step would (its KV fits without evicting); its shape."""
+        core, n, step = self.core, len(self.active), self.steps + 1
+        if not n or step > self.max_steps:
+            return None
+        pool = core.tree.kv_pool
+        # Each active request holds step - 1 slots not yet allocated; the step reserves one more for each.
+        if pool.available - (step - 1) * n < n:
+            return None
+        self.steps = step
+        c = core.counters
+        c.peak_kv_used = max(c.peak_kv_used, pool.size - pool.available + step * n)  # the core's, at schedule time
+        c.peak_states_used = max(c.peak_states_used, core.tree.state_pool.size - core.tree.state_pool.available)
+        return StepShape(n, self._context + n * step, self._tracks.get(step, 0))
+
+    def finish_due(self, sample: Sampler) -> list[EngineRequest]:
+        """Commit and finish, in batch order, the requests the step just taken finished."""
+        due = self._due.get(self.steps)
+        if not due:
+            return []
+        for req in due:
+            self._commit(req, sample)
+            self._context -= self._committed[id(req)]
+        self.active = [r for r in self.active if r.remaining > 0]
+        return self.core.finish_done(due)
+
+    def kv_used(self) -> int:
+        """KV in use after the step just taken, as a single step leaves it (deferred slots counted)."""
+        pool = self.core.tree.kv_pool
+        return pool.size - pool.available + self.steps * len(self.active)
+
+    def close(self, sample: Sampler) -> None:
+        """Commit what the still-running requests sampled in the steps taken; the core's step counters."""
+        for req in self.active:
+            self._commit(req, sample)
+        core, cfg = self.core, self.core.config
+        core.counters.decode_steps += self.steps
+        ratio = core.new_token_ratio
+        for _ in range(self.steps):  # the same float operations as the single steps make, so the ratio is bit-equal
+            ratio = max(cfg.min_new_token_ratio, ratio - cfg.new_token_ratio_decay)
+        core.new_token_ratio = ratio
+
+    def _commit(self, req: EngineRequest, sample: Sampler) -> None:
+        cached = req.cached
+        assert cached is not None
+        tokens = sample(req, self.steps)
+        self.core.strategy.decode(cached, tokens)  # what k single steps do: k slots, k commits, tracks, fingerprint
+        req.output.extend(tokens)
+
+
 def plan_run(core: EngineCore) -> DecodeRun | None:
-    """The run the core's next steps may take in bulk, or None when the next step must run singly."""
+    """A run of the core's next steps, or None when the next step must run singly."""
     running = core.running
-    if not running or core.waiting or core.chunked is not None:
+    if not running or core.waiting or core.chunked is not None or not _runs_in_bulk(core.strategy):
         return None
-    if not _runs_in_bulk(core.strategy):
-        return None
-    interval = _track_interval(core.strategy)
-    n = len(running)
-    steps = min(r.remaining for r in running)  # up to the first step that finishes a request
-    steps = min(steps, core.tree.kv_pool.available // n)  # k slots each, without evicting or retracting
-    if interval:
-        steps = min(steps, interval)  # at most one track per request: a single step tracks each crossing
-    if steps < 1:
-        return None
-    context = 0
-    tracks: dict[int, int] = {}
     for req in running:
         cached = req.cached
         # Between steps a decoding request has KV for all but its last sampled token and nothing reserved.
         if cached is None or cached.kv_reserved or cached.kv_len < cached.input_len \
                 or len(cached.tokens) != cached.kv_len + 1:
             return None
-        context += cached.kv_len + 1
-        if interval:
-            step = interval - cached.kv_len % interval  # the step whose commit reaches a multiple of the interval
-            if step <= steps:
-                tracks[step] = tracks.get(step, 0) + 1
-    return DecodeRun(tuple(running), steps, context, tracks)
-
-
-def apply_run(core: EngineCore, run: DecodeRun, steps: int,
-              sample: Callable[[EngineRequest, int], Sequence[int]]) -> list[EngineRequest]:
-    """Apply ``steps`` (<= ``run.max_steps``) steps; return the requests the last one finished, in batch order.
-
-    ``sample(req, k)``: the next ``k`` tokens ``req`` samples."""
-    if not 1 <= steps <= run.max_steps:
-        raise ValueError(f"a run of {run.max_steps} steps cannot take {steps}")
-    strategy, cfg = core.strategy, core.config
-    for req in run.requests:
-        cached = req.cached
-        assert cached is not None
-        tokens = sample(req, steps)
-        # What ``steps`` single steps do: reserve a slot, then commit the previous token, each step.
-        strategy.decode(cached, tokens)
-        req.output.extend(tokens)
-    core.track_peaks()  # a run only adds KV until its last step finishes requests: the peak is before that
-    # A single step finishes its requests in batch order, each after its own commit; another request's commit
-    # touches only that request's KV count and slots, so finishing them after every commit is the same.
-    finished = core.finish_done(run.requests)
-    core.counters.decode_steps += steps
-    ratio = core.new_token_ratio
-    for _ in range(steps):  # the same float operations as the single steps make, so the ratio is bit-equal
-        ratio = max(cfg.min_new_token_ratio, ratio - cfg.new_token_ratio_decay)
-    core.new_token_ratio = ratio
-    return finished
+    return DecodeRun(core, _track_interval(core.strategy))

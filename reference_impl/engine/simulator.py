@@ -17,13 +17,12 @@ statement about the cost model, not about a GPU.
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, cast
 
 from reference_impl.engine.core import Batch, EngineCore, EngineRequest
-from reference_impl.engine.decode_run import apply_run, plan_run
+from reference_impl.engine.decode_run import DecodeRun, plan_run
 from workloads.arrival import ArrivalSchedule
 from workloads.bench_serving import ServedTiming
 from workloads.trace import TraceRow
@@ -158,8 +157,9 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
 
     step_timer = cast(DecodeStepTimer, timer) if decode_runs and hasattr(timer, "decode_step_seconds") else None
     arriving: list[tuple[int, int]] = []  # (ns the scheduler sees it, row index)
-    while done < len(rows):
-        # Clients send every request whose time has come, up to the concurrency cap, in trace order.
+
+    def send_due(now: int) -> None:
+        """Clients send every request whose time has come, up to the concurrency cap, in trace order."""
         while ready and ready[0][0] <= now and free_slots:
             ready_at, i = heapq.heappop(ready)
             sent = max(ready_at, heapq.heappop(free_slots))
@@ -169,6 +169,42 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
             rec.scheduled_s = (sent if arrival.closed else ready_at) / NS
             latency = round(timer.frontend_seconds(len(rows[i].input_tokens)) * NS)
             heapq.heappush(arriving, (sent + latency, i))
+
+    def take_run(run: DecodeRun, now: int, timer: DecodeStepTimer) -> int:
+        """Take the run's steps until one cannot be taken as a single step would be, or a request arrives."""
+        ends: list[int] = []
+        gaps: list[float] = []
+
+        def record(req: EngineRequest) -> None:
+            rec = records[req.rid]
+            rec.itl_ms.append((ends[0] - last_token_ns[req.rid]) / 1e6)
+            rec.itl_ms.extend(gaps)
+            last_token_ns[req.rid] = ends[-1]
+            rec.output_tokens = len(req.output)
+
+        states = run.core.tree.state_pool
+        while (shape := run.take()) is not None:
+            seconds = timer.decode_step_seconds(shape.batch_size, shape.context_tokens, shape.state_copies)
+            now += max(1, round(seconds * NS))
+            if ends:
+                gaps.append((now - ends[-1]) / 1e6)
+            ends.append(now)
+            for req in run.finish_due(sample):
+                record(req)
+                finish(req.rid, now, "ok")
+            steps.append(StepRecord(now / NS, "decode", shape.batch_size, shape.batch_size, run.kv_used(),
+                                    states.size - states.available, run.core.counters.retractions))
+            # The single-step loop's top, at this step's end: sends; an arrival ends the run (a prefill is due).
+            send_due(now)
+            if arriving and arriving[0][0] <= now:
+                break
+        run.close(sample)
+        for req in run.active:
+            record(req)
+        return now
+
+    while done < len(rows):
+        send_due(now)
         while arriving and arriving[0][0] <= now:
             _, i = heapq.heappop(arriving)
             row = rows[i]
@@ -180,38 +216,9 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
         if done == len(rows):  # the last requests were rejected on arrival
             break
         run = plan_run(core) if step_timer is not None else None
-        if run is not None:
+        if run is not None and run.steps_possible():
             assert step_timer is not None
-            # The run ends before the first step that starts at or after the next arrival or send.
-            next_event = min([t for t, _ in arriving[:1]] + ([ready[0][0]] if ready and free_slots else []),
-                             default=None)
-            ends: list[int] = []
-            for step in range(1, run.max_steps + 1):
-                if ends and next_event is not None and now >= next_event:
-                    break
-                seconds = step_timer.decode_step_seconds(len(run.requests), run.context_at(step), run.copies(step))
-                now += max(1, round(seconds * NS))
-                ends.append(now)
-            tree = core.tree
-            used_kv = tree.kv_pool.size - tree.kv_pool.available
-            used_states = tree.state_pool.size - tree.state_pool.available
-            done_by_run = apply_run(core, run, len(ends), sample)
-            gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(ends)]
-            for req in run.requests:
-                rec = records[req.rid]
-                rec.itl_ms.append((ends[0] - last_token_ns[req.rid]) / 1e6)
-                rec.itl_ms.extend(gaps)
-                last_token_ns[req.rid] = now
-                rec.output_tokens = len(req.output)
-            n = len(run.requests)
-            for req in done_by_run:
-                finish(req.rid, now, "ok")
-            # A finish frees KV and may free states (into the tree or the pool): the last step's record is read
-            # after it, as a single step's is.
-            steps.extend(StepRecord(end / NS, "decode", n, n, used_kv + n * k, used_states, core.counters.retractions)
-                         for k, end in enumerate(ends[:-1], 1))
-            steps.append(StepRecord(now / NS, "decode", n, n, tree.kv_pool.size - tree.kv_pool.available,
-                                    tree.state_pool.size - tree.state_pool.available, core.counters.retractions))
+            now = take_run(run, now, step_timer)
             continue
         loaded, copies = _host_loads(core), core.strategy.counters.state_copies
         batch = core.schedule()

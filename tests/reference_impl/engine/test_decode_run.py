@@ -73,8 +73,11 @@ def assert_same(single: tuple[Any, EngineCore], runs: tuple[Any, EngineCore]) ->
     ta, tb = ca.tree, cb.tree
     assert (ta.kv_pool.available, ta.state_pool.available) == (tb.kv_pool.available, tb.state_pool.available)
     assert ta.state_pool.content == tb.state_pool.content
-    assert sorted(ta.evictable_leaves) == sorted(tb.evictable_leaves)
-    assert sorted(ta.evictable_states) == sorted(tb.evictable_states)
+    # the same nodes, made in the same order (ids), touched in the same order (ticks): eviction order agrees
+    assert [(i, n.kv_tick, n.depth) for i, n in sorted(ta.evictable_leaves.items())] == \
+        [(i, n.kv_tick, n.depth) for i, n in sorted(tb.evictable_leaves.items())]
+    assert [(i, n.state_tick) for i, n in sorted(ta.evictable_states.items())] == \
+        [(i, n.state_tick) for i, n in sorted(tb.evictable_states.items())]
 
 
 CASES = {
@@ -100,6 +103,17 @@ def test_runs_of_decode_steps_equal_single_steps(case: str, load: LoadSpec, monk
     assert_same(single, runs)
     if case == "tight pools":
         assert single[1].counters.retractions > 0 or single[1].counters.admission_blocked > 0
+
+
+def test_requests_finishing_in_one_step_finish_in_batch_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Equal outputs: a whole batch finishes in one step of a run; the order of their inserts is the tree's order.
+    rows = [replace(r, output_tokens=(tuple(r.output_tokens) * 40)[:40])
+            for r in sessions(n=6, turns=2, out=(1, 3))]
+    single, runs, taken = both(rows, CASES["no_buffer"], LoadSpec("closed", max_concurrency=6), timer(),
+                               monkeypatch)
+    assert taken > 0
+    assert max(s.num_requests for s in single[0].steps if s.kind == "decode") == 6
+    assert_same(single, runs)
 
 
 def test_a_send_with_no_frontend_latency_still_ends_the_run_before_its_arrival(
