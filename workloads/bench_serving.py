@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from workloads.stats import percentile
+from workloads.stats import percentiles
 
 __all__ = ["DISTRIBUTIONS", "ServedRequest", "ServedTiming", "distribution", "summarize"]
 
@@ -68,13 +68,14 @@ def distribution(prefix: str, values: Sequence[float]) -> dict[str, float]:
     """``{mean,median,std,p90,p95,p99}_{prefix}_ms``; NaN for no values."""
     if not values:
         return {f"{k}_{prefix}_ms": math.nan for k in DISTRIBUTIONS}
+    median, p90, p95, p99 = percentiles(values, (50, 90, 95, 99))
     return {
         f"mean_{prefix}_ms": statistics.fmean(values),
-        f"median_{prefix}_ms": percentile(values, 50),
+        f"median_{prefix}_ms": median,
         f"std_{prefix}_ms": statistics.pstdev(values),
-        f"p90_{prefix}_ms": percentile(values, 90),
-        f"p95_{prefix}_ms": percentile(values, 95),
-        f"p99_{prefix}_ms": percentile(values, 99),
+        f"p90_{prefix}_ms": p90,
+        f"p95_{prefix}_ms": p95,
+        f"p99_{prefix}_ms": p99,
     }
 
 

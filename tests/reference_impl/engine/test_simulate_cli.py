@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from reference_impl.engine.arms import parse_arm
 from reference_impl.engine.summary import percentile
+from workloads.stats import percentiles
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "swebench_sps=1_art=5_nums=20.jsonl"
 
@@ -42,6 +44,9 @@ def test_percentile_matches_numpy_linear_interpolation() -> None:
     assert percentile(values, 50) == 3.0
     assert percentile(values, 90) == pytest.approx(4.6)
     assert percentile([7.0], 99) == 7.0
+    # sorting once gives what each percentile gives alone, and NaN for no values
+    assert percentiles(values, (50, 90, 99)) == [percentile(values, q) for q in (50, 90, 99)]
+    assert all(math.isnan(x) for x in percentiles([], (50, 90)))
 
 
 def test_summary_keys_and_cache_arms_against_disabled() -> None:
