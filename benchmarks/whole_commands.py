@@ -22,8 +22,9 @@ as a GPU user plans them, ``engine=sglang engine.python=SGLANG`` (their command 
 be planned against a released SGLang: its arm needs the PR's ``--radix-eviction-policy seglen``.)
 
 Traces are generated once into ``--dir`` (never into the repo): the seglen SWE-bench preset (``workloads.generate
-swebench --preset seglen``, 330 MB), a 10-session trace for the capacity check and a short-request trace
-(``--max-input 4096``) for the replay rate.
+swebench --preset seglen``, 330 MB) and the same preset with 50 sessions, not 100 (the simulator's linearity in
+requests), a 3-session trace for the capacity check and a short-request trace (``--max-input 4096``) for the
+replay rate.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ PLANNED = sorted(p.parent.name for p in (ROOT / "conf" / "sizing").glob("*/gpu.y
 SGLANG_ENV = Path(os.environ.get("HYBRIDBENCH_SGLANG_HOME", str(Path.home() / ".cache" / "hybridbench")))
 DEFAULT_SGLANG = SGLANG_ENV / "sglang-0.5.23" / "bin" / "python"
 LIVE_PROBES = ("kl", "accuracy")  # the simulator cannot plan them: their probes send requests to a live server
+SIMULATE = "simulate the seglen preset (branching, TP4 H100)"
 SIM_ARGS = ["--model", "qwen3-next-80b-a3b", "--gpu", "h100", "--tp", "4", "--arm", "branching", "--trace-timestamps"]
 
 
@@ -94,6 +96,30 @@ def _decided(limit: float) -> Callable[[Summary, str], tuple[str, bool]]:
     return check
 
 
+def _completed(out: str) -> int:
+    found = re.search(r"^completed\s+(\d+)", out, re.MULTILINE)
+    return int(found.group(1)) if found else 0
+
+
+def _linear(full: dict[str, tuple[Summary, str]], name: str,
+            slack: float) -> Callable[[Summary, str], tuple[str, bool]]:
+    """Linear in requests: CPU s per completed request on the whole preset at most ``slack`` x this half's.
+
+    ``full`` holds what the target ``name`` (the whole preset) measured earlier in the same invocation."""
+    def check(s: Summary, out: str) -> tuple[str, bool]:
+        if name not in full:
+            return f"needs the target '{name}' in the same run", False
+        whole, whole_out = full[name]
+        n_half, n_whole = _completed(out), _completed(whole_out)
+        if not (n_half and n_whole):
+            return "no 'completed' line", False
+        ratio = (whole.cpu_s / n_whole) / (s.cpu_s / n_half)
+        figure = (f"{s.cpu_s:.2f} CPU s for {n_half} requests, {whole.cpu_s:.2f} for {n_whole}: "
+                  f"{ratio:.2f}x the CPU s per request")
+        return figure, ratio <= slack
+    return check
+
+
 def _generate(path: Path, *args: str) -> None:
     if path.exists():
         return
@@ -106,9 +132,12 @@ def _plan_engine(experiment: str, sglang: Path | None) -> list[str]:
     return ["engine=sglang", f"engine.python={sglang}"] if experiment in LIVE_PROBES else ["engine=sim"]
 
 
-def targets(work: Path, sglang: Path | None) -> list[Target]:
+def targets(work: Path, sglang: Path | None, measured: dict[str, tuple[Summary, str]]) -> list[Target]:
+    """``measured``: what each target measured in this invocation (name -> this checkout's summary, stdout)."""
     preset, small, short = work / "seglen.jsonl", work / "small.jsonl", work / "short.jsonl"
+    half = work / "seglen-half.jsonl"
     _generate(preset, "--preset", "seglen")
+    _generate(half, "--preset", "seglen", "--num-sessions", "50")  # 50 sessions, not 100: the same generator and rates
     _generate(small, "--num-sessions", "3")
     _generate(short, "--num-sessions", "700", "--max-input", "4096")  # 1,581 requests, 4.2M input tokens
     read = "import sys; from workloads.trace import read_trace; read_trace(sys.argv[1])"
@@ -125,9 +154,12 @@ def targets(work: Path, sglang: Path | None) -> list[Target]:
         Target("main job: seglen on the reference engine", [PY, "-m", "hybridbench", "+experiment=seglen",
                f"hydra.run.dir={work}/main-job/${{now:%Y%m%d-%H%M%S-%f}}"], "<= 300 wall s, every timing row decided",
                _decided(300.0), ok_exits=frozenset({0, 1})),
-        Target("simulate the seglen preset (branching, TP4 H100)",
-               [PY, "-m", "reference_impl.simulate", str(preset), *SIM_ARGS], "<= 15 CPU s, <= 1 GB",
+        Target(SIMULATE, [PY, "-m", "reference_impl.simulate", str(preset), *SIM_ARGS], "<= 15 CPU s, <= 1 GB",
                _limits(15.0, 1024.0)),
+        # Linear in requests: half the sessions (the same arrival rate) cost at least half as much per request.
+        Target("simulate half the preset (linear in requests)",
+               [PY, "-m", "reference_impl.simulate", str(half), *SIM_ARGS],
+               "CPU s per request <= 1.2x the half's", _linear(measured, SIMULATE, 1.2)),
         # hybridbench plan: the GPU configuration composed, planned, its traces generated and forecast on the
         # simulator (engine=sim: the same GPU sizing as sglang, no SGLang build needed)
         *(Target(f"plan {e} (forecast at GPU scale)", [PY, "-m", "hybridbench.preview", f"+experiment={e}",
@@ -158,7 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = [w for w in args.only.split(",") if w]
     if not args.sglang_python:
         print(f"no --sglang-python: the plan targets of {', '.join(LIVE_PROBES)} are left out\n")
-    for t in targets(args.dir, args.sglang_python):
+    measured: dict[str, tuple[Summary, str]] = {}
+    for t in targets(args.dir, args.sglang_python, measured):
         if words and not any(w in t.name for w in words):
             continue
         sides: dict[str, tuple[Sequence[str], str | None]] = {"ours": (t.argv, str(ROOT))}
@@ -167,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         outputs: dict[str, str] = {}
         res = alternate(sides, args.repeats, outputs, t.ok_exits)
         ours = res["ours"]
+        measured[t.name] = (ours, outputs["ours"])
         figure, ok = t.check(ours, outputs["ours"])
         theirs = res.get("base")
         base_cell = "—" if theirs is None else f"{theirs.wall_s:.2f} / {theirs.cpu_s:.2f} / {theirs.peak_rss_mb:.0f}"
