@@ -18,6 +18,7 @@ per-call dispatch cost (~7 µs an op) made it most of a prefill's time.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -97,8 +98,19 @@ def _delta_scan(s: Tensor, ops: tuple[_F32, ...], at: dict[int, int]) -> tuple[T
     return torch.from_numpy(state), torch.from_numpy(outs).squeeze(-2), snaps
 
 
+def one_thread() -> None:
+    """Run torch on one thread unless ``OMP_NUM_THREADS`` says otherwise.
+
+    The tiny model's ops are too small to split: torch's worker threads only wait for each other, and on a busy
+    2-core machine their spin-waits made decode 6-10x slower at 6-10x the CPU (batch 1: 32-51 decode steps/s on
+    two threads against 310-380 on one; ``benchmarks/reference_server_speed.py``)."""
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)
+
+
 class HybridModel:
     def __init__(self, config: ModelConfig) -> None:
+        one_thread()
         self.config = c = config
         gen = torch.Generator().manual_seed(c.seed)
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
+# One compute thread for torch and numpy's BLAS before either starts its pool (reference_impl.model.model.one_thread
+# says why: the tiny model's ops are too small to split, and idle workers spin); a value the caller set wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # torch warns on import when numpy is absent; the server never converts tensors to numpy.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
