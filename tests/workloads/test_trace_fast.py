@@ -136,3 +136,21 @@ def test_fast_path_agrees_with_the_json_path_on_generated_arrays(
     finally:
         setattr(workloads.trace, "cut_row", real)  # noqa: B010
     assert got == want, line
+
+
+def test_zero_free_ids_take_the_one_pass_path_and_an_id_0_the_checked_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The one-pass path relies on no id reading as 0 (an empty element reads so); any 0 must reach every check.
+    checked: list[bytes] = []
+    real = workloads.trace_fast._ids_checked
+
+    def spy(seg: bytes, limit: int) -> TokenIds | None:
+        checked.append(seg)
+        return real(seg, limit)
+
+    monkeypatch.setattr(workloads.trace_fast, "_ids_checked", spy)
+    ids = workloads.trace_fast._ids
+    assert ids(b"1, 22, 333, 151935", 1 << 63) == (1, 22, 333, 151935) and checked == []
+    assert ids(b"7 ,  8", 1 << 63) == (7, 8) and checked == []
+    assert ids(b"1, 0, 2", 1 << 63) == (1, 0, 2) and checked == [b"1, 0, 2"]
+    assert ids(b"01, ", 1 << 63) is None  # reads [1, 0] with a matching digit count: only the checks refuse it
+    assert ids(b"1, 007", 1 << 63) is None and ids(str(2**32 + 5).encode(), 1 << 63) == (2**32 + 5,)
