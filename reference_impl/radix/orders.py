@@ -46,6 +46,8 @@ class RecencyOrders:
         tick = node.kv_tick = self.tick()
         if node.id in self.evictable_leaves:
             heapq.heappush(self._kv_heap, (tick, node.depth, node.id))
+            if len(self._kv_heap) > 2 * len(self.evictable_leaves) + 64:  # compact()'s test: only a push grows it
+                self._compact_heaps()
             if self.changed_leaves is not None:
                 self.changed_leaves[node.id] = node
 
@@ -53,6 +55,8 @@ class RecencyOrders:
         tick = node.state_tick = self.tick()
         if node.id in self.evictable_states:
             heapq.heappush(self._state_heap, (tick, node.depth, node.id))
+            if len(self._state_heap) > 2 * len(self.evictable_states) + 64:
+                self._compact_heaps()
             if self.changed_states is not None:
                 self.changed_states[node.id] = node
 
@@ -65,6 +69,8 @@ class RecencyOrders:
         if leaf and node.id not in self.evictable_leaves:
             self.evictable_leaves[node.id] = node
             heapq.heappush(self._kv_heap, (node.kv_tick, node.depth, node.id))
+            if len(self._kv_heap) > 2 * len(self.evictable_leaves) + 64:
+                self._compact_heaps()
             if leaves is not None:
                 leaves[node.id] = node
         elif not leaf and self.evictable_leaves.pop(node.id, None) is not None and leaves is not None:
@@ -75,6 +81,8 @@ class RecencyOrders:
         if stateful and node.id not in self.evictable_states:
             self.evictable_states[node.id] = node
             heapq.heappush(self._state_heap, (node.state_tick, node.depth, node.id))
+            if len(self._state_heap) > 2 * len(self.evictable_states) + 64:
+                self._compact_heaps()
             if states is not None:
                 states[node.id] = node
         elif not stateful and self.evictable_states.pop(node.id, None) is not None and states is not None:
@@ -84,11 +92,6 @@ class RecencyOrders:
             node.logged_state = node.state is not None
             if node.children:
                 self._log_regrounded(node)
-        # compact()'s own size test, inlined: this runs on every lock step, and compacting rarely happens.
-        if len(self._kv_heap) > 2 * len(self.evictable_leaves) + 64 or (
-            len(self._state_heap) > 2 * len(self.evictable_states) + 64
-        ):
-            self._compact_heaps()
 
     def _log_regrounded(self, node: Node) -> None:
         """Log the descendants whose nearest stateful ancestor was or now is ``node`` (its state changed)."""

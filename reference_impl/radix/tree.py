@@ -237,8 +237,7 @@ class MambaRadixTree(RecencyOrders):
             if node.state_lock == 1:
                 self.state_evictable -= 1
                 self.state_protected += 1
-        if state_locked:
-            self._refresh_candidacy(node)
+                self._refresh_candidacy(node)  # only the first state lock takes it out of the state order
         # Only a childless node's candidacy depends on its KV lock, and only on 0 <-> 1: the rest of the
         # walk changes counters alone (the walk is the lock's whole cost, once per node per request).
         walk: Node | None = node
@@ -261,6 +260,7 @@ class MambaRadixTree(RecencyOrders):
             if node.state_lock == 0:
                 self.state_protected -= 1
                 self.state_evictable += 1
+        state_freed = handle.state_locked and node.state_lock == 0
         walk: Node | None = node
         while walk is not None and walk is not self.root:
             if walk.kv_lock <= 0:
@@ -272,7 +272,7 @@ class MambaRadixTree(RecencyOrders):
                 if not walk.children:
                     self._refresh_candidacy(walk)
             walk = walk.parent
-        if handle.state_locked:
+        if state_freed:
             self._refresh_candidacy(node)  # as in lock: the KV walk refreshed only what its lock decides
 
     # ----------------------------------------------------------------- eviction
