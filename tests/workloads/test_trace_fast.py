@@ -117,7 +117,7 @@ def test_without_numpy_every_line_takes_the_json_path_and_reads_the_same(
     assert _read(path, None) == with_numpy
 
 
-_PIECES = ["0", "5", "01", "00", "", " ", "123", str(2**32 + 1), str(2**40), "-1", "1.0", "1e3", "true"]
+_PIECES = ["0", "5", "01", "00", "", " ", "123", str(2**32 + 1), str(2**40), "-1", "1.0", "1e3", "true", "+5", "\x0b5"]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -154,3 +154,6 @@ def test_zero_free_ids_take_the_one_pass_path_and_an_id_0_the_checked_one(monkey
     assert ids(b"1, 0, 2", 1 << 63) == (1, 0, 2) and checked == [b"1, 0, 2"]
     assert ids(b"01, ", 1 << 63) is None  # reads [1, 0] with a matching digit count: only the checks refuse it
     assert ids(b"1, 007", 1 << 63) is None and ids(str(2**32 + 5).encode(), 1 << 63) == (2**32 + 5,)
+    # No per-byte character check on the one-pass path: what numpy would read besides digits must still be refused.
+    for bad in (b"1, +5", b"1,\x0b5", b"1, 5\x0c", b"1,\t5", b"1, 5\x00", "1, \u0663".encode()):
+        assert ids(bad, 1 << 63) is None, bad
