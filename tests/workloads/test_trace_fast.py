@@ -79,14 +79,14 @@ def test_fast_path_reads_what_the_json_path_reads(
     taken: list[bool] = []
     real = workloads.trace_fast.cut_row
 
-    def spy(raw: bytes, limit: int) -> object:
-        out = real(raw, limit)
+    def spy(raw: bytes, limit: int, earlier: object = None) -> object:
+        out = real(raw, limit, earlier)  # type: ignore[arg-type]
         taken.append(out is not None)
         return out
 
     monkeypatch.setattr(workloads.trace, "cut_row", spy)
     got = _read(path, vocab)
-    monkeypatch.setattr(workloads.trace, "cut_row", lambda raw, limit: None)
+    monkeypatch.setattr(workloads.trace, "cut_row", lambda *args: None)
     want = _read(path, vocab)
     assert got == want
     if vocab is None:
@@ -131,7 +131,7 @@ def test_fast_path_agrees_with_the_json_path_on_generated_arrays(
     got = _read(path, None)
     real = vars(workloads.trace)["cut_row"]
     try:
-        setattr(workloads.trace, "cut_row", lambda raw, limit: None)  # noqa: B010 - the full JSON path only
+        setattr(workloads.trace, "cut_row", lambda *args: None)  # noqa: B010 - the full JSON path only
         want = _read(path, None)
     finally:
         setattr(workloads.trace, "cut_row", real)  # noqa: B010
@@ -157,3 +157,68 @@ def test_zero_free_ids_take_the_one_pass_path_and_an_id_0_the_checked_one(monkey
     # No per-byte character check on the one-pass path: what numpy would read besides digits must still be refused.
     for bad in (b"1, +5", b"1,\x0b5", b"1, 5\x0c", b"1,\t5", b"1, 5\x00", "1, \u0663".encode()):
         assert ids(bad, 1 << 63) is None, bad
+
+
+def _session_file(path: Path, inputs: list[str], sessions: list[int]) -> None:
+    rows = [FIRST]
+    for turn, (text, session) in enumerate(zip(inputs, sessions, strict=True)):
+        head = f'{{"session_id": {session}, "turn_id": {turn + 1}, '
+        rows.append(head + f'"input_tokens": [{text}], "output_tokens": [1]}}')
+    path.write_text("\n".join(rows) + "\n")
+
+
+def _both_ways(path: Path) -> tuple[object, object]:
+    got = _read(path, 300)
+    real = vars(workloads.trace)["cut_row"]
+    try:
+        setattr(workloads.trace, "cut_row", lambda *args: None)  # noqa: B010 - the full JSON path only
+        want = _read(path, 300)
+    finally:
+        setattr(workloads.trace, "cut_row", real)  # noqa: B010
+    return got, want
+
+
+def test_a_later_turn_parses_only_what_it_appends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[bytes] = []
+    real = workloads.trace_fast._ids
+
+    def spy(seg: bytes, limit: int) -> TokenIds | None:
+        parsed.append(seg)
+        return real(seg, limit)
+
+    monkeypatch.setattr(workloads.trace_fast, "_ids", spy)
+    path = tmp_path / "s.jsonl"
+    _session_file(path, ["7, 8", "9", "7, 8, 10, 11", "7, 8, 10, 11", "9, 12"], [0, 1, 0, 0, 1])
+    rows = read_trace(path).rows
+    assert [r.input_tokens for r in rows[1:]] == [(7, 8), (9,), (7, 8, 10, 11), (7, 8, 10, 11), (9, 12)]
+    # Inputs parsed (line 1 always reads as JSON): whole first turns, then only the appended ids; an unchanged
+    # input is not parsed at all.
+    assert [p for p in parsed if p != b"1"] == [b"7, 8", b"9", b"10, 11", b"12"]
+
+
+@pytest.mark.parametrize("later", [
+    "7, 8, 10", "7, 8", "7, 8,10", "7, 8, ", "7, 8, , 3", "7, 8, 03", "7, 8,  10", "7, 8 , 10", "7, 80", "7, 8, 999",
+    "7, 8, -1", "7, 8, 1.5", f"7, 8, {2**40}", "7, 8, 0", "7",
+])
+def test_a_later_turn_reads_what_the_json_path_reads(later: str, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    _session_file(path, ["7, 8", later, later + ", 5"], [3, 3, 3])
+    got, want = _both_ways(path)
+    assert got == want
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(st.tuples(st.integers(0, 2), st.lists(st.sampled_from(_PIECES), max_size=3),
+                                st.sampled_from([", ", ",", " , "])), min_size=1, max_size=6))
+def test_sessions_read_what_the_json_path_reads(turns: list[tuple[int, list[str], str]], tmp_path: Path) -> None:
+    history: dict[int, str] = {}
+    inputs, sessions = [], []
+    for session, pieces, sep in turns:
+        text = sep.join(filter(None, [history.get(session, "5"), *pieces]))
+        history[session] = text
+        inputs.append(text)
+        sessions.append(session)
+    path = tmp_path / "h.jsonl"
+    _session_file(path, inputs, sessions)
+    got, want = _both_ways(path)
+    assert got == want
