@@ -136,7 +136,7 @@ class EarlierInputs:
     A multi-turn session re-sends its history: in the short SWE-bench trace half of all input ids repeat the
     session's previous input byte for byte. Bounded: past ``budget`` bytes held, everything is forgotten."""
 
-    def __init__(self, budget: int = 64 << 20) -> None:
+    def __init__(self, budget: int = 32 << 20) -> None:
         self.budget = budget
         self.held = 0
         self.by_session: dict[int | str, tuple[bytes, TokenIds]] = {}

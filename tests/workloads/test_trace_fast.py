@@ -222,3 +222,13 @@ def test_sessions_read_what_the_json_path_reads(turns: list[tuple[int, list[str]
     _session_file(path, inputs, sessions)
     got, want = _both_ways(path)
     assert got == want
+
+
+def test_earlier_inputs_forget_everything_past_their_budget() -> None:
+    earlier = workloads.trace_fast.EarlierInputs(budget=10)
+    earlier.remember(1, b"1, 2, 3", TokenIds([1, 2, 3]))
+    earlier.remember(1, b"1, 2", TokenIds([1, 2]))  # a session holds one input: 4 bytes now, not 11
+    assert earlier.held == 4 and set(earlier.by_session) == {1}
+    earlier.remember(2, b"4, 5, 6", TokenIds([4, 5, 6]))  # 11 bytes > 10: all forgotten but the newest
+    assert earlier.held == 7 and set(earlier.by_session) == {2}
+    assert earlier.ids(2, b"4, 5, 6, 7", 1 << 63) == (4, 5, 6, 7)
