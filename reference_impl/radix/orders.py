@@ -43,7 +43,8 @@ class RecencyOrders:
     # inherits its lower half's tick: nodes sharing a tick form one ancestor chain, and ordering by
     # (tick, depth) reproduces SGLang's linked-list order exactly.
     def _touch_kv(self, node: Node) -> None:
-        tick = node.kv_tick = self.tick()
+        self.clock += 1  # tick(), inlined: every node of every matched path is touched
+        tick = node.kv_tick = self.clock
         if node.id in self.evictable_leaves:
             heapq.heappush(self._kv_heap, (tick, node.depth, node.id))
             if len(self._kv_heap) > 2 * len(self.evictable_leaves) + 64:  # compact()'s test: only a push grows it
@@ -52,7 +53,8 @@ class RecencyOrders:
                 self.changed_leaves[node.id] = node
 
     def _touch_state(self, node: Node) -> None:
-        tick = node.state_tick = self.tick()
+        self.clock += 1
+        tick = node.state_tick = self.clock
         if node.id in self.evictable_states:
             heapq.heappush(self._state_heap, (tick, node.depth, node.id))
             if len(self._state_heap) > 2 * len(self.evictable_states) + 64:

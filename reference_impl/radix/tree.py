@@ -154,10 +154,11 @@ class MambaRadixTree(RecencyOrders):
         while walk is not None and walk is not self.root:
             path.append(walk)
             walk = walk.parent
+        whole_chain = self.semantics == "0.5.9"  # 0.5.9 refreshes the whole chain in state order
         for n in reversed(path):
             self._touch_kv(n)
-            if self.semantics == "0.5.9" and n.state is not None and not (matched and n is end):
-                self._touch_state(n)  # 0.5.9 refreshes the whole chain in state order
+            if whole_chain and n.state is not None and not (matched and n is end):
+                self._touch_state(n)
         if matched and end is not self.root:
             self._touch_state(end)
 
