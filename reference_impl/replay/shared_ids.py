@@ -32,7 +32,6 @@ _TABLE_LIMIT = 1 << 21
 class SharedIds:
     def __init__(self) -> None:
         self._table: Any = None  # object array: _table[i] is the int i, the one object every tuple holds for i
-        self._gathered: Any = np.empty(0, dtype=object) if np is not None else None  # reused: no array per request
 
     def tuple_of(self, tokens: Sequence[int]) -> tuple[int, ...]:
         if np is None or not isinstance(tokens, TokenIds) or tokens.typecode != "i" or not tokens:
@@ -43,11 +42,7 @@ class SharedIds:
             return tuple(tokens)
         if self._table is None or top >= len(self._table):
             self._grow(top + 1)
-        if len(ids) > len(self._gathered):
-            self._gathered = np.empty(len(ids) * 5 // 4, dtype=object)
-        gathered = self._gathered[: len(ids)]
-        np.take(self._table, ids, out=gathered, mode="clip")  # every id is in range: "clip" only spares a copy
-        out: tuple[int, ...] = tuple(gathered.tolist())
+        out: tuple[int, ...] = tuple(self._table[ids].tolist())
         return out
 
     def _grow(self, size: int) -> None:
