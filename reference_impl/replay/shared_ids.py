@@ -36,9 +36,9 @@ class SharedIds:
     def tuple_of(self, tokens: Sequence[int]) -> tuple[int, ...]:
         if np is None or not isinstance(tokens, TokenIds) or tokens.typecode != "i" or not tokens:
             return tuple(tokens)
-        ids = np.frombuffer(tokens.tobytes(), dtype=np.uint32)  # a negative id reads as one past the limit
+        ids = np.frombuffer(tokens.tobytes(), dtype=np.int32)
         top = int(ids.max())
-        if top >= _TABLE_LIMIT:
+        if top >= _TABLE_LIMIT or int(ids.min()) < 0:
             return tuple(tokens)
         if self._table is None or top >= len(self._table):
             self._grow(top + 1)
