@@ -21,7 +21,6 @@ from reference_impl.policies.base import EvictionPolicy
 from reference_impl.radix.pools import KVPool, PoolExhausted, StatePool
 from reference_impl.radix.tree import MambaRadixTree
 from reference_impl.replay.api import ReplayConfig, ReplayStats
-from reference_impl.replay.shared_ids import SharedIds
 
 __all__ = ["PoolSizes", "SGLangReplayCache", "pool_sizes", "split_bytes"]
 
@@ -74,14 +73,13 @@ class SGLangReplayCache:
         )
         self._pending: CachedRequest | None = None
         self._pending_input: Sequence[int] = ()
-        self._ids = SharedIds()  # requests' tokens as tuples of shared int objects: compared on identity
         self.rejected = 0
 
     def lookup(self, input_tokens: Sequence[int]) -> int:
         if self._pending is not None:
             self.strategy.release(self._pending)
         try:
-            self._pending = self.strategy.admit(self._ids.tuple_of(input_tokens))
+            self._pending = self.strategy.admit(input_tokens)
             self._pending_input = input_tokens
         except PoolExhausted:
             self._pending = None
@@ -101,7 +99,7 @@ class SGLangReplayCache:
             return
         try:
             self.strategy.prefill(req, finishes_after_prefill=len(output_tokens) <= 1)
-            self.strategy.decode(req, self._ids.tuple_of(output_tokens))
+            self.strategy.decode(req, output_tokens)
             self.strategy.finish(req)
         except PoolExhausted:
             self.strategy.release(req)
