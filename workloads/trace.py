@@ -24,7 +24,7 @@ from typing import Any
 
 from workloads.atomic_file import atomic_writer
 from workloads.token_ids import TokenIds, as_token_ids
-from workloads.trace_fast import cut_row
+from workloads.trace_fast import EarlierInputs, cut_row
 
 __all__ = [
     "METADATA_KEY",
@@ -184,6 +184,7 @@ def iter_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> I
         raise TraceError(f"{p}: cannot open trace ({exc.strerror or exc})") from None
     seen: dict[tuple[int | str, int], int] = {}
     limit = _limit(vocab_size)
+    earlier = EarlierInputs()  # a session's next turn re-sends its input: only what it appends is parsed
     with fh:
         lineno = 0
         while True:
@@ -199,7 +200,7 @@ def iter_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> I
             if raw[:1] != b"{" and not raw.strip():  # strip() copies the line: only when it may be blank
                 continue
             where = f"{p}:{lineno}"
-            fast = cut_row(raw, limit) if lineno > 1 else None
+            fast = cut_row(raw, limit, earlier) if lineno > 1 else None
             if fast is not None:
                 row = _parse_row(fast[0], where, vocab_size, fast[1:])
                 _check_once(seen, row, lineno, where)

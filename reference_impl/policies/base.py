@@ -22,7 +22,7 @@ __all__ = ["EvictionPolicy", "TreeView"]
 
 
 class TreeView(Protocol):
-    """What a policy may read of the tree: its clock, root, candidate sets and LRU orders."""
+    """What a policy may read of the tree: its clock, root, candidate sets, LRU orders and change logs."""
 
     @property
     def clock(self) -> int: ...
@@ -36,6 +36,14 @@ class TreeView(Protocol):
     @property
     def evictable_states(self) -> Mapping[int, Node]: ...
 
+    @property
+    def changed_leaves(self) -> dict[int, Node | None] | None: ...
+
+    @property
+    def changed_states(self) -> dict[int, Node | None] | None: ...
+
+    policy_state: object  # the policy's own index of this tree, if it keeps one
+
     def lru_leaf(self) -> Node | None: ...
 
     def lru_state(self) -> Node | None: ...
@@ -43,6 +51,8 @@ class TreeView(Protocol):
 
 class EvictionPolicy(ABC):
     name: ClassVar[str]
+    # True: the tree logs the nodes to re-examine per order (``TreeView.changed_leaves``/``changed_states``).
+    tracks_changes: ClassVar[bool] = False
 
     @abstractmethod
     def kv_victim(self, tree: TreeView) -> Node | None:

@@ -17,16 +17,19 @@ the distance is measured to the nearest ancestor that *still* holds a state, bec
 tombstone a hit falls back there, not to the immediate parent. It reproduces the worked example of
 the SegLen blog (candidates A, B, C, E: B, the only shorter segment, goes first; ties among equal
 segments fall back to recency), and ``eff_weight = 0`` orders victims exactly like LRU, because
-``1 / age`` is monotone in age. Cost: one pass over the candidates per victim, with ancestor
-distances memoised within the pass, so the work per eviction is linear in the number of nodes.
+``1 / age`` is monotone in age. ``_pick`` is the definition: one pass over every candidate per victim.
+Victims are found the faster way of ``seglen_index`` (the same node, from an index the tree's change logs
+keep current): per victim, a short walk of two sorted lists instead of a pass over every candidate.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from reference_impl.policies.base import EvictionPolicy, TreeView
+from reference_impl.policies.seglen_index import OrderIndex, stateful_ancestor_depth
 
 if TYPE_CHECKING:
     from reference_impl.radix.node import Node
@@ -44,28 +47,9 @@ def minmax(values: list[float]) -> list[float]:
     return [(v - lo) / span for v in values]
 
 
-def _stateful_ancestor_depth(node: Node, root: Node, memo: dict[int, int]) -> int:
-    """Depth of the nearest proper ancestor of ``node`` that holds a state (0 for the root)."""
-    chain: list[Node] = []
-    walk = node.parent
-    depth = 0
-    while walk is not None and walk is not root:
-        if walk.id in memo:
-            depth = memo[walk.id]
-            break
-        if walk.state is not None:
-            depth = walk.depth
-            break
-        chain.append(walk)
-        walk = walk.parent
-    # Every node on the walked chain is a tombstone, so it shares the answer.
-    for visited in chain:
-        memo[visited.id] = depth
-    return depth
-
-
 class SeglenPolicy(EvictionPolicy):
     name = "seglen"
+    tracks_changes = True
 
     def __init__(self, eff_weight: float = DEFAULT_EFF_WEIGHT) -> None:
         if eff_weight < 0:
@@ -79,11 +63,9 @@ class SeglenPolicy(EvictionPolicy):
         memo: dict[int, int] = {}
         now, root = tree.clock, tree.root
         ticks = [n.kv_tick for n in nodes] if by_kv else [n.state_tick for n in nodes]
-        # The same floats, in the same order of operations, as ``rec[i] + w * seg[i]`` over ``minmax``ed
-        # lists; the lists are built with plain comprehensions (no per-candidate lambda or tuple) because
-        # this runs once per victim over every candidate, the seglen replay's hot loop.
+        # The same floats, in the same order of operations, as ``rec[i] + w * seg[i]`` over ``minmax``ed lists.
         rec = minmax([1.0 / (now - t + 1) for t in ticks])
-        seg = minmax([float(n.depth - _stateful_ancestor_depth(n, root, memo)) for n in nodes])
+        seg = minmax([float(n.depth - stateful_ancestor_depth(n, root, memo)) for n in nodes])
         w = self.eff_weight
         utility = [r + w * s for r, s in zip(rec, seg, strict=True)]
         low = min(utility)
@@ -92,8 +74,22 @@ class SeglenPolicy(EvictionPolicy):
         best = min(tied, key=lambda i: (ticks[i], nodes[i].depth, nodes[i].id))
         return nodes[best]
 
+    def _indexed(self, tree: TreeView, *, by_kv: bool) -> Node | None:
+        """``_pick``'s victim, found from the tree's change logs without a pass over every candidate."""
+        live = tree.evictable_leaves if by_kv else tree.evictable_states
+        changed = tree.changed_leaves if by_kv else tree.changed_states
+        if changed is None or not math.isfinite(self.eff_weight):
+            return self._pick(tree, live.values(), by_kv=by_kv)  # a tree that keeps no logs (or an infinite weight)
+        if len(live) < 2:
+            return next(iter(live.values()), None)
+        if not isinstance(tree.policy_state, tuple):
+            tree.policy_state = (OrderIndex(by_kv=True), OrderIndex(by_kv=False))
+        index: OrderIndex = tree.policy_state[0 if by_kv else 1]
+        index.update(changed, live, tree.root)
+        return index.pick(live, tree.clock, self.eff_weight)
+
     def kv_victim(self, tree: TreeView) -> Node | None:
-        return self._pick(tree, tree.evictable_leaves.values(), by_kv=True)
+        return self._indexed(tree, by_kv=True)
 
     def state_victim(self, tree: TreeView) -> Node | None:
-        return self._pick(tree, tree.evictable_states.values(), by_kv=False)
+        return self._indexed(tree, by_kv=False)

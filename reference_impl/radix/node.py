@@ -23,6 +23,7 @@ class Node:
         "key",
         "kv_lock",
         "kv_tick",
+        "logged_state",
         "parent",
         "state",
         "state_lock",
@@ -42,6 +43,7 @@ class Node:
         self.state_tick = 0
         self.host_kv = False  # host tier holds a copy of this edge's KV
         self.host_state: int | None = None  # host-tier state slot
+        self.logged_state = False  # whether the tree's change logs last saw a state here (RecencyOrders)
 
     @property
     def is_leaf(self) -> bool:

@@ -14,19 +14,18 @@ accounting: duplicate KV is freed on insert, evictions report every state they d
 * Locks: a KV lock runs node→root, a state lock covers one node. Evictable/protected counters move on 0↔1.
 
 Which victim each order yields is the eviction policy's choice (``reference_impl.policies``); the
-tree keeps the candidate sets and LRU heaps every policy draws from. This module does not know about
-requests, chunks or strategies (see ``reference_impl.lifecycle``).
+tree keeps the candidate sets and LRU heaps every policy draws from (``reference_impl.radix.orders``). This
+module does not know about requests, chunks or strategies (see ``reference_impl.lifecycle``).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from reference_impl.radix.heaps import compact, peek_live
 from reference_impl.radix.key import child_key, match_len, page_floor
 from reference_impl.radix.node import Node
+from reference_impl.radix.orders import RecencyOrders
 from reference_impl.radix.pools import KVPool, StatePool
 from reference_impl.radix.results import EvictResult, InsertResult, LockHandle, MatchResult
 
@@ -48,7 +47,7 @@ __all__ = ["SGLANG_SEMANTICS", "MambaRadixTree"]
 SGLANG_SEMANTICS = ("0.5.9", "0.5.16", "0.5.23")
 
 
-class MambaRadixTree:
+class MambaRadixTree(RecencyOrders):
     def __init__(
         self,
         kv_pool: KVPool,
@@ -65,13 +64,13 @@ class MambaRadixTree:
             raise ValueError(f"page_size must be >= 1, got {page_size}")
         if chunk_size % page_size and page_size % chunk_size:
             raise ValueError(f"chunk size {chunk_size} and page size {page_size} must divide one another")
+        super().__init__(tracks_changes=policy.tracks_changes)
         self.kv_pool = kv_pool
         self.state_pool = state_pool
         self.policy = policy
         self.semantics = semantics
         self.page_size = page_size
         self.chunk_size = max(chunk_size, page_size)
-        self.clock = 0
         self._next_id = 1
         self.root = Node(0, (), None, 0)
         self.root.kv_lock = 1  # the root is never evicted and is in neither order
@@ -81,62 +80,8 @@ class MambaRadixTree:
         self.kv_protected = 0
         self.state_evictable = 0
         self.state_protected = 0
-        self.evictable_leaves: dict[int, Node] = {}  # non-root, childless, unlocked
-        self.evictable_states: dict[int, Node] = {}  # stateful, state-unlocked, not a KV-locked leaf
-        self._kv_heap: list[tuple[int, int, int]] = []  # (kv_tick, depth, id), lazily invalidated
-        self._state_heap: list[tuple[int, int, int]] = []  # (state_tick, depth, id)
         self.tokens_evicted_total = 0  # lifetime counters, for reports
         self.states_evicted_total = 0
-
-    # ----------------------------------------------------------------- clock and orders
-    def tick(self) -> int:
-        self.clock += 1
-        return self.clock
-
-    # Every touch takes a fresh tick, so no two nodes share one except a split's upper half, which
-    # inherits its lower half's tick: nodes sharing a tick form one ancestor chain, and ordering by
-    # (tick, depth) reproduces SGLang's linked-list order exactly.
-    def _touch_kv(self, node: Node) -> None:
-        tick = node.kv_tick = self.tick()
-        if node.id in self.evictable_leaves:
-            heapq.heappush(self._kv_heap, (tick, node.depth, node.id))
-
-    def _touch_state(self, node: Node) -> None:
-        tick = node.state_tick = self.tick()
-        if node.id in self.evictable_states:
-            heapq.heappush(self._state_heap, (tick, node.depth, node.id))
-
-    def _refresh_candidacy(self, node: Node) -> None:
-        """Recompute whether ``node`` may be picked by either order after any change to it."""
-        if node is self.root:
-            return
-        leaf = node.kv_lock == 0 and not node.children
-        if leaf and node.id not in self.evictable_leaves:
-            self.evictable_leaves[node.id] = node
-            heapq.heappush(self._kv_heap, (node.kv_tick, node.depth, node.id))
-        elif not leaf:
-            self.evictable_leaves.pop(node.id, None)
-        # A childless node whose KV is locked by an in-flight request must not be deleted through
-        # the state order (the hazard behind SGLang #21379), so it is not a state candidate.
-        stateful = node.state is not None and node.state_lock == 0 and (bool(node.children) or node.kv_lock == 0)
-        if stateful and node.id not in self.evictable_states:
-            self.evictable_states[node.id] = node
-            heapq.heappush(self._state_heap, (node.state_tick, node.depth, node.id))
-        elif not stateful:
-            self.evictable_states.pop(node.id, None)
-        self._compact_heaps()
-
-    def _compact_heaps(self) -> None:
-        self._kv_heap = compact(self._kv_heap, self.evictable_leaves, "kv_tick")
-        self._state_heap = compact(self._state_heap, self.evictable_states, "state_tick")
-
-    def lru_leaf(self) -> Node | None:
-        """Least recently used unlocked leaf in KV order."""
-        return peek_live(self._kv_heap, self.evictable_leaves, "kv_tick")
-
-    def lru_state(self) -> Node | None:
-        """Least recently used state-unlocked stateful node in state order."""
-        return peek_live(self._state_heap, self.evictable_states, "state_tick")
 
     # ----------------------------------------------------------------- structure
     def _new_node(self, key: tuple[int, ...], parent: Node, depth: int) -> Node:
@@ -169,8 +114,7 @@ class MambaRadixTree:
         assert parent is not None
         del parent.children[child_key(node.key, 0, self.page_size)]
         del self.nodes[node.id]
-        self.evictable_leaves.pop(node.id, None)
-        self.evictable_states.pop(node.id, None)
+        self._forget(node)
 
     # ----------------------------------------------------------------- match
     def match_prefix(self, tokens: Sequence[int]) -> MatchResult:
@@ -210,10 +154,11 @@ class MambaRadixTree:
         while walk is not None and walk is not self.root:
             path.append(walk)
             walk = walk.parent
+        whole_chain = self.semantics == "0.5.9"  # 0.5.9 refreshes the whole chain in state order
         for n in reversed(path):
             self._touch_kv(n)
-            if self.semantics == "0.5.9" and n.state is not None and not (matched and n is end):
-                self._touch_state(n)  # 0.5.9 refreshes the whole chain in state order
+            if whole_chain and n.state is not None and not (matched and n is end):
+                self._touch_state(n)
         if matched and end is not self.root:
             self._touch_state(end)
 
@@ -293,13 +238,17 @@ class MambaRadixTree:
             if node.state_lock == 1:
                 self.state_evictable -= 1
                 self.state_protected += 1
+                self._refresh_candidacy(node)  # only the first state lock takes it out of the state order
+        # Only a childless node's candidacy depends on its KV lock, and only on 0 <-> 1: the rest of the
+        # walk changes counters alone (the walk is the lock's whole cost, once per node per request).
         walk: Node | None = node
         while walk is not None and walk is not self.root:
             walk.kv_lock += 1
             if walk.kv_lock == 1:
                 self.kv_evictable -= len(walk.key)
                 self.kv_protected += len(walk.key)
-            self._refresh_candidacy(walk)
+                if not walk.children:
+                    self._refresh_candidacy(walk)
             walk = walk.parent
         return LockHandle(node, state_locked)
 
@@ -312,6 +261,7 @@ class MambaRadixTree:
             if node.state_lock == 0:
                 self.state_protected -= 1
                 self.state_evictable += 1
+        state_freed = handle.state_locked and node.state_lock == 0
         walk: Node | None = node
         while walk is not None and walk is not self.root:
             if walk.kv_lock <= 0:
@@ -320,8 +270,11 @@ class MambaRadixTree:
             if walk.kv_lock == 0:
                 self.kv_protected -= len(walk.key)
                 self.kv_evictable += len(walk.key)
-            self._refresh_candidacy(walk)
+                if not walk.children:
+                    self._refresh_candidacy(walk)
             walk = walk.parent
+        if state_freed:
+            self._refresh_candidacy(node)  # as in lock: the KV walk refreshed only what its lock decides
 
     # ----------------------------------------------------------------- eviction
     def evict(self, num_tokens: int = 0, num_states: int = 0) -> EvictResult:

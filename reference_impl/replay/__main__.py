@@ -6,6 +6,13 @@ reported as one line on stderr.
 
 from __future__ import annotations
 
+import os
+
+# The replay does no linear algebra, but numpy (the trace reader's id parser) starts OpenBLAS with a worker thread
+# per core, whose start-up and idle spinning cost this command a tenth of a CPU second. Set before numpy loads; a
+# value the user exported is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import json
 import sys

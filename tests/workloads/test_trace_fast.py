@@ -79,14 +79,14 @@ def test_fast_path_reads_what_the_json_path_reads(
     taken: list[bool] = []
     real = workloads.trace_fast.cut_row
 
-    def spy(raw: bytes, limit: int) -> object:
-        out = real(raw, limit)
+    def spy(raw: bytes, limit: int, earlier: object = None) -> object:
+        out = real(raw, limit, earlier)  # type: ignore[arg-type]
         taken.append(out is not None)
         return out
 
     monkeypatch.setattr(workloads.trace, "cut_row", spy)
     got = _read(path, vocab)
-    monkeypatch.setattr(workloads.trace, "cut_row", lambda raw, limit: None)
+    monkeypatch.setattr(workloads.trace, "cut_row", lambda *args: None)
     want = _read(path, vocab)
     assert got == want
     if vocab is None:
@@ -117,7 +117,7 @@ def test_without_numpy_every_line_takes_the_json_path_and_reads_the_same(
     assert _read(path, None) == with_numpy
 
 
-_PIECES = ["0", "5", "01", "00", "", " ", "123", str(2**32 + 1), str(2**40), "-1", "1.0", "1e3", "true"]
+_PIECES = ["0", "5", "01", "00", "", " ", "123", str(2**32 + 1), str(2**40), "-1", "1.0", "1e3", "true", "+5", "\x0b5"]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -131,8 +131,104 @@ def test_fast_path_agrees_with_the_json_path_on_generated_arrays(
     got = _read(path, None)
     real = vars(workloads.trace)["cut_row"]
     try:
-        setattr(workloads.trace, "cut_row", lambda raw, limit: None)  # noqa: B010 - the full JSON path only
+        setattr(workloads.trace, "cut_row", lambda *args: None)  # noqa: B010 - the full JSON path only
         want = _read(path, None)
     finally:
         setattr(workloads.trace, "cut_row", real)  # noqa: B010
     assert got == want, line
+
+
+def test_zero_free_ids_take_the_one_pass_path_and_an_id_0_the_checked_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The one-pass path relies on no id reading as 0 (an empty element reads so); any 0 must reach every check.
+    checked: list[bytes] = []
+    real = workloads.trace_fast._ids_checked
+
+    def spy(seg: bytes, limit: int) -> TokenIds | None:
+        checked.append(seg)
+        return real(seg, limit)
+
+    monkeypatch.setattr(workloads.trace_fast, "_ids_checked", spy)
+    ids = workloads.trace_fast._ids
+    assert ids(b"1, 22, 333, 151935", 1 << 63) == (1, 22, 333, 151935) and checked == []
+    assert ids(b"7 ,  8", 1 << 63) == (7, 8) and checked == []
+    assert ids(b"1, 0, 2", 1 << 63) == (1, 0, 2) and checked == [b"1, 0, 2"]
+    assert ids(b"01, ", 1 << 63) is None  # reads [1, 0] with a matching digit count: only the checks refuse it
+    assert ids(b"1, 007", 1 << 63) is None and ids(str(2**32 + 5).encode(), 1 << 63) == (2**32 + 5,)
+    # No per-byte character check on the one-pass path: what numpy would read besides digits must still be refused.
+    for bad in (b"1, +5", b"1,\x0b5", b"1, 5\x0c", b"1,\t5", b"1, 5\x00", "1, \u0663".encode()):
+        assert ids(bad, 1 << 63) is None, bad
+
+
+def _session_file(path: Path, inputs: list[str], sessions: list[int]) -> None:
+    rows = [FIRST]
+    for turn, (text, session) in enumerate(zip(inputs, sessions, strict=True)):
+        head = f'{{"session_id": {session}, "turn_id": {turn + 1}, '
+        rows.append(head + f'"input_tokens": [{text}], "output_tokens": [1]}}')
+    path.write_text("\n".join(rows) + "\n")
+
+
+def _both_ways(path: Path) -> tuple[object, object]:
+    got = _read(path, 300)
+    real = vars(workloads.trace)["cut_row"]
+    try:
+        setattr(workloads.trace, "cut_row", lambda *args: None)  # noqa: B010 - the full JSON path only
+        want = _read(path, 300)
+    finally:
+        setattr(workloads.trace, "cut_row", real)  # noqa: B010
+    return got, want
+
+
+def test_a_later_turn_parses_only_what_it_appends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[bytes] = []
+    real = workloads.trace_fast._ids
+
+    def spy(seg: bytes, limit: int) -> TokenIds | None:
+        parsed.append(seg)
+        return real(seg, limit)
+
+    monkeypatch.setattr(workloads.trace_fast, "_ids", spy)
+    path = tmp_path / "s.jsonl"
+    _session_file(path, ["7, 8", "9", "7, 8, 10, 11", "7, 8, 10, 11", "9, 12"], [0, 1, 0, 0, 1])
+    rows = read_trace(path).rows
+    assert [r.input_tokens for r in rows[1:]] == [(7, 8), (9,), (7, 8, 10, 11), (7, 8, 10, 11), (9, 12)]
+    # Inputs parsed (line 1 always reads as JSON): whole first turns, then only the appended ids; an unchanged
+    # input is not parsed at all.
+    assert [p for p in parsed if p != b"1"] == [b"7, 8", b"9", b"10, 11", b"12"]
+
+
+@pytest.mark.parametrize("later", [
+    "7, 8, 10", "7, 8", "7, 8,10", "7, 8, ", "7, 8, , 3", "7, 8, 03", "7, 8,  10", "7, 8 , 10", "7, 80", "7, 8, 999",
+    "7, 8, -1", "7, 8, 1.5", f"7, 8, {2**40}", "7, 8, 0", "7",
+])
+def test_a_later_turn_reads_what_the_json_path_reads(later: str, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    _session_file(path, ["7, 8", later, later + ", 5"], [3, 3, 3])
+    got, want = _both_ways(path)
+    assert got == want
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(st.tuples(st.integers(0, 2), st.lists(st.sampled_from(_PIECES), max_size=3),
+                                st.sampled_from([", ", ",", " , "])), min_size=1, max_size=6))
+def test_sessions_read_what_the_json_path_reads(turns: list[tuple[int, list[str], str]], tmp_path: Path) -> None:
+    history: dict[int, str] = {}
+    inputs, sessions = [], []
+    for session, pieces, sep in turns:
+        text = sep.join(filter(None, [history.get(session, "5"), *pieces]))
+        history[session] = text
+        inputs.append(text)
+        sessions.append(session)
+    path = tmp_path / "h.jsonl"
+    _session_file(path, inputs, sessions)
+    got, want = _both_ways(path)
+    assert got == want
+
+
+def test_earlier_inputs_forget_everything_past_their_budget() -> None:
+    earlier = workloads.trace_fast.EarlierInputs(budget=10)
+    earlier.remember(1, b"1, 2, 3", TokenIds([1, 2, 3]))
+    earlier.remember(1, b"1, 2", TokenIds([1, 2]))  # a session holds one input: 4 bytes now, not 11
+    assert earlier.held == 4 and set(earlier.by_session) == {1}
+    earlier.remember(2, b"4, 5, 6", TokenIds([4, 5, 6]))  # 11 bytes > 10: all forgotten but the newest
+    assert earlier.held == 7 and set(earlier.by_session) == {2}
+    assert earlier.ids(2, b"4, 5, 6, 7", 1 << 63) == (4, 5, 6, 7)

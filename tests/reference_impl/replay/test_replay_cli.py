@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import subprocess
 import sys
@@ -156,3 +157,22 @@ def test_replay_memory_does_not_grow_with_the_capacity(policy: str, tmp_path: Pa
     assert "state pool slots" in proc.stdout
     peak_kb = int(proc.stderr.split("PEAK_KB")[1].split()[0])
     assert peak_kb < 100 * 1024, f"peak RSS {peak_kb} KB"
+
+
+# As _PEAK, but reporting how many OS threads the process ran on (OpenBLAS's workers are not Python threads).
+_THREADS = _PEAK.split("hwm = ", maxsplit=1)[0] + (
+    'print("THREADS", len(__import__("os").listdir("/proc/self/task")), file=sys.stderr)\nsys.exit(code)\n'
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="/proc/self/task is Linux's")
+def test_replay_runs_on_one_thread(tmp_path: Path) -> None:
+    """numpy (the trace reader's parser) would start an OpenBLAS worker per core, whose start-up and idle spinning
+    the CPU seconds of the whole command pay for; the replay does no linear algebra, so it asks for none."""
+    trace = tmp_path / "t.jsonl"
+    agent_trace(trace, sessions=2, turns=2)
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    proc = subprocess.run([sys.executable, "-c", _THREADS, str(trace), "--policy", "lru", "--capacity-bytes", "4e10"],
+                          capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stderr.split("THREADS")[1].split()[0]) == 1
