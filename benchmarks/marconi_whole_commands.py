@@ -120,7 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               "tokens")
     else:
         label = args.trace.name
-    print(f"machine: {machine()}; this checkout {git_head(ROOT)}; Marconi {args.marconi_label or git_head(args.marconi_dir)} "
+    theirs = args.marconi_label or git_head(args.marconi_dir)
+    print(f"machine: {machine()}; this checkout {git_head(ROOT)}; Marconi {theirs} "
           f"({args.marconi_dir}, run by {args.marconi_python}); medians of {args.repeats} alternating run(s)\n")
     print("| trace | capacity | policy | ours: wall s / CPU s / peak MB | Marconi's: wall s / CPU s / peak MB "
           "| token hit rate ours / Marconi's | CPU ratio | verdict (>= 10×) | load |")
