@@ -91,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     replay(tree, requests)
     # request_history rows are (hit?, input length, reused length), one per match_prefix
     history = tree.request_history
-    alpha = str(tree.eff_weight) if args.policy == "marconi" else ""
+    # α as ours prints it (``f"{v:g}"``): Marconi's grid holds 0 and 1.0 alike
+    alpha = f"{float(tree.eff_weight):g}" if args.policy == "marconi" else ""
     print(render(args.policy, len(history), sum(x[1] for x in history), sum(x[2] for x in history), alpha))
     return 0
 
