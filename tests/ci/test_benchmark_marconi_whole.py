@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,13 +45,17 @@ def _trace(path: Path) -> Path:
 
 
 @pytest.fixture
-def fake_marconi(tmp_path: Path) -> Path:
+def fake_marconi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     d = tmp_path / "marconi"
     d.mkdir()
+    names = ("config_tuner", "radix_cache_hybrid", "radix_cache_vllm")
     (d / "config_tuner.py").write_text("as_completed = None\n")
     (d / "radix_cache_hybrid.py").write_text(_FAKE_TREE)
     (d / "radix_cache_vllm.py").write_text(_FAKE_TREE)
-    return d
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the driver puts the checkout on sys.path: undone after
+    yield d
+    for name in names:  # nor do the stand-ins stay imported for other tests in this worker
+        sys.modules.pop(name, None)
 
 
 def test_the_driver_skips_our_metadata_line_and_prints_lines_that_parse(
