@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import importlib
 import io
 import json
 import os
@@ -39,7 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from replay_throughput import machine  # a sibling script: run as benchmarks/compare_marconi.py
+from marconi_replay import marconi_tree  # siblings: run as benchmarks/compare_marconi.py
+from replay_throughput import machine
 
 from reference_impl.marconi import MarconiCache, VllmPlusCache
 from reference_impl.marconi.tree import pack_request
@@ -99,27 +99,10 @@ def generate_swebench_like(
     write_trace(path, rows, {"generator": "compare_marconi.generate_swebench_like", "seed": seed, "synthetic": True})
 
 
-def _theirs(marconi_dir: Path, policy: str, capacity: float) -> Any:
-    if str(marconi_dir) not in sys.path:
-        sys.path.insert(0, str(marconi_dir))
-    config_tuner = importlib.import_module("config_tuner")
-    radix_cache_hybrid = importlib.import_module("radix_cache_hybrid")
-    radix_cache_vllm = importlib.import_module("radix_cache_vllm")
-
-    # Deterministic tie-break: results dict filled in submission (= ascending α) order.
-    setattr(config_tuner, "as_completed", list)  # noqa: B010 - patching a module we do not type
-    if policy == "vllm_plus":
-        return radix_cache_vllm.RadixCache(capacity_bytes=capacity, block_size=32, use_logical_ts=True)
-    version = {"marconi": 2, "sglang_plus": 1}[policy]
-    return radix_cache_hybrid.RadixCache(
-        capacity_bytes=capacity, evict_policy_version=version, eff_weight=0, bootstrap_multiplier=5, use_logical_ts=True
-    )
-
-
 def run_theirs(
     marconi_dir: Path, policy: str, capacity: float, rows: Sequence[dict[str, Any]]
 ) -> tuple[list[int], float, str]:
-    tree = _theirs(marconi_dir, policy, capacity)
+    tree = marconi_tree(marconi_dir, policy, capacity)
     buf = io.StringIO()
     t0 = cpu_seconds()
     with contextlib.redirect_stdout(buf):

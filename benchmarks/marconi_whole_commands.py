@@ -1,0 +1,150 @@
+"""Issue 26's last Marconi target: every replay policy at least 10x Marconi's simulator, as whole commands.
+
+    python benchmarks/marconi_whole_commands.py --marconi-dir /path/to/marconi --marconi-python /path/to/venv/python \
+        [--trace /tmp/hybridbench-bench/seglen.jsonl] [--capacities 4e10,2e9] [--sessions 15] [--repeats 1]
+
+For each capacity and policy two commands run alternately (``--repeats`` rounds; ``whole_command.alternate``,
+``os.wait4``: wall seconds, CPU seconds of the process tree, peak RSS), each from process start to exit, trace
+loading and packing included:
+
+* ours: ``python -m reference_impl.replay TRACE --policy P --capacity-bytes C`` (this checkout, this interpreter);
+* Marconi's: ``benchmarks/marconi_replay.py TRACE --policy P --capacity-bytes C`` run by ``--marconi-python``
+  (an interpreter with Marconi's imports), loading the trace as Marconi's driver does and replaying it through
+  Marconi's classes from the checkout ``--marconi-dir`` / ``MARCONI_DIR`` (CC BY-NC: never vendored here).
+
+The Markdown table gives both sides' medians, both token hit rates (printed by the commands, to 4 decimals of a
+percent: they must agree, else the row says MISMATCH and the script exits 1), the CPU-seconds ratio and the verdict
+(>= 10x meets, else misses). CPU seconds are the robust figure on a shared machine; the machine line and the load
+average of each row say how far wall seconds can be trusted.
+
+``--sessions N`` replays a cut of the trace instead: its rows of sessions 0..N-1, in trace order (whole sessions,
+written once to ``--dir``), for when Marconi's simulator is too slow or too large on the whole trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from whole_command import Summary, alternate, git_head, machine, verdict  # a sibling: run as a script
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICIES = ("marconi", "sglang_plus", "vllm_plus")
+TARGET = 10.0  # issue 26: at least 10x Marconi's simulator
+_LINE = re.compile(r"^(token hit rate|requests|alpha)\s+(\S+)\s*$", re.MULTILINE)
+
+
+def parse(stdout: str) -> dict[str, str]:
+    """The lines both commands print (``token hit rate``, ``requests``, ``alpha``) as label -> value; with several
+    policy blocks the first wins (each command here replays one policy)."""
+    found: dict[str, str] = {}
+    for label, value in _LINE.findall(stdout):
+        found.setdefault(label, value)
+    return found
+
+
+def agreement(ours: str, theirs: str) -> str:
+    """``""`` when the token hit rates (and request counts, and α where printed) agree, else what differs."""
+    a, b = parse(ours), parse(theirs)
+    if "token hit rate" not in a or "token hit rate" not in b:
+        return "MISMATCH: no token hit rate printed"
+    diffs = [f"{k} {a.get(k)} / {b.get(k)}" for k in ("token hit rate", "requests", "alpha") if a.get(k) != b.get(k)]
+    return "MISMATCH: " + ", ".join(diffs) if diffs else ""
+
+
+def ratio(ours_cpu: float, theirs_cpu: float) -> float:
+    """How many times fewer CPU seconds our command took (inf if ours took none measurable)."""
+    return theirs_cpu / ours_cpu if ours_cpu > 0 else float("inf")
+
+
+def cut_sessions(src: Path, dst: Path, sessions: int) -> tuple[int, int]:
+    """Write the metadata line and the rows of sessions ``0..sessions-1`` of ``src`` to ``dst``, in trace order;
+    (rows, input tokens) written. Reused when ``dst`` is newer than ``src``."""
+    rows = tokens = 0
+    fresh = not dst.exists() or dst.stat().st_mtime < src.stat().st_mtime
+    with src.open() as fh, (dst.open("w") if fresh else open(os.devnull, "w")) as out:
+        for line in fh:
+            obj = json.loads(line)
+            if "session_id" in obj and obj["session_id"] >= sessions:
+                continue
+            out.write(line)
+            if "session_id" in obj:
+                rows += 1
+                tokens += len(obj["input_tokens"])
+    return rows, tokens
+
+
+def row(trace: str, capacity: float, policy: str, ours: Summary, theirs: Summary, *, hit: str, mismatch: str,
+        load: str) -> str:
+    r = ratio(ours.cpu_s, theirs.cpu_s)
+    return (f"| {trace} | {capacity:.3g} | {policy} | {ours.wall_s:.2f} / {ours.cpu_s:.2f} / {ours.peak_rss_mb:.0f} "
+            f"| {theirs.wall_s:.2f} / {theirs.cpu_s:.2f} / {theirs.peak_rss_mb:.0f} | {hit} | {r:.1f}× "
+            f"| {verdict(r, TARGET, at_least=True)} | {load} |" + (f" {mismatch}" if mismatch else ""))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trace", type=Path, default=Path("/tmp/hybridbench-bench/seglen.jsonl"),
+                    help="python -m workloads.generate swebench --preset seglen --vocab-size 151936")
+    ap.add_argument("--capacities", default="4e10",
+                    help="comma-separated bytes (Marconi's SWE-bench sweep: 4e10..1e11)")
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--sessions", type=int, default=0, help="replay only sessions 0..N-1 (0: the whole trace)")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/hybridbench-bench"), help="where session cuts are written")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--marconi-dir", type=Path, default=os.environ.get("MARCONI_DIR"))
+    ap.add_argument("--marconi-label", default="", help="Marconi's commit, when --marconi-dir is no git checkout")
+    ap.add_argument("--marconi-python", type=Path, default=os.environ.get("MARCONI_PYTHON", sys.executable),
+                    help="an interpreter with Marconi's imports (numpy, scipy, transformers)")
+    args = ap.parse_args(argv)
+    policies = args.policies.split(",")
+    if unknown := sorted(set(policies) - set(POLICIES)):
+        ap.error(f"--policies: unknown {', '.join(unknown)} (choose from {', '.join(POLICIES)})")
+    if args.marconi_dir is None or not (args.marconi_dir / "radix_cache_hybrid.py").is_file():
+        ap.error("--marconi-dir / MARCONI_DIR: a checkout of Marconi's code (radix_cache_hybrid.py) is needed")
+    if not args.trace.is_file():
+        ap.error(f"--trace {args.trace}: no such file")
+    capacities = [float(c) for c in args.capacities.split(",")]
+    trace = args.trace
+    if args.sessions:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        trace = args.dir / f"{args.trace.stem}-{args.sessions}sessions.jsonl"
+        n, tokens = cut_sessions(args.trace, trace, args.sessions)
+        label = f"{args.trace.name}, sessions 0..{args.sessions - 1}"
+        print(f"trace cut: {trace}: sessions 0..{args.sessions - 1} of {args.trace}, {n} requests, {tokens} input "
+              "tokens")
+    else:
+        label = args.trace.name
+    theirs = args.marconi_label or git_head(args.marconi_dir)
+    print(f"machine: {machine()}; this checkout {git_head(ROOT)}; Marconi {theirs} "
+          f"({args.marconi_dir}, run by {args.marconi_python}); medians of {args.repeats} alternating run(s)\n")
+    print("| trace | capacity | policy | ours: wall s / CPU s / peak MB | Marconi's: wall s / CPU s / peak MB "
+          "| token hit rate ours / Marconi's | CPU ratio | verdict (>= 10×) | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    failed = False
+    for cap in capacities:
+        for policy in policies:
+            tail = [str(trace), "--policy", policy, "--capacity-bytes", f"{cap:g}"]
+            sides: dict[str, tuple[Sequence[str], str | None]] = {
+                "ours": ([sys.executable, "-m", "reference_impl.replay", *tail], str(ROOT)),
+                "marconi": ([str(args.marconi_python), str(ROOT / "benchmarks" / "marconi_replay.py"), *tail,
+                             "--marconi-dir", str(args.marconi_dir)], str(ROOT)),
+            }
+            outputs: dict[str, str] = {}
+            res = alternate(sides, args.repeats, outputs)
+            mismatch = agreement(outputs["ours"], outputs["marconi"])
+            failed |= bool(mismatch)
+            hit = f"{parse(outputs['ours']).get('token hit rate')} / {parse(outputs['marconi']).get('token hit rate')}"
+            load = machine().split("load average ")[1].split(",")[0]
+            cells = row(label, cap, policy, res["ours"], res["marconi"], hit=hit, mismatch=mismatch, load=load)
+            print(cells, flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
