@@ -12,7 +12,8 @@ Contract (Marconi, arXiv 2411.19379), per request of a sequential replay:
 * Eviction ``marconi`` (evict_v2): among non-root nodes with ≤1 child pick the minimum of
   ``α·minmax(eff) + minmax(1/(now − ts))``, ties to the first in Marconi's DFS preorder; a leaf
   is deleted, a single-child node loses its state and merges into its child. ``sglang_plus``
-  (evict_v1): delete the least recently used leaf.
+  (evict_v1): delete the least recently used leaf; in ``faithful`` mode equal stamps are
+  broken as Marconi's heapq breaks them (heapify of the leaves in DFS preorder, stamps only).
 * ``mode="faithful"`` reproduces the published simulator bit for bit, quirks included: the MLP
   saving subtracts F_attn(L_par); a deleted leaf is credited with the edge length of the *last*
   candidate of the DFS (the rightmost leaf) rather than its own; the byte estimate is made once
@@ -28,6 +29,7 @@ Contract (Marconi, arXiv 2411.19379), per request of a sequential replay:
 from __future__ import annotations
 
 import copy
+import heapq
 from collections.abc import Sequence
 from typing import Literal
 
@@ -69,7 +71,9 @@ class MarconiCache:
         self.mode: Mode = mode
         self._faithful = mode == "faithful"
         self._v2 = eviction == "marconi"
-        self.tree = HybridTree(model, candidates=self._v2, leaf_heap=not self._v2, mlp_bug=self._faithful)
+        # Faithful SGLang+ rebuilds Marconi's per-eviction heap (_evict_faithful); corrected keeps a leaf heap.
+        lru_heap = not self._v2 and not self._faithful
+        self.tree = HybridTree(model, candidates=self._v2, leaf_heap=lru_heap, mlp_bug=self._faithful)
         self.clock = 0
         self.alpha: float = 0.0 if eff_weight is None else eff_weight
         self._tune = self._v2 and eff_weight is None
@@ -220,12 +224,24 @@ class MarconiCache:
                     freed += tree.state_bytes + tree.kv_per_token * edge
                     tree.delete_leaf(victim)
         else:
-            while freed < bytes_to_remove:
-                leaf = tree.pop_lru_leaf()
-                if leaf is None:
+            # Marconi's evict_v1, step for step: heapify the leaves in DFS preorder comparing stamps only
+            # (Node.__lt__), pop, push a parent left childless, stop at the root. Leaf stamps tie (an admit
+            # that splits a leaf without evicting stamps both halves' leaves with one clock), and heapq's
+            # sift order, not push order, decides those ties.
+            # https://github.com/ruipeterpan/marconi/blob/0801661/radix_cache_hybrid.py (RadixCache.evict_v1,
+            # RadixCache._collect_leaves)
+            root = tree.root
+            leaves = tree.leaves_preorder()
+            heapq.heapify(leaves)
+            while freed < bytes_to_remove and leaves:
+                leaf = heapq.heappop(leaves)
+                if leaf is root:
                     break
+                parent = leaf.parent
                 freed += tree.state_bytes + tree.kv_per_token * (len(leaf.key) // TOKEN_BYTES)
                 tree.delete_leaf(leaf)
+                if parent is not None and not parent.children:
+                    heapq.heappush(leaves, parent)
 
     def _needed_exact(self, seq: bytes) -> int:
         """Bytes the insertion would add to the current tree (no mutation, no stamping)."""

@@ -59,6 +59,11 @@ class Node:
         self.cidx = -1  # position in the candidate arrays, -1 when not a candidate
         self.alive = True
 
+    def __lt__(self, other: Node) -> bool:
+        # Marconi's TreeNode.__lt__: timestamps only, so heapq leaves equal stamps in its own sift order
+        # (https://github.com/ruipeterpan/marconi/blob/0801661/radix_cache_hybrid.py, TreeNode.__lt__).
+        return self.ts < other.ts
+
 
 def pack_request(input_tokens: Sequence[int], output_tokens: Iterable[int]) -> tuple[bytes, int]:
     """``(input + output packed, len(input))``: what the packed cache API takes."""
@@ -303,6 +308,18 @@ class HybridTree:
         path.reverse()
         return path
 
+    def leaves_preorder(self) -> list[Node]:
+        """Leaves in DFS preorder, the root alone when the tree is empty (Marconi's ``_collect_leaves``)."""
+        out: list[Node] = []
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            if node.children:
+                stack.extend(reversed(node.children.values()))
+            else:
+                out.append(node)
+        return out
+
     def rightmost_leaf(self) -> Node:
         """The last node of a preorder walk (follow the newest child slot down)."""
         node = self.root
@@ -346,7 +363,12 @@ class HybridTree:
         self._heap = live
 
     def pop_lru_leaf(self) -> Node | None:
-        """Least recently stamped leaf (timestamps of leaves are unique under SGLang+/vLLM+ rules)."""
+        """Least recently stamped leaf; equal stamps go to the leaf pushed first.
+
+        Leaf stamps can tie: an admit that splits a leaf without evicting stamps the split-off
+        remainder (speculative lookup) and the new leaf (insert) with the same clock. Faithful
+        SGLang+ eviction therefore does not use this heap (see ``MarconiCache._evict_faithful``).
+        """
         heap = self._heap
         while heap:
             ts, _, node = heapq.heappop(heap)
