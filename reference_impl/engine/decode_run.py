@@ -14,7 +14,7 @@ neither depends on the others' deferred slots. What would make a step depend on 
 * a second state track of one request: extra_buffer tracks every ``track_interval`` committed tokens, so a run is
   at most that long; ``step`` charges each track's state copy to the step that made it, as a single step does;
 * a waiting or chunked request (a prefill may be scheduled), or an arrival the simulator knows of;
-* a strategy whose decode is not the shared one (TokenSpeed's pages): it never runs in bulk.
+* a strategy other than SGLang's three (TokenSpeed's pages, any new one): it never runs in bulk.
 
 ``tests/reference_impl/engine/test_decode_run.py`` compares every record, step, counter and the tree of both paths.
 """
@@ -25,12 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from reference_impl.engine.core import EngineCore, EngineRequest
-from reference_impl.lifecycle import ExtraBufferStrategy, Strategy
+from reference_impl.lifecycle import DisabledStrategy, ExtraBufferStrategy, NoBufferStrategy, Strategy
 
 __all__ = ["DecodeRun", "Sampler", "StepShape", "plan_run"]
 
-# The decode a run repeats: any other override (TokenSpeed's page holds) makes each step its own.
-_SHARED = (Strategy.decode, Strategy.reserve_decode_kv, Strategy.decode_kv_need)
+# The strategies whose decode a run repeats and whose finish only inserts and frees (never allocates, so another
+# request's deferred commit cannot change it): a strategy joins only when it is shown to be so, never by default.
+_BULK = (DisabledStrategy, NoBufferStrategy, ExtraBufferStrategy)
 Sampler = Callable[[EngineRequest, int], Sequence[int]]  # (request, k) -> the next k tokens it samples
 
 
@@ -44,10 +45,8 @@ class StepShape:
 
 
 def _runs_in_bulk(strategy: Strategy) -> bool:
-    """Whether the strategy's decode is the shared one, with no tracking or extra_buffer's."""
-    cls = type(strategy)
-    return (cls.decode, cls.reserve_decode_kv, cls.decode_kv_need) == _SHARED and \
-        cls._on_decode in (Strategy._on_decode, ExtraBufferStrategy._on_decode)
+    """Exactly one of the strategies above, not a subclass (TokenSpeed's pages subclass extra_buffer)."""
+    return type(strategy) in _BULK
 
 
 def _track_interval(strategy: Strategy) -> int:

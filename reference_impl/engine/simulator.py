@@ -19,9 +19,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol, cast
+from typing import Literal, Protocol
 
 from reference_impl.engine.core import Batch, EngineCore, EngineRequest
+from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.decode_run import DecodeRun, plan_run
 from workloads.arrival import ArrivalSchedule
 from workloads.bench_serving import ServedTiming
@@ -94,18 +95,12 @@ def _host_loads(core: EngineCore) -> tuple[int, int]:
     return (c.load_back_tokens, c.load_back_states)
 
 
-class DecodeStepTimer(BatchTimer, Protocol):
-    def decode_step_seconds(self, batch_size: int, context_tokens: int, state_copies: int = 0) -> float:
-        """``batch_seconds`` of a decode step, from its size and summed context (``CostModel``'s)."""
-        ...
-
-
 def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arrival: ArrivalSchedule,
              *, decode_runs: bool = True) -> SimResult:
     """Serve ``rows`` as ``arrival`` (``workloads.arrival``, built from the trace in the rows' order) sends them.
 
     ``decode_runs``: apply runs of unchanged decode steps at once (``engine.decode_run``) when the timer can time
-    a step from its size alone; the result is the same as stepping singly (``False``), only faster."""
+    a step from its size alone (``CostModel``); the result is the same as stepping singly (``False``), only faster."""
     if len(arrival.times_s) != len(rows):
         raise ValueError(f"the arrival schedule has {len(arrival.times_s)} times for {len(rows)} rows")
     order = arrival.order()
@@ -155,7 +150,10 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
         have = len(req.output)
         return [*out[have:have + k], *([0] * max(0, have + k - len(out)))]
 
-    step_timer = cast(DecodeStepTimer, timer) if decode_runs and hasattr(timer, "decode_step_seconds") else None
+    # Runs need a step's time from its size alone: CostModel's, whose batch_seconds is that same formula (a timer
+    # that overrides batch_seconds would time a run differently from its single steps).
+    step_timer = timer if decode_runs and isinstance(timer, CostModel) and \
+        type(timer).batch_seconds is CostModel.batch_seconds else None
     arriving: list[tuple[int, int]] = []  # (ns the scheduler sees it, row index)
 
     def send_due(now: int) -> None:
@@ -170,7 +168,7 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
             latency = round(timer.frontend_seconds(len(rows[i].input_tokens)) * NS)
             heapq.heappush(arriving, (sent + latency, i))
 
-    def take_run(run: DecodeRun, now: int, timer: DecodeStepTimer) -> int:
+    def take_run(run: DecodeRun, now: int, timer: CostModel) -> int:
         """Take the run's steps until one cannot be taken as a single step would be, or a request arrives."""
         ends: list[int] = []
         gaps: list[float] = []

@@ -9,7 +9,7 @@ import warnings
 # says why: the tiny model's ops are too small to split, and idle workers spin); a value the caller set wins.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-# torch warns on import when numpy is absent; the server never converts tensors to numpy.
+# Silences torch's import-time warning about a missing numpy (numpy is a dependency of the package).
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 import logging  # noqa: E402
