@@ -25,9 +25,7 @@ submission order, i.e. the smallest α wins, which is the rule our tuner documen
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
-import io
 import json
 import os
 import random
@@ -38,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from marconi_replay import marconi_tree  # siblings: run as benchmarks/compare_marconi.py
+from marconi_replay import marconi_tree, replay  # siblings: run as benchmarks/compare_marconi.py
 from replay_throughput import machine
 
 from reference_impl.marconi import MarconiCache, VllmPlusCache
@@ -103,16 +101,8 @@ def run_theirs(
     marconi_dir: Path, policy: str, capacity: float, rows: Sequence[dict[str, Any]]
 ) -> tuple[list[int], float, str]:
     tree = marconi_tree(marconi_dir, policy, capacity)
-    buf = io.StringIO()
     t0 = cpu_seconds()
-    with contextlib.redirect_stdout(buf):
-        for r in rows:
-            tree.match_prefix(r["input_tokens"])
-            tree.insert(
-                token_ids=r["input_tokens"] + r["output_tokens"],
-                state_at_leaf=r["session_id"],
-                state_at_branchoff=r["session_id"],
-            )
+    replay(tree, rows)  # the driver's loop: one copy of how Marconi's requests are fed
     elapsed = cpu_seconds() - t0
     alpha = str(getattr(tree, "eff_weight", "")) if policy == "marconi" else ""
     return [x[2] for x in tree.request_history], elapsed, alpha
