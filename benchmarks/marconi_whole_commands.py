@@ -1,7 +1,8 @@
 """Issue 26's last Marconi target: every replay policy at least 10x Marconi's simulator, as whole commands.
 
     python benchmarks/marconi_whole_commands.py --marconi-dir /path/to/marconi --marconi-python /path/to/venv/python \
-        [--trace /tmp/hybridbench-bench/seglen.jsonl] [--capacities 4e10,2e9] [--sessions 15] [--repeats 1]
+        [--trace /tmp/hybridbench-bench/seglen.jsonl] [--capacities 4e10,2e9] [--sessions 15] [--repeats 1] \
+        [--trace-cache cold,warm]
 
 For each capacity and policy two commands run alternately (``--repeats`` rounds; ``whole_command.alternate``,
 ``os.wait4``: wall seconds, CPU seconds of the process tree, peak RSS), each from process start to exit, trace
@@ -17,6 +18,11 @@ percent: they must agree, else the row says MISMATCH and the script exits 1), th
 (>= 10x meets, else misses). CPU seconds are the robust figure on a shared machine; the machine line and the load
 average of each row say how far wall seconds can be trusted.
 
+Ours reads the trace through our trace cache (``workloads/trace_cache.py``); ``--trace-cache`` says in which states
+it is measured, a row each: ``cold`` (emptied before every run: the file's first read, parsed and stored) and
+``warm`` (stored by an untimed run first: every later command of a study on the same file). Marconi's side has no
+cache and parses the file every time, as its driver does.
+
 ``--sessions N`` replays a cut of the trace instead: its rows of sessions 0..N-1, in trace order (whole sessions,
 written once to ``--dir``), for when Marconi's simulator is too slow or too large on the whole trace.
 """
@@ -31,7 +37,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from whole_command import Summary, alternate, git_head, machine, verdict  # a sibling: run as a script
+from trace_cache_runs import MODES, TraceCacheRuns  # siblings: run as a script
+from whole_command import Summary, alternate, git_head, machine, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("marconi", "sglang_plus", "vllm_plus")
@@ -80,9 +87,10 @@ def cut_sessions(src: Path, dst: Path, sessions: int) -> tuple[int, int]:
 
 
 def row(trace: str, capacity: float, policy: str, ours: Summary, theirs: Summary, *, hit: str, mismatch: str,
-        load: str) -> str:
+        load: str, cache: str = "cold") -> str:
     r = ratio(ours.cpu_s, theirs.cpu_s)
-    return (f"| {trace} | {capacity:.3g} | {policy} | {ours.wall_s:.2f} / {ours.cpu_s:.2f} / {ours.peak_rss_mb:.0f} "
+    return (f"| {trace} | {capacity:.3g} | {policy} | {cache} "
+            f"| {ours.wall_s:.2f} / {ours.cpu_s:.2f} / {ours.peak_rss_mb:.0f} "
             f"| {theirs.wall_s:.2f} / {theirs.cpu_s:.2f} / {theirs.peak_rss_mb:.0f} | {hit} | {r:.1f}× "
             f"| {verdict(r, TARGET, at_least=True)} | {load} |" + (f" {mismatch}" if mismatch else ""))
 
@@ -97,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--sessions", type=int, default=0, help="replay only sessions 0..N-1 (0: the whole trace)")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/hybridbench-bench"), help="where session cuts are written")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--trace-cache", default=",".join(MODES), help="our trace cache's states, a row each: cold, warm")
     ap.add_argument("--marconi-dir", type=Path, default=os.environ.get("MARCONI_DIR"))
     ap.add_argument("--marconi-label", default="", help="Marconi's commit, when --marconi-dir is no git checkout")
     ap.add_argument("--marconi-python", type=Path, default=os.environ.get("MARCONI_PYTHON", sys.executable),
@@ -109,7 +118,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--marconi-dir / MARCONI_DIR: a checkout of Marconi's code (radix_cache_hybrid.py) is needed")
     if not args.trace.is_file():
         ap.error(f"--trace {args.trace}: no such file")
-    capacities = [float(c) for c in args.capacities.split(",")]
+    modes = args.trace_cache.split(",")
+    if unknown := sorted(set(modes) - set(MODES)):
+        ap.error(f"--trace-cache: unknown {', '.join(unknown)} (choose from {', '.join(MODES)})")
+    try:
+        capacities = [float(c) for c in args.capacities.split(",")]
+    except ValueError:
+        ap.error(f"--capacities {args.capacities}: comma-separated numbers of bytes, e.g. 4e10,2e9")
+    if args.repeats < 1:
+        ap.error("--repeats: at least 1")
     trace = args.trace
     if args.sessions:
         args.dir.mkdir(parents=True, exist_ok=True)
@@ -123,27 +140,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     theirs = args.marconi_label or git_head(args.marconi_dir)
     print(f"machine: {machine()}; this checkout {git_head(ROOT)}; Marconi {theirs} "
           f"({args.marconi_dir}, run by {args.marconi_python}); medians of {args.repeats} alternating run(s)\n")
-    print("| trace | capacity | policy | ours: wall s / CPU s / peak MB | Marconi's: wall s / CPU s / peak MB "
-          "| token hit rate ours / Marconi's | CPU ratio | verdict (>= 10×) | load |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| trace | capacity | policy | our trace cache | ours: wall s / CPU s / peak MB "
+          "| Marconi's: wall s / CPU s / peak MB | token hit rate ours / Marconi's | CPU ratio | verdict (>= 10×) "
+          "| load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     failed = False
+    args.dir.mkdir(parents=True, exist_ok=True)
     for cap in capacities:
         for policy in policies:
-            tail = [str(trace), "--policy", policy, "--capacity-bytes", f"{cap:g}"]
-            sides: dict[str, tuple[Sequence[str], str | None]] = {
-                "ours": ([sys.executable, "-m", "reference_impl.replay", *tail], str(ROOT)),
-                "marconi": ([str(args.marconi_python), str(ROOT / "benchmarks" / "marconi_replay.py"), *tail,
-                             "--marconi-dir", str(args.marconi_dir)], str(ROOT)),
-            }
-            outputs: dict[str, str] = {}
-            res = alternate(sides, args.repeats, outputs)
-            mismatch = agreement(outputs["ours"], outputs["marconi"])
-            failed |= bool(mismatch)
-            hit = f"{parse(outputs['ours']).get('token hit rate')} / {parse(outputs['marconi']).get('token hit rate')}"
-            load = machine().split("load average ")[1].split(",")[0]
-            cells = row(label, cap, policy, res["ours"], res["marconi"], hit=hit, mismatch=mismatch, load=load)
-            print(cells, flush=True)
+            for mode in modes:
+                failed |= measure_row(args, trace, label, cap, policy, cache=TraceCacheRuns(mode, args.dir))
     return 1 if failed else 0
+
+
+def measure_row(args: argparse.Namespace, trace: Path, label: str, cap: float, policy: str, *,
+                cache: TraceCacheRuns) -> bool:
+    """Print one row; True when the two sides' hit rates disagree."""
+    tail = [str(trace), "--policy", policy, "--capacity-bytes", f"{cap:g}"]
+    sides: dict[str, tuple[Sequence[str], str | None]] = {
+        "ours": ([sys.executable, "-m", "reference_impl.replay", *tail], str(ROOT)),
+        "marconi": ([str(args.marconi_python), str(ROOT / "benchmarks" / "marconi_replay.py"), *tail,
+                     "--marconi-dir", str(args.marconi_dir)], str(ROOT)),
+    }
+    outputs: dict[str, str] = {}
+    cache.prime("ours", *sides["ours"])
+    try:
+        res = alternate(sides, args.repeats, outputs, env_for=cache.env)
+    finally:
+        cache.clean()
+    mismatch = agreement(outputs["ours"], outputs["marconi"])
+    hit = f"{parse(outputs['ours']).get('token hit rate')} / {parse(outputs['marconi']).get('token hit rate')}"
+    load = machine().split("load average ")[1].split(",")[0]
+    print(row(label, cap, policy, res["ours"], res["marconi"], hit=hit, mismatch=mismatch, load=load,
+              cache=cache.mode), flush=True)
+    return bool(mismatch)
 
 
 if __name__ == "__main__":

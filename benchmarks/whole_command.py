@@ -21,7 +21,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,13 +75,15 @@ def measure(argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
 
 
 def alternate(commands: Mapping[str, tuple[Sequence[str], str | None]], repeats: int,
-              outputs: dict[str, str] | None = None, ok_exits: frozenset[int] = frozenset({0})) -> dict[str, Summary]:
+              outputs: dict[str, str] | None = None, ok_exits: frozenset[int] = frozenset({0}),
+              env_for: Callable[[str], Mapping[str, str] | None] | None = None) -> dict[str, Summary]:
     """``commands``: label -> (argv, cwd). Runs them round-robin ``repeats`` times; a run exiting outside
-    ``ok_exits`` raises. ``outputs``, when given, receives each label's last stdout."""
+    ``ok_exits`` raises. ``outputs``, when given, receives each label's last stdout. ``env_for(label)``, called
+    just before each run, gives that run's whole environment (None: this process's), e.g. an emptied cache."""
     runs: dict[str, list[Measurement]] = {label: [] for label in commands}
     for _ in range(repeats):
         for label, (argv, cwd) in commands.items():
-            m = measure(argv, cwd=cwd)
+            m = measure(argv, cwd=cwd, env=None if env_for is None else env_for(label))
             if m.returncode not in ok_exits:
                 raise RuntimeError(f"{label}: {' '.join(argv)} exited {m.returncode}: {m.stderr.strip()[-500:]}")
             runs[label].append(m)

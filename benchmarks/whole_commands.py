@@ -10,6 +10,10 @@ target and the verdict (meets / misses) for this checkout. The machine line (CPU
 commits) is printed first and the load average again with each row: wall seconds mean something only on a
 quiet machine; CPU seconds are the robust figure on a shared one.
 
+Every run reads its trace as on a fresh machine (our trace cache emptied before it: parse and store); rows named
+"again (trace cache warm)" run after an untimed run stored the trace, as every later command on the same file does.
+The baseline tree, without the cache, parses every time.
+
 The ``main job`` target is the README's quickstart command (``+experiment=seglen`` on the reference engine),
 run start to exit; it meets its target only when every ttft and throughput row is decided within 5 minutes.
 
@@ -38,7 +42,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from whole_command import Summary, alternate, git_head, machine, verdict  # a sibling: run as a script
+from trace_cache_runs import TraceCacheRuns  # siblings: run as a script
+from whole_command import Summary, alternate, git_head, machine, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -59,6 +64,7 @@ class Target:
     check: Callable[[Summary, str], tuple[str, bool]]  # (this checkout's figure, met?) from its summary and stdout
     # exit codes that still measure: a run's verdict (1: fail or inconclusive) is judged by ``check``, not refused
     ok_exits: frozenset[int] = frozenset({0})
+    cache: str = "cold"  # our trace cache before each run (trace_cache_runs): cold = the file's first read
 
 
 def _limits(cpu: float, mb: float) -> Callable[[Summary, str], tuple[str, bool]]:
@@ -145,6 +151,8 @@ def targets(work: Path, sglang: Path | None, measured: dict[str, tuple[Summary, 
     return [
         Target("read the seglen preset", [PY, "-c", read, str(preset)], "<= 3 CPU s, <= 400 MB",
                _limits(3.0, 400.0)),
+        Target("read the seglen preset again (trace cache warm)", [PY, "-c", read, str(preset)],
+               "<= 1 CPU s, <= 400 MB", _limits(1.0, 400.0), cache="warm"),
         Target("replay lru at 1e16 bytes (3 sessions)", [*replay, str(small), "--policy", "lru",
                "--capacity-bytes", "1e16"], "< 1 CPU s, < 100 MB", _limits(1.0, 100.0)),
         *(Target(f"replay {p}, short requests", [*replay, str(short), "--policy", p, "--capacity-bytes", "4e10"],
@@ -156,6 +164,9 @@ def targets(work: Path, sglang: Path | None, measured: dict[str, tuple[Summary, 
                _decided(300.0), ok_exits=frozenset({0, 1})),
         Target(SIMULATE, [PY, "-m", "reference_impl.simulate", str(preset), *SIM_ARGS], "<= 15 CPU s, <= 1 GB",
                _limits(15.0, 1024.0)),
+        Target(f"{SIMULATE} again (trace cache warm)",
+               [PY, "-m", "reference_impl.simulate", str(preset), *SIM_ARGS], "<= 15 CPU s, <= 1 GB",
+               _limits(15.0, 1024.0), cache="warm"),
         # Linear in requests: the whole preset costs per request at most 1.2x what its first half does. The half
         # spreads the fixed costs (start-up, ~0.5 s) over half as many requests, so the bound is a little lenient.
         Target("simulate half the preset (linear in requests)",
@@ -199,7 +210,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.baseline:
             sides["base"] = (t.argv, str(args.baseline))
         outputs: dict[str, str] = {}
-        res = alternate(sides, args.repeats, outputs, t.ok_exits)
+        cache = TraceCacheRuns(t.cache, args.dir)
+        for side, (argv_, cwd) in sides.items():
+            cache.prime(side, argv_, cwd)
+        try:
+            res = alternate(sides, args.repeats, outputs, t.ok_exits, env_for=cache.env)
+        finally:
+            cache.clean()
         ours = res["ours"]
         measured[t.name] = (ours, outputs["ours"])
         figure, ok = t.check(ours, outputs["ours"])

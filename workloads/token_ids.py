@@ -97,6 +97,10 @@ class TokenIds(Sequence[int]):
     def tobytes(self) -> bytes:
         return self._a.tobytes()
 
+    def view(self) -> memoryview:
+        """The ids' buffer, read-only, without a copy (for hashing, writing or numpy)."""
+        return memoryview(self._a).toreadonly()
+
     def to_array(self, typecode: str) -> array[int]:
         """A new array of ``typecode`` holding these ids (a byte copy when the typecode matches)."""
         if typecode == self._a.typecode:

@@ -14,9 +14,11 @@ This module does not generate loads or order them for serving; it only reads and
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any
 
 from workloads.atomic_file import atomic_writer
 from workloads.token_ids import TokenIds, as_token_ids
+from workloads.trace_cache import MIN_BYTES, trace_cache
 from workloads.trace_fast import EarlierInputs, cut_row
 
 __all__ = [
@@ -170,13 +173,16 @@ def _parse_row(obj: Any, where: str, vocab_size: int | None = None,
     return TraceRow(session, turn, float(ts), inputs, outputs, extra)
 
 
-def iter_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> Iterator[TraceRow | dict[str, Any]]:
+def iter_trace(path: str | os.PathLike[str], vocab_size: int | None = None,
+               content_hash: Any = None) -> Iterator[TraceRow | dict[str, Any]]:
     """Yield the metadata dict (if the file has one) and then each row, in file order.
 
     Every consumer (the harness, stats, scale, the trace generator, replay, simulate) reads through here, so a
     row is refused the same way everywhere: one line naming file:line. Reads are bounded (``MAX_LINE_CHARS``:
     /dev/zero is a line that never ends); token ids must fit int64, or ``vocab_size`` when the caller knows
-    the model; a (session_id, turn_id) appears once (a duplicate was sent twice)."""
+    the model; a (session_id, turn_id) appears once (a duplicate was sent twice).
+
+    ``content_hash``: a ``hashlib`` object updated with every byte read, in order (the trace cache's key)."""
     p = Path(path)
     try:
         fh = p.open("rb", buffering=1 << 20)  # bytes: token arrays are cut out before anything is decoded
@@ -195,6 +201,8 @@ def iter_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> I
                 raise TraceError(f"{p}:{lineno}: cannot read ({exc.strerror or exc})") from None
             if not raw:
                 break
+            if content_hash is not None:
+                content_hash.update(raw)
             if len(raw) > MAX_LINE_CHARS:
                 raise TraceError(f"{p}:{lineno}: line longer than {MAX_LINE_CHARS} characters")
             if raw[:1] != b"{" and not raw.strip():  # strip() copies the line: only when it may be blank
@@ -236,16 +244,36 @@ def _check_once(seen: dict[tuple[int | str, int], int], row: TraceRow, lineno: i
 
 
 def read_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> Trace:
-    """Read a whole trace; rows keep file order (Marconi's files are already sorted by ``ts``)."""
+    """Read a whole trace; rows keep file order (Marconi's files are already sorted by ``ts``).
+
+    A large file read before comes from the trace cache (``workloads/trace_cache.py``): the same rows, checked
+    by the same rules when they were first read, without parsing the JSON again."""
+    p = Path(path)
+    cache = trace_cache()
+    try:
+        st = p.stat() if cache is not None else None
+    except OSError:
+        st = None  # iter_trace names the fault
+    usable = st is not None and stat.S_ISREG(st.st_mode) and st.st_size >= MIN_BYTES
+    if cache is not None and st is not None and usable:
+        digest = cache.digest_of(p, st)
+        hit = cache.load(digest) if digest is not None else None
+        if hit is not None and hit[2] < _limit(vocab_size):  # an id past the vocabulary: parse, and name its line
+            meta, parts, _ = hit
+            return Trace(tuple(TraceRow(*part) for part in parts), meta)
+    content = hashlib.sha256() if cache is not None and usable else None
     rows: list[TraceRow] = []
     metadata: dict[str, Any] = {}
-    for item in iter_trace(path, vocab_size):
+    for item in iter_trace(p, vocab_size, content):
         if isinstance(item, TraceRow):
             rows.append(item)
         else:
             metadata = item
     if not rows:
         raise TraceError(f"{path}: the trace has no rows")
+    if cache is not None and st is not None and content is not None:
+        cache.keep(p, st, content.hexdigest(), metadata,
+                   [(r.session_id, r.turn_id, r.ts, r.input_tokens, r.output_tokens, dict(r.extra)) for r in rows])
     return Trace(tuple(rows), metadata)
 
 

@@ -1,0 +1,39 @@
+"""The benchmarks' trace-cache states: a cold run never finds what an earlier run stored, a warm run always does."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from trace_cache_runs import TraceCacheRuns
+from whole_command import alternate
+
+# Says whether its cache folder was there when it started, then fills it as a first read would.
+PROBE = ("import os, pathlib; d = pathlib.Path(os.environ['HYBRIDBENCH_TRACE_CACHE']); print(d.is_dir()); "
+         "d.mkdir(parents=True, exist_ok=True); (d / 'entry.trace').write_text('x')")
+
+
+@pytest.mark.parametrize(("mode", "found"), [("cold", "False"), ("warm", "True")])
+def test_each_run_meets_its_state(tmp_path: Path, mode: str, found: str) -> None:
+    runs = TraceCacheRuns(mode, tmp_path)
+    argv = [sys.executable, "-c", PROBE]
+    seen: list[str] = []
+    for side in ("ours", "base"):
+        runs.prime(side, argv, None)
+
+    def env_for(label: str) -> dict[str, str]:
+        env = runs.env(label)
+        seen.append(label)
+        return env
+
+    outputs: dict[str, str] = {}
+    for _ in range(3):
+        alternate({"ours": (argv, None), "base": (argv, None)}, 1, outputs, env_for=env_for)
+        assert outputs["ours"].strip() == outputs["base"].strip() == found
+    assert seen == ["ours", "base"] * 3
+    assert runs.folder("ours") != runs.folder("base")  # the sides never share a cache
+    runs.clean()
+    assert not list(tmp_path.glob("trace-cache-*"))

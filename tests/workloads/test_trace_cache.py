@@ -1,0 +1,218 @@
+"""The trace cache (workloads.trace_cache) serves exactly the rows a parse gives, and only for the very content read.
+
+Every test reads small files with the size floor lowered to 0; a second read is proved to come from the cache by
+making the parser unavailable, and every way an entry may be stale or broken is shown to fall back to a parse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import workloads.trace
+import workloads.trace_cache
+from workloads.trace import TraceError, read_trace
+
+ROWS = [
+    {"session_id": 0, "turn_id": 0, "ts": 0.0, "input_tokens": [1, 2, 3], "output_tokens": [4, 5]},
+    {"session_id": "s-1", "turn_id": 0, "ts": 0.25, "input_tokens": [7, 2**40], "output_tokens": [],
+     "note": {"k": [1, "a"]}, "score": 0.1},
+    {"session_id": 0, "turn_id": 1, "ts": 1.5, "input_tokens": [1, 2, 3, 4, 5, 6], "output_tokens": [9]},
+]
+
+
+def _write(path: Path, rows: list[dict[str, Any]], metadata: dict[str, Any] | None = None) -> Path:
+    lines = [json.dumps({"__trace_metadata__": metadata})] if metadata else []
+    path.write_text("\n".join([*lines, *map(json.dumps, rows)]) + "\n", encoding="utf-8")
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("HYBRIDBENCH_TRACE_CACHE", str(root))
+    monkeypatch.setattr(workloads.trace, "MIN_BYTES", 0)
+    monkeypatch.setattr(workloads.trace_cache, "RACY_NS", 0)  # files made here are seconds old
+    return root
+
+
+def _no_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_: Any, **__: Any) -> Iterator[Any]:
+        raise AssertionError("parsed the JSON again")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(workloads.trace, "iter_trace", refuse)
+
+
+def _plain(path: Path, monkeypatch: pytest.MonkeyPatch, vocab_size: int | None = None) -> Any:
+    with monkeypatch.context() as m:
+        m.setenv("HYBRIDBENCH_TRACE_CACHE", "off")
+        return read_trace(path, vocab_size)
+
+
+def _entries(root: Path) -> list[Path]:
+    return sorted(root.glob("*.trace"))
+
+
+def test_a_second_read_comes_from_the_cache_with_every_field_equal(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "t.jsonl", ROWS, {"generator": "test", "seed": 3})
+    expected = _plain(path, monkeypatch)
+    first = read_trace(path)
+    assert len(_entries(cache)) == 1 and len(list((cache / "by-stat").iterdir())) == 1
+    _no_parse(monkeypatch)
+    second = read_trace(path)
+    assert second == first == expected
+    for got, want in zip(second.rows, expected.rows, strict=True):
+        assert (got.session_id, got.turn_id, got.ts, dict(got.extra)) == (
+            want.session_id, want.turn_id, want.ts, dict(want.extra))
+        assert type(got.session_id) is type(want.session_id)
+        assert got.input_tokens.typecode == want.input_tokens.typecode  # int64 ids stay int64
+    assert second.metadata == {"generator": "test", "seed": 3}
+
+
+def test_same_size_and_mtime_but_new_content_is_parsed_again(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "t.jsonl", ROWS)
+    read_trace(path)
+    st = path.stat()
+    changed = path.read_text().replace("[4, 5]", "[8, 5]")  # same length
+    path.write_text(changed)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime set back: only the change time tells
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    assert list(read_trace(path).rows[0].output_tokens) == [8, 5]
+
+
+def test_a_copy_parses_once_and_shares_the_entry(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "t.jsonl", ROWS)
+    read_trace(path)
+    copy = _write(tmp_path / "copy.jsonl", ROWS)
+    assert read_trace(copy) == read_trace(path)
+    assert len(_entries(cache)) == 1  # keyed by content: one entry for both files
+    assert len(list((cache / "by-stat").iterdir())) == 2
+
+
+def test_a_recently_modified_file_is_not_remembered(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workloads.trace_cache, "RACY_NS", 3600 * 10**9)
+    path = _write(tmp_path / "t.jsonl", ROWS)  # its change time is now, whatever its mtime says
+    read_trace(path)
+    assert len(_entries(cache)) == 1
+    assert not (cache / "by-stat").exists()  # a write within the same tick could keep the same times
+
+
+def test_a_file_changed_while_read_is_not_kept(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "t.jsonl", ROWS)
+    real = workloads.trace.iter_trace
+
+    def appending(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for n, item in enumerate(real(*args, **kwargs)):
+            if n == 0:
+                with path.open("a") as fh:
+                    fh.write(json.dumps({**ROWS[0], "turn_id": 7}) + "\n")
+            yield item
+
+    monkeypatch.setattr(workloads.trace, "iter_trace", appending)
+    read_trace(path)
+    assert _entries(cache) == [] and not (cache / "by-stat").exists()
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "header"])
+def test_a_damaged_entry_is_a_miss(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    path = _write(tmp_path / "t.jsonl", ROWS)
+    read_trace(path)
+    (entry,) = _entries(cache)
+    data = bytearray(entry.read_bytes())
+    if damage == "flip":
+        data[-5] ^= 0x01  # inside the last input array: only the CRC can tell
+    elif damage == "truncate":
+        data = data[:-4]
+    else:
+        data = data.replace(b'"crc": ', b'"crc": 1')  # the header's length no longer matches
+    entry.write_bytes(bytes(data))
+    assert read_trace(path) == _plain(path, monkeypatch)
+
+
+def test_an_entry_under_another_digest_is_not_served(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = _write(tmp_path / "a.jsonl", ROWS), _write(tmp_path / "b.jsonl", ROWS[:2])
+    read_trace(first)
+    read_trace(second)
+    a, b = sorted(_entries(cache), key=lambda p: p.stat().st_size)[::-1]  # a: all three rows
+    a.replace(b)  # b's name now holds a's rows
+    assert read_trace(second) == _plain(second, monkeypatch)
+
+
+def test_an_entry_of_other_rules_is_not_served(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "t.jsonl", ROWS)
+    read_trace(path)
+    monkeypatch.setattr(workloads.trace_cache, "_reader_stamp", lambda: "another-reader")
+    before = _entries(cache)
+    read_trace(path)  # parsed: the entry was written under the old reader's stamp
+    assert len(_entries(cache)) == len(before) + 1
+
+
+def test_a_cached_id_past_the_vocabulary_still_names_its_line(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "t.jsonl", ROWS)
+    read_trace(path)
+    with pytest.raises(TraceError) as plain:
+        _plain(path, monkeypatch, vocab_size=1000)
+    with pytest.raises(TraceError) as cached:
+        read_trace(path, 1000)
+    assert str(cached.value) == str(plain.value) and ":2:" in str(cached.value)
+    _no_parse(monkeypatch)
+    assert len(read_trace(path, 2**41).rows) == 3  # within the vocabulary: from the cache
+
+
+def test_invalid_traces_are_never_cached(cache: Path, tmp_path: Path) -> None:
+    path = _write(tmp_path / "t.jsonl", [*ROWS, ROWS[0]])  # a duplicate request
+    with pytest.raises(TraceError, match=r"t\.jsonl:4: session 0 turn 0 already at line 1"):
+        read_trace(path)
+    assert not cache.exists() or _entries(cache) == []
+
+
+def test_off_writes_nothing_and_an_unusable_folder_only_costs_the_parse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workloads.trace, "MIN_BYTES", 0)
+    path = _write(tmp_path / "t.jsonl", ROWS)
+    monkeypatch.setenv("HYBRIDBENCH_TRACE_CACHE", "off")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    read_trace(path)
+    assert not (tmp_path / "home").exists()
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the folder would be")
+    monkeypatch.setenv("HYBRIDBENCH_TRACE_CACHE", str(blocker / "cache"))
+    assert len(read_trace(path).rows) == 3
+
+
+def test_small_files_are_not_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRIDBENCH_TRACE_CACHE", str(tmp_path / "cache"))
+    read_trace(_write(tmp_path / "t.jsonl", ROWS))  # far under MIN_BYTES
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_least_recently_used_entries_go_past_the_size_bound(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = [_write(tmp_path / f"{n}.jsonl", ROWS[:n]) for n in (1, 2, 3)]
+    read_trace(paths[0])
+    read_trace(paths[1])
+    for n, entry in enumerate(sorted(_entries(cache), key=lambda p: p.stat().st_size)):
+        os.utime(entry, (1 + n, 1 + n))  # the one-row entry is the older
+    read_trace(paths[0])  # ...until it is used again
+    kept = next(e for e in _entries(cache) if e.stat().st_mtime > 10)
+    with monkeypatch.context() as m:  # the three-row entry's size, from a cache of its own
+        m.setenv("HYBRIDBENCH_TRACE_CACHE", str(tmp_path / "other"))
+        read_trace(paths[2])
+    (third,) = _entries(tmp_path / "other")
+    monkeypatch.setattr(workloads.trace_cache, "MAX_BYTES", kept.stat().st_size + third.stat().st_size)
+    read_trace(paths[2])
+    assert _entries(cache) == sorted([kept, cache / third.name])  # the two-row entry, least recently used, went
