@@ -12,7 +12,8 @@ Contract, per request of a sequential replay (logical clock as in Marconi's ``ra
   ``extra / block_size`` (fractional) states; if over capacity, clock +1 and delete least
   recently stamped leaves until the estimate is freed (a parent becomes a leaf when its last
   child goes); then insert: fill a partial block reached by the walk before opening new blocks,
-  stamping every node visited.
+  stamping every node visited. No two live leaves share a stamp, so no tie-break ever decides
+  which leaf goes (see ``_evict``).
 * Iterative throughout (Marconi's version recurses once per block). Token ids are packed into
   bytes (``tree.pack``), so a block key is a byte string that hashes and compares with
   ``memcmp``; offsets inside the walks are in bytes, counts and the API in tokens.
@@ -102,6 +103,8 @@ class VllmPlusCache:
             self._push(node)
 
     def _push(self, node: _Block) -> None:
+        # ``_seq`` keeps heapq off comparing blocks (stale or duplicate entries may share a stamp with a
+        # live one); between live leaves it never decides, their stamps being distinct (see ``_evict``).
         self._seq += 1
         heapq.heappush(self._heap, (node.ts, self._seq, node))
         if len(self._heap) > 4 * self.num_nodes + 1024:
@@ -193,6 +196,20 @@ class VllmPlusCache:
         self._push(node)
 
     def _evict(self, bytes_to_remove: float) -> None:
+        # Marconi's RadixCache.evict (radix_cache_vllm.py:395-414 at 0801661,
+        # https://github.com/ruipeterpan/marconi/blob/0801661/radix_cache_vllm.py#L395-L414) heapifies the
+        # DFS-preorder leaves (_collect_leaves, L325-336) on the stamp alone (TreeNode.__lt__, L66-67) at each
+        # eviction and pushes a parent left childless (L413-414); we keep one lazy heap across evictions with
+        # equal stamps in push order. The victims cannot differ: no two live leaves share a stamp. Each tick
+        # stamps one root-down chain: a lookup's (match_prefix L212-213) the full blocks it descends
+        # (_match_prefix_helper L296-299, L307-313; the partial child returned at L317-322 is not stamped); an
+        # admit's tick (insert L136-137) its speculative match, then, if it evicts (L396-397, which stamps
+        # nothing), the insert's walk gets the later tick; otherwise that walk (_insert_helper L243-247,
+        # L264-274, L282-293) shares the tick but descends the same unique full-block children, extending the
+        # match's chain. Blocks never change parent, and of a chain only the lowest node can be a leaf. With
+        # distinct stamps heapq pops the same minimum whatever its layout (unlike SGLang+, where a split leaves
+        # two leaves with one tick: test_marconi_sglang_ties.py). Fuzzed against Marconi's class (block sizes
+        # 1-4, ~35k tiny traces): equal hits, never a tied pair of leaves on either side.
         w = TOKEN_BYTES
         self.clock += 1
         freed = 0
