@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ __all__ = ["MODES", "TraceCacheRuns"]
 
 MODES = ("cold", "warm")
 ENV = "HYBRIDBENCH_TRACE_CACHE"  # workloads/trace_cache.py
+RACY_S = 2.5  # past workloads.trace_cache.RACY_NS
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +36,27 @@ class TraceCacheRuns:
             shutil.rmtree(self.folder(label), ignore_errors=True)
         return {**os.environ, ENV: str(self.folder(label))}
 
-    def prime(self, label: str, argv: Sequence[str], cwd: str | None) -> None:
-        """Warm: run the command once, untimed, so the runs measured find the trace stored."""
-        if self.mode == "warm":
-            shutil.rmtree(self.folder(label), ignore_errors=True)
-            subprocess.run(list(argv), cwd=cwd, env=self.env(label), check=True, capture_output=True)
+    def prime(self, label: str, argv: Sequence[str], cwd: str | None, ok_exits: frozenset[int] = frozenset({0}),
+              *, expect_memo: bool = True) -> None:
+        """Warm: run the command once, untimed, so the runs measured find the trace stored and its memo written.
+
+        A trace written within the cache's racy window gets no memo on its first read: the run is repeated once
+        the window has passed, and a prime that still leaves none raises (the rows would not be warm)."""
+        if self.mode != "warm":
+            return
+        shutil.rmtree(self.folder(label), ignore_errors=True)
+        for attempt in range(2):
+            proc = subprocess.run(list(argv), cwd=cwd, env=self.env(label), capture_output=True, text=True,
+                                  check=False)
+            if proc.returncode not in ok_exits:
+                raise RuntimeError(f"{label}: priming {' '.join(argv)} exited {proc.returncode}: "
+                                   f"{proc.stderr.strip()[-500:]}")
+            if not expect_memo or any((self.folder(label) / "by-stat").glob("*")):
+                return
+            if attempt == 0:
+                time.sleep(RACY_S)
+        raise RuntimeError(f"{label}: {' '.join(argv)} left no trace-cache memo in {self.folder(label)}: "
+                           "not a warm cache (a trace under 16 MB, or the cache off?)")
 
     def clean(self) -> None:
         for path in self.root.glob(f"trace-cache-{self.mode}-*"):

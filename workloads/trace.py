@@ -15,10 +15,11 @@ This module does not generate loads or order them for serving; it only reads and
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
-import stat
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,71 +169,80 @@ def _parse_row(obj: Any, where: str, vocab_size: int | None = None,
     ts = obj.get("ts", 0.0)
     if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts) or ts < 0:
         raise TraceError(f"{where}: 'ts' must be a finite number >= 0 (seconds), got {_short(ts)}")
+    if ts > 1000:
+        raise TraceError(f"{where}: 'ts' past 1000")
     known = {*REQUIRED_KEYS, "ts", "num_input_tokens", "num_output_tokens"}
     extra = {k: v for k, v in obj.items() if k not in known}
     return TraceRow(session, turn, float(ts), inputs, outputs, extra)
 
 
-def iter_trace(path: str | os.PathLike[str], vocab_size: int | None = None,
-               content_hash: Any = None) -> Iterator[TraceRow | dict[str, Any]]:
+def iter_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> Iterator[TraceRow | dict[str, Any]]:
     """Yield the metadata dict (if the file has one) and then each row, in file order.
 
     Every consumer (the harness, stats, scale, the trace generator, replay, simulate) reads through here, so a
     row is refused the same way everywhere: one line naming file:line. Reads are bounded (``MAX_LINE_CHARS``:
     /dev/zero is a line that never ends); token ids must fit int64, or ``vocab_size`` when the caller knows
-    the model; a (session_id, turn_id) appears once (a duplicate was sent twice).
-
-    ``content_hash``: a ``hashlib`` object updated with every byte read, in order (the trace cache's key)."""
+    the model; a (session_id, turn_id) appears once (a duplicate was sent twice)."""
     p = Path(path)
+    with _open(p) as fh:
+        yield from _iter_open(fh, p, vocab_size)
+
+
+def _open(p: Path) -> io.BufferedReader:
     try:
-        fh = p.open("rb", buffering=1 << 20)  # bytes: token arrays are cut out before anything is decoded
+        # bytes: token arrays are cut out before anything is decoded
+        return io.BufferedReader(io.FileIO(p, "r"), buffer_size=1 << 20)
     except OSError as exc:
         raise TraceError(f"{p}: cannot open trace ({exc.strerror or exc})") from None
+
+
+def _iter_open(fh: io.BufferedReader, p: Path, vocab_size: int | None,
+               content_hash: Any = None) -> Iterator[TraceRow | dict[str, Any]]:
+    """``iter_trace`` over an open file; ``content_hash``: a ``hashlib`` object fed every byte read, in order."""
     seen: dict[tuple[int | str, int], int] = {}
     limit = _limit(vocab_size)
     earlier = EarlierInputs()  # a session's next turn re-sends its input: only what it appends is parsed
-    with fh:
-        lineno = 0
-        while True:
-            lineno += 1
-            try:
-                raw = fh.readline(MAX_LINE_CHARS + 1)
-            except OSError as exc:
-                raise TraceError(f"{p}:{lineno}: cannot read ({exc.strerror or exc})") from None
-            if not raw:
-                break
-            if content_hash is not None:
-                content_hash.update(raw)
-            if len(raw) > MAX_LINE_CHARS:
-                raise TraceError(f"{p}:{lineno}: line longer than {MAX_LINE_CHARS} characters")
-            if raw[:1] != b"{" and not raw.strip():  # strip() copies the line: only when it may be blank
-                continue
-            where = f"{p}:{lineno}"
-            fast = cut_row(raw, limit, earlier) if lineno > 1 else None
-            if fast is not None:
-                row = _parse_row(fast[0], where, vocab_size, fast[1:])
-                _check_once(seen, row, lineno, where)
-                yield row
-                continue
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise TraceError(f"{p}:{lineno}: not UTF-8 text") from None
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TraceError(f"{where}: not valid JSON ({exc.msg})") from None
-            except (ValueError, RecursionError) as exc:  # e.g. an integer too long, nesting too deep
-                raise TraceError(f"{where}: not a usable JSON row ({type(exc).__name__})") from None
-            if lineno == 1 and isinstance(obj, dict) and METADATA_KEY in obj:
-                meta = obj[METADATA_KEY]
-                if not isinstance(meta, dict):
-                    raise TraceError(f"{where}: '{METADATA_KEY}' must be an object")
-                yield meta
-                continue
-            row = _parse_row(obj, where, vocab_size)
+    lineno = 0
+    while True:
+        lineno += 1
+        try:
+            raw = fh.readline(MAX_LINE_CHARS + 1)
+        except OSError as exc:
+            raise TraceError(f"{p}:{lineno}: cannot read ({exc.strerror or exc})") from None
+        if not raw:
+            break
+        if content_hash is not None:
+            content_hash.update(raw)
+        if len(raw) > MAX_LINE_CHARS:
+            raise TraceError(f"{p}:{lineno}: line longer than {MAX_LINE_CHARS} characters")
+        if raw[:1] != b"{" and not raw.strip():  # strip() copies the line: only when it may be blank
+            continue
+        where = f"{p}:{lineno}"
+        fast = cut_row(raw, limit, earlier) if lineno > 1 else None
+        if fast is not None:
+            row = _parse_row(fast[0], where, vocab_size, fast[1:])
             _check_once(seen, row, lineno, where)
             yield row
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise TraceError(f"{p}:{lineno}: not UTF-8 text") from None
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"{where}: not valid JSON ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:  # e.g. an integer too long, nesting too deep
+            raise TraceError(f"{where}: not a usable JSON row ({type(exc).__name__})") from None
+        if lineno == 1 and isinstance(obj, dict) and METADATA_KEY in obj:
+            meta = obj[METADATA_KEY]
+            if not isinstance(meta, dict):
+                raise TraceError(f"{where}: '{METADATA_KEY}' must be an object")
+            yield meta
+            continue
+        row = _parse_row(obj, where, vocab_size)
+        _check_once(seen, row, lineno, where)
+        yield row
 
 
 def _check_once(seen: dict[tuple[int | str, int], int], row: TraceRow, lineno: int, where: str) -> None:
@@ -249,31 +259,32 @@ def read_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> T
     A large file read before comes from the trace cache (``workloads/trace_cache.py``): the same rows, checked
     by the same rules when they were first read, without parsing the JSON again."""
     p = Path(path)
-    cache = trace_cache()
     try:
-        st = p.stat() if cache is not None else None
-    except OSError:
-        st = None  # iter_trace names the fault
-    usable = st is not None and stat.S_ISREG(st.st_mode) and st.st_size >= MIN_BYTES
-    if cache is not None and st is not None and usable:
-        digest = cache.digest_of(p, st)
-        hit = cache.load(digest) if digest is not None else None
+        cache = trace_cache()
+    except ValueError as exc:
+        raise TraceError(str(exc)) from None
+    with _open(p) as fh:
+        started = time.time_ns()  # before the stat: a write after it, in the same tick, may keep the same times
+        st = os.fstat(fh.fileno())  # the file read, even if the path is re-pointed meanwhile
+        if cache is None or st.st_size < MIN_BYTES:
+            cache = None
+        hit = cache.lookup(st) if cache is not None else None
         if hit is not None and hit[2] < _limit(vocab_size):  # an id past the vocabulary: parse, and name its line
             meta, parts, _ = hit
             return Trace(tuple(TraceRow(*part) for part in parts), meta)
-    content = hashlib.sha256() if cache is not None and usable else None
-    rows: list[TraceRow] = []
-    metadata: dict[str, Any] = {}
-    for item in iter_trace(p, vocab_size, content):
-        if isinstance(item, TraceRow):
-            rows.append(item)
-        else:
-            metadata = item
-    if not rows:
-        raise TraceError(f"{path}: the trace has no rows")
-    if cache is not None and st is not None and content is not None:
-        cache.keep(p, st, content.hexdigest(), metadata,
-                   [(r.session_id, r.turn_id, r.ts, r.input_tokens, r.output_tokens, dict(r.extra)) for r in rows])
+        content = hashlib.sha256() if cache is not None else None
+        rows: list[TraceRow] = []
+        metadata: dict[str, Any] = {}
+        for item in _iter_open(fh, p, vocab_size, content):
+            if isinstance(item, TraceRow):
+                rows.append(item)
+            else:
+                metadata = item
+        if not rows:
+            raise TraceError(f"{path}: the trace has no rows")
+        if cache is not None and content is not None:
+            parts = [(r.session_id, r.turn_id, r.ts, r.input_tokens, r.output_tokens, dict(r.extra)) for r in rows]
+            cache.keep(fh, st, content.hexdigest(), started_ns=started, metadata=metadata, rows=parts)
     return Trace(tuple(rows), metadata)
 
 

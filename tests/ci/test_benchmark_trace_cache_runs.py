@@ -22,7 +22,7 @@ def test_each_run_meets_its_state(tmp_path: Path, mode: str, found: str) -> None
     argv = [sys.executable, "-c", PROBE]
     seen: list[str] = []
     for side in ("ours", "base"):
-        runs.prime(side, argv, None)
+        runs.prime(side, argv, None, expect_memo=False)
 
     def env_for(label: str) -> dict[str, str]:
         env = runs.env(label)
@@ -37,3 +37,15 @@ def test_each_run_meets_its_state(tmp_path: Path, mode: str, found: str) -> None
     assert runs.folder("ours") != runs.folder("base")  # the sides never share a cache
     runs.clean()
     assert not list(tmp_path.glob("trace-cache-*"))
+
+
+def test_a_warm_prime_that_leaves_no_memo_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="left no trace-cache memo"):
+        TraceCacheRuns("warm", tmp_path).prime("ours", [sys.executable, "-c", PROBE], None)  # writes no memo
+    memo = PROBE + "; (d / 'by-stat').mkdir(); (d / 'by-stat' / 'm').write_text('x')"
+    TraceCacheRuns("warm", tmp_path).prime("ours", [sys.executable, "-c", memo], None)
+
+
+def test_a_failed_prime_says_so(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match=r"priming .* exited 3"):
+        TraceCacheRuns("warm", tmp_path).prime("ours", [sys.executable, "-c", "raise SystemExit(3)"], None)

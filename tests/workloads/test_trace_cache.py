@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 import workloads.trace
 import workloads.trace_cache
+import workloads.trace_fast
 from workloads.trace import TraceError, read_trace
 
 ROWS = [
@@ -49,7 +52,7 @@ def _no_parse(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("parsed the JSON again")
         yield  # pragma: no cover
 
-    monkeypatch.setattr(workloads.trace, "iter_trace", refuse)
+    monkeypatch.setattr(workloads.trace, "_iter_open", refuse)
 
 
 def _plain(path: Path, monkeypatch: pytest.MonkeyPatch, vocab_size: int | None = None) -> Any:
@@ -111,7 +114,7 @@ def test_a_recently_modified_file_is_not_remembered(
 
 def test_a_file_changed_while_read_is_not_kept(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _write(tmp_path / "t.jsonl", ROWS)
-    real = workloads.trace.iter_trace
+    real = workloads.trace._iter_open
 
     def appending(*args: Any, **kwargs: Any) -> Iterator[Any]:
         for n, item in enumerate(real(*args, **kwargs)):
@@ -120,12 +123,12 @@ def test_a_file_changed_while_read_is_not_kept(cache: Path, tmp_path: Path, monk
                     fh.write(json.dumps({**ROWS[0], "turn_id": 7}) + "\n")
             yield item
 
-    monkeypatch.setattr(workloads.trace, "iter_trace", appending)
+    monkeypatch.setattr(workloads.trace, "_iter_open", appending)
     read_trace(path)
     assert _entries(cache) == [] and not (cache / "by-stat").exists()
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "header"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "header", "ts"])
 def test_a_damaged_entry_is_a_miss(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
     path = _write(tmp_path / "t.jsonl", ROWS)
     read_trace(path)
@@ -135,10 +138,15 @@ def test_a_damaged_entry_is_a_miss(cache: Path, tmp_path: Path, monkeypatch: pyt
         data[-5] ^= 0x01  # inside the last input array: only the CRC can tell
     elif damage == "truncate":
         data = data[:-4]
+    elif damage == "header":
+        data = data.replace(b'"max_id": ', b'"max_id": 1')  # the header's length no longer matches
     else:
-        data = data.replace(b'"crc": ', b'"crc": 1')  # the header's length no longer matches
+        data = data.replace(b"1.5", b"1.4")  # still valid JSON, same length: only a CRC over the header tells
     entry.write_bytes(bytes(data))
-    assert read_trace(path) == _plain(path, monkeypatch)
+    expected = _plain(path, monkeypatch)
+    assert read_trace(path) == expected
+    _no_parse(monkeypatch)  # the damaged entry was replaced by the parse
+    assert read_trace(path) == expected
 
 
 def test_an_entry_under_another_digest_is_not_served(
@@ -154,7 +162,7 @@ def test_an_entry_under_another_digest_is_not_served(
 def test_an_entry_of_other_rules_is_not_served(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _write(tmp_path / "t.jsonl", ROWS)
     read_trace(path)
-    monkeypatch.setattr(workloads.trace_cache, "_reader_stamp", lambda: "another-reader")
+    monkeypatch.setattr(workloads.trace_cache, "STAMP", "another-reader")
     before = _entries(cache)
     read_trace(path)  # parsed: the entry was written under the old reader's stamp
     assert len(_entries(cache)) == len(before) + 1
@@ -169,8 +177,109 @@ def test_a_cached_id_past_the_vocabulary_still_names_its_line(
     with pytest.raises(TraceError) as cached:
         read_trace(path, 1000)
     assert str(cached.value) == str(plain.value) and ":2:" in str(cached.value)
+    with pytest.raises(TraceError, match=r":2: 'input_tokens' holds token id 1099511627776, outside the vocabulary"):
+        read_trace(path, 2**40)  # the largest id is the vocabulary's size: one past its last id
     _no_parse(monkeypatch)
-    assert len(read_trace(path, 2**41).rows) == 3  # within the vocabulary: from the cache
+    assert len(read_trace(path, 2**40 + 1).rows) == 3  # within the vocabulary: from the cache
+
+
+def test_an_output_id_past_the_vocabulary_counts_too(cache: Path, tmp_path: Path) -> None:
+    path = _write(tmp_path / "t.jsonl", [{**ROWS[0], "output_tokens": [4, 5000]}])
+    read_trace(path)
+    with pytest.raises(TraceError, match=r":1: 'output_tokens' holds token id 5000, outside the vocabulary"):
+        read_trace(path, 4096)
+
+
+def test_a_read_that_starts_within_the_racy_window_is_not_remembered(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window counts from the start of the read: a slow read must not age a just-written file past it."""
+    monkeypatch.setattr(workloads.trace_cache, "RACY_NS", 10**9)
+    path = _write(tmp_path / "t.jsonl", ROWS)  # changed (utime) just now
+    real = workloads.trace._iter_open
+
+    def slow(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        time.sleep(1.5)
+        yield from real(*args, **kwargs)
+
+    monkeypatch.setattr(workloads.trace, "_iter_open", slow)
+    read_trace(path)
+    assert len(_entries(cache)) == 1 and not (cache / "by-stat").exists()
+
+
+def test_the_memo_names_the_file_read_not_what_the_path_points_to_later(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = _write(tmp_path / "x.jsonl", ROWS), _write(tmp_path / "y.jsonl", ROWS[:1])
+    link = tmp_path / "trace.jsonl"
+    link.symlink_to(first)
+    real = workloads.trace._iter_open
+
+    def repointing(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for n, item in enumerate(real(*args, **kwargs)):
+            if n == 0:
+                link.unlink()
+                link.symlink_to(second)
+            yield item
+
+    monkeypatch.setattr(workloads.trace, "_iter_open", repointing)
+    assert len(read_trace(link).rows) == 3  # the file opened, read whole
+    monkeypatch.setattr(workloads.trace, "_iter_open", real)
+    assert read_trace(link) == _plain(second, monkeypatch)
+
+
+def test_a_pipe_is_read_every_time(cache: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    for rows in (ROWS, ROWS[:1]):  # a pipe's next reader gets what is written next, never a cached read
+        writer = threading.Thread(target=lambda rows=rows: fifo.write_text("\n".join(map(json.dumps, rows)) + "\n"))
+        writer.start()
+        assert len(read_trace(fifo).rows) == len(rows)
+        writer.join()
+
+
+def test_a_fault_inside_the_cache_costs_a_parse_never_the_read(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "t.jsonl", ROWS)
+
+    def deep(*_: Any) -> None:
+        raise RecursionError("maximum recursion depth exceeded")  # json on a deeply nested extra
+
+    with monkeypatch.context() as m:
+        m.setattr(workloads.trace_cache, "_write_entry", deep)
+        assert len(read_trace(path).rows) == 3
+    assert _entries(cache) == [] and not (cache / "by-stat").exists()  # no memo naming a missing entry
+    read_trace(path)
+    monkeypatch.setattr(workloads.trace_cache, "_read_entry", deep)
+    assert read_trace(path) == _plain(path, monkeypatch)
+
+
+def test_without_numpy_nothing_is_kept(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workloads.trace_fast, "np", None)  # the reader's slower path; the cache needs numpy
+    path = _write(tmp_path / "t.jsonl", ROWS)
+    assert len(read_trace(path).rows) == 3
+    assert not cache.exists()  # and above all no memo naming an entry never written
+
+
+def test_a_relative_folder_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRIDBENCH_TRACE_CACHE", "0")
+    with pytest.raises(TraceError, match=r"^HYBRIDBENCH_TRACE_CACHE='0': give an absolute folder, or off$"):
+        read_trace(_write(tmp_path / "t.jsonl", ROWS))
+
+
+def test_memos_are_bounded(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workloads.trace_cache, "MAX_MEMOS", 2)
+    for n in range(4):
+        read_trace(_write(tmp_path / f"{n}.jsonl", ROWS))
+    assert len(list((cache / "by-stat").iterdir())) == 2 and len(_entries(cache)) == 1
+
+
+@pytest.mark.parametrize("field", ["st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns"])
+def test_every_part_of_a_files_identity_keys_its_memo(field: str) -> None:
+    """Two files alike but for one field (two files written in one tick differ only in their inode) never share."""
+    fields = {"st_dev": 1, "st_ino": 2, "st_size": 3, "st_mtime_ns": 4, "st_ctime_ns": 5}
+    one = SimpleNamespace(**fields)
+    other = SimpleNamespace(**{**fields, field: fields[field] + 1})
+    tc = workloads.trace_cache.TraceCache(Path("/nowhere"), "stamp")
+    assert tc._memo(cast("os.stat_result", one)) != tc._memo(cast("os.stat_result", other))
 
 
 def test_invalid_traces_are_never_cached(cache: Path, tmp_path: Path) -> None:
