@@ -55,6 +55,16 @@ def _trial_problems(outcomes: Sequence[TrialOutcome], recs: Sequence[Record]) ->
     return problems
 
 
+def _failures(bad: Sequence[Record], total: int) -> str:
+    """The failed requests, the first one's error, and the later turns of their sessions that were not sent."""
+    failed = [r for r in bad if r.status != "skipped"]
+    if not failed:  # turns not sent, with no failure recorded beside them (records not written by this driver)
+        return f"{len(bad)} of {total} requests not sent ({bad[0].error})"
+    skipped = len(bad) - len(failed)
+    detail = f"{len(failed)} of {total} requests failed ({failed[0].status}: {failed[0].error})"
+    return detail + (f"; {skipped} later turn(s) of a failed session not sent" if skipped else "")
+
+
 def survival(inp: CheckInput) -> Sequence[CheckResult]:
     out = []
     pairs = list(inp.records) + [p for p in inp.trials if p not in inp.records]
@@ -75,7 +85,7 @@ def survival(inp: CheckInput) -> Sequence[CheckResult]:
         elif problems:
             detail = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
         elif bad:
-            detail = f"{len(bad)} of {len(recs)} requests failed ({bad[0].status}: {bad[0].error})"
+            detail = _failures(bad, len(recs))
         elif crashes:
             detail = f"{crashes} server crash(es)"
         verdict: Status = "pass" if ok else "fail"

@@ -24,7 +24,7 @@ __all__ = ["CLIENTS", "ClientResult", "Generate", "generate_openai", "generate_s
 
 @dataclass(slots=True)
 class ClientResult:
-    sent: float  # perf_counter() seconds
+    sent: float | None  # perf_counter() seconds; None: never sent (a turn after its session's failed turn)
     first_token: float | None = None
     end: float | None = None
     output_tokens: int = 0
@@ -32,9 +32,16 @@ class ClientResult:
     cached_tokens: int | None = None
     itl_ms: list[float] = field(default_factory=list)
     error: str = ""
-    status: str = "ok"  # ok | error | timeout | server_died
+    status: str = "ok"  # ok | error | timeout | server_died | skipped (not sent)
     # The reference server's modelled clock (meta_info.modelled_*_s): received, first token, finished
     modelled: tuple[float, float, float] | None = None
+
+    @property
+    def server_finished(self) -> bool:
+        """Whether the server finished the request: it answered in full, or its finished answer (the modelled finish
+        stamps it sends with it) arrived before the client failed the request itself. A refusal, an abort or a
+        timeout the server cut short is no finish."""
+        return self.status == "ok" or self.modelled is not None
 
 
 def _in_band_error(chunk: dict[str, Any], res: ClientResult, now: float) -> bool:
@@ -143,8 +150,9 @@ async def generate_sglang(
         "sampling_params": {"temperature": 0.0, "max_new_tokens": max_new_tokens, "ignore_eos": True},
         "stream": True,
     }
-    res = ClientResult(sent=time.perf_counter())
-    last_t, last_n = res.sent, 0  # time and completion_tokens of the last chunk that added tokens
+    sent = time.perf_counter()
+    res = ClientResult(sent=sent)
+    last_t, last_n = sent, 0  # time and completion_tokens of the last chunk that added tokens
     # The last chunk's list, converted to ints once the stream has ended, not per chunk: SGLang resends the
     # whole list in every chunk, so converting each would cost time quadratic in the output length.
     output_ids: list[Any] | None = None
@@ -191,8 +199,9 @@ async def generate_openai(
 ) -> ClientResult:
     payload = {"model": model, "prompt": _json_ids(input_ids), "max_tokens": max_tokens, "temperature": 0.0,
                "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
-    res = ClientResult(sent=time.perf_counter())
-    last_t, chunks = res.sent, 0  # time of the last text chunk, text chunks so far
+    sent = time.perf_counter()
+    res = ClientResult(sent=sent)
+    last_t, chunks = sent, 0  # time of the last text chunk, text chunks so far
 
     def on_data(data: bytes, now: float) -> bool:
         nonlocal last_t, chunks

@@ -8,6 +8,12 @@ input + recorded output, the output the server *actually* generated is substitut
 conversation it produced. Every request is timed against its intended send time, so the client's own delay is
 measured and reported.
 
+A turn that fails (an HTTP error, an error in the stream, a timeout, a dropped connection) ends its session, as it
+ends a real client's conversation: each later turn would re-send the conversation with an answer the server never
+gave (the trace's, or a partial one), so its hit and TTFT would measure a request no client sends. Those turns are
+not sent; each is reported once, as a ``skipped`` result naming the failed turn, so every planned request is
+accounted for.
+
 In a closed loop the intended send time is when the request *could* have gone out: the moment a slot
 became free (the last byte of the request that held it arrived) or the request became ready (its
 arrival; for a session's next turn, the previous turn's last byte), whichever is later. Taking it
@@ -19,8 +25,11 @@ ready turn (FIFO) at once: no task per request and no semaphore hand-off between
 the next one's start, which at hundreds of streams was a large part of the client's CPU per request.
 
 A closed loop given ``vacate`` calls it once for each finished request it will send nothing in place of (a
-session's last turn, with no other turn ready): the reference server's modelled lockstep then stops waiting for
-a successor that is not coming, instead of for its whole wait.
+session's last turn, or a failed turn that ended its session, with no other turn ready): the reference server's
+modelled lockstep then stops waiting for a successor that is not coming, instead of for its whole wait. Only a
+request the server finished is one it awaits a successor for (``ClientResult.server_finished``): a refused,
+aborted or cut-short one is not vacated, since a call too many would let the lockstep run ahead of a request on
+its way.
 """
 
 from __future__ import annotations
@@ -46,8 +55,8 @@ Vacate = Callable[[], Awaitable[None]]
 class Completed:
     index: int  # row index in the trace
     row: TraceRow
-    prompt: list[int]  # what was actually sent
-    scheduled_s: float  # intended send time, seconds after the trial start
+    prompt: list[int]  # what was actually sent ([] for a turn not sent)
+    scheduled_s: float  # intended send time, seconds after the trial start (a turn not sent: its arrival time)
     t0: float  # perf_counter() of the trial start
     result: ClientResult
 
@@ -83,7 +92,7 @@ async def drive(
     closed = schedule.closed
     ready: deque[_Turn] = deque()  # turns whose arrival has come, FIFO
     idle: deque[asyncio.Future[_Turn | None]] = deque()  # workers waiting for a turn, longest first
-    left = len(rows)  # turns not yet taken by a worker
+    left = len(rows)  # turns not yet taken by a worker nor skipped
     t0 = clock()
 
     def put(turn: _Turn) -> None:
@@ -93,6 +102,21 @@ async def drive(
                 fut.set_result(turn)
                 return
         ready.append(turn)
+
+    def taken(n: int) -> None:
+        # n more turns are accounted for (sent, or skipped): once none is left, the idle workers are released.
+        nonlocal left
+        left -= n
+        if not left:
+            while idle:
+                if not (fut := idle.popleft()).done():
+                    fut.set_result(None)
+
+    def skip(turns: list[int], failed: TraceRow, result: ClientResult) -> None:
+        why = f"not sent: turn {failed.turn_id} of session {failed.session_id!r} failed ({result.status})"
+        for j in turns:
+            on_done(Completed(j, rows[j], [], times[j], t0, ClientResult(sent=None, status="skipped", error=why)))
+        taken(len(turns))
 
     def put_at(turn: _Turn, at_s: float) -> None:
         delay = t0 + at_s - clock()
@@ -111,9 +135,8 @@ async def drive(
     async def worker() -> None:
         # A worker is one slot: it sends a turn, waits for its last byte, records it and takes the next ready
         # turn at once, with no task per request and no semaphore hand-off between them.
-        nonlocal left
         freed = 0.0  # when this slot became free: the last byte of its previous request, seconds after t0
-        ended = False  # this slot's last request was a session's last turn: nothing follows it unless a turn is ready
+        ended = False  # this slot's last request ended its session: nothing follows it unless a turn is ready
         while True:
             if ended and not ready and vacate is not None:
                 # Each finish is followed by one send (its next turn, or a ready turn this slot takes) or, here,
@@ -133,11 +156,7 @@ async def drive(
                 if got is None:
                     return
                 turn = got
-            left -= 1
-            if not left:  # nothing more to come: release the idle workers
-                while idle:
-                    if not (fut := idle.popleft()).done():
-                        fut.set_result(None)
+            taken(1)
             turns, k, prev_end, prev = turn
             i = turns[k]
             row = rows[i]
@@ -148,13 +167,17 @@ async def drive(
             result = await send(prompt, max(1, len(row.output_tokens)))
             # The server was done at its last byte; a failure without one, when send returned.
             freed = (result.end if result.end is not None else clock()) - t0
-            if k + 1 < len(turns):
+            more = k + 1 < len(turns)
+            if more and result.status == "ok":
                 put_at((turns, k + 1, freed, (prompt, row, result.output_ids)), times[turns[k + 1]])
             else:
-                # Only an ok finish is vacated: a refused request the server never counted must not be, and the
-                # safe side is cheap (a finish left unsaid costs one lockstep wait).
-                ended = closed and result.status == "ok"
+                # The session ends here: its last turn, or a failed one. Only a finish the server counted is vacated:
+                # a refused or aborted request it never counted must not be, and the safe side is cheap (a finish
+                # left unsaid costs one lockstep wait).
+                ended = closed and result.server_finished
             on_done(Completed(i, row, prompt, intended, t0, result))
+            if more and result.status != "ok":
+                skip(turns[k + 1:], row, result)
 
     limit = min(schedule.max_concurrency or len(rows), len(rows))
     tasks = [loop.create_task(feed()), *(loop.create_task(worker()) for _ in range(limit))]

@@ -18,7 +18,9 @@ LOG_COUNTS_USAGE_HITS = "log_counts_usage_hits"
 # samples file that lost lines (a lost kl.jsonl would otherwise leave its check skipped and the run a pass).
 SAMPLES_WRITTEN = "samples_written"
 
-Status = Literal["ok", "error", "timeout", "server_died"]
+# skipped: never sent, because an earlier turn of its session failed (its prompt would carry an answer the server
+# never gave); no send, first-token or end time, 0 prompt tokens, the failed turn named in ``error``.
+Status = Literal["ok", "error", "timeout", "server_died", "skipped"]
 CacheState = Literal["cold-flushed", "primed", "uncontrolled"]
 
 
