@@ -100,6 +100,8 @@ class TraceCache:
             digest = self._memo(st).read_text(encoding="ascii").strip()
         except Exception:  # best effort: any fault in the cache is a miss, and the file is parsed
             return None
+        if len(digest) != 64 or digest.strip("0123456789abcdef"):
+            return None  # not a digest: never a path to open, nor to remove
         entry = self._entry(digest)
         try:
             with entry.open("rb") as fh:

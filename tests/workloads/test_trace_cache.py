@@ -159,6 +159,18 @@ def test_an_entry_under_another_digest_is_not_served(
     assert read_trace(second) == _plain(second, monkeypatch)
 
 
+def test_a_memo_that_is_no_digest_names_no_file(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "t.jsonl", ROWS)
+    read_trace(path)
+    (entry,) = _entries(cache)
+    outside = tmp_path / f"{entry.name.split('-')[0][:8]}-{entry.name.split('-', 1)[1]}"
+    entry.replace(outside)  # a file the memo below would name, outside the cache
+    (memo,) = (cache / "by-stat").iterdir()
+    memo.write_text(f"../{outside.name.split('-')[0]}")
+    assert read_trace(path) == _plain(path, monkeypatch)
+    assert outside.exists()  # neither read nor removed
+
+
 def test_an_entry_of_other_rules_is_not_served(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _write(tmp_path / "t.jsonl", ROWS)
     read_trace(path)
