@@ -18,21 +18,18 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from drive_stub import serve_and_drive
 
 from hybridbench.checks.base import CheckInput
 from hybridbench.checks.builtin import survival
 from hybridbench.config.schema import ChecksCfg, LoadCfg
-from hybridbench.load.client import generate_sglang
-from hybridbench.load.driver import Completed, drive
-from hybridbench.load.http import StreamPool
+from hybridbench.load.driver import Completed
 from hybridbench.load.trial import outcome
 from hybridbench.metrics.summary import summarize
-from hybridbench.plan.load import plan_load
 from hybridbench.plan.types import Trial
 from hybridbench.records.build import trial_record
 from hybridbench.records.coverage import TrialOutcome, coverage
 from hybridbench.records.schema import Record, record_from_json
-from workloads.arrival import arrival_schedule
 from workloads.trace import TraceRow
 
 FAIL, LATER = 999, 777  # the failing turn's new token; the token only the turn after it adds
@@ -95,23 +92,7 @@ class Server:
 
 
 async def _drive(server: Server, load: LoadCfg, rows: list[TraceRow]) -> list[Completed]:
-    app = web.Application()
-    app.router.add_post("/generate", server.generate)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    done: list[Completed] = []
-    try:
-        async with StreamPool(f"http://127.0.0.1:{port}") as pool:
-            async def send(prompt: list[int], n: int):  # type: ignore[no-untyped-def]
-                return await generate_sglang(pool, prompt, n, TIMEOUT_S)
-
-            await drive(rows, arrival_schedule(rows, plan_load(load), 0), send, done.append)
-    finally:
-        await runner.cleanup()
-    return done
+    return await serve_and_drive(rows, load, server, timeout_s=TIMEOUT_S)
 
 
 def records_of(done: list[Completed]) -> list[Record]:

@@ -10,11 +10,11 @@ import asyncio
 import gc
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from aiohttp import web
+from drive_stub import serve_and_drive
 
 from hybridbench.config.schema import LoadCfg
 from hybridbench.load import event_loop
@@ -64,32 +64,6 @@ class Recorder:
         finally:
             self.in_flight -= 1
         return resp
-
-
-async def serve_and_drive(rows: list[TraceRow], load: LoadCfg, rec: Recorder,
-                          after: Callable[[Completed], None] = lambda _c: None,
-                          vacate: Callable[[], Any] | None = None) -> list[Completed]:
-    app = web.Application()
-    app.router.add_post("/generate", rec.generate)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    done: list[Completed] = []
-    try:
-        async with StreamPool(f"http://127.0.0.1:{port}") as pool:
-            async def send(prompt: list[int], n: int):  # type: ignore[no-untyped-def]
-                return await generate_sglang(pool, prompt, n, 10.0)
-
-            def on_done(c: Completed) -> None:
-                done.append(c)
-                after(c)
-
-            await drive(rows, arrival_schedule(rows, plan_load(load), 0), send, on_done, vacate)
-    finally:
-        await runner.cleanup()
-    return done
 
 
 def test_closed_loop_never_exceeds_max_concurrency_and_times_like_bench_serving() -> None:
