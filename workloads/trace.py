@@ -19,6 +19,7 @@ import io
 import json
 import math
 import os
+import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -266,7 +267,7 @@ def read_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> T
     with _open(p) as fh:
         started = time.time_ns()  # before the stat: a write after it, in the same tick, may keep the same times
         st = os.fstat(fh.fileno())  # the file read, even if the path is re-pointed meanwhile
-        if cache is None or st.st_size < MIN_BYTES:
+        if cache is None or not stat.S_ISREG(st.st_mode) or st.st_size < MIN_BYTES:  # a pipe's times may stand still
             cache = None
         hit = cache.lookup(st) if cache is not None else None
         if hit is not None and hit[2] < _limit(vocab_size):  # an id past the vocabulary: parse, and name its line

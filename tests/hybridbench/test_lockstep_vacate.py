@@ -171,7 +171,11 @@ def test_a_failed_turn_the_server_finished_ends_its_session_and_is_vacated() -> 
     assert (gap := longest_gap_ms(told["B", 0])) < 0.8 * LOCKSTEP_MS, gap
     untold, _ = drive_failing(cfg, FAILING, "after_finish", told=False)
     assert [untold["A", t].status for t in range(3)] == ["server_died", "skipped", "skipped"]
-    assert (gap := longest_gap_ms(untold["B", 0])) > 0.9 * LOCKSTEP_MS, gap  # the whole wait, by construction
+    # Untold, the whole wait falls inside B's request (A's turn ends while B decodes). Where it falls among B's steps
+    # follows the machine's load (a busy one moved part of it before B's first token), so B's span is what is judged.
+    span = untold["B", 0]
+    assert span.status == "ok" and span.end is not None and span.sent is not None, span.error
+    assert (span.end - span.sent) * 1e3 > 0.9 * LOCKSTEP_MS, span
 
 
 def test_a_turn_the_server_aborted_ends_its_session_and_is_not_vacated() -> None:
