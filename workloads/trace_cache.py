@@ -107,7 +107,8 @@ class TraceCache:
             with entry.open("rb") as fh:
                 loaded = _read_entry(fh, digest)
             if loaded is not None:
-                os.utime(entry)  # recency, for pruning
+                with contextlib.suppress(OSError):  # another user's entry in a shared folder is still good
+                    os.utime(entry)  # recency, for pruning
                 return loaded
         except FileNotFoundError:
             return None
@@ -135,13 +136,18 @@ class TraceCache:
     def _store(self, digest: str, metadata: dict[str, Any], rows: Sequence[CachedRow]) -> bool:
         entry = self._entry(digest)
         if entry.exists():
-            return True  # a copy of a file read before; a damaged entry is removed when it is looked up
+            os.utime(entry)  # a copy of a file read before (a damaged entry is removed when it is looked up)
+            return True
         if trace_fast.np is None:
             return False  # the largest id is found with numpy
         _write_atomic(entry, lambda out: _write_entry(out, digest, metadata, rows))
         return True
 
     def _prune(self) -> None:
+        stale = time.time_ns() - 24 * 3600 * 10**9
+        for tmp in [*self.root.glob(".*"), *self.root.glob("by-stat/.*")]:  # a killed writer's temporary file
+            if tmp.stat().st_mtime_ns < stale:
+                tmp.unlink(missing_ok=True)
         for pattern, within in (("*.trace", lambda found: sum(s for _, s, _ in found) <= MAX_BYTES),
                                 ("by-stat/*", lambda found: len(found) <= MAX_MEMOS)):
             found = sorted((p.stat().st_mtime_ns, p.stat().st_size, p) for p in self.root.glob(pattern))
@@ -195,6 +201,7 @@ def _write_entry(out: BinaryIO, digest: str, metadata: dict[str, Any], rows: Seq
 
 
 def _read_entry(fh: io.BufferedReader, digest: str) -> tuple[dict[str, Any], list[CachedRow], int] | None:
+    size = os.fstat(fh.fileno()).st_size
     magic = fh.read(len(_MAGIC))
     if magic != _MAGIC:
         return None
@@ -203,6 +210,9 @@ def _read_entry(fh: io.BufferedReader, digest: str) -> tuple[dict[str, Any], lis
     raw = fh.read(length)
     crc = zlib.crc32(raw, zlib.crc32(magic + packed))
     header = json.loads(raw)
+    arrays = sum(n * array(code).itemsize for r in header["rows"] for code, n in ((r[3], r[4]), (r[5], r[6])))
+    if len(magic) + len(packed) + length + arrays + _CRC.size != size:
+        return None  # a damaged count: never allocate what the file does not hold
     rows: list[CachedRow] = []
     for session, turn, ts, in_code, n_in, out_code, n_out, extra in header["rows"]:
         ids = []

@@ -208,9 +208,11 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
 
     def lost(run: SavedRun, recs: list[Record], ok: list[Record]) -> int:
         """Failed requests, planned requests with no record, dead servers and the requests of trials that never
-        ran."""
+        ran. A turn not sent because its session's earlier turn failed is not one more loss: where in a session
+        a failure falls would otherwise weigh it (and a run recorded before turns were skipped sent them)."""
         trials = run.trials_of(workload, arm)
-        return (len(recs) - len(ok) + sum(t.coverage.missing for t in trials)
+        skipped = sum(1 for r in recs if r.status == "skipped")
+        return (len(recs) - len(ok) - skipped + sum(t.coverage.missing for t in trials)
                 + sum(1 for t in trials if t.infrastructure_error) + run.missing_trials(workload, arm) * per_trial)
 
     def why_lost(run: SavedRun) -> str:

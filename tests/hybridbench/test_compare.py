@@ -27,8 +27,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def write_run(path: Path, *, repeats: int = 3, ttft_ms: float = 100.0, duration_s: float = 10.0, cached: int = 50,
               trace: str = "same", engine: str = "reference", lose: int = 0, ran: int | None = None,
               died: str = "", argv: list[str] | None = None, load: dict[str, int] | None = None,
-              sizing: dict[str, int] | None = None, rate: float = 0.0, model: dict[str, str] | None = None) -> Path:
-    """A run of one workload `w` and arms lru, seglen: 20 requests per trial, request i's TTFT ttft_ms + i."""
+              sizing: dict[str, int] | None = None, rate: float = 0.0, model: dict[str, str] | None = None,
+              skip: int = 0) -> Path:
+    """A run of one workload `w` and arms lru, seglen: 20 requests per trial, request i's TTFT ttft_ms + i.
+    ``lose``: seglen's first requests fail; ``skip``: the next ones are later turns of a failed session, not sent."""
     (path / "traces").mkdir(parents=True)
     (path / "traces" / "w.jsonl").write_text(f"{trace}\n" * 20)  # one line per planned request
     order = [(arm, r) for r in range(repeats) for arm in ("lru", "seglen")]  # the harness's interleaving
@@ -47,6 +49,11 @@ def write_run(path: Path, *, repeats: int = 3, ttft_ms: float = 100.0, duration_
             sent = i * span / 20
             lost = t.arm == "seglen" and i < lose
             first = sent + (ttft_ms * (1 + 0.01 * t.repeat) + i) / 1e3
+            if t.arm == "seglen" and lose <= i < lose + skip:
+                rec = Record("run", t.trial_id, t.arm, "w", t.repeat, i, i, 0, sent, None, None, None, 0, 0, None,
+                             "skipped", error="not sent: turn 0 of session 0 failed (error)")
+                lines.append(json.dumps(rec.to_json()))
+                continue
             rec = Record("run", t.trial_id, t.arm, "w", t.repeat, i, i, 0, sent, sent,
                          None if lost else first, None if lost else sent + span / 20,
                          200, 0 if lost else 4, None if lost else cached, "error" if lost else "ok",
@@ -146,6 +153,14 @@ def test_a_candidate_losing_more_than_the_baseline_fails_even_when_both_lose(tmp
     v = verdicts(b)
     assert v[("seglen", "survival")]["status"] == "fail" and "60 loss(es)" in str(v[("seglen", "survival")]["detail"])
     assert main([str(b), str(a), "-o", str(tmp_path / "back")]) == 0  # fewer losses than the baseline: no regression
+
+
+def test_turns_not_sent_after_a_failure_are_not_counted_as_more_losses(tmp_path: Path) -> None:
+    """One failure a trial on both sides; the candidate's ended a session early (5 later turns not sent), the
+    baseline's was a session's last turn: as many requests failed, so survival is no regression."""
+    a, b = write_run(tmp_path / "a", lose=1), write_run(tmp_path / "b", lose=1, skip=5)
+    main([str(a), str(b)])
+    assert verdicts(b)[("seglen", "survival")]["status"] != "fail"
 
 
 def test_a_candidate_cut_short_fails_survival_naming_the_crash(tmp_path: Path) -> None:

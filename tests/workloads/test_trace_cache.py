@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import threading
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -128,7 +130,7 @@ def test_a_file_changed_while_read_is_not_kept(cache: Path, tmp_path: Path, monk
     assert _entries(cache) == [] and not (cache / "by-stat").exists()
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "header", "ts"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "header", "ts", "count"])
 def test_a_damaged_entry_is_a_miss(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
     path = _write(tmp_path / "t.jsonl", ROWS)
     read_trace(path)
@@ -140,8 +142,10 @@ def test_a_damaged_entry_is_a_miss(cache: Path, tmp_path: Path, monkeypatch: pyt
         data = data[:-4]
     elif damage == "header":
         data = data.replace(b'"max_id": ', b'"max_id": 1')  # the header's length no longer matches
-    else:
+    elif damage == "ts":
         data = data.replace(b"1.5", b"1.4")  # still valid JSON, same length: only a CRC over the header tells
+    else:
+        data = _recount(data, 50_000_000)
     entry.write_bytes(bytes(data))
     expected = _plain(path, monkeypatch)
     assert read_trace(path) == expected
@@ -157,6 +161,28 @@ def test_an_entry_under_another_digest_is_not_served(
     a, b = sorted(_entries(cache), key=lambda p: p.stat().st_size)[::-1]  # a: all three rows
     a.replace(b)  # b's name now holds a's rows
     assert read_trace(second) == _plain(second, monkeypatch)
+
+
+def _recount(data: bytearray, count: int) -> bytearray:
+    """The entry with the third row's input count (6) replaced, its header's length prefix kept right."""
+    magic = len(b"hybridbench trace cache 2\n")
+    length = struct.unpack("<Q", data[magic:magic + 8])[0]
+    header = bytes(data[magic + 8:magic + 8 + length]).replace(b'"i", 6,', f'"i", {count},'.encode())
+    return bytearray(data[:magic] + struct.pack("<Q", len(header)) + header + data[magic + 8 + length:])
+
+
+def test_a_damaged_count_allocates_nothing(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "t.jsonl", ROWS)
+    read_trace(path)
+    (entry,) = _entries(cache)
+    entry.write_bytes(bytes(_recount(bytearray(entry.read_bytes()), 50_000_000)))  # 200 MB of ids, if believed
+    tracemalloc.start()
+    try:
+        assert read_trace(path) == _plain(path, monkeypatch)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 << 20, peak
 
 
 def test_a_memo_that_is_no_digest_names_no_file(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -96,3 +96,11 @@ def test_the_harness_refuses_token_ids_outside_the_engines_vocabulary(tmp_path: 
                  engine=EngineCfg(name="sim", max_vocab=4096, tp=4))
     with pytest.raises(ConfigError, match=r"^workloads\.t: .*5000.*4096"):
         run(cfg, tmp_path / "run", {})
+
+
+def test_a_late_timestamp_is_a_timestamp(tmp_path: Path) -> None:
+    """A trace may span hours: no bound on ts but finite and >= 0."""
+    path = tmp_path / "late.jsonl"
+    path.write_text(json.dumps({"session_id": 0, "turn_id": 0, "ts": 86400.5, "input_tokens": [1],
+                                "output_tokens": [2]}) + "\n")
+    assert workloads.trace.read_trace(path).rows[0].ts == 86400.5
