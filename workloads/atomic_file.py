@@ -13,9 +13,11 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
-__all__ = ["atomic_writer", "write_json_and_text_atomic", "write_json_atomic", "write_text_atomic"]
+__all__ = [
+    "atomic_bytes_writer", "atomic_writer", "write_json_and_text_atomic", "write_json_atomic", "write_text_atomic",
+]
 
 
 @contextmanager
@@ -23,9 +25,24 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[TextIO]:
     """A text handle whose content becomes ``path`` when the block ends without an exception."""
     p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    with _replacing(tmp, p), os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yield fh
+
+
+@contextmanager
+def atomic_bytes_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """``atomic_writer`` for bytes (the trace cache's entries)."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    with _replacing(tmp, p), os.fdopen(fd, "wb") as fh:
+        yield fh
+
+
+@contextmanager
+def _replacing(tmp: str, p: Path) -> Iterator[None]:
+    """Move the temporary file ``tmp`` onto ``p`` once the block has written it; remove it if the block fails."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            yield fh
+        yield
         # mkstemp creates 0600; these are ordinary files, so honour the umask like open() would.
         umask = os.umask(0)
         os.umask(umask)

@@ -17,7 +17,8 @@ would cost every first read ~0.35 CPU s to spare only copies.
 An entry is checked before use: a CRC-32 over its header and arrays must match its trailer (a flipped bit on disk),
 and its header must name the digest asked for; anything else is a miss, the entry is removed and the file parsed.
 Every cache operation is best-effort: whatever goes wrong in it costs a parse, never a failed read. Entries are
-written atomically; past ``MAX_BYTES`` in all (``MAX_MEMOS`` memos) the least recently used are removed.
+written atomically (``workloads/atomic_file.py``); past ``MAX_BYTES`` in all (``MAX_MEMOS`` memos) the least
+recently used are removed.
 
 ``HYBRIDBENCH_TRACE_CACHE``: an absolute folder (default ``~/.cache/hybridbench/traces``), or ``off``. Files under
 ``MIN_BYTES`` parse in a fraction of a second and are not cached.
@@ -35,12 +36,13 @@ import sys
 import time
 import zlib
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from workloads import trace_fast
+from workloads.atomic_file import atomic_bytes_writer, write_text_atomic
 from workloads.token_ids import TokenIds
 
 __all__ = ["ENV", "MAX_BYTES", "MAX_MEMOS", "MIN_BYTES", "RACY_NS", "STAMP", "CachedRow", "TraceCache", "trace_cache"]
@@ -130,7 +132,9 @@ class TraceCache:
             if _identity(after) != _identity(before) or not self._store(digest, metadata, rows):
                 return
             if max(after.st_mtime_ns, after.st_ctime_ns) <= started_ns - RACY_NS:
-                _write_atomic(self._memo(after), lambda out: out.write(digest.encode("ascii")))
+                memo = self._memo(after)
+                memo.parent.mkdir(parents=True, exist_ok=True)
+                write_text_atomic(memo, digest)
             self._prune()
 
     def _store(self, digest: str, metadata: dict[str, Any], rows: Sequence[CachedRow]) -> bool:
@@ -140,7 +144,9 @@ class TraceCache:
             return True
         if trace_fast.np is None:
             return False  # the largest id is found with numpy
-        _write_atomic(entry, lambda out: _write_entry(out, digest, metadata, rows))
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_bytes_writer(entry) as out:
+            _write_entry(out, digest, metadata, rows)
         return True
 
     def _prune(self) -> None:
@@ -150,7 +156,7 @@ class TraceCache:
                 tmp.unlink(missing_ok=True)
         for pattern, within in (("*.trace", lambda found: sum(s for _, s, _ in found) <= MAX_BYTES),
                                 ("by-stat/*", lambda found: len(found) <= MAX_MEMOS)):
-            found = sorted((p.stat().st_mtime_ns, p.stat().st_size, p) for p in self.root.glob(pattern))
+            found = sorted((st.st_mtime_ns, st.st_size, p) for p in self.root.glob(pattern) if (st := p.stat()))
             while found and not within(found):
                 found.pop(0)[2].unlink(missing_ok=True)
 
@@ -167,19 +173,6 @@ def trace_cache() -> TraceCache | None:
     home = os.environ.get("HOME")
     root = Path(value) if value else Path(home) / ".cache" / "hybridbench" / "traces" if home else None
     return None if root is None or STAMP is None else TraceCache(root, STAMP)
-
-
-def _write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Write to a temporary file beside ``path`` and rename it into place (no reader ever sees half an entry)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
-    try:
-        with tmp.open("wb") as out:
-            write(out)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _write_entry(out: BinaryIO, digest: str, metadata: dict[str, Any], rows: Sequence[CachedRow]) -> None:
