@@ -40,6 +40,18 @@ class TokenIds(Sequence[int]):
         out._a = values
         return out
 
+    @classmethod
+    def join(cls, parts: Sequence[TokenIds]) -> TokenIds:
+        """The ids of ``parts`` one after another, in one copy (``a + b + c`` copies a twice)."""
+        if not parts:
+            return cls()
+        out = array(parts[0].typecode)
+        for part in parts:
+            if part.typecode != out.typecode:
+                return TokenIds([i for p in parts for i in p])  # mixed widths: the constructor picks one
+            out += part._a
+        return cls.from_array(out)
+
     def __len__(self) -> int:
         return len(self._a)
 

@@ -29,7 +29,8 @@ from typing import Any
 from workloads.atomic_file import atomic_writer
 from workloads.token_ids import TokenIds, as_token_ids
 from workloads.trace_cache import MIN_BYTES, trace_cache
-from workloads.trace_fast import EarlierInputs, cut_row
+from workloads.trace_fast import cut_row
+from workloads.trace_reuse import EarlierTurns
 
 __all__ = [
     "METADATA_KEY",
@@ -200,7 +201,7 @@ def _iter_open(fh: io.BufferedReader, p: Path, vocab_size: int | None,
     """``iter_trace`` over an open file; ``content_hash``: a ``hashlib`` object fed every byte read, in order."""
     seen: dict[tuple[int | str, int], int] = {}
     limit = _limit(vocab_size)
-    earlier = EarlierInputs()  # a session's next turn re-sends its input: only what it appends is parsed
+    earlier = EarlierTurns()  # a session's next turn re-sends its history: only what is new is parsed
     lineno = 0
     while True:
         lineno += 1

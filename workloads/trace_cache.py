@@ -57,7 +57,7 @@ _LEN = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _DTYPES = {"i": "int32", "q": "int64"}
 # The reader's rules live in these modules; the stamp is taken once, from the source this process imported.
-_READER_MODULES = ("trace.py", "trace_fast.py", "token_ids.py", "trace_cache.py")
+_READER_MODULES = ("trace.py", "trace_fast.py", "trace_reuse.py", "token_ids.py", "trace_cache.py")
 
 # (session_id, turn_id, ts, input ids, output ids, extra): a row's fields, as TraceRow takes them.
 CachedRow = tuple[int | str, int, float, TokenIds, TokenIds, dict[str, Any]]

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import json
 from array import array
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workloads.token_ids import INT32_LIMIT, TokenIds
+
+if TYPE_CHECKING:
+    from workloads.trace_reuse import EarlierTurns
 
 np: Any  # numpy, or None where it is missing: still correct, several times slower per id
 try:
@@ -28,7 +31,7 @@ except ImportError:
 else:
     np = _numpy
 
-__all__ = ["EarlierInputs", "cut_row"]
+__all__ = ["cut_row", "parse_ids"]
 
 _INPUT = b'"input_tokens"'
 _OUTPUT = b'"output_tokens"'
@@ -70,7 +73,8 @@ def _digits(values: Any, high: int) -> int:
     return total
 
 
-def _ids(seg: bytes, limit: int) -> TokenIds | None:
+def parse_ids(seg: bytes, limit: int) -> TokenIds | None:
+    """The ids of one array's bytes (brackets excluded), or ``None`` when the full reader must judge them."""
     if not seg:
         return TokenIds.from_array(array("i"))
     # The common row, checked by counting: ids in 1..10**9 - 1 whose digits, written out, are every byte that is not a
@@ -130,49 +134,12 @@ def _parse(seg: bytes, dtype: Any, commas: int) -> Any:
     return parsed if len(parsed) == commas + 1 else None  # a trailing comma; older numpy stops early
 
 
-class EarlierInputs:
-    """Each session's last input array (its bytes and ids), so a later turn parses only what it appends.
-
-    A multi-turn session re-sends its history: in the short SWE-bench trace half of all input ids repeat the
-    session's previous input byte for byte. Bounded: past ``budget`` bytes held, everything is forgotten."""
-
-    def __init__(self, budget: int = 32 << 20) -> None:
-        self.budget = budget
-        self.held = 0
-        self.by_session: dict[int | str, tuple[bytes, TokenIds]] = {}
-
-    def ids(self, session: object, seg: bytes, limit: int) -> TokenIds | None:
-        """``_ids(seg, limit)``, reusing the session's previous input when ``seg`` extends it."""
-        prior = self.by_session.get(session) if isinstance(session, (int, str)) else None
-        if prior is not None:
-            prev, ids = prior
-            n = len(prev)
-            if seg == prev:
-                return ids
-            # "prev, tail" reads as prev's ids then tail's when tail on its own is an id list (no empty element).
-            if seg.startswith(prev) and seg[n : n + 2] == b", " and len(seg) > n + 2:
-                tail = _ids(seg[n + 2 :], limit)
-                if tail is not None and len(tail) and tail.typecode == ids.typecode:
-                    return ids + tail
-        return _ids(seg, limit)
-
-    def remember(self, session: object, seg: bytes, ids: TokenIds) -> None:
-        if not isinstance(session, (int, str)) or isinstance(session, bool) or not seg:
-            return
-        old = self.by_session.pop(session, None)
-        self.held += len(seg) - (len(old[0]) if old is not None else 0)
-        if self.held > self.budget:
-            self.by_session.clear()
-            self.held = len(seg)
-        self.by_session[session] = (seg, ids)
-
-
 def cut_row(
-    line: bytes, limit: int, earlier: EarlierInputs | None = None
+    line: bytes, limit: int, earlier: EarlierTurns | None = None
 ) -> tuple[dict[str, Any], TokenIds, TokenIds] | None:
     """The row's JSON object with both token arrays emptied, and the two arrays' ids; or ``None`` (read in full).
 
-    ``earlier``: the reader's memory of each session's last input, kept up to date here."""
+    ``earlier``: the reader's memory of each session's last turn (workloads/trace_reuse.py), kept up to date here."""
     if np is None:
         return None  # without numpy, int() over split bytes was slower than the full JSON path (28 vs 14 CPU s)
     first = _span(line, _INPUT, 0)
@@ -201,14 +168,14 @@ def cut_row(
         return None
     if not isinstance(obj, dict) or obj.get("input_tokens") != [] or obj.get("output_tokens") != []:
         return None
-    seg = line[a0:a1]
+    seg, out = line[a0:a1], line[b0:b1]
     session = obj.get("session_id")
-    inputs = _ids(seg, limit) if earlier is None else earlier.ids(session, seg, limit)
+    inputs = parse_ids(seg, limit) if earlier is None else earlier.inputs(session, seg, limit)
     if inputs is None:
         return None
-    outputs = _ids(line[b0:b1], limit)
+    outputs = parse_ids(out, limit)
     if outputs is None:
         return None
     if earlier is not None:
-        earlier.remember(session, seg, inputs)
+        earlier.remember(session, seg, inputs, out, outputs)
     return obj, inputs, outputs

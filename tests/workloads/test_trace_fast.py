@@ -148,7 +148,7 @@ def test_zero_free_ids_take_the_one_pass_path_and_an_id_0_the_checked_one(monkey
         return real(seg, limit)
 
     monkeypatch.setattr(workloads.trace_fast, "_ids_checked", spy)
-    ids = workloads.trace_fast._ids
+    ids = workloads.trace_fast.parse_ids
     assert ids(b"1, 22, 333, 151935", 1 << 63) == (1, 22, 333, 151935) and checked == []
     assert ids(b"7 ,  8", 1 << 63) == (7, 8) and checked == []
     assert ids(b"1, 0, 2", 1 << 63) == (1, 0, 2) and checked == [b"1, 0, 2"]
@@ -180,13 +180,13 @@ def _both_ways(path: Path) -> tuple[object, object]:
 
 def test_a_later_turn_parses_only_what_it_appends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     parsed: list[bytes] = []
-    real = workloads.trace_fast._ids
+    real = workloads.trace_fast.parse_ids
 
     def spy(seg: bytes, limit: int) -> TokenIds | None:
         parsed.append(seg)
         return real(seg, limit)
 
-    monkeypatch.setattr(workloads.trace_fast, "_ids", spy)
+    monkeypatch.setattr(workloads.trace_fast, "parse_ids", spy)
     path = tmp_path / "s.jsonl"
     _session_file(path, ["7, 8", "9", "7, 8, 10, 11", "7, 8, 10, 11", "9, 12"], [0, 1, 0, 0, 1])
     rows = read_trace(path).rows
@@ -222,13 +222,3 @@ def test_sessions_read_what_the_json_path_reads(turns: list[tuple[int, list[str]
     _session_file(path, inputs, sessions)
     got, want = _both_ways(path)
     assert got == want
-
-
-def test_earlier_inputs_forget_everything_past_their_budget() -> None:
-    earlier = workloads.trace_fast.EarlierInputs(budget=10)
-    earlier.remember(1, b"1, 2, 3", TokenIds([1, 2, 3]))
-    earlier.remember(1, b"1, 2", TokenIds([1, 2]))  # a session holds one input: 4 bytes now, not 11
-    assert earlier.held == 4 and set(earlier.by_session) == {1}
-    earlier.remember(2, b"4, 5, 6", TokenIds([4, 5, 6]))  # 11 bytes > 10: all forgotten but the newest
-    assert earlier.held == 7 and set(earlier.by_session) == {2}
-    assert earlier.ids(2, b"4, 5, 6, 7", 1 << 63) == (4, 5, 6, 7)

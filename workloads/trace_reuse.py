@@ -1,0 +1,138 @@
+"""What a session's next turn re-sends, read from the turn before instead of parsed again.
+
+An agent's turn re-sends its conversation: the previous turn's input, often with a span dropped from the middle
+(SWE-agent collapses the observation that leaves its window, as do Marconi's and SegLen's SWE-bench traces), then
+the previous turn's output, then what is new. In the seglen SWE-bench preset 89% of all input bytes are such
+repeats. So a later turn's input is matched, byte for byte, against the session's previous turn::
+
+    input = prev_input[:s] + prev_input[q:] + ", " + prev_output + ", " + new
+
+and only ``new`` is parsed. Every piece is an exact byte match at token boundaries (just after ``", "``), so the
+ids are exactly what parsing the whole array gives; when a match fails the rest is parsed as it stands, and an
+array the fast path cannot judge still goes to the full reader, which names the fault.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, TypeGuard
+
+from workloads import trace_fast
+from workloads.token_ids import TokenIds
+
+__all__ = ["EarlierTurns"]
+
+_SEP = b", "
+# How much of the previous input's end is searched for in the next input: long enough that ids do not recur by
+# chance, then shorter, for a last message shorter than that (a false find only costs a parse: every piece is
+# checked byte for byte).
+_PROBES = (256, 32)
+_COMMA = ord(",")
+
+
+class _Turn(NamedTuple):
+    inputs: bytes
+    input_ids: TokenIds
+    outputs: bytes
+    output_ids: TokenIds
+
+
+class EarlierTurns:
+    """Each session's last turn (its input's and output's bytes and ids), so a later turn parses only what is new.
+
+    Bounded: past ``budget`` bytes held, everything is forgotten."""
+
+    def __init__(self, budget: int = 64 << 20) -> None:
+        self.budget = budget
+        self.held = 0
+        self.by_session: dict[int | str, _Turn] = {}
+
+    def inputs(self, session: object, seg: bytes, limit: int) -> TokenIds | None:
+        """``trace_fast.parse_ids(seg, limit)``, reusing what the session's previous turn already parsed."""
+        prior = self.by_session.get(session) if _is_key(session) else None
+        if prior is None:
+            return trace_fast.parse_ids(seg, limit)
+        prev, ids = prior.inputs, prior.input_ids
+        if seg == prev:
+            return ids
+        start = _shared_start(prev, seg)
+        reused = _resent(prior, seg, start)
+        parts, rest = reused if reused is not None else ([], seg[start:])
+        if rest:
+            tail = trace_fast.parse_ids(rest, limit)
+            if tail is None:
+                return None  # the full reader judges the line (and names the fault, if there is one)
+            parts.append(tail)
+        elif reused is None:
+            return None  # "1, 2, ": a trailing comma
+        parts.insert(0, ids[: len(ids) - 1 - _commas(prev, start, len(prev))] if start else ids[:0])
+        if any(p.typecode != "i" for p in parts):
+            return trace_fast.parse_ids(seg, limit)  # an id past int32 somewhere: the whole array picks the type
+        return TokenIds.join(parts)
+
+    def remember(self, session: object, seg: bytes, ids: TokenIds, out: bytes, out_ids: TokenIds) -> None:
+        if not _is_key(session) or not seg:
+            return
+        old = self.by_session.pop(session, None)
+        self.held += len(seg) + len(out) - (len(old.inputs) + len(old.outputs) if old is not None else 0)
+        if self.held > self.budget:
+            self.by_session.clear()
+            self.held = len(seg) + len(out)
+        self.by_session[session] = _Turn(seg, ids, out, out_ids)
+
+
+def _is_key(session: object) -> TypeGuard[int | str]:
+    return isinstance(session, (int, str)) and not isinstance(session, bool)
+
+
+def _shared_start(prev: bytes, seg: bytes) -> int:
+    """The longest prefix both arrays share that ends at a token boundary (just after ``", "``), in bytes."""
+    n = min(len(prev), len(seg))
+    np: Any = trace_fast.np
+    words = n // 8  # compared 8 bytes at a time, then byte by byte within the first word that differs
+    differs = np.frombuffer(prev, np.uint64, words) != np.frombuffer(seg, np.uint64, words)
+    word = int(differs.argmax()) if words else 0
+    lo = word * 8 if words and differs[word] else words * 8
+    first = next((i for i in range(lo, n) if prev[i] != seg[i]), n)
+    # No byte differs: a token may still go on past the shorter one ("1, 2" then "1, 23"), so cut at a ", ".
+    cut = prev.rfind(_SEP, 0, first)
+    return 0 if cut < 0 else cut + len(_SEP)
+
+
+def _commas(buf: bytes, lo: int, hi: int) -> int:
+    """How many commas ``buf[lo:hi]`` holds (numpy counts ~4x faster than ``bytes.count``)."""
+    np: Any = trace_fast.np
+    return int(np.count_nonzero(np.frombuffer(buf, np.uint8, hi - lo, lo) == _COMMA))
+
+
+def _resent(prior: _Turn, seg: bytes, start: int) -> tuple[list[TokenIds], bytes] | None:
+    """From ``start`` on: the previous input's end re-sent after a dropped span, then maybe the previous output,
+    as ids; and the bytes left to parse. ``None`` when the previous input's end is not re-sent there, or its join
+    to what follows is not ``", "`` and an id (the caller then parses everything from ``start``).
+
+    The end is found by the previous input's last bytes, then checked: ``seg[start:end] == prev[q:]`` with ``q``
+    at a token boundary of ``prev``."""
+    prev, ids, out, out_ids = prior
+    for size in _PROBES:
+        probe = prev[-min(size, len(prev) - start):] if len(prev) > start else b""
+        found = seg.find(probe, start) if probe else -1
+        if found >= 0:
+            break
+    else:
+        return None
+    end = found + len(probe)
+    q = len(prev) - (end - start)
+    if q < 0 or (q > 0 and prev[q - len(_SEP) : q] != _SEP) or seg[start:end] != prev[q:]:
+        return None
+    parts = [ids[len(ids) - 1 - _commas(prev, q, len(prev)) :] if q else ids]
+    if end == len(seg):
+        return parts, b""
+    if seg[end : end + len(_SEP)] != _SEP or end + len(_SEP) == len(seg):
+        return None  # "..., 12" went on as "123", or a trailing ", "
+    at = end + len(_SEP)
+    if out and seg.startswith(out, at):
+        after = at + len(out)
+        if after == len(seg):
+            return [*parts, out_ids], b""
+        if seg[after : after + len(_SEP)] == _SEP and after + len(_SEP) < len(seg):
+            return [*parts, out_ids], seg[after + len(_SEP) :]
+    return parts, seg[at:]
