@@ -105,7 +105,8 @@ class SimEngine:
                 index=rec.row_index, session_id=rec.session_id, turn_id=rec.turn_id, scheduled_s=rec.scheduled_s,
                 sent_s=rec.sent_s, first_token_s=rec.first_token_s, end_s=rec.end_s, prompt_tokens=rec.prompt_tokens,
                 output_tokens=rec.output_tokens, cached_tokens=rec.cached_tokens,
-                status="ok" if rec.status == "ok" else "error", error=rec.error, itl_ms=tuple(rec.itl_ms),
+                status=rec.status if rec.status in ("ok", "skipped") else "error", error=rec.error,
+                itl_ms=tuple(rec.itl_ms),
             ), state, modelled=True))
         return {
             "peak_token_usage": result.peak_kv_used / result.kv_pool_tokens,

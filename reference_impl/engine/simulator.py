@@ -7,7 +7,8 @@ runs join the queue at the next step.
 
 Clients follow the arrival schedule the load driver also follows (``workloads.arrival``: ``closed``,
 ``poisson`` per request, ``trace``), with at most ``max_concurrency`` in flight. In every mode a
-session's turn t+1 is sent only after turn t finished.
+session's turn t+1 is sent only after turn t finished; a failed turn ends its session (its later turns are
+recorded as ``skipped``, never sent), as the driver's clients do.
 
 The sampled tokens are the trace's recorded outputs, so multi-turn inputs stay consistent with what
 the engine generated. Outputs are *modelled*, not measured: every number this produces is a
@@ -58,7 +59,7 @@ class RequestRecord(ServedTiming):
     output_tokens: int = 0
     cached_tokens: int = 0
     retractions: int = 0
-    status: Literal["ok", "error", "pending"] = "pending"
+    status: Literal["ok", "error", "skipped", "pending"] = "pending"
     error: str = ""
     itl_ms: list[float] = field(default_factory=list)
     row_index: int = -1  # position in the trace as given (rid follows send order for trace arrivals)
@@ -142,7 +143,17 @@ def simulate(rows: Sequence[TraceRow], core: EngineCore, timer: BatchTimer, arri
         rec.end_s, rec.status, rec.error = at / NS, status, error
         heapq.heappush(free_slots, at)
         done += 1
-        release(i, at)
+        if status == "ok":
+            release(i, at)
+            return
+        # A failed turn ends its session, as the load driver has it (hybridbench/load/driver.py): the next turn
+        # would re-send an answer the server never gave. Each later turn is recorded once, never sent.
+        why = f"not sent: turn {rec.turn_id} of session {rec.session_id!r} failed (error)"
+        j = next_turn.get(i)
+        while j is not None:
+            records[j].status, records[j].error = "skipped", why
+            done += 1
+            j = next_turn.get(j)
 
     def sample(req: EngineRequest, k: int) -> list[int]:
         """The next ``k`` tokens ``req`` samples: the trace's recorded outputs (0 past their end)."""

@@ -174,6 +174,23 @@ def test_rejecting_the_last_requests_on_arrival_ends_the_simulation_cleanly() ->
     assert [r.status for r in res.records] == ["ok", "error"]
 
 
+def test_a_failed_turn_ends_its_session_and_its_later_turns_are_never_sent() -> None:
+    # Session 0's second turn cannot fit the pool: its third is recorded once as skipped, never sent (it would
+    # re-send an answer the engine never gave); session 1 runs on.
+    rows = [TraceRow(0, 0, 0.0, tuple(range(50)), (1, 2)), TraceRow(1, 0, 0.0, tuple(range(100, 150)), (1, 2)),
+            TraceRow(0, 1, 0.0, tuple(range(5000)), (1, 2)), TraceRow(1, 1, 0.0, tuple(range(100, 160)), (1, 2)),
+            TraceRow(0, 2, 0.0, tuple(range(60)), (1, 2))]
+    core = EngineCore(EngineConfig(kv_tokens=300, state_slots=16, cache="no_buffer"))
+    res = simulate(rows, core, FixedTimer(), arrival_schedule(rows, LoadSpec("trace")))  # type: ignore[arg-type]
+    by_turn = {(r.session_id, r.turn_id): r for r in res.records}
+    assert {k: r.status for k, r in by_turn.items()} == {
+        (0, 0): "ok", (1, 0): "ok", (0, 1): "error", (1, 1): "ok", (0, 2): "skipped"}
+    skipped = by_turn[0, 2]
+    assert skipped.sent_s is None and skipped.prompt_tokens == 0 and skipped.end_s is None
+    assert skipped.error == "not sent: turn 1 of session 0 failed (error)"
+    assert res.aborted == 1
+
+
 def test_one_prefill_batch_reserves_room_for_what_it_already_admitted() -> None:
     core = EngineCore(EngineConfig(kv_tokens=1000, state_slots=64, cache="no_buffer", init_new_token_ratio=0.7))
     for i in range(10):
