@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -124,7 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         capacities = [float(c) for c in args.capacities.split(",")]
     except ValueError:
-        ap.error(f"--capacities {args.capacities}: comma-separated numbers of bytes, e.g. 4e10,2e9")
+        capacities = []
+    if not capacities or not all(math.isfinite(c) and c > 0 for c in capacities):  # nan, inf, 0: no capacity
+        ap.error(f"--capacities {args.capacities}: comma-separated positive numbers of bytes, e.g. 4e10,2e9")
+    if args.sessions < 0:
+        ap.error(f"--sessions {args.sessions}: 0 (the whole trace) or more")
     if args.repeats < 1:
         ap.error("--repeats: at least 1")
     trace = args.trace

@@ -119,3 +119,20 @@ def test_a_session_cut_keeps_whole_sessions_in_trace_order(tmp_path: Path) -> No
     lines = [json.loads(x) for x in (tmp_path / "cut.jsonl").read_text().splitlines()]
     assert "__trace_metadata__" in lines[0]
     assert [(r["session_id"], r["turn_id"]) for r in lines[1:]] == [(s, t) for t in range(3) for s in range(2)]
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--capacities", "nan"), ("--capacities", "inf"), ("--capacities", "0"), ("--capacities", "4e10,-1"),
+    ("--capacities", "4e10,x"), ("--capacities", ""), ("--sessions", "-1"), ("--repeats", "0"),
+])
+def test_a_flag_that_names_no_measurement_is_refused_in_one_line(
+        flag: str, value: str, fake_marconi: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import marconi_whole_commands  # noqa: PLC0415 - beside its siblings on sys.path, as above
+
+    argv = ["--trace", str(_trace(tmp_path / "t.jsonl")), "--marconi-dir", str(fake_marconi), "--dir",
+            str(tmp_path / "work"), flag, value]
+    with pytest.raises(SystemExit) as exc:
+        marconi_whole_commands.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and f": error: {flag}" in err[-1], err
+    assert not (tmp_path / "work").exists()  # refused before anything was written
