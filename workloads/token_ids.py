@@ -42,7 +42,8 @@ class TokenIds(Sequence[int]):
 
     @classmethod
     def join(cls, parts: Sequence[TokenIds]) -> TokenIds:
-        """The ids of ``parts`` one after another, in one copy (``a + b + c`` copies a twice)."""
+        """The ids of ``parts`` one after another (``a + b + c`` copies ``a`` twice). The parts' width is kept: parts
+        all held as int64 stay int64 even where every id would fit int32, as with ``+``."""
         if not parts:
             return cls()
         out = array(parts[0].typecode)

@@ -5,11 +5,12 @@ An agent's turn re-sends its conversation: the previous turn's input, often with
 the previous turn's output, then what is new. In the seglen SWE-bench preset 89% of all input bytes are such
 repeats. So a later turn's input is matched, byte for byte, against the session's previous turn::
 
-    input = prev_input[:s] + prev_input[q:] + ", " + prev_output + ", " + new
+    input = prev_input[:start] + prev_input[q:] + ", " + prev_output + ", " + new
 
-and only ``new`` is parsed. Every piece is an exact byte match at token boundaries (just after ``", "``), so the
-ids are exactly what parsing the whole array gives; when a match fails the rest is parsed as it stands, and an
-array the fast path cannot judge still goes to the full reader, which names the fault.
+(``prev_input[:start]`` ends in ``", "``; any piece may be missing) and only ``new`` is parsed. Every piece is an
+exact byte match at token boundaries (just after ``", "``), so the ids are exactly what parsing the whole array
+gives; when a match fails the rest is parsed as it stands, and an array the fast path cannot judge still goes to
+the full reader, which names the fault.
 """
 
 from __future__ import annotations
@@ -23,23 +24,25 @@ __all__ = ["EarlierTurns"]
 
 _SEP = b", "
 # How much of the previous input's end is searched for in the next input: long enough that ids do not recur by
-# chance, then shorter, for a last message shorter than that (a false find only costs a parse: every piece is
-# checked byte for byte).
+# chance; when that is not found, shorter, for a last message shorter than that. Only the first find is checked
+# (a false one costs a parse, never an id: every piece is checked byte for byte).
 _PROBES = (256, 32)
 _COMMA = ord(",")
 
 
 class _Turn(NamedTuple):
-    inputs: bytes
+    input_bytes: bytes  # the array's text between its brackets
     input_ids: TokenIds
-    outputs: bytes
+    output_bytes: bytes
     output_ids: TokenIds
 
 
 class EarlierTurns:
     """Each session's last turn (its input's and output's bytes and ids), so a later turn parses only what is new.
 
-    Bounded: past ``budget`` bytes held, everything is forgotten."""
+    The session only picks which turn to compare against: every piece reused is checked byte for byte, so a wrong
+    pick costs a parse, never an id. Bounded: past ``budget`` bytes of array text held (the ids cost about as much
+    again), everything is forgotten."""
 
     def __init__(self, budget: int = 64 << 20) -> None:
         self.budget = budget
@@ -49,9 +52,9 @@ class EarlierTurns:
     def inputs(self, session: object, seg: bytes, limit: int) -> TokenIds | None:
         """``trace_fast.parse_ids(seg, limit)``, reusing what the session's previous turn already parsed."""
         prior = self.by_session.get(session) if _is_key(session) else None
-        if prior is None:
+        if prior is None or not seg:
             return trace_fast.parse_ids(seg, limit)
-        prev, ids = prior.inputs, prior.input_ids
+        prev, ids = prior.input_bytes, prior.input_ids
         if seg == prev:
             return ids
         start = _shared_start(prev, seg)
@@ -64,16 +67,20 @@ class EarlierTurns:
             parts.append(tail)
         elif reused is None:
             return None  # "1, 2, ": a trailing comma
+        # prev is a whole array's text, never ending in ", ": the ids before start are all but those after it,
+        # counted by the (usually shorter) rest.
         parts.insert(0, ids[: len(ids) - 1 - _commas(prev, start, len(prev))] if start else ids[:0])
         if any(p.typecode != "i" for p in parts):
-            return trace_fast.parse_ids(seg, limit)  # an id past int32 somewhere: the whole array picks the type
+            # A piece held as int64 (from a turn with an id past int32; its slices stay int64): a full parse picks
+            # int32 whenever every id fits, so the whole array is parsed to pick the width as it would.
+            return trace_fast.parse_ids(seg, limit)
         return TokenIds.join(parts)
 
     def remember(self, session: object, seg: bytes, ids: TokenIds, out: bytes, out_ids: TokenIds) -> None:
         if not _is_key(session) or not seg:
             return
         old = self.by_session.pop(session, None)
-        self.held += len(seg) + len(out) - (len(old.inputs) + len(old.outputs) if old is not None else 0)
+        self.held += len(seg) + len(out) - (len(old.input_bytes) + len(old.output_bytes) if old is not None else 0)
         if self.held > self.budget:
             self.by_session.clear()
             self.held = len(seg) + len(out)

@@ -83,7 +83,7 @@ def test_an_agent_turn_parses_only_what_is_new(tmp_path: Path, monkeypatch: pyte
     "1, 2, 3, 49", "1, 2, 3, 4,", "1, 2, 3, 4, ", "1, 2, 3, , 4", "1, 2, 3,4", "1, 2, 3 , 4", "1, 3, 4, 09",
     "1, 3, 4, -9", f"1, 3, 4, {2**40}", "1, 3, 4, 0", "3, 1, 2, 3, 4", "1, 2, 3, 3", "3, 4", "1, 3, 4",
     "1, 2, 3, 4, 4, 5", "0, 2, 3, 4", "1, 2, 3, 4, 1.5", "1, 2, 3, 4, 5, ", "11, 2, 3", "1, 2, 3, 4 ",
-    "1, 2, ", "1, ", "1, 5, 2, 3", "1, 9, 1, 2, 3, 4",
+    "1, 2, ", "1, ", "1, 5, 2, 3", "1, 9, 1, 2, 3, 4", "", " ",
 ])
 def test_a_spliced_input_reads_what_the_json_path_reads(
         later: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
