@@ -21,8 +21,9 @@ after the slot is acquired instead would hide any lag of the client itself (a bu
 that lag also delays the acquisition.
 
 Each slot is a worker task that sends a turn, waits for its last byte, records it and takes the next
-ready turn (FIFO) at once: no task per request and no semaphore hand-off between one request's end and
-the next one's start, which at hundreds of streams was a large part of the client's CPU per request.
+ready turn (the one ready longest, ties in trace order) at once: no task per request and no semaphore hand-off
+between one request's end and the next one's start, which at hundreds of streams was a large part of the client's
+CPU per request.
 
 A closed loop given ``vacate`` calls it once for each finished request it will send nothing in place of (a
 session's last turn, or a failed turn that ended its session, with no other turn ready): the reference server's
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import heapq
 import time
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -90,18 +92,22 @@ async def drive(
     loop = asyncio.get_running_loop()
     clock = time.perf_counter
     closed = schedule.closed
-    ready: deque[_Turn] = deque()  # turns whose arrival has come, FIFO
+    # Turns whose arrival has come, first by when each became ready, then in trace order: (ready at, row, turn).
+    # A closed loop on the modelled clock (the reference server's lockstep) gives several finishes one modelled
+    # moment, whose HTTP streams end in a race; taking the oldest *modelled* ready turn, ties in trace order,
+    # makes which turns fill the freed slots the same in every repeat (FIFO by wall order did not).
+    ready: list[tuple[float, int, _Turn]] = []
     idle: deque[asyncio.Future[_Turn | None]] = deque()  # workers waiting for a turn, longest first
     left = len(rows)  # turns not yet taken by a worker nor skipped
     t0 = clock()
 
-    def put(turn: _Turn) -> None:
+    def put(turn: _Turn, ready_at: float) -> None:
         while idle:
             fut = idle.popleft()
             if not fut.done():
                 fut.set_result(turn)
                 return
-        ready.append(turn)
+        heapq.heappush(ready, (ready_at, turn[0][turn[1]], turn))
 
     def taken(n: int) -> None:
         # n more turns are accounted for (sent, or skipped): once none is left, the idle workers are released.
@@ -118,19 +124,19 @@ async def drive(
             on_done(Completed(j, rows[j], [], times[j], t0, ClientResult(sent=None, status="skipped", error=why)))
         taken(len(turns))
 
-    def put_at(turn: _Turn, at_s: float) -> None:
+    def put_at(turn: _Turn, at_s: float, ready_at: float) -> None:
         delay = t0 + at_s - clock()
         if delay > 0:
-            loop.call_later(delay, put, turn)
+            loop.call_later(delay, put, turn, max(at_s, ready_at))
         else:
-            put(turn)
+            put(turn, max(at_s, ready_at))
 
     async def feed() -> None:
         for turns in firsts:
             delay = t0 + times[turns[0]] - clock()
             if delay > 0:
                 await asyncio.sleep(delay)
-            put((turns, 0, 0.0, None))
+            put((turns, 0, 0.0, None), times[turns[0]])
 
     async def worker() -> None:
         # A worker is one slot: it sends a turn, waits for its last byte, records it and takes the next ready
@@ -146,7 +152,7 @@ async def drive(
                 continue  # a turn may have become ready meanwhile
             ended = False
             if ready:
-                turn = ready.popleft()
+                turn = heapq.heappop(ready)[2]
             elif not left:
                 return
             else:
@@ -169,7 +175,9 @@ async def drive(
             freed = (result.end if result.end is not None else clock()) - t0
             more = k + 1 < len(turns)
             if more and result.status == "ok":
-                put_at((turns, k + 1, freed, (prompt, row, result.output_ids)), times[turns[k + 1]])
+                # Ready when this turn finished: on the modelled clock when the server keeps one (closed loops).
+                finished = result.modelled[2] if closed and result.modelled is not None else freed
+                put_at((turns, k + 1, freed, (prompt, row, result.output_ids)), times[turns[k + 1]], finished)
             else:
                 # The session ends here: its last turn, or a failed one. Only a finish the server counted is vacated:
                 # a refused or aborted request it never counted must not be, and the safe side is cheap (a finish

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import marconi_replay  # noqa: E402
 from marconi_whole_commands import agreement, cut_sessions, parse, ratio, row  # noqa: E402
+from marconi_whole_commands import main as marconi_main  # noqa: E402
 from whole_command import Summary  # noqa: E402
 
 # A stand-in for Marconi's checkout: the three modules the driver imports, with a tree that reuses the longest
@@ -127,12 +128,10 @@ def test_a_session_cut_keeps_whole_sessions_in_trace_order(tmp_path: Path) -> No
 ])
 def test_a_flag_that_names_no_measurement_is_refused_in_one_line(
         flag: str, value: str, fake_marconi: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import marconi_whole_commands  # noqa: PLC0415 - beside its siblings on sys.path, as above
-
     argv = ["--trace", str(_trace(tmp_path / "t.jsonl")), "--marconi-dir", str(fake_marconi), "--dir",
             str(tmp_path / "work"), flag, value]
     with pytest.raises(SystemExit) as exc:
-        marconi_whole_commands.main(argv)
+        marconi_main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and f": error: {flag}" in err[-1], err
     assert not (tmp_path / "work").exists()  # refused before anything was written

@@ -247,6 +247,31 @@ def test_a_sessions_next_turn_queues_behind_sessions_already_waiting() -> None:
     assert [c.scheduled_s for c in done] == [0.0, *ends[:-1]]
 
 
+@pytest.mark.parametrize("a_ends_first", [True, False])
+def test_a_closed_loop_fills_slots_freed_at_one_modelled_moment_the_same_way_whichever_stream_ends_first(
+        a_ends_first: bool) -> None:
+    # Two slots. A0 and B0 finish at one modelled moment (the reference server's lockstep), their streams ending in
+    # either wall order; C0 has waited since the start. The freed slots take C0, then the older session's next
+    # turn by trace order (A1): the same requests in the same order in every repeat, as the modelled clock says.
+    rows = [TraceRow("A", 0, 0.0, (1,), (9,)), TraceRow("A", 1, 0.0, (2,), (9,)),
+            TraceRow("B", 0, 0.0, (3,), (9,)), TraceRow("B", 1, 0.0, (4,), (9,)),
+            TraceRow("C", 0, 0.0, (5,), (9,))]
+    wall = {1: 0.01, 3: 0.02} if a_ends_first else {1: 0.02, 3: 0.01}  # the later requests take longer (0.1 s)
+    sent: list[int] = []
+
+    async def send(prompt: list[int], n: int) -> ClientResult:
+        sent.append(prompt[0])
+        r = ClientResult(sent=time.perf_counter())
+        await asyncio.sleep(wall.get(prompt[0], 0.1))
+        r.first_token = r.end = time.perf_counter()
+        r.modelled = (0.0, 0.5, 1.0 if prompt[0] in (1, 3) else 2.0)
+        return r
+
+    asyncio.run(drive(rows, arrival_schedule(rows, plan_load(LoadCfg(kind="closed", max_concurrency=2)), 0),
+                      send, lambda c: None))
+    assert sent == [1, 3, 5, 2, 4]
+
+
 def test_a_send_that_raises_ends_the_drive_and_stops_the_other_slots() -> None:
     rows = [TraceRow(i, 0, 0.0, (i,), (1,)) for i in range(50)]
     sent: list[int] = []

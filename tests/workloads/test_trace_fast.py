@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import pickle
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -138,16 +140,10 @@ def test_fast_path_agrees_with_the_json_path_on_generated_arrays(
     assert got == want, line
 
 
-def test_zero_free_ids_take_the_one_pass_path_and_an_id_0_the_checked_one(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_zero_free_ids_take_the_one_pass_path_and_an_id_0_the_checked_one(
+        calls_to: Callable[[ModuleType, str], list[bytes]]) -> None:
     # The one-pass path relies on no id reading as 0 (an empty element reads so); any 0 must reach every check.
-    checked: list[bytes] = []
-    real = workloads.trace_fast._ids_checked
-
-    def spy(seg: bytes, limit: int) -> TokenIds | None:
-        checked.append(seg)
-        return real(seg, limit)
-
-    monkeypatch.setattr(workloads.trace_fast, "_ids_checked", spy)
+    checked = calls_to(workloads.trace_fast, "_ids_checked")
     ids = workloads.trace_fast.parse_ids
     assert ids(b"1, 22, 333, 151935", 1 << 63) == (1, 22, 333, 151935) and checked == []
     assert ids(b"7 ,  8", 1 << 63) == (7, 8) and checked == []
@@ -176,24 +172,6 @@ def _both_ways(path: Path) -> tuple[object, object]:
     finally:
         setattr(workloads.trace, "cut_row", real)  # noqa: B010
     return got, want
-
-
-def test_a_later_turn_parses_only_what_it_appends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    parsed: list[bytes] = []
-    real = workloads.trace_fast.parse_ids
-
-    def spy(seg: bytes, limit: int) -> TokenIds | None:
-        parsed.append(seg)
-        return real(seg, limit)
-
-    monkeypatch.setattr(workloads.trace_fast, "parse_ids", spy)
-    path = tmp_path / "s.jsonl"
-    _session_file(path, ["7, 8", "9", "7, 8, 10, 11", "7, 8, 10, 11", "9, 12"], [0, 1, 0, 0, 1])
-    rows = read_trace(path).rows
-    assert [r.input_tokens for r in rows[1:]] == [(7, 8), (9,), (7, 8, 10, 11), (7, 8, 10, 11), (9, 12)]
-    # Inputs parsed (line 1 always reads as JSON): whole first turns, then only the appended ids; an unchanged
-    # input is not parsed at all.
-    assert [p for p in parsed if p != b"1"] == [b"7, 8", b"9", b"10, 11", b"12"]
 
 
 @pytest.mark.parametrize("later", [

@@ -7,7 +7,9 @@ or fail, as the JSON path has it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -50,17 +52,26 @@ def _ids(n: int, start: int) -> str:
     return ", ".join(str(start + 7 * i) for i in range(n))
 
 
-def test_an_agent_turn_parses_only_what_is_new(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def parsed(calls_to: Callable[[ModuleType, str], list[bytes]]) -> list[bytes]:
+    """Every array body ``trace_fast.parse_ids`` is given, in order."""
+    return calls_to(workloads.trace_fast, "parse_ids")
+
+
+def test_a_later_turn_parses_only_what_it_appends(tmp_path: Path, parsed: list[bytes]) -> None:
+    path = tmp_path / "s.jsonl"
+    _write(path, [(0, "7, 8", "1"), (1, "9", "1"), (0, "7, 8, 10, 11", "1"), (0, "7, 8, 10, 11", "1"),
+                  (1, "9, 12", "1")])
+    rows = read_trace(path).rows
+    assert [r.input_tokens for r in rows[1:]] == [(7, 8), (9,), (7, 8, 10, 11), (7, 8, 10, 11), (9, 12)]
+    # Inputs parsed (line 1 always reads as JSON): whole first turns, then only the appended ids; an unchanged
+    # input is not parsed at all.
+    assert [p for p in parsed if p != b"1"] == [b"7, 8", b"9", b"10, 11", b"12"]
+
+
+def test_an_agent_turn_parses_only_what_is_new(tmp_path: Path, parsed: list[bytes]) -> None:
     # SWE-agent's collapse: turn 3 drops observation 1 from the middle, then re-sends the rest, then the last
     # answer, then its own new observation. Only new observations (and every output) may be parsed.
-    parsed: list[bytes] = []
-    real = workloads.trace_fast.parse_ids
-
-    def spy(seg: bytes, limit: int) -> TokenIds | None:
-        parsed.append(seg)
-        return real(seg, limit)
-
-    monkeypatch.setattr(workloads.trace_fast, "parse_ids", spy)
     sys_, obs1, obs2, obs3 = _ids(40, 1000), _ids(30, 2000), _ids(30, 3000), _ids(30, 4000)
     act1, act2, act3 = _ids(5, 10_000), _ids(5, 20_000), _ids(5, 30_000)
     turns = [

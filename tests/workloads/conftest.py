@@ -1,0 +1,27 @@
+"""What the trace reader's tests spy on: the byte strings one of its parsing functions was given."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture
+def calls_to(monkeypatch: pytest.MonkeyPatch) -> Callable[[ModuleType, str], list[bytes]]:
+    """``calls_to(module, name)``: from now on, every ``seg`` ``module.name(seg, limit)`` is called with, in order."""
+
+    def install(module: ModuleType, name: str) -> list[bytes]:
+        seen: list[bytes] = []
+        real = getattr(module, name)
+
+        def spy(seg: bytes, limit: int) -> Any:
+            seen.append(seg)
+            return real(seg, limit)
+
+        monkeypatch.setattr(module, name, spy)
+        return seen
+
+    return install
