@@ -9,16 +9,33 @@ request: the ideal (infinite-cache) hit rate of a 100-session SWE-bench trace ta
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Sequence
 
-__all__ = ["PrefixTree", "pack_tokens"]
+import numpy as np
+
+from workloads.token_ids import TokenIds
+
+__all__ = ["PrefixTree", "largest_id", "pack_tokens"]
 
 _W = 4  # bytes per token
+_DTYPES = {"i": np.int32, "q": np.int64}
 
 
 def pack_tokens(tokens: Sequence[int]) -> bytes:
     """Token ids (each < 2**32) as little-endian uint32 bytes."""
+    if isinstance(tokens, TokenIds) and tokens.typecode == "i" and sys.byteorder == "little":
+        ids = np.frombuffer(tokens.view(), np.int32)
+        if not len(ids) or int(ids.min()) >= 0:  # int32 ids >= 0 are their uint32 bytes: no Python int per id
+            return ids.tobytes()
     return struct.pack(f"<{len(tokens)}I", *tokens)
+
+
+def largest_id(tokens: Sequence[int]) -> int:
+    """The largest of ``tokens`` (not empty), read from a ``TokenIds`` buffer without a Python int per id."""
+    if isinstance(tokens, TokenIds) and tokens.typecode in _DTYPES:
+        return int(np.frombuffer(tokens.view(), _DTYPES[tokens.typecode]).max())
+    return max(tokens)
 
 
 def _common_tokens(a: bytes, b: bytes) -> int:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from workloads.cli import OneLineArgumentParser, run_cli
-from workloads.prefix_tree import PrefixTree, pack_tokens
+from workloads.prefix_tree import PrefixTree, largest_id, pack_tokens
 from workloads.trace import TraceError, TraceRow, iter_trace
 
 __all__ = ["Distribution", "TraceStats", "compute_stats", "format_stats", "ideal_hits", "main", "percentile",
@@ -111,7 +111,7 @@ def compute_stats(items: Iterable[TraceRow | dict[str, Any]], source: str = "tra
         out_lens.append(row.num_output_tokens)
         seq = row.input_tokens + row.output_tokens
         if seq:
-            max_id = max(max_id, *seq)
+            max_id = max(max_id, largest_id(seq))
             if max_id >= 2**32:
                 raise TraceError(f"{source}: token id {max_id} does not fit in 32 bits")
         hit = tree.match(pack_tokens(row.input_tokens))

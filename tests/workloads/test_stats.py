@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workloads.gsp import GspParams, generate_gsp
-from workloads.prefix_tree import PrefixTree, pack_tokens
+from workloads.prefix_tree import PrefixTree, largest_id, pack_tokens
 from workloads.stats import compute_stats, format_stats, ideal_hits
+from workloads.token_ids import TokenIds
 from workloads.trace import TraceRow, iter_trace, write_trace
 
 _tokens = st.lists(st.integers(0, 2), max_size=12).map(tuple)
@@ -61,3 +64,21 @@ def test_stats_of_a_gsp_trace(tmp_path: Path) -> None:
     items: list[TraceRow | dict[str, Any]] = [{"synthetic": True, "source": "x"}, TraceRow(0, 0, 0.0, (1,), (2,))]
     synthetic = compute_stats(items)
     assert format_stats("s", synthetic).startswith("SYNTHETIC TRACE")
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=st.lists(st.integers(-(2**31), 2**32 - 1), max_size=20))
+def test_token_ids_pack_and_find_their_largest_as_the_struct_path_does(ids: list[int]) -> None:
+    # TokenIds' int32 buffer is taken as the uint32 bytes only where they are the same: no id below 0.
+    tokens = TokenIds(ids)
+    try:
+        want: bytes | type[Exception] = struct.pack(f"<{len(ids)}I", *ids)
+    except struct.error:
+        want = struct.error
+    if want is struct.error:
+        with pytest.raises(struct.error):
+            pack_tokens(tokens)
+    else:
+        assert pack_tokens(tokens) == want
+    if ids:
+        assert largest_id(tokens) == max(ids) and largest_id(ids) == max(ids)
