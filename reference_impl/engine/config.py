@@ -40,6 +40,13 @@ class EngineConfig:
     new_token_ratio_decay: float = 0.001
     semantics: str = "0.5.23"  # which SGLang release's cache behaviour (reference_impl.radix.tree)
 
+    def __post_init__(self) -> None:
+        # TokenSpeed's pools evict by their own LRU (lifecycle/tokenspeed_pool.py) and never ask the tree's policy:
+        # any other policy would be silently ignored, and a seglen-vs-LRU comparison would compare LRU with itself.
+        if self.cache == "tokenspeed" and self.policy != "lru":
+            raise ValueError(f"eviction policy {self.policy!r} cannot apply to TokenSpeed's cache, which evicts "
+                             "least recently used by its own rules: use lru")
+
 
 def state_ratio(config: EngineConfig) -> int:
     """State slots SGLang reserves per running request (kv_cache_configurator._calculate_mamba_ratio)."""

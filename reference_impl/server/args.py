@@ -147,6 +147,10 @@ def _cache(ns: argparse.Namespace, arm: ArmSpec) -> Literal["disabled", "no_buff
     if arm.strategy == "no_buffer":
         raise UsageError(f"arm {arm.name} cannot run with --cache-semantics tokenspeed: TokenSpeed always keeps "
                          "branch-point states (use branching)")
+    policy = ns.radix_eviction_policy or arm.policy
+    if arm.strategy == "extra_buffer" and policy != "lru":
+        raise UsageError(f"arm {arm.name} evicts by {policy}, which --cache-semantics tokenspeed cannot apply: "
+                         "TokenSpeed evicts least recently used by its own rules (use branching)")
     return "tokenspeed" if arm.strategy == "extra_buffer" else arm.strategy
 
 

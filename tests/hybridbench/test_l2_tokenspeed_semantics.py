@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from reference_impl.engine.config import EngineConfig
 from reference_impl.server.args import UsageError, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,6 +68,9 @@ def test_host_hits_only_where_kv_and_state_were_both_kept(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["arms=[lru]", "checks.baseline_arm=lru"], "engine.cache_semantics=tokenspeed: TokenSpeed always keeps"),
+    # TokenSpeed evicts by its own LRU: a seglen arm would silently run LRU, so seglen vs LRU compared LRU with LRU.
+    (["arms=[branching,seglen]", "checks.baseline_arm=branching"],
+     "arm seglen: engine.cache_semantics=tokenspeed: TokenSpeed evicts least recently used"),
     (["engine=sim"], "only engine=reference mirrors another engine's cache"),
     (["engine.cache_semantics=vllm"], "engine.cache_semantics must be one of sglang, tokenspeed"),
 ])
@@ -85,3 +89,8 @@ def test_the_server_refuses_what_tokenspeed_cannot_express() -> None:
         parse_config(["--arm", "lru", "--cache-semantics", "tokenspeed"])
     with pytest.raises(UsageError, match="needs --cache-semantics tokenspeed"):
         parse_config(["--arm", "l2", "--host-tier-kv-only"])
+    for argv in (["--arm", "seglen"], ["--arm", "branching", "--policy", "seglen"]):
+        with pytest.raises(UsageError, match="cannot apply: TokenSpeed evicts least recently used"):
+            parse_config([*argv, "--cache-semantics", "tokenspeed"])
+    with pytest.raises(ValueError, match="cannot apply to TokenSpeed's cache"):  # nor can the engine be built so
+        EngineConfig(kv_tokens=1000, state_slots=16, cache="tokenspeed", policy="seglen")
