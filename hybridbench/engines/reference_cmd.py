@@ -74,7 +74,8 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
                               "keeps branch-point states (use branching)")
         if arm.strategy == "extra_buffer" and arm.policy != "lru":  # the server's refusal too: it would run LRU
             raise ConfigError(f"arm {arm.name}: engine.cache_semantics=tokenspeed: TokenSpeed evicts least recently "
-                              f"used by its own rules, so the arm's {arm.policy} eviction cannot apply (use branching)")
+                              f"used by its own rules, so the arm's {arm.policy} eviction cannot apply (use "
+                              f"{'l2' if arm.host_tier else 'branching'})")
         cmd += ["--cache-semantics", "tokenspeed"]
     if slowdown := e.prefill_slowdown.get(arm.name):  # the planted regression of this arm's server
         cmd += ["--prefill-slowdown", str(slowdown)]

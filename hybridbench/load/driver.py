@@ -1,7 +1,8 @@
 """The load driver: one asyncio loop, one worker per concurrency slot, an arrival schedule, multi-turn causality.
 
 Arrivals (intended send times) come from the trial's ``workloads.arrival.ArrivalSchedule``, the one the
-simulator follows too: ``closed`` (all at 0, at most ``max_concurrency`` in flight, FIFO), ``poisson``
+simulator follows too: ``closed`` (all at 0, at most ``max_concurrency`` in flight, the turn ready longest
+first), ``poisson``
 (bench_serving's exponential gap after each request), or ``trace`` (each row's ``ts`` × ``slowdown``).
 A session's turn t+1 is sent only after turn t finished; when turn t+1's recorded input extends turn t's
 input + recorded output, the output the server *actually* generated is substituted, so the server sees the
@@ -87,7 +88,7 @@ async def drive(
         sessions[rows[i].session_id].append(i)
     for turns in sessions.values():
         turns.sort(key=lambda i: (rows[i].turn_id, i))
-    # Start sessions in order of their first intended send, so FIFO slots follow trace order.
+    # Start sessions in order of their first intended send, so slots follow trace order.
     firsts = sorted(sessions.values(), key=lambda t: (times[t[0]], t[0]))
     loop = asyncio.get_running_loop()
     clock = time.perf_counter

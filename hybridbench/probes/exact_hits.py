@@ -102,17 +102,20 @@ def predictor_config(spec: ArmSpec, info: dict[str, Any]) -> EngineConfig | str:
         return "/server_info reports no max_total_num_tokens"
     # The reference server with TokenSpeed's semantics says so in its flags (--cache-semantics).
     tokenspeed = info.get("cache_semantics") == "tokenspeed" and spec.strategy == "extra_buffer"
-    return EngineConfig(
-        kv_tokens=kv,
-        state_slots=_int(info, "max_mamba_cache_size") or _int(states, "mamba_pool_size") or _UNBOUNDED,
-        cache="tokenspeed" if tokenspeed else spec.strategy,
-        policy=spec.policy,
-        page_size=_int(info, "page_size") or 1,
-        chunked_prefill_size=_int(info, "chunked_prefill_size") or 8192,
-        track_interval=_int(info, "mamba_track_interval") or 256,
-        overlap=not info.get("disable_overlap_schedule", False),
-        semantics=semantics,
-    )
+    try:
+        return EngineConfig(
+            kv_tokens=kv,
+            state_slots=_int(info, "max_mamba_cache_size") or _int(states, "mamba_pool_size") or _UNBOUNDED,
+            cache="tokenspeed" if tokenspeed else spec.strategy,
+            policy=spec.policy,
+            page_size=_int(info, "page_size") or 1,
+            chunked_prefill_size=_int(info, "chunked_prefill_size") or 8192,
+            track_interval=_int(info, "mamba_track_interval") or 256,
+            overlap=not info.get("disable_overlap_schedule", False),
+            semantics=semantics,
+        )
+    except ValueError as exc:  # a configuration the engine refuses (TokenSpeed's cache with a non-LRU arm)
+        return str(exc)
 
 
 class CachePredictor:

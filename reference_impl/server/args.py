@@ -149,8 +149,10 @@ def _cache(ns: argparse.Namespace, arm: ArmSpec) -> Literal["disabled", "no_buff
                          "branch-point states (use branching)")
     policy = ns.radix_eviction_policy or arm.policy
     if arm.strategy == "extra_buffer" and policy != "lru":
-        raise UsageError(f"arm {arm.name} evicts by {policy}, which --cache-semantics tokenspeed cannot apply: "
-                         "TokenSpeed evicts least recently used by its own rules (use branching)")
+        what = f"--policy {policy}" if ns.radix_eviction_policy else f"arm {arm.name} evicts by {policy}"
+        hint = "l2" if arm.host_tier else "branching"
+        raise UsageError(f"{what}: --cache-semantics tokenspeed cannot apply it: TokenSpeed evicts least recently "
+                         f"used by its own rules (use --arm {hint}, without --policy)")
     return "tokenspeed" if arm.strategy == "extra_buffer" else arm.strategy
 
 

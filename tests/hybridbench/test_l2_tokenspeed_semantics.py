@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from hybridbench.plan.arms import plan_arm
+from hybridbench.probes.exact_hits import predictor_config
 from reference_impl.engine.config import EngineConfig
 from reference_impl.server.args import UsageError, parse_config
 
@@ -89,8 +91,18 @@ def test_the_server_refuses_what_tokenspeed_cannot_express() -> None:
         parse_config(["--arm", "lru", "--cache-semantics", "tokenspeed"])
     with pytest.raises(UsageError, match="needs --cache-semantics tokenspeed"):
         parse_config(["--arm", "l2", "--host-tier-kv-only"])
-    for argv in (["--arm", "seglen"], ["--arm", "branching", "--policy", "seglen"]):
-        with pytest.raises(UsageError, match="cannot apply: TokenSpeed evicts least recently used"):
+    for argv, named, hint in ((["--arm", "seglen"], "arm seglen evicts by seglen", "branching"),
+                              (["--arm", "seglen+l2"], "arm seglen\\+l2 evicts by seglen", "l2"),
+                              (["--arm", "branching", "--policy", "seglen"], "--policy seglen", "branching")):
+        with pytest.raises(UsageError, match=f"^{named}: .*cannot apply it: TokenSpeed evicts least recently used.*"
+                                             f"use --arm {hint},"):
             parse_config([*argv, "--cache-semantics", "tokenspeed"])
     with pytest.raises(ValueError, match="cannot apply to TokenSpeed's cache"):  # nor can the engine be built so
         EngineConfig(kv_tokens=1000, state_slots=16, cache="tokenspeed", policy="seglen")
+
+
+def test_the_exact_hits_mirror_gives_a_reason_not_a_traceback_for_a_policy_tokenspeed_cannot_apply() -> None:
+    info = {"version": "reference-0.1", "cache_semantics": "tokenspeed", "max_total_num_tokens": 4096}
+    assert isinstance(predictor_config(plan_arm("branching"), info), EngineConfig)
+    reason = predictor_config(plan_arm("seglen"), info)
+    assert isinstance(reason, str) and "cannot apply to TokenSpeed's cache" in reason
