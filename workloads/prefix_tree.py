@@ -16,10 +16,9 @@ import numpy as np
 
 from workloads.token_ids import TokenIds
 
-__all__ = ["PrefixTree", "largest_id", "pack_tokens"]
+__all__ = ["PrefixTree", "pack_tokens"]
 
 _W = 4  # bytes per token
-_DTYPES = {"i": np.int32, "q": np.int64}
 
 
 def pack_tokens(tokens: Sequence[int]) -> bytes:
@@ -29,13 +28,6 @@ def pack_tokens(tokens: Sequence[int]) -> bytes:
         if not len(ids) or int(ids.min()) >= 0:  # int32 ids >= 0 are their uint32 bytes: no Python int per id
             return ids.tobytes()
     return struct.pack(f"<{len(tokens)}I", *tokens)
-
-
-def largest_id(tokens: Sequence[int]) -> int:
-    """The largest of ``tokens`` (not empty), read from a ``TokenIds`` buffer without a Python int per id."""
-    if isinstance(tokens, TokenIds) and tokens.typecode in _DTYPES:
-        return int(np.frombuffer(tokens.view(), _DTYPES[tokens.typecode]).max())
-    return max(tokens)
 
 
 def _common_tokens(a: bytes, b: bytes) -> int:

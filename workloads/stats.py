@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from workloads.cli import OneLineArgumentParser, run_cli
-from workloads.prefix_tree import PrefixTree, largest_id, pack_tokens
+from workloads.prefix_tree import PrefixTree, pack_tokens
+from workloads.token_ids import largest_id
 from workloads.trace import TraceError, TraceRow, iter_trace
 
 __all__ = ["Distribution", "TraceStats", "compute_stats", "format_stats", "ideal_hits", "main", "percentile",

@@ -11,7 +11,9 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, SupportsIndex, overload
 
-__all__ = ["INT32_LIMIT", "TokenIds", "as_token_ids"]
+import numpy as np
+
+__all__ = ["INT32_LIMIT", "TokenIds", "as_token_ids", "largest_id"]
 
 INT32_LIMIT = 1 << 31
 
@@ -123,3 +125,13 @@ class TokenIds(Sequence[int]):
 
 def as_token_ids(ids: Sequence[int]) -> TokenIds:
     return ids if isinstance(ids, TokenIds) else TokenIds(ids)
+
+
+_NUMPY_TYPES = {"i": np.int32, "q": np.int64}
+
+
+def largest_id(ids: Sequence[int]) -> int:
+    """The largest of ``ids`` (not empty), read from a ``TokenIds`` buffer without a Python int per id."""
+    if isinstance(ids, TokenIds) and ids.typecode in _NUMPY_TYPES:
+        return int(np.frombuffer(ids.view(), _NUMPY_TYPES[ids.typecode]).max())
+    return max(ids)

@@ -43,7 +43,7 @@ from typing import Any, BinaryIO
 
 from workloads import trace_fast
 from workloads.atomic_file import atomic_bytes_writer, write_text_atomic
-from workloads.token_ids import TokenIds
+from workloads.token_ids import TokenIds, largest_id
 
 __all__ = ["ENV", "MAX_BYTES", "MAX_MEMOS", "MIN_BYTES", "RACY_NS", "STAMP", "CachedRow", "TraceCache", "trace_cache"]
 
@@ -55,7 +55,6 @@ RACY_NS = 2_000_000_000  # FAT and HFS+ keep times to 1-2 s; Linux filesystems t
 _MAGIC = b"hybridbench trace cache 2\n"
 _LEN = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
-_DTYPES = {"i": "int32", "q": "int64"}
 # The reader's rules live in these modules; the stamp is taken once, from the source this process imported.
 _READER_MODULES = ("trace.py", "trace_fast.py", "trace_reuse.py", "token_ids.py", "trace_cache.py")
 
@@ -176,10 +175,8 @@ def trace_cache() -> TraceCache | None:
 
 
 def _write_entry(out: BinaryIO, digest: str, metadata: dict[str, Any], rows: Sequence[CachedRow]) -> None:
-    np = trace_fast.np
     fields = [[r[0], r[1], r[2], r[3].typecode, len(r[3]), r[4].typecode, len(r[4]), r[5]] for r in rows]
-    top = max((int(np.frombuffer(ids.view(), _DTYPES[ids.typecode]).max()) for r in rows for ids in (r[3], r[4])
-               if len(ids)), default=-1)
+    top = max((largest_id(ids) for r in rows for ids in (r[3], r[4]) if len(ids)), default=-1)
     header = json.dumps({"digest": digest, "metadata": metadata, "rows": fields, "max_id": top},
                         allow_nan=False).encode()
     head = _MAGIC + _LEN.pack(len(header)) + header

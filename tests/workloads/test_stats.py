@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workloads.gsp import GspParams, generate_gsp
-from workloads.prefix_tree import PrefixTree, largest_id, pack_tokens
+from workloads.prefix_tree import PrefixTree, pack_tokens
 from workloads.stats import compute_stats, format_stats, ideal_hits
-from workloads.token_ids import TokenIds
+from workloads.token_ids import TokenIds, largest_id
 from workloads.trace import TraceRow, iter_trace, write_trace
 
 _tokens = st.lists(st.integers(0, 2), max_size=12).map(tuple)
