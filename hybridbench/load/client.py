@@ -6,6 +6,10 @@ is the gap between chunks divided by the tokens they added. OpenAI ``/v1/complet
 token-id prompt: TTFT at the first chunk with non-empty text, one ITL per chunk. Chunks are timed
 when their bytes arrive (hybridbench.load.http), not when a task gets round to reading them.
 
+A 200 stream is a success only when it finished: a finish reason arrived, and with ``ignore_eos`` every token
+asked for (``_cut_short``). A stream that ends early is an answer the server never gave in full; counted as a
+success it would make a build that stops decoding look faster.
+
 ``CLIENTS`` is the one registry of client protocols: an engine's spec names the one its server speaks.
 """
 
@@ -57,6 +61,18 @@ def _in_band_error(chunk: dict[str, Any], res: ClientResult, now: float) -> bool
     res.status, res.error = "error", f"server reported: {message}"
     res.end = now
     return True
+
+
+def _cut_short(res: ClientResult, finished: bool, asked: int, given: int | None) -> None:
+    """Fail an ``ok`` answer whose stream ended without a finish reason, or (``given`` known) finished with fewer
+    tokens than ``asked``: with ``ignore_eos`` and no stop strings both SGLang and vLLM give every token asked for
+    or refuse the request (a prompt that leaves no room is refused before any token)."""
+    if res.status != "ok":
+        return
+    if not finished:
+        res.status, res.error = "error", f"the stream ended without a finish reason ({given or 0} of {asked} tokens)"
+    elif given is not None and given < asked:
+        res.status, res.error = "error", f"cut short: {given} of the {asked} tokens asked for (ignore_eos)"
 
 
 def _failure(exc: BaseException, timeout_s: float) -> tuple[str, str]:
@@ -157,15 +173,17 @@ async def generate_sglang(
     # whole list in every chunk, so converting each would cost time quadratic in the output length.
     output_ids: list[Any] | None = None
     itl = res.itl_ms
+    finished = False
 
     def on_data(data: bytes, now: float) -> bool:
-        nonlocal last_t, last_n, output_ids
+        nonlocal last_t, last_n, output_ids, finished
         chunk = _object(data)
         meta = chunk.get("meta_info", {})
         # Only an error key, a finish dict (the last chunk) or OpenAI choices can carry an in-band failure.
         if ("error" in chunk or "choices" in chunk or isinstance(meta.get("finish_reason"), dict)) \
                 and _in_band_error(chunk, res, now):
             return True
+        finished = finished or isinstance(meta.get("finish_reason"), dict)
         n = int(meta.get("completion_tokens", last_n))
         if n > last_n:
             if res.first_token is None:
@@ -189,6 +207,7 @@ async def generate_sglang(
             res.output_ids = [int(t) for t in output_ids]
         except (TypeError, ValueError) as exc:
             res.status, res.error = "error", f"{type(exc).__name__}: {exc}"
+    _cut_short(res, finished, max_new_tokens, last_n)
     if res.status == "ok":
         res.output_tokens = last_n
     return res
@@ -202,13 +221,16 @@ async def generate_openai(
     sent = time.perf_counter()
     res = ClientResult(sent=sent)
     last_t, chunks = sent, 0  # time of the last text chunk, text chunks so far
+    finished = False
+    given: int | None = None  # usage.completion_tokens; a chunk may carry several tokens, or none
 
     def on_data(data: bytes, now: float) -> bool:
-        nonlocal last_t, chunks
+        nonlocal last_t, chunks, finished, given
         chunk = _object(data)
         if _in_band_error(chunk, res, now):
             return True
         choices = chunk.get("choices") or []
+        finished = finished or bool(choices and isinstance(choices[0], dict) and choices[0].get("finish_reason"))
         if choices and choices[0].get("text"):
             chunks += 1
             if res.first_token is None:
@@ -219,12 +241,15 @@ async def generate_openai(
         usage = chunk.get("usage") or {}
         if usage:
             res.output_tokens = int(usage.get("completion_tokens", chunks))
+            if "completion_tokens" in usage:
+                given = res.output_tokens
             details = usage.get("prompt_tokens_details") or {}
             if "cached_tokens" in details:
                 res.cached_tokens = int(details["cached_tokens"])
         return False
 
     await _stream(pool, "/v1/completions", payload, res, on_data, timeout_s=timeout_s)
+    _cut_short(res, finished, max_tokens, given)
     if res.status == "ok":
         res.output_tokens = res.output_tokens or chunks
     return res

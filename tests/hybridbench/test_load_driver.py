@@ -57,8 +57,9 @@ class Recorder:
             for k in range(n):
                 await asyncio.sleep(self.token_delay)
                 out.append(1000 + len(prompt) + k)  # depends on the prompt, so substitution is checkable
-                chunk = {"text": "x" * (k + 1), "output_ids": out,
-                         "meta_info": {"completion_tokens": k + 1, "cached_tokens": len(prompt) // 2}}
+                meta = {"completion_tokens": k + 1, "cached_tokens": len(prompt) // 2,
+                        "finish_reason": {"type": "length", "length": n} if k == n - 1 else None}
+                chunk = {"text": "x" * (k + 1), "output_ids": out, "meta_info": meta}
                 await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
             await resp.write(b"data: [DONE]\n\n")
         finally:

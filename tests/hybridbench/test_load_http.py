@@ -49,7 +49,9 @@ async def _with_server(handler: Handler, body: Callable[[str], Awaitable[object]
 
 STREAM = [{"text": "a", "output_ids": [7], "meta_info": {"completion_tokens": 1, "cached_tokens": 3}},
           {"text": "ab", "output_ids": [7, 8], "meta_info": {"completion_tokens": 2, "cached_tokens": 3}},
-          {"text": "abc", "output_ids": [7, 8, 9], "meta_info": {"completion_tokens": 3, "cached_tokens": 3}}]
+          {"text": "abc", "output_ids": [7, 8, 9],
+           "meta_info": {"completion_tokens": 3, "cached_tokens": 3, "finish_reason": {"type": "length", "length": 3}}}]
+ONE_TOKEN = [{**STREAM[0], "meta_info": {**STREAM[0]["meta_info"], "finish_reason": {"type": "length", "length": 1}}}]
 
 
 @pytest.mark.parametrize("loop", LOOPS)
@@ -90,7 +92,8 @@ def test_an_error_status_keeps_the_body_and_a_sized_openai_stream_counts_usage(l
             msg = b'{"error": "prompt too long"}'
             writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n%s" % (len(msg), msg))
         else:
-            chunks = [{"choices": [{"text": "x"}]}, {"choices": [{"text": "y"}]},
+            chunks = [{"choices": [{"text": "x", "finish_reason": None}]},
+                      {"choices": [{"text": "y", "finish_reason": "length"}]},
                       {"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 4}}}]
             sse = _sse(chunks)
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(sse), sse))
@@ -100,7 +103,7 @@ def test_an_error_status_keeps_the_body_and_a_sized_openai_stream_counts_usage(l
     async def body(url: str) -> object:
         async with StreamPool(url) as pool:
             return (await generate_sglang(pool, [1], 4, 5.0),
-                    await generate_openai(pool, [1], 4, 5.0, model="m"))
+                    await generate_openai(pool, [1], 2, 5.0, model="m"))
 
     bad, good = event_loop.run(_with_server(handler, body), loop)  # type: ignore[misc]
     assert bad.status == "error" and bad.error == 'HTTP 400: {"error": "prompt too long"}' and bad.end is None
@@ -140,9 +143,9 @@ def test_a_connection_dropped_mid_stream_is_server_died_and_an_idle_drop_is_retr
         served.append(1)
         head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
         if len(served) == 1:  # a whole response, then the server drops the idle keep-alive connection
-            writer.write(head + _chunked(_sse(STREAM[:1]), 64))
+            writer.write(head + _chunked(_sse(ONE_TOKEN), 64))
         else:  # half a response, then the connection dies
-            writer.write(head + _chunked(_sse(STREAM[:1]), 64)[:20])
+            writer.write(head + _chunked(_sse(ONE_TOKEN), 64)[:20])
         await writer.drain()
         writer.close()
 
@@ -163,8 +166,8 @@ def test_a_connection_dropped_mid_stream_is_server_died_and_an_idle_drop_is_retr
 def test_output_ids_come_from_the_last_list_and_a_malformed_one_is_an_error(loop: event_loop.EventLoop) -> None:
     # SGLang resends the whole output_ids list in every chunk: the client keeps the last one, converted once.
     streams = {b"good": STREAM,
-               b"bad": [*STREAM[:2], {"output_ids": [7, 8, "nine"], "meta_info": {"completion_tokens": 3}}],
-               b"odd": [STREAM[0], {"output_ids": None, "meta_info": {"completion_tokens": 2}}]}
+               b"bad": [*STREAM[:2], {"output_ids": [7, 8, "nine"], "meta_info": STREAM[2]["meta_info"]}],
+               b"odd": [STREAM[0], {"output_ids": None, "meta_info": STREAM[2]["meta_info"]}]}
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         name = json.loads(await _read_request(reader))["input_ids"]
@@ -180,7 +183,7 @@ def test_output_ids_come_from_the_last_list_and_a_malformed_one_is_an_error(loop
     good, bad, odd = event_loop.run(_with_server(handler, body), loop)  # type: ignore[misc]
     assert (good.status, good.output_ids, good.output_tokens) == ("ok", [7, 8, 9], 3)
     assert bad.status == "error" and "nine" in bad.error and bad.output_tokens == 0
-    assert (odd.status, odd.output_ids, odd.output_tokens) == ("ok", [7], 2)  # not a list: not output ids
+    assert (odd.status, odd.output_ids, odd.output_tokens) == ("ok", [7], 3)  # not a list: not output ids
 
 
 def test_bodies_and_chunks_read_the_same_with_or_without_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,7 +226,7 @@ def test_new_connections_wait_for_the_server_to_answer_past_the_cap(loop: event_
                 return
             await asyncio.sleep(0.05)
             answered.append(time.perf_counter())
-            sse = _sse(STREAM[:1])
+            sse = _sse(ONE_TOKEN)
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(sse), sse))
             await writer.drain()
 
@@ -266,3 +269,45 @@ def test_a_request_waiting_past_the_cap_is_handed_the_next_idle_connection(loop:
     results = event_loop.run(_with_server(handler, body), loop)
     assert [(r.status, r.output_ids) for r in results] == [("ok", [7, 8, 9])] * 5  # type: ignore[attr-defined]
     assert 1 < len(connections) < 5  # not one connection per request
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_stream_that_ends_before_its_finish_or_short_of_the_tokens_asked_is_an_error(
+        loop: event_loop.EventLoop) -> None:
+    # A 200 that ends early (no finish reason, or fewer tokens than asked with ignore_eos) is no answer: counted as
+    # a success it made a build that stops decoding look faster (the run's verdict said pass).
+    short = {**STREAM[1], "meta_info": {**STREAM[1]["meta_info"], "finish_reason": {"type": "length", "length": 2}}}
+    streams = {b"whole": (_sse(STREAM), "/generate"), b"no finish": (_sse(STREAM[:2]), "/generate"),
+               b"empty": (b"data: [DONE]\n\n", "/generate"), b"short": (_sse([STREAM[0], short]), "/generate"),
+               b"closed": (_sse(STREAM)[:-len(b"data: [DONE]\n\n")], "/generate"),
+               b"oa whole": (_sse([{"choices": [{"text": "x", "finish_reason": None}]},
+                                   {"choices": [{"text": "y", "finish_reason": "length"}]},
+                                   {"choices": [], "usage": {"completion_tokens": 3}}]), "/v1/completions"),
+               b"oa no finish": (_sse([{"choices": [{"text": "x", "finish_reason": None}]},
+                                       {"choices": [], "usage": {"completion_tokens": 3}}]), "/v1/completions"),
+               b"oa short": (_sse([{"choices": [{"text": "x", "finish_reason": "length"}]},
+                                   {"choices": [], "usage": {"completion_tokens": 1}}]), "/v1/completions"),
+               b"oa no usage": (_sse([{"choices": [{"text": "xyz", "finish_reason": "length"}]}]), "/v1/completions")}
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        body = json.loads(await _read_request(reader))
+        sse, _ = streams[bytes(body.get("input_ids") or body["prompt"])]
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(sse), sse))
+        await writer.drain()
+        writer.close()
+
+    async def body(url: str) -> object:
+        async with StreamPool(url) as pool:
+            return {name.decode(): await (generate_sglang(pool, list(name), 3, 5.0) if path == "/generate" else
+                                          generate_openai(pool, list(name), 3, 5.0, model="m"))
+                    for name, (_, path) in streams.items()}
+
+    got = event_loop.run(_with_server(handler, body), loop)
+    status = {name: (r.status, r.error) for name, r in got.items()}  # type: ignore[attr-defined]
+    assert status["whole"] == status["closed"] == status["oa whole"] == status["oa no usage"] == ("ok", "")
+    assert status["no finish"] == ("error", "the stream ended without a finish reason (2 of 3 tokens)")
+    assert status["empty"] == ("error", "the stream ended without a finish reason (0 of 3 tokens)")
+    assert status["short"] == ("error", "cut short: 2 of the 3 tokens asked for (ignore_eos)")
+    assert status["oa no finish"] == ("error", "the stream ended without a finish reason (3 of 3 tokens)")
+    assert status["oa short"] == ("error", "cut short: 1 of the 3 tokens asked for (ignore_eos)")
+    assert got["oa no usage"].output_tokens == 1  # type: ignore[index]  # counted by chunk: no count to judge
