@@ -31,8 +31,10 @@ from hybridbench.metrics.decision import judge
 from hybridbench.metrics.stats import RelativeChange, paired_bootstrap, welch_relative_change
 from hybridbench.metrics.summary import summarize
 from hybridbench.plan.build import derive_seed
+from hybridbench.records.coverage import Coverage, coverage
 from hybridbench.records.hits import impossible_hit_detail, impossible_hits
 from hybridbench.records.schema import Record
+from hybridbench.results import TrialRun
 
 __all__ = ["CompareCfg", "Comparison", "Delta", "compare_runs", "config_changes"]
 
@@ -113,7 +115,12 @@ _SAME_ENGINE = frozenset([*(f"engine.{k}" for k in ("gpu", "tp", "page_size", "c
                                                     "track_interval", "workload_scale", "max_vocab",
                                                     "capacity_bytes")),
                           # the state and weight bytes the pools are sized from (and SGLang's flags for them)
-                          "model.mamba_ssm_dtype", "model.quantization"])
+                          "model.mamba_ssm_dtype", "model.quantization",
+                          "model.hf_id"])  # the checkpoint served: one model name may name another checkpoint
+
+
+def _gpu_text(names: Sequence[str]) -> str:
+    return ", ".join(f"{names.count(n)}x {n}" for n in sorted(set(names)))
 
 
 def _check_comparable(base: SavedRun, cand: SavedRun) -> list[str]:
@@ -121,6 +128,11 @@ def _check_comparable(base: SavedRun, cand: SavedRun) -> list[str]:
         raise ConfigError(f"not comparable: engine {base.engine!r} (baseline) vs {cand.engine!r} (candidate)")
     if base.model != cand.model:
         raise ConfigError(f"not comparable: model {base.model!r} (baseline) vs {cand.model!r} (candidate)")
+    b_gpus, c_gpus = base.gpus, cand.gpus
+    if b_gpus and c_gpus and sorted(b_gpus) != sorted(c_gpus):  # engine.gpu is a label; these are what ran
+        raise ConfigError(f"not comparable: the baseline ran on {_gpu_text(b_gpus)} and the candidate on "
+                          f"{_gpu_text(c_gpus)} (nvidia-smi's names; the same GPUs are what make two builds "
+                          "comparable)")
     for name in sorted(set(base.workload_digests) & set(cand.workload_digests)):
         b, c = base.workload_digests[name], cand.workload_digests[name]
         if b.argv != c.argv or (b.trace and c.trace and b.trace != c.trace):
@@ -201,10 +213,15 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     b_sums, c_sums = ([summarize(t.records) for t in run.trials_of(workload, arm)] for run in (base, cand))
     out: list[Delta] = []
 
-    # A trial that never ran lost every request it was to send (the traces are identical: either run's count), not
-    # one: counted as one, a candidate missing a whole trial "lost fewer" than a baseline with a few failed requests.
-    per_trial = next((t.planned_requests for run in (base, cand) for t in run.trials
-                      if t.trial.workload == workload and t.planned_requests), 1)
+    # The traces are identical, so either run's count of a trial's requests is both runs'. A trial that never ran
+    # lost all of them, not one (counted as one, a candidate missing a whole trial "lost fewer" than a baseline with
+    # a few failed requests); and a run that says no count (killed before bundle.json, copied without traces/) is
+    # held to the other's, not to the requests it happened to record (a trial cut off at its tail looked whole).
+    known = next((t.planned_requests for run in (base, cand) for t in run.trials
+                  if t.trial.workload == workload and t.planned_requests), None)
+
+    def covered(t: TrialRun) -> Coverage:
+        return coverage(known, t.records) if t.planned_requests is None and known is not None else t.coverage
 
     def lost(run: SavedRun, recs: list[Record], ok: list[Record]) -> int:
         """Failed requests, planned requests with no record, dead servers and the requests of trials that never
@@ -212,13 +229,31 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
         a failure falls would otherwise weigh it (and a run recorded before turns were skipped sent them)."""
         trials = run.trials_of(workload, arm)
         skipped = sum(1 for r in recs if r.status == "skipped")
-        return (len(recs) - len(ok) - skipped + sum(t.coverage.missing for t in trials)
-                + sum(1 for t in trials if t.infrastructure_error) + run.missing_trials(workload, arm) * per_trial)
+        return (len(recs) - len(ok) - skipped + sum(covered(t).missing for t in trials)
+                + sum(1 for t in trials if t.infrastructure_error) + run.missing_trials(workload, arm) * (known or 1))
+
+    def lost_requests(run: SavedRun, *, sent_only: bool) -> set[tuple[int, int]]:
+        """Which requests (repeat, index; -1 for a dead server or an uncounted trial) ``run`` lost; ``sent_only``:
+        only those it sent and saw fail, not those it never sent."""
+        ran = {t.trial_id: t for t in run.trials_of(workload, arm)}
+        out: set[tuple[int, int]] = set()
+        for planned in (p for p in run.run.plan.trials if p.workload == workload and p.arm == arm):
+            t = ran.get(planned.trial_id)
+            out |= {(planned.repeat, r.request_index) for r in (t.records if t else ())
+                    if r.status not in ("ok", "skipped")}
+            if sent_only:
+                continue
+            recorded = {r.request_index for r in t.records} if t else set()
+            count = (t.planned_requests if t and t.planned_requests is not None else known)
+            out |= {(planned.repeat, i) for i in range(count or 0) if i not in recorded}
+            if (t is None and count is None) or (t is not None and t.infrastructure_error):
+                out.add((planned.repeat, -1))
+        return out
 
     def why_lost(run: SavedRun) -> str:
         trials = run.trials_of(workload, arm)
         return next((t.infrastructure_error for t in trials if t.infrastructure_error),
-                    next((f"{t.trial_id}: {t.coverage.describe()}" for t in trials if t.coverage.missing),
+                    next((f"{t.trial_id}: {covered(t).describe()}" for t in trials if covered(t).missing),
                          f"{run.missing_trials(workload, arm)} planned trial(s) never ran"))
 
     b_lost, c_lost = lost(base, b_recs, b_ok), lost(cand, c_recs, c_ok)
@@ -230,10 +265,20 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
         bad = next((f"{r.status}: {r.error}" for r in c_recs if r.status != "ok"), why_lost(cand))
         out.append(Delta("survival", workload, arm, "fail", float(b_lost), float(c_lost), None, None, None, expected,
                          f"{c_lost} loss(es) in the candidate against {b_lost} in the baseline ({bad[:200]})"))
-    else:
+    elif lost_requests(cand, sent_only=False) <= lost_requests(base, sent_only=base.run.bundle is None):
+        # Every request the candidate lost, the baseline lost too; a baseline that did not finish (no bundle.json:
+        # killed, or copied without it) vouches only for what it sent and saw fail, not for what it never sent.
         out.append(_skip(("survival", workload, arm), expected,
-                         f"the baseline lost as many or more ({b_lost} baseline, {c_lost} candidate): "
-                         "not a regression", base=float(b_lost), cand=float(c_lost)))
+                         f"every request the candidate lost, the baseline lost too ({b_lost} baseline, {c_lost} "
+                         "candidate): not a regression", base=float(b_lost), cand=float(c_lost)))
+    else:
+        # As many lost, but not the same: no regression shown, none ruled out; the candidate's own run fails
+        # survival regardless.
+        bad = next((f"{r.status}: {r.error}" for r in c_recs if r.status not in ("ok", "skipped")), why_lost(cand))
+        out.append(_undecided(("survival", workload, arm), expected,
+                              f"both runs lost requests, not the same ones ({b_lost} baseline, {c_lost} candidate: "
+                              f"{bad[:160]}): a regression cannot be told from the baseline's own losses", limit=0.0,
+                              base=float(b_lost), cand=float(c_lost)))
 
     # Request i of repeat r in one run is request i of repeat r in the other (identical traces): pair them.
     twins = {(r.repeat, r.request_index): r for r in b_ok}

@@ -46,6 +46,12 @@ class SavedRun:
         return self.run.plan.model
 
     @property
+    def gpus(self) -> list[str]:
+        """The GPUs nvidia-smi named for the server (bundle.json's provenance); empty when none were recorded."""
+        names = self.run.bundle.provenance.engine.extra.get("gpus") if self.run.bundle is not None else None
+        return [str(n) for n in names] if isinstance(names, list) else []
+
+    @property
     def arms(self) -> tuple[str, ...]:
         return self.run.plan.arms
 

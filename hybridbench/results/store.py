@@ -298,19 +298,20 @@ def load_store(root: Path, dirs: Iterable[Path] | None = None) -> Store:
 
 
 def latest_passing_main(root: Path, candidate: Run) -> Path:
-    """The newest run under ``root`` of the candidate's experiment and load (``load_fingerprint``) that ran on main
-    (no PR number) and passed with its own verdict, every trial complete (``marks``): what ``compare
+    """The newest run under ``root`` of the candidate's experiment and load (``load_fingerprint``), on its GPUs,
+    that ran on main (no PR number) and passed with its own verdict, every trial complete (``marks``): what ``compare
     latest:ROOT CANDIDATE`` compares against. A re-scored run, or one that did not complete, is never taken."""
     store = load_store(root)
     runs = store.runs
     mine = str(candidate.path.resolve())
     load = load_fingerprint(candidate)
-    pick = runs[(runs["experiment"] == candidate.plan.name) & (runs["load"] == load)
+    gpu = _gpu(candidate)  # a main run on other GPUs is no baseline (compare refuses the pair)
+    pick = runs[(runs["experiment"] == candidate.plan.name) & (runs["load"] == load) & (runs["gpu"] == gpu)
                 & (runs["branch"] == "main") & (runs["verdict"] == "pass") & (runs["complete"] == True)  # noqa: E712
                 & (runs["rescored"] == False) & (runs["marks"] == "")  # noqa: E712
                 & (runs["path"].map(lambda p: str(Path(p).resolve())) != mine)]
     if pick.empty:
         raise ConfigError(f"latest:{root}: no passing main run of experiment {candidate.plan.name} with the "
-                          f"candidate's load ({load}) among {len(runs)} run(s) there (a re-scored or incomplete run "
-                          "is never a baseline)")
+                          f"candidate's load ({load}) on its GPUs ({gpu}) among {len(runs)} run(s) there (a re-scored "
+                          "or incomplete run is never a baseline)")
     return Path(str(pick.sort_values("created").iloc[-1]["path"]))

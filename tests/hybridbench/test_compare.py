@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import subprocess
 import sys
 from dataclasses import asdict
@@ -398,3 +399,90 @@ def test_runs_without_hit_counts_compare_inconclusive_on_one_repeat_a_side(tmp_p
     detail = str(v[("seglen", "token_hit_rate")]["detail"])
     assert "the baseline and the candidate reported no cached-token count" in detail
     assert json.loads((b / "compare" / "compare.json").read_text())["verdict"] == "inconclusive"
+
+
+def finished(path: Path, gpus: list[str], created: str = "2026-11-24T10:00:00+00:00") -> Path:
+    """Give a ``write_run`` run the bundle.json a finished GPU run writes: every trial whole, its GPUs as
+    nvidia-smi named them."""
+    plan = json.loads((path / "plan.json").read_text())
+    bundle = {"created": created, "verdict": "pass", "arms": plan["arms"], "baseline_arm": "lru",
+              "trials": [{"trial_id": Trial(**t).trial_id, "arm": t["arm"], "workload": "w", "repeat": t["repeat"],
+                          "state": "ran", "planned_requests": 20, "summary": {}, "server": {}}
+                         for t in plan["trials"]],
+              "checks": [{"check": "survival", "workload": "w", "arm": a, "status": "pass", "observed": 0,
+                          "expected": "", "detail": ""} for a in plan["arms"]],
+              "provenance": {"engine": {"name": "sglang", "version": "0.5.23", "extra": {"gpus": gpus}}}}
+    (path / "bundle.json").write_text(json.dumps(bundle))
+    return path
+
+
+A100, H100 = ["NVIDIA A100-SXM4-80GB"] * 4, ["NVIDIA H100 80GB HBM3"] * 4
+
+
+def test_runs_on_other_gpus_are_not_comparable_and_latest_never_picks_one(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # engine.gpu is a label (h100 by default): main on A100s against a PR on H100s compared, and faster hardware
+    # hid a slower build (pass, exit 0).
+    a100 = finished(write_run(tmp_path / "root" / "main-a100", engine="sglang", ttft_ms=150.0, duration_s=20.0), A100)
+    pr = finished(write_run(tmp_path / "pr", engine="sglang", ttft_ms=145.0, duration_s=19.5), H100,
+                  created="2026-11-25T10:00:00+00:00")
+    assert main([str(a100), str(pr)]) == 2
+    assert "baseline ran on 4x NVIDIA A100-SXM4-80GB and the candidate on 4x NVIDIA H100" in capsys.readouterr().err
+    assert main([f"latest:{tmp_path / 'root'}", str(pr)]) == 2
+    assert "on its GPUs (4x NVIDIA H100 80GB HBM3)" in capsys.readouterr().err
+    h100 = finished(write_run(tmp_path / "root" / "main-h100", engine="sglang", ttft_ms=145.0, duration_s=19.5),
+                    H100, created="2026-11-23T10:00:00+00:00")  # older than the A100 run: picked for its GPUs
+    assert main([f"latest:{tmp_path / 'root'}", str(pr)]) == 0
+    assert f"baseline: {h100}" in capsys.readouterr().err
+
+
+def test_runs_serving_other_checkpoints_under_one_model_name_are_not_comparable(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_run(tmp_path / "a", model={"hf_id": "Qwen/Qwen3-Next-80B-A3B-Instruct"})
+    b = write_run(tmp_path / "b", model={"hf_id": "Qwen/Qwen3.5-9B"})
+    assert main([str(a), str(b)]) == 2
+    assert "model.hf_id is 'Qwen/Qwen3-Next-80B-A3B-Instruct' in the baseline" in capsys.readouterr().err
+
+
+def _drop(run: Path, trial_prefix: str, from_index: int, *, fail: bool = False) -> None:
+    """Records of the trial ``trial_prefix`` from ``from_index`` on: dropped (never sent), or ``fail``ed."""
+    out = []
+    for line in (run / "records.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["trial_id"].startswith(trial_prefix) and r["request_index"] >= from_index:
+            if not fail:
+                continue
+            r.update(status="error", error="HTTP 500: CUDA error: illegal memory access", first_token_s=None,
+                     end_s=None, output_tokens=0, cached_tokens=None)
+        out.append(json.dumps(r))
+    (run / "records.jsonl").write_text("".join(x + "\n" for x in out))
+
+
+def test_a_killed_baselines_unsent_requests_never_excuse_the_candidates_failures(tmp_path: Path) -> None:
+    # main killed 5 requests into its last trial (no bundle.json); the PR finished but 15 requests failed with a
+    # 500. As bare totals (15 lost each) survival skipped and the comparison passed, exit 0.
+    base = write_run(tmp_path / "main")
+    _drop(base, "005", 5)
+    cand = finished(write_run(tmp_path / "pr"), H100)
+    _drop(cand, "001", 5, fail=True)
+    assert main([str(base), str(cand)]) == 1
+    row = verdicts(cand)[("seglen", "survival")]
+    assert row["status"] == "inconclusive" and "not the same ones" in str(row["detail"])
+    # The same 15 requests failing on both sides, both finished: main lost them too, no regression shown.
+    again = finished(write_run(tmp_path / "main2"), H100)
+    _drop(again, "001", 5, fail=True)
+    main([str(again), str(cand), "-o", str(tmp_path / "same")])  # (its TTFT, on 5 paired requests, undecided)
+    same = json.loads((tmp_path / "same" / "compare.json").read_text())
+    assert {d["status"] for d in same["deltas"] if d["metric"] == "survival" and d["arm"] == "seglen"} == {"skip"}
+
+
+def test_a_killed_candidate_copied_without_traces_is_held_to_the_baselines_request_count(tmp_path: Path) -> None:
+    # Without bundle.json and traces/, a trial's count fell back to the requests it recorded: 5 of 20 looked whole
+    # and survival passed.
+    base = finished(write_run(tmp_path / "main"), H100)
+    cand = write_run(tmp_path / "pr")
+    _drop(cand, "005", 5)
+    shutil.rmtree(cand / "traces")
+    assert main([str(base), str(cand)]) == 1
+    row = verdicts(cand)[("seglen", "survival")]
+    assert row["status"] == "fail" and "5 of 20 planned requests recorded" in str(row["detail"])
