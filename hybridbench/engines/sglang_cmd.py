@@ -205,6 +205,11 @@ def _strategy(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
                           f"engine.page_size is {engine.page_size}")
     strategy_flag, alts = _pick(ctx.help, STRATEGY_FLAG, STRATEGY_FLAG_OLD)
     flags = [Flag(strategy_flag, spec.strategy, owner, alts)]
+    if spec.strategy == "no_buffer":
+        # SGLang 0.5.16 and 0.5.23 refuse no_buffer with the overlap schedule at start-up ("no_buffer do not support
+        # overlap schedule": 0.5.23 arg_groups/mamba_hook.py:156-159) and turn overlap off themselves only for
+        # ``auto``; 0.5.9 turned it off itself. Said on every version, so the arm means one thing everywhere.
+        flags.append(Flag("--disable-overlap-schedule", None, owner))
     if spec.strategy == "extra_buffer":
         if engine.track_interval < 1:
             raise ConfigError(f"engine.track_interval must be >= 1 for arm {spec.name}, got {engine.track_interval}")

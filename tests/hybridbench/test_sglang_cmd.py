@@ -67,7 +67,7 @@ def arm_part(arm: str, help_text: str | None, engine: EngineCfg | None = None) -
 def test_new_build_uses_the_renamed_strategy_flag(help_text: str | None) -> None:
     s = "--mamba-radix-cache-strategy"
     assert arm_part("disabled", help_text) == ["--disable-radix-cache"]
-    assert arm_part("lru", help_text) == [s, "no_buffer"]
+    assert arm_part("lru", help_text) == [s, "no_buffer", "--disable-overlap-schedule"]
     assert arm_part("branching", help_text) == [s, "extra_buffer", "--mamba-track-interval", "256"]
     assert arm_part("l2", help_text) == [s, "extra_buffer", "--mamba-track-interval", "256", *HICACHE]
     assert arm_part("branching+l2", help_text) == arm_part("l2", help_text)
@@ -76,7 +76,7 @@ def test_new_build_uses_the_renamed_strategy_flag(help_text: str | None) -> None
 def test_old_build_uses_the_scheduler_strategy_spelling() -> None:
     s = "--mamba-scheduler-strategy"
     assert arm_part("disabled", OLD) == ["--disable-radix-cache"]
-    assert arm_part("lru", OLD) == [s, "no_buffer"]
+    assert arm_part("lru", OLD) == [s, "no_buffer", "--disable-overlap-schedule"]
     assert arm_part("branching", OLD) == [s, "extra_buffer", "--mamba-track-interval", "256"]
     assert arm_part("l2", OLD) == [s, "extra_buffer", "--mamba-track-interval", "256", *HICACHE]
 
@@ -220,7 +220,7 @@ def test_a_build_without_extra_buffer() -> None:
     with pytest.raises(ConfigError, match=r"^arm branching needs --mamba-scheduler-strategy extra_buffer, which "
                                           r"this SGLang build does not offer \(it lists auto, no_buffer\)"):
         cmd("branching", pre_v2)
-    assert arm_part("lru", pre_v2) == ["--mamba-scheduler-strategy", "no_buffer"]
+    assert arm_part("lru", pre_v2) == ["--mamba-scheduler-strategy", "no_buffer", "--disable-overlap-schedule"]
 
 
 def test_engine_options_and_extra_args_are_checked_too() -> None:
