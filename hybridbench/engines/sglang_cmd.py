@@ -159,6 +159,25 @@ def check_flags(flags: Iterable[Flag], extra: Sequence[str], help_text: HelpText
             raise ConfigError(f"engine.extra_args has {name}, which this {engine_name} build does not offer")
 
 
+def refuse_owned(extra: Sequence[str], owned: Mapping[str, str]) -> None:
+    """ConfigError for an ``engine.extra_args`` flag that says which server this is (model, address, TP) or which cache
+    an arm runs: given there it would run something other than what is planned, forecast and recorded (a ``lru``
+    arm run as ``extra_buffer``, every arm with the cache off, TP 8 recorded as TP 4, a port never polled)."""
+    for name in sorted(extra_flag_names(extra) | {a for a in extra if a in owned}):
+        if name in owned:
+            raise ConfigError(f"engine.extra_args has {name}, which {owned[name]} sets; set it there instead")
+
+
+# The flags engine.extra_args may not give SGLang: the harness's and the arms' (sizing and tuning flags may).
+SGLANG_OWNED = {
+    **dict.fromkeys(("--model-path", "--model"), "model.hf_id"), "--host": "engine.host",
+    "--port": "the harness (it picks a free port and polls it)",
+    **dict.fromkeys(("--tp-size", "--tp", "--tensor-parallel-size"), "engine.tp"),
+    **dict.fromkeys(("--disable-radix-cache", STRATEGY_FLAG, STRATEGY_FLAG_OLD, "--radix-eviction-policy",
+                     HICACHE_FLAG, HICACHE_FLAG_ALIAS), "the arm (choose arms=[...]; docs/reference/arms.md)"),
+}
+
+
 def merge_extra(flags: Sequence[Flag], extra: Sequence[str]) -> list[str]:
     """Render ``flags`` then ``extra``; a flag named in ``extra`` is dropped from ``flags`` (extra_args wins)."""
     overridden = extra_flag_names(extra)
@@ -313,6 +332,7 @@ def sglang_command(
         flags.append(Flag("--enable-cache-report", None, "per-request cached_tokens"))
     flags.extend(sglang_arm_flags(arm, engine, helped))
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
+    refuse_owned(extra, SGLANG_OWNED)
     overridden = extra_flag_names(extra)
     check_flags([f for f in flags if f.name not in overridden], extra, helped, "SGLang")
     return [python or sys.executable, "-m", "sglang.launch_server", *merge_extra(flags, extra)]

@@ -37,11 +37,19 @@ from hybridbench.engines.sglang_cmd import (
     fmt_number,
     merge_extra,
     parse_help,
+    refuse_owned,
 )
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 
 __all__ = ["VLLM_ARMS", "vllm_arm_flags", "vllm_command", "vllm_env", "vllm_help_argv"]
+
+# The flags engine.extra_args may not give vLLM: the harness's and the arms' cache switch (--mamba-cache-mode and
+# the offloading size may be tuned there).
+VLLM_OWNED = {"--host": "engine.host", "--port": "the harness (it picks a free port and polls it)",
+              **dict.fromkeys(("--tensor-parallel-size", "-tp"), "engine.tp"),
+              **dict.fromkeys(("--enable-prefix-caching", "--no-enable-prefix-caching"),
+                              "the arm (choose arms=[...]; docs/reference/arms.md)")}
 
 VLLM_MODULE = "vllm.entrypoints.cli.main"
 
@@ -150,6 +158,7 @@ def vllm_command(
     if cache_report:
         flags.append(Flag("--enable-prompt-tokens-details", None, "per-request cached_tokens"))
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
+    refuse_owned(extra, VLLM_OWNED)
     flags.extend(vllm_arm_flags(arm, extra, hybrid=model.hybrid))
     overridden = extra_flag_names(extra)
     check_flags([f for f in flags if f.name not in overridden], extra, helped, "vLLM")

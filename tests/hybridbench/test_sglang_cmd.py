@@ -294,3 +294,18 @@ def test_secrets_in_the_command_are_redacted() -> None:
     assert shown[:-5] == full[:-5]  # nothing else touched
     env = [f"{k}={v}" for k, v in {**sglang_env(plan_arm("seglen")), "HF_TOKEN": "hf_xyz"}.items()]
     assert redact(env) == ["HF_TOKEN=***"]
+
+
+@pytest.mark.parametrize(("extra", "owner"), [
+    (["--mamba-radix-cache-strategy", "extra_buffer"], "the arm"),  # lru run as branching, still called lru
+    (["--disable-radix-cache"], "the arm"),  # every arm with the cache off
+    (["--radix-eviction-policy=lru"], "the arm"),
+    (["--enable-hierarchical-cache"], "the arm"),
+    (["--tp-size", "8"], "engine.tp"),  # TP 8 served, TP 4 planned, GPU-checked and recorded
+    (["--tp", "8"], "engine.tp"),
+    (["--port", "30000"], "the harness"),  # the harness would poll its own port, never answered
+    (["--model-path", "Qwen/Qwen3.5-9B"], "model.hf_id"),
+])
+def test_extra_args_may_not_say_which_cache_or_which_server(extra: list[str], owner: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0].split('=')[0]}, which {owner}"):
+        cmd("lru", NEW, EngineCfg(tp=4, extra_args=extra))

@@ -162,3 +162,12 @@ def test_mamba_ssm_dtype_takes_the_choices_ts_serve_lists(version: str) -> None:
     with pytest.raises(ConfigError, match=r"--mamba-ssm-dtype float16, which this TokenSpeed .* \(it lists bfloat16, "
                                           r"float32\)"):
         with_dtype("float16")  # SGLang offers it; TokenSpeed's parser does not
+
+
+@pytest.mark.parametrize(("version", "extra", "owner"), [
+    ("0.1.0", ("--tensor-parallel-size", "8"), "engine.tp"), ("0.1.1", ("--control-port", "9"), "the harness"),
+    ("0.1.0", ("--port", "9"), "the harness"),
+])
+def test_extra_args_may_not_say_which_server(version: str, extra: tuple[str, ...], owner: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0]}, which {owner}"):
+        command("branching", version, extra=extra)

@@ -140,3 +140,13 @@ def test_mamba_ssm_dtype_is_vllms_ssm_cache_dtype() -> None:
     assert "--mamba-ssm-cache-dtype" not in cmd("lru", V032)  # unset: vLLM's own default
     with pytest.raises(ConfigError, match=r"^model\.mamba_ssm_dtype needs --mamba-ssm-cache-dtype bfloat16, which"):
         vllm_command(python=PY, model=model, engine=EngineCfg(tp=4), arm=plan_arm("lru"), port=8000, help_text=MAIN)
+
+
+@pytest.mark.parametrize(("extra", "owner"), [
+    (["--enable-prefix-caching"], "the arm"),  # the disabled arm with the cache on: vLLM takes the last flag
+    (["--no-enable-prefix-caching"], "the arm"),
+    (["--tensor-parallel-size", "8"], "engine.tp"), (["-tp", "8"], "engine.tp"), (["--port", "1"], "the harness"),
+])
+def test_extra_args_may_not_say_which_cache_or_which_server(extra: list[str], owner: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0]}, which {owner}"):
+        cmd("disabled", V032, EngineCfg(tp=4, extra_args=extra))
