@@ -9,7 +9,7 @@ from collections.abc import Callable
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.help_cache import cache_path, read_cached, write_cached
 from hybridbench.engines.server import CommandBuilder, ServerEngine, ServerSpec
-from hybridbench.engines.sglang_cmd import sglang_command, sglang_env, sglang_help_argv
+from hybridbench.engines.sglang_cmd import sglang_command, sglang_env, sglang_help_argv, sglang_refusal
 from hybridbench.engines.traits import EngineTraits
 from hybridbench.engines.vllm_cmd import vllm_command, vllm_env, vllm_help_argv
 from hybridbench.errors import ConfigError
@@ -52,7 +52,7 @@ def _builder(engine: str, help_argv: Callable[[str], list[str]], command: Callab
 def make_sglang_engine() -> ServerEngine:
     return ServerEngine(ServerSpec(
         name="sglang", build=_builder("sglang", sglang_help_argv, sglang_command), client="sglang",
-        env_for=sglang_env, flush_path="/flush_cache", package="sglang",
+        env_for=sglang_env, flush_path="/flush_cache", package="sglang", refusal=sglang_refusal,
         # SGLang also serves /v1/completions; its cache is the one reference_impl models.
         traits=EngineTraits(protocols=frozenset({"sglang", "openai"}), flushable=True, greedy_deterministic=True,
                             reference_semantics=True)))

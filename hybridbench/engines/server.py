@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hybridbench.config.redact import redact
-from hybridbench.config.schema import RunCfg
+from hybridbench.config.schema import ModelCfg, RunCfg
 from hybridbench.engines.base import EngineInfo
 from hybridbench.engines.evictions import Evictions, read_evictions
 from hybridbench.engines.gpus import visible_gpus, wait_for_free_gpus
@@ -68,6 +68,8 @@ class ServerSpec:
     # --modelled-lockstep-ms); the client then says which finishes have none (POST vacate_path, load/driver.py)
     lockstep: Callable[[RunCfg], bool] | None = None
     vacate_path: str = "/lockstep/vacate"
+    # (model, arm, installed version) -> why that release cannot run the arm though its --help has the flags ("")
+    refusal: Callable[[ModelCfg, ArmSpec, str], str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,8 @@ class ServerEngine:
             raise ConfigError(f"engine.host: the server cannot listen on {cfg.engine.host!r} ({why})")
         self._version = installed_version(cfg.engine.python or sys.executable, self.spec.package)
         for spec in plan.arm_specs:
+            if self.spec.refusal is not None and (why := self.spec.refusal(cfg.model, spec, self._version)):
+                raise ConfigError(why)
             self._commands[spec.name] = self.build(cfg, spec, 0)  # raises ConfigError naming the arm or flag
 
     def kv_pool(self, cfg: RunCfg) -> KVPool | None:

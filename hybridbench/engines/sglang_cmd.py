@@ -338,6 +338,32 @@ def sglang_command(
     return [python or sys.executable, "-m", "sglang.launch_server", *merge_extra(flags, extra)]
 
 
+def _release(version: str) -> tuple[int, ...] | None:
+    """``0.5.16.post1`` -> (0, 5, 16); None when the version is unknown or not numbered."""
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def sglang_refusal(model: ModelCfg, arm: ArmSpec, version: str) -> str:
+    """Why the installed SGLang ``version`` cannot run ``arm`` on ``model`` although its ``--help`` has every flag
+    ("" when it can, or when the version is unknown): the server would die after loading the weights."""
+    release = _release(version)
+    if release is None or not model.hybrid:
+        return ""
+    if "jamba" in model.name.lower():
+        return f"SGLang {version} has no Jamba model (no JambaForCausalLM under sglang/srt/models)"
+    if release < (0, 5, 16):
+        if arm.host_tier:
+            # 0.5.9 managers/scheduler.py:699-713 picks HiRadixCache before the hybrid check, and it refuses the
+            # hybrid KV pool (mem_cache/hiradix_cache.py:69-97): the host tier for hybrid models came in 0.5.16.
+            return (f"arm {arm.name}: SGLang {version} has no host tier for hybrid models (its HiRadixCache takes MHA "
+                    "and MLA pools only); use SGLang 0.5.16 or later")
+        if arm.strategy == "extra_buffer" and model.name.lower().startswith("nemotron-h"):
+            # 0.5.9 server_args.py:1548-1551 passes support_mamba_cache_extra_buffer=False for NemotronH.
+            return f"arm {arm.name}: SGLang {version} refuses extra_buffer for NemotronHForCausalLM"
+    return ""
+
+
 def sglang_env(arm: ArmSpec) -> dict[str, str]:
     """Environment knobs an arm needs on top of the caller's environment: none today (SGLang's server_args.py lists the
     variables; ``SGLANG_RADIX_FORCE_MISS=1`` would be a second cache-off baseline, not one of the documented arms)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,11 +24,13 @@ from hybridbench.engines.sglang_cmd import (
     sglang_command,
     sglang_env,
     sglang_help_argv,
+    sglang_refusal,
 )
 from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arm
 from hybridbench.plan.build import build_plan
 
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
 OLD = (FIXTURES / "sglang_help_old.txt").read_text()
 NEW = (FIXTURES / "sglang_help_new.txt").read_text()
@@ -309,3 +313,33 @@ def test_secrets_in_the_command_are_redacted() -> None:
 def test_extra_args_may_not_say_which_cache_or_which_server(extra: list[str], owner: str) -> None:
     with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0].split('=')[0]}, which {owner}"):
         cmd("lru", NEW, EngineCfg(tp=4, extra_args=extra))
+
+
+@pytest.mark.parametrize(("model", "arm", "version", "why"), [
+    # 0.5.9's HiRadixCache refuses a hybrid pool (the server dies after loading weights); 0.5.16 has HiMambaRadixCache
+    ("qwen3-next-80b-a3b", "l2", "0.5.9", "arm l2: SGLang 0.5.9 has no host tier for hybrid models"),
+    ("qwen3-next-80b-a3b", "l2", "0.5.16.post1", ""),
+    ("qwen3-next-80b-a3b", "l2", "", ""),  # unknown version: nothing to decide on (doctor says so)
+    ("nemotron-h-8b", "branching", "0.5.9", "arm branching: SGLang 0.5.9 refuses extra_buffer for NemotronH"),
+    ("nemotron-h-8b", "lru", "0.5.9", ""),
+    ("nemotron-h-8b", "branching", "0.5.23", ""),
+    ("jamba-1.5-mini", "lru", "0.5.23", "SGLang 0.5.23 has no Jamba model"),
+])
+def test_a_release_that_would_die_at_start_up_is_refused_at_plan_time(model: str, arm: str, version: str,
+                                                                     why: str) -> None:
+    got = sglang_refusal(ModelCfg(name=model), plan_arm(arm, ArmCfg()), version)
+    assert got.startswith(why) and bool(got) == bool(why), got
+    assert sglang_refusal(ModelCfg(name=model, hybrid=False), plan_arm(arm, ArmCfg()), version) == ""
+
+
+def test_the_plan_refuses_l2_on_a_release_without_a_hybrid_host_tier(tmp_path: Path) -> None:
+    # An interpreter that says it has SGLang 0.5.9 installed, with 0.5.9's --help: every flag is there.
+    fake = tmp_path / "python"
+    old_help = FIXTURES / "sglang_help_old.txt"
+    fake.write_text(f'#!/bin/sh\ncase "$*" in *--help*) cat {old_help};; *) echo 0.5.9;; esac\n')
+    fake.chmod(0o755)
+    proc = subprocess.run([sys.executable, "-m", "hybridbench.cli", "plan", "--no-forecast", "+experiment=l2",
+                           "engine=sglang", f"engine.python={fake}"], capture_output=True, text=True, timeout=300,
+                          check=False, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: arm l2: SGLang 0.5.9 has no host tier"), proc.stderr
