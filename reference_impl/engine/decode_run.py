@@ -51,8 +51,10 @@ def _runs_in_bulk(strategy: Strategy) -> bool:
 
 def _track_interval(strategy: Strategy) -> int:
     """The committed-token interval a strategy tracks decode states at; 0 if it tracks none."""
-    tracks = type(strategy)._on_decode is ExtraBufferStrategy._on_decode
-    return max(1, strategy.track_interval) if tracks else 0
+    if type(strategy)._on_decode is not ExtraBufferStrategy._on_decode:
+        return 0
+    assert isinstance(strategy, ExtraBufferStrategy)
+    return strategy.decode_track_interval()
 
 
 class DecodeRun:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from reference_impl.lifecycle.request import CachedRequest
@@ -60,8 +61,16 @@ class ExtraBufferStrategy(Strategy):
             track = b  # checkpoint the branch point so the next request sharing it hits
         return track
 
+    def decode_track_interval(self) -> int:
+        """The committed-token interval decode tracks states at. 0.5.23 tracks where a checkpoint can be named: at
+        multiples of lcm(the tree's chunk, ``track_interval``) (``runtime_context.mamba_track_grid``, used at
+        ``schedule_batch.py:3803`` and ``batch_result_processor.py:1601``); earlier releases at multiples of the
+        interval itself. The two differ only for an interval that is no multiple of the chunk."""
+        interval = max(1, self.track_interval)
+        return math.lcm(self.tree.chunk_size, interval) if self.tree.semantics == "0.5.23" else interval
+
     def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
-        interval = self.track_interval
+        interval = self.decode_track_interval()
         last = end // interval * interval
         if last > start:
             self._track(req, last)

@@ -161,3 +161,16 @@ def test_request_fingerprint_and_prefix_equal_the_plain_ones_across_the_input_ou
         assert req.fingerprint(n) == fingerprint(whole, n)
         assert list(req.prefix(n)) == whole[:n]
     assert fingerprint(whole, 768) != fingerprint([*input_tokens, *output[:67], 0], 768)
+
+
+@pytest.mark.parametrize(("semantics", "depths"), [
+    # 0.5.23 decode-tracks where a checkpoint can be named: multiples of lcm(chunk 64, interval 100) = 1600, so
+    # decode 384..509 tracks nothing; 0.5.16 tracks at multiples of the interval itself: 400 and 500.
+    ("0.5.23", [128, 256, 384]),
+    ("0.5.16", [128, 256, 384, 500]),
+])
+def test_decode_tracks_on_the_chunk_and_interval_grid_as_the_release_does(semantics: str, depths: list[int]) -> None:
+    tree = MambaRadixTree(KVPool(1 << 16), StatePool(64), make_policy("lru"), semantics=semantics)
+    s = make_strategy("extra_buffer", tree, chunked_prefill_size=128, track_interval=100)
+    serve(s, list(range(401)), [1] * 110)
+    assert sorted(n.depth for n in s.tree.nodes.values() if n.state is not None) == depths
