@@ -72,6 +72,10 @@ class ModelSpec:
     moe_experts_per_token: int = 0
     moe_expert_params: int = 0  # weights of one routed expert
     vocab_size: int = 0  # LM head (read every decode step); 0 where the FLOP model ignores it
+    # SGLang's mamba cache chunk before the page size is taken into account: the config's mamba_chunk_size
+    # (Nemotron-H's "chunk_size"), else FLA's CHUNK_SIZE, 64 (0.5.23 arg_groups/overrides.py mamba_cache_chunk_size).
+    # extra_buffer checkpoints and branch points fall on its multiples.
+    mamba_chunk_size: int = 64
 
     def __post_init__(self) -> None:
         for key in ("conv_dtype", "temporal_dtype"):
@@ -197,6 +201,7 @@ def _nemotron_h_8b() -> ModelSpec:
         mlp_active_params=2 * hidden * 21504,
         source="huggingface.co/nvidia/Nemotron-H-8B-Base-8K/blob/main/config.json",
         vocab_size=131072,
+        mamba_chunk_size=128,  # its config's "chunk_size", which SGLang 0.5.16+ reads as mamba_chunk_size
     )
 
 

@@ -34,6 +34,7 @@ from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec
 from reference_impl.engine.config import EngineConfig
 from reference_impl.engine.core import Batch, EngineCore
 from reference_impl.engine.simulator import simulate
+from reference_impl.models import MODELS
 from reference_impl.radix.tree import SGLANG_SEMANTICS
 from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.trace import TraceRow
@@ -86,7 +87,14 @@ def semantics_for(version: object) -> str | None:
     return proven[-1] if proven else None
 
 
-def predictor_config(spec: ArmSpec, info: dict[str, Any]) -> EngineConfig | str:
+def served_chunk(cfg: RunCfg) -> int:
+    """The served model's mamba cache chunk (/server_info does not report it): the model's, on a real server; 64 on
+    the reference server, whose tiny model's tree uses 64 whatever model the run names for its figures."""
+    known = MODELS.get(cfg.model.name)
+    return known.mamba_chunk_size if known is not None and cfg.engine.name != "reference" else 64
+
+
+def predictor_config(spec: ArmSpec, info: dict[str, Any], *, mamba_chunk_size: int = 64) -> EngineConfig | str:
     """The reference configuration of a running server, or why there is none."""
     semantics = semantics_for(info.get("version"))
     if semantics is None:
@@ -113,6 +121,7 @@ def predictor_config(spec: ArmSpec, info: dict[str, Any]) -> EngineConfig | str:
             track_interval=_int(info, "mamba_track_interval") or 256,
             overlap=not info.get("disable_overlap_schedule", False),
             semantics=semantics,
+            mamba_chunk_size=mamba_chunk_size,  # /server_info does not report it: the model's
         )
     except ValueError as exc:  # a configuration the engine refuses (TokenSpeed's cache with a non-LRU arm)
         return str(exc)
@@ -170,7 +179,7 @@ class ExactHits:
                 info = json.loads(resp.read())
         except (urllib.error.URLError, OSError, ValueError) as exc:
             return f"/server_info unavailable ({exc})"
-        config = predictor_config(ctx.arm, info)
+        config = predictor_config(ctx.arm, info, mamba_chunk_size=served_chunk(ctx.cfg))
         if isinstance(config, str):
             return config
         predictor = CachePredictor(config)

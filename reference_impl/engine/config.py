@@ -39,6 +39,7 @@ class EngineConfig:
     min_new_token_ratio: float = 0.1
     new_token_ratio_decay: float = 0.001
     semantics: str = "0.5.23"  # which SGLang release's cache behaviour (reference_impl.radix.tree)
+    mamba_chunk_size: int = 64  # the model's (ModelSpec.mamba_chunk_size): extra_buffer's checkpoint grid with the page
 
     def __post_init__(self) -> None:
         # TokenSpeed's pools evict by their own LRU (lifecycle/tokenspeed_pool.py) and never ask the tree's policy:

@@ -110,12 +110,13 @@ class EngineCore:
             StatePool(config.state_slots),
             make_policy(config.policy, config.eff_weight),
             page_size=config.page_size,
+            chunk_size=config.mamba_chunk_size,
             semantics=config.semantics,
         )
         host = None
         if config.host_kv_tokens > 0 and config.cache != "disabled":
             host = HostTier(config.host_kv_tokens, max(1, config.host_state_slots), page_size=config.page_size,
-                            kv_only=config.host_kv_only)
+                            chunk_size=config.mamba_chunk_size, kv_only=config.host_kv_only)
         self.host = host
         self.strategy: Strategy = make_strategy(
             config.cache, tree, chunked_prefill_size=config.chunked_prefill_size,

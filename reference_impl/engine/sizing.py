@@ -75,6 +75,7 @@ def engine_config(
         host_kv_tokens=host,
         host_state_slots=host_slots,
         eff_weight=eff_weight,
+        mamba_chunk_size=model.mamba_chunk_size,
     )
     if slots < state_ratio(config):
         raise ValueError(f"{slots} state slots cannot hold one running request of arm {arm.name}")

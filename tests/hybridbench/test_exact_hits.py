@@ -14,9 +14,9 @@ from pathlib import Path
 
 from hybridbench.checks.base import CheckInput
 from hybridbench.checks.builtin import cache_hits
-from hybridbench.config.schema import ChecksCfg
+from hybridbench.config.schema import ChecksCfg, EngineCfg, ModelCfg, RunCfg
 from hybridbench.plan.arms import plan_arm
-from hybridbench.probes.exact_hits import CachePredictor, predictor_config
+from hybridbench.probes.exact_hits import CachePredictor, predictor_config, served_chunk
 from hybridbench.records.schema import Record
 from hybridbench.rescore.__main__ import main as rescore
 
@@ -65,6 +65,23 @@ def test_predictor_mirrors_sglang_branch_point_semantics() -> None:
     got = [predictor.predict(prefix + [s] * 256, [1], 1) for s in (11, 12, 13)]
     assert got == [0, 0, 256]
     assert predictor.predict(prefix, [], 1) is None and "output token ids" in predictor.broken
+
+
+def test_the_mirror_of_a_real_server_checkpoints_on_the_served_models_chunk() -> None:
+    # Nemotron-H-8B's chunk is 128: SGLang's branch point for a 257-token shared prefix is 256 either way, but for
+    # a 200-token one it is 128, not 192 (/server_info does not say the chunk; the model does).
+    assert served_chunk(RunCfg(model=ModelCfg(name="nemotron-h-8b"), engine=EngineCfg(name="sglang"))) == 128
+    assert served_chunk(RunCfg(model=ModelCfg(name="nemotron-h-8b"), engine=EngineCfg(name="reference"))) == 64
+    assert served_chunk(RunCfg(model=ModelCfg(name="my-own-model"), engine=EngineCfg(name="sglang"))) == 64
+    info = {"version": "0.5.23", "max_total_num_tokens": 100000, "max_mamba_cache_size": 64}
+    got = {}
+    for chunk in (64, 128):
+        config = predictor_config(plan_arm("branching"), info, mamba_chunk_size=chunk)
+        assert not isinstance(config, str)
+        predictor = CachePredictor(config)
+        prefix = [7] * 200
+        got[chunk] = [predictor.predict(prefix + [s] * 300, [1], 1) for s in (11, 12, 13)]
+    assert got == {64: [0, 0, 192], 128: [0, 0, 128]}
 
 
 def test_reference_server_matches_the_reference_cache_request_by_request(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from reference_impl.engine.arms import parse_arm
+from reference_impl.engine.core import EngineCore
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import get_gpu
 from reference_impl.engine.sizing import MAMBA_FULL_MEMORY_RATIO, engine_config
@@ -23,3 +24,18 @@ def test_states_get_r_over_1_plus_r_less_the_padding_slot_and_kv_the_rest() -> N
     bf16 = engine_config(parse_arm("branching"), CostModel(get_model("qwen3.5-9b", temporal_dtype="bfloat16"),
                                                            get_gpu("h100"), tp=1), mem_fraction_static=0.77)
     assert bf16.state_slots == 866 and abs(bf16.kv_tokens - config.kv_tokens) < 1000
+
+
+def test_extra_buffer_checkpoints_fall_on_the_served_models_chunk() -> None:
+    # SGLang 0.5.16+ reads Nemotron-H's config "chunk_size" (128 for Nemotron-H-8B) as mamba_chunk_size; a GDN model
+    # gets FLA's 64. With 64 for every model, the simulator put Nemotron-H's prefill checkpoints and branch points at
+    # multiples of 64 that SGLang never takes.
+    for name, chunk, tracked in (("nemotron-h-8b", 128, 128), ("qwen3.5-9b", 64, 192)):
+        timer = CostModel(get_model(name), get_gpu("h100"), tp=1)
+        config = engine_config(parse_arm("branching"), timer, mem_fraction_static=0.8)
+        assert config.mamba_chunk_size == chunk
+        core = EngineCore(config)
+        assert core.tree.chunk_size == chunk
+        # One 200-token prefill forward tracks its last chunk boundary.
+        req = core.strategy.admit(list(range(200)))
+        assert core.strategy.track_position(req, 0, 200) == tracked  # type: ignore[attr-defined]
