@@ -1,0 +1,278 @@
+"""SGLang 0.5.23's own ``extra_buffer`` tracking and donation rules, run on inputs only (no model, no tree).
+
+Runs INSIDE the SGLang 0.5.23 venv built by ``build_env.sh``, never in the repo's environment:
+
+    ~/.cache/hybridbench/sglang-0.5.23/bin/python tests/sglang_oracle/extra_buffer_oracle.py < cases.json
+
+stdin: ``{"life": [case, ...], "match": [case, ...]}``; stdout: one JSON line ``{"version", "life", "match"}``,
+results in the order of the cases. Everything SGLang prints goes to stderr (fd 1 is re-pointed at fd 2 and the
+reply uses a private duplicate of the original stdout, as in ``sglang_driver.py``).
+
+A life case ``{C, P, I, overlap, prefix, L, S, n, branch}`` is one request under
+``--mamba-radix-cache-strategy extra_buffer``: model chunk ``C``, page size ``P``, ``--mamba-track-interval I``,
+the overlap schedule on or off, a cached prefix of ``prefix`` tokens, a match that reported branch point
+``branch``, a prompt of ``L`` tokens prefilled in forwards of ``S`` tokens (None: one forward) and
+``max_new_tokens`` ``n`` (the first from the prefill, then ``n - 1`` decode forwards). Its result: ``tracks``
+(per prefill forward the tracked length or None, then every decode track), ``donated`` (``[at, len, state]``
+per insert: at an unfinished checkpoint or the finish, the key length, and the length of the state held by
+the donated slot as the forwards wrote it) and ``slots`` (state slots the request holds: live + ping-pong).
+A match case ``{C, P, best, kv}`` answers the branch point a match reports when the reusable state ends at
+``best`` and the KV hit at ``kv``.
+
+SGLang's functions are bound (``types.MethodType``) onto stand-in objects that carry only their inputs
+(a request's ``kv`` record, a pool's sizes and slot map, a batch's masks); file:line in 0.5.23's
+``sglang/srt``:
+
+- ``ScheduleBatch._mamba_radix_cache_v2_req_prepare_for_extend``  managers/schedule_batch.py:3137
+  (what a prefill forward tracks: chunk-aligned end or the branch point; the ping-pong swap)
+- ``HybridReqToTokenPool.get_mamba_ping_pong_other_idx / get_mamba_ping_pong_keep_idx / _alloc_ping_pong_buffer /
+  set_mamba_ping_pong_slot / donate_mamba_ping_pong_slot``  mem_cache/memory_pool.py:1743, 1749, 1753, 1784, 1803
+- ``get_mamba_tracking_slots`` (ping-pong size: 1, 2 with overlap)  mem_cache/allocation_sizing.py:11
+- ``MambaComponent._alloc_mamba_slot / _free_mamba_value / _select_finished_checkpoint / prepare_for_caching_req /
+  cleanup_after_caching_req``  mem_cache/unified_cache/components/mamba.py:527, 576, 582, 604, 684
+- ``MambaComponent.finalize_match_result_in_tree_core`` (the branch point)  same file:164, with
+  ``mamba_checkpoint_grid`` from ``runtime_context.mamba_checkpoint_grid`` (runtime_context.py:1966), as
+  ``MambaComponent.__init__`` sets it (mamba.py:85)
+- ``SchedulerBatchResultProcessor._handle_finish_state_updated_req / _mamba_prefix_cache_update /
+  _mamba_check_track_boundary / _mamba_assert_committed_len_lookahead``
+  managers/scheduler_components/batch_result_processor.py:1377, 1524, 1650, 1637
+- ``Req.owned_kv_len`` (the finish checkpoint's length)  managers/schedule_batch.py:1552
+- ``runtime_context.mamba_track_grid`` (runtime_context.py:1974), read through a real ``ServerArgs`` with
+  ``mamba_radix_cache_strategy="extra_buffer"``; the model's chunk is pre-seeded as ``_mamba_cache_chunk_size``,
+  the hook ``arg_groups/overrides.py:1901-1907`` offers fixtures so a dummy model never loads an HF config.
+
+No SGLang logic is re-implemented, except these one-liners of code this harness does not run (a scheduler
+loop, a model forward, the tree insert), each cited:
+
+- decode ``prepare_for_decode``: ``kv_committed_len += 1`` (mem_cache/allocation.py:686, ``alloc_for_decode``),
+  ``decode_batch_idx += 1`` (schedule_batch.py:3783), the mask ``seq % mamba_track_grid(P) == 0`` and, with overlap,
+  the next mask ``== grid - 1`` (schedule_batch.py:3803, 3816-3823), the batch's ``mamba_decode_batch_idx_cpu``
+  (3827-3829) and ``mamba_track_buffer_indices = [req.kv.mamba_next_track_idx]``
+  (``set_mamba_track_indices_from_reqs``, schedule_batch.py:2336-2347);
+- the overlap schedule: batch k's result is processed after batch k + 1 was prepared, the last one too;
+- a checkpoint's key length: ``min(up_to, component cache_len)`` floored to the page
+  (``UnifiedRadixCache.checkpoint_into_tree``, mem_cache/unified_radix_cache.py:1191-1198, 1229-1230), nothing
+  inserted at 0 (1218); ``up_to`` is ``req.extend_end`` for a chunk (mem_cache/common.py:278) and
+  ``owned_kv_len()`` at the finish (common.py:421-431); a chunk is checkpointed unless the prefill finished the
+  request (as in ``sglang_driver.py``'s ``request`` op);
+- the forward's write: a tracked forward leaves the state at the tracked length in the slot it tracks into
+  (prefill: ``track_position`` of the returned entry; decode: ``mamba_track_buffer_indices``). That is the
+  kernel's job (layers/attention/hybrid_linear_attn_backend.py), here only bookkeeping for ``state``.
+
+No SGLang code is copied here.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import sys
+import types
+import warnings
+from typing import Any
+
+warnings.filterwarnings("ignore")
+os.environ.pop("SGLANG_USE_CPU_ENGINE", None)  # breaks the import on CPU (docs/concepts/reference-cache.md)
+
+Case = dict[str, Any]
+Stub = types.SimpleNamespace  # a stand-in: only the attributes an SGLang function reads
+SG: dict[str, Any] = {}  # SGLang's classes and functions, imported after fd 1 is re-pointed (see main)
+
+
+def _import_sglang() -> None:
+    import torch
+    from sglang.srt import runtime_context
+    from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
+    from sglang.srt.managers.scheduler_components.batch_result_processor import SchedulerBatchResultProcessor
+    from sglang.srt.mem_cache.allocation_sizing import get_mamba_tracking_slots
+    from sglang.srt.mem_cache.base_prefix_cache import MatchResult
+    from sglang.srt.mem_cache.memory_pool import HybridReqToTokenPool
+    from sglang.srt.mem_cache.unified_cache.components.mamba import MambaComponent
+    from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
+
+    SG.update(
+        torch=torch, rc=runtime_context, Req=Req, ScheduleBatch=ScheduleBatch, BRP=SchedulerBatchResultProcessor,
+        tracking_slots=get_mamba_tracking_slots, MatchResult=MatchResult, Pool=HybridReqToTokenPool,
+        Mamba=MambaComponent, ServerArgs=ServerArgs, set_args=set_global_server_args_for_scheduler,
+    )
+
+
+def bind(obj: Any, cls: type, *names: str) -> Any:
+    """SGLang's own methods on a stand-in that carries only what they read."""
+    for name in names:
+        setattr(obj, name, types.MethodType(getattr(cls, name), obj))
+    return obj
+
+
+_ARGS: dict[str, Any] = {"key": None}
+
+
+def configure(chunk: int, page: int, interval: int) -> None:
+    """Publish server args for (page, interval) and the model chunk; rebuilt only when they change (~80 ms)."""
+    if _ARGS["key"] != (page, interval):
+        args = SG["ServerArgs"](model_path="dummy", page_size=page, mamba_track_interval=interval,
+                                mamba_radix_cache_strategy="extra_buffer")
+        SG["set_args"](args)
+        _ARGS.update(key=(page, interval), args=args)
+    # max(model chunk, page): what overrides.mamba_cache_chunk_size computes from a real model's config
+    _ARGS["args"]._mamba_cache_chunk_size = max(chunk, page)
+    mamba = SG["rc"].get_exec().mamba
+    assert mamba.enable_mamba_extra_buffer and not mamba.enable_mamba_extra_buffer_lazy
+    assert mamba.mamba_track_interval == interval
+
+
+class Allocator:
+    """The mamba slot allocator: fresh ids, never exhausted (eviction is not what is compared)."""
+
+    def __init__(self) -> None:
+        self.next = 100
+
+    def alloc(self, k: int) -> Any:
+        ids = SG["torch"].arange(self.next, self.next + k)
+        self.next += k
+        return ids
+
+    def free(self, ids: Any) -> None:
+        return
+
+
+def make_pool(overlap: bool) -> Any:
+    size = SG["tracking_slots"](extra_buffer=True, overlap=overlap, lazy=False)
+    pool = Stub(mamba_ping_pong_track_buffer_size=size, mamba_initial_tracking_slots=size,
+              enable_mamba_extra_buffer_lazy=False, enable_mamba_extra_buffer=True, mamba_allocator=Allocator(),
+              req_index_to_mamba_ping_pong_track_buffer_mapping={})
+    return bind(pool, SG["Pool"], "get_mamba_ping_pong_other_idx", "get_mamba_ping_pong_keep_idx",
+                "_alloc_ping_pong_buffer", "set_mamba_ping_pong_slot", "donate_mamba_ping_pong_slot")
+
+
+def make_req(prefix: int, branch: int | None, prompt: int) -> Any:
+    kv = Stub(req_pool_idx=0, mamba_last_track_seqlen=None, mamba_prev_track_seqlen=None, kv_committed_len=prefix,
+            mamba_untracked_decode_batch_idx=None)
+    req = Stub(kv=kv, prefix_len=prefix, extend_end=prefix, extend_len=0, mamba_branching_seqlen=branch,
+             decode_batch_idx=0, output_ids=[], origin_input_ids=list(range(prompt)), rid="r",
+             finished=lambda: False, reasoning_tokens=0, finished_len=None, output_ids_through_stop=[])
+    return bind(req, SG["Req"], "owned_kv_len")
+
+
+def run_life(case: Case) -> dict[str, Any]:
+    chunk, page, interval, overlap = case["C"], case["P"], case["I"], case["overlap"]
+    prefix, prompt, step, n, branch = case["prefix"], case["L"], case["S"], case["n"], case["branch"]
+    configure(chunk, page, interval)
+    pool = make_pool(overlap)
+    comp = Stub(cache=Stub(enable_mamba_extra_buffer=True, req_to_token_pool=pool), int8_ckpt_pool=None)
+    bind(comp, SG["Mamba"], "_alloc_mamba_slot", "_select_finished_checkpoint", "prepare_for_caching_req",
+         "cleanup_after_caching_req", "_free_mamba_value")
+    tree = Stub(page_size=page)
+    model_config = Stub(hf_text_config=Stub(mamba_chunk_size=chunk))
+    sched = Stub(model_config=model_config, tree_cache=tree, req_to_token_pool=pool)
+    bind(sched, SG["ScheduleBatch"], "_mamba_radix_cache_v2_req_prepare_for_extend")
+    brp = Stub(tree_cache=tree, draft_worker=None, _maybe_collect_customized_info=lambda *a: None)
+    bind(brp, SG["BRP"], "_handle_finish_state_updated_req", "_mamba_prefix_cache_update",
+         "_mamba_check_track_boundary")
+    brp._mamba_assert_committed_len_lookahead = SG["BRP"]._mamba_assert_committed_len_lookahead  # a staticmethod
+
+    req = make_req(prefix, branch, prompt)
+    pool._alloc_ping_pong_buffer(req)
+    tracks: list[int | None] = []
+    donated: list[list[Any]] = []
+    written: dict[int, int] = {}  # slot id -> length of the state a forward left in it
+
+    def wrote(idx: int, length: int) -> None:
+        written[int(req.kv.mamba_ping_pong_track_buffer[idx])] = length
+
+    def checkpoint(up_to: int, finished: bool) -> None:
+        params = Stub(mamba_value=None, mamba_keep_idx=None)
+        cache_len = comp.prepare_for_caching_req(req, params, up_to, finished)
+        key_len = min(up_to, up_to if cache_len is None else cache_len) // page * page
+        if key_len > 0:
+            slot = int(params.mamba_value.reshape(-1)[0])
+            donated.append(["finish" if finished else "ckpt", key_len, written.get(slot)])
+        if not finished:  # the request goes on: the next checkpoint starts from nothing tracked
+            comp.cleanup_after_caching_req(req, False, insert_result=Stub(mamba_exist=False), insert_params=params)
+
+    start = prefix
+    while start < prompt:
+        end = min(start + step, prompt) if step else prompt
+        req.prefix_len, req.extend_end, req.extend_len = start, end, end - start
+        entry = sched._mamba_radix_cache_v2_req_prepare_for_extend(req)
+        tracks.append(req.kv.mamba_last_track_seqlen if entry.track_mask else None)
+        if entry.track_mask:
+            wrote(entry.track_position, req.kv.mamba_last_track_seqlen)
+        req.kv.kv_committed_len = end
+        if not (end == prompt and n == 1):
+            checkpoint(end, False)
+        start = end
+    req.output_ids.append(0)  # the prefill's token
+
+    grid = SG["rc"].mamba_track_grid(page)
+    batches: list[Any] = []
+
+    def prepare() -> None:
+        req.kv.kv_committed_len += 1
+        req.decode_batch_idx += 1
+        seq = req.kv.kv_committed_len
+        batch = Stub(mamba_track_mask_cpu=[seq % grid == 0],
+                   mamba_track_mask_next_cpu=[seq % grid == grid - 1] if overlap else None,
+                   mamba_decode_batch_idx_cpu=[req.decode_batch_idx],
+                   mamba_track_buffer_indices=[req.kv.mamba_next_track_idx],
+                   spec_algorithm=Stub(is_none=lambda: True), req_to_token_pool=pool)
+        if batch.mamba_track_mask_cpu[0]:
+            wrote(req.kv.mamba_next_track_idx, seq)
+        batches.append(batch)
+
+    def process(batch: Any) -> None:
+        req.output_ids.append(0)  # the result processor appends the batch's token first
+        brp._handle_finish_state_updated_req(req, batch, Stub(), 0, None)
+        if batch.mamba_track_mask_cpu[0]:
+            tracks.append(req.kv.mamba_last_track_seqlen)
+
+    steps = n - 1
+    if steps > 0:
+        prepare()
+        for k in range(steps):
+            if overlap:  # batch k + 1 is prepared before batch k's result is processed
+                prepare()
+            process(batches[k])
+            if not overlap and k + 1 < steps:
+                prepare()
+    req.finished_len = n
+    req.output_ids_through_stop = req.output_ids[:n]
+    checkpoint(req.owned_kv_len(), True)
+    return {"tracks": tracks, "donated": donated, "slots": pool.mamba_ping_pong_track_buffer_size + 1}
+
+
+def run_match(case: Case) -> int | None:
+    configure(case["C"], case["P"], 256)
+    comp = Stub(mamba_checkpoint_grid=SG["rc"].mamba_checkpoint_grid(case["P"]), has_host_value_only=lambda node: False)
+    bind(comp, SG["Mamba"], "finalize_match_result_in_tree_core")
+    result = SG["MatchResult"](last_device_node=None, last_host_node=None, device_prefix_len=case["best"],
+                               best_match_node=None, full_kv_hit_length=case["kv"])
+    branch: int | None = comp.finalize_match_result_in_tree_core(result, None, [], 0).mamba_branching_seqlen
+    return branch
+
+
+def _order(cases: list[Case], key: tuple[str, ...]) -> list[int]:
+    """Case indices grouped by server args, so each (page, interval) builds ServerArgs once."""
+    return sorted(range(len(cases)), key=lambda i: tuple(cases[i][k] for k in key))
+
+
+def main() -> None:
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # SGLang's own prints land on stderr, never in the reply
+    sys.stdout = sys.stderr
+    _import_sglang()
+    cases = json.load(sys.stdin)
+    life: list[Any] = [None] * len(cases["life"])
+    for i in _order(cases["life"], ("P", "I")):
+        life[i] = run_life(cases["life"][i])
+    match: list[Any] = [None] * len(cases["match"])
+    for i in _order(cases["match"], ("P",)):
+        match[i] = run_match(cases["match"][i])
+    reply = {"version": importlib.metadata.version("sglang"), "life": life, "match": match}
+    out.write(json.dumps(reply) + "\n")
+    out.flush()
+
+
+if __name__ == "__main__":
+    main()

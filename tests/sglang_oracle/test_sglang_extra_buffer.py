@@ -1,0 +1,226 @@
+"""``ExtraBufferStrategy`` and ``MambaRadixTree``'s branch point against SGLang 0.5.23's own extra_buffer code.
+
+``extra_buffer_oracle.py`` runs 0.5.23's scheduler, ping-pong pool and Mamba cache-component functions on the
+same inputs in its venv (its docstring lists each function with file:line). Per request case both sides must
+agree on what every prefill and decode forward tracks, what is donated to the tree (at each unfinished
+checkpoint and at the finish: key length and the length of the state in the donated slot) and how many state
+slots the request holds; per match case, on the branch point reported.
+
+Cases: a seeded sample of a grid (model chunk 64/128, page 1/16/64, track intervals on and off the chunk grid,
+overlap on and off, cached prefixes on and off a chunk boundary, branch points, prompt, chunked-prefill and output
+lengths) plus hand-picked edges. Needs the venv from ``tests/sglang_oracle/build_env.sh``; skipped with a reason
+when it is absent, a failure under CI.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import random
+import subprocess
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from oracle_client import env_python, env_ready
+
+from reference_impl.lifecycle.request import CachedRequest
+from reference_impl.lifecycle.strategies import ExtraBufferStrategy
+from reference_impl.policies.registry import make_policy
+from reference_impl.radix.pools import KVPool, StatePool
+from reference_impl.radix.tree import MambaRadixTree
+
+pytestmark = pytest.mark.sglang
+
+ORACLE = Path(__file__).resolve().parent / "extra_buffer_oracle.py"
+SEED = 20261129
+LIFE_CASES = 4000  # sampled from the grid; with the edges and the match cases the test takes ~30 s on 2 cores
+
+Case = dict[str, Any]
+
+
+# ---------------------------------------------------------------- cases
+def _floor(x: int, page: int) -> int:
+    return x // page * page
+
+
+def _life_grid() -> list[Case]:
+    cases = []
+    for chunk, page in itertools.product((64, 128), (1, 16, 64)):
+        grid = max(chunk, page)
+        # 100 and 320 are off a 64/128 chunk grid for some pages; SGLang requires interval % page == 0
+        intervals = sorted(i for i in {256, 512, 2 * grid, 3 * grid, grid + grid // 2, 320, 100} if i % page == 0)
+        prefixes = sorted({0, grid, 2 * grid, _floor(96, page), _floor(grid // 2, page)})
+        # chunked prefill sizes are page multiples (SGLang's prefill adder truncates a chunk to whole pages)
+        steps = [None, *sorted({_floor(grid + grid // 2, page), 4 * grid})]
+        for interval, overlap, prefix in itertools.product(intervals, (False, True), prefixes):
+            track = math.lcm(grid, interval)  # 0.5.23's decode grid
+            for prompt in (prefix + 10, prefix + grid, prefix + grid + 30, prefix + 5 * grid + 17, prefix + 700):
+                branches = [None, *range(grid * (prefix // grid + 1), prompt, grid)][:5]  # match: on the grid
+                # the last decode commits exactly a multiple of the decode grid
+                exact = (prompt // track + 1) * track - prompt + 1
+                outputs = sorted({1, 2, interval - 5, interval + 3, 2 * interval + 1, exact})
+                for branch, step, n in itertools.product(branches, steps, outputs):
+                    cases.append({"C": chunk, "P": page, "I": interval, "overlap": overlap, "prefix": prefix,
+                                  "L": prompt, "S": step, "n": n, "branch": branch})
+    return cases
+
+
+def _case(*, c: int = 64, p: int = 1, i: int = 256, ov: bool = False, prefix: int = 0, prompt: int = 300,
+          s: int | None = None, n: int = 2, b: int | None = None) -> Case:
+    return {"C": c, "P": p, "I": i, "overlap": ov, "prefix": prefix, "L": prompt, "S": s, "n": n, "branch": b}
+
+
+EDGES: list[Case] = [
+    # max_new_tokens=1: the prefill finishes the request (no checkpoint after the last chunk, no decode)
+    _case(n=1), _case(n=1, ov=True), _case(n=1, s=128), _case(n=1, prompt=256, s=128, b=128),
+    # a forward shorter than a chunk tracks nothing; so does a short last chunk
+    _case(prompt=40, n=5), _case(prefix=64, prompt=100, n=3), _case(prompt=150, s=128, n=4),
+    _case(c=128, p=64, prefix=128, prompt=192, n=2),
+    # branch point on a chunk boundary of the forward (tracked), off it (prefix 96), at the forward's end
+    _case(prompt=300, b=128), _case(prefix=96, prompt=400, b=128), _case(prefix=96, prompt=400, b=224),
+    _case(prompt=256, b=256), _case(prompt=300, s=128, b=192), _case(p=16, prefix=32, prompt=500, s=160, b=192),
+    # output ending exactly on a decode track boundary (committed = L + n - 1), with and without overlap
+    _case(prompt=200, n=313), _case(prompt=200, n=313, ov=True), _case(prompt=200, n=312, ov=True),
+    _case(i=100, prompt=1500, n=101), _case(i=100, prompt=1500, n=101, ov=True),  # grid lcm(64, 100) = 1600
+    _case(c=128, p=64, i=192, prompt=300, n=85), _case(c=128, p=64, i=192, prompt=300, n=85, ov=True),
+    _case(p=16, i=96, prompt=100, n=93, ov=True),
+]
+
+
+def life_cases() -> list[Case]:
+    return EDGES + random.Random(SEED).sample(_life_grid(), LIFE_CASES)
+
+
+def match_cases() -> list[Case]:
+    cases = []
+    for chunk, page in itertools.product((64, 128), (1, 16, 64)):
+        grid, step = max(chunk, page), max(page, 16)
+        for best in range(0, 4 * grid + 1, step):
+            cases += [{"C": chunk, "P": page, "best": best, "kv": kv} for kv in range(best, best + 3 * grid + 1, step)]
+    return cases
+
+
+# ---------------------------------------------------------------- the reference, in process
+def reference_life(case: Case) -> dict[str, Any]:
+    """One request through ``ExtraBufferStrategy``'s own prefill_chunk / decode / finish on a real tree and pools."""
+    chunk, page, prefix, prompt, n = case["C"], case["P"], case["prefix"], case["L"], case["n"]
+    tree = MambaRadixTree(KVPool(1 << 22), StatePool(1 << 12), make_policy("lru"), page_size=page, chunk_size=chunk,
+                          semantics="0.5.23")
+    strat = ExtraBufferStrategy(tree, chunked_prefill_size=case["S"], track_interval=case["I"],
+                                overlap=case["overlap"])
+    req = CachedRequest.of(range(prompt))
+    # What admit() leaves after a match that hit `prefix` and reported `branch` (the inputs, as on SGLang's side).
+    req.prefix_len = req.protected_len = req.kv_len = prefix
+    req.branch_seqlen = case["branch"]
+    req.live_state = tree.state_pool.alloc()
+    req.track_slots = [tree.state_pool.alloc() for _ in range(strat._num_track_slots())]
+    slots = len(req.held_states())
+    tracks: list[int | None] = []
+    tracked: list[int] = []  # positions a forward tracked: what a donated slot's content can be
+    donated: list[list[Any]] = []
+    phase = ["ckpt"]
+
+    # The one patch: _insert records the donation instead of inserting. The prefix and branch point are inputs,
+    # not a match on a populated tree, so there is no path for the real insert to extend and re-lock; what is
+    # compared is what the strategy hands the tree (the tree's own insert is the differential tier's business).
+    def record(self: ExtraBufferStrategy, r: CachedRequest, cache_len: int, slot: int) -> None:
+        content = tree.state_pool.content.get(slot)
+        state = next((pos for pos in tracked if r.fingerprint(pos) == content), None)
+        donated.append([phase[0], cache_len, state])
+        r.protected_len = max(r.protected_len, cache_len)
+
+    strat._insert = types.MethodType(record, strat)  # type: ignore[method-assign]
+
+    def tracked_now(before: int, position: int | None) -> int | None:
+        """The forward tracked iff it copied a state into a ping-pong slot."""
+        if strat.counters.state_copies == before:
+            return None
+        assert position is not None
+        if position not in tracked:
+            tracked.append(position)
+        return position
+
+    start = prefix
+    while start < prompt:
+        end = min(start + case["S"], prompt) if case["S"] else prompt
+        before, position = strat.counters.state_copies, strat.track_position(req, start, end)
+        if position is not None:  # known before prefill_chunk, whose checkpoint may donate it
+            tracked.append(position)
+        strat.prefill_chunk(req, end, finishes_after_prefill=n == 1)
+        tracks.append(tracked_now(before, position))
+        start = end
+    for k in range(n):  # the first token comes from the prefill; each later one is a decode forward
+        before = strat.counters.state_copies
+        strat.decode(req, [10**6 + k])
+        if (position := tracked_now(before, req.track_seqlen)) is not None:
+            tracks.append(position)
+    phase[0] = "finish"
+    strat.finish(req)
+    return {"tracks": tracks, "donated": donated, "slots": slots}
+
+
+def reference_match(case: Case) -> int | None:
+    """The branch point ``MambaRadixTree.match_prefix`` reports: state ends at ``best``, KV reaches ``kv``."""
+    page, best, kv = case["P"], case["best"], case["kv"]
+    tree = MambaRadixTree(KVPool(1 << 20), StatePool(16), make_policy("lru"), page_size=page,
+                          chunk_size=case["C"], semantics="0.5.23")
+    tokens = list(range(1, kv + 1))
+    assert tree.kv_pool.alloc(kv)
+    if best > 0:
+        tree.insert(tokens[:best], tree.state_pool.alloc())
+    deeper = tree.insert(tokens, tree.state_pool.alloc(), prev_prefix_len=best)
+    if kv > best:
+        tree._tombstone(deeper.node)  # the deeper state was evicted, its KV stays: a KV hit past the state
+    match = tree.match_prefix(tokens + [-1] * page)
+    assert match.prefix_len == best, (case, match.prefix_len)
+    return match.branch_seqlen
+
+
+# ---------------------------------------------------------------- SGLang, once
+@pytest.fixture(scope="module")
+def oracle() -> dict[str, Any]:
+    if not env_ready("0.5.23"):
+        # CI builds the venv first: missing there is a failure, never a quiet skip.
+        (pytest.fail if os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG") else pytest.skip)(
+            "SGLang 0.5.23 venv missing: run bash tests/sglang_oracle/build_env.sh 0.5.23")
+    cases = {"life": life_cases(), "match": match_cases()}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")}
+    proc = subprocess.run([str(env_python("0.5.23")), str(ORACLE)], input=json.dumps(cases), capture_output=True,
+                          text=True, timeout=600, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reply: dict[str, Any] = json.loads(proc.stdout)
+    assert reply["version"] == "0.5.23"
+    return {"cases": cases, **reply}
+
+
+def _report(kind: str, bad: list[str], total: int) -> str:
+    return f"{len(bad)} of {total} {kind} cases differ from SGLang 0.5.23; the first ones:\n" + "\n".join(bad[:8])
+
+
+def test_tracks_donations_and_slots_equal_sglang_0_5_23(oracle: dict[str, Any]) -> None:
+    cases = oracle["cases"]["life"]
+    bad = []
+    for i, (case, sg) in enumerate(zip(cases, oracle["life"], strict=True)):
+        ref = reference_life(case)
+        diffs = [f"    {k}: sglang={sg[k]} reference={ref[k]}" for k in ("tracks", "donated", "slots")
+                 if sg[k] != ref[k]]
+        if diffs:
+            bad.append(f"  life case #{i} {case}:\n" + "\n".join(diffs))
+    assert not bad, _report("life", bad, len(cases))
+    # the cases exercise what is compared: decode tracks, both donation kinds, 1 and 2 ping-pong slots
+    assert sum(len(r["tracks"]) > len(r["donated"]) for r in oracle["life"]) > len(cases) // 4
+    assert {d[0] for r in oracle["life"] for d in r["donated"]} == {"ckpt", "finish"}
+    assert {r["slots"] for r in oracle["life"]} == {2, 3}
+
+
+def test_branch_point_equals_sglang_0_5_23(oracle: dict[str, Any]) -> None:
+    cases = oracle["cases"]["match"]
+    bad = [f"  match case #{i} {case}: sglang={sg} reference={ref}"
+           for i, (case, sg) in enumerate(zip(cases, oracle["match"], strict=True))
+           if sg != (ref := reference_match(case))]
+    assert not bad, _report("match", bad, len(cases))
+    assert any(b is None for b in oracle["match"]) and any(b is not None for b in oracle["match"])
