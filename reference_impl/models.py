@@ -76,6 +76,9 @@ class ModelSpec:
     # (Nemotron-H's "chunk_size"), else FLA's CHUNK_SIZE, 64 (0.5.23 arg_groups/overrides.py mamba_cache_chunk_size).
     # extra_buffer checkpoints and branch points fall on its multiples.
     mamba_chunk_size: int = 64
+    # num_key_value_heads: a TP rank holds max(1, heads // tp) of them (SGLang's ModelConfig.get_num_kv_heads), so
+    # past as many ranks as heads K and V are copied, not split. 0: the heads split evenly at any TP (Marconi's).
+    attn_kv_heads: int = 0
 
     def __post_init__(self) -> None:
         for key in ("conv_dtype", "temporal_dtype"):
@@ -92,6 +95,14 @@ class ModelSpec:
     def kv_bytes_per_token(self) -> int:
         """K and V of one token over all attention layers."""
         return self.num_attn_layers * 2 * self.attn_kv_dim * self.dtype_bytes
+
+    def kv_bytes_per_token_per_rank(self, tp: int) -> float:
+        """K and V of one token on one of ``tp`` ranks: its KV heads (``max(1, heads // tp)``) over all attention
+        layers; SGLang's cell size (``pool_configurator._compute_cell_size``), which sizes each rank's KV pool."""
+        if self.attn_kv_heads <= 0:
+            return self.kv_bytes_per_token() / tp
+        head_dim = self.attn_kv_dim // self.attn_kv_heads
+        return self.num_attn_layers * 2 * max(1, self.attn_kv_heads // tp) * head_dim * self.dtype_bytes
 
     @property
     def ssm_state_bytes_per_layer(self) -> int:
@@ -186,6 +197,7 @@ def _nemotron_h_8b() -> ModelSpec:
         num_attn_layers=pattern.count("*"),
         attn_q_dim=heads * head_dim,
         attn_kv_dim=kv_heads * head_dim,
+        attn_kv_heads=kv_heads,
         attn_proj_params=hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden,
         num_ssm_layers=pattern.count("M"),
         ssm_proj_params=hidden * in_proj_out + inner * hidden,
@@ -242,6 +254,7 @@ def _gated_delta_hybrid(
         num_attn_layers=n_attn,
         attn_q_dim=heads * head_dim,
         attn_kv_dim=kv_heads * head_dim,
+        attn_kv_heads=kv_heads,
         attn_proj_params=hidden * (2 * heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden,
         num_ssm_layers=layers - n_attn,
         # in_proj_qkvz (q, k, v, z), in_proj_ba (beta, alpha per value head), out_proj.
@@ -355,6 +368,7 @@ def _jamba_1_5_mini() -> ModelSpec:
         num_attn_layers=n_attn,
         attn_q_dim=heads * head_dim,
         attn_kv_dim=kv_heads * head_dim,
+        attn_kv_heads=kv_heads,
         attn_proj_params=hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden,
         num_ssm_layers=layers - n_attn,
         # Mamba-1: in_proj D→2·inner (x, z), x_proj inner→dt_rank+2N, dt_proj dt_rank→inner,

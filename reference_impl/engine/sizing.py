@@ -53,7 +53,10 @@ def engine_config(
     r = MAMBA_FULL_MEMORY_RATIO
     slot = model.state_bytes()
     slots = state_slots or int((budget * r / (1 + r) - slot) // slot)
-    kv = kv_tokens or int((budget - (slots + 1) * slot) // model.kv_bytes_per_token())
+    # Per rank, as SGLang sizes each rank's pool: the states split over TP, KV heads only down to one a rank (past
+    # that they are copied), and the token count rounded down to whole pages (pool_configurator.py:642-646).
+    per_rank = (budget - (slots + 1) * slot) / timer.tp
+    kv = kv_tokens or int(per_rank // model.kv_bytes_per_token_per_rank(timer.tp)) // page_size * page_size
     host = (host_kv_tokens or 4 * kv) if arm.host_tier else 0
     host_slots = max(1, host // 1024) if host else 0
     if arm.host_tier and hicache_ratio is not None:

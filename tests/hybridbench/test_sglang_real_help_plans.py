@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
 # Arms whose eviction policy exists only on unmerged PR builds, or only in Marconi's tree (engine=replay).
 UNRELEASED = ("--radix-eviction-policy seglen", "--radix-eviction-policy marconi", "cannot express",
-              "has no sglang_plus", "has no vllm_plus")
+              "has no sglang_plus", "has no vllm_plus",
+              "SGLang 0.5.9 has no host tier for hybrid models")  # l2 (and kl's, accuracy's) before 0.5.16
 
 
 def venv_python(version: str) -> Path:

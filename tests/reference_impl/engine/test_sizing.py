@@ -39,3 +39,23 @@ def test_extra_buffer_checkpoints_fall_on_the_served_models_chunk() -> None:
         # One 200-token prefill forward tracks its last chunk boundary.
         req = core.strategy.admit(list(range(200)))
         assert core.strategy.track_position(req, 0, 200) == tracked  # type: ignore[attr-defined]
+
+
+def test_past_as_many_ranks_as_kv_heads_each_rank_holds_a_whole_head() -> None:
+    # SGLang gives each rank max(1, kv_heads // tp) heads: Qwen3-Next's 2 KV heads are copied on 4 ranks, not
+    # split, so a rank's KV pool holds half the tokens an even split would (1,421,992, not 2,843,984, on 4 x H100
+    # at 0.85; SGLang 0.5.23's own configurator gives 1,421,992). Nemotron-H's 8 heads split evenly up to TP 8.
+    for name, tp, heads_a_rank in (("qwen3-next-80b-a3b", 4, 1), ("qwen3-next-80b-a3b", 8, 1),
+                                   ("qwen3.5-9b", 8, 1), ("nemotron-h-8b", 8, 1), ("nemotron-h-8b", 2, 4)):
+        model = get_model(name)
+        timer = CostModel(model, get_gpu("h100"), tp=tp)
+        config = engine_config(parse_arm("lru"), timer, mem_fraction_static=0.85)
+        per_rank_bytes = (80 * 2**30 * 0.85 * tp - timer.total_weight_bytes()
+                          - (config.state_slots + 1) * model.state_bytes()) / tp
+        cell = model.num_attn_layers * 2 * heads_a_rank * (model.attn_kv_dim // model.attn_kv_heads) * model.dtype_bytes
+        assert config.kv_tokens == int(per_rank_bytes // cell), name
+        even = int(per_rank_bytes * tp // model.kv_bytes_per_token())
+        assert (config.kv_tokens < even * 0.6) == (model.attn_kv_heads < tp), name
+    paged = engine_config(parse_arm("branching"), CostModel(get_model("qwen3.5-9b"), get_gpu("h100"), tp=1),
+                          mem_fraction_static=0.85, page_size=64)
+    assert paged.kv_tokens % 64 == 0  # whole pages, as SGLang rounds each rank's pool
