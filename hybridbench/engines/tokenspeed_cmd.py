@@ -51,14 +51,25 @@ class TokenSpeedVersion:
     mamba_host_tier: bool  # --enable-mamba-l2 and its knobs exist (the radix-era cache of PR #162)
     flush_works: bool  # /flush_cache really clears the cache (0.1.0 acknowledges and does nothing)
     mamba_cache_size_flag: bool  # --max-mamba-cache-size exists
+    models: frozenset[str]  # the model classes it can load (the EntryClass names under tokenspeed/runtime/models)
 
+
+# The architectures (config.json's "architectures") each release's model registry holds, hybrid ones and those a
+# dense baseline might use; read from the releases' tokenspeed/runtime/models. Neither has Qwen3-Next.
+_TS_010_MODELS = frozenset({
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "GptOssForCausalLM", "DeepseekV3ForCausalLM",
+    "InklingForConditionalGeneration", "KimiK25ForConditionalGeneration",
+})
+_TS_011_MODELS = _TS_010_MODELS | {"NemotronHForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen4ExpForCausalLM",
+                                   "Qwen4ExpForConditionalGeneration", "KimiK3ForConditionalGeneration"}
 
 TOKENSPEED_VERSIONS: dict[str, TokenSpeedVersion] = {
     v.version: v for v in (
         TokenSpeedVersion("0.1.0", "--no-enable-prefix-caching", "--block-size", mamba_host_tier=True,
-                          flush_works=False, mamba_cache_size_flag=True),
+                          flush_works=False, mamba_cache_size_flag=True, models=_TS_010_MODELS),
         TokenSpeedVersion("0.1.1", "--disable-prefix-caching", "--prefix-granularity", mamba_host_tier=False,
-                          flush_works=True, mamba_cache_size_flag=False),
+                          flush_works=True, mamba_cache_size_flag=False, models=_TS_011_MODELS),
     )
 }
 
@@ -166,6 +177,12 @@ def tokenspeed_command(
         raise ConfigError(f"engine.tp must be >= 1, got {engine.tp}")
     if not model.hf_id:
         raise ConfigError("model.hf_id is empty; ts serve needs a model path or Hugging Face id")
+    if model.architecture and model.architecture not in version.models:
+        # Its parsers take any model id; the server dies at model load, after the weights download.
+        hybrid = sorted(a for a in version.models if a.startswith(("Qwen3_5", "NemotronH")))
+        raise ConfigError(f"model.architecture {model.architecture} ({model.name}): TokenSpeed {version.version} has "
+                          f"no such model class (hybrid ones it serves: {', '.join(hybrid)}); choose a model it "
+                          "serves, e.g. model=qwen3.5-9b")
     extra = [str(a) for a in engine.extra_args]
     # The harness's flags and the cache switch (the kvstore flags may be tuned there: a host tier of one's own).
     refuse_owned(extra, {"--host": "engine.host", "--tensor-parallel-size": "engine.tp",

@@ -49,7 +49,9 @@ def build(engine: str, help_text: str, cfg: RunCfg, arm: object, version: str = 
 def expressed(engine: str, help_text: str, experiment: str, version: str = "") -> tuple[str, dict[str, str]]:
     """The table's cell for one experiment on one build ("runs", "arms=[...]" for the subset that builds, or "—"),
     and each refused arm's reason."""
-    cfg = composed(f"+experiment={experiment}", f"engine={engine}")
+    # TokenSpeed has no Qwen3-Next (the default model): its columns are for a Qwen3.5 model it serves.
+    model = ["model=qwen3.5-122b-a10b"] if engine == "tokenspeed" else []
+    cfg = composed(f"+experiment={experiment}", f"engine={engine}", *model)
     ok, refused = [], {}
     for spec in plan_arms(list(cfg.arms), cfg.arm):
         try:
