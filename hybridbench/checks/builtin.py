@@ -232,6 +232,14 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
                     "cache_hits", f"{workload}/accounting", arm, "fail", float(len(bad)),
                     "0 <= cached_tokens <= prompt tokens" + ("; 0 with the cache off" if off else ""),
                     impossible_hit_detail(bad, note=", with the prefix cache off" if off else "")))
+            elif not off and ok:
+                # Said, not passed: without a floor the hit rate is shown and judges nothing (a build that stopped
+                # hitting would pass this row silently otherwise).
+                prompt = sum(r.prompt_tokens for r in ok)
+                rate = sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else 0.0
+                out.append(CheckResult("cache_hits", workload, arm, "skip", rate, "a hit-rate floor",
+                                       f"{rate:.1%} of prompt tokens cached; no floor set "
+                                       "(checks.min_token_hit_rate=0), so not judged"))
             continue
         prompt = sum(r.prompt_tokens for r in ok)
         rate = sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else 0.0

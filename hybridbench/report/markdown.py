@@ -8,6 +8,7 @@ from typing import Any
 from hybridbench.metrics.noise import noise_floor
 from hybridbench.metrics.summary import client_delay_flagged
 from hybridbench.report.forecast import forecast_section
+from hybridbench.results.marks import scoring_overrides
 
 __all__ = ["render_report"]
 
@@ -161,5 +162,8 @@ def render_report(bundle: dict[str, Any]) -> str:
         lines.append(f"| {c['check']} | {c['workload']} | {c['arm']} | {mark} | {detail} | {c['expected']} |")
     if bundle.get("infrastructure_error"):  # the whole message: the survival row keeps only its head and tail
         lines += ["", f"**Infrastructure failure** (exit 3): {bundle['infrastructure_error']}"]
+    own = scoring_overrides(str((bundle.get("provenance") or {}).get("command", "")))
+    if own:  # as results ls and the dashboard mark it: not the experiment's verdict as written
+        lines += ["", f"Scoring set on its command line: {' '.join(f'`{o}`' for o in own)}."]
     lines += ["", f"verdict: **{bundle['verdict']}**", ""]
     return "\n".join(lines)

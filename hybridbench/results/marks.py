@@ -49,7 +49,14 @@ def scoring_overrides(command: str) -> list[str]:
         words = shlex.split(command)
     except ValueError:  # an unbalanced quote in a hand-edited bundle: nothing to read as overrides
         return []
-    return [w for w in words if "=" in w and marks_verdict(w.split("=", 1)[0].lstrip("+~"))]
+    return [w for w in words if "=" in w and _sets_scoring(*w.split("=", 1))]
+
+
+def _sets_scoring(key: str, value: str) -> bool:
+    # The whole block replaced (checks={enabled:[survival]}) narrows scoring as checks.enabled=... does; a checks
+    # group (checks=strict) is a reviewed file, not an override.
+    key = key.lstrip("+~")
+    return marks_verdict(key) or (key == "checks" and value.lstrip().startswith("{"))
 
 
 def verdict_marks(run: Run) -> tuple[str, ...]:

@@ -76,7 +76,8 @@ class Server:
             await asyncio.sleep(0.002)
             out.append(2000 + len(prompt) + k)  # what the server generates: never the trace's answer
             chunk = {"text": "x" * len(out), "output_ids": out,
-                     "meta_info": {"completion_tokens": len(out), "cached_tokens": 0}}
+                     "meta_info": {"completion_tokens": len(out), "cached_tokens": 0,
+                                   "finish_reason": {"type": "length", "length": n} if k == n - 1 else None}}
             await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
             if failing and self.mode == "in_band":  # SGLang's abort, e.g. "Not enough space for mamba cache"
                 abort = {"text": "x", "output_ids": out, "meta_info": {

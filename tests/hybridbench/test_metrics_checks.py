@@ -136,8 +136,9 @@ def test_exact_hits_that_predicted_nothing_are_said_never_left_out(why: str, sta
     # its default 0 the sequential run then passed on survival alone.
     records = {("w", "lru"): [rec("lru", 100.0, i=i, cached=10 * i) for i in range(3)]}
     inp = replace(make_input(records), snapshots={("w", "lru"): [{"prediction": why}]}, samples={"exact_hits": []})
-    assert [(r.workload, r.status) for r in cache_hits(inp)] == [("w/exact", status)]
-    assert why in cache_hits(inp)[0].detail
+    rows = cache_hits(inp)
+    assert [(r.workload, r.status) for r in rows] == [("w/exact", status), ("w", "skip")]  # and no floor: said
+    assert why in rows[0].detail and "no floor set" in rows[1].detail
 
 
 def test_a_hit_longer_than_its_prompt_fails_the_floor_instead_of_lifting_it() -> None:
@@ -256,3 +257,14 @@ def test_aggregate_rates_are_per_repeat_means_not_pooled_clocks() -> None:
     assert agg["completed"] == 20 and agg["repeats"] == 2
     pooled = summarize([r for t in trials for r in t])["request_throughput"]
     assert pooled == pytest.approx(2 * agg["request_throughput"])  # the overlap a pooled clock would report
+
+
+def test_without_a_floor_the_hit_rate_is_shown_as_not_judged_never_as_nothing_to_judge() -> None:
+    # With checks.min_token_hit_rate=0 (seglen, noise, l2) the row vanished and the check said "found nothing in
+    # this run to judge", though a cache-on arm had records: a build that stopped hitting read the same.
+    records = {("w", "lru"): [rec("lru", 100.0, cached=0), rec("lru", 100.0, i=1, cached=0)],
+               ("w", "seglen"): [rec("seglen", 100.0, cached=60)]}
+    rows = {r.arm: r for r in cache_hits(make_input(records, min_token_hit_rate=0.0))}
+    assert {a: r.status for a, r in rows.items()} == {"lru": "skip", "seglen": "skip"}
+    assert rows["lru"].detail == "0.0% of prompt tokens cached; no floor set (checks.min_token_hit_rate=0), so not judged"
+    assert rows["seglen"].observed == pytest.approx(0.6)

@@ -59,7 +59,8 @@ class H(BaseHTTPRequestHandler):
         out = [ids[i % len(ids)] for i in range(n)]
         self.send_response(200); self.send_header("Content-Type", "text/event-stream"); self.end_headers()
         for k in range(1, n + 1):
-            chunk = {"output_ids": out[:k], "meta_info": {"completion_tokens": k, "cached_tokens": cached}}
+            chunk = {"output_ids": out[:k], "meta_info": {"completion_tokens": k, "cached_tokens": cached,
+                     "finish_reason": {"type": "length", "length": n} if k == n else None}}
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\\n\\n")
         self.wfile.write(b"data: [DONE]\\n\\n")
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()

@@ -252,3 +252,21 @@ def test_no_workflow_run_is_marked_so_each_can_be_a_baseline() -> None:
                 for line in wf.read_text().splitlines() if "run:" in line and "-m hybridbench " in line]
     assert len(commands) >= 6
     assert {c: scoring_overrides(c) for c in commands if scoring_overrides(c)} == {}
+
+
+def test_the_whole_checks_block_replaced_on_the_command_line_marks_the_verdict() -> None:
+    # checks={enabled:[survival]} narrows scoring as checks.enabled=[survival] does; only the dotted form was marked,
+    # so a run scored on survival alone read as a plain pass (and could be compare's latest: baseline).
+    from hybridbench.report.markdown import render_report
+    from hybridbench.results.marks import scoring_overrides
+
+    for cmd in ("python -m hybridbench +experiment=smoke checks={enabled:[survival]}",
+                "python -m hybridbench +experiment=smoke ++checks={enabled:[survival]}",
+                "python -m hybridbench +experiment=smoke checks.enabled=[survival]"):
+        assert scoring_overrides(cmd) == [cmd.split()[-1]], cmd
+    assert scoring_overrides("python -m hybridbench +experiment=smoke checks=strict") == []  # a reviewed group
+    fixture = Path(__file__).resolve().parents[1] / "hybridbench" / "fixtures" / "runs" / "reference-smoke-kl"
+    bundle = json.loads((fixture / "bundle.json").read_text())
+    assert "Scoring set on its command line" not in render_report(bundle)
+    bundle["provenance"]["command"] = "python -m hybridbench +experiment=smoke checks={enabled:[survival]}"
+    assert "Scoring set on its command line: `checks={enabled:[survival]}`." in render_report(bundle)
