@@ -64,7 +64,9 @@ def _serve(port: int, tokens: int) -> None:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         for k in range(tokens):
-            chunk = {"text": "x" * (k + 1), "meta_info": {"completion_tokens": k + 1, "cached_tokens": 0}}
+            finish = {"type": "length", "length": tokens} if k == tokens - 1 else None  # SGLang's last chunk
+            chunk = {"text": "x" * (k + 1), "meta_info": {"completion_tokens": k + 1, "cached_tokens": 0,
+                                                          "finish_reason": finish}}
             await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
         await resp.write(b"data: [DONE]\n\n")
         return resp
