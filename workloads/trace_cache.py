@@ -31,6 +31,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import struct
 import sys
 import time
@@ -75,6 +76,10 @@ def _reader_stamp() -> str | None:
 
 
 STAMP = _reader_stamp()
+# The names this cache writes (_entry, _memo, and atomic_file's ".<name>.<random>" while one is written).
+_ENTRY = re.compile(r"[0-9a-f]{64}-[0-9a-f]{16}\.trace")
+_MEMO = re.compile(r"[0-9a-f]{40}")
+_TEMPORARY = re.compile(rf"\.(?:{_ENTRY.pattern}|{_MEMO.pattern})\..+")
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...]:
@@ -149,13 +154,17 @@ class TraceCache:
         return True
 
     def _prune(self) -> None:
+        # Only files by this cache's own names: the variable may name any folder (a home directory's dotfiles are
+        # not a killed writer's temporary files, and someone's *.trace is not an entry).
         stale = time.time_ns() - 24 * 3600 * 10**9
         for tmp in [*self.root.glob(".*"), *self.root.glob("by-stat/.*")]:  # a killed writer's temporary file
-            if tmp.stat().st_mtime_ns < stale:
+            if _TEMPORARY.fullmatch(tmp.name) and tmp.stat().st_mtime_ns < stale:
                 tmp.unlink(missing_ok=True)
-        for pattern, within in (("*.trace", lambda found: sum(s for _, s, _ in found) <= MAX_BYTES),
-                                ("by-stat/*", lambda found: len(found) <= MAX_MEMOS)):
-            found = sorted((st.st_mtime_ns, st.st_size, p) for p in self.root.glob(pattern) if (st := p.stat()))
+        for pattern, name, within in (
+                ("*.trace", _ENTRY, lambda found: sum(s for _, s, _ in found) <= MAX_BYTES),
+                ("by-stat/*", _MEMO, lambda found: len(found) <= MAX_MEMOS)):
+            found = sorted((st.st_mtime_ns, st.st_size, p) for p in self.root.glob(pattern)
+                           if name.fullmatch(p.name) and (st := p.stat()))
             while found and not within(found):
                 found.pop(0)[2].unlink(missing_ok=True)
 

@@ -365,3 +365,22 @@ def test_the_least_recently_used_entries_go_past_the_size_bound(
     monkeypatch.setattr(workloads.trace_cache, "MAX_BYTES", kept.stat().st_size + third.stat().st_size)
     read_trace(paths[2])
     assert _entries(cache) == sorted([kept, cache / third.name])  # the two-row entry, least recently used, went
+
+
+def test_a_folder_of_other_files_keeps_them_whatever_their_age_or_size(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # HYBRIDBENCH_TRACE_CACHE may name any folder, a home directory even: its day-old dotfiles were deleted as a
+    # killed writer's temporary files, and its own *.trace files as entries past the size bound.
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "by-stat").mkdir()
+    mine = [cache / ".netrc", cache / ".profile", cache / "notes.trace", cache / "by-stat" / ".keep",
+            cache / "by-stat" / "README"]
+    killed = [cache / f".{'a' * 64}-{'b' * 16}.trace.x1y2", cache / "by-stat" / f".{'c' * 40}.q9"]
+    for path in [*mine, *killed]:
+        path.write_text("x" * 100)
+        os.utime(path, (1, 1))  # 1970: older than any day
+    monkeypatch.setattr(workloads.trace_cache, "MAX_BYTES", 1)  # every entry is past the bound
+    monkeypatch.setattr(workloads.trace_cache, "MAX_MEMOS", 0)
+    read_trace(_write(tmp_path / "t.jsonl", ROWS))
+    assert all(p.exists() for p in mine), [p for p in mine if not p.exists()]
+    assert not any(p.exists() for p in killed)
