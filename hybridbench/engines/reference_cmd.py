@@ -13,6 +13,7 @@ from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.engines.kv_pool import KVPool
+from hybridbench.engines.sglang_cmd import refuse_owned
 from hybridbench.errors import ConfigError
 from hybridbench.plan.build import effective_vocab
 from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec
@@ -24,6 +25,18 @@ from reference_impl.server.args import UsageError, build_parser, parse_config
 # an overloaded 2-core machine (at 100 ms, some replacements missed it there). hybridbench's client says which
 # finishes have none (POST /lockstep/vacate), so only a client that does not say waits it out.
 LOCKSTEP_MS = 1000.0
+
+# The flags engine.extra_args may not give the reference server: the harness's, and the ones that say which cache an
+# arm runs (--inject-bug, the pools, --host-tier-kv-only and the model's shape may be set there).
+_ARM = "the arm (choose arms=[...]; docs/reference/arms.md)"
+REFERENCE_OWNED = {
+    "--host": "engine.host", "--port": "the harness (it picks a free port and polls it)",
+    "--cache-semantics": "engine.cache_semantics", "--report-modelled-time": "engine.timing",
+    "--modelled-lockstep-ms": "the harness (a closed loop on the modelled clock)",
+    **dict.fromkeys(("--arm", "--policy", "--disable-radix-cache", "--mamba-radix-cache-strategy",
+                     "--mamba-scheduler-strategy", "--radix-eviction-policy", "--enable-hicache",
+                     "--enable-hierarchical-cache"), _ARM),
+}
 
 __all__ = ["LOCKSTEP_MS", "REFERENCE_ARMS", "lockstepped", "reference_command", "reference_kv_pool",
            "reference_refusals"]
@@ -87,6 +100,7 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
         cmd += ["--max-total-tokens", str(e.kv_tokens)]
     if e.max_mamba_cache_size:
         cmd += ["--max-mamba-cache-size", str(e.max_mamba_cache_size)]
+    refuse_owned([str(a) for a in e.extra_args], REFERENCE_OWNED)
     cmd += list(e.extra_args)
     # Another interpreter (engine.python) may hold another checkout's server, with other flags: its own parser
     # decides at launch. This one's decides now.

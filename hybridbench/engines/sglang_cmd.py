@@ -165,7 +165,9 @@ def refuse_owned(extra: Sequence[str], owned: Mapping[str, str]) -> None:
     arm run as ``extra_buffer``, every arm with the cache off, TP 8 recorded as TP 4, a port never polled)."""
     for name in sorted(extra_flag_names(extra) | {a for a in extra if a in owned}):
         if name in owned:
-            raise ConfigError(f"engine.extra_args has {name}, which {owned[name]} sets; set it there instead")
+            owner = owned[name]
+            where = "; set that key instead" if owner.startswith(("engine.", "model.")) else ""
+            raise ConfigError(f"engine.extra_args has {name}, which {owner} sets{where}")
 
 
 # The flags engine.extra_args may not give SGLang: the harness's and the arms' (sizing and tuning flags may).

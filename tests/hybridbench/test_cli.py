@@ -187,6 +187,11 @@ def test_every_finished_run_adds_one_line_to_the_index_beside_it(tmp_path: Path)
     (["engine.host=999.1.1.1"], "engine.host: the server cannot listen on '999.1.1.1'"),
     (["engine.host=8.8.8.8"], "engine.host: the server cannot listen on '8.8.8.8' (Cannot assign requested address)"),
     (["engine.host="], "engine.host: the server cannot listen on '' (an empty name)"),
+    # The arm ran another policy under its own name (seglen as branching: pass), or the harness polled its own port.
+    (["engine.extra_args=['--policy=seglen']"], "engine.extra_args has --policy, which the arm (choose arms"),
+    (["engine.extra_args=[--arm,lru]"], "engine.extra_args has --arm, which the arm"),
+    (["engine.extra_args=['--host=0.0.0.0']"], "engine.extra_args has --host, which engine.host sets; set that key"),
+    (["engine.extra_args=['--port=1']"], "engine.extra_args has --port, which the harness (it picks a free port"),
 ])
 def test_reference_server_inputs_it_would_refuse_are_refused_at_plan_time(tmp_path: Path, args: list[str],
                                                                           needle: str) -> None:
