@@ -89,10 +89,16 @@ class _Conn(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio.Transport subclasses
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def connection_lost(self, exc: BaseException | None) -> None:
         self.closed = True
         self.answered()
         if self._waiter is None or self._waiter.done():
+            return
+        if isinstance(exc, KeyboardInterrupt):
+            # A stop signal raised inside data_received: uvloop reports it as the transport's fatal error and closes
+            # the connection. Handed to the waiting request it unwinds the run, as it would outside a callback;
+            # taken for a dropped connection it was lost, and the run went on past a second Ctrl-C.
+            self._fail(exc)
             return
         if self._head_done and self._mode == "close":
             self._finish()  # a body delimited by the connection's end is complete

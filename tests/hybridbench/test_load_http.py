@@ -311,3 +311,38 @@ def test_a_stream_that_ends_before_its_finish_or_short_of_the_tokens_asked_is_an
     assert status["oa no finish"] == ("error", "the stream ended without a finish reason (3 of 3 tokens)")
     assert status["oa short"] == ("error", "cut short: 1 of the 3 tokens asked for (ignore_eos)")
     assert got["oa no usage"].output_tokens == 1  # type: ignore[index]  # counted by chunk: no count to judge
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_stop_signal_raised_while_a_stream_is_read_stops_the_run(loop: event_loop.EventLoop,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # The harness's SIGINT handler raises Interrupted wherever the process is. Raised inside data_received, uvloop
+    # reported it as the transport's fatal error and closed the connection: the request was recorded server_died,
+    # the run went on (a second Ctrl-C only said "already stopping") and ended in a false survival FAIL.
+    from hybridbench.errors import Interrupted
+    from hybridbench.load import client
+
+    async def handler_reads(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        sse = _sse(STREAM)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(sse), sse))
+        await writer.drain()
+        await reader.read()
+
+    seen = []
+    cast_chunk = client._object
+
+    def interrupted_on_the_second_chunk(data: bytes) -> dict[str, object]:
+        seen.append(data)
+        if len(seen) == 2:
+            raise Interrupted("SIGINT")
+        return cast_chunk(data)
+
+    monkeypatch.setattr(client, "_object", interrupted_on_the_second_chunk)
+
+    async def body(url: str) -> object:
+        async with StreamPool(url) as pool:
+            return await generate_sglang(pool, [1, 2, 3], 3, 5.0)
+
+    with pytest.raises(Interrupted):
+        event_loop.run(_with_server(handler_reads, body), loop)
