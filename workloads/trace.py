@@ -165,6 +165,11 @@ def _parse_row(obj: Any, where: str, vocab_size: int | None = None,
     session = obj["session_id"]
     if not isinstance(session, (int, str)) or isinstance(session, bool):
         raise TraceError(f"{where}: 'session_id' must be an integer or a string")
+    if isinstance(session, str) and not session.isascii():
+        try:  # JSON's \ud800 escapes decode to lone surrogates, which no UTF-8 file (records, exports) can hold
+            session.encode("utf-8")
+        except UnicodeEncodeError:
+            raise TraceError(f"{where}: 'session_id' {session!r} is not text (a lone UTF-16 surrogate)") from None
     turn = obj["turn_id"]
     if not isinstance(turn, int) or isinstance(turn, bool):
         raise TraceError(f"{where}: 'turn_id' must be an integer")

@@ -29,6 +29,8 @@ BAD = [
     ("token-2**70", json.dumps({**GOOD, "turn_id": 1, "input_tokens": [1, 2**70]}), "outside int64"),
     ("empty-prompt", json.dumps({**GOOD, "turn_id": 1, "input_tokens": []}), "'input_tokens' is empty"),
     ("long-line", json.dumps({**GOOD, "turn_id": 1, "input_tokens": [7] * 5000}), "line longer than 1000"),
+    # JSON's escape of a lone surrogate: read as a session, its records then broke `results export` of the root.
+    ("surrogate-session", json.dumps({**GOOD, "session_id": "\ud800x"}), "'session_id' '\\ud800x' is not text"),
 ]
 
 Consumer = Callable[[Path, Path], int]
