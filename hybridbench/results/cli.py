@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -137,23 +140,37 @@ def _export(args: argparse.Namespace) -> int:
     selected = store.select(f)
     keep = list(selected["run"])
     secrets = store.secrets
-    with store.connect() as con:
-        con.register("selected", scrub_frame(selected, secrets))
-        con.execute(f"COPY selected TO {_sql_path(args.out / 'runs.parquet')} (FORMAT parquet)")
-        for name in ("aggregates", "trials", "checks"):
-            con.register(f"{name}_sel", scrub_frame(store.restrict(getattr(store, name), f), secrets))
-            con.execute(f"COPY {name}_sel TO {_sql_path(args.out / (name + '.parquet'))} (FORMAT parquet)")
-        records = [str(Path(store.loaded[k].path) / "records.jsonl") for k in keep
-                   if k in store.loaded and (Path(store.loaded[k].path) / "records.jsonl").is_file()]  # published: none
-        if records:
-            # DuckDB reads every run's records in place (each already read through the bounded reader);
-            # fields added by later schema versions are unioned. Text columns are masked before writing.
-            rel = con.execute("SELECT * FROM read_json(?, format='newline_delimited', union_by_name=true, "
-                              "filename=true)", [records])
-            con.register("records_sel", scrub_frame(rel.df(), secrets))
-            con.execute(f"COPY records_sel TO {_sql_path(args.out / 'records.parquet')} (FORMAT parquet)")
+    # Written beside, moved in only once every file is: a failure half-way left some files of this export next to
+    # an older one's (runs of one selection, records of another).
+    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=args.out))
+    try:
+        with store.connect() as con:
+            con.register("selected", scrub_frame(selected, secrets))
+            con.execute(f"COPY selected TO {_sql_path(tmp / 'runs.parquet')} (FORMAT parquet)")
+            for name in ("aggregates", "trials", "checks"):
+                con.register(f"{name}_sel", scrub_frame(store.restrict(getattr(store, name), f), secrets))
+                con.execute(f"COPY {name}_sel TO {_sql_path(tmp / (name + '.parquet'))} (FORMAT parquet)")
+            records = [str(Path(store.loaded[k].path) / "records.jsonl") for k in keep  # published runs: none
+                       if k in store.loaded and (Path(store.loaded[k].path) / "records.jsonl").is_file()]
+            if records:
+                # DuckDB reads every run's records in place (each already read through the bounded reader);
+                # fields added by later schema versions are unioned. Text columns are masked before writing.
+                rel = con.execute("SELECT * FROM read_json(?, format='newline_delimited', union_by_name=true, "
+                                  "filename=true)", [records])
+                con.register("records_sel", scrub_frame(rel.df(), secrets))
+                con.execute(f"COPY records_sel TO {_sql_path(tmp / 'records.parquet')} (FORMAT parquet)")
+        for name in EXPORTED:
+            if (tmp / name).exists():
+                os.replace(tmp / name, args.out / name)
+            else:  # none this time: an older export's would pair with the wrong runs
+                (args.out / name).unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     print(f"{args.out}: {len(keep)} run(s) exported")
     return 0
+
+
+EXPORTED = ("runs.parquet", "aggregates.parquet", "trials.parquet", "checks.parquet", "records.parquet")
 
 
 def _history(args: argparse.Namespace) -> int:

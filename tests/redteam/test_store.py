@@ -270,3 +270,23 @@ def test_the_whole_checks_block_replaced_on_the_command_line_marks_the_verdict()
     assert "Scoring set on its command line" not in render_report(bundle)
     bundle["provenance"]["command"] = "python -m hybridbench +experiment=smoke checks={enabled:[survival]}"
     assert "Scoring set on its command line: `checks={enabled:[survival]}`." in render_report(bundle)
+
+
+def test_an_export_that_fails_half_way_leaves_the_last_export_whole(tmp_path: Path) -> None:
+    # The parquet files were written one by one into -o: records DuckDB cannot read (a lone surrogate, from a trace
+    # read before the reader refused one) failed the export after runs/trials/checks were rewritten, beside the
+    # previous export's records: one selection's runs, another's records.
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    make_run(good, "a", night=1)
+    run = make_run(bad, "b", night=2)
+    records = (run / "records.jsonl").read_text().splitlines()
+    (run / "records.jsonl").write_text("".join(f"{ln}\n" for ln in records)
+                                       + records[0].replace('"error": ""', '"error": "\\ud800"') + "\n")
+    out = tmp_path / "out"
+    rc, _, err = results("export", good, "-o", out)
+    assert rc == 0, err
+    before = {f.name: f.read_bytes() for f in out.glob("*.parquet")}
+    rc, _, err = results("export", bad, "-o", out)
+    assert rc == 2 and err.count("\n") == 1, err
+    assert {f.name: f.read_bytes() for f in out.glob("*.parquet")} == before
+    assert sorted(p.name for p in out.iterdir()) == sorted(before)  # no temporary folder left behind
