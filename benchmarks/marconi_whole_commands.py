@@ -41,6 +41,8 @@ from pathlib import Path
 from trace_cache_runs import MODES, TraceCacheRuns  # siblings: run as a script
 from whole_command import Summary, alternate, git_head, machine, verdict
 
+from workloads.atomic_file import atomic_writer
+
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("marconi", "sglang_plus", "vllm_plus")
 TARGET = 10.0  # issue 26: at least 10x Marconi's simulator
@@ -75,15 +77,22 @@ def cut_sessions(src: Path, dst: Path, sessions: int) -> tuple[int, int]:
     (rows, input tokens) written. Reused when ``dst`` is newer than ``src``."""
     rows = tokens = 0
     fresh = not dst.exists() or dst.stat().st_mtime < src.stat().st_mtime
-    with src.open() as fh, (dst.open("w") if fresh else open(os.devnull, "w")) as out:
-        for line in fh:
-            obj = json.loads(line)
-            if "session_id" in obj and obj["session_id"] >= sessions:
-                continue
-            out.write(line)
-            if "session_id" in obj:
-                rows += 1
-                tokens += len(obj["input_tokens"])
+    # Written whole or not at all: an interrupted cut left a partial file newer than its source, reused next time.
+    with src.open() as fh, (atomic_writer(dst) if fresh else open(os.devnull, "w")) as out:
+        for n, line in enumerate(fh, 1):
+            try:
+                obj = json.loads(line)
+                session = obj.get("session_id")
+                if session is not None and not isinstance(session, int):
+                    raise ValueError(f"session_id {session!r}: the cut takes integer sessions")
+                if session is not None and session >= sessions:
+                    continue
+                out.write(line)
+                if session is not None:
+                    rows += 1
+                    tokens += len(obj["input_tokens"])
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise ValueError(f"{src}:{n}: {type(exc).__name__}: {exc}") from None
     return rows, tokens
 
 
@@ -132,11 +141,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"--sessions {args.sessions}: 0 (the whole trace) or more")
     if args.repeats < 1:
         ap.error("--repeats: at least 1")
+    args.dir = args.dir.absolute()  # the commands' trace cache folders live under it and must be absolute
+    if args.dir.exists() and not args.dir.is_dir():
+        ap.error(f"--dir {args.dir}: not a folder")
     trace = args.trace
     if args.sessions:
         args.dir.mkdir(parents=True, exist_ok=True)
         trace = args.dir / f"{args.trace.stem}-{args.sessions}sessions.jsonl"
-        n, tokens = cut_sessions(args.trace, trace, args.sessions)
+        try:
+            n, tokens = cut_sessions(args.trace, trace, args.sessions)
+        except ValueError as exc:
+            ap.error(f"--trace {exc}")
         label = f"{args.trace.name}, sessions 0..{args.sessions - 1}"
         print(f"trace cut: {trace}: sessions 0..{args.sessions - 1} of {args.trace}, {n} requests, {tokens} input "
               "tokens")

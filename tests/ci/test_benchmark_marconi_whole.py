@@ -135,3 +135,31 @@ def test_a_flag_that_names_no_measurement_is_refused_in_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and f": error: {flag}" in err[-1], err
     assert not (tmp_path / "work").exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize(("bad", "says"), [
+    ('{"session_id": "s0", "turn_id": 0, "input_tokens": [1], "output_tokens": [2]}', "t.jsonl:1: ValueError"),
+    ('{"session_id": 0, "turn_id": 0, "input_tok', "t.jsonl:1: JSONDecodeError"),
+])
+def test_a_trace_the_cut_cannot_read_is_one_line_and_leaves_no_cut(
+        bad: str, says: str, fake_marconi: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A string session_id or a truncated line raised a traceback half-way, and the partial cut, newer than its
+    # source, was reused by the next run as the whole cut.
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(bad + "\n")
+    with pytest.raises(SystemExit) as exc:
+        marconi_main(["--trace", str(trace), "--marconi-dir", str(fake_marconi), "--dir", str(tmp_path / "work"),
+                      "--sessions", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and says in err[-1], err
+    assert list((tmp_path / "work").iterdir()) == []  # no partial cut to reuse
+
+
+def test_a_relative_dir_is_taken_from_where_the_command_runs(
+        fake_marconi: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The trace cache folders under --dir went to the replay as relative paths, which it refuses.
+    monkeypatch.chdir(tmp_path)
+    assert marconi_main(["--trace", str(_trace(tmp_path / "t.jsonl")), "--marconi-dir", str(fake_marconi),
+                         "--dir", "work", "--sessions", "1", "--capacities", "1e9", "--policies", "sglang_plus",
+                         "--trace-cache", "cold"]) in (0, 1)
+    assert (tmp_path / "work").is_dir()

@@ -266,5 +266,6 @@ def test_without_a_floor_the_hit_rate_is_shown_as_not_judged_never_as_nothing_to
                ("w", "seglen"): [rec("seglen", 100.0, cached=60)]}
     rows = {r.arm: r for r in cache_hits(make_input(records, min_token_hit_rate=0.0))}
     assert {a: r.status for a, r in rows.items()} == {"lru": "skip", "seglen": "skip"}
-    assert rows["lru"].detail == "0.0% of prompt tokens cached; no floor set (checks.min_token_hit_rate=0), so not judged"
+    assert rows["lru"].detail == ("0.0% of prompt tokens cached; no floor set (checks.min_token_hit_rate=0), "
+                                  "so not judged")
     assert rows["seglen"].observed == pytest.approx(0.6)
