@@ -224,6 +224,8 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
         # the cache off any hit is one: such a count fails whatever the floor (the rate row is then not the only
         # place a build's hit accounting is judged).
         impossible = impossible_hits(ok)
+        prompt = sum(r.prompt_tokens for r in ok)
+        rate = sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else 0.0
         if arm in inp.cache_off or floor <= 0:
             off = arm in inp.cache_off
             bad = [r for r in ok if r.cached_tokens] if off else impossible  # a negative is truthy
@@ -235,14 +237,10 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
             elif not off and ok:
                 # Said, not passed: without a floor the hit rate is shown and judges nothing (a build that stopped
                 # hitting would pass this row silently otherwise).
-                prompt = sum(r.prompt_tokens for r in ok)
-                rate = sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else 0.0
                 out.append(CheckResult("cache_hits", workload, arm, "skip", rate, "a hit-rate floor",
                                        f"{rate:.1%} of prompt tokens cached; no floor set "
                                        "(checks.min_token_hit_rate=0), so not judged"))
             continue
-        prompt = sum(r.prompt_tokens for r in ok)
-        rate = sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else 0.0
         verdict: Status = "pass" if rate >= floor and not impossible else "fail"
         detail = f"{rate:.1%} of prompt tokens cached"
         if impossible:

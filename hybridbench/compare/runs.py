@@ -47,9 +47,7 @@ class SavedRun:
 
     @property
     def gpus(self) -> list[str]:
-        """The GPUs nvidia-smi named for the server (bundle.json's provenance); empty when none were recorded."""
-        names = self.run.bundle.provenance.engine.extra.get("gpus") if self.run.bundle is not None else None
-        return [str(n) for n in names] if isinstance(names, list) else []
+        return self.run.gpus
 
     @property
     def arms(self) -> tuple[str, ...]:

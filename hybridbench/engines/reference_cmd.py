@@ -13,7 +13,7 @@ from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.engines.kv_pool import KVPool
-from hybridbench.engines.sglang_cmd import refuse_owned
+from hybridbench.engines.sglang_cmd import OWNED_BY_ARM, OWNED_BY_HARNESS, refuse_owned
 from hybridbench.errors import ConfigError
 from hybridbench.plan.build import effective_vocab
 from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec
@@ -28,14 +28,13 @@ LOCKSTEP_MS = 1000.0
 
 # The flags engine.extra_args may not give the reference server: the harness's, and the ones that say which cache an
 # arm runs (--inject-bug, the pools, --host-tier-kv-only and the model's shape may be set there).
-_ARM = "the arm (choose arms=[...]; docs/reference/arms.md)"
 REFERENCE_OWNED = {
-    "--host": "engine.host", "--port": "the harness (it picks a free port and polls it)",
+    "--host": "engine.host", "--port": OWNED_BY_HARNESS,
     "--cache-semantics": "engine.cache_semantics", "--report-modelled-time": "engine.timing",
     "--modelled-lockstep-ms": "the harness (a closed loop on the modelled clock)",
     **dict.fromkeys(("--arm", "--policy", "--disable-radix-cache", "--mamba-radix-cache-strategy",
                      "--mamba-scheduler-strategy", "--radix-eviction-policy", "--enable-hicache",
-                     "--enable-hierarchical-cache"), _ARM),
+                     "--enable-hierarchical-cache"), OWNED_BY_ARM),
 }
 
 __all__ = ["LOCKSTEP_MS", "REFERENCE_ARMS", "lockstepped", "reference_command", "reference_kv_pool",

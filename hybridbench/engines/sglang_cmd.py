@@ -170,13 +170,16 @@ def refuse_owned(extra: Sequence[str], owned: Mapping[str, str]) -> None:
             raise ConfigError(f"engine.extra_args has {name}, which {owner} sets{where}")
 
 
+# Who sets a flag engine.extra_args may not give (refuse_owned's owners, shared by every engine's table).
+OWNED_BY_ARM = "the arm (choose arms=[...]; docs/reference/arms.md)"
+OWNED_BY_HARNESS = "the harness (it picks a free port and polls it)"
+
 # The flags engine.extra_args may not give SGLang: the harness's and the arms' (sizing and tuning flags may).
 SGLANG_OWNED = {
-    **dict.fromkeys(("--model-path", "--model"), "model.hf_id"), "--host": "engine.host",
-    "--port": "the harness (it picks a free port and polls it)",
+    **dict.fromkeys(("--model-path", "--model"), "model.hf_id"), "--host": "engine.host", "--port": OWNED_BY_HARNESS,
     **dict.fromkeys(("--tp-size", "--tp", "--tensor-parallel-size"), "engine.tp"),
     **dict.fromkeys(("--disable-radix-cache", STRATEGY_FLAG, STRATEGY_FLAG_OLD, "--radix-eviction-policy",
-                     HICACHE_FLAG, HICACHE_FLAG_ALIAS), "the arm (choose arms=[...]; docs/reference/arms.md)"),
+                     HICACHE_FLAG, HICACHE_FLAG_ALIAS), OWNED_BY_ARM),
 }
 
 

@@ -31,7 +31,16 @@ from dataclasses import dataclass
 
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
-from hybridbench.engines.sglang_cmd import Flag, check_flags, extra_flag_names, fmt_number, parse_help, refuse_owned
+from hybridbench.engines.sglang_cmd import (
+    OWNED_BY_ARM,
+    OWNED_BY_HARNESS,
+    Flag,
+    check_flags,
+    extra_flag_names,
+    fmt_number,
+    parse_help,
+    refuse_owned,
+)
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 
@@ -186,9 +195,8 @@ def tokenspeed_command(
     extra = [str(a) for a in engine.extra_args]
     # The harness's flags and the cache switch (the kvstore flags may be tuned there: a host tier of one's own).
     refuse_owned(extra, {"--host": "engine.host", "--tensor-parallel-size": "engine.tp",
-                         **dict.fromkeys(("--port", "--control-port", "--prometheus-port"),
-                                         "the harness (it picks free ports and polls them)"),
-                         version.no_prefix_cache: "the arm (choose arms=[...]; docs/reference/arms.md)"})
+                         **dict.fromkeys(("--port", "--control-port", "--prometheus-port"), OWNED_BY_HARNESS),
+                         version.no_prefix_cache: OWNED_BY_ARM})
     if model.hybrid and spec.strategy != "disabled" and (flag := kv_only_host_tier(extra, version)):
         raise ConfigError(f"engine.extra_args asks for a KV-only host tier ({flag}) on a hybrid model: a hit needs a "
                           "Mamba state as well, so after device eviction it can never hit; add --enable-mamba-l2 "

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.engines.sglang_cmd import (
+    OWNED_BY_ARM,
+    OWNED_BY_HARNESS,
     Flag,
     check_flags,
     extra_flag_names,
@@ -46,10 +48,9 @@ __all__ = ["VLLM_ARMS", "vllm_arm_flags", "vllm_command", "vllm_env", "vllm_help
 
 # The flags engine.extra_args may not give vLLM: the harness's and the arms' cache switch (--mamba-cache-mode and
 # the offloading size may be tuned there).
-VLLM_OWNED = {"--host": "engine.host", "--port": "the harness (it picks a free port and polls it)",
+VLLM_OWNED = {"--host": "engine.host", "--port": OWNED_BY_HARNESS,
               **dict.fromkeys(("--tensor-parallel-size", "-tp"), "engine.tp"),
-              **dict.fromkeys(("--enable-prefix-caching", "--no-enable-prefix-caching"),
-                              "the arm (choose arms=[...]; docs/reference/arms.md)")}
+              **dict.fromkeys(("--enable-prefix-caching", "--no-enable-prefix-caching"), OWNED_BY_ARM)}
 
 VLLM_MODULE = "vllm.entrypoints.cli.main"
 

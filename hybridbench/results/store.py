@@ -41,10 +41,8 @@ def _engine_version(run: Run) -> str:
 
 def _gpu(run: Run) -> str:
     """The GPUs nvidia-smi named for the server, else the modelled one (sim), else none (CPU engines)."""
-    if run.bundle is not None:
-        names = run.bundle.provenance.engine.extra.get("gpus")
-        if isinstance(names, list) and names:
-            return f"{len(names)}x {names[0]}"
+    if names := run.gpus:
+        return f"{len(names)}x {names[0]}"
     engine = run.plan.config.get("engine", {})
     if run.plan.engine == "sim" and isinstance(engine, Mapping):
         return f"{engine.get('tp', 1)}x {engine.get('gpu', '')} (modelled)"

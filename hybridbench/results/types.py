@@ -168,6 +168,12 @@ class Run:
     def records(self) -> tuple[Record, ...]:
         return tuple(r for t in self.trials for r in t.records)
 
+    @property
+    def gpus(self) -> list[str]:
+        """The GPUs nvidia-smi named for the server (bundle.json's provenance); empty when none were recorded."""
+        names = self.bundle.provenance.engine.extra.get("gpus") if self.bundle is not None else None
+        return [str(n) for n in names] if isinstance(names, list) else []
+
     def trials_of(self, workload: str, arm: str) -> tuple[TrialRun, ...]:
         return tuple(t for t in self.trials if t.trial.workload == workload and t.trial.arm == arm)
 
