@@ -355,7 +355,10 @@ def sglang_refusal(model: ModelCfg, arm: ArmSpec, version: str) -> str:
     release = _release(version)
     if release is None or not model.hybrid:
         return ""
-    if "jamba" in model.name.lower():
+    # The architecture names the class SGLang loads; a renamed model (model.name=my-nemotron) keeps it. Without one
+    # (architecture ""), the name is all there is to go by.
+    arch = model.architecture or model.name
+    if "jamba" in arch.lower():
         return f"SGLang {version} has no Jamba model (no JambaForCausalLM under sglang/srt/models)"
     if release < (0, 5, 16):
         if arm.host_tier:
@@ -363,7 +366,7 @@ def sglang_refusal(model: ModelCfg, arm: ArmSpec, version: str) -> str:
             # hybrid KV pool (mem_cache/hiradix_cache.py:69-97): the host tier for hybrid models came in 0.5.16.
             return (f"arm {arm.name}: SGLang {version} has no host tier for hybrid models (its HiRadixCache takes MHA "
                     "and MLA pools only); use SGLang 0.5.16 or later")
-        if arm.strategy == "extra_buffer" and model.name.lower().startswith("nemotron-h"):
+        if arm.strategy == "extra_buffer" and arch.lower().startswith(("nemotron-h", "nemotronhfor")):
             # 0.5.9 server_args.py:1548-1551 passes support_mamba_cache_extra_buffer=False for NemotronH.
             return f"arm {arm.name}: SGLang {version} refuses extra_buffer for NemotronHForCausalLM"
     return ""

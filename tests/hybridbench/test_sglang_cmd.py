@@ -332,6 +332,20 @@ def test_a_release_that_would_die_at_start_up_is_refused_at_plan_time(model: str
     assert sglang_refusal(ModelCfg(name=model, hybrid=False), plan_arm(arm, ArmCfg()), version) == ""
 
 
+@pytest.mark.parametrize(("architecture", "arm", "version", "why"), [
+    ("NemotronHForCausalLM", "branching", "0.5.9", "arm branching: SGLang 0.5.9 refuses extra_buffer for NemotronH"),
+    ("JambaForCausalLM", "lru", "0.5.23", "SGLang 0.5.23 has no Jamba model"),
+    ("Qwen3NextForCausalLM", "branching", "0.5.9", ""),
+])
+def test_a_renamed_model_is_refused_by_its_architecture(architecture: str, arm: str, version: str, why: str) -> None:
+    # model.name is the user's label (a fine-tune, a local copy); the architecture is the class the server loads.
+    got = sglang_refusal(ModelCfg(name="our-finetune", architecture=architecture), plan_arm(arm, ArmCfg()), version)
+    assert got.startswith(why) and bool(got) == bool(why), got
+    # A name that sounds like another model does not override the architecture the config gives.
+    named = ModelCfg(name="nemotron-h-8b", architecture="Qwen3NextForCausalLM")
+    assert sglang_refusal(named, plan_arm("branching", ArmCfg()), "0.5.9") == ""
+
+
 def test_the_plan_refuses_l2_on_a_release_without_a_hybrid_host_tier(tmp_path: Path) -> None:
     # An interpreter that says it has SGLang 0.5.9 installed, with 0.5.9's --help: every flag is there.
     fake = tmp_path / "python"
