@@ -1,15 +1,16 @@
 """Forward time of a batch on a GPU, from FLOPs and bytes moved, scaled by a few named factors.
 
     prefill batch:  t = prefill_overhead_s + FLOPs / (tp · peak_flops · prefill_mfu)
-    decode step:    t = decode_overhead_s + bytes / (tp · hbm_bandwidth · decode_bw_efficiency)
+    decode step:    t = decode_overhead_s + one rank's bytes / (hbm_bandwidth · decode_bw_efficiency)
 
 Prefill FLOPs count every projection (2 FLOPs per weight per token), the recurrent layers'
 per-token work, and causal attention against the cached prefix (a token at position i attends to
 i earlier tokens: ``4 · q_dim`` FLOPs each). Decode bytes are the weights a step reads — all dense
 weights plus the routed experts the batch touches (the expected number of distinct experts of
 ``batch · top_k`` draws from ``num_experts``) — plus the KV of every context token and a read and a
-write of every request's recurrent state. Tensor parallelism divides both evenly; communication
-and kernel-launch costs live in the overheads.
+write of every request's recurrent state. Tensor parallelism divides FLOPs, weights and states evenly, and K
+and V by heads: a rank holds max(1, kv_heads // tp) of them, so past as many ranks as KV heads each rank reads a
+whole head (SGLang's ModelConfig.get_num_kv_heads). Communication and kernel-launch costs live in the overheads.
 
 Quantization takes SGLang's ``--quantization`` names: ``fp8`` and ``w8a8_fp8`` store every linear weight
 in one byte (weights read per decode step and weight memory halve) and run the linear layers' GEMMs on the
@@ -124,13 +125,16 @@ class CostModel:
         return m.num_mlp_layers * distinct * m.moe_expert_params * self._weight_bytes
 
     def decode_bytes(self, context_lens: list[int]) -> float:
+        """The bytes one TP rank reads in a decode step of requests with these context lengths."""
         return self._step_bytes(len(context_lens), sum(context_lens))
 
     def _step_bytes(self, batch_size: int, context_tokens: int) -> float:
         m = self.model
-        kv = context_tokens * m.kv_bytes_per_token()
+        # Weights and states split over the ranks; K and V only while there are heads to split: past as many ranks
+        # as KV heads each rank holds (and reads) a whole head (Qwen3-Next's 2 heads at TP4: 1 a rank, not 0.5).
+        kv = context_tokens * m.kv_bytes_per_token_per_rank(self.tp)
         states = 2 * batch_size * m.state_bytes()
-        return self._dense_weight_bytes + self.routed_weight_bytes(batch_size) + kv + states
+        return (self._dense_weight_bytes + self.routed_weight_bytes(batch_size) + states) / self.tp + kv
 
     def batch_seconds(self, batch: Batch) -> float:
         f = self.factors
@@ -151,7 +155,7 @@ class CostModel:
         token it feeds): the decode branch of ``batch_seconds``, for the simulator's runs of steps (no items)."""
         f = self.factors
         return f.decode_overhead_s + self._step_bytes(batch_size, context_tokens) / (
-            self.tp * self.gpu.hbm_bytes_per_s * f.decode_bw_efficiency
+            self.gpu.hbm_bytes_per_s * f.decode_bw_efficiency
         ) + self.state_copy_seconds(state_copies)
 
     def state_copy_seconds(self, copies: int) -> float:
