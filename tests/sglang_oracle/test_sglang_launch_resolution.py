@@ -1,11 +1,17 @@
-"""Every SGLang arm's planned GPU command line through the real release's own start-up resolution.
+"""Every experiment's SGLang GPU command lines through each release's own start-up resolution.
 
 ``--help`` says which flags a build has, not which combinations it refuses when the server starts: SGLang 0.5.16
 and 0.5.23 refused the ``lru`` arm (``no_buffer`` with the overlap schedule) before any weight loaded, on every
-GPU. Here each arm of a GPU plan (``hybridbench plan --json``) runs through ``prepare_server_args`` and the
-resolution the server does next (``resolve_once``), in the release's venv, with the model swapped for a tiny
-Qwen3-Next config, TP 1 and ``--device cpu``; only the platform's "extra_buffer needs CUDA" probe is answered
-as an H100 answers it. The resolved settings must be what the arm claims.
+GPU. Here every experiment in conf/experiment/ is planned for each release (``hybridbench plan --json``, in
+process) with its own default model; every arm's command line then runs through ``prepare_server_args`` and the
+resolution the server does next (``resolve_once``), in the release's venv, with the model swapped for a tiny config
+of the same architecture (tests/sglang_oracle/tiny_configs.py) and ``--device cpu``; TP, page size and every other
+flag stay as planned. Only the platform's "extra_buffer needs CUDA" probe is answered as an H100 answers it. The
+resolved settings must be what the arm claims (``reference_impl.engine.arms``) with the plan's values; an arm a
+release cannot express must be refused at plan time (exit 2, one line).
+
+Cost: one plan per experiment and release (in process), one resolve subprocess per release (importing SGLang is
+the cost), each started as soon as its release is planned, over the distinct command lines only.
 
 Needs the venvs from ``tests/sglang_oracle/build_env.sh``; skipped with a reason when they are absent, except
 in CI.
@@ -13,17 +19,37 @@ in CI.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import re
 import subprocess
-import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
+import yaml
 from oracle_client import REPO, env_python, env_ready
+from tiny_configs import BY_ARCHITECTURE
+
+from hybridbench.preview.__main__ import main as plan_main
+from hybridbench.preview.compose import compose_run
+from reference_impl.engine.arms import arm_spec
 
 pytestmark = pytest.mark.sglang
+
+RELEASES = ("0.5.9", "0.5.16", "0.5.23")
+EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
+
+# Arms a release cannot express, refused by the planner (the arm, the first release that has it or None, the line).
+CANNOT_EXPRESS: dict[str, tuple[tuple[int, ...] | None, str]] = {
+    "seglen": (None, "needs --radix-eviction-policy seglen"),  # unmerged PR #22172: a PR build only
+    "l2": ((0, 5, 16), "has no host tier for hybrid models"),  # 0.5.9 mem_cache/hiradix_cache.py:69-97
+}
+# Marconi replays a trace (engine=replay): no SGLang server has its trees, so engine=sglang is refused whole.
+REPLAY_ONLY = {"marconi": "engine sglang has no sglang_plus eviction policy"}
 
 RESOLVE = """
 import json, sys
@@ -35,9 +61,11 @@ except ImportError:
     sa_module.is_cuda = lambda: True
 from sglang.srt.server_args import prepare_server_args
 KEYS = ("disable_radix_cache", "mamba_radix_cache_strategy", "mamba_scheduler_strategy", "disable_overlap_schedule",
-        "enable_hierarchical_cache", "mamba_track_interval", "page_size")
+        "enable_hierarchical_cache", "mamba_track_interval", "page_size", "tp_size", "chunked_prefill_size",
+        "mem_fraction_static", "radix_eviction_policy", "hicache_ratio", "hicache_write_policy",
+        "hicache_io_backend", "hicache_mem_layout")
 out = {}
-for arm, argv in json.load(sys.stdin).items():
+for key, argv in json.load(sys.stdin).items():
     try:
         args = prepare_server_args(argv)
         getattr(args, "resolve_once", lambda: None)()
@@ -47,80 +75,185 @@ for arm, argv in json.load(sys.stdin).items():
         except ImportError:
             pass
     except (AssertionError, ValueError, SystemExit) as exc:
-        out[arm] = {"refused": f"{type(exc).__name__}: {exc}"[:400]}
+        out[key] = {"refused": f"{type(exc).__name__}: {exc}"[:400]}
     else:
-        out[arm] = {k: getattr(args, k, None) for k in KEYS}
+        out[key] = {k: getattr(args, k, None) for k in KEYS}
 print(json.dumps(out))
 """
 
-# A Qwen3-Next config small enough for a CPU (SGLang reads the model's config.json while resolving).
-CONFIG = {
-    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": 128, "head_dim": 64,
-    "intermediate_size": 256, "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 2,
-    "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
-    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 1, "linear_num_value_heads": 2,
-    "linear_value_head_dim": 128, "max_position_embeddings": 4096, "moe_intermediate_size": 64, "num_experts": 4,
-    "num_experts_per_tok": 2, "shared_expert_intermediate_size": 64, "decoder_sparse_step": 1, "mlp_only_layers": [],
-    "partial_rotary_factor": 0.25, "rope_theta": 10000.0, "rms_norm_eps": 1e-06, "vocab_size": 1024,
-    "torch_dtype": "bfloat16", "hidden_act": "silu", "tie_word_embeddings": False,
-}
-ARMS = ("disabled", "lru", "branching", "l2")
+
+def _architectures() -> dict[str, str]:
+    """conf/model/*.yaml: hf_id -> architecture (the plan's ``--model-path`` is the hf_id)."""
+    out = {}
+    for path in (REPO / "conf" / "model").glob("*.yaml"):
+        doc = yaml.safe_load(path.read_text())
+        out[str(doc.get("hf_id", ""))] = str(doc.get("architecture", ""))
+    return out
 
 
-def _plan(version: str, arms: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hybridbench.cli", "plan", "--json", "--no-forecast", "+experiment=kl",
-         "engine=sglang", f"engine.python={env_python(version)}", f"arms=[{','.join(arms)}]",
-         f"checks.baseline_arm={arms[0]}"],
-        capture_output=True, text=True, timeout=600, check=False, cwd=REPO)
+def _plan(version: str, *overrides: str) -> tuple[int, str, str]:
+    """``hybridbench plan --json --no-forecast engine=sglang ...`` in process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = plan_main(["--json", "--no-forecast", "engine=sglang", f"engine.python={env_python(version)}", *overrides])
+    return rc, out.getvalue(), err.getvalue()
 
 
-def _on_cpu(argv: list[str], model: Path) -> list[str]:
-    """The server's flags (after ``python -m sglang.launch_server``), the model and TP swapped, on the CPU."""
-    out, rest = [], argv[3:]
-    values = {"--model-path": str(model), "--tp-size": "1"}
-    i = 0
-    while i < len(rest):
-        if rest[i] in values:
-            out += [rest[i], values[rest[i]]]
-            i += 2
-        else:
-            out.append(rest[i])
-            i += 1
-    return [*out, "--device", "cpu"]
+def _experiment_arms(experiment: str) -> list[str]:
+    return list(compose_run([f"+experiment={experiment}", "engine=sglang"]).cfg.arms)
 
 
-@pytest.mark.parametrize("version", ["0.5.23", "0.5.16", "0.5.9"])
-def test_every_arm_of_a_gpu_plan_passes_the_releases_own_startup_resolution(version: str, tmp_path: Path) -> None:
-    if not env_ready(version):
+@dataclass
+class Planned:
+    """One experiment on one release: its GPU plan's argv per arm, and the plan-time refusals met on the way."""
+
+    argvs: dict[str, list[str]] = field(default_factory=dict)
+    refusals: list[tuple[str, str]] = field(default_factory=list)  # (arm, the plan's one stderr line)
+    replay_only: str = ""
+
+
+def _plan_experiment(version: str, experiment: str) -> Planned:
+    planned, arms = Planned(), None
+    while True:
+        extra: list[str] = [f"arms=[{','.join(arms)}]", f"checks.baseline_arm={arms[0]}"] if arms else []
+        rc, out, err = _plan(version, f"+experiment={experiment}", *extra)
+        if rc == 0:
+            planned.argvs = {arm: a["argv"] for arm, a in json.loads(out)["arms"].items()}
+            return planned
+        lines = err.strip().splitlines()
+        assert rc == 2 and len(lines) == 1, f"{experiment} on {version}: exit {rc}, stderr {err[-1500:]}"
+        if experiment in REPLAY_ONLY:
+            planned.replay_only = lines[0]
+            return planned
+        m = re.match(r"error: arm (\S+?):? ", lines[0])
+        assert m, f"{experiment} on {version}: a refusal naming no arm: {lines[0]}"
+        planned.refusals.append((m.group(1), lines[0]))
+        arms = [a for a in (arms or _experiment_arms(experiment)) if a != m.group(1)]
+        assert arms, f"{experiment} on {version}: every arm refused"
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def _on_cpu(argv: list[str], configs: dict[str, Path], archs: dict[str, str]) -> list[str]:
+    """The server's flags (after ``python -m sglang.launch_server``), the model swapped for its tiny config, on the
+    CPU; every other flag (TP, page size, pools) as planned."""
+    rest = list(argv[3:])
+    i = rest.index("--model-path") + 1
+    arch = archs.get(rest[i], "")
+    assert arch in configs, f"no tiny config for {rest[i]} ({arch or 'no architecture'}): add it to tiny_configs.py"
+    rest[i] = str(configs[arch])
+    return [*rest, "--device", "cpu"]
+
+
+@dataclass
+class Release:
+    planned: dict[str, Planned]
+    argv_on_cpu: dict[tuple[str, ...], tuple[str, ...]]  # a planned command line -> the one resolved
+    keys: dict[tuple[str, ...], str]  # a distinct command line -> its key in the resolve's input
+    proc: subprocess.Popen[str]
+    stdout: IO[str]
+    stderr: IO[str]
+    resolved: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Release]:
+    """Every release that is built: planned, and its resolve started before the next release is planned."""
+    root = tmp_path_factory.mktemp("launch")
+    configs = {}
+    for arch, cfg in BY_ARCHITECTURE.items():
+        (root / arch).mkdir()
+        (root / arch / "config.json").write_text(json.dumps(cfg))
+        configs[arch] = root / arch
+    archs, out = _architectures(), {}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for version in (v for v in RELEASES if env_ready(v)):
+        planned = {e: _plan_experiment(version, e) for e in EXPERIMENTS}
+        keys: dict[tuple[str, ...], str] = {}
+        on_cpu = {tuple(a): tuple(_on_cpu(a, configs, archs)) for p in planned.values() for a in p.argvs.values()}
+        for argv in on_cpu.values():
+            keys.setdefault(argv, str(len(keys)))
+        stdout, stderr = (open(root / f"{version}.{s}", "w+") for s in ("out", "err"))  # noqa: SIM115
+        proc = subprocess.Popen([str(env_python(version)), "-c", RESOLVE], stdin=subprocess.PIPE, stdout=stdout,
+                                stderr=stderr, text=True, cwd=root, env=env)
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({k: list(argv) for argv, k in keys.items()}))
+        proc.stdin.close()
+        out[version] = Release(planned, on_cpu, keys, proc, stdout, stderr)
+    for version, release in out.items():
+        rc = release.proc.wait(timeout=600)
+        release.stdout.seek(0)
+        release.stderr.seek(0)
+        text = release.stdout.read().strip()
+        assert rc == 0 and text, f"SGLang {version} resolve failed: {release.stderr.read()[-1500:]}"
+        release.resolved = json.loads(text.splitlines()[-1])
+    return out
+
+
+def _claims(arm: str, argv: list[str]) -> dict[str, Any]:
+    """What ``arm`` claims the server runs, with the plan's values: the keys RESOLVE reports."""
+    spec = arm_spec(arm)
+    claims: dict[str, Any] = {
+        "disable_radix_cache": not spec.cache_on, "enable_hierarchical_cache": spec.host_tier,
+        "page_size": int(_flag(argv, "--page-size") or 1), "tp_size": int(_flag(argv, "--tp-size") or 1),
+        "chunked_prefill_size": int(_flag(argv, "--chunked-prefill-size") or 0),
+        "mem_fraction_static": float(_flag(argv, "--mem-fraction-static") or 0),
+    }
+    if spec.cache_on:
+        claims |= {"strategy": spec.strategy, "radix_eviction_policy": spec.policy}
+    if spec.strategy == "no_buffer":  # 0.5.16 / 0.5.23 refuse no_buffer with the overlap schedule
+        claims["disable_overlap_schedule"] = True
+    if spec.strategy == "extra_buffer":  # the GPU plan's interval, not a CPU stand-in's
+        claims["mamba_track_interval"] = int(_flag(argv, "--mamba-track-interval") or 0)
+    if spec.host_tier:
+        claims |= {"hicache_ratio": float(_flag(argv, "--hicache-ratio") or 0),
+                   "hicache_write_policy": _flag(argv, "--hicache-write-policy")}
+        for key in ("hicache_io_backend", "hicache_mem_layout"):
+            if (planned := _flag(argv, "--" + key.replace("_", "-"))) is not None:
+                claims[key] = planned
+    return claims
+
+
+def _release(version: str, releases: dict[str, Release]) -> Release:
+    if version not in releases:
         (pytest.fail if os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG") else pytest.skip)(
             f"SGLang {version} venv not built (tests/sglang_oracle/build_env.sh)")
-    (tmp_path / "config.json").write_text(json.dumps(CONFIG))
-    arms = ARMS
-    if version == "0.5.9":  # its host tier takes MHA and MLA pools only: l2 is refused at plan time, not at start-up
-        refused = _plan(version, ARMS)
-        assert refused.returncode == 2 and "SGLang 0.5.9 has no host tier for hybrid models" in refused.stderr
-        arms = tuple(a for a in ARMS if a != "l2")
-    proc = _plan(version, arms)
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    plan: dict[str, Any] = json.loads(proc.stdout)
-    argvs = {arm: _on_cpu(plan["arms"][arm]["argv"], tmp_path) for arm in arms}
-    proc = subprocess.run([str(env_python(version)), "-c", RESOLVE], input=json.dumps(argvs), capture_output=True,
-                          text=True, timeout=600, check=False, cwd=tmp_path)
-    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-1500:]
-    resolved: dict[str, dict[str, Any]] = json.loads(proc.stdout.strip().splitlines()[-1])
-    refused = {arm: r["refused"] for arm, r in resolved.items() if "refused" in r}
-    assert not refused, f"SGLang {version} refuses: {refused}"
+    return releases[version]
 
-    def strategy(arm: str) -> Any:
-        r = resolved[arm]
-        return r["mamba_radix_cache_strategy"] or r["mamba_scheduler_strategy"]
 
-    assert resolved["disabled"]["disable_radix_cache"] is True
-    assert not resolved["lru"]["disable_radix_cache"] and strategy("lru") == "no_buffer"
-    assert resolved["lru"]["disable_overlap_schedule"] is True
-    for arm in {"branching", "l2"} & set(arms):
-        assert not resolved[arm]["disable_radix_cache"] and strategy(arm) == "extra_buffer"
-        assert resolved[arm]["mamba_track_interval"] == 256  # the GPU plan's, not a CPU stand-in's
-    assert "l2" not in arms or resolved["l2"]["enable_hierarchical_cache"] is True
-    assert not resolved["branching"]["enable_hierarchical_cache"]
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+@pytest.mark.parametrize("version", RELEASES)
+def test_every_arm_of_an_experiments_gpu_plan_passes_the_releases_own_startup_resolution(
+        version: str, experiment: str, releases: dict[str, Release]) -> None:
+    release = _release(version, releases)
+    planned = release.planned[experiment]
+    if experiment in REPLAY_ONLY:  # no SGLang plan: refused at plan time, whole
+        assert REPLAY_ONLY[experiment] in planned.replay_only, planned.replay_only
+        return
+    numbered = tuple(int(x) for x in version.split("."))
+
+    def cannot(arm: str) -> bool:
+        if arm not in CANNOT_EXPRESS:
+            return False
+        since = CANNOT_EXPRESS[arm][0]
+        return since is None or numbered < since
+
+    for arm, line in planned.refusals:
+        assert cannot(arm) and CANNOT_EXPRESS[arm][1] in line, f"SGLang {version} plan refuses {arm}: {line}"
+    planned_anyway = [a for a in planned.argvs if cannot(a)]
+    assert not planned_anyway, f"SGLang {version} cannot run {planned_anyway}, yet the plan of {experiment} has them"
+    assert planned.argvs, f"{experiment} has no arm SGLang {version} can run"
+    wrong = {}
+    for arm, argv in planned.argvs.items():
+        key = release.keys[release.argv_on_cpu[tuple(argv)]]
+        got = release.resolved[key]
+        if "refused" in got:  # it would die at start-up, before any weight loads
+            wrong[arm] = f"refused at start-up: {got['refused']}"
+            continue
+        got = {**got, "strategy": got["mamba_radix_cache_strategy"] or got["mamba_scheduler_strategy"]}
+        diff = {k: (v, got.get(k)) for k, v in _claims(arm, argv).items() if got.get(k) != v}
+        if diff:
+            wrong[arm] = f"resolved otherwise than planned (claim, resolved): {diff}"
+    assert not wrong, f"SGLang {version}, experiment {experiment}: {wrong}"
