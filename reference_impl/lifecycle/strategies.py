@@ -69,10 +69,24 @@ class ExtraBufferStrategy(Strategy):
         interval = max(1, self.track_interval)
         return math.lcm(self.tree.chunk_size, interval) if self.tree.semantics == "0.5.23" else interval
 
+    def books_ahead(self) -> bool:
+        """0.5.16 with the overlap schedule books a decode track one step early: its result processor tests
+        ``req.kv_committed_len % interval`` (batch_result_processor.py:973), which the look-ahead batch, prepared
+        before this result is processed (scheduler.py:1576-1611), has already advanced (schedule_batch.py:2819).
+        So the result of the step that commits ``s - 1`` books ``s``, the one the look-ahead forward tracks, and a
+        track at the first decode step (prompt + 1) is never booked (the prefill's result books none). 0.5.23
+        books on the step that wrote it (batch_result_processor.py:1386-1406); 0.5.9 counts tokens."""
+        return self.overlap and self.tree.semantics == "0.5.16"
+
     def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
         interval = self.decode_track_interval()
-        last = end // interval * interval
-        if last > start:
+        lead = 1 if self.books_ahead() else 0
+        last = (end + lead) // interval * interval
+        if last > start + lead:
+            if last > end and not req.kv_reserved:
+                # The look-ahead batch's KV for the token at `end` (alloc_for_decode at its prepare): the finish
+                # may cache it with the state; a later step feeds it from this reservation.
+                self.reserve_decode_kv(req)
             self._track(req, last)
 
     def _track(self, req: CachedRequest, position: int) -> None:

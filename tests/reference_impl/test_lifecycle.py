@@ -174,3 +174,24 @@ def test_decode_tracks_on_the_chunk_and_interval_grid_as_the_release_does(semant
     s = make_strategy("extra_buffer", tree, chunked_prefill_size=128, track_interval=100)
     serve(s, list(range(401)), [1] * 110)
     assert sorted(n.depth for n in s.tree.nodes.values() if n.state is not None) == depths
+
+
+@pytest.mark.parametrize(("semantics", "overlap", "prompt", "outputs", "depths"), [
+    # 0.5.16 with overlap books the track at 256 on the step committing 255 (the look-ahead batch tracks 256 and
+    # holds its KV): a request ending there (200 + 56 tokens) caches 256, its last sampled token with it ...
+    ("0.5.16", True, 200, 56, [192, 256]),
+    ("0.5.16", False, 200, 56, [192]),
+    ("0.5.16", False, 200, 57, [192, 256]),
+    ("0.5.23", True, 200, 56, [192]),
+    # ... and never books a track at the first decode step (prompt + 1): only the prefill's result precedes it.
+    ("0.5.16", True, 255, 3, [192]),
+    ("0.5.16", False, 255, 3, [192, 256]),
+    ("0.5.16", True, 255, 300, [192, 512]),
+])
+def test_0_5_16_overlap_books_decode_tracks_one_step_early(semantics: str, overlap: bool, prompt: int, outputs: int,
+                                                           depths: list[int]) -> None:
+    tree = MambaRadixTree(KVPool(1 << 16), StatePool(64), make_policy("lru"), semantics=semantics)
+    s = make_strategy("extra_buffer", tree, chunked_prefill_size=None, track_interval=256, overlap=overlap)
+    serve(s, list(range(prompt)), list(range(1000, 1000 + outputs)))  # KV and slots balance at every step
+    assert sorted(n.depth for n in s.tree.nodes.values() if n.state is not None) == depths
+    assert s.tree.kv_pool.size - s.tree.kv_pool.available == depths[-1]  # the cached tokens' KV, nothing leaked
