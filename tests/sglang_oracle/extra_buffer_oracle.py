@@ -257,21 +257,26 @@ def _order(cases: list[Case], key: tuple[str, ...]) -> list[int]:
     return sorted(range(len(cases)), key=lambda i: tuple(cases[i][k] for k in key))
 
 
-def main() -> None:
+def serve(import_sglang: Any, life_fn: Any, match_fn: Any) -> None:
+    """stdin cases -> stdout reply, with one release's importer and case runners (0.5.16's module reuses it)."""
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # SGLang's own prints land on stderr, never in the reply
     sys.stdout = sys.stderr
-    _import_sglang()
+    import_sglang()
     cases = json.load(sys.stdin)
     life: list[Any] = [None] * len(cases["life"])
     for i in _order(cases["life"], ("P", "I")):
-        life[i] = run_life(cases["life"][i])
+        life[i] = life_fn(cases["life"][i])
     match: list[Any] = [None] * len(cases["match"])
     for i in _order(cases["match"], ("P",)):
-        match[i] = run_match(cases["match"][i])
+        match[i] = match_fn(cases["match"][i])
     reply = {"version": importlib.metadata.version("sglang"), "life": life, "match": match}
     out.write(json.dumps(reply) + "\n")
     out.flush()
+
+
+def main() -> None:
+    serve(_import_sglang, run_life, run_match)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
-"""``ExtraBufferStrategy`` and ``MambaRadixTree``'s branch point against SGLang 0.5.23's own extra_buffer code.
+"""``ExtraBufferStrategy`` and ``MambaRadixTree``'s branch point against SGLang 0.5.23's and 0.5.16's own
+extra_buffer code.
 
-``extra_buffer_oracle.py`` runs 0.5.23's scheduler, ping-pong pool and Mamba cache-component functions on the
-same inputs in its venv (its docstring lists each function with file:line). Per request case both sides must
+``extra_buffer_oracle.py`` (0.5.23) and ``extra_buffer_oracle_0516.py`` (0.5.16) run the release's scheduler,
+ping-pong pool and Mamba cache-component functions on the same inputs in its venv (each docstring lists each
+function with file:line); the reference runs with that release's ``semantics``. Per request case both sides must
 agree on what every prefill and decode forward tracks, what is donated to the tree (at each unfinished
 checkpoint and at the finish: key length and the length of the state in the donated slot) and how many state
 slots the request holds; per match case, on the branch point reported.
@@ -35,9 +37,11 @@ from reference_impl.radix.tree import MambaRadixTree
 
 pytestmark = pytest.mark.sglang
 
-ORACLE = Path(__file__).resolve().parent / "extra_buffer_oracle.py"
+HERE = Path(__file__).resolve().parent
 SEED = 20261129
-LIFE_CASES = 1500  # sampled from the grid; with the edges and the match cases the test takes ~15 s on 2 cores
+# Per release: its oracle and how many life cases are sampled from the grid (with the edges and the match cases,
+# ~9 s a release on 2 cores, most of it SGLang's import).
+RELEASES = {"0.5.23": (HERE / "extra_buffer_oracle.py", 1500), "0.5.16": (HERE / "extra_buffer_oracle_0516.py", 1500)}
 
 Case = dict[str, Any]
 
@@ -47,7 +51,12 @@ def _floor(x: int, page: int) -> int:
     return x // page * page
 
 
-def _life_grid() -> list[Case]:
+def decode_grid(version: str, grid: int, interval: int) -> int:
+    """Where decode tracks: 0.5.23 on lcm(chunk grid, interval), 0.5.16 on the interval itself."""
+    return math.lcm(grid, interval) if version == "0.5.23" else interval
+
+
+def _life_grid(version: str) -> list[Case]:
     cases = []
     for chunk, page in itertools.product((64, 128), (1, 16, 64)):
         grid = max(chunk, page)
@@ -57,12 +66,13 @@ def _life_grid() -> list[Case]:
         # chunked prefill sizes are page multiples (SGLang's prefill adder truncates a chunk to whole pages)
         steps = [None, *sorted({_floor(grid + grid // 2, page), 4 * grid})]
         for interval, overlap, prefix in itertools.product(intervals, (False, True), prefixes):
-            track = math.lcm(grid, interval)  # 0.5.23's decode grid
+            track = decode_grid(version, grid, interval)
             for prompt in (prefix + 10, prefix + grid, prefix + grid + 30, prefix + 5 * grid + 17, prefix + 700):
                 branches = [None, *range(grid * (prefix // grid + 1), prompt, grid)][:5]  # match: on the grid
-                # the last decode commits exactly a multiple of the decode grid
+                # the last decode commits exactly a multiple of the decode grid (0.5.16: one step before, too)
                 exact = (prompt // track + 1) * track - prompt + 1
-                outputs = sorted({1, 2, interval - 5, interval + 3, 2 * interval + 1, exact})
+                early = {exact - 1} if version == "0.5.16" and exact > 2 else set()
+                outputs = sorted({1, 2, interval - 5, interval + 3, 2 * interval + 1, exact} | early)
                 for branch, step, n in itertools.product(branches, steps, outputs):
                     cases.append({"C": chunk, "P": page, "I": interval, "overlap": overlap, "prefix": prefix,
                                   "L": prompt, "S": step, "n": n, "branch": branch})
@@ -88,11 +98,24 @@ EDGES: list[Case] = [
     _case(i=100, prompt=1500, n=101), _case(i=100, prompt=1500, n=101, ov=True),  # grid lcm(64, 100) = 1600
     _case(c=128, p=64, i=192, prompt=300, n=85), _case(c=128, p=64, i=192, prompt=300, n=85, ov=True),
     _case(p=16, i=96, prompt=100, n=93, ov=True),
+    # 0.5.16's decode grid is the interval: the last decode commits a multiple of it (committed = L + n - 1), the
+    # overlap's look-ahead batch reaches one (L + n), the first decode batch is one (L + 1)
+    _case(prompt=200, n=57), _case(prompt=200, n=57, ov=True), _case(prompt=200, n=56),
+    _case(prompt=200, n=56, ov=True), _case(prompt=255, n=3), _case(prompt=255, n=3, ov=True),
+    _case(prompt=255, n=300, ov=True), _case(i=100, prompt=1500, n=100, ov=True),
+    _case(c=128, p=64, i=192, prompt=300, n=84, ov=True),
 ]
 
 
-def life_cases() -> list[Case]:
-    return EDGES + random.Random(SEED).sample(_life_grid(), LIFE_CASES)
+def _reportable(version: str, case: Case) -> bool:
+    """0.5.16's match reports only branch points on the chunk grid (mamba_component.py:111-115) and its prefill
+    asserts that (schedule_batch.py:2429): an off-grid branch point is not an input it can see."""
+    return version != "0.5.16" or case["branch"] is None or case["branch"] % max(case["C"], case["P"]) == 0
+
+
+def life_cases(version: str) -> list[Case]:
+    cases = EDGES + random.Random(SEED).sample(_life_grid(version), RELEASES[version][1])
+    return [c for c in cases if _reportable(version, c)]
 
 
 def match_cases() -> list[Case]:
@@ -105,11 +128,11 @@ def match_cases() -> list[Case]:
 
 
 # ---------------------------------------------------------------- the reference, in process
-def reference_life(case: Case) -> dict[str, Any]:
+def reference_life(case: Case, semantics: str = "0.5.23") -> dict[str, Any]:
     """One request through ``ExtraBufferStrategy``'s own prefill_chunk / decode / finish on a real tree and pools."""
     chunk, page, prefix, prompt, n = case["C"], case["P"], case["prefix"], case["L"], case["n"]
     tree = MambaRadixTree(KVPool(1 << 22), StatePool(1 << 12), make_policy("lru"), page_size=page, chunk_size=chunk,
-                          semantics="0.5.23")
+                          semantics=semantics)
     strat = ExtraBufferStrategy(tree, chunked_prefill_size=case["S"], track_interval=case["I"],
                                 overlap=case["overlap"])
     req = CachedRequest.of(range(prompt))
@@ -163,11 +186,11 @@ def reference_life(case: Case) -> dict[str, Any]:
     return {"tracks": tracks, "donated": donated, "slots": slots}
 
 
-def reference_match(case: Case) -> int | None:
+def reference_match(case: Case, semantics: str = "0.5.23") -> int | None:
     """The branch point ``MambaRadixTree.match_prefix`` reports: state ends at ``best``, KV reaches ``kv``."""
     page, best, kv = case["P"], case["best"], case["kv"]
     tree = MambaRadixTree(KVPool(1 << 20), StatePool(16), make_policy("lru"), page_size=page,
-                          chunk_size=case["C"], semantics="0.5.23")
+                          chunk_size=case["C"], semantics=semantics)
     tokens = list(range(1, kv + 1))
     assert tree.kv_pool.alloc(kv)
     if best > 0:
@@ -181,46 +204,48 @@ def reference_match(case: Case) -> int | None:
 
 
 # ---------------------------------------------------------------- SGLang, once
-@pytest.fixture(scope="module")
-def oracle() -> dict[str, Any]:
-    if not env_ready("0.5.23"):
+@pytest.fixture(scope="module", params=list(RELEASES))
+def oracle(request: pytest.FixtureRequest) -> dict[str, Any]:
+    version: str = request.param
+    if not env_ready(version):
         # CI builds the venv first: missing there is a failure, never a quiet skip.
         (pytest.fail if os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG") else pytest.skip)(
-            "SGLang 0.5.23 venv missing: run bash tests/sglang_oracle/build_env.sh 0.5.23")
-    cases = {"life": life_cases(), "match": match_cases()}
+            f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
+    cases = {"life": life_cases(version), "match": match_cases()}
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")}
-    proc = subprocess.run([str(env_python("0.5.23")), str(ORACLE)], input=json.dumps(cases), capture_output=True,
-                          text=True, timeout=600, check=False, env=env)
+    proc = subprocess.run([str(env_python(version)), str(RELEASES[version][0])], input=json.dumps(cases),
+                          capture_output=True, text=True, timeout=600, check=False, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     reply: dict[str, Any] = json.loads(proc.stdout)
-    assert reply["version"] == "0.5.23"
+    assert reply["version"] == version
     return {"cases": cases, **reply}
 
 
-def _report(kind: str, bad: list[str], total: int) -> str:
-    return f"{len(bad)} of {total} {kind} cases differ from SGLang 0.5.23; the first ones:\n" + "\n".join(bad[:8])
+def _report(version: str, kind: str, bad: list[str], total: int) -> str:
+    return (f"{len(bad)} of {total} {kind} cases differ from SGLang {version}; the first ones:\n"
+            + "\n".join(bad[:8]))
 
 
-def test_tracks_donations_and_slots_equal_sglang_0_5_23(oracle: dict[str, Any]) -> None:
-    cases = oracle["cases"]["life"]
+def test_tracks_donations_and_slots_equal_sglang(oracle: dict[str, Any]) -> None:
+    cases, version = oracle["cases"]["life"], oracle["version"]
     bad = []
     for i, (case, sg) in enumerate(zip(cases, oracle["life"], strict=True)):
-        ref = reference_life(case)
+        ref = reference_life(case, version)
         diffs = [f"    {k}: sglang={sg[k]} reference={ref[k]}" for k in ("tracks", "donated", "slots")
                  if sg[k] != ref[k]]
         if diffs:
             bad.append(f"  life case #{i} {case}:\n" + "\n".join(diffs))
-    assert not bad, _report("life", bad, len(cases))
+    assert not bad, _report(version, "life", bad, len(cases))
     # the cases exercise what is compared: decode tracks, both donation kinds, 1 and 2 ping-pong slots
     assert sum(len(r["tracks"]) > len(r["donated"]) for r in oracle["life"]) > len(cases) // 4
     assert {d[0] for r in oracle["life"] for d in r["donated"]} == {"ckpt", "finish"}
     assert {r["slots"] for r in oracle["life"]} == {2, 3}
 
 
-def test_branch_point_equals_sglang_0_5_23(oracle: dict[str, Any]) -> None:
-    cases = oracle["cases"]["match"]
+def test_branch_point_equals_sglang(oracle: dict[str, Any]) -> None:
+    cases, version = oracle["cases"]["match"], oracle["version"]
     bad = [f"  match case #{i} {case}: sglang={sg} reference={ref}"
            for i, (case, sg) in enumerate(zip(cases, oracle["match"], strict=True))
-           if sg != (ref := reference_match(case))]
-    assert not bad, _report("match", bad, len(cases))
+           if sg != (ref := reference_match(case, version))]
+    assert not bad, _report(version, "match", bad, len(cases))
     assert any(b is None for b in oracle["match"]) and any(b is not None for b in oracle["match"])
