@@ -39,13 +39,12 @@ from reference_impl.radix.tree import SGLANG_SEMANTICS
 from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.trace import TraceRow
 
-__all__ = ["CachePredictor", "ExactHits", "predictor_config", "semantics_for"]
+__all__ = ["SEMANTICS_BY_RELEASE", "CachePredictor", "ExactHits", "predictor_config", "semantics_for"]
 
 _SEQUENTIAL = LoadSpec("closed", max_concurrency=1)
 # Without a reported pool size (SGLang derives it from GPU memory), a sequential load that fits in memory
 # never evicts: a pool this large makes the prediction assume exactly that.
 _UNBOUNDED = 1 << 30
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")  # "0.5.16", "0.5.24.dev0+gabc": major.minor.patch
 
 
 class _NoTime:
@@ -69,22 +68,63 @@ def _int(info: dict[str, Any], *keys: str) -> int | None:
     return None
 
 
+# Every SGLang release from the oldest proven one on -> the proven semantics whose mirrored code it equals (None:
+# its code differs from every proven release's). Written from the output of benchmarks/sglang_semantics_by_release.py
+# (kept in benchmarks/sglang_semantics_by_release.txt): each release in between changed the cache's own code
+# (match/insert/lock, caching a request, the scheduler's tracking), so none is predicted. A new release gets a row
+# when that script has been run on it.
+SEMANTICS_BY_RELEASE: dict[str, str | None] = {
+    "0.5.9": "0.5.9",
+    "0.5.10": None, "0.5.10.post1": None, "0.5.11": None, "0.5.12": None, "0.5.12.post1": None, "0.5.13": None,
+    "0.5.13.post1": None, "0.5.14": None, "0.5.15": None, "0.5.15.post1": None,
+    "0.5.16": "0.5.16",
+    "0.5.17": None, "0.5.18": None, "0.5.19": None, "0.5.20": None, "0.5.21": None, "0.5.22": None,
+    "0.5.23": "0.5.23",
+}
+# release[.postN][{a|b|rc}N][.devN][+local]: "0.5.16", "0.5.23.post1.dev12+gabc", "0.5.24rc1", "v0.6.0"
+_PEP440 = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?((?:a|b|rc)\d+)?(?:\.dev\d+)?(?:\+[\w.]*)?$")
+
+
+def _order(text: str) -> tuple[tuple[int, int, int, int], bool] | None:
+    """(release, post) of a version and whether it is a build before that (dev or pre-release)."""
+    match = _PEP440.match(text)
+    if match is None:
+        return None
+    major, minor, patch, post = (int(g or 0) for g in match.groups()[:4])
+    return (major, minor, patch, post), bool(match.group(5)) or ".dev" in text
+
+
+def _release_key(release: str) -> tuple[int, int, int, int]:
+    parsed = _order(release)
+    assert parsed is not None and not parsed[1], release  # the table lists final releases only
+    return parsed[0]
+
+
+_LISTED = sorted((_release_key(r), sem) for r, sem in SEMANTICS_BY_RELEASE.items())
+
+
 def semantics_for(version: object) -> str | None:
     """Which proven SGLang cache semantics mirror a server reporting ``version`` (None: none proven).
 
-    A release between two proven ones gets the older one's (the change is not known before the newer one);
-    a newer release gets the newest (a divergence then shows request by request). The reference server
-    (``reference-*``) implements the newest.
+    The answer is ``SEMANTICS_BY_RELEASE`` of the build's base release: the newest listed release at or below it
+    (strictly below for a dev or pre-release build, which precedes its version). So a release whose mirrored code
+    differs from every proven release's gets no prediction, and a dev/PR build keeps its base's semantics
+    (0.5.23.post1.dev12+gabc or, by SGLang's default version scheme, 0.5.24.dev12+gabc built on 0.5.23 -> 0.5.23): a
+    cache change under test must show as a divergence, request by request. A release newer than every listed one
+    keeps the newest's semantics: its code is not known yet, most of it is usually the newest's, and a prediction
+    shows any divergence request by request where "no prediction" would switch the exact check off for every user of
+    a new release until it is proven (benchmarks/sglang_semantics_by_release.py then gives it a row). The reference
+    server (``reference-*``) implements the newest.
     """
     text = str(version or "")
     if text.startswith("reference"):
         return SGLANG_SEMANTICS[-1]
-    match = _VERSION.match(text)
-    if match is None:
+    parsed = _order(text)
+    if parsed is None:
         return None
-    reported = tuple(int(part) for part in match.groups())
-    proven = [s for s in SGLANG_SEMANTICS if tuple(int(p) for p in s.split(".")) <= reported]
-    return proven[-1] if proven else None
+    key, before = parsed
+    base = [sem for release, sem in _LISTED if release < key or (release == key and not before)]
+    return base[-1] if base else None
 
 
 def served_chunk(cfg: RunCfg) -> int:

@@ -56,7 +56,7 @@ def test_each_versions_run_needs_its_own_semantics(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("version", "semantics"), [
-    ("0.5.16", "0.5.16"), ("0.5.23", "0.5.23"), ("0.5.9", "0.5.9"), ("0.5.20", "0.5.16"),
+    ("0.5.16", "0.5.16"), ("0.5.23", "0.5.23"), ("0.5.9", "0.5.9"), ("0.5.20", None),
     ("0.5.24.dev0+gabc123", "0.5.23"), ("v0.6.0", "0.5.23"), ("reference-0.1.0", "0.5.23"),
     ("0.5.8", None), ("", None), (None, None), ("main", None),
 ])
