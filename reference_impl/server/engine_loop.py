@@ -121,10 +121,13 @@ class EngineLoop:
         return fut
 
     def flush_cache(self) -> bool:
-        """Drop the whole cache (model thread only); refused while requests are in flight."""
+        """Drop the whole cache (model thread only); refused while requests are in flight. A flush ends what the
+        lockstep owes: no closed loop flushes mid-trial (the harness flushes between trials and its probes between
+        their own requests), so no successor of a finish before it is coming."""
         if not self.core.idle:
             return False
         self._build()
+        self._owed = 0
         return True
 
     # ------------------------------------------------------------------ the loop
@@ -147,8 +150,8 @@ class EngineLoop:
         with self._cv:
             while not self._inbox and self.core.idle:
                 self._cv.wait()
-            if self.config.lockstep_s:
-                self._await_arrivals()
+            if self.config.lockstep_s and not any(k == "call" and p[0] == self.flush_cache for k, p in self._inbox):
+                self._await_arrivals()  # not before a flush: it ends the loop (flush_cache), waiting would only stall
             commands = list(self._inbox)
             self._inbox.clear()
         vacated = sum(1 for kind, _ in commands if kind == "vacate")

@@ -124,3 +124,20 @@ def test_a_vacated_finish_ends_the_lockstep_wait_for_its_successor_at_once() -> 
     lockstep then owes nothing for it. Unannounced, the server waits out its whole bound before the next forward."""
     assert _second_finishes_after(vacate=True) < 5.0
     assert _second_finishes_after(vacate=False) >= 7.0
+
+
+def test_a_flush_ends_what_the_lockstep_owes_instead_of_waiting_it_out() -> None:
+    """A probe (kl, accuracy) sends one request, then flushes: no closed loop flushes mid-trial, so the flush neither
+    waits for the finished request's successor nor leaves it owed. Before, each such flush waited the whole bound
+    (the kl experiment spent about a second of every probe step idle at the harness's 1 s lockstep)."""
+    body = {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 4, "temperature": 0, "ignore_eos": True}}
+    with running_server("--log-level", "warning", "--report-modelled-time", "--modelled-lockstep-ms", "8000") as s:
+        s.generate(body)  # finished: one successor owed
+        t0 = time.perf_counter()
+        status, _ = s.request("POST", "/flush_cache", {})
+        flushed = time.perf_counter() - t0
+        s.generate(body)
+        again = time.perf_counter() - t0
+    assert status == 200
+    assert flushed < 4.0, f"the flush waited {flushed:.1f} s for a successor that is not coming"
+    assert again < 6.0, f"the request after the flush took {again - flushed:.1f} s"
