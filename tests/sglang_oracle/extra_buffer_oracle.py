@@ -108,8 +108,9 @@ def bind(obj: Any, cls: type, *names: str) -> Any:
 _ARGS: dict[str, Any] = {"key": None}
 
 
-def configure(chunk: int, page: int, interval: int) -> None:
-    """Publish server args for (page, interval) and the model chunk; rebuilt only when they change (~80 ms)."""
+def publish_args(chunk: int, page: int, interval: int) -> Any:
+    """Publish server args for (page, interval) and the model chunk; rebuilt only when they change (~80 ms). Both
+    releases' oracles (this one and extra_buffer_oracle_0516.py) publish them so."""
     if _ARGS["key"] != (page, interval):
         args = SG["ServerArgs"](model_path="dummy", page_size=page, mamba_track_interval=interval,
                                 mamba_radix_cache_strategy="extra_buffer")
@@ -117,6 +118,11 @@ def configure(chunk: int, page: int, interval: int) -> None:
         _ARGS.update(key=(page, interval), args=args)
     # max(model chunk, page): what overrides.mamba_cache_chunk_size computes from a real model's config
     _ARGS["args"]._mamba_cache_chunk_size = max(chunk, page)
+    return _ARGS["args"]
+
+
+def configure(chunk: int, page: int, interval: int) -> None:
+    publish_args(chunk, page, interval)
     mamba = SG["rc"].get_exec().mamba
     assert mamba.enable_mamba_extra_buffer and not mamba.enable_mamba_extra_buffer_lazy
     assert mamba.mamba_track_interval == interval
@@ -227,19 +233,24 @@ def run_life(case: Case) -> dict[str, Any]:
         if batch.mamba_track_mask_cpu[0]:
             tracks.append(req.kv.mamba_last_track_seqlen)
 
-    steps = n - 1
-    if steps > 0:
-        prepare()
-        for k in range(steps):
-            if overlap:  # batch k + 1 is prepared before batch k's result is processed
-                prepare()
-            process(batches[k])
-            if not overlap and k + 1 < steps:
-                prepare()
+    run_decode(n - 1, overlap, prepare, process, batches)
     req.finished_len = n
     req.output_ids_through_stop = req.output_ids[:n]
     checkpoint(req.owned_kv_len(), True)
     return {"tracks": tracks, "donated": donated, "slots": pool.mamba_ping_pong_track_buffer_size + 1}
+
+
+def run_decode(steps: int, overlap: bool, prepare: Any, process: Any, batches: list[Any]) -> None:
+    """The scheduler's order of ``steps`` decode batches: with overlap, batch k + 1 is prepared before batch k's
+    result is processed (the last one too); without, each result is processed before the next batch is prepared."""
+    if steps > 0:
+        prepare()
+        for k in range(steps):
+            if overlap:
+                prepare()
+            process(batches[k])
+            if not overlap and k + 1 < steps:
+                prepare()
 
 
 def run_match(case: Case) -> int | None:

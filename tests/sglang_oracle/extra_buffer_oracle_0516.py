@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from extra_buffer_oracle import SG, Allocator, Case, Stub, bind, serve
+from extra_buffer_oracle import SG, Allocator, Case, Stub, bind, publish_args, run_decode, serve
 
 
 def _import_sglang() -> None:
@@ -62,17 +62,8 @@ def _import_sglang() -> None:
               set_args=set_global_server_args_for_scheduler)
 
 
-_ARGS: dict[str, Any] = {"key": None}
-
-
 def configure(chunk: int, page: int, interval: int) -> Any:
-    if _ARGS["key"] != (page, interval):
-        args = SG["ServerArgs"](model_path="dummy", page_size=page, mamba_track_interval=interval,
-                                mamba_radix_cache_strategy="extra_buffer")
-        SG["set_args"](args)
-        _ARGS.update(key=(page, interval), args=args)
-    args = _ARGS["args"]
-    args._mamba_cache_chunk_size = max(chunk, page)
+    args = publish_args(chunk, page, interval)
     assert args.enable_mamba_extra_buffer() and not args.enable_mamba_extra_buffer_lazy()
     return args
 
@@ -149,15 +140,7 @@ def run_life(case: Case) -> dict[str, Any]:
         if req.mamba_last_track_seqlen != before:  # what the result booked as tracked (it never unsets it)
             tracks.append(req.mamba_last_track_seqlen)
 
-    steps = n - 1
-    if steps > 0:
-        prepare()
-        for k in range(steps):
-            if overlap:  # batch k + 1 is prepared before batch k's result is processed
-                prepare()
-            process(batches[k])
-            if not overlap and k + 1 < steps:
-                prepare()
+    run_decode(n - 1, overlap, prepare, process, batches)
     up_to = min(req.effective_kv_committed_len(), len(req.origin_input_ids) + len(req.output_ids))
     checkpoint(up_to, True)
     return {"tracks": tracks, "donated": donated, "slots": pool.mamba_ping_pong_track_buffer_size + 1}
