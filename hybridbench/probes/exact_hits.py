@@ -106,15 +106,15 @@ _LISTED = sorted((_release_key(r), sem) for r, sem in SEMANTICS_BY_RELEASE.items
 def semantics_for(version: object) -> str | None:
     """Which proven SGLang cache semantics mirror a server reporting ``version`` (None: none proven).
 
-    The answer is ``SEMANTICS_BY_RELEASE`` of the build's base release: the newest listed release at or below it
-    (strictly below for a dev or pre-release build, which precedes its version). So a release whose mirrored code
-    differs from every proven release's gets no prediction, and a dev/PR build keeps its base's semantics
-    (0.5.23.post1.dev12+gabc or, by SGLang's default version scheme, 0.5.24.dev12+gabc built on 0.5.23 -> 0.5.23): a
-    cache change under test must show as a divergence, request by request. A release newer than every listed one
-    keeps the newest's semantics: its code is not known yet, most of it is usually the newest's, and a prediction
-    shows any divergence request by request where "no prediction" would switch the exact check off for every user of
-    a new release until it is proven (benchmarks/sglang_semantics_by_release.py then gives it a row). The reference
-    server (``reference-*``) implements the newest.
+    Up to the newest listed release, only a listed release itself (a ``+local`` suffix aside) gets
+    ``SEMANTICS_BY_RELEASE``'s answer: a pre-release, a dev build or an unlisted post release there (0.5.10rc0,
+    0.5.17.dev3, 0.5.16.post1) was never compared, so it gets no prediction, as a listed release whose mirrored code
+    differs from every proven one does. Past the newest listed release everything keeps the newest's semantics,
+    dev/PR builds on it above all (0.5.23.post1.dev12+gabc or, by SGLang's default version scheme,
+    0.5.24.dev12+gabc): a cache change under test must show as a divergence, request by request. A new release's
+    code is not known yet, but most of it is usually the newest's, and "no prediction" would switch the exact check
+    off for every user of it until it is proven (benchmarks/sglang_semantics_by_release.py then gives it a row). The
+    reference server (``reference-*``) implements the newest.
     """
     text = str(version or "")
     if text.startswith("reference"):
@@ -123,8 +123,10 @@ def semantics_for(version: object) -> str | None:
     if parsed is None:
         return None
     key, before = parsed
-    base = [sem for release, sem in _LISTED if release < key or (release == key and not before)]
-    return base[-1] if base else None
+    newest, newest_semantics = _LISTED[-1]
+    if key > newest:
+        return newest_semantics
+    return None if before else dict(_LISTED).get(key)
 
 
 def served_chunk(cfg: RunCfg) -> int:

@@ -150,8 +150,8 @@ class EngineLoop:
         with self._cv:
             while not self._inbox and self.core.idle:
                 self._cv.wait()
-            if self.config.lockstep_s and not any(k == "call" and p[0] == self.flush_cache for k, p in self._inbox):
-                self._await_arrivals()  # not before a flush: it ends the loop (flush_cache), waiting would only stall
+            if self.config.lockstep_s and not (self.core.idle and self._flush_waiting()):
+                self._await_arrivals()  # not before a flush that will succeed: it ends the loop (flush_cache)
             commands = list(self._inbox)
             self._inbox.clear()
         vacated = sum(1 for kind, _ in commands if kind == "vacate")
@@ -209,6 +209,9 @@ class EngineLoop:
         for req in report.finished:
             self._finish(req.rid, now)
         self._owed += owed  # a closed loop replaces each finished request of its own, never a health probe
+
+    def _flush_waiting(self) -> bool:
+        return any(kind == "call" and payload[0] == self.flush_cache for kind, payload in self._inbox)
 
     def _copy_s(self) -> float:
         """The modelled time of one copy_every_chunk copy, priced as the executor prices its wall time: the whole

@@ -47,8 +47,10 @@ def test_a_release_whose_code_differs_gets_no_prediction(version: str) -> None:
 @pytest.mark.parametrize(("version", "semantics"), [
     ("0.5.9", "0.5.9"), ("0.5.16", "0.5.16"), ("0.5.23", "0.5.23"),
     # dev/PR builds keep their base release's: post-release and SGLang's default (next version .devN) schemes
-    ("0.5.23.post1.dev12+gabc", "0.5.23"), ("0.5.24.dev12+gabc", "0.5.23"), ("0.5.17.dev3+g1234", "0.5.16"),
-    ("0.5.16+gabc", "0.5.16"), ("0.5.16.dev3", None), ("0.5.23rc1", None),  # a dev/rc precedes its release
+    ("0.5.23.post1.dev12+gabc", "0.5.23"), ("0.5.24.dev12+gabc", "0.5.23"), ("0.5.16+gabc", "0.5.16"),
+    # up to the newest listed release, a build never compared predicts nothing: dev, pre-release, unlisted post
+    ("0.5.17.dev3+g1234", None), ("0.5.16.dev3", None), ("0.5.23rc1", None), ("0.5.10rc0", None),
+    ("0.5.17rc0", None), ("0.5.16.post1", None), ("0.5.23.dev5", None),
     # newer than every listed release: the newest's
     ("0.5.24", "0.5.23"), ("0.5.24rc1", "0.5.23"), ("v0.6.0", "0.5.23"), ("reference-0.1.0", "0.5.23"),
     ("0.5.8", None), ("0.5.15.post2", None), ("main", None),

@@ -126,6 +126,34 @@ def test_a_vacated_finish_ends_the_lockstep_wait_for_its_successor_at_once() -> 
     assert _second_finishes_after(vacate=False) >= 7.0
 
 
+def test_a_refused_flush_does_not_cut_the_lockstep_wait() -> None:
+    """Only a flush that succeeds ends the loop: one refused while a request runs leaves the successor owed, and
+    the next forward still waits for it (driven step by step: over HTTP the window is a few microseconds wide)."""
+    from reference_impl.model.executor import RequestCtx
+    from reference_impl.model.model import HybridModel
+    from reference_impl.server.engine_loop import EngineLoop, Submission
+    from reference_impl.server.timing import RequestTimes
+
+    config = parse_config(["--modelled-lockstep-ms", "1500", "--report-modelled-time"])
+    loop = EngineLoop(config, HybridModel(config.model))
+    finished: set[int] = set()
+
+    def submit(rid: int, n: int) -> None:
+        loop.submit(Submission(rid, PROMPT, n, RequestCtx(stop_tokens=frozenset()),
+                               lambda u, rid=rid: finished.add(rid) if u.finished else None,
+                               RequestTimes.at_receipt(config.api_version, stream=False)))
+
+    submit(1, 300)
+    submit(2, 2)
+    while 2 not in finished:  # the short one finishes; the long one runs on, and a successor of the short is owed
+        loop._iterate()
+    loop.call(loop.flush_cache)
+    t0 = time.perf_counter()
+    loop._iterate()  # takes the flush (refused: request 1 runs) and forwards
+    assert time.perf_counter() - t0 >= 1.2, "a refused flush skipped the wait for the owed successor"
+    assert 1 not in finished
+
+
 def test_a_flush_ends_what_the_lockstep_owes_instead_of_waiting_it_out() -> None:
     """A probe (kl, accuracy) sends one request, then flushes: no closed loop flushes mid-trial, so the flush neither
     waits for the finished request's successor nor leaves it owed. Before, each such flush waited the whole bound
