@@ -211,7 +211,13 @@ class EngineLoop:
         self._owed += owed  # a closed loop replaces each finished request of its own, never a health probe
 
     def _flush_waiting(self) -> bool:
-        return any(kind == "call" and payload[0] == self.flush_cache for kind, payload in self._inbox)
+        """A flush is next in the inbox, no request before it: on an idle core it will succeed."""
+        for kind, payload in self._inbox:
+            if kind == "submit":
+                return False
+            if kind == "call" and payload[0] == self.flush_cache:
+                return True
+        return False
 
     def _copy_s(self) -> float:
         """The modelled time of one copy_every_chunk copy, priced as the executor prices its wall time: the whole

@@ -126,9 +126,9 @@ def test_a_vacated_finish_ends_the_lockstep_wait_for_its_successor_at_once() -> 
     assert _second_finishes_after(vacate=False) >= 7.0
 
 
-def test_a_refused_flush_does_not_cut_the_lockstep_wait() -> None:
-    """Only a flush that succeeds ends the loop: one refused while a request runs leaves the successor owed, and
-    the next forward still waits for it (driven step by step: over HTTP the window is a few microseconds wide)."""
+def _stepped_loop() -> tuple[Any, Any, set[int]]:
+    """An engine loop on a 1.5 s lockstep, driven step by step (over HTTP the windows below are microseconds wide):
+    the loop, a submit(rid, max_new_tokens), and the rids finished so far."""
     from reference_impl.model.executor import RequestCtx
     from reference_impl.model.model import HybridModel
     from reference_impl.server.engine_loop import EngineLoop, Submission
@@ -142,7 +142,13 @@ def test_a_refused_flush_does_not_cut_the_lockstep_wait() -> None:
         loop.submit(Submission(rid, PROMPT, n, RequestCtx(stop_tokens=frozenset()),
                                lambda u, rid=rid: finished.add(rid) if u.finished else None,
                                RequestTimes.at_receipt(config.api_version, stream=False)))
+    return loop, submit, finished
 
+
+def test_a_refused_flush_does_not_cut_the_lockstep_wait() -> None:
+    """Only a flush that succeeds ends the loop: one refused while a request runs leaves the successor owed, and
+    the next forward still waits for it."""
+    loop, submit, finished = _stepped_loop()
     submit(1, 300)
     submit(2, 2)
     while 2 not in finished:  # the short one finishes; the long one runs on, and a successor of the short is owed
@@ -152,6 +158,21 @@ def test_a_refused_flush_does_not_cut_the_lockstep_wait() -> None:
     loop._iterate()  # takes the flush (refused: request 1 runs) and forwards
     assert time.perf_counter() - t0 >= 1.2, "a refused flush skipped the wait for the owed successor"
     assert 1 not in finished
+
+
+def test_a_flush_behind_a_request_does_not_cut_the_lockstep_wait() -> None:
+    """Two finishes owed, one successor in, then a flush: the request runs first, so the flush will be refused and
+    the second successor is still awaited."""
+    loop, submit, finished = _stepped_loop()
+    submit(1, 2)
+    submit(2, 2)
+    while not {1, 2} <= finished:
+        loop._iterate()
+    submit(3, 2)
+    loop.call(loop.flush_cache)
+    t0 = time.perf_counter()
+    loop._iterate()
+    assert time.perf_counter() - t0 >= 1.2, "a flush behind a request skipped the wait for the owed successor"
 
 
 def test_a_flush_ends_what_the_lockstep_owes_instead_of_waiting_it_out() -> None:
