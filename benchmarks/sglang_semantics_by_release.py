@@ -31,6 +31,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 PROVEN = ("0.5.9", "0.5.16", "0.5.23")
 DEFAULT_RELEASES = (
@@ -261,10 +262,17 @@ def _wanted() -> set[str]:
     return names
 
 
+def _usage(message: str) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _root(folder: Path, version: str) -> Path:
+    return folder / version / "sglang" / "srt"
+
+
 def load(folder: Path, version: str) -> Release:
-    root = folder / version / "sglang" / "srt"
-    if not root.is_dir():
-        raise SystemExit(f"{root} missing: unzip the wheel there or pass --download")
+    root = _root(folder, version)
     return Release(version, root, index(root, _wanted()))
 
 
@@ -294,9 +302,11 @@ def download(folder: Path, versions: tuple[str, ...]) -> None:
             continue
         wheels = list(folder.glob(f"sglang-{version}-*.whl"))
         if not wheels:
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", f"sglang=={version}", "-d",
-                            str(folder)], check=True)
+            done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", f"sglang=={version}", "-d",
+                                   str(folder)], check=False)
             wheels = list(folder.glob(f"sglang-{version}-*.whl"))
+            if done.returncode or not wheels:
+                _usage(f"--releases {version}: pip could not download sglang=={version} into {folder}")
         with zipfile.ZipFile(wheels[0]) as wheel:
             wheel.extractall(folder / version, [n for n in wheel.namelist() if n.startswith("sglang/srt/")])
 
@@ -308,8 +318,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--releases", nargs="*", default=list(DEFAULT_RELEASES))
     parser.add_argument("--show", type=int, default=4, help="differing items named per proven release")
     args = parser.parse_args(argv)
+    if args.show < 0:
+        _usage(f"--show {args.show}: give a count >= 0")
     if args.download:
         download(args.folder, tuple(args.releases))
+    for version in (*PROVEN, *args.releases):  # every release there before any work starts
+        if not _root(args.folder, version).is_dir():
+            _usage(f"{_root(args.folder, version)} missing: unzip sglang {version}'s wheel there or pass --download")
     proven = {v: load(args.folder, v) for v in PROVEN}
     print(f"mirrored items: {', '.join(f'{v} {len(MIRRORED[v])}' for v in PROVEN)} (X.* = whole class)", flush=True)
     for version in args.releases:
