@@ -37,11 +37,11 @@ class TraceCacheRuns:
         return {**os.environ, ENV: str(self.folder(label))}
 
     def prime(self, label: str, argv: Sequence[str], cwd: str | None, ok_exits: frozenset[int] = frozenset({0}),
-              *, expect_memo: bool = True) -> None:
-        """Warm: run the command once, untimed, so the runs measured find the trace stored and its memo written.
+              *, expect_entry: bool = True) -> None:
+        """Warm: run the command once, untimed, so the runs measured find the trace stored.
 
-        A trace written within the cache's racy window gets no memo on its first read: the run is repeated once
-        the window has passed, and a prime that still leaves none raises (the rows would not be warm)."""
+        A trace written within the cache's racy window is not stored on its first read: the run is repeated once
+        the window has passed, and a prime that still stores nothing raises (the rows would not be warm)."""
         if self.mode != "warm":
             return
         shutil.rmtree(self.folder(label), ignore_errors=True)
@@ -51,11 +51,11 @@ class TraceCacheRuns:
             if proc.returncode not in ok_exits:
                 raise RuntimeError(f"{label}: priming {' '.join(argv)} exited {proc.returncode}: "
                                    f"{proc.stderr.strip()[-500:]}")
-            if not expect_memo or any((self.folder(label) / "by-stat").glob("*")):
+            if not expect_entry or any(self.folder(label).glob("*.trace")):
                 return
             if attempt == 0:
                 time.sleep(RACY_S)
-        raise RuntimeError(f"{label}: {' '.join(argv)} left no trace-cache memo in {self.folder(label)}: "
+        raise RuntimeError(f"{label}: {' '.join(argv)} left no trace-cache entry in {self.folder(label)}: "
                            "not a warm cache (a trace under 16 MB, or the cache off?)")
 
     def clean(self) -> None:

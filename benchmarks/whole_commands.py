@@ -213,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cache = TraceCacheRuns(t.cache, args.dir)
         try:
             for side, (argv_, cwd) in sides.items():  # the baseline, without the cache, only reads the file once
-                cache.prime(side, argv_, cwd, t.ok_exits, expect_memo=side == "ours")
+                cache.prime(side, argv_, cwd, t.ok_exits, expect_entry=side == "ours")
             res = alternate(sides, args.repeats, outputs, t.ok_exits, env_for=cache.env)
         finally:
             cache.clean()

@@ -238,9 +238,10 @@ ENV_VARS = {
     "CUDA_VISIBLE_DEVICES": "which GPUs a server engine may use; the pre-launch check counts and inspects those",
     "HYBRIDBENCH_PROGRESS": "how a run reports progress: `auto` (default: a bar on a TTY, plain lines otherwise), "
                             "`bar`, `lines`/`plain`, or `0`/`off` for none; another value is refused (exit 2)",
-    "HYBRIDBENCH_TRACE_CACHE": "where read traces are kept in binary, keyed by their content, so a trace file of 16 MB "
-                               "or more is parsed once (default `~/.cache/hybridbench/traces`, at most 8 GB, the least "
-                               "recently used removed first; `off`: parse every time)",
+    "HYBRIDBENCH_TRACE_CACHE": "where read traces are kept in binary, keyed by the file read (device, inode, size, "
+                               "times), so a trace file of 16 MB or more is parsed once (default "
+                               "`~/.cache/hybridbench/traces`, at most 8 GB, the least recently used removed first; "
+                               "`off`: parse every time)",
     "HYBRIDBENCH_HELP_CACHE": "where the installed servers' `--help` texts are kept between commands (default "
                               "`~/.cache/hybridbench/help`; `off`: ask the interpreter every time); a text is reused "
                               "only while the files the interpreter would import the package from (it is asked: "

@@ -14,7 +14,6 @@ This module does not generate loads or order them for serving; it only reads and
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
@@ -201,9 +200,8 @@ def _open(p: Path) -> io.BufferedReader:
         raise TraceError(f"{p}: cannot open trace ({exc.strerror or exc})") from None
 
 
-def _iter_open(fh: io.BufferedReader, p: Path, vocab_size: int | None,
-               content_hash: Any = None) -> Iterator[TraceRow | dict[str, Any]]:
-    """``iter_trace`` over an open file; ``content_hash``: a ``hashlib`` object fed every byte read, in order."""
+def _iter_open(fh: io.BufferedReader, p: Path, vocab_size: int | None) -> Iterator[TraceRow | dict[str, Any]]:
+    """``iter_trace`` over an open file."""
     seen: dict[tuple[int | str, int], int] = {}
     limit = _limit(vocab_size)
     earlier = EarlierTurns()  # a session's next turn re-sends its history: only what is new is parsed
@@ -216,8 +214,6 @@ def _iter_open(fh: io.BufferedReader, p: Path, vocab_size: int | None,
             raise TraceError(f"{p}:{lineno}: cannot read ({exc.strerror or exc})") from None
         if not raw:
             break
-        if content_hash is not None:
-            content_hash.update(raw)
         if len(raw) > MAX_LINE_CHARS:
             raise TraceError(f"{p}:{lineno}: line longer than {MAX_LINE_CHARS} characters")
         if raw[:1] != b"{" and not raw.strip():  # strip() copies the line: only when it may be blank
@@ -277,19 +273,18 @@ def read_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> T
         if hit is not None and hit[2] < _limit(vocab_size):  # an id past the vocabulary: parse, and name its line
             meta, parts, _ = hit
             return Trace(tuple(TraceRow(*part) for part in parts), meta)
-        content = hashlib.sha256() if cache is not None else None
         rows: list[TraceRow] = []
         metadata: dict[str, Any] = {}
-        for item in _iter_open(fh, p, vocab_size, content):
+        for item in _iter_open(fh, p, vocab_size):
             if isinstance(item, TraceRow):
                 rows.append(item)
             else:
                 metadata = item
         if not rows:
             raise TraceError(f"{path}: the trace has no rows")
-        if cache is not None and content is not None:
+        if cache is not None:
             parts = [(r.session_id, r.turn_id, r.ts, r.input_tokens, r.output_tokens, dict(r.extra)) for r in rows]
-            cache.keep(fh, st, content.hexdigest(), started_ns=started, metadata=metadata, rows=parts)
+            cache.keep(fh, st, started_ns=started, metadata=metadata, rows=parts)
     return Trace(tuple(rows), metadata)
 
 

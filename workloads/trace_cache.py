@@ -1,24 +1,22 @@
-"""A read trace kept on disk in binary, keyed by the file's content, so reading it again costs a copy, not a parse.
+"""A read trace kept on disk in binary, keyed by the file read, so reading it again costs a copy, not a parse.
 
-Parsing the seglen SWE-bench preset (330 MB of JSONL, 44M token ids) takes ~2.3 CPU s however fast the parser; a
+Parsing the seglen SWE-bench preset (330 MB of JSONL, 44M token ids) takes ~1 CPU s however fast the parser; a
 study replays one trace at many capacities and policies, and each command reads it again. The first read of a file
-stores its validated rows here, under the SHA-256 of its bytes (hashed as they are parsed) and a stamp of the
-reader that ran (its source as imported, Python's and numpy's versions), so a changed rule never serves rows an
-older rule accepted. JSONL stays the interchange format: this is a cache, and deleting it loses nothing.
+stores its validated rows here, under the file's identity and a stamp of the reader that ran (its source as
+imported, Python's and numpy's versions), so a changed rule never serves rows an older rule accepted. JSONL stays
+the interchange format: this is a cache, and deleting it loses nothing.
 
-Finding the entry without hashing the file again: as git's index does, the identity of the file read (device,
-inode, size, modification and change times in nanoseconds, from the open handle) is remembered beside the digest
-of its bytes. A write changes the change time (which no user call can set back), so the memo never outlives the
-content it names; it is written only for a file unchanged while it was read and last modified more than
-``RACY_NS`` before the read began (a write within one timestamp tick would otherwise keep the same times). Without
-a memo the file is parsed (and hashed as it is read) and the memo written: hashing it first to look for an entry
-would cost every first read ~0.35 CPU s to spare only copies.
+The key, as git's index keys what it knows of a file: the identity of the file read (device, inode, size,
+modification and change times in nanoseconds, from the open handle). A write changes the change time, which no
+user call can set back, so an entry never outlives the content it was read from. An entry is written only for a
+file unchanged while it was read and last modified more than ``RACY_NS`` before the read began (a write within one
+timestamp tick could otherwise keep the same times). Hashing the bytes instead would cost every first read a
+quarter of a CPU second (SHA-256 of 330 MB) and buy only sharing one entry between copies of a file.
 
 An entry is checked before use: a CRC-32 over its header and arrays must match its trailer (a flipped bit on disk),
-and its header must name the digest asked for; anything else is a miss, the entry is removed and the file parsed.
+and its header must name the identity asked for; anything else is a miss, the entry is removed and the file parsed.
 Every cache operation is best-effort: whatever goes wrong in it costs a parse, never a failed read. Entries are
-written atomically (``workloads/atomic_file.py``); past ``MAX_BYTES`` in all (``MAX_MEMOS`` memos) the least
-recently used are removed.
+written atomically (``workloads/atomic_file.py``); past ``MAX_BYTES`` in all the least recently used are removed.
 
 ``HYBRIDBENCH_TRACE_CACHE``: an absolute folder (default ``~/.cache/hybridbench/traces``), or ``off``. Files under
 ``MIN_BYTES`` parse in a fraction of a second and are not cached.
@@ -43,17 +41,16 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from workloads import trace_fast
-from workloads.atomic_file import atomic_bytes_writer, write_text_atomic
+from workloads.atomic_file import atomic_bytes_writer
 from workloads.token_ids import TokenIds, largest_id
 
-__all__ = ["ENV", "MAX_BYTES", "MAX_MEMOS", "MIN_BYTES", "RACY_NS", "STAMP", "CachedRow", "TraceCache", "trace_cache"]
+__all__ = ["ENV", "MAX_BYTES", "MIN_BYTES", "RACY_NS", "STAMP", "CachedRow", "TraceCache", "trace_cache"]
 
 ENV = "HYBRIDBENCH_TRACE_CACHE"
 MIN_BYTES = 16 << 20
 MAX_BYTES = 8 << 30
-MAX_MEMOS = 4096
 RACY_NS = 2_000_000_000  # FAT and HFS+ keep times to 1-2 s; Linux filesystems to a clock tick
-_MAGIC = b"hybridbench trace cache 2\n"
+_MAGIC = b"hybridbench trace cache 3\n"
 _LEN = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 # The reader's rules live in these modules; the stamp is taken once, from the source this process imported.
@@ -76,7 +73,8 @@ def _reader_stamp() -> str | None:
 
 
 STAMP = _reader_stamp()
-# The names this cache writes (_entry, _memo, and atomic_file's ".<name>.<random>" while one is written).
+# The names this cache writes (_entry, and atomic_file's ".<name>.<random>" while one is written); _MEMO: the
+# by-stat/ files of the cache's earlier layout (content-keyed entries found through memos of the file's identity).
 _ENTRY = re.compile(r"[0-9a-f]{64}-[0-9a-f]{16}\.trace")
 _MEMO = re.compile(r"[0-9a-f]{40}")
 _TEMPORARY = re.compile(rf"\.(?:{_ENTRY.pattern}|{_MEMO.pattern})\..+")
@@ -93,65 +91,49 @@ class TraceCache:
     root: Path
     stamp: str
 
-    def _entry(self, digest: str) -> Path:
-        return self.root / f"{digest}-{self.stamp}.trace"
-
-    def _memo(self, st: os.stat_result) -> Path:
-        key = json.dumps([*_identity(st), self.stamp])
-        return self.root / "by-stat" / hashlib.sha256(key.encode()).hexdigest()[:40]
+    def _entry(self, st: os.stat_result) -> Path:
+        key = hashlib.sha256(json.dumps([*_identity(st), self.stamp]).encode()).hexdigest()
+        return self.root / f"{key}-{self.stamp}.trace"
 
     def lookup(self, st: os.stat_result) -> tuple[dict[str, Any], list[CachedRow], int] | None:
         """(metadata, rows, largest id) of the file version ``st`` (its open handle's stat); None: a miss."""
-        try:
-            digest = self._memo(st).read_text(encoding="ascii").strip()
-        except Exception:  # best effort: any fault in the cache is a miss, and the file is parsed
-            return None
-        if len(digest) != 64 or digest.strip("0123456789abcdef"):
-            return None  # not a digest: never a path to open, nor to remove
-        entry = self._entry(digest)
+        entry = self._entry(st)
         try:
             with entry.open("rb") as fh:
-                loaded = _read_entry(fh, digest)
+                loaded = _read_entry(fh, _identity(st))
             if loaded is not None:
                 with contextlib.suppress(OSError):  # another user's entry in a shared folder is still good
                     os.utime(entry)  # recency, for pruning
                 return loaded
         except FileNotFoundError:
             return None
-        except Exception:  # damaged or unreadable: removed below
+        except Exception:  # best effort: damaged or unreadable, removed below
             pass
         with contextlib.suppress(OSError):
             entry.unlink(missing_ok=True)  # so the parse that follows writes it anew
         return None
 
-    def keep(self, fh: io.BufferedReader, before: os.stat_result, digest: str, *, started_ns: int,
-             metadata: dict[str, Any], rows: Sequence[CachedRow]) -> None:
-        """Store the rows read through ``fh`` (stat ``before`` the read, which began at ``started_ns``), content
-        ``digest``, and remember the digest for that file version.
+    def keep(self, fh: io.BufferedReader, before: os.stat_result, *, started_ns: int, metadata: dict[str, Any],
+             rows: Sequence[CachedRow]) -> None:
+        """Store the rows read through ``fh`` (stat ``before`` the read, which began at ``started_ns``).
 
-        Nothing is kept for a file that changed while it was read; the memo is skipped for one modified too
-        recently to be told apart from a later write, and when the entry could not be stored."""
+        Nothing is kept for a file that changed while it was read, nor for one modified too recently to be told
+        apart from a later write."""
         with contextlib.suppress(Exception):  # best effort, as in lookup
             after = os.fstat(fh.fileno())
-            if _identity(after) != _identity(before) or not self._store(digest, metadata, rows):
+            racy = max(after.st_mtime_ns, after.st_ctime_ns) > started_ns - RACY_NS
+            if racy or _identity(after) != _identity(before):
                 return
-            if max(after.st_mtime_ns, after.st_ctime_ns) <= started_ns - RACY_NS:
-                memo = self._memo(after)
-                memo.parent.mkdir(parents=True, exist_ok=True)
-                write_text_atomic(memo, digest)
+            self._store(after, metadata, rows)
             self._prune()
 
-    def _store(self, digest: str, metadata: dict[str, Any], rows: Sequence[CachedRow]) -> bool:
-        entry = self._entry(digest)
-        if entry.exists():
-            os.utime(entry)  # a copy of a file read before (a damaged entry is removed when it is looked up)
-            return True
+    def _store(self, st: os.stat_result, metadata: dict[str, Any], rows: Sequence[CachedRow]) -> None:
         if trace_fast.np is None:
-            return False  # the largest id is found with numpy
+            return  # the largest id is found with numpy
+        entry = self._entry(st)
         entry.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_bytes_writer(entry) as out:
-            _write_entry(out, digest, metadata, rows)
-        return True
+        with atomic_bytes_writer(entry) as out:  # another process's copy, stored meanwhile, is replaced whole
+            _write_entry(out, _identity(st), metadata, rows)
 
     def _prune(self) -> None:
         # Only files by this cache's own names: the variable may name any folder (a home directory's dotfiles are
@@ -160,13 +142,13 @@ class TraceCache:
         for tmp in [*self.root.glob(".*"), *self.root.glob("by-stat/.*")]:  # a killed writer's temporary file
             if _TEMPORARY.fullmatch(tmp.name) and tmp.stat().st_mtime_ns < stale:
                 tmp.unlink(missing_ok=True)
-        for pattern, name, within in (
-                ("*.trace", _ENTRY, lambda found: sum(s for _, s, _ in found) <= MAX_BYTES),
-                ("by-stat/*", _MEMO, lambda found: len(found) <= MAX_MEMOS)):
-            found = sorted((st.st_mtime_ns, st.st_size, p) for p in self.root.glob(pattern)
-                           if name.fullmatch(p.name) and (st := p.stat()))
-            while found and not within(found):
-                found.pop(0)[2].unlink(missing_ok=True)
+        for memo in self.root.glob("by-stat/*"):  # the earlier layout's: no entry is found through them now
+            if _MEMO.fullmatch(memo.name):
+                memo.unlink(missing_ok=True)
+        found = sorted((st.st_mtime_ns, st.st_size, p) for p in self.root.glob("*.trace")
+                       if _ENTRY.fullmatch(p.name) and (st := p.stat()))
+        while found and sum(size for _, size, _ in found) > MAX_BYTES:
+            found.pop(0)[2].unlink(missing_ok=True)
 
 
 def trace_cache() -> TraceCache | None:
@@ -183,10 +165,10 @@ def trace_cache() -> TraceCache | None:
     return None if root is None or STAMP is None else TraceCache(root, STAMP)
 
 
-def _write_entry(out: BinaryIO, digest: str, metadata: dict[str, Any], rows: Sequence[CachedRow]) -> None:
+def _write_entry(out: BinaryIO, identity: tuple[int, ...], metadata: dict[str, Any], rows: Sequence[CachedRow]) -> None:
     fields = [[r[0], r[1], r[2], r[3].typecode, len(r[3]), r[4].typecode, len(r[4]), r[5]] for r in rows]
     top = max((largest_id(ids) for r in rows for ids in (r[3], r[4]) if len(ids)), default=-1)
-    header = json.dumps({"digest": digest, "metadata": metadata, "rows": fields, "max_id": top},
+    header = json.dumps({"identity": list(identity), "metadata": metadata, "rows": fields, "max_id": top},
                         allow_nan=False).encode()
     head = _MAGIC + _LEN.pack(len(header)) + header
     out.write(head)
@@ -199,7 +181,7 @@ def _write_entry(out: BinaryIO, digest: str, metadata: dict[str, Any], rows: Seq
     out.write(_CRC.pack(crc))
 
 
-def _read_entry(fh: io.BufferedReader, digest: str) -> tuple[dict[str, Any], list[CachedRow], int] | None:
+def _read_entry(fh: io.BufferedReader, identity: tuple[int, ...]) -> tuple[dict[str, Any], list[CachedRow], int] | None:
     size = os.fstat(fh.fileno()).st_size
     magic = fh.read(len(_MAGIC))
     if magic != _MAGIC:
@@ -222,6 +204,6 @@ def _read_entry(fh: io.BufferedReader, digest: str) -> tuple[dict[str, Any], lis
             crc = zlib.crc32(view, crc)
             ids.append(TokenIds.from_array(values))
         rows.append((session, turn, float(ts), ids[0], ids[1], extra))
-    if fh.read(_CRC.size) != _CRC.pack(crc) or header["digest"] != digest:
+    if fh.read(_CRC.size) != _CRC.pack(crc) or header["identity"] != list(identity):
         return None
     return header["metadata"], rows, int(header["max_id"])

@@ -11,9 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from trace_cache_runs import TraceCacheRuns
 from whole_command import alternate
 
-# Says whether its cache folder was there when it started, then fills it as a first read would.
+# Says whether its cache folder was there when it started, then makes it as a first read would.
 PROBE = ("import os, pathlib; d = pathlib.Path(os.environ['HYBRIDBENCH_TRACE_CACHE']); print(d.is_dir()); "
-         "d.mkdir(parents=True, exist_ok=True); (d / 'entry.trace').write_text('x')")
+         "d.mkdir(parents=True, exist_ok=True)")
 
 
 @pytest.mark.parametrize(("mode", "found"), [("cold", "False"), ("warm", "True")])
@@ -22,7 +22,7 @@ def test_each_run_meets_its_state(tmp_path: Path, mode: str, found: str) -> None
     argv = [sys.executable, "-c", PROBE]
     seen: list[str] = []
     for side in ("ours", "base"):
-        runs.prime(side, argv, None, expect_memo=False)
+        runs.prime(side, argv, None, expect_entry=False)
 
     def env_for(label: str) -> dict[str, str]:
         env = runs.env(label)
@@ -39,11 +39,11 @@ def test_each_run_meets_its_state(tmp_path: Path, mode: str, found: str) -> None
     assert not list(tmp_path.glob("trace-cache-*"))
 
 
-def test_a_warm_prime_that_leaves_no_memo_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="left no trace-cache memo"):
-        TraceCacheRuns("warm", tmp_path).prime("ours", [sys.executable, "-c", PROBE], None)  # writes no memo
-    memo = PROBE + "; (d / 'by-stat').mkdir(); (d / 'by-stat' / 'm').write_text('x')"
-    TraceCacheRuns("warm", tmp_path).prime("ours", [sys.executable, "-c", memo], None)
+def test_a_warm_prime_that_leaves_no_entry_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="left no trace-cache entry"):
+        TraceCacheRuns("warm", tmp_path).prime("ours", [sys.executable, "-c", PROBE], None)  # stores nothing
+    entry = PROBE + "; (d / 'e.trace').write_text('x')"
+    TraceCacheRuns("warm", tmp_path).prime("ours", [sys.executable, "-c", entry], None)
 
 
 def test_a_failed_prime_says_so(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The trace cache (workloads.trace_cache) serves exactly the rows a parse gives, and only for the very content read.
+"""The trace cache (workloads.trace_cache) serves exactly the rows a parse gives, and only for the file version read.
 
 Every test reads small files with the size floor lowered to 0; a second read is proved to come from the cache by
 making the parser unavailable, and every way an entry may be stale or broken is shown to fall back to a parse.
@@ -72,7 +72,7 @@ def test_a_second_read_comes_from_the_cache_with_every_field_equal(
     path = _write(tmp_path / "t.jsonl", ROWS, {"generator": "test", "seed": 3})
     expected = _plain(path, monkeypatch)
     first = read_trace(path)
-    assert len(_entries(cache)) == 1 and len(list((cache / "by-stat").iterdir())) == 1
+    assert len(_entries(cache)) == 1
     _no_parse(monkeypatch)
     second = read_trace(path)
     assert second == first == expected
@@ -96,13 +96,14 @@ def test_same_size_and_mtime_but_new_content_is_parsed_again(
     assert list(read_trace(path).rows[0].output_tokens) == [8, 5]
 
 
-def test_a_copy_parses_once_and_shares_the_entry(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_copy_is_parsed_and_kept_apart(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _write(tmp_path / "t.jsonl", ROWS)
     read_trace(path)
     copy = _write(tmp_path / "copy.jsonl", ROWS)
     assert read_trace(copy) == read_trace(path)
-    assert len(_entries(cache)) == 1  # keyed by content: one entry for both files
-    assert len(list((cache / "by-stat").iterdir())) == 2
+    assert len(_entries(cache)) == 2  # keyed by the file read: another inode is another entry
+    _no_parse(monkeypatch)
+    assert read_trace(copy) == read_trace(path)
 
 
 def test_a_recently_modified_file_is_not_remembered(
@@ -110,8 +111,7 @@ def test_a_recently_modified_file_is_not_remembered(
     monkeypatch.setattr(workloads.trace_cache, "RACY_NS", 3600 * 10**9)
     path = _write(tmp_path / "t.jsonl", ROWS)  # its change time is now, whatever its mtime says
     read_trace(path)
-    assert len(_entries(cache)) == 1
-    assert not (cache / "by-stat").exists()  # a write within the same tick could keep the same times
+    assert _entries(cache) == []  # a write within the same tick could keep the same times
 
 
 def test_a_file_changed_while_read_is_not_kept(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,7 +127,7 @@ def test_a_file_changed_while_read_is_not_kept(cache: Path, tmp_path: Path, monk
 
     monkeypatch.setattr(workloads.trace, "_iter_open", appending)
     read_trace(path)
-    assert _entries(cache) == [] and not (cache / "by-stat").exists()
+    assert _entries(cache) == []
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "header", "ts", "count"])
@@ -153,7 +153,7 @@ def test_a_damaged_entry_is_a_miss(cache: Path, tmp_path: Path, monkeypatch: pyt
     assert read_trace(path) == expected
 
 
-def test_an_entry_under_another_digest_is_not_served(
+def test_an_entry_under_another_files_name_is_not_served(
         cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first, second = _write(tmp_path / "a.jsonl", ROWS), _write(tmp_path / "b.jsonl", ROWS[:2])
     read_trace(first)
@@ -165,7 +165,7 @@ def test_an_entry_under_another_digest_is_not_served(
 
 def _recount(data: bytearray, count: int) -> bytearray:
     """The entry with the third row's input count (6) replaced, its header's length prefix kept right."""
-    magic = len(b"hybridbench trace cache 2\n")
+    magic = len(b"hybridbench trace cache 3\n")
     length = struct.unpack("<Q", data[magic:magic + 8])[0]
     header = bytes(data[magic + 8:magic + 8 + length]).replace(b'"i", 6,', f'"i", {count},'.encode())
     return bytearray(data[:magic] + struct.pack("<Q", len(header)) + header + data[magic + 8 + length:])
@@ -185,16 +185,19 @@ def test_a_damaged_count_allocates_nothing(cache: Path, tmp_path: Path, monkeypa
     assert peak < 20 << 20, peak
 
 
-def test_a_memo_that_is_no_digest_names_no_file(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_earlier_layouts_memos_go_and_its_entries_are_never_read(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _write(tmp_path / "t.jsonl", ROWS)
     read_trace(path)
     (entry,) = _entries(cache)
-    outside = tmp_path / f"{entry.name.split('-')[0][:8]}-{entry.name.split('-', 1)[1]}"
-    entry.replace(outside)  # a file the memo below would name, outside the cache
-    (memo,) = (cache / "by-stat").iterdir()
-    memo.write_text(f"../{outside.name.split('-')[0]}")
-    assert read_trace(path) == _plain(path, monkeypatch)
-    assert outside.exists()  # neither read nor removed
+    old = bytearray(entry.read_bytes())
+    old[: len(b"hybridbench trace cache 3\n")] = b"hybridbench trace cache 2\n"  # CRC aside, the same entry
+    entry.write_bytes(bytes(old))
+    (cache / "by-stat").mkdir()
+    memo = cache / "by-stat" / ("c" * 40)
+    memo.write_text("d" * 64)
+    assert read_trace(path) == _plain(path, monkeypatch)  # parsed, and stored anew
+    assert not memo.exists() and entry.read_bytes().startswith(b"hybridbench trace cache 3\n")
 
 
 def test_an_entry_of_other_rules_is_not_served(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -241,10 +244,10 @@ def test_a_read_that_starts_within_the_racy_window_is_not_remembered(
 
     monkeypatch.setattr(workloads.trace, "_iter_open", slow)
     read_trace(path)
-    assert len(_entries(cache)) == 1 and not (cache / "by-stat").exists()
+    assert _entries(cache) == []
 
 
-def test_the_memo_names_the_file_read_not_what_the_path_points_to_later(
+def test_the_entry_names_the_file_read_not_what_the_path_points_to_later(
         cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first, second = _write(tmp_path / "x.jsonl", ROWS), _write(tmp_path / "y.jsonl", ROWS[:1])
     link = tmp_path / "trace.jsonl"
@@ -286,7 +289,7 @@ def test_a_fault_inside_the_cache_costs_a_parse_never_the_read(
     with monkeypatch.context() as m:
         m.setattr(workloads.trace_cache, "_write_entry", deep)
         assert len(read_trace(path).rows) == 3
-    assert _entries(cache) == [] and not (cache / "by-stat").exists()  # no memo naming a missing entry
+    assert _entries(cache) == []
     read_trace(path)
     monkeypatch.setattr(workloads.trace_cache, "_read_entry", deep)
     assert read_trace(path) == _plain(path, monkeypatch)
@@ -296,7 +299,7 @@ def test_without_numpy_nothing_is_kept(cache: Path, tmp_path: Path, monkeypatch:
     monkeypatch.setattr(workloads.trace_fast, "np", None)  # the reader's slower path; the cache needs numpy
     path = _write(tmp_path / "t.jsonl", ROWS)
     assert len(read_trace(path).rows) == 3
-    assert not cache.exists()  # and above all no memo naming an entry never written
+    assert not cache.exists()
 
 
 def test_a_relative_folder_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -305,21 +308,14 @@ def test_a_relative_folder_is_refused_in_one_line(tmp_path: Path, monkeypatch: p
         read_trace(_write(tmp_path / "t.jsonl", ROWS))
 
 
-def test_memos_are_bounded(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(workloads.trace_cache, "MAX_MEMOS", 2)
-    for n in range(4):
-        read_trace(_write(tmp_path / f"{n}.jsonl", ROWS))
-    assert len(list((cache / "by-stat").iterdir())) == 2 and len(_entries(cache)) == 1
-
-
 @pytest.mark.parametrize("field", ["st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns"])
-def test_every_part_of_a_files_identity_keys_its_memo(field: str) -> None:
+def test_every_part_of_a_files_identity_keys_its_entry(field: str) -> None:
     """Two files alike but for one field (two files written in one tick differ only in their inode) never share."""
     fields = {"st_dev": 1, "st_ino": 2, "st_size": 3, "st_mtime_ns": 4, "st_ctime_ns": 5}
     one = SimpleNamespace(**fields)
     other = SimpleNamespace(**{**fields, field: fields[field] + 1})
     tc = workloads.trace_cache.TraceCache(Path("/nowhere"), "stamp")
-    assert tc._memo(cast("os.stat_result", one)) != tc._memo(cast("os.stat_result", other))
+    assert tc._entry(cast("os.stat_result", one)) != tc._entry(cast("os.stat_result", other))
 
 
 def test_invalid_traces_are_never_cached(cache: Path, tmp_path: Path) -> None:
@@ -380,7 +376,6 @@ def test_a_folder_of_other_files_keeps_them_whatever_their_age_or_size(
         path.write_text("x" * 100)
         os.utime(path, (1, 1))  # 1970: older than any day
     monkeypatch.setattr(workloads.trace_cache, "MAX_BYTES", 1)  # every entry is past the bound
-    monkeypatch.setattr(workloads.trace_cache, "MAX_MEMOS", 0)
     read_trace(_write(tmp_path / "t.jsonl", ROWS))
     assert all(p.exists() for p in mine), [p for p in mine if not p.exists()]
     assert not any(p.exists() for p in killed)
