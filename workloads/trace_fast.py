@@ -168,14 +168,14 @@ def cut_row(
         return None
     if not isinstance(obj, dict) or obj.get("input_tokens") != [] or obj.get("output_tokens") != []:
         return None
-    seg, out = line[a0:a1], line[b0:b1]
+    out = line[b0:b1]  # the input array is left in its line: a later turn is compared with it there
     session = obj.get("session_id")
-    inputs = parse_ids(seg, limit) if earlier is None else earlier.inputs(session, seg, limit)
+    inputs = parse_ids(line[a0:a1], limit) if earlier is None else earlier.inputs(session, line, limit, lo=a0, hi=a1)
     if inputs is None:
         return None
     outputs = parse_ids(out, limit)
     if outputs is None:
         return None
     if earlier is not None:
-        earlier.remember(session, seg, inputs, out, outputs)
+        earlier.remember(session, line, inputs, out, outputs, lo=a0, hi=a1)
     return obj, inputs, outputs

@@ -31,17 +31,22 @@ _COMMA = ord(",")
 
 
 class _Turn(NamedTuple):
-    input_bytes: bytes  # the array's text between its brackets
+    line: bytes  # the row's line, held whole: its input array is line[lo:hi], text between the brackets
+    lo: int
+    hi: int
     input_ids: TokenIds
     output_bytes: bytes
     output_ids: TokenIds
 
 
 class EarlierTurns:
-    """Each session's last turn (its input's and output's bytes and ids), so a later turn parses only what is new.
+    """Each session's last turn (its line, its input's place in it, its output's bytes and both arrays' ids), so a
+    later turn parses only what is new.
 
-    The session only picks which turn to compare against: every piece reused is checked byte for byte, so a wrong
-    pick costs a parse, never an id. Bounded: past ``budget`` bytes of array text held (the ids cost about as much
+    Arrays are compared where they lie in their lines (``bytes.find``/``startswith`` over ranges, numpy views):
+    copying each ~100 KB array out of its line cost the preset's first read a tenth of its CPU time. The session
+    only picks which turn to compare against: every piece reused is checked byte for byte, so a wrong pick costs a
+    parse, never an id. Bounded: past ``budget`` bytes of lines and outputs held (the ids cost about as much
     again), everything is forgotten."""
 
     def __init__(self, budget: int = 64 << 20) -> None:
@@ -49,17 +54,20 @@ class EarlierTurns:
         self.held = 0
         self.by_session: dict[int | str, _Turn] = {}
 
-    def inputs(self, session: object, seg: bytes, limit: int) -> TokenIds | None:
-        """``trace_fast.parse_ids(seg, limit)``, reusing what the session's previous turn already parsed."""
+    def inputs(self, session: object, line: bytes, limit: int, *, lo: int = 0,
+               hi: int | None = None) -> TokenIds | None:
+        """``trace_fast.parse_ids(line[lo:hi], limit)``, reusing what the session's previous turn already parsed."""
+        hi = len(line) if hi is None else hi
         prior = self.by_session.get(session) if _is_key(session) else None
-        if prior is None or not seg:
-            return trace_fast.parse_ids(seg, limit)
-        prev, ids = prior.input_bytes, prior.input_ids
-        if seg == prev:
+        if prior is None or lo == hi:
+            return trace_fast.parse_ids(line[lo:hi], limit)
+        prev = memoryview(prior.line)[prior.lo : prior.hi]
+        ids = prior.input_ids
+        if hi - lo == len(prev) and line.startswith(prev, lo):
             return ids
-        start = _shared_start(prev, seg)
-        reused = _resent(prior, seg, start)
-        parts, rest = reused if reused is not None else ([], seg[start:])
+        start = _shared_start(prior, line, lo, hi)
+        reused = _resent(prior, line, lo, hi, start)
+        parts, rest = reused if reused is not None else ([], line[lo + start : hi])
         if rest:
             tail = trace_fast.parse_ids(rest, limit)
             if tail is None:
@@ -69,77 +77,86 @@ class EarlierTurns:
             return None  # "1, 2, ": a trailing comma
         # prev is a whole array's text, never ending in ", ": the ids before start are all but those after it,
         # counted by the (usually shorter) rest.
-        parts.insert(0, ids[: len(ids) - 1 - _commas(prev, start, len(prev))] if start else ids[:0])
+        parts.insert(0, ids[: len(ids) - 1 - _commas(prior, start)] if start else ids[:0])
         if any(p.typecode != "i" for p in parts):
             # A piece held as int64 (from a turn with an id past int32; its slices stay int64): a full parse picks
             # int32 whenever every id fits, so the whole array is parsed to pick the width as it would.
-            return trace_fast.parse_ids(seg, limit)
+            return trace_fast.parse_ids(line[lo:hi], limit)
         return TokenIds.join(parts)
 
-    def remember(self, session: object, seg: bytes, ids: TokenIds, out: bytes, out_ids: TokenIds) -> None:
-        if not _is_key(session) or not seg:
+    def remember(self, session: object, line: bytes, ids: TokenIds, out: bytes, out_ids: TokenIds, *,
+                 lo: int = 0, hi: int | None = None) -> None:
+        hi = len(line) if hi is None else hi
+        if not _is_key(session) or lo == hi:
             return
         old = self.by_session.pop(session, None)
-        self.held += len(seg) + len(out) - (len(old.input_bytes) + len(old.output_bytes) if old is not None else 0)
+        self.held += len(line) + len(out) - (len(old.line) + len(old.output_bytes) if old is not None else 0)
         if self.held > self.budget:
             self.by_session.clear()
-            self.held = len(seg) + len(out)
-        self.by_session[session] = _Turn(seg, ids, out, out_ids)
+            self.held = len(line) + len(out)
+        self.by_session[session] = _Turn(line, lo, hi, ids, out, out_ids)
 
 
 def _is_key(session: object) -> TypeGuard[int | str]:
     return isinstance(session, (int, str)) and not isinstance(session, bool)
 
 
-def _shared_start(prev: bytes, seg: bytes) -> int:
-    """The longest prefix both arrays share that ends at a token boundary (just after ``", "``), in bytes."""
-    n = min(len(prev), len(seg))
+def _shared_start(prior: _Turn, line: bytes, lo: int, hi: int) -> int:
+    """The longest prefix the previous input and ``line[lo:hi]`` share that ends at a token boundary (just after
+    ``", "``), in bytes."""
+    prev, p0 = prior.line, prior.lo
+    n = min(prior.hi - p0, hi - lo)
     np: Any = trace_fast.np
     words = n // 8  # compared 8 bytes at a time, then byte by byte within the first word that differs
-    differs = np.frombuffer(prev, np.uint64, words) != np.frombuffer(seg, np.uint64, words)
+    differs = np.frombuffer(prev, np.uint64, words, p0) != np.frombuffer(line, np.uint64, words, lo)
     word = int(differs.argmax()) if words else 0
-    lo = word * 8 if words and differs[word] else words * 8
-    first = next((i for i in range(lo, n) if prev[i] != seg[i]), n)
+    at = word * 8 if words and differs[word] else words * 8
+    first = next((i for i in range(at, n) if prev[p0 + i] != line[lo + i]), n)
     # No byte differs: a token may still go on past the shorter one ("1, 2" then "1, 23"), so cut at a ", ".
-    cut = prev.rfind(_SEP, 0, first)
-    return 0 if cut < 0 else cut + len(_SEP)
+    cut = prev.rfind(_SEP, p0, p0 + first)
+    return 0 if cut < 0 else cut - p0 + len(_SEP)
 
 
-def _commas(buf: bytes, lo: int, hi: int) -> int:
-    """How many commas ``buf[lo:hi]`` holds (numpy counts ~4x faster than ``bytes.count``)."""
+def _commas(prior: _Turn, at: int) -> int:
+    """How many commas the previous input holds from ``at`` on (numpy counts ~4x faster than ``bytes.count``)."""
     np: Any = trace_fast.np
-    return int(np.count_nonzero(np.frombuffer(buf, np.uint8, hi - lo, lo) == _COMMA))
+    size = prior.hi - prior.lo - at
+    return int(np.count_nonzero(np.frombuffer(prior.line, np.uint8, size, prior.lo + at) == _COMMA))
 
 
-def _resent(prior: _Turn, seg: bytes, start: int) -> tuple[list[TokenIds], bytes] | None:
-    """From ``start`` on: the previous input's end re-sent after a dropped span, then maybe the previous output,
-    as ids; and the bytes left to parse. ``None`` when the previous input's end is not re-sent there, or its join
-    to what follows is not ``", "`` and an id (the caller then parses everything from ``start``).
+def _resent(prior: _Turn, line: bytes, lo: int, hi: int, start: int) -> tuple[list[TokenIds], bytes] | None:
+    """From ``start`` on (offsets within ``line[lo:hi]``, as every offset here): the previous input's end re-sent
+    after a dropped span, then maybe the previous output, as ids; and the bytes left to parse. ``None`` when the
+    previous input's end is not re-sent there, or its join to what follows is not ``", "`` and an id (the caller
+    then parses everything from ``start``).
 
     The end is found by the previous input's last bytes, then checked: ``seg[start:end] == prev[q:]`` with ``q``
     at a token boundary of ``prev``."""
-    prev, ids, out, out_ids = prior
+    prev = memoryview(prior.line)[prior.lo : prior.hi]
+    ids, out, out_ids = prior.input_ids, prior.output_bytes, prior.output_ids
+    size_prev = len(prev)
     for size in _PROBES:
-        probe = prev[-min(size, len(prev) - start):] if len(prev) > start else b""
-        found = seg.find(probe, start) if probe else -1
+        probe = prev[-min(size, size_prev - start):] if size_prev > start else b""
+        found = line.find(probe, lo + start, hi) - lo if probe else -1
         if found >= 0:
             break
     else:
         return None
     end = found + len(probe)
-    q = len(prev) - (end - start)
-    if q < 0 or (q > 0 and prev[q - len(_SEP) : q] != _SEP) or seg[start:end] != prev[q:]:
+    q = size_prev - (end - start)
+    if q < 0 or (q > 0 and prev[q - len(_SEP) : q] != _SEP) or not line.startswith(prev[q:], lo + start):
         return None
-    parts = [ids[len(ids) - 1 - _commas(prev, q, len(prev)) :] if q else ids]
-    if end == len(seg):
+    parts = [ids[len(ids) - 1 - _commas(prior, q) :] if q else ids]
+    seg_len = hi - lo
+    if end == seg_len:
         return parts, b""
-    if seg[end : end + len(_SEP)] != _SEP or end + len(_SEP) == len(seg):
+    if line[lo + end : lo + end + len(_SEP)] != _SEP or end + len(_SEP) == seg_len:
         return None  # "..., 12" went on as "123", or a trailing ", "
     at = end + len(_SEP)
-    if out and seg.startswith(out, at):
+    if out and line.startswith(out, lo + at, hi):
         after = at + len(out)
-        if after == len(seg):
+        if after == seg_len:
             return [*parts, out_ids], b""
-        if seg[after : after + len(_SEP)] == _SEP and after + len(_SEP) < len(seg):
-            return [*parts, out_ids], seg[after + len(_SEP) :]
-    return parts, seg[at:]
+        if line[lo + after : lo + after + len(_SEP)] == _SEP and after + len(_SEP) < seg_len:
+            return [*parts, out_ids], line[lo + after + len(_SEP) : hi]
+    return parts, line[lo + at : hi]
