@@ -18,8 +18,10 @@ from typing import Any, TextIO
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from hybridbench import sweep_status
 from hybridbench.config.redact import scrub, secret_values
@@ -102,6 +104,21 @@ def _drop_empty_run_dir(run_dir: Path) -> None:
         pass
 
 
+def _subcommand_refusal(argv: list[str]) -> str | None:
+    """``python -m hybridbench plan ...``: a subcommand of the ``hybridbench`` script typed after ``python -m``,
+    which takes Hydra overrides only (Hydra's own word for it is "missing EQUAL at '<EOF>'")."""
+    from hybridbench.cli import COMMANDS  # noqa: PLC0415 - a dict; cli imports nothing heavy
+
+    first = argv[0] if argv else ""
+    if first not in COMMANDS:
+        return None
+    if first == "run":
+        return "python -m hybridbench takes the overrides themselves: python -m hybridbench +experiment=NAME ... " \
+               "(or hybridbench run +experiment=NAME ...)"
+    return f"'{first}' is a subcommand of the hybridbench command: hybridbench {first} ... " \
+           f"(or {COMMANDS[first][1]} ...); python -m hybridbench takes overrides only"
+
+
 def _name_refusal(argv: list[str]) -> str | None:
     """A ``name=`` override that is not a plain file name, refused before Hydra runs: the default run dir is
     ``results/runs/<time>-<name>``, and Hydra makes it (and whatever a '/' or '..' in the name adds) before the task
@@ -180,7 +197,7 @@ def main() -> int:
     for sig in _STOP_SIGNALS:
         signal.signal(sig, _stop)
     register()
-    refused = _name_refusal(sys.argv[1:])
+    refused = _subcommand_refusal(sys.argv[1:]) or _name_refusal(sys.argv[1:])
     if refused:
         print(f"error: {refused}", file=sys.stderr)
         return 2
@@ -198,6 +215,15 @@ def main() -> int:
             sys.stderr.write(text)  # --help and friends
             return 0
         raise
+    except (HydraException, OmegaConfBaseException) as exc:
+        if not _hold.holding:
+            raise
+        # Hydra's --help composes the config outside its own error reporting: a bad override there raised
+        # (a traceback, exit 1) where the same override without --help is one line and exit 2.
+        _hold.holding = False
+        sys.stderr = _hold.real
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
     finally:
         if _hold.holding:
             _hold.release()

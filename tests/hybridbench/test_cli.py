@@ -94,6 +94,9 @@ def test_an_enabled_check_with_nothing_to_judge_says_so_instead_of_vanishing(tmp
          "engine.health_timeout_s must be a finite number > 0, got 0.0"),
         # results/runs/<time>-<name>: a '/' put the run outside results/runs/, '../../x' anywhere on disk
         (["+experiment=smoke", "name=../../escaped"], "name must be a plain file name (no '/', not empty)"),
+        # The console script's subcommands typed after python -m (Hydra: "missing EQUAL at '<EOF>'").
+        (["plan", "+experiment=smoke"], "'plan' is a subcommand of the hybridbench command: hybridbench plan ..."),
+        (["run", "+experiment=smoke"], "python -m hybridbench takes the overrides themselves"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
@@ -101,6 +104,28 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], n
     assert proc.returncode == 2
     assert needle in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        # --help composes the config outside Hydra's error reporting: these were tracebacks, exit 1.
+        (["+experiment=smoke", "bogus=1", "--help"], "Could not override 'bogus'"),
+        (["+experiment=nope", "--help"], "Could not find 'experiment/nope'; Available options in 'experiment': "),
+        (["plan", "--help"], "'plan' is a subcommand of the hybridbench command"),
+    ],
+)
+def test_help_after_a_bad_override_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    proc = hb(*args)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert needle in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_help_itself_still_prints_the_configuration_groups() -> None:
+    proc = hb("+experiment=smoke", "--help")
+    assert proc.returncode == 0
+    assert "== Configuration groups ==" in proc.stdout and "experiment: accuracy" in proc.stdout
 
 
 @pytest.mark.parametrize("name", ["../x", "a/b/c", "../../escaped", "a/..", "/etc", "a//b"])
