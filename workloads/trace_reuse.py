@@ -67,7 +67,7 @@ class EarlierTurns:
             return ids
         start = _shared_start(prior, line, lo, hi)
         reused = _resent(prior, line, lo, hi, start)
-        parts, rest = reused if reused is not None else ([], line[lo + start : hi])
+        parts, rest, q = reused if reused is not None else ([], line[lo + start : hi], -1)
         if rest:
             tail = trace_fast.parse_ids(rest, limit)
             if tail is None:
@@ -75,9 +75,13 @@ class EarlierTurns:
             parts.append(tail)
         elif reused is None:
             return None  # "1, 2, ": a trailing comma
-        # prev is a whole array's text, never ending in ", ": the ids before start are all but those after it,
-        # counted by the (usually shorter) rest.
-        parts.insert(0, ids[: len(ids) - 1 - _commas(prior, start)] if start else ids[:0])
+        # prev is a whole array's text, never ending in ", ": the ids before start are all but those after it.
+        # Those were counted for the re-sent end from q on: only the (usually short) dropped span between is.
+        if start and q >= 0:
+            after = len(parts[0]) - 1 + (_commas(prior, start, q) if q >= start else -_commas(prior, q, start))
+        else:
+            after = _commas(prior, start, len(prev)) if start else 0
+        parts.insert(0, ids[: len(ids) - 1 - after] if start else ids[:0])
         if any(p.typecode != "i" for p in parts):
             # A piece held as int64 (from a turn with an id past int32; its slices stay int64): a full parse picks
             # int32 whenever every id fits, so the whole array is parsed to pick the width as it would.
@@ -117,16 +121,16 @@ def _shared_start(prior: _Turn, line: bytes, lo: int, hi: int) -> int:
     return 0 if cut < 0 else cut - p0 + len(_SEP)
 
 
-def _commas(prior: _Turn, at: int) -> int:
-    """How many commas the previous input holds from ``at`` on (numpy counts ~4x faster than ``bytes.count``)."""
+def _commas(prior: _Turn, at: int, until: int) -> int:
+    """How many commas the previous input holds in ``[at, until)`` (numpy counts ~4x faster than ``bytes.count``)."""
     np: Any = trace_fast.np
-    size = prior.hi - prior.lo - at
-    return int(np.count_nonzero(np.frombuffer(prior.line, np.uint8, size, prior.lo + at) == _COMMA))
+    return int(np.count_nonzero(np.frombuffer(prior.line, np.uint8, until - at, prior.lo + at) == _COMMA))
 
 
-def _resent(prior: _Turn, line: bytes, lo: int, hi: int, start: int) -> tuple[list[TokenIds], bytes] | None:
+def _resent(prior: _Turn, line: bytes, lo: int, hi: int, start: int) -> tuple[list[TokenIds], bytes, int] | None:
     """From ``start`` on (offsets within ``line[lo:hi]``, as every offset here): the previous input's end re-sent
-    after a dropped span, then maybe the previous output, as ids; and the bytes left to parse. ``None`` when the
+    after a dropped span, then maybe the previous output, as ids; the bytes left to parse; and ``q``, where in the
+    previous input its re-sent end begins (its ids: the first piece). ``None`` when the
     previous input's end is not re-sent there, or its join to what follows is not ``", "`` and an id (the caller
     then parses everything from ``start``).
 
@@ -146,17 +150,17 @@ def _resent(prior: _Turn, line: bytes, lo: int, hi: int, start: int) -> tuple[li
     q = size_prev - (end - start)
     if q < 0 or (q > 0 and prev[q - len(_SEP) : q] != _SEP) or not line.startswith(prev[q:], lo + start):
         return None
-    parts = [ids[len(ids) - 1 - _commas(prior, q) :] if q else ids]
+    parts = [ids[len(ids) - 1 - _commas(prior, q, size_prev) :] if q else ids]
     seg_len = hi - lo
     if end == seg_len:
-        return parts, b""
+        return parts, b"", q
     if line[lo + end : lo + end + len(_SEP)] != _SEP or end + len(_SEP) == seg_len:
         return None  # "..., 12" went on as "123", or a trailing ", "
     at = end + len(_SEP)
     if out and line.startswith(out, lo + at, hi):
         after = at + len(out)
         if after == seg_len:
-            return [*parts, out_ids], b""
+            return [*parts, out_ids], b"", q
         if line[lo + after : lo + after + len(_SEP)] == _SEP and after + len(_SEP) < seg_len:
-            return [*parts, out_ids], line[lo + after + len(_SEP) : hi]
-    return parts, line[lo + at : hi]
+            return [*parts, out_ids], line[lo + after + len(_SEP) : hi], q
+    return parts, line[lo + at : hi], q

@@ -89,6 +89,15 @@ def test_an_agent_turn_parses_only_what_is_new(tmp_path: Path, parsed: list[byte
         f"{sys_}, {obs1}".encode(), b"9, 8", obs2.encode(), obs3.encode()]
 
 
+def test_an_end_re_sent_from_inside_the_shared_head_counts_its_ids_once(tmp_path: Path, parsed: list[bytes]) -> None:
+    # The re-sent end (4, 5, 6) begins inside the shared head (1..5): the head's ids are counted from the end's,
+    # less the overlap (4, 5), and only the new id is parsed.
+    path = tmp_path / "s.jsonl"
+    _write(path, [(0, "1, 2, 3, 4, 5, 6", "8"), (0, "1, 2, 3, 4, 5, 4, 5, 6, 9", "")])
+    assert [r.input_tokens for r in read_trace(path).rows[1:]] == [(1, 2, 3, 4, 5, 6), (1, 2, 3, 4, 5, 4, 5, 6, 9)]
+    assert [p for p in parsed if p not in (b"8", b"")] == [b"1, 2, 3, 4, 5, 6", b"9"]
+
+
 @pytest.mark.parametrize("later", [
     "1, 2, 3, 4", "1, 2, 3, 4, 9", "1, 3, 4, 9", "3, 4, 9", "2, 3", "1, 2, 34", "1, 2, 3", "1, 2",
     "1, 2, 3, 49", "1, 2, 3, 4,", "1, 2, 3, 4, ", "1, 2, 3, , 4", "1, 2, 3,4", "1, 2, 3 , 4", "1, 3, 4, 09",
