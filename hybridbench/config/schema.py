@@ -10,6 +10,7 @@ from typing import Any
 
 __all__ = [
     "MODELLED_TIMING_ENGINES",
+    "SERVING_ENGINES",
     "TIMINGS",
     "ArmCfg",
     "ChecksCfg",
@@ -70,6 +71,7 @@ class EngineCfg:
 
 TIMINGS = ("wall", "modelled")
 MODELLED_TIMING_ENGINES = ("reference",)
+SERVING_ENGINES = frozenset({"sglang", "vllm", "tokenspeed"})  # engines that serve model.hf_id's weights on GPUs
 
 
 @dataclass

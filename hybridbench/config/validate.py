@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 from hybridbench.config.quantization import check_quantization
-from hybridbench.config.schema import MODELLED_TIMING_ENGINES, TIMINGS, RunCfg
+from hybridbench.config.schema import MODELLED_TIMING_ENGINES, SERVING_ENGINES, TIMINGS, RunCfg
 from hybridbench.errors import ConfigError
 from reference_impl.models import STATE_DTYPES
 
@@ -149,6 +149,11 @@ def validate_config(cfg: RunCfg) -> None:
         raise ConfigError(f"engine.cache_semantics={cfg.engine.cache_semantics}: only engine=reference mirrors "
                           f"another engine's cache (engine.name is {cfg.engine.name!r})")
     _check_timing(cfg)
+    if cfg.sizing.family == "cpu" and cfg.engine.name in SERVING_ENGINES:
+        # conf/sizing/*/cpu.yaml fixes pools for two CPU cores (a few thousand KV tokens, tens of states) and
+        # shrinks the loads: on a GPU server that is a run nobody asked for, recorded as the experiment.
+        raise ConfigError(f"sizing=cpu: the CPU sizing (small pools, shrunk loads) is for engine=reference, or "
+                          f"engine=sim to forecast it; engine {cfg.engine.name} takes the GPU sizing (drop sizing=cpu)")
     for name, w in cfg.workloads.items():
         if not 1 <= w.scale <= 1_000_000:
             raise ConfigError(f"workloads.{name}.scale must be in [1, 1000000], got {w.scale}")

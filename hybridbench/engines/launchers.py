@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 
 from hybridbench.config.schema import RunCfg
+from hybridbench.engines.gpu_pool import fixed_gpu_kv_pool
 from hybridbench.engines.help_cache import cache_path, read_cached, write_cached
 from hybridbench.engines.server import CommandBuilder, ServerEngine, ServerSpec
 from hybridbench.engines.sglang_cmd import sglang_command, sglang_env, sglang_help_argv, sglang_refusal
@@ -53,6 +54,7 @@ def make_sglang_engine() -> ServerEngine:
     return ServerEngine(ServerSpec(
         name="sglang", build=_builder("sglang", sglang_help_argv, sglang_command), client="sglang",
         env_for=sglang_env, flush_path="/flush_cache", package="sglang", refusal=sglang_refusal,
+        kv_pool=fixed_gpu_kv_pool,
         # SGLang also serves /v1/completions; its cache is the one reference_impl models.
         traits=EngineTraits(protocols=frozenset({"sglang", "openai"}), flushable=True, greedy_deterministic=True,
                             reference_semantics=True)))

@@ -13,7 +13,7 @@ from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.engines.kv_pool import KVPool
-from hybridbench.engines.sglang_cmd import OWNED_BY_ARM, OWNED_BY_HARNESS, refuse_owned
+from hybridbench.engines.owned_flags import OWNED_BY_ARM, OWNED_BY_HARNESS, refuse_owned
 from hybridbench.errors import ConfigError
 from hybridbench.plan.build import effective_vocab
 from reference_impl.engine.arms import NOT_ON_REFERENCE, ArmSpec

@@ -24,6 +24,14 @@ from dataclasses import dataclass, field
 
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
+from hybridbench.engines.owned_flags import (
+    OWNED_BY_ARM,
+    OWNED_BY_GPU_COUNT,
+    OWNED_BY_HARNESS,
+    extra_flag_names,
+    refuse_owned,
+    refuse_replicas,
+)
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec, L2Knobs
 
@@ -32,7 +40,6 @@ __all__ = [
     "Flag",
     "HelpText",
     "check_flags",
-    "extra_flag_names",
     "fmt_number",
     "merge_extra",
     "parse_help",
@@ -135,10 +142,6 @@ def fmt_number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() and not isinstance(x, float) else repr(float(x))
 
 
-def extra_flag_names(extra: Sequence[str]) -> set[str]:
-    return {a.split("=", 1)[0] for a in extra if a.startswith("--")}
-
-
 def check_flags(flags: Iterable[Flag], extra: Sequence[str], help_text: HelpText | None, engine_name: str) -> None:
     """ConfigError for the first flag (or extra_args flag) the installed server does not offer."""
     if help_text is None:
@@ -159,28 +162,24 @@ def check_flags(flags: Iterable[Flag], extra: Sequence[str], help_text: HelpText
             raise ConfigError(f"engine.extra_args has {name}, which this {engine_name} build does not offer")
 
 
-def refuse_owned(extra: Sequence[str], owned: Mapping[str, str]) -> None:
-    """ConfigError for an ``engine.extra_args`` flag that says which server this is (model, address, TP) or which cache
-    an arm runs: given there it would run something other than what is planned, forecast and recorded (a ``lru``
-    arm run as ``extra_buffer``, every arm with the cache off, TP 8 recorded as TP 4, a port never polled)."""
-    for name in sorted(extra_flag_names(extra) | {a for a in extra if a in owned}):
-        if name in owned:
-            owner = owned[name]
-            where = "; set that key instead" if owner.startswith(("engine.", "model.")) else ""
-            raise ConfigError(f"engine.extra_args has {name}, which {owner} sets{where}")
-
-
-# Who sets a flag engine.extra_args may not give (refuse_owned's owners, shared by every engine's table).
-OWNED_BY_ARM = "the arm (choose arms=[...]; docs/reference/arms.md)"
-OWNED_BY_HARNESS = "the harness (it picks a free port and polls it)"
-
-# The flags engine.extra_args may not give SGLang: the harness's and the arms' (sizing and tuning flags may).
+# Flags the harness builds from a config key: given in extra_args they replaced the key's value on the server while
+# the plan's pools, the forecast, the plan-time pool check and the record kept the key's (--max-total-tokens 200
+# under "sized by the server from memory").
+SGLANG_KEYED = {
+    "--page-size": "engine.page_size", "--chunked-prefill-size": "engine.chunked_prefill_size",
+    "--mem-fraction-static": "engine.mem_fraction_static", "--max-total-tokens": "engine.kv_tokens",
+    "--max-mamba-cache-size": "engine.max_mamba_cache_size", "--quantization": "model.quantization",
+    "--mamba-ssm-dtype": "model.mamba_ssm_dtype",
+}
+# The flags engine.extra_args may not give SGLang: the harness's, the keyed ones and the arms' (tuning flags may).
 SGLANG_OWNED = {
     **dict.fromkeys(("--model-path", "--model"), "model.hf_id"), "--host": "engine.host", "--port": OWNED_BY_HARNESS,
-    **dict.fromkeys(("--tp-size", "--tp", "--tensor-parallel-size"), "engine.tp"),
+    **dict.fromkeys(("--tp-size", "--tp", "--tensor-parallel-size"), "engine.tp"), **SGLANG_KEYED,
+    **dict.fromkeys(("--pp-size", "--pipeline-parallel-size", "--nnodes"), OWNED_BY_GPU_COUNT),
     **dict.fromkeys(("--disable-radix-cache", STRATEGY_FLAG, STRATEGY_FLAG_OLD, "--radix-eviction-policy",
                      HICACHE_FLAG, HICACHE_FLAG_ALIAS), OWNED_BY_ARM),
 }
+SGLANG_REPLICAS = ("--dp-size", "--data-parallel-size", "--dp")
 
 
 def merge_extra(flags: Sequence[Flag], extra: Sequence[str]) -> list[str]:
@@ -305,7 +304,8 @@ def sglang_command(
     then ``--max-mamba-cache-size`` (if engine.max_mamba_cache_size > 0) and ``--max-total-tokens`` (if
     engine.kv_tokens > 0), ``--enable-metrics`` (``/metrics``) and ``--enable-cache-report``
     (``cached_tokens`` in OpenAI usage), the arm's flags (:func:`sglang_arm_flags`), and finally
-    ``engine.extra_args`` verbatim; a flag that appears in extra_args is left out of the built part.
+    ``engine.extra_args`` verbatim (a flag the harness builds from a key, or one that says which server or cache this
+    is, is refused there: :data:`SGLANG_OWNED`).
 
     ``--tp-size`` is spelled out rather than ``--tp``, which only works through argparse prefix matching.
     """
@@ -338,6 +338,7 @@ def sglang_command(
     flags.extend(sglang_arm_flags(arm, engine, helped))
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
     refuse_owned(extra, SGLANG_OWNED)
+    refuse_replicas(extra, SGLANG_REPLICAS, "--enable-dp-attention")
     overridden = extra_flag_names(extra)
     check_flags([f for f in flags if f.name not in overridden], extra, helped, "SGLang")
     return [python or sys.executable, "-m", "sglang.launch_server", *merge_extra(flags, extra)]

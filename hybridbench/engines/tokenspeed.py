@@ -17,6 +17,7 @@ import urllib.request
 from typing import Any
 
 from hybridbench.config.schema import RunCfg
+from hybridbench.engines.gpu_pool import fixed_gpu_kv_pool
 from hybridbench.engines.launchers import installed_help
 from hybridbench.engines.process import ServerProcess, free_port
 from hybridbench.engines.server import FlushOutcome, ServerEngine, ServerSpec, SnapshotMark, installed_version
@@ -40,7 +41,7 @@ class TokenSpeedEngine(ServerEngine):
         self._help: dict[str, str] = {}
         super().__init__(ServerSpec(
             name="tokenspeed", build=self._command, client="openai", flush_path="/flush_cache",
-            package="tokenspeed", health_paths=("/readiness", "/health"),
+            package="tokenspeed", health_paths=("/readiness", "/health"), kv_pool=fixed_gpu_kv_pool,
             traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True)))
 
     def _command(self, cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:

@@ -31,16 +31,15 @@ from dataclasses import dataclass
 
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
-from hybridbench.engines.sglang_cmd import (
+from hybridbench.engines.owned_flags import (
     OWNED_BY_ARM,
+    OWNED_BY_GPU_COUNT,
     OWNED_BY_HARNESS,
-    Flag,
-    check_flags,
     extra_flag_names,
-    fmt_number,
-    parse_help,
     refuse_owned,
+    refuse_replicas,
 )
+from hybridbench.engines.sglang_cmd import Flag, check_flags, fmt_number, parse_help
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 
@@ -48,6 +47,14 @@ __all__ = ["TOKENSPEED_ARMS", "TOKENSPEED_VERSIONS", "TokenSpeedVersion", "kv_on
            "tokenspeed_help_argv", "tokenspeed_version"]
 
 TS_MODULE = "tokenspeed.cli"  # the module behind the `ts` console script
+# The flags built from a config key, and the model the gateway serves (owned_flags.py says why they are refused).
+TOKENSPEED_KEYED = {
+    **dict.fromkeys(("--model", "--model-path"), "model.hf_id"),
+    "--chunked-prefill-size": "engine.chunked_prefill_size", "--gpu-memory-utilization": "engine.mem_fraction_static",
+    "--max-total-tokens": "engine.kv_tokens", "--max-mamba-cache-size": "engine.max_mamba_cache_size",
+    "--mamba-ssm-dtype": "model.mamba_ssm_dtype",
+    **dict.fromkeys(("--block-size", "--prefix-granularity"), "engine.page_size"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,10 +200,13 @@ def tokenspeed_command(
                           f"no such model class (hybrid ones it serves: {', '.join(hybrid)}); choose a model it "
                           "serves, e.g. model=qwen3.5-9b")
     extra = [str(a) for a in engine.extra_args]
-    # The harness's flags and the cache switch (the kvstore flags may be tuned there: a host tier of one's own).
-    refuse_owned(extra, {"--host": "engine.host", "--tensor-parallel-size": "engine.tp",
+    # The harness's flags, those it builds from a key (owned_flags.py says why) and the cache switch (the kvstore
+    # flags may be tuned there: a host tier of one's own).
+    refuse_owned(extra, {"--host": "engine.host", "--tensor-parallel-size": "engine.tp", **TOKENSPEED_KEYED,
                          **dict.fromkeys(("--port", "--control-port", "--prometheus-port"), OWNED_BY_HARNESS),
+                         **dict.fromkeys(("--pipeline-parallel-size", "--nnodes"), OWNED_BY_GPU_COUNT),
                          version.no_prefix_cache: OWNED_BY_ARM})
+    refuse_replicas(extra, ("--data-parallel-size",), None)
     if model.hybrid and spec.strategy != "disabled" and (flag := kv_only_host_tier(extra, version)):
         raise ConfigError(f"engine.extra_args asks for a KV-only host tier ({flag}) on a hybrid model: a hit needs a "
                           "Mamba state as well, so after device eviction it can never hit; add --enable-mamba-l2 "

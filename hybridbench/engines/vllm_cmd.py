@@ -30,27 +30,31 @@ from dataclasses import dataclass
 
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
-from hybridbench.engines.sglang_cmd import (
+from hybridbench.engines.owned_flags import (
     OWNED_BY_ARM,
+    OWNED_BY_GPU_COUNT,
     OWNED_BY_HARNESS,
-    Flag,
-    check_flags,
     extra_flag_names,
-    fmt_number,
-    merge_extra,
-    parse_help,
     refuse_owned,
+    refuse_replicas,
 )
+from hybridbench.engines.sglang_cmd import Flag, check_flags, fmt_number, merge_extra, parse_help
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 
 __all__ = ["VLLM_ARMS", "vllm_arm_flags", "vllm_command", "vllm_env", "vllm_help_argv"]
 
-# The flags engine.extra_args may not give vLLM: the harness's and the arms' cache switch (--mamba-cache-mode and
-# the offloading size may be tuned there).
-VLLM_OWNED = {"--host": "engine.host", "--port": OWNED_BY_HARNESS,
+# The flags engine.extra_args may not give vLLM: the harness's, those it builds from a key (owned_flags.py says
+# why) and the arms' cache switch (--mamba-cache-mode and the offloading size may be tuned there).
+VLLM_OWNED = {"--host": "engine.host", "--port": OWNED_BY_HARNESS, "--model": "model.hf_id",
               **dict.fromkeys(("--tensor-parallel-size", "-tp"), "engine.tp"),
+              "--max-num-batched-tokens": "engine.chunked_prefill_size", "--block-size": "engine.page_size",
+              "--gpu-memory-utilization": "engine.mem_fraction_static",
+              "--mamba-ssm-cache-dtype": "model.mamba_ssm_dtype",
+              **dict.fromkeys(("--pipeline-parallel-size", "-pp", "--nnodes"), OWNED_BY_GPU_COUNT),
               **dict.fromkeys(("--enable-prefix-caching", "--no-enable-prefix-caching"), OWNED_BY_ARM)}
+# vLLM's data parallelism always adds engines of engine.tp GPUs each.
+VLLM_REPLICAS = ("--data-parallel-size", "-dp")
 
 VLLM_MODULE = "vllm.entrypoints.cli.main"
 
@@ -160,6 +164,7 @@ def vllm_command(
         flags.append(Flag("--enable-prompt-tokens-details", None, "per-request cached_tokens"))
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
     refuse_owned(extra, VLLM_OWNED)
+    refuse_replicas(extra, VLLM_REPLICAS, None)
     flags.extend(vllm_arm_flags(arm, extra, hybrid=model.hybrid))
     overridden = extra_flag_names(extra)
     check_flags([f for f in flags if f.name not in overridden], extra, helped, "vLLM")

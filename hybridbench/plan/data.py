@@ -14,12 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hybridbench.config.schema import RunCfg, WorkloadCfg
+from hybridbench.config.schema import SERVING_ENGINES, RunCfg, WorkloadCfg
 from hybridbench.errors import ConfigError
 
 __all__ = ["GPU_ENGINES", "add_note", "apply_data"]
 
-GPU_ENGINES = frozenset({"sglang", "vllm", "tokenspeed"})  # engines that serve model.hf_id's weights and tokenizer
+GPU_ENGINES = SERVING_ENGINES  # engines that serve model.hf_id's weights and tokenizer
 
 
 def _set(resolved: dict[str, Any], path: tuple[str, ...], value: Any) -> None:

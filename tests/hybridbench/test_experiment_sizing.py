@@ -18,7 +18,9 @@ from omegaconf import OmegaConf
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.config.strict import reject_unknown_keys
+from hybridbench.config.validate import validate_config
 from hybridbench.engines.sglang_cmd import sglang_command
+from hybridbench.errors import ConfigError
 from hybridbench.plan.build import build_plan
 from hybridbench.plan.repeats import TIMING_CHECKS
 
@@ -63,6 +65,15 @@ def test_no_cpu_sizing_reaches_a_gpu_engine(experiment: str, engine: str, tmp_pa
             assert cmd[cmd.index("--mamba-track-interval") + 1] == "256"
     if cfg.sizing.budget_min <= 0:
         pytest.fail(f"{experiment}: its GPU configuration states no wall-time budget (sizing.budget_min)")
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm", "tokenspeed"])
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_the_cpu_sizing_never_reaches_a_serving_engine_even_when_asked_for(experiment: str, engine: str) -> None:
+    # sizing=cpu put 1,800-token pools and 60 states on SGLang, with a plan that exited 0.
+    with pytest.raises(ConfigError, match=rf"^sizing=cpu: .* engine {engine} takes the GPU sizing \(drop sizing"):
+        validate_config(composed(f"+experiment={experiment}", f"engine={engine}", "sizing=cpu"))
+    validate_config(composed(f"+experiment={experiment}", "engine=sim", "sizing=cpu"))  # a forecast of it: allowed
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from machine_fakes import fake_sglang
 from omegaconf import OmegaConf
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
+from hybridbench.engines.gpu_pool import MARGIN, fixed_gpu_kv_pool
 from hybridbench.engines.kv_pool import KVPool, refuse_unfit_requests
 from hybridbench.engines.reference_cmd import reference_kv_pool
 from hybridbench.errors import ConfigError
@@ -63,6 +65,34 @@ def test_a_pool_smaller_than_a_request_is_refused_before_any_trial(tmp_path: Pat
     assert line.startswith("error: workloads.gsp: 18 of 18 requests cannot fit the KV pool alone"), line
     assert f"needs {SMOKE_LONGEST} KV tokens (340 input + 16 new)" in line, line
     assert f"engine {engine}'s KV pool holds {SMOKE_LONGEST - 1} (engine.kv_tokens)" in line, line
+
+
+@pytest.mark.parametrize(("kv_tokens", "refused"),
+                         [(SMOKE_LONGEST + MARGIN - 1, True), (SMOKE_LONGEST + MARGIN, False)])
+def test_a_gpu_pool_the_config_fixes_is_held_to_sglangs_own_limits(tmp_path: Path, kv_tokens: int,
+                                                                    refused: bool) -> None:
+    """engine.kv_tokens on a GPU engine is --max-total-tokens: SGLang takes an input only below max_req_len - 5 and
+    clamps what it generates to max_req_len - 1 with max_req_len = kv_tokens - 1 (so a clamped answer failed every
+    request at run time); the plan refuses it instead, and a pool that holds the request with that margin plans."""
+    python = fake_sglang(tmp_path)  # SGLang 0.5.23's recorded --help
+    done = subprocess.run([sys.executable, "-m", "hybridbench.preview", "--no-forecast", "+experiment=smoke",
+                           "engine=sglang", "model=qwen3.5-9b", "engine.tp=1", f"engine.python={python}",
+                           f"engine.kv_tokens={kv_tokens}"], check=False, cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    if not refused:
+        assert done.returncode == 0, done.stderr
+        return
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert (f"needs {SMOKE_LONGEST} KV tokens (340 input + 16 new) but engine sglang's KV pool holds "
+            f"{SMOKE_LONGEST - 1} (engine.kv_tokens={kv_tokens}, less the server's {MARGIN}-token margin)"
+            ) in done.stderr
+
+
+def test_a_gpu_pool_is_whole_pages_and_only_what_the_config_fixes() -> None:
+    assert fixed_gpu_kv_pool(composed("+experiment=smoke", "engine=sglang")) is None  # sized from memory at launch
+    pool = fixed_gpu_kv_pool(composed("+experiment=smoke", "engine=tokenspeed", "engine.kv_tokens=1000",
+                                      "engine.page_size=64"))
+    assert pool is not None and pool.tokens == 960 - MARGIN
 
 
 def reference_pool(*overrides: str) -> KVPool | None:

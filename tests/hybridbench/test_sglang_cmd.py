@@ -309,10 +309,26 @@ def test_secrets_in_the_command_are_redacted() -> None:
     (["--tp", "8"], "engine.tp"),
     (["--port", "30000"], "the harness"),  # the harness would poll its own port, never answered
     (["--model-path", "Qwen/Qwen3.5-9B"], "model.hf_id"),
+    # A pool or memory share the plan, the forecast, the pool check and the record never saw.
+    (["--max-total-tokens", "200"], "engine.kv_tokens"),
+    (["--mem-fraction-static=0.3"], "engine.mem_fraction_static"),
+    (["--max-mamba-cache-size", "60"], "engine.max_mamba_cache_size"),
+    (["--page-size", "64"], "engine.page_size"),
+    (["--chunked-prefill-size", "512"], "engine.chunked_prefill_size"),
+    # More GPUs than engine.tp, which the doctor and the run count.
+    (["--pp-size", "2"], "the harness"),
+    (["--nnodes", "2"], "the harness"),
+    (["--dp-size", "2"], "serves several copies"),
+    (["--data-parallel-size=2"], "serves several copies"),
 ])
 def test_extra_args_may_not_say_which_cache_or_which_server(extra: list[str], owner: str) -> None:
     with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0].split('=')[0]}, which {owner}"):
         cmd("lru", NEW, EngineCfg(tp=4, extra_args=extra))
+
+
+def test_data_parallel_attention_stays_on_engine_tp_gpus() -> None:
+    extra = ["--enable-dp-attention", "--dp-size", "4"]  # DP groups inside the TP-4 GPUs (SGLang's DP attention)
+    assert cmd("lru", None, EngineCfg(tp=4, extra_args=extra))[-3:] == extra
 
 
 @pytest.mark.parametrize(("model", "arm", "version", "why"), [

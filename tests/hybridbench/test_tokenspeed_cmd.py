@@ -96,11 +96,21 @@ def test_flags_a_version_lacks_fail_at_plan_time_naming_them() -> None:
     assert value(command("branching", "0.1.0", max_mamba_cache_size=64), "--max-mamba-cache-size") == "64"
 
 
-def test_page_size_flag_per_version_and_extra_args_win() -> None:
+def test_page_size_flag_per_version_and_extra_args_win_only_where_no_key_sets_them() -> None:
     assert value(command("branching", "0.1.0", page_size=64), "--block-size") == "64"
     assert value(command("branching", "0.1.1", page_size=64), "--prefix-granularity") == "64"
-    cmd = command("branching", "0.1.1", extra=("--chunked-prefill-size", "256"))
-    assert cmd.count("--chunked-prefill-size") == 1 and cmd[-2:] == ["--chunked-prefill-size", "256"]
+    cmd = command("l2", "0.1.0", extra=("--mamba-l2-ratio", "0.5"))  # a host tier of one's own size
+    assert cmd.count("--mamba-l2-ratio") == 1 and cmd[-2:] == ["--mamba-l2-ratio", "0.5"]
+    # A flag built from a key: given in extra_args it ran while the plan, the pool check and the record kept the key's.
+    keyed = {"--chunked-prefill-size": "engine.chunked_prefill_size", "--max-total-tokens": "engine.kv_tokens",
+             "--prefix-granularity": "engine.page_size", "--gpu-memory-utilization": "engine.mem_fraction_static"}
+    for flag, key in keyed.items():
+        with pytest.raises(ConfigError, match=rf"^engine.extra_args has {flag}, which {key} sets; set that key"):
+            command("branching", "0.1.1", extra=(flag, "256"))
+    with pytest.raises(ConfigError, match=r"--data-parallel-size, which serves several copies of the model on engine"):
+        command("branching", "0.1.1", extra=("--data-parallel-size", "2"))
+    with pytest.raises(ConfigError, match=r"--pipeline-parallel-size, which the harness \(it plans, checks"):
+        command("branching", "0.1.1", extra=("--pipeline-parallel-size", "2"))
 
 
 def test_versions_are_matched_exactly() -> None:

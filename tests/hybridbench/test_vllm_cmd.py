@@ -146,6 +146,11 @@ def test_mamba_ssm_dtype_is_vllms_ssm_cache_dtype() -> None:
     (["--enable-prefix-caching"], "the arm"),  # the disabled arm with the cache on: vLLM takes the last flag
     (["--no-enable-prefix-caching"], "the arm"),
     (["--tensor-parallel-size", "8"], "engine.tp"), (["-tp", "8"], "engine.tp"), (["--port", "1"], "the harness"),
+    # What the plan's pools, the forecast and the record would not have seen; GPUs the run's check would not count.
+    (["--gpu-memory-utilization", "0.3"], "engine.mem_fraction_static"),
+    (["--max-num-batched-tokens", "512"], "engine.chunked_prefill_size"), (["--block-size", "32"], "engine.page_size"),
+    (["-pp", "2"], "the harness"), (["--data-parallel-size", "2"], "serves several copies"),
+    (["-dp", "2"], "serves several copies"),
 ])
 def test_extra_args_may_not_say_which_cache_or_which_server(extra: list[str], owner: str) -> None:
     with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0]}, which {owner}"):

@@ -1,0 +1,50 @@
+"""What ``engine.extra_args`` may not give a server: the flags that say which server it is (model, address, TP and
+anything adding GPUs), which cache an arm runs, or a value the harness builds from a config key. Given there, a
+flag replaced the built one on the server while the plan, the forecast, the plan-time checks and the record kept
+the key's: an ``lru`` arm run as ``extra_buffer`` under its own name, TP 8 served while TP 4 was recorded, a pool
+of 200 tokens under "sized by the server from memory". Each engine's table names who sets each flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from hybridbench.errors import ConfigError
+
+__all__ = ["OWNED_BY_ARM", "OWNED_BY_GPU_COUNT", "OWNED_BY_HARNESS", "extra_flag_names", "refuse_owned",
+           "refuse_replicas"]
+
+# Who sets a flag engine.extra_args may not give (refuse_owned's owners, shared by every engine's table).
+OWNED_BY_ARM = "the arm (choose arms=[...]; docs/reference/arms.md)"
+OWNED_BY_HARNESS = "the harness (it picks a free port and polls it)"
+
+# More GPUs than engine.tp: the doctor, the run's GPU check, the forecast and the record all count engine.tp.
+OWNED_BY_GPU_COUNT = "the harness (it plans, checks and records one server on engine.tp GPUs)"
+
+
+def extra_flag_names(extra: Sequence[str]) -> set[str]:
+    return {a.split("=", 1)[0] for a in extra if a.startswith("--")}
+
+
+def refuse_owned(extra: Sequence[str], owned: Mapping[str, str]) -> None:
+    """ConfigError for an ``engine.extra_args`` flag that says which server this is (model, address, TP) or which cache
+    an arm runs: given there it would run something other than what is planned, forecast and recorded (a ``lru``
+    arm run as ``extra_buffer``, every arm with the cache off, TP 8 recorded as TP 4, a port never polled)."""
+    for name in sorted(extra_flag_names(extra) | {a for a in extra if a in owned}):
+        if name in owned:
+            owner = owned[name]
+            where = "; set that key instead" if owner.startswith(("engine.", "model.")) else ""
+            raise ConfigError(f"engine.extra_args has {name}, which {owner} sets{where}")
+
+
+
+def refuse_replicas(extra: Sequence[str], names: Sequence[str], within: str | None) -> None:
+    """ConfigError for data parallelism in ``engine.extra_args`` that serves more than one copy of the model, each
+    on engine.tp GPUs (``within``: the flag that keeps the copies inside those GPUs instead, SGLang's
+    ``--enable-dp-attention``; None where none does)."""
+    given = extra_flag_names(extra) | {a for a in extra if a in names}
+    for name in sorted(given & set(names)):
+        if within is None or within not in extra:
+            keep = f" (with {within} the data-parallel groups share those GPUs)" if within else ""
+            raise ConfigError(f"engine.extra_args has {name}, which serves several copies of the model on engine.tp "
+                              f"GPUs each; the harness plans, checks and records one server on engine.tp GPUs{keep}")
