@@ -39,7 +39,9 @@ class EngineConfig:
     min_new_token_ratio: float = 0.1
     new_token_ratio_decay: float = 0.001
     semantics: str = "0.5.23"  # which SGLang release's cache behaviour (reference_impl.radix.tree)
-    mamba_chunk_size: int = 64  # the model's (ModelSpec.mamba_chunk_size): extra_buffer's checkpoint grid with the page
+    # the model's (ModelSpec.mamba_chunk_size): extra_buffer's checkpoint grid with the page; 0.5.9 ignores it
+    # (radix.tree.cache_chunk_size)
+    mamba_chunk_size: int = 64
 
     def __post_init__(self) -> None:
         # TokenSpeed's pools evict by their own LRU (lifecycle/tokenspeed_pool.py) and never ask the tree's policy:
@@ -54,7 +56,9 @@ def state_ratio(config: EngineConfig) -> int:
     if config.cache == "disabled":
         return 1
     if config.cache == "extra_buffer":
-        return STATES_PER_REQUEST_WITH_CACHE + (2 if config.overlap else 1)
+        # the ping-pong pair: 2 with overlap, 1 without; 0.5.9 always adds 2 (MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP
+        # unless speculative, model_executor/model_runner_kv_cache_mixin.py:355-362 in 0.5.9)
+        return STATES_PER_REQUEST_WITH_CACHE + (2 if config.overlap or config.semantics == "0.5.9" else 1)
     if config.cache == "tokenspeed":
         return 2  # TokenSpeed: a working state and a checkpoint per running request
     return STATES_PER_REQUEST_WITH_CACHE

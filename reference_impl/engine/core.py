@@ -33,7 +33,7 @@ from reference_impl.lifecycle import CachedRequest, Strategy, make_strategy
 from reference_impl.policies.registry import make_policy
 from reference_impl.radix.key import page_floor
 from reference_impl.radix.pools import KVPool, PoolExhausted, StatePool
-from reference_impl.radix.tree import MambaRadixTree
+from reference_impl.radix.tree import MambaRadixTree, cache_chunk_size
 
 __all__ = ["Batch", "BatchItem", "EngineCore", "EngineCounters", "EngineRequest"]
 
@@ -105,18 +105,19 @@ class EngineCounters:
 class EngineCore:
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
+        chunk = cache_chunk_size(config.mamba_chunk_size, config.semantics)
         tree = MambaRadixTree(
             KVPool(config.kv_tokens),
             StatePool(config.state_slots),
             make_policy(config.policy, config.eff_weight),
             page_size=config.page_size,
-            chunk_size=config.mamba_chunk_size,
+            chunk_size=chunk,
             semantics=config.semantics,
         )
         host = None
         if config.host_kv_tokens > 0 and config.cache != "disabled":
             host = HostTier(config.host_kv_tokens, max(1, config.host_state_slots), page_size=config.page_size,
-                            chunk_size=config.mamba_chunk_size, kv_only=config.host_kv_only)
+                            chunk_size=chunk, kv_only=config.host_kv_only)
         self.host = host
         self.strategy: Strategy = make_strategy(
             config.cache, tree, chunked_prefill_size=config.chunked_prefill_size,

@@ -11,7 +11,7 @@ The strategies, one class each, selected by name from ``STRATEGIES``:
 * ``extra_buffer``: states only at chunk-aligned positions (chunk = max(64, page size)) — the last
   aligned point of each prefill forward, or the *branch point* the match reported if it falls in
   that forward — and every ``track_interval`` tokens during decode. At finish only the last tracked
-  position is cached. A request holds ping-pong track slots (2 with overlap, 1 without).
+  position is cached. A request holds ping-pong track slots (2 with overlap, 1 without; 0.5.9: always 2).
 
 * ``tokenspeed``: TokenSpeed's variant of ``extra_buffer``: the last page-aligned point of each prefill
   forward (never the branch point instead), nothing during decode, one checkpoint slot per request; its pools

@@ -44,7 +44,9 @@ class ExtraBufferStrategy(Strategy):
     name = "extra_buffer"
 
     def _num_track_slots(self) -> int:
-        return 2 if self.overlap else 1
+        # 0.5.16 and 0.5.23 size the ping-pong pair by the overlap schedule; 0.5.9 always allocates two (one
+        # with speculative decoding): HybridReqToTokenPool.__init__, mem_cache/memory_pool.py:453-455 in 0.5.9.
+        return 2 if self.overlap or self.tree.semantics == "0.5.9" else 1
 
     def _on_forward(self, req: CachedRequest, start: int, end: int) -> None:
         if (track := self.track_position(req, start, end)) is not None:
@@ -104,14 +106,21 @@ class ExtraBufferStrategy(Strategy):
         if req.track_seqlen is None or req.track_seqlen <= req.protected_len:
             req.track_seqlen = None
             return
-        donated = req.track_slots.pop()  # the newest tracked state goes to the tree
         try:
-            req.track_slots.insert(0, self._alloc_state(protect=req.lock.node if req.lock else None))
+            fresh = self._alloc_state(protect=req.lock.node if req.lock else None)
         except PoolExhausted:
-            req.track_slots.append(donated)
             self.counters.state_alloc_failures += 1
             req.track_seqlen = None
             return
+        if self.tree.semantics == "0.5.9":
+            # 0.5.9 forks: the tree gets a copy of the newest tracked state and the ping-pong pair keeps its slots
+            # (MambaRadixCache.cache_unfinished_req, mem_cache/mamba_radix_cache.py:597-620 in 0.5.9).
+            donated = fresh
+            self.tree.state_pool.copy(req.track_slots[-1], donated)
+            self.counters.state_copies += 1
+        else:  # the newest tracked state goes to the tree, a fresh slot takes its place in the pair
+            donated = req.track_slots.pop()
+            req.track_slots.insert(0, fresh)
         self._insert(req, req.track_seqlen, donated)
         req.track_seqlen = None
 

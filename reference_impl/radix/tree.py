@@ -32,7 +32,7 @@ from reference_impl.radix.results import EvictResult, InsertResult, LockHandle, 
 if TYPE_CHECKING:
     from reference_impl.policies.base import EvictionPolicy
 
-__all__ = ["SGLANG_SEMANTICS", "MambaRadixTree"]
+__all__ = ["SGLANG_SEMANTICS", "MambaRadixTree", "cache_chunk_size"]
 
 # The SGLang versions whose cache behaviour this tree reproduces, newest last (https://github.com/sgl-project/sglang):
 #   0.5.9  MambaRadixCache: a hit refreshes the whole matched chain in the state order; insert leaves
@@ -45,6 +45,15 @@ __all__ = ["SGLANG_SEMANTICS", "MambaRadixTree"]
 #   0.5.23 UnifiedRadixCache: a hit refreshes only the used node (#31643/#31648); insert frees
 #          duplicate KV; the branching seqlen is reported only beyond the reusable prefix.
 SGLANG_SEMANTICS = ("0.5.9", "0.5.16", "0.5.23")
+FLA_CHUNK_SIZE = 64  # sglang/srt/layers/attention/fla/chunk_delta_h.py CHUNK_SIZE
+
+
+def cache_chunk_size(model_chunk: int, semantics: str) -> int:
+    """The ``chunk_size`` a release's tree gets for a model whose config chunk is ``model_chunk``: the grid (with the
+    page) that extra_buffer tracks on and branch points fall on. 0.5.9 ignores the model's: its
+    ``ServerArgs.mamba_cache_chunk_size`` is ``max(FLA_CHUNK_SIZE, page_size)`` (server_args.py:5124-5128 in 0.5.9);
+    0.5.16 and later read the config's ``mamba_chunk_size``."""
+    return FLA_CHUNK_SIZE if semantics == "0.5.9" else model_chunk
 
 
 class MambaRadixTree(RecencyOrders):

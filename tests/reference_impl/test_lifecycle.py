@@ -195,3 +195,24 @@ def test_0_5_16_overlap_books_decode_tracks_one_step_early(semantics: str, overl
     serve(s, list(range(prompt)), list(range(1000, 1000 + outputs)))  # KV and slots balance at every step
     assert sorted(n.depth for n in s.tree.nodes.values() if n.state is not None) == depths
     assert s.tree.kv_pool.size - s.tree.kv_pool.available == depths[-1]  # the cached tokens' KV, nothing leaked
+
+
+@pytest.mark.parametrize(("semantics", "copies"), [("0.5.9", 1), ("0.5.16", 0), ("0.5.23", 0)])
+def test_extra_buffer_checkpoint_forks_on_0_5_9_and_donates_later(semantics: str, copies: int) -> None:
+    """0.5.9's cache_unfinished_req puts a copy of the tracked state into the tree and keeps the ping-pong pair;
+    later releases hand the tracked slot itself over and take a fresh one. Either way the request holds as many
+    slots as before and the tree holds the state at the tracked position."""
+    tree = MambaRadixTree(KVPool(1 << 16), StatePool(64), make_policy("lru"), semantics=semantics)
+    s = make_strategy("extra_buffer", tree, chunked_prefill_size=128, track_interval=256, overlap=False)
+    req = s.admit(list(range(300)))
+    pair = list(req.track_slots)
+    assert len(pair) == (2 if semantics == "0.5.9" else 1)
+    s.prefill_chunk(req, 128, finishes_after_prefill=False)
+    before = s.counters.state_copies
+    s.prefill_chunk(req, 256, finishes_after_prefill=False)
+    assert s.counters.state_copies - before == 1 + copies  # the forward's track, then the fork
+    assert len(req.held_states()) == 1 + len(pair)
+    assert (req.track_slots == pair) == (semantics == "0.5.9")
+    node = max((n for n in tree.nodes.values() if n.state is not None), key=lambda n: n.depth)
+    assert node.depth == 256 and tree.state_pool.content[node.state] == req.fingerprint(256)
+    check_invariants(tree, held_kv_tokens=req.held_kv, held_states=req.held_states())

@@ -108,12 +108,13 @@ def bind(obj: Any, cls: type, *names: str) -> Any:
 _ARGS: dict[str, Any] = {"key": None}
 
 
-def publish_args(chunk: int, page: int, interval: int) -> Any:
-    """Publish server args for (page, interval) and the model chunk; rebuilt only when they change (~80 ms). Both
-    releases' oracles (this one and extra_buffer_oracle_0516.py) publish them so."""
+def publish_args(chunk: int, page: int, interval: int, strategy_field: str = "mamba_radix_cache_strategy") -> Any:
+    """Publish server args for (page, interval) and the model chunk; rebuilt only when they change (~80 ms). Every
+    release's oracle (this one, extra_buffer_oracle_0516.py, extra_buffer_oracle_0509.py) publishes them so; 0.5.9
+    names the strategy ``mamba_scheduler_strategy`` and has no chunk to seed (its grid ignores the model's)."""
     if _ARGS["key"] != (page, interval):
         args = SG["ServerArgs"](model_path="dummy", page_size=page, mamba_track_interval=interval,
-                                mamba_radix_cache_strategy="extra_buffer")
+                                **{strategy_field: "extra_buffer"})
         SG["set_args"](args)
         _ARGS.update(key=(page, interval), args=args)
     # max(model chunk, page): what overrides.mamba_cache_chunk_size computes from a real model's config

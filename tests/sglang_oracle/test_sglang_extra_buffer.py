@@ -1,10 +1,11 @@
-"""``ExtraBufferStrategy`` and ``MambaRadixTree``'s branch point against SGLang 0.5.23's and 0.5.16's own
+"""``ExtraBufferStrategy`` and ``MambaRadixTree``'s branch point against SGLang 0.5.23's, 0.5.16's and 0.5.9's own
 extra_buffer code.
 
-``extra_buffer_oracle.py`` (0.5.23) and ``extra_buffer_oracle_0516.py`` (0.5.16) run the release's scheduler,
-ping-pong pool and Mamba cache-component functions on the same inputs in its venv (each docstring lists each
-function with file:line); the reference runs with that release's ``semantics``. Per request case both sides must
-agree on what every prefill and decode forward tracks, what is donated to the tree (at each unfinished
+``extra_buffer_oracle.py`` (0.5.23), ``extra_buffer_oracle_0516.py`` (0.5.16) and ``extra_buffer_oracle_0509.py``
+(0.5.9) run the release's scheduler, ping-pong pool and Mamba cache functions on the same inputs in its venv (each
+docstring lists each function with file:line); the reference runs with that release's ``semantics``, its tree
+given the model chunk as ``EngineCore`` gives it (``cache_chunk_size``: 0.5.9 ignores it). Per request case both
+sides must agree on what every prefill and decode forward tracks, what is donated to the tree (at each unfinished
 checkpoint and at the finish: key length and the length of the state in the donated slot) and how many state
 slots the request holds; per match case, on the branch point reported.
 
@@ -33,7 +34,7 @@ from reference_impl.lifecycle.request import CachedRequest
 from reference_impl.lifecycle.strategies import ExtraBufferStrategy
 from reference_impl.policies.registry import make_policy
 from reference_impl.radix.pools import KVPool, StatePool
-from reference_impl.radix.tree import MambaRadixTree
+from reference_impl.radix.tree import MambaRadixTree, cache_chunk_size
 
 pytestmark = pytest.mark.sglang
 
@@ -41,7 +42,8 @@ HERE = Path(__file__).resolve().parent
 SEED = 20261129
 # Per release: its oracle and how many life cases are sampled from the grid (with the edges and the match cases,
 # ~9 s a release on 2 cores, most of it SGLang's import).
-RELEASES = {"0.5.23": (HERE / "extra_buffer_oracle.py", 1500), "0.5.16": (HERE / "extra_buffer_oracle_0516.py", 1500)}
+RELEASES = {"0.5.23": (HERE / "extra_buffer_oracle.py", 1500), "0.5.16": (HERE / "extra_buffer_oracle_0516.py", 1500),
+            "0.5.9": (HERE / "extra_buffer_oracle_0509.py", 1500)}
 
 Case = dict[str, Any]
 
@@ -52,14 +54,20 @@ def _floor(x: int, page: int) -> int:
 
 
 def decode_grid(version: str, grid: int, interval: int) -> int:
-    """Where decode tracks: 0.5.23 on lcm(chunk grid, interval), 0.5.16 on the interval itself."""
+    """Where decode tracks: 0.5.23 on lcm(chunk grid, interval), 0.5.16 and 0.5.9 on the interval itself."""
     return math.lcm(grid, interval) if version == "0.5.23" else interval
+
+
+def chunk_grid(version: str, chunk: int, page: int) -> int:
+    """The release's checkpoint grid for a model chunk: 0.5.9's is FLA's 64 whatever the model's (server_args.py:5128
+    in 0.5.9), written out here so that the reference's own rule (``cache_chunk_size``) is what is tested."""
+    return max(64 if version == "0.5.9" else chunk, page)
 
 
 def _life_grid(version: str) -> list[Case]:
     cases = []
     for chunk, page in itertools.product((64, 128), (1, 16, 64)):
-        grid = max(chunk, page)
+        grid = chunk_grid(version, chunk, page)
         # 100 and 320 are off a 64/128 chunk grid for some pages; SGLang requires interval % page == 0
         intervals = sorted(i for i in {256, 512, 2 * grid, 3 * grid, grid + grid // 2, 320, 100} if i % page == 0)
         prefixes = sorted({0, grid, 2 * grid, _floor(96, page), _floor(grid // 2, page)})
@@ -108,9 +116,11 @@ EDGES: list[Case] = [
 
 
 def _reportable(version: str, case: Case) -> bool:
-    """0.5.16's match reports only branch points on the chunk grid (mamba_component.py:111-115) and its prefill
-    asserts that (schedule_batch.py:2429): an off-grid branch point is not an input it can see."""
-    return version != "0.5.16" or case["branch"] is None or case["branch"] % max(case["C"], case["P"]) == 0
+    """0.5.16's and 0.5.9's matches report only branch points on the chunk grid (0.5.16
+    mamba_component.py:111-115, 0.5.9 mamba_radix_cache.py:985-988) and their prefills assert that (0.5.16
+    schedule_batch.py:2429, 0.5.9 :1693): an off-grid branch point is not an input they can see."""
+    branch = case["branch"]
+    return version == "0.5.23" or branch is None or branch % chunk_grid(version, case["C"], case["P"]) == 0
 
 
 def life_cases(version: str) -> list[Case]:
@@ -131,8 +141,8 @@ def match_cases() -> list[Case]:
 def reference_life(case: Case, semantics: str = "0.5.23") -> dict[str, Any]:
     """One request through ``ExtraBufferStrategy``'s own prefill_chunk / decode / finish on a real tree and pools."""
     chunk, page, prefix, prompt, n = case["C"], case["P"], case["prefix"], case["L"], case["n"]
-    tree = MambaRadixTree(KVPool(1 << 22), StatePool(1 << 12), make_policy("lru"), page_size=page, chunk_size=chunk,
-                          semantics=semantics)
+    tree = MambaRadixTree(KVPool(1 << 22), StatePool(1 << 12), make_policy("lru"), page_size=page,
+                          chunk_size=cache_chunk_size(chunk, semantics), semantics=semantics)  # as EngineCore
     strat = ExtraBufferStrategy(tree, chunked_prefill_size=case["S"], track_interval=case["I"],
                                 overlap=case["overlap"])
     req = CachedRequest.of(range(prompt))
@@ -190,7 +200,7 @@ def reference_match(case: Case, semantics: str = "0.5.23") -> int | None:
     """The branch point ``MambaRadixTree.match_prefix`` reports: state ends at ``best``, KV reaches ``kv``."""
     page, best, kv = case["P"], case["best"], case["kv"]
     tree = MambaRadixTree(KVPool(1 << 20), StatePool(16), make_policy("lru"), page_size=page,
-                          chunk_size=case["C"], semantics=semantics)
+                          chunk_size=cache_chunk_size(case["C"], semantics), semantics=semantics)
     tokens = list(range(1, kv + 1))
     assert tree.kv_pool.alloc(kv)
     if best > 0:
@@ -236,10 +246,12 @@ def test_tracks_donations_and_slots_equal_sglang(oracle: dict[str, Any]) -> None
         if diffs:
             bad.append(f"  life case #{i} {case}:\n" + "\n".join(diffs))
     assert not bad, _report(version, "life", bad, len(cases))
-    # the cases exercise what is compared: decode tracks, both donation kinds, 1 and 2 ping-pong slots
+    # the cases exercise what is compared: decode tracks, both donation kinds, 1 and 2 ping-pong slots (0.5.9: 2
+    # with and without overlap)
     assert sum(len(r["tracks"]) > len(r["donated"]) for r in oracle["life"]) > len(cases) // 4
     assert {d[0] for r in oracle["life"] for d in r["donated"]} == {"ckpt", "finish"}
-    assert {r["slots"] for r in oracle["life"]} == {2, 3}
+    assert {r["slots"] for r in oracle["life"]} == ({3} if version == "0.5.9" else {2, 3})
+    assert {c["overlap"] for c in cases} == {False, True}
 
 
 def test_branch_point_equals_sglang(oracle: dict[str, Any]) -> None:

@@ -102,6 +102,19 @@ def test_max_running_is_capped_by_state_slots_per_request() -> None:
         EngineCore(EngineConfig(kv_tokens=10_000, state_slots=2, cache="no_buffer"))
 
 
+@pytest.mark.parametrize(("semantics", "per_request", "chunk"), [
+    ("0.5.23", 4, 128), ("0.5.16", 4, 128),
+    # 0.5.9 gives every request a ping-pong pair, overlap or not, and tracks on FLA's 64 whatever the model's chunk
+    ("0.5.9", 5, 64),
+])
+def test_extra_buffer_slots_and_grid_follow_the_release(semantics: str, per_request: int, chunk: int) -> None:
+    config = EngineConfig(kv_tokens=10_000, state_slots=20, cache="extra_buffer", overlap=False, semantics=semantics,
+                          mamba_chunk_size=128)
+    core = EngineCore(config)
+    assert core.max_running == 20 // per_request
+    assert core.tree.chunk_size == chunk
+
+
 def test_a_request_larger_than_the_pool_is_aborted_not_crashed() -> None:
     rows = [TraceRow(0, 0, 0.0, tuple(range(5000)), (1, 2)), TraceRow(1, 0, 0.0, tuple(range(50)), (1, 2))]
     _, res = run(rows, "no_buffer", kv=1000, states=12)
