@@ -1,8 +1,9 @@
 """``hybridbench doctor``'s checks: is this machine ready for the run the overrides describe? One line each.
 
-GPUs against engine.tp, the server build behind engine.python and its version, which of the experiment's arms
-that build can express (each arm's command built against its real ``--help``, as the run does), the model's
-weights, free disk where the run writes, and the optional extras.
+GPUs against engine.tp, engine.gpu and the model's weights (their count, kind and memory), the server build behind
+engine.python and its version, which of the experiment's arms that build can express (each arm's command built
+against its real ``--help``, as the run does), the model's weights on disk, free disk where the run writes, and the
+optional extras.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 from hybridbench.config.schema import RunCfg
-from hybridbench.doctor.machine import SERVES_WEIGHTS, Finding, gpu_finding, weights_finding
+from hybridbench.doctor.machine import SERVES_WEIGHTS, Finding, gpu_findings, weights_finding
 from hybridbench.engines.registry import make_engine
 from hybridbench.engines.server import installed_version
 from hybridbench.errors import ConfigError
@@ -90,7 +91,7 @@ def doctor_findings(composed: Composed) -> list[Finding]:
     cfg = composed.cfg
     out: list[Finding] = []
     if cfg.engine.name in SERVES_WEIGHTS and cfg.engine.gpu != "cpu":
-        out.append(gpu_finding(cfg))
+        out += gpu_findings(cfg)
     else:
         out.append(Finding("gpus", "ok", f"engine={cfg.engine.name}"
                                          f"{' engine.gpu=cpu' if cfg.engine.gpu == 'cpu' else ''}: no GPU needed"))

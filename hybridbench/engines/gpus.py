@@ -1,5 +1,6 @@
-"""What GPUs a server launched from here would get, checked before launch: how many, and whether another
-process already holds one (a leftover server from a crashed run makes SGLang fail on memory minutes later).
+"""What GPUs a server launched from here would get, checked before launch: how many, which and with how much
+memory, and whether another process already holds one (a leftover server from a crashed run makes SGLang fail on
+memory minutes later).
 
 Everything comes from ``nvidia-smi`` in its documented output formats; with no nvidia-smi (a CPU machine)
 there is nothing to check and the functions say so with None / an empty list.
@@ -10,10 +11,20 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from dataclasses import dataclass
 
 from hybridbench.errors import EngineError
 
-__all__ = ["busy_gpus", "server_gpus", "visible_gpus", "wait_for_free_gpus"]
+__all__ = ["ServerGpu", "busy_gpus", "server_gpus", "visible_gpus", "wait_for_free_gpus"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerGpu:
+    """One GPU a server would get, as ``nvidia-smi --query-gpu`` reports it."""
+
+    uuid: str
+    name: str  # nvidia-smi's product name, e.g. "NVIDIA H100 80GB HBM3"
+    memory_mib: int | None  # memory.total; None where nvidia-smi says [N/A]
 
 
 def visible_gpus() -> int | None:
@@ -59,14 +70,18 @@ def _query(*args: str) -> list[list[str]] | None:
     return [[cell.strip() for cell in line.split(",")] for line in proc.stdout.splitlines() if line.strip()]
 
 
-def server_gpus(tp: int) -> list[tuple[str, str]] | None:
-    """(UUID, name) of the first ``tp`` devices CUDA would hand a server, in CUDA's order (CUDA_VISIBLE_DEVICES
-    entries are indices or GPU UUIDs); None when they cannot be known (no nvidia-smi, MIG instances)."""
-    gpus = _query("--query-gpu=index,uuid,name")
-    if gpus is None:
+def _mib(cell: str) -> int | None:
+    return int(cell) if cell.isascii() and cell.isdigit() else None
+
+
+def server_gpus(tp: int) -> list[ServerGpu] | None:
+    """The first ``tp`` devices CUDA would hand a server, in CUDA's order (CUDA_VISIBLE_DEVICES entries are indices
+    or GPU UUIDs); None when they cannot be known (no nvidia-smi, MIG instances)."""
+    rows = _query("--query-gpu=index,uuid,name,memory.total")
+    if rows is None:
         return None
-    by_index = {row[0]: (row[1], row[2]) for row in gpus if len(row) >= 3}
-    by_uuid = dict(by_index.values())
+    by_index = {row[0]: ServerGpu(row[1], row[2], _mib(row[3])) for row in rows if len(row) >= 4}
+    by_uuid = {gpu.uuid: gpu for gpu in by_index.values()}
     restricted = os.environ.get("CUDA_VISIBLE_DEVICES")
     if restricted is None:
         order = [by_index[i] for i in sorted(by_index, key=int)]
@@ -75,16 +90,16 @@ def server_gpus(tp: int) -> list[tuple[str, str]] | None:
         for entry in (e.strip() for e in restricted.split(",")):
             if entry.startswith("MIG-"):
                 return None  # compute apps are reported per GPU; a MIG slice's own use is not told apart
-            gpu = (entry, by_uuid[entry]) if entry in by_uuid else by_index.get(entry)
+            gpu = by_uuid.get(entry) or by_index.get(entry)
             if gpu is None:
                 break  # CUDA stops at the first invalid entry
             order.append(gpu)
     return order[:tp]
 
 
-def _holders(gpus: list[tuple[str, str]]) -> list[str]:
+def _holders(gpus: list[ServerGpu]) -> list[str]:
     apps = _query("--query-compute-apps=gpu_uuid,pid,used_memory") or []
-    position = {uuid: i for i, (uuid, _) in enumerate(gpus)}
+    position = {gpu.uuid: i for i, gpu in enumerate(gpus)}
     return [f"GPU {position[row[0]]}: pid {row[1]} holds {row[2]} MiB"
             for row in apps if len(row) >= 3 and row[0] in position]
 
@@ -110,4 +125,4 @@ def wait_for_free_gpus(tp: int, timeout_s: float = 30.0) -> list[str]:
             raise EngineError(f"GPUs busy before launch ({'; '.join(busy)}): stop those processes or choose "
                               f"other GPUs with CUDA_VISIBLE_DEVICES")
         time.sleep(1.0)
-    return [name for _, name in gpus]
+    return [gpu.name for gpu in gpus]

@@ -41,10 +41,30 @@ from reference_impl.engine.core import Batch
 from reference_impl.engine.hardware import GPUSpec
 from reference_impl.models import ModelSpec
 
-__all__ = ["CALIBRATED", "QUANTIZATIONS", "CostFactors", "CostModel"]
+__all__ = ["CALIBRATED", "QUANTIZATIONS", "CostFactors", "CostModel", "bytes_per_weight", "weight_bytes"]
 
 # SGLang --quantization name -> bytes per linear weight (both are fp8 weights with fp8 activations on H100).
 QUANTIZATIONS: dict[str, int] = {"fp8": 1, "w8a8_fp8": 1}
+
+
+def bytes_per_weight(model: ModelSpec, quantization: str = "") -> int:
+    """One linear weight's bytes: the quantization's, else the model's dtype; ValueError for an unknown name."""
+    if quantization and quantization not in QUANTIZATIONS:
+        raise ValueError(f"unknown quantization {quantization!r}; choose {', '.join(QUANTIZATIONS)} "
+                         "(SGLang's --quantization names)")
+    return QUANTIZATIONS[quantization] if quantization else model.dtype_bytes
+
+
+def weight_bytes(model: ModelSpec, quantization: str = "") -> int:
+    """Every weight on the GPUs, all TP ranks together: projections, dense MLPs, every routed expert (not only the
+    active ones), embedding and LM head. Norms, conv kernels, gates and biases are left out (ModelSpec does not
+    count them): a few per cent of the real checkpoint."""
+    m = model
+    per_layer_mlp = m.mlp_active_params - m.moe_expert_params * m.moe_experts_per_token \
+        + m.moe_num_experts * m.moe_expert_params
+    params = (m.num_attn_layers * m.attn_proj_params + m.num_ssm_layers * m.ssm_proj_params
+              + m.num_mlp_layers * per_layer_mlp + 2 * m.vocab_size * m.d_model)
+    return params * bytes_per_weight(model, quantization)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +91,12 @@ class CostModel:
                  quantization: str = "") -> None:
         if tp < 1:
             raise ValueError(f"tensor parallel degree must be >= 1, got {tp}")
-        if quantization and quantization not in QUANTIZATIONS:
-            raise ValueError(f"unknown quantization {quantization!r}; choose {', '.join(QUANTIZATIONS)} "
-                             "(SGLang's --quantization names)")
+        self._weight_bytes = bytes_per_weight(model, quantization)  # ValueError for an unknown name, first
         if quantization and not gpu.fp8_flops:
             raise ValueError(f"{gpu.name} has no fp8 tensor cores: --quantization {quantization} cannot run there")
         self.model, self.gpu, self.tp, self.factors = model, gpu, tp, factors
         self.quantization = quantization
         m = model
-        self._weight_bytes = QUANTIZATIONS[quantization] if quantization else m.dtype_bytes
         # Linear layers' GEMMs run at the fp8 peak when quantized; attention scores stay at bf16's.
         self._linear_peak = gpu.fp8_flops if quantization else gpu.bf16_flops
         # Per-token FLOPs that do not depend on context: projections, recurrences, MLPs.
@@ -98,11 +115,8 @@ class CostModel:
         ) * self._weight_bytes
 
     def total_weight_bytes(self) -> float:
-        """Every weight on the GPUs: dense layers, all routed experts, LM head and embedding."""
-        m = self.model
-        return self._dense_weight_bytes + (
-            m.num_mlp_layers * m.moe_num_experts * m.moe_expert_params + m.vocab_size * m.d_model
-        ) * self._weight_bytes
+        """Every weight on the GPUs: dense layers, all routed experts, LM head and embedding (:func:`weight_bytes`)."""
+        return weight_bytes(self.model, self.quantization)
 
     def prefill_flops(self, new_tokens: int, prefix_len: int) -> float:
         """FLOPs of extending a ``prefix_len``-token context by ``new_tokens`` tokens."""

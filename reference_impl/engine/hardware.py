@@ -7,9 +7,10 @@ HBM bandwidth, host link). The cost model never uses them raw: named efficiency 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-__all__ = ["GPUS", "GPUSpec", "get_gpu"]
+__all__ = ["GPUS", "NVIDIA_SMI_MODELS", "GPUSpec", "get_gpu", "gpu_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,20 @@ GPUS: dict[str, GPUSpec] = {
         GPUSpec("a100", 312e12, 2.039e12, 32e9, 80 * 2**30),
     )
 }
+
+
+# The model word of nvidia-smi's product name -> the GPU key (``engine.gpu``) of that GPU: the harness checks the
+# GPUs a server would get against engine.gpu by it. Form factors share a key ("NVIDIA H100 80GB HBM3", "NVIDIA H100
+# PCIe", "NVIDIA H100 NVL"; "NVIDIA A100-SXM4-40GB", "NVIDIA A100 80GB PCIe"): how much memory a GPU has is read from
+# nvidia-smi, not from GPUS. b200 has no GPUSpec (the simulator cannot forecast it), but a B200 run is a b200 run.
+NVIDIA_SMI_MODELS: dict[str, str] = {"H100": "h100", "H200": "h200", "A100": "a100", "B200": "b200"}
+
+
+def gpu_key(smi_name: str) -> str | None:
+    """The GPU key of an nvidia-smi product name, or None for a GPU NVIDIA_SMI_MODELS does not name (an H20 is not
+    an H200: whole words of the name are matched, split at spaces and hyphens)."""
+    return next((NVIDIA_SMI_MODELS[w] for w in re.split(r"[\s-]+", smi_name.upper()) if w in NVIDIA_SMI_MODELS),
+                None)
 
 
 def get_gpu(name: str) -> GPUSpec:

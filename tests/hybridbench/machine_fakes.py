@@ -1,13 +1,17 @@
 """Stand-ins for what a GPU machine has, speaking the real interfaces: an SGLang interpreter (a recorded real
-``--help`` and a version), ``nvidia-smi -L`` output, and a Hugging Face hub cache laid out as huggingface_hub
-lays it out (https://huggingface.co/docs/huggingface_hub/guides/manage-cache)."""
+``--help`` and a version), ``nvidia-smi -L`` and ``--query-gpu`` output, and a Hugging Face hub cache laid out as
+huggingface_hub lays it out (https://huggingface.co/docs/huggingface_hub/guides/manage-cache)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"
-H100 = "GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-5d3c8f6e-1b2a-4c3d-9e8f-0a1b2c3d4e5{i})\n"
+H100 = "NVIDIA H100 80GB HBM3"
+H100_MIB = 81559  # memory.total of an H100 SXM5 80GB, as nvidia-smi prints it
+A100_40GB = "NVIDIA A100-SXM4-40GB"
+UUID = "GPU-5d3c8f6e-1b2a-4c3d-9e8f-0a1b2c3d4e5{i}"
+QUERY = "--query-gpu=index,uuid,name,memory.total"  # what hybridbench.engines.gpus.server_gpus asks
 
 
 def fake_sglang(tmp_path: Path, help_file: str = "sglang_help_new.txt", version: str = "0.5.23") -> Path:
@@ -23,13 +27,17 @@ def fake_sglang(tmp_path: Path, help_file: str = "sglang_help_new.txt", version:
     return python
 
 
-def fake_nvidia_smi(tmp_path: Path, gpus: int) -> Path:
-    """A folder holding an ``nvidia-smi`` that lists ``gpus`` H100s for ``-L`` (and refuses other calls)."""
+def fake_nvidia_smi(tmp_path: Path, gpus: int, name: str = H100, memory_mib: int = H100_MIB) -> Path:
+    """A folder holding an ``nvidia-smi`` that lists ``gpus`` GPUs named ``name`` for ``-L`` and for the query
+    naming and sizing them (``memory_mib`` each), in nvidia-smi's formats; any other call is refused."""
     folder = tmp_path / "bin"
     folder.mkdir(exist_ok=True)
     script = folder / "nvidia-smi"
-    text = "".join(H100.format(i=i) for i in range(gpus))
-    script.write_text(f"#!/bin/sh\n[ \"$1\" = \"-L\" ] || exit 64\nprintf '%s' '{text}'\n")
+    listed = "".join(f"GPU {i}: {name} (UUID: {UUID.format(i=i)})\n" for i in range(gpus))
+    rows = "".join(f"{i}, {UUID.format(i=i)}, {name}, {memory_mib}\n" for i in range(gpus))
+    script.write_text(f"#!/bin/sh\nif [ \"$1\" = \"-L\" ]; then printf '%s' '{listed}'; exit 0; fi\n"
+                      f"if [ \"$1\" = \"{QUERY}\" ] && [ \"$2\" = \"--format=csv,noheader,nounits\" ]; then "
+                      f"printf '%s' '{rows}'; exit 0; fi\nexit 64\n")
     script.chmod(0o755)
     return folder
 

@@ -87,6 +87,9 @@ def test_doctor_is_ready_only_when_every_check_is(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stdout
     lines = proc.stdout.splitlines()
     assert "ok   gpus: engine.tp=1: 1 GPUs visible" in lines
+    assert "ok   gpu kind: engine.gpu=h100: 1 x NVIDIA H100 80GB HBM3" in lines
+    assert any(line.startswith("ok   gpu memory: model=qwen3.5-9b: 16.7 GiB of weights a GPU (engine.tp=1)")
+               for line in lines)
     assert f"ok   server: engine.python={python}: sglang 0.5.23" in lines
     assert "ok   arm seglen: this sglang build expresses it" in lines
     assert any(line.startswith("FAIL weights:") and "huggingface-cli download Qwen/Qwen3.5-9B" in line

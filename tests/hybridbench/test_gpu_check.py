@@ -99,10 +99,11 @@ def test_cuda_visible_devices_without_nvidia_smi_is_still_unchecked(monkeypatch:
     assert visible_gpus() is None
 
 
-# `nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader,nounits` and the compute-apps query, as printed.
+# `nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits` and the compute-apps query,
+# as printed.
 UUIDS = ["GPU-5d3c8f6e-1b2a-4c3d-9e8f-0a1b2c3d4e5f", "GPU-6e4d9f7a-2c3b-4d4e-8f9a-1b2c3d4e5f60",
          "GPU-7f5e0a8b-3d4c-4e5f-9a0b-2c3d4e5f6071", "GPU-8a6f1b9c-4e5d-4f6a-8b1c-3d4e5f607182"]
-QUERY_GPU = "".join(f"{i}, {u}, NVIDIA H100 80GB HBM3\n" for i, u in enumerate(UUIDS))
+QUERY_GPU = "".join(f"{i}, {u}, NVIDIA H100 80GB HBM3, 81559\n" for i, u in enumerate(UUIDS))
 APPS_ON_GPU2 = f"{UUIDS[2]}, 4242, 40960\n"
 
 
@@ -114,7 +115,7 @@ def fake_queries(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, apps: str, *, 
     script.write_text(
         f"#!{sys.executable}\nimport sys, pathlib\n"
         f"args = sys.argv[1:]\n"
-        f"if args == ['--query-gpu=index,uuid,name', '--format=csv,noheader,nounits']:\n"
+        f"if args == ['--query-gpu=index,uuid,name,memory.total', '--format=csv,noheader,nounits']:\n"
         f"    sys.stdout.write({QUERY_GPU!r}); sys.exit(0)\n"
         f"if args == ['--query-compute-apps=gpu_uuid,pid,used_memory', '--format=csv,noheader,nounits']:\n"
         f"    c = pathlib.Path({str(counter)!r})\n"

@@ -66,7 +66,8 @@ def test_absent_weights_with_downloads_off_are_refused_and_found_once_cached(mon
 
 def test_the_run_refuses_absent_weights_offline_in_one_line(tmp_path: Path) -> None:
     path = f"{fake_nvidia_smi(tmp_path, 1)}{os.pathsep}{os.environ['PATH']}"
-    proc = run(tmp_path, "engine.tp=1", "model.hf_id=Org/Absent-1B",
+    # model=qwen3.5-9b: the smoke default (Qwen3-Next-80B) does not fit one GPU, which is refused first
+    proc = run(tmp_path, "engine.tp=1", "model=qwen3.5-9b", "model.hf_id=Org/Absent-1B",
                env={"PATH": path, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "model.hf_id=Org/Absent-1B: not in the Hugging Face cache" in proc.stderr
