@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.errors import ConfigError
+from hybridbench.report.compare import COMPARE_SCHEMA_VERSION
 
 __all__ = ["main", "summary_markdown"]
 
@@ -30,9 +31,15 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ConfigError(f"{path}: not JSON") from None
+    # A run's bundle.json has a verdict too: read as a comparison it printed "PASS ... 0 verdict(s)" for nothing.
     if not isinstance(data, dict) or not isinstance(data.get("verdict"), str) or not isinstance(
-            data.get("deltas", []), list):
-        raise ConfigError(f"{path}: not a compare.json (needs a verdict and a list of deltas)")
+            data.get("deltas"), list) or not all(isinstance(data.get(k), str) for k in ("base", "candidate")):
+        raise ConfigError(f"{path}: not a compare.json (needs a verdict, a list of deltas, base and candidate)")
+    if data.get("schema_version") != COMPARE_SCHEMA_VERSION:
+        raise ConfigError(f"{path}: compare.json schema_version {data.get('schema_version')!r}, this reader takes "
+                          f"{COMPARE_SCHEMA_VERSION}")
+    if data["verdict"] == "pass" and not any(isinstance(d, dict) and d.get("status") == "pass" for d in data["deltas"]):
+        raise ConfigError(f"{path}: verdict pass with no passing verdict row; compare never writes that")
     return data
 
 

@@ -2,7 +2,9 @@
 to the first's records.jsonl, and the report then counted 36 completed requests for 18-request trials.
 
 A directory that already holds files is refused unless ``overwrite=true`` asks to replace the run in it; even
-then only a directory that holds a hybridbench run (its plan.json) is emptied, never an arbitrary one.
+then only a directory that holds a hybridbench run (its plan.json) and nothing but a run's files is emptied: with
+anything else in it (``hydra.run.dir=.`` in a checkout holding a plan.json) the whole directory, ``.git`` and all,
+was removed.
 """
 
 from __future__ import annotations
@@ -11,8 +13,26 @@ import shutil
 from pathlib import Path
 
 from hybridbench.errors import ConfigError
+from hybridbench.records.accuracy import ACCURACY_SAMPLES
+from hybridbench.records.exact_hits import EXACT_HITS_SAMPLES
 
 __all__ = ["claim_run_dir", "release_run_dir"]
+
+
+# What a run writes into its directory (docs/reference/run-files.md): overwrite=true removes these and only these.
+RUN_FILES = frozenset({"plan.json", "records.jsonl", "bundle.json", "report.md", "forecast.json", "crash.txt",
+                       "kl.jsonl", ACCURACY_SAMPLES, EXACT_HITS_SAMPLES})
+RUN_FOLDERS = frozenset({"traces", "logs", "accuracy"})
+
+
+def _a_runs(entry: Path) -> bool:
+    """A file or folder a run writes, or an atomic writer's ``.<name>.<random>`` left by a killed run."""
+    name = entry.name
+    if name.startswith(".") and name.count(".") >= 2:
+        name = name[1:].rsplit(".", 1)[0]
+    if entry.is_symlink():
+        return False  # a run writes none: a link is the user's (and rmtree would follow it nowhere)
+    return (name in RUN_FILES and entry.is_file()) or (name in RUN_FOLDERS and entry.is_dir())
 
 
 def _ours(entry: Path) -> bool:
@@ -37,6 +57,10 @@ def claim_run_dir(run_dir: Path, *, overwrite: bool) -> None:
     if not (run_dir / "plan.json").is_file():
         raise ConfigError(f"hydra.run.dir: {run_dir} holds files ({names}) but no hybridbench run (plan.json); "
                           "overwrite=true only replaces a previous run")
+    if foreign := [p.name for p in held if not _a_runs(p)]:
+        listed = ", ".join(foreign[:4]) + (" ..." if len(foreign) > 4 else "")
+        raise ConfigError(f"hydra.run.dir: {run_dir} holds a run and files no run writes ({listed}); overwrite=true "
+                          "only removes a previous run's files: move those, or choose a new directory")
     for p in held:
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)

@@ -20,7 +20,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
 
 
 def _cmp(*statuses: str) -> dict[str, object]:
-    return {"verdict": "fail" if "fail" in statuses else "pass", "base": "main · sglang 0.5.23",
+    return {"verdict": "fail" if "fail" in statuses else "pass", "schema_version": 1, "base": "main · sglang 0.5.23",
             "candidate": "pr · sglang 0.5.24", "command": "python -m hybridbench.compare runs/main runs/pr",
             "deltas": [{"workload": "gsp", "arm": f"arm{i}", "metric": "ttft", "status": s,
                         "detail": f"+{i}% (CI a | b)"} for i, s in enumerate(statuses)]}
@@ -54,13 +54,30 @@ def test_urls_github_would_not_show_are_refused(tmp_path: Path, args: list[str],
     assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_a_file_that_is_not_a_comparison_is_one_line_exit_2(tmp_path: Path) -> None:
-    (tmp_path / "compare.json").write_text(json.dumps({"deltas": []}))
+@pytest.mark.parametrize(("data", "needle"), [
+    ({"deltas": []}, "not a compare.json"),
+    # A run's bundle.json: it has a verdict, and was summarised as "PASS ... 0 verdict(s): none".
+    ({"verdict": "pass", "trials": [], "checks": []}, "not a compare.json"),
+    ({**_cmp("pass"), "schema_version": 99}, "compare.json schema_version 99, this reader takes 1"),
+    ({**_cmp("pass"), "deltas": []}, "verdict pass with no passing verdict row"),
+    ({**_cmp("skip"), "verdict": "pass"}, "verdict pass with no passing verdict row"),
+])
+def test_a_file_that_is_not_a_comparison_is_one_line_exit_2(tmp_path: Path, data: dict[str, object],
+                                                               needle: str) -> None:
+    (tmp_path / "compare.json").write_text(json.dumps(data))
     out = tmp_path / "summary.md"
     proc = subprocess.run([sys.executable, "-m", "hybridbench.dashboard.pr_summary", str(tmp_path / "compare.json"),
                            "--append", str(out)], capture_output=True, text=True, check=False, cwd=ROOT)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "not a compare.json" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and needle in proc.stderr, proc.stderr
     assert not out.exists()
+
+
+def test_a_real_looking_comparison_is_summarised(tmp_path: Path) -> None:
+    (tmp_path / "compare.json").write_text(json.dumps(_cmp("pass", "skip")))
+    proc = subprocess.run([sys.executable, "-m", "hybridbench.dashboard.pr_summary", str(tmp_path / "compare.json")],
+                          capture_output=True, text=True, check=False, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("**hybridbench verdict: PASS**")
 
 
 def _git(*args: str, cwd: Path | None = None) -> str:

@@ -4,6 +4,7 @@ internal error or plan unbounded work is one line naming the key, exit 2, before
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -161,6 +162,31 @@ def test_overwrite_never_empties_a_directory_that_holds_no_run(tmp_path: Path) -
     (tmp_path / "__main__.log").write_text("")  # Hydra's own log, opened before the run: not a previous run
     (tmp_path / "thesis.tex").unlink()
     claim_run_dir(tmp_path, overwrite=False)
+
+
+def test_overwrite_removes_a_runs_files_and_nothing_else(tmp_path: Path) -> None:
+    """A directory with a plan.json and anything else (a checkout: hydra.run.dir=. overwrite=true) was emptied whole."""
+    for name in ("plan.json", "records.jsonl", "bundle.json", "report.md", "kl.jsonl", ".records.jsonl.x1y2"):
+        (tmp_path / name).write_text("{}")
+    for folder in ("traces", "logs", "accuracy"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "f").write_text("x")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "keep.txt").write_text("mine")
+    with pytest.raises(ConfigError, match=r"holds a run and files no run writes \(\.git, sub\); overwrite=true only"):
+        claim_run_dir(tmp_path, overwrite=True)
+    assert (tmp_path / ".git" / "HEAD").is_file() and (tmp_path / "sub" / "keep.txt").is_file()
+    assert (tmp_path / "records.jsonl").is_file()  # nothing removed when refused
+    shutil.rmtree(tmp_path / ".git")
+    shutil.rmtree(tmp_path / "sub")
+    (tmp_path / "traces.lnk").symlink_to(tmp_path / "traces")
+    with pytest.raises(ConfigError, match=r"files no run writes \(traces\.lnk\)"):  # a run writes no link
+        claim_run_dir(tmp_path, overwrite=True)
+    (tmp_path / "traces.lnk").unlink()
+    claim_run_dir(tmp_path, overwrite=True)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_model_quantization_is_an_sglang_name_or_refused_at_plan_time(tmp_path: Path) -> None:
