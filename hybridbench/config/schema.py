@@ -254,7 +254,7 @@ class SizingCfg:
 
     family: str = ""  # cpu | gpu ("" = no engine picked one)
     # The wall time the GPU configuration is planned to fit, in minutes (0 = none stated): the simulator's
-    # forecast of every trial must stay under it (tests/hybridbench/test_sizing_budgets.py).
+    # forecast of every trial must stay under it (tests/ci/test_gpu_budgets.py).
     budget_min: float = 0.0
 
 

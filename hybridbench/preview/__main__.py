@@ -29,7 +29,9 @@ def parser(prog: str = "python -m hybridbench.preview") -> argparse.ArgumentPars
     p.add_argument("--json", action="store_true", help="print one JSON object (arms, trials, forecast, warnings)")
     p.add_argument("--no-forecast", action="store_true", help="skip the simulator forecast")
     p.add_argument("--forecast-requests", type=int, default=400, metavar="N",
-                   help="simulate at most N requests per workload (whole sessions sampled; wall time scaled)")
+                   help="sample a workload of more than N requests where its wall time scales from a sample "
+                        "(closed loops, Poisson arrivals): its hit rate and TTFT are then not forecast; trace "
+                        "replays are simulated whole")
     p.add_argument("-m", "--multirun", action="store_true", help="refused: plan previews one run at a time")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for a run: +experiment=NAME engine=sglang ...")
     return p

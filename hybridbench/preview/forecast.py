@@ -2,11 +2,12 @@
 run's GPU, model, TP and pools, before anything is launched.
 
 Each (arm, workload) is simulated once, on repeat 0's arrivals; later repeats differ only in their Poisson draws
-and are forecast alike. Where a workload has more than ``max_requests`` requests, a deterministic sample of whole
-sessions (every k-th) is simulated and the wall time scaled by k: the preview stays within its time budget on a
-CPU and says so in ``sampled``. Hit rates and TTFT of a sample are those of a k-times lighter load: read them as
-the model's trend, not its exact figure. The cost model's known error on the published runs it was fitted to is
-:func:`known_error` (reference_impl.engine.calibration, benchmarks/calibrate_sim.py).
+and are forecast alike. Where a workload has more than ``max_requests`` requests and a sample can stand for its
+wall time, a deterministic sample of whole prefix groups is simulated instead (hybridbench.preview.sampling: which
+loads, and how the wall time is scaled); the others are simulated whole. A sample's hit rate and TTFT are those of a
+lighter load: they are kept apart (``sample``), never given as the GPU run's. The cost model's known error on the
+published runs it was fitted to is :func:`known_error` (reference_impl.engine.calibration,
+benchmarks/calibrate_sim.py).
 """
 
 from __future__ import annotations
@@ -27,14 +28,24 @@ from hybridbench.errors import ConfigError
 from hybridbench.plan.build import build_plan, effective_vocab
 from hybridbench.plan.types import MODELLED_ENGINES
 from hybridbench.prepare import materialize
+from hybridbench.preview.sampling import SendPhase, sample_load, whole_wall_s
 from hybridbench.records.schema import Record
 from reference_impl.engine.calibration import SEED_RADIX_TARGETS, TOLERANCE
 from workloads.arrival import arrival_schedule
 from workloads.trace import TraceRow
 
-__all__ = ["DEFAULT_MAX_REQUESTS", "Forecast", "TrialForecast", "forecast_run", "known_error", "sample_sessions"]
+__all__ = ["DEFAULT_MAX_REQUESTS", "Forecast", "SampleFigures", "TrialForecast", "forecast_run", "known_error"]
 
-DEFAULT_MAX_REQUESTS = 400  # per workload; a few seconds of simulation each on one CPU core
+DEFAULT_MAX_REQUESTS = 400  # per workload a sample can stand for; a few seconds of simulation each on one CPU core
+
+
+@dataclass(frozen=True, slots=True)
+class SampleFigures:
+    """What a sample measured of itself: a lighter load (fewer prefix groups cached, fewer sessions at once), so
+    not a forecast of the GPU run's figures, nor of the order of its arms."""
+
+    token_hit_rate: float | None
+    mean_ttft_ms: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +53,12 @@ class TrialForecast:
     arm: str
     workload: str
     requests: int  # in the workload (all of it, not the sample)
-    simulated: int  # requests the simulator ran (a sample of whole sessions when fewer)
-    wall_s: float  # forecast wall time of one trial (sample's span x the sampling factor)
-    token_hit_rate: float | None
+    simulated: int  # requests the simulator ran (a sample of whole prefix groups when fewer)
+    wall_s: float  # forecast wall time of one trial of the whole load (a sample's scaled: sampling.whole_wall_s)
+    token_hit_rate: float | None  # the whole load's; None when only a sample was simulated (see ``sample``)
     mean_ttft_ms: float | None
     failed: int = 0  # simulated requests the modelled server refused (e.g. longer than a pool fixed in the config)
+    sample: SampleFigures | None = None  # the sample's own figures, when the load was sampled
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,26 +71,31 @@ class Forecast:
     sampled: tuple[str, ...]  # one line per workload forecast from a sample
     known_error: str
     compute_s: float  # how long the forecast itself took
+    simulated_whole: tuple[str, ...] = ()  # one line per workload over the budget simulated whole, and why
 
     @property
     def total_s(self) -> float:
         return self.repeats * sum(t.wall_s for t in self.trials)
 
     def arm_summary(self) -> dict[str, dict[str, float | None]]:
+        """Per arm; hit rate and TTFT only where every workload of the arm was simulated whole (a mean over some of
+        them would stand for the arm as if it were all of it)."""
         out: dict[str, dict[str, float | None]] = {}
         for arm in dict.fromkeys(t.arm for t in self.trials):
             mine = [t for t in self.trials if t.arm == arm]
+            whole = all(t.sample is None for t in mine)
             hits = [t.token_hit_rate for t in mine if t.token_hit_rate is not None]
             ttft = [t.mean_ttft_ms for t in mine if t.mean_ttft_ms is not None]
-            out[arm] = {"token_hit_rate": statistics.fmean(hits) if hits else None,
-                        "mean_ttft_ms": statistics.fmean(ttft) if ttft else None,
+            out[arm] = {"token_hit_rate": statistics.fmean(hits) if hits and whole else None,
+                        "mean_ttft_ms": statistics.fmean(ttft) if ttft and whole else None,
                         "wall_s": self.repeats * sum(t.wall_s for t in mine)}
         return out
 
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "model": self.model, "tp": self.tp, "repeats": self.repeats,
                 "total_s": self.total_s, "trials": [asdict(t) for t in self.trials], "arms": self.arm_summary(),
-                "sampled": list(self.sampled), "known_error": self.known_error, "compute_s": self.compute_s}
+                "sampled": list(self.sampled), "simulated_whole": list(self.simulated_whole),
+                "known_error": self.known_error, "compute_s": self.compute_s}
 
 
 def known_error() -> str:
@@ -90,29 +107,12 @@ def known_error() -> str:
             "models, GPUs and TP are extrapolations")
 
 
-def sample_sessions(rows: Sequence[TraceRow], max_requests: int) -> tuple[list[TraceRow], int]:
-    """Every k-th session (in order of first appearance), with the smallest k that brings the rows to at most
-    ``max_requests``; k = 1 keeps everything. Whole sessions, so multi-turn causality is kept."""
-    if len(rows) <= max_requests:
-        return list(rows), 1
-    order = {sid: i for i, sid in enumerate(dict.fromkeys(r.session_id for r in rows))}
-    k = 2
-    while True:
-        kept = [r for r in rows if order[r.session_id] % k == 0]
-        if len(kept) <= max_requests or len(order) <= k:
-            return kept, k
-        k += 1
-
-
-def _trial_stats(records: list[Record]) -> tuple[float, float | None, float | None, int]:
-    sent = [r.sent_s for r in records if r.sent_s is not None]
-    ends = [r.end_s for r in records if r.end_s is not None]
-    wall = (max(ends) - min(sent)) if sent and ends else 0.0
+def _figures(records: list[Record]) -> tuple[float | None, float | None, int]:
     prompt = sum(r.prompt_tokens for r in records)
     cached = sum(r.cached_tokens or 0 for r in records)
     ttft = [r.ttft_ms for r in records if r.ttft_ms is not None]
     failed = sum(1 for r in records if r.status != "ok")
-    return wall, (cached / prompt if prompt else None), (statistics.fmean(ttft) if ttft else None), failed
+    return (cached / prompt if prompt else None), (statistics.fmean(ttft) if ttft else None), failed
 
 
 def forecast_run(cfg: RunCfg, resolved: dict[str, Any], *, traces: Mapping[str, Sequence[TraceRow]] | None = None,
@@ -133,24 +133,30 @@ def forecast_run(cfg: RunCfg, resolved: dict[str, Any], *, traces: Mapping[str, 
         engine.validate(sim_cfg, plan)
         trials: list[TrialForecast] = []
         sampled: list[str] = []
+        whole: list[str] = []
         vocab = effective_vocab(sim_cfg)
         for w in plan.workloads:
             everything = traces[w.name] if traces is not None else materialize(w, sim_cfg, vocab)
-            rows, k = sample_sessions(everything, max_requests)
-            full = len(everything)
-            if k > 1:
-                sampled.append(f"{w.name}: every {k}th session simulated ({len(rows)} of {full} requests), "
-                               f"wall time x{k}")
+            sample = sample_load(everything, w.load, max_requests)
+            if sample.sampled:
+                sampled.append(sample.describe(w.name))
+            elif sample.why_whole:
+                whole.append(sample.describe(w.name))
             for arm in plan.arms:
                 trial = next(t for t in plan.trials if t.arm == arm and t.workload == w.name and t.repeat == 0)
                 records: list[Record] = []
-                ctx = TrialContext(plan, trial, rows, records.append, (),
-                                   schedule=arrival_schedule(rows, w.load, trial.seed))
+                ctx = TrialContext(plan, trial, sample.rows, records.append, (),
+                                   schedule=arrival_schedule(sample.rows, w.load, trial.seed))
                 engine.run_trial(sim_cfg, ctx)
-                wall, hits, ttft, failed = _trial_stats(records)
-                trials.append(TrialForecast(arm, w.name, full, len(rows), wall * k, hits, ttft, failed))
+                hits, ttft, failed = _figures(records)
+                # Poisson: the whole load's own arrivals (its span is exact; the sample's is a k-th of it)
+                arrivals = arrival_schedule(everything, w.load, trial.seed).times_s if sample.sampled else ()
+                wall = whole_wall_s(sample, w.load, SendPhase.of(records), max(arrivals, default=0.0))
+                own = SampleFigures(hits, ttft) if sample.sampled else None  # a lighter load's: kept apart
+                trials.append(TrialForecast(arm, w.name, len(everything), len(sample.rows), wall,
+                                            None if own else hits, None if own else ttft, failed, own))
     return Forecast(cfg.engine.gpu, cfg.model.name, cfg.engine.tp, tuple(trials), cfg.repeats, tuple(sampled),
-                    known_error(), time.monotonic() - started)
+                    known_error(), time.monotonic() - started, tuple(whole))
 
 
 def run_forecast(cfg: RunCfg, resolved: dict[str, Any], traces: Mapping[str, Sequence[TraceRow]]) -> dict[str, Any]:

@@ -39,12 +39,19 @@ def _forecast(fc: dict[str, Any]) -> list[str]:
              f"({fc['repeats']} repeat(s); server start-up not included; computed in {fc['compute_s']:.1f}s)"]
     for t in fc["trials"]:
         failed = f", {t['failed']} of {t['simulated']} simulated requests failed" if t.get("failed") else ""
-        lines.append(f"  {t['arm']} / {t['workload']}: {duration(t['wall_s'])} per trial, token hit rate "
-                     f"{_pct(t['token_hit_rate'])}, mean TTFT {_ms(t['mean_ttft_ms'])}{failed}")
+        if (own := t.get("sample")) is not None:  # a lighter load's figures: never printed as the GPU run's
+            figures = (f"hit rate and TTFT not forecast (the sample's own {_pct(own['token_hit_rate'])} and "
+                       f"{_ms(own['mean_ttft_ms'])} are a lighter load's: not comparable with the GPU run)")
+        else:
+            figures = f"token hit rate {_pct(t['token_hit_rate'])}, mean TTFT {_ms(t['mean_ttft_ms'])}"
+        lines.append(f"  {t['arm']} / {t['workload']}: {duration(t['wall_s'])} per trial, {figures}{failed}")
     for arm, a in fc["arms"].items():
-        lines.append(f"  arm {arm}: token hit rate {_pct(a['token_hit_rate'])}, mean TTFT {_ms(a['mean_ttft_ms'])}, "
-                     f"{duration(a['wall_s'])} of trials")
+        figures = ("hit rate and TTFT not forecast (a workload of it sampled)"
+                   if any(t.get("sample") is not None for t in fc["trials"] if t["arm"] == arm) else
+                   f"token hit rate {_pct(a['token_hit_rate'])}, mean TTFT {_ms(a['mean_ttft_ms'])}")
+        lines.append(f"  arm {arm}: {figures}, {duration(a['wall_s'])} of trials")
     lines += [f"  sampled: {s}" for s in fc["sampled"]]
+    lines += [f"  simulated whole: {s}" for s in fc.get("simulated_whole", ())]
     lines.append(f"  known error: {fc['known_error']}")
     return lines
 

@@ -19,9 +19,7 @@ from machine_fakes import fake_sglang
 from hybridbench.errors import ConfigError
 from hybridbench.preview.build import build_preview
 from hybridbench.preview.compose import compose_run
-from hybridbench.preview.forecast import sample_sessions
 from hybridbench.report.markdown import render_report
-from workloads.trace import TraceRow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,8 +103,12 @@ def test_sglang_arms_are_built_from_the_interpreters_real_help_and_forecast_on_t
     assert (fc["gpu"], fc["model"], fc["tp"]) == ("h100", "qwen3.5-9b", 1)
     assert fc["total_s"] == pytest.approx(fc["repeats"] * sum(t["wall_s"] for t in fc["trials"]))
     assert {(t["arm"], t["workload"]) for t in fc["trials"]} == {(t["arm"], t["workload"]) for t in out["trials"]}
-    # Capped (whole sessions: one SWE-bench session alone may hold more than 30 turns), and said so.
-    assert len(fc["sampled"]) == len(out["workloads"]) and all(t["simulated"] < t["requests"] for t in fc["trials"])
+    # Capped where a sample stands for the load (Poisson arrivals of single requests), and said so; the SWE-bench
+    # sessions' later turns wait for their earlier ones, so that load is simulated whole, and says why
+    # (tests/hybridbench/test_preview_sampling.py).
+    sampled = {t["workload"] for t in fc["trials"] if t["simulated"] < t["requests"]}
+    assert sampled == set(out["workloads"]) - {"swebench"} and len(fc["sampled"]) == len(sampled)
+    assert [line.split(":")[0] for line in fc["simulated_whole"]] == ["swebench"]
     # the GPU configuration: the server sizes its pools from memory, SGLang's own tracking interval
     for flag in ("--max-total-tokens", "--max-mamba-cache-size"):
         assert flag not in seglen, flag
@@ -121,14 +123,6 @@ def test_an_arm_the_installed_build_cannot_express_is_exit_2_naming_the_flag(tmp
     proc = plan("--no-forecast", "+experiment=seglen", "engine=sglang", "engine.tp=1", f"engine.python={python}")
     assert proc.returncode == 2
     assert "--radix-eviction-policy seglen" in proc.stderr and proc.stderr.count("\n") == 1
-
-
-def test_sampling_keeps_whole_sessions_and_says_by_how_much() -> None:
-    rows = [TraceRow(s, t, float(s), (1, 2, 3), (4,)) for s in range(10) for t in range(3)]
-    kept, k = sample_sessions(rows, 12)
-    assert k == 3 and {r.session_id for r in kept} == {0, 3, 6, 9}
-    assert all(sum(1 for r in kept if r.session_id == s) == 3 for s in (0, 3, 6, 9))
-    assert sample_sessions(rows, 30) == (rows, 1)
 
 
 def test_multirun_is_refused_in_one_line() -> None:
