@@ -117,7 +117,8 @@ class ArmCfg:
 class ModelCfg:
     name: str = "qwen3-next-80b-a3b"  # reference_impl.models name (byte and FLOP facts)
     hf_id: str = "Qwen/Qwen3-Next-80B-A3B-Instruct"  # what real servers load
-    # config.json's architectures[0]: an engine that has no class for it is refused at plan time ("" = not checked)
+    # config.json's architectures[0], the class the server loads: an engine that has no such class is refused at
+    # plan time, and so is "" on sglang, vllm and tokenspeed (fine on reference, sim, replay: they load no checkpoint)
     architecture: str = ""
     vocab_size: int = 151936
     # Has recurrent (Mamba / gated-delta) layers. False for a dense model served as a baseline: vLLM 0.32.0's

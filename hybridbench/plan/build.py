@@ -19,12 +19,13 @@ from hybridbench.config.schema import RunCfg, WorkloadCfg
 from hybridbench.config.validate import validate_config
 from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arms
+from hybridbench.plan.data import GPU_ENGINES
 from hybridbench.plan.load import plan_load
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
 from workloads.errors import WorkloadError
 from workloads.registry import WORKLOADS
 
-__all__ = ["build_plan", "derive_seed", "effective_vocab", "repeat_trials", "workload_argv"]
+__all__ = ["build_plan", "check_architecture", "derive_seed", "effective_vocab", "repeat_trials", "workload_argv"]
 
 
 def derive_seed(*parts: object) -> int:
@@ -78,6 +79,21 @@ def repeat_trials(start: int, arms: tuple[str, ...], workloads: tuple[str, ...],
                  for i, arm in enumerate(arms) for j, w in enumerate(workloads))
 
 
+def check_architecture(cfg: RunCfg) -> None:
+    """ConfigError naming ``model.architecture`` when an engine that loads model.hf_id is given a model without one.
+
+    Such a server loads the class the checkpoint's config.json names, and its parsers take any model id: with no
+    class to check, the plan would pass and the server die at model load, after the weights download (marconi-7b's
+    checkpoint is Megatron-LM's, with no config.json: conf/model/marconi-7b.yaml). The CPU engines load no
+    checkpoint: "" is fine there."""
+    if cfg.engine.name in GPU_ENGINES and not cfg.model.architecture.strip():
+        raise ConfigError(
+            f"model.architecture is empty for model {cfg.model.name} ({cfg.model.hf_id}): engine={cfg.engine.name} "
+            "serves only a checkpoint whose config.json names its class (\"architectures\"); set model.architecture "
+            "to that class, or choose a model that has one, e.g. model=nemotron-h-8b (engine=replay and engine=sim "
+            "load no checkpoint)")
+
+
 def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
     validate_config(cfg)
     arm_specs = plan_arms(list(cfg.arms), cfg.arm)  # unknown or malformed arm names stop here (exit 2)
@@ -88,6 +104,7 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
     baseline = cfg.checks.baseline_arm or arms[0]
     if baseline not in arms:
         raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the arms {arms}")
+    check_architecture(cfg)  # the last of the config's own checks: before the engine is asked anything
     traces = run_dir / "traces"
     vocab = effective_vocab(cfg)
     workloads = tuple(

@@ -27,6 +27,20 @@ def fake_sglang(tmp_path: Path, help_file: str = "sglang_help_new.txt", version:
     return python
 
 
+def fake_server(tmp_path: Path, help_file: str, version: str, calls: Path) -> Path:
+    """An interpreter that is any GPU engine's build as far as the plan can tell: its help (SGLang's and vLLM's
+    ``--help``, TokenSpeed's ``print_help()`` one-liner) prints ``help_file`` (a name under fixtures/), the version
+    query answers ``version``. Every call is appended to ``calls``, so a test can tell whether the plan ran it."""
+    python = tmp_path / "server-venv" / "python"
+    python.parent.mkdir(parents=True, exist_ok=True)
+    python.write_text(f'#!/bin/sh\necho "$*" >> {calls}\ncase "$*" in\n'
+                      f'  *importlib.metadata*) echo {version};;\n'
+                      f'  *--help*|*print_help*) cat {FIXTURES / help_file};;\n'
+                      '  *) exit 1;;\nesac\n')
+    python.chmod(0o755)
+    return python
+
+
 def fake_nvidia_smi(tmp_path: Path, gpus: int, name: str = H100, memory_mib: int = H100_MIB) -> Path:
     """A folder holding an ``nvidia-smi`` that lists ``gpus`` GPUs named ``name`` for ``-L`` and for the query
     naming and sizing them (``memory_mib`` each), in nvidia-smi's formats; any other call is refused."""

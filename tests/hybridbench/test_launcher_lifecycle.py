@@ -27,8 +27,9 @@ def test_sglang_launcher_runs_a_trial_end_to_end_against_the_reference_server(tm
     env = {**os.environ, "PYTHONPATH": f"{shim.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     run = tmp_path / "run"
     proc = subprocess.run(
+        # The class the reference server's /model_info names: a GPU engine needs one (model.architecture).
         [sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sglang", "model=reference-tiny",
-         "engine.tp=1", f"hydra.run.dir={run}"],
+         "model.architecture=TinyHybridForCausalLM", "engine.tp=1", f"hydra.run.dir={run}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )
     bundle = json.loads((run / "bundle.json").read_text())

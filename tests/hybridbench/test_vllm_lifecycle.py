@@ -57,8 +57,9 @@ def test_vllm_launcher_runs_a_trial_end_to_end_over_openai_completions(tmp_path:
     env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'shim'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     run = tmp_path / "run"
     proc = subprocess.run(
+        # The class the reference server's /model_info names: a GPU engine needs one (model.architecture).
         [sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=vllm", "model=reference-tiny",
-         "arms=[disabled,lru]", "engine.tp=1", f"hydra.run.dir={run}"],
+         "model.architecture=TinyHybridForCausalLM", "arms=[disabled,lru]", "engine.tp=1", f"hydra.run.dir={run}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )
     assert proc.returncode in (0, 1), proc.stderr  # lru (no branch points) may miss the hit-rate floor
