@@ -253,6 +253,8 @@ ENV_VARS = {
     "HYBRIDBENCH_REQUIRE_VLLM": "tests: a missing vLLM env or model fails the vLLM tier instead of skipping",
     "HYBRIDBENCH_REQUIRE_TOKENSPEED": "tests: a missing TokenSpeed env fails the tier instead of skipping",
     "HYBRIDBENCH_ORACLE_VERBOSE": "differential tier: print every operation sent to SGLang's cache",
+    "HYBRIDBENCH_PROMETHEUS_CLIENT": "differential tier: a site-packages folder holding `prometheus_client`, for the "
+                                     "load-back metrics oracle when the SGLang venv lacks it (default: the vLLM env's)",
     "HYBRIDBENCH_ORACLE_LIFECYCLE_EXAMPLES": "differential tier: random request lifecycles per run (default 60)",
     "HYBRIDBENCH_ORACLE_EXAMPLES": "differential tier: random operation sequences per SGLang version (default 200)",
     "HYBRIDBENCH_ORACLE_PREV_EXAMPLES": "differential tier: random `prev_prefix_len` sequences (default 150)",

@@ -13,7 +13,27 @@ from typing import Any
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
 
-__all__ = ["evictions", "host_hits"]
+__all__ = ["READS", "counter_warnings", "evictions", "host_hits"]
+
+# The trial counters each check reads (an engine's EngineTraits.counters names those it has) and where a server
+# keeps them (hybridbench.engines.evictions).
+READS: dict[str, tuple[str, ...]] = {"evictions": ("evicted_tokens", "evicted_states"),
+                                     "host_hits": ("host_loaded_tokens",)}
+_SOURCE = {"evicted_tokens": "sglang:evicted_tokens_total",
+           "evicted_states": "the reference server's evicted_mamba_states",
+           "host_loaded_tokens": "sglang:load_back_tokens_total or the reference server's host_load_back_tokens"}
+
+
+def counter_warnings(enabled: Sequence[str], engine: str, counters: frozenset[str], host_tier: bool) -> list[str]:
+    """The enabled checks that read none of the counters ``engine`` has: inconclusive by design there, said before
+    the run (host_hits only where an arm has a host tier: elsewhere it judges nothing)."""
+    out = []
+    for check in enabled:
+        reads = READS.get(check, ())
+        if reads and not counters & set(reads) and (check != "host_hits" or host_tier):
+            out.append(f"{check}: engine {engine} reports none of the counters it reads "
+                       f"({'; '.join(_SOURCE[r] for r in reads)}): it will be inconclusive")
+    return out
 
 
 def _count(snap: dict[str, Any], key: str) -> float | None:

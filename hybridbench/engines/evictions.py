@@ -1,25 +1,43 @@
 """What a trial evicted, from the server's own counters: a policy comparison means something only if it did.
 
-Sources: ``sglang:evicted_tokens_total`` on ``/metrics`` (SGLang's counter of KV tokens evicted from the
-device, SGLang's metrics_reporter.py; the reference server keeps the same name) and, on the reference server only,
-``internal_states[0].evicted_mamba_states`` on ``/server_info`` (SGLang exposes no evicted-state counter),
-and there too ``host_load_back_tokens``: KV tokens hits loaded back from the host tier, the hits that
-outlived a device eviction.
-Both are lifetime counters: a trial's evictions are the difference of a scrape after it and one before.
+Sources, on ``/metrics``: ``sglang:evicted_tokens_total`` (KV tokens evicted from the device) and
+``sglang:load_back_tokens_total`` (KV tokens loaded back from the host tier by hits: the hits that outlived a
+device eviction), the two counters of SGLang's radix-cache collector (both added by
+https://github.com/sgl-project/sglang/pull/10225; 0.5.23 observability/metrics_collector.py:2535 and :2553,
+0.5.16 :1930 and :1943, 0.5.9 metrics/collector.py:1581 and :1594), on every TP rank's cache when
+``--enable-metrics`` is on. The reference server keeps the first name, and has on ``/server_info``
+``internal_states[0].evicted_mamba_states`` (SGLang exposes no evicted-state counter) and ``host_load_back_tokens``,
+read instead of ``/metrics`` where present: one source per server, never both added up.
+All are lifetime counters: a trial's counts are the difference of a scrape after it and one before.
 A source the server does not have stays None: unknown, never zero.
+
+SGLang's two counters are read from one TP rank: every rank counts the same tokens (0.5.23's own help text:
+"Every TP rank reports the same logical count under its own rank labels; read one rank rather than summing
+ranks"). 0.5.23 labels them ``tp_rank`` / ``pp_rank`` (:2416-2432), and the load-back per host pool
+(``kv``, ``mamba``, ...: only ``kv`` is KV tokens); 0.5.9 and 0.5.16 do not, so prometheus_client's multiprocess
+registry adds the ranks into one series (TP x the count), which is divided by ``metrics_ranks``.
+They are labelled, and prometheus_client exports a labelled counter only from its first increment: a fresh
+server's scrape lacks both. A counter a later scrape has was therefore 0 where an answered scrape lacked it; a
+load-back counter absent from both scrapes is 0 when the after-scrape has the evicted-token counter of the same
+collector, and unknown otherwise (metrics off, a release without it, or nothing evicted at all).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from hybridbench.engines.server_logs import parse_prometheus
+from hybridbench.engines.server_logs import PromSample, parse_prometheus_samples
 
-__all__ = ["Evictions", "read_evictions"]
+__all__ = ["EVICTED_TOKENS", "LOAD_BACK_TOKENS", "Evictions", "one_rank", "read_evictions"]
+
+EVICTED_TOKENS = "sglang:evicted_tokens_total"
+LOAD_BACK_TOKENS = "sglang:load_back_tokens_total"
+_RANKS = ("tp_rank", "pp_rank")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,16 +45,48 @@ class Evictions:
     tokens: float | None  # KV tokens evicted from the device
     states: float | None  # recurrent-state checkpoints evicted (or tombstoned) on the device
     host_loaded: float | None = None  # KV tokens loaded back from the host tier by hits
+    # "tokens" / "host_loaded": their counter was missing from a /metrics scrape that answered (see above)
+    absent: frozenset[str] = frozenset()
+    host_source: str = ""  # where host_loaded comes from: "server_info", "metrics", or "" (nowhere)
 
     def since(self, before: Evictions) -> Evictions:
-        def delta(after: float | None, prior: float | None) -> float | None:
-            return None if after is None or prior is None else max(0.0, after - prior)
+        def delta(after: float | None, prior: float | None, prior_absent: bool) -> float | None:
+            if after is None:
+                return None
+            if prior is None:
+                return after if prior_absent else None  # born during the trial: it counted from 0
+            return max(0.0, after - prior)
 
-        return Evictions(delta(self.tokens, before.tokens), delta(self.states, before.states),
-                         delta(self.host_loaded, before.host_loaded))
+        host = None
+        if self.host_source == before.host_source:  # both scrapes from one source, or no count
+            host = delta(self.host_loaded, before.host_loaded, "host_loaded" in before.absent)
+            if host is None and self.host_source == "metrics" and "host_loaded" in self.absent & before.absent \
+                    and self.tokens is not None:
+                host = 0.0  # its collector counted evictions and never a load-back
+        return Evictions(delta(self.tokens, before.tokens, "tokens" in before.absent),
+                         delta(self.states, before.states, False), host)
 
     def snapshot(self) -> dict[str, Any]:
         return {"evicted_tokens": self.tokens, "evicted_states": self.states, "host_loaded_tokens": self.host_loaded}
+
+
+def _rank(sample: PromSample) -> tuple[int, ...]:
+    return tuple(int(v) if (v := sample.labels.get(k, "0")).isdigit() else 0 for k in _RANKS)
+
+
+def one_rank(samples: list[PromSample], name: str, metrics_ranks: int = 1) -> float | None:
+    """One TP rank's count of ``name`` (its ``kv`` pool where it has pools); None when no sample has it.
+
+    Rank-labelled series: the lowest rank's, summed over the rest (data-parallel groups count their own requests).
+    Unlabelled: the series' sum over ``metrics_ranks``, the processes that added into it.
+    """
+    mine = [s for s in samples if s.name == name and s.labels.get("pool", "kv") == "kv" and not math.isnan(s.value)]
+    if not mine:
+        return None
+    if any(k in s.labels for s in mine for k in _RANKS):
+        first = min(_rank(s) for s in mine)
+        return sum(s.value for s in mine if _rank(s) == first)
+    return sum(s.value for s in mine) / max(1, metrics_ranks)
 
 
 def _get(url: str) -> bytes | None:
@@ -48,11 +98,11 @@ def _get(url: str) -> bytes | None:
         return None
 
 
-def read_evictions(base_url: str) -> Evictions:
-    tokens: float | None = None
+def read_evictions(base_url: str, metrics_ranks: int = 1) -> Evictions:
+    """The server's counters now. ``metrics_ranks``: how many processes add into one unlabelled SGLang series
+    (its TP ranks; 1 for a single-process server)."""
     text = _get(base_url + "/metrics")
-    if text is not None:
-        tokens = parse_prometheus(text.decode("utf-8", "replace")).get("sglang:evicted_tokens_total")
+    samples = parse_prometheus_samples(text.decode("utf-8", "replace")) if text is not None else None
     internal: dict[str, Any] = {}
     raw = _get(base_url + "/server_info")
     if raw is not None:
@@ -66,4 +116,17 @@ def read_evictions(base_url: str) -> Evictions:
         value = internal.get(key)
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-    return Evictions(tokens, number("evicted_mamba_states"), number("host_load_back_tokens"))
+    absent: set[str] = set()
+    tokens = None
+    if samples is not None:
+        tokens = one_rank(samples, EVICTED_TOKENS, metrics_ranks)
+        if tokens is None:
+            absent.add("tokens")
+    host, source = number("host_load_back_tokens"), "server_info"
+    if host is None:
+        source = "metrics" if samples is not None else ""
+        if samples is not None:
+            host = one_rank(samples, LOAD_BACK_TOKENS, metrics_ranks)
+            if host is None:
+                absent.add("host_loaded")
+    return Evictions(tokens, number("evicted_mamba_states"), host, frozenset(absent), source)

@@ -55,9 +55,12 @@ def make_sglang_engine() -> ServerEngine:
         name="sglang", build=_builder("sglang", sglang_help_argv, sglang_command), client="sglang",
         env_for=sglang_env, flush_path="/flush_cache", package="sglang", refusal=sglang_refusal,
         kv_pool=fixed_gpu_kv_pool,
+        metrics_ranks=lambda cfg: cfg.engine.tp,  # a cache per TP rank, each with its own counters
         # SGLang also serves /v1/completions; its cache is the one reference_impl models.
         traits=EngineTraits(protocols=frozenset({"sglang", "openai"}), flushable=True, greedy_deterministic=True,
-                            reference_semantics=True)))
+                            reference_semantics=True,
+                            # sglang:evicted_tokens_total and sglang:load_back_tokens_total; no evicted-state count
+                            counters=frozenset({"evicted_tokens", "host_loaded_tokens"}))))
 
 
 def make_vllm_engine() -> ServerEngine:

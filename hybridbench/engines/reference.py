@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hybridbench.engines.reference_cmd import lockstepped, reference_command, reference_kv_pool
 from hybridbench.engines.server import ServerSpec
-from hybridbench.engines.traits import EngineTraits
+from hybridbench.engines.traits import COUNTERS, EngineTraits
 
 __all__ = ["REFERENCE"]
 
@@ -12,5 +12,5 @@ REFERENCE = ServerSpec(
     name="reference", build=reference_command, client="sglang", package="hybridbench", gpus=False,
     kv_pool=reference_kv_pool, lockstep=lockstepped,
     traits=EngineTraits(protocols=frozenset({"sglang", "openai"}), flushable=True, greedy_deterministic=True,
-                        bitwise_reproducible=True, reference_semantics=True),
+                        bitwise_reproducible=True, reference_semantics=True, counters=COUNTERS),
 )

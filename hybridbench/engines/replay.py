@@ -49,7 +49,7 @@ def marconi_ttft_ms(uncached_tokens: int) -> float:
 
 class ReplayEngine:
     name = "replay"
-    traits = EngineTraits()  # no server: no probe can be served
+    traits = EngineTraits(counters=frozenset({"evicted_states"}))  # no server: no probe can be served
 
     def __init__(self) -> None:
         self._configs: dict[str, ReplayConfig] = {}

@@ -70,6 +70,9 @@ class ServerSpec:
     vacate_path: str = "/lockstep/vacate"
     # (model, arm, installed version) -> why that release cannot run the arm though its --help has the flags ("")
     refusal: Callable[[ModelCfg, ArmSpec, str], str] | None = None
+    # how many processes add into one unlabelled /metrics counter series (SGLang 0.5.9 and 0.5.16: its TP ranks, each
+    # counting the same tokens; hybridbench.engines.evictions reads one rank's count)
+    metrics_ranks: Callable[[RunCfg], int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,7 @@ class ServerEngine:
         self._flush_absent = not spec.flush_path  # no flush endpoint: trials get fresh servers instead
         self._served = False  # the current server has run a trial since it started
         self._gpus: list[str] = []
+        self._metrics_ranks = 1
         self._cache_impl: dict[str, str] = {}
         # Per log file: the bytes and lines already counted, so a mark reads only what was appended since.
         self._log_seen: dict[Path, tuple[int, int]] = {}
@@ -161,6 +165,7 @@ class ServerEngine:
                                health_paths=self.spec.health_paths)
         server.start()
         self._server, self._arm, self._served = server, arm, False
+        self._metrics_ranks = self.spec.metrics_ranks(cfg) if self.spec.metrics_ranks is not None else 1
         server.wait_ready(cfg.engine.startup_timeout_s)
         impl = startup_cache_impl(server.log_path)
         if impl:
@@ -242,7 +247,7 @@ class ServerEngine:
             tail = b""
         offset, lines = offset + len(tail), lines + tail.count(b"\n")
         self._log_seen[server.log_path] = (offset, lines)
-        return SnapshotMark(offset, self._scrape(server), read_evictions(server.base_url), lines)
+        return SnapshotMark(offset, self._scrape(server), read_evictions(server.base_url, self._metrics_ranks), lines)
 
     def snapshot(self, server: ServerProcess, mark: SnapshotMark) -> dict[str, Any]:
         """Since ``mark``: peaks and totals from the server's "Prefill batch" / "Decode batch" log lines, and
@@ -265,7 +270,7 @@ class ServerEngine:
                        log_new_tokens=stats.new_tokens, peak_token_usage=stats.peak_token_usage,
                        peak_mamba_usage=stats.peak_mamba_usage, max_running_req=stats.max_running_req,
                        server_failures=list(stats.failures))
-        out.update(read_evictions(server.base_url).since(mark.evictions).snapshot())
+        out.update(read_evictions(server.base_url, self._metrics_ranks).since(mark.evictions).snapshot())
         after = self._scrape(server)
         if mark.counters is not None and after is not None:
             delta = after.since(mark.counters)  # the server's own counters for this trial

@@ -9,7 +9,7 @@ from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.engines.base import EngineInfo, TrialContext
 from hybridbench.engines.kv_pool import KVPool
 from hybridbench.engines.reference_cmd import reference_refusals
-from hybridbench.engines.traits import EngineTraits
+from hybridbench.engines.traits import COUNTERS, EngineTraits
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import RunPlan
 from hybridbench.records.build import RequestOutcome, trial_record
@@ -51,7 +51,7 @@ def _host_loaded(core: EngineCore) -> int:
 
 class SimEngine:
     name = "sim"
-    traits = EngineTraits()  # no server: no probe can be served
+    traits = EngineTraits(counters=COUNTERS)  # no server: no probe can be served; its tree counts everything
 
     def __init__(self) -> None:
         self._configs: dict[str, EngineConfig] = {}

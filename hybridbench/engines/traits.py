@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["EngineTraits"]
+__all__ = ["COUNTERS", "EngineTraits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,3 +18,11 @@ class EngineTraits:
     # engine), so greedy answers can be compared exactly; GPU kernels vary with the batch, so flips are noise
     bitwise_reproducible: bool = False
     reference_semantics: bool = False  # its cache follows SGLang's semantics, which reference_impl mirrors
+    # the per-trial counters its trial snapshots carry (COUNTERS): a check that reads only ones it lacks is
+    # inconclusive by design on it, which the plan says beforehand
+    counters: frozenset[str] = frozenset()
+
+
+# evicted_tokens: KV tokens evicted from the device; evicted_states: recurrent states evicted there;
+# host_loaded_tokens: KV tokens hits loaded back from the host tier (hybridbench.engines.evictions for servers).
+COUNTERS = frozenset({"evicted_tokens", "evicted_states", "host_loaded_tokens"})

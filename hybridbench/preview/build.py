@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from hybridbench.checks.evictions import counter_warnings
 from hybridbench.config.redact import scrub_obj, secret_values
 from hybridbench.engines.base import Engine
 from hybridbench.engines.kv_pool import refuse_unfit_requests
@@ -80,6 +81,8 @@ def build_preview(composed: Composed, *, forecast: bool = True,
     cfg = composed.cfg
     prepared = prepare_run(cfg, composed.run_dir, composed.resolved)
     warnings = [f"{f.check}: {f.message}" for f in prepared.machine if not f.ok] + list(prepared.data_notes)
+    warnings += counter_warnings(cfg.checks.enabled, prepared.engine.name, prepared.engine.traits.counters,
+                                 any(spec.host_tier for spec in prepared.plan.arm_specs))
     traces: dict[str, list[TraceRow]] = {}
     kept: dict[str, Any] = {}
     vocab = effective_vocab(cfg)

@@ -160,3 +160,26 @@ def test_a_load_cut_to_its_first_sessions_says_so_in_the_plan_and_the_report(tmp
     bad = plan("+experiment=smoke", "workloads.gsp.keep_sessions=-2")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "workloads.gsp.keep_sessions must be >= 0" in bad.stderr, bad.stderr
+
+
+def test_the_plan_warns_of_a_check_the_engine_has_no_counter_for(tmp_path: Path) -> None:
+    """vLLM exports neither sglang:evicted_tokens_total nor a load-back count: evictions and host_hits cannot
+    decide there, and the plan says so before the run; SGLang has both counters, so nothing is said."""
+    # vLLM main (its branching arm needs --mamba-cache-mode all) as far as the launcher can tell: --help, version
+    vllm = tmp_path / "vllm-venv" / "python"
+    vllm.parent.mkdir()
+    vllm.write_text(f'#!/bin/sh\nif [ "$4" = "--help=all" ]; then cat {ROOT}/tests/hybridbench/fixtures/'
+                    f'vllm_help_main.txt; exit 0; fi\nif [ "$1" = "-c" ]; then echo 0.33.0; exit 0; fi\nexit 1\n')
+    vllm.chmod(0o755)
+    l2 = ["--no-forecast", "--json", "+experiment=l2", "engine.tp=1"]
+    out = json.loads(plan(*l2, "engine=vllm", f"engine.python={vllm}").stdout)["warnings"]
+    assert [w.split(":")[0] for w in out if "it will be inconclusive" in w] == ["evictions", "host_hits"]
+    assert any(w.startswith("host_hits: engine vllm reports none") and "sglang:load_back_tokens_total" in w
+               for w in out)
+    python = fake_sglang(tmp_path)
+    out = json.loads(plan(*l2, "engine=sglang", f"engine.python={python}").stdout)["warnings"]
+    assert not [w for w in out if "it will be inconclusive" in w]
+    # host_hits without an arm with a host tier judges nothing (a skip row): no warning for it
+    out = json.loads(plan("--no-forecast", "--json", "+experiment=smoke", "engine=vllm", "engine.tp=1",
+                          f"engine.python={vllm}", "checks.enabled=[survival,host_hits]").stdout)["warnings"]
+    assert not [w for w in out if "it will be inconclusive" in w]
