@@ -20,7 +20,7 @@ from hybridbench.report.compare import comparison_json, render_comparison
 from hybridbench.results import read_run
 from hybridbench.results.marks import refuse_incomplete, verdict_marks
 from hybridbench.results.text import visible
-from workloads.atomic_file import write_json_and_text_atomic
+from workloads.atomic_file import output_problem, write_json_and_text_atomic
 
 __all__ = ["main"]
 
@@ -48,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("baseline", type=Path, help="run directory of the baseline (e.g. main's nightly run), or "
                    "latest:RESULTS_ROOT for the newest passing main run of the candidate's experiment and load there")
     p.add_argument("candidate", type=Path, help="run directory of the candidate (e.g. the pull request's run)")
-    p.add_argument("-o", "--output", type=Path, help="where compare.md/compare.json go (default CANDIDATE/compare)")
+    p.add_argument("-o", "--output", help="the folder compare.md/compare.json go to, created with its parents when "
+                   "missing (default CANDIDATE/compare)")
     p.add_argument("--ttft-regression", type=_fraction, default=d.ttft_regression,
                    help=f"fail when the whole CI of the mean TTFT change is above this (default {d.ttft_regression})")
     p.add_argument("--throughput-regression", type=_fraction, default=d.throughput_regression,
@@ -74,6 +75,14 @@ def _write_both(out: Path, data: object, text: str) -> None:
         raise ConfigError(f"{out}: cannot write the comparison ({exc.strerror or exc})") from None
 
 
+def _output_problem(out: str) -> str | None:
+    """The -o folder must be creatable, and compare.json/compare.md in it writable files."""
+    if problem := output_problem(out, folder=True):
+        return problem
+    return next((f"cannot write the comparison: {p}" for name in ("compare.json", "compare.md")
+                 if Path(out).is_dir() and (p := output_problem(Path(out) / name))), None)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if not MIN_BOOTSTRAP <= args.bootstrap_samples <= MAX_BOOTSTRAP:
@@ -82,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     if not CONFIDENCE.holds(args.confidence):
         print(f"error: --confidence must be {CONFIDENCE.text()}, got {args.confidence!r}", file=sys.stderr)
         return 2
+    if args.output is not None:  # checked before the runs are read: a refusal never comes after the work
+        if problem := _output_problem(args.output):
+            print(f"error: -o: {visible(problem)}", file=sys.stderr)
+            return 2
+        args.output = Path(args.output)
     cfg = CompareCfg(args.ttft_regression, args.throughput_regression, args.max_hit_rate_drop, args.confidence,
                      args.bootstrap_samples, args.seed)
     try:

@@ -22,6 +22,7 @@ from typing import Any
 from hybridbench.dashboard.site import build_site
 from hybridbench.errors import ConfigError
 from hybridbench.results.text import visible
+from workloads.atomic_file import output_problem
 
 __all__ = ["main", "screenshot"]
 
@@ -90,11 +91,14 @@ def screenshot(chromium: Path, page: Path, png: Path, *, width: int = 1100, heig
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m hybridbench.dashboard", description=__doc__.split("\n")[0])
     p.add_argument("root", type=Path, help="a results root: run directories (and their compare/ output) below it")
-    p.add_argument("-o", "--out", type=Path, required=True, help="the site's directory")
+    p.add_argument("-o", "--out", required=True, help="the site's directory (created with its parents when missing)")
     p.add_argument("--png", action="store_true", help="also render each comparison summary to a PNG")
     p.add_argument("--chromium", type=Path, default=Path("/usr/bin/chromium"))
     args = p.parse_args(argv)
     try:
+        if problem := output_problem(args.out, folder=True):
+            raise ConfigError(f"-o: {problem}")
+        args.out = Path(args.out)
         if args.png and not args.chromium.is_file():
             raise ConfigError(f"--chromium: {args.chromium} does not exist (apt-get install chromium)")
         site = build_site(args.root, args.out)

@@ -35,7 +35,7 @@ from hybridbench.results.reader import read_run
 from hybridbench.results.redaction import run_secrets, scrub, scrub_frame
 from hybridbench.results.store import Filters, Store, load_store
 from hybridbench.results.text import visible
-from workloads.atomic_file import write_text_atomic
+from workloads.atomic_file import output_problem, write_text_atomic
 
 __all__ = ["main"]
 
@@ -59,11 +59,11 @@ def _parser() -> argparse.ArgumentParser:
                          "pr", "sha", "since", "until"):
                 s.add_argument(f"--{flag}", default="")
         if name == "export":
-            s.add_argument("-o", "--out", type=Path, required=True)
+            s.add_argument("-o", "--out", required=True, help="the folder (created with its parents when missing)")
         if name == "history":
             s.add_argument("--tolerance", type=float, default=0.10, help="relative change that violates (0.10)")
             s.add_argument("--window", type=int, default=5, help="baseline points (5)")
-            s.add_argument("--json", type=Path, help="write the verdicts here (machine-readable)")
+            s.add_argument("--json", help="write the verdicts to this file (machine-readable)")
     return p
 
 
@@ -202,11 +202,23 @@ def _history(args: argparse.Namespace) -> int:
     return 1 if regressed or no_data or undecided else 0  # an undecided trailing set is never a pass
 
 
+def _check_output(args: argparse.Namespace) -> None:
+    """export's -o folder and history's --json file checked before any run is read; then as paths."""
+    for flag, dest, folder in (("-o", "out", True), ("--json", "json", False)):
+        given = getattr(args, dest, None)
+        if given is None:
+            continue
+        if problem := output_problem(given, folder=folder):
+            raise ConfigError(f"{flag}: {problem}")
+        setattr(args, dest, Path(given))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command in ("ls", "export", "history"):
             _filters(args).where()  # a bad --since/--until is its one line, not after a line per skipped run
+        _check_output(args)
         if args.command == "index":
             return _index(args.root)
         if args.command == "ls":
