@@ -56,6 +56,9 @@ class GspParams:
         for name in ("system_prompt_len", "question_len", "output_len"):
             value = getattr(self, name)
             require(value >= 0, f"{name} must be >= 0, got {value}")
+        require(self.system_prompt_len + self.question_len >= 1,
+                "system_prompt_len + question_len must be >= 1 (every prompt needs a token), "
+                f"got {self.system_prompt_len} + {self.question_len}")
         require(0.0 <= self.range_ratio <= 1.0, f"range_ratio must be in [0, 1], got {self.range_ratio}")
         if self.group_distribution == "zipf":
             alpha = self.zipf_alpha

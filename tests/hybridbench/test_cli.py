@@ -82,6 +82,9 @@ def test_an_enabled_check_with_nothing_to_judge_says_so_instead_of_vanishing(tmp
         (["+experiment=smoke", "checks.kl_variants=[decode,decode]"],
          "checks.kl_variants: decode listed more than once"),
         (["+experiment=smoke", "workloads.gsp.params.num_groups=-1"], "num_groups must be >= 1"),
+        # planned fine, then the run refused its own temp trace ("'input_tokens' is empty")
+        (["+experiment=smoke", "workloads.gsp.params.system_prompt_len=0", "workloads.gsp.params.question_len=0"],
+         "workloads.gsp: system_prompt_len + question_len must be >= 1"),
         ([], "pick an experiment with +experiment=NAME"),
         # `+` forces a key in past Hydra's schema check; the dataclass conversion would drop it silently.
         (["+experiment=smoke", "+engine.chunked_prefil_size=4"],

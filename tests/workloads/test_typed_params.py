@@ -37,6 +37,8 @@ def test_the_typed_call_and_the_command_line_write_the_same_trace(tmp_path: Path
     ({"ordered": 1}, "ordered: expected bool, got 1"),
     ({"group_distribution": "pareto"}, "group_distribution: 'pareto' is not one of uniform, zipf"),
     ({"num_groups": 0}, "num_groups must be >= 1, got 0"),  # the generator's own check, before any row
+    # an empty prompt is a trace stats, replay and simulate refuse: refused before any row
+    ({"system_prompt_len": 0, "question_len": 0}, r"system_prompt_len \+ question_len must be >= 1 .*got 0 \+ 0"),
 ])
 def test_bad_values_are_one_line_exceptions_naming_the_parameter(tmp_path: Path, values: dict[str, object],
                                                                  message: str) -> None:

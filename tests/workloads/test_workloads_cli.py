@@ -97,6 +97,8 @@ def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["workloads.generate", "swebench", "--path", str(big_ids)], ">= --vocab-size"),
         (["workloads.generate", "trace", "--path", str(bad_rows)], "input_tokens"),
         (["workloads.generate", "swebench", "--sps", "0"], "sps"),
+        (["workloads.generate", "gsp", "--system-prompt-len", "0", "--question-len", "0"],
+         "system_prompt_len + question_len must be >= 1"),
     ]
 
 
