@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from workloads.errors import require
+from workloads.limits import check_size
 from workloads.params import param
 from workloads.sampling import compute_random_lens, distinct_tokens, random_tokens
 from workloads.trace import TraceRow, TraceStream
@@ -60,6 +61,12 @@ class GspParams:
                 "system_prompt_len + question_len must be >= 1 (every prompt needs a token), "
                 f"got {self.system_prompt_len} + {self.question_len}")
         require(0.0 <= self.range_ratio <= 1.0, f"range_ratio must be in [0, 1], got {self.range_ratio}")
+        prompts, turns = self.num_groups * self.prompts_per_group, self.num_turns
+        # turn t's input is the system prompt, t + 1 questions and t outputs (lengths at most the given ones)
+        per_prompt = (turns * self.system_prompt_len + self.question_len * turns * (turns + 1) // 2
+                      + self.output_len * turns * (turns - 1) // 2 + turns * self.output_len)
+        check_size(prompts * turns, prompts * per_prompt, "num_groups * prompts_per_group * num_turns",
+                   "num_groups * prompts_per_group * (system_prompt_len, question_len, output_len, num_turns)")
         if self.group_distribution == "zipf":
             alpha = self.zipf_alpha
             require(

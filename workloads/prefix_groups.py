@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from workloads.errors import WorkloadError, require
+from workloads.limits import check_size
 from workloads.params import param
 from workloads.sampling import distinct_tokens, random_tokens
 from workloads.trace import TraceRow, TraceStream
@@ -66,9 +67,13 @@ class PrefixGroupsParams:
         require(1 <= self.prefix_min <= self.prefix_max,
                 f"need 1 <= prefix_min <= prefix_max, got {self.prefix_min} and {self.prefix_max}")
         require(self.output_len >= 0, f"output_len must be >= 0, got {self.output_len}")
-        self.group_prefix_lens()
-        lengths(self.suffix_lens, "suffix_lens")
-        lengths(self.noise_lens, "noise_lens")
+        grouped = self.num_groups * self.prompts_per_group
+        check_size(grouped + self.num_noise, 0, "num_groups * prompts_per_group + num_noise", "")
+        prefix = max(self.group_prefix_lens())
+        suffix, noise = max(lengths(self.suffix_lens, "suffix_lens")), max(lengths(self.noise_lens, "noise_lens"))
+        tokens = grouped * (prefix + suffix + self.output_len) + self.num_noise * (noise + self.output_len)
+        check_size(0, tokens, "", "num_groups * prompts_per_group * (prefix, suffix, output_len)"
+                                  " + num_noise * (noise, output_len)")
 
 
 PRESETS: dict[str, PrefixGroupsParams] = {

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from workloads.errors import require
+from workloads.limits import check_size
 from workloads.params import param
 from workloads.sampling import compute_random_lens, distinct_tokens, random_tokens
 from workloads.trace import TraceRow, TraceStream
@@ -34,6 +35,8 @@ class RandomParams:
         require(self.input_len >= 1, f"input_len must be >= 1, got {self.input_len}")
         require(self.output_len >= 0, f"output_len must be >= 0, got {self.output_len}")
         require(0.0 <= self.range_ratio <= 1.0, f"range_ratio must be in [0, 1], got {self.range_ratio}")
+        check_size(self.num_prompts, self.num_prompts * (self.input_len + self.output_len), "num_prompts",
+                   "num_prompts * (input_len + output_len)")
 
 
 PRESETS: dict[str, RandomParams] = {

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.errors import WorkloadError, require
+from workloads.limits import MAX_TOKENS, check_sessions, check_size
 from workloads.params import param
 from workloads.sampling import clipped_lognormal, random_tokens
 from workloads.text_tokens import Tokenizer, make_tokenizer
@@ -91,6 +92,7 @@ class ShareGptParams:
         require(self.max_turns >= self.min_turns, f"max_turns {self.max_turns} < min_turns {self.min_turns}")
         require(self.max_context >= 1, f"max_context must be >= 1, got {self.max_context}")
         require(math.isfinite(self.sps) and self.sps > 0, f"sps must be a positive number, got {self.sps}")
+        require(self.output_len <= MAX_TOKENS, f"output_len must be <= {MAX_TOKENS:,}, got {self.output_len:,}")
 
 
 # Marconi's ShareGPT traces: >= 20 messages (10 rounds), first 100 conversations, 32K context.
@@ -250,6 +252,8 @@ def generate_sharegpt(
     meta: dict[str, Any] = {"generator": "sharegpt", "preset": preset, "params": asdict(params), "seed": seed}
     if path is None and dataset is None:
         require(tokenizer is None, "--tokenizer needs text: give --path or --dataset")
+        check_sessions(params.num_sessions)
+        check_size(params.num_sessions * params.min_turns, 0, "num_sessions * min_turns (synthetic turns)", "")
         sessions = synthetic_sessions(params, vocab_size, rng)
         meta.update(synthetic=True, source="synthetic: published ShareGPT statistics", stats=SHAREGPT_STATS)
     else:

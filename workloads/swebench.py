@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.errors import WorkloadError, require
+from workloads.limits import check_sessions
 from workloads.params import param
 from workloads.sampling import clipped_lognormal, distinct_tokens, poisson, random_tokens
 from workloads.text_tokens import Tokenizer, make_tokenizer
@@ -213,6 +214,7 @@ def generate_swebench(
     rng = random.Random(seed)
     if path is None:
         require(tokenizer is None, "--tokenizer needs trajectory text: give --path")
+        check_sessions(params.num_sessions)
         shape = shape or SyntheticShape()
         sessions = _synthetic_sessions(params, shape, vocab_size, rng)
         source = "synthetic: calibrated to Marconi's SWEBench traces"

@@ -85,6 +85,9 @@ def test_an_enabled_check_with_nothing_to_judge_says_so_instead_of_vanishing(tmp
         # planned fine, then the run refused its own temp trace ("'input_tokens' is empty")
         (["+experiment=smoke", "workloads.gsp.params.system_prompt_len=0", "workloads.gsp.params.question_len=0"],
          "workloads.gsp: system_prompt_len + question_len must be >= 1"),
+        # reached 12 GB of memory in 40 s with no output
+        (["+experiment=smoke", "workloads.gsp.params.num_groups=100000000"],
+         "workloads.gsp: num_groups * prompts_per_group * num_turns = 600,000,000 requests; one workload may"),
         ([], "pick an experiment with +experiment=NAME"),
         # `+` forces a key in past Hydra's schema check; the dataclass conversion would drop it silently.
         (["+experiment=smoke", "+engine.chunked_prefil_size=4"],

@@ -99,6 +99,7 @@ def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["workloads.generate", "swebench", "--sps", "0"], "sps"),
         (["workloads.generate", "gsp", "--system-prompt-len", "0", "--question-len", "0"],
          "system_prompt_len + question_len must be >= 1"),
+        (["workloads.generate", "gsp", "--num-groups", "100000000"], "one workload may generate at most 1,000,000"),
     ]
 
 
