@@ -12,7 +12,15 @@ import math
 
 from hybridbench.config.schema import ArmCfg
 from hybridbench.errors import ConfigError
-from reference_impl.engine.arms import ArmKnobs, ArmSpec, L2Knobs, arm_spec
+from reference_impl.engine.arms import (
+    HICACHE_RATIO_MAX,
+    HOST_TIER_GB_MAX,
+    SEGLEN_EFF_WEIGHT_MAX,
+    ArmKnobs,
+    ArmSpec,
+    L2Knobs,
+    arm_spec,
+)
 
 __all__ = ["ArmSpec", "cache_off_arms", "check_arm_knobs", "plan_arm", "plan_arms"]
 
@@ -28,6 +36,15 @@ def check_arm_knobs(arm: ArmCfg) -> None:
             raise ConfigError(f"{key}: expected a finite number >= 0, got {value!r}")
     if arm.l2.hicache_ratio <= 0:
         raise ConfigError(f"arm.l2.hicache_ratio must be > 0, got {arm.l2.hicache_ratio}")
+    if arm.l2.hicache_ratio > HICACHE_RATIO_MAX:
+        raise ConfigError(f"arm.l2.hicache_ratio must be at most {HICACHE_RATIO_MAX:g} (host pools as a multiple of "
+                          f"the device pools), got {arm.l2.hicache_ratio:g}")
+    if arm.l2.host_tier_gb > HOST_TIER_GB_MAX:
+        raise ConfigError(f"arm.l2.host_tier_gb must be at most {HOST_TIER_GB_MAX:g} (GiB of host memory), "
+                          f"got {arm.l2.host_tier_gb:g}")
+    if arm.seglen.eff_weight > SEGLEN_EFF_WEIGHT_MAX:
+        raise ConfigError(f"arm.seglen.eff_weight must be in [0, {SEGLEN_EFF_WEIGHT_MAX:g}] (the replay-length "
+                          f"term's weight against recency, SGLang PR #22172), got {arm.seglen.eff_weight:g}")
 
 
 def _knobs(spec: ArmSpec, cfg: ArmCfg) -> ArmKnobs:

@@ -14,9 +14,20 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-__all__ = ["ARMS", "NOT_ON_REFERENCE", "ArmKnobs", "ArmSpec", "L2Knobs", "Strategy", "arm_spec", "parse_arm"]
+__all__ = ["ARMS", "HICACHE_RATIO_MAX", "HOST_TIER_GB_MAX", "NOT_ON_REFERENCE", "SEGLEN_EFF_WEIGHT_MAX", "ArmKnobs",
+           "ArmSpec", "L2Knobs", "Strategy", "arm_spec", "parse_arm"]
 
 Strategy = Literal["disabled", "no_buffer", "extra_buffer"]
+
+# The knobs' ranges, refused beyond at plan time (hybridbench) and by the reference server's flags.
+# seglen's eff_weight balances the replay-length term against recency (SGLang PR #22172; both terms are
+# min-max normalised, reference_impl/policies/seglen.py): 0 is LRU, 1 weighs them equally, the PR's example 0.85.
+SEGLEN_EFF_WEIGHT_MAX = 1.0
+# --hicache-ratio: host pools as a multiple of the device pools (SGLang's default 2; its docs: lower it for less
+# host memory); a hundred times the device pools is beyond any host (1e300 overflowed torch mid-run).
+HICACHE_RATIO_MAX = 100.0
+# vLLM --kv-offloading-size, GiB of host memory: 16 TiB is beyond any single host.
+HOST_TIER_GB_MAX = 16384.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NoReturn
 
-from reference_impl.engine.arms import ArmSpec, parse_arm
+from reference_impl.engine.arms import HICACHE_RATIO_MAX, SEGLEN_EFF_WEIGHT_MAX, ArmSpec, parse_arm
 from reference_impl.engine.config import DEFAULT_KV_TOKENS, EngineConfig, state_ratio
 from reference_impl.model.config import ModelConfig
 from reference_impl.policies.registry import POLICIES
@@ -180,8 +180,11 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
         raise UsageError("Page size must be 1 for MambaRadixCache v1 (no_buffer); use --arm branching for a larger one")
     if arm.strategy == "extra_buffer" and ns.mamba_track_interval % ns.page_size:
         raise UsageError("--mamba-track-interval must be a multiple of --page-size")
-    if ns.hicache_ratio <= 0:
-        raise UsageError("--hicache-ratio must be positive")
+    if not 0 < ns.hicache_ratio <= HICACHE_RATIO_MAX:
+        raise UsageError(f"--hicache-ratio must be in (0, {HICACHE_RATIO_MAX:g}] (host pools as a multiple of the "
+                         f"device pools), got {ns.hicache_ratio:g}")
+    if ns.seglen_eff_weight is not None and ns.seglen_eff_weight > SEGLEN_EFF_WEIGHT_MAX:
+        raise UsageError(f"--seglen-eff-weight must be in [0, {SEGLEN_EFF_WEIGHT_MAX:g}], got {ns.seglen_eff_weight:g}")
     if not SEED_MIN <= ns.random_seed <= SEED_MAX:  # torch.manual_seed overflows past 64 bits
         raise UsageError(f"--random-seed must fit in 64 bits, got {ns.random_seed}")
     cache = _cache(ns, arm)

@@ -88,6 +88,8 @@ def test_an_enabled_check_with_nothing_to_judge_says_so_instead_of_vanishing(tmp
         # reached 12 GB of memory in 40 s with no output
         (["+experiment=smoke", "workloads.gsp.params.num_groups=100000000"],
          "workloads.gsp: num_groups * prompts_per_group * num_turns = 600,000,000 requests; one workload may"),
+        (["+experiment=smoke", "arms=[disabled,l2]", "arm.l2.hicache_ratio=1e300"],
+         "arm.l2.hicache_ratio must be at most 100 (host pools as a multiple of the device pools), got 1e+300"),
         ([], "pick an experiment with +experiment=NAME"),
         # `+` forces a key in past Hydra's schema check; the dataclass conversion would drop it silently.
         (["+experiment=smoke", "+engine.chunked_prefil_size=4"],

@@ -164,7 +164,11 @@ def test_arm_knobs_reach_the_command_and_bad_ones_fail_at_plan_time(tmp_path: Pa
     assert part[part.index("--hicache-ratio") + 1] == "4"
     for bad, key in ((ArmCfg(seglen=SeglenArmCfg(eff_weight=float("nan"))), r"arm\.seglen\.eff_weight"),
                      (ArmCfg(l2=L2ArmCfg(hicache_ratio=0.0)), r"arm\.l2\.hicache_ratio must be > 0"),
-                     (ArmCfg(marconi=MarconiArmCfg(eff_weight=-1.0)), r"arm\.marconi\.eff_weight")):
+                     (ArmCfg(marconi=MarconiArmCfg(eff_weight=-1.0)), r"arm\.marconi\.eff_weight"),
+                     # planned, then trial 1's server died of a torch overflow (exit 3)
+                     (ArmCfg(l2=L2ArmCfg(hicache_ratio=1e300)), r"arm\.l2\.hicache_ratio must be at most 100 "),
+                     (ArmCfg(l2=L2ArmCfg(host_tier_gb=1e9)), r"arm\.l2\.host_tier_gb must be at most 16384 "),
+                     (ArmCfg(seglen=SeglenArmCfg(eff_weight=1.5)), r"arm\.seglen\.eff_weight must be in \[0, 1\]")):
         with pytest.raises(ConfigError, match=key):
             build_plan(RunCfg(arm=bad, workloads={"w": WorkloadCfg()}), tmp_path, {})
 

@@ -53,6 +53,10 @@ def test_a_client_that_stops_reading_is_dropped_and_counted_with_memory_bounded(
     (["--seglen-eff-weight", "nan"], "--seglen-eff-weight must be a finite number >= 0, got nan"),
     (["--seglen-eff-weight", "inf"], "--seglen-eff-weight must be a finite number >= 0, got inf"),
     (["--stream-stall-timeout", "0"], "--stream-stall-timeout must be positive"),
+    # a 34-line torch overflow traceback, exit 1
+    (["--enable-hierarchical-cache", "--hicache-ratio", "1e300"],
+     "--hicache-ratio must be in (0, 100] (host pools as a multiple of the device pools), got 1e+300"),
+    (["--seglen-eff-weight", "1.5"], "--seglen-eff-weight must be in [0, 1], got 1.5"),
 ])
 def test_bad_flags_are_one_line_and_exit_2(flags: list[str], needle: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "reference_impl.server", *flags], capture_output=True, text=True,
