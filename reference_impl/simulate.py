@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from reference_impl.engine.arms import ARMS, NOT_ON_REFERENCE, parse_arm
+from reference_impl.engine.config import fits_kv_pool
 from reference_impl.engine.core import EngineCore
 from reference_impl.engine.cost_model import QUANTIZATIONS, CostModel
 from reference_impl.engine.hardware import GPUS, get_gpu
@@ -23,7 +24,7 @@ from reference_impl.engine.sizing import engine_config
 from reference_impl.engine.summary import summarize
 from reference_impl.models import MODELS, STATE_DTYPES, get_model
 from workloads.arrival import LoadSpec, arrival_schedule
-from workloads.trace import TraceError, read_trace
+from workloads.trace import TraceError, TraceRow, read_trace
 
 EXIT_USAGE = 2
 
@@ -44,6 +45,14 @@ def _positive(kind: type[int] | type[float]):  # type: ignore[no-untyped-def]
         return value
 
     return parse
+
+
+def _fraction(text: str) -> float:
+    """A fraction in (0, 1], as the harness's engine.mem_fraction_static."""
+    value: float = _positive(float)(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
 
 
 def _rate(text: str) -> float:
@@ -71,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--request-rate", type=_rate, help="Poisson arrivals, requests/s; inf = all at t=0")
     p.add_argument("--trace-timestamps", action="store_true", help="send at each row's ts × --slowdown")
     p.add_argument("--slowdown", type=_positive(float), default=1.0)
-    p.add_argument("--mem-fraction-static", type=_positive(float), default=0.85)
+    p.add_argument("--mem-fraction-static", type=_fraction, default=0.85)
     p.add_argument("--kv-tokens", type=_positive(int), help="KV pool size (default: from GPU memory)")
     p.add_argument("--max-mamba-cache-size", type=_positive(int), help="state slots (default: from GPU memory)")
     p.add_argument("--host-capacity-tokens", type=_positive(int), default=None, help="host tier KV tokens (l2 arm)")
@@ -83,6 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     return p
+
+
+def _refuse_unfit(rows: Sequence[TraceRow], kv_tokens: int, source: str) -> None:
+    """Refuse a trace with a request the KV pool cannot hold alone (as the harness's plan does, and as
+    --max-mamba-cache-size is refused below one running request): it would be rejected on arrival."""
+    unfit = [r for r in rows if not fits_kv_pool(len(r.input_tokens), len(r.output_tokens), kv_tokens)]
+    if unfit:
+        longest = max(len(r.input_tokens) + max(1, len(r.output_tokens)) for r in unfit)
+        raise ValueError(f"{source}: {len(unfit)} of {len(rows)} requests cannot fit a KV pool of {kv_tokens} tokens "
+                         f"alone (the longest needs {longest}); raise the pool or shrink the trace")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             track_interval=args.track_interval,
         )
         rows = list(read_trace(args.trace).rows)
+        _refuse_unfit(rows, config.kv_tokens, "--kv-tokens" if args.kv_tokens else "the KV pool from GPU memory")
         core = EngineCore(config)
         if trace_ts:
             load = LoadSpec("trace", slowdown=args.slowdown, max_concurrency=cap)

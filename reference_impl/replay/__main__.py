@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from reference_impl.engine.arms import SEGLEN_EFF_WEIGHT_MAX
 from reference_impl.models import MODELS, get_model
 from reference_impl.policies.registry import POLICIES, make_replay_cache
 from reference_impl.replay.api import ReplayConfig
@@ -58,13 +59,18 @@ def _non_negative_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    if not 0 <= value < float("inf"):  # also rejects NaN
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
     return value
 
 
 def _policy_list(text: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    names = [n.strip() for n in text.split(",")]
+    if "" in names and text.strip():  # 'lru,,seglen' or 'lru,': an empty name was dropped silently
+        raise argparse.ArgumentTypeError(f"empty policy name in {text!r} (a comma-separated list of names)")
+    if len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(f"a policy listed more than once in {text!r}")
+    names = [n for n in names if n]
     unknown = [n for n in names if n not in POLICIES]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
@@ -111,6 +117,10 @@ def _render(result: ReplayResult) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if "seglen" in args.policy and args.eff_weight is not None and args.eff_weight > SEGLEN_EFF_WEIGHT_MAX:
+        print(f"error: --eff-weight must be in [0, {SEGLEN_EFF_WEIGHT_MAX:g}] for seglen (its replay-length term's "
+              f"weight against recency), got {args.eff_weight:g}", file=sys.stderr)
+        return EXIT_USAGE
     if args.strategy == "no_buffer" and args.page_size != 1 and {"lru", "seglen"} & set(args.policy):
         print("error: strategy no_buffer requires --page-size 1 (as SGLang asserts)", file=sys.stderr)
         return EXIT_USAGE

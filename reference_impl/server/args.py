@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NoReturn
@@ -156,6 +157,16 @@ def _cache(ns: argparse.Namespace, arm: ArmSpec) -> Literal["disabled", "no_buff
     return "tokenspeed" if arm.strategy == "extra_buffer" else arm.strategy
 
 
+def _check_host(host: str) -> None:
+    """The bind address must be an IP address or a name this machine resolves (``256.1.1.1`` was a failed bind
+    after start-up, exit 1); whether it is one of this machine's addresses is still the bind's to say."""
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise UsageError(f"--host {host!r} is not an address or a host name this machine resolves ({reason})") from None
+
+
 def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
     ns = build_parser().parse_args(argv)
     arm = _arm(ns)
@@ -167,6 +178,7 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {getattr(ns, name)}")
     if ns.port > 65535:
         raise UsageError(f"--port must be at most 65535, got {ns.port}")
+    _check_host(ns.host)
     for name in ("seglen_eff_weight", "hicache_ratio", "mem_fraction_static", "stream_stall_timeout",
                  "prefill_slowdown", "modelled_lockstep_ms"):
         value = getattr(ns, name)
@@ -209,7 +221,9 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
             f"--max-mamba-cache-size {ns.max_mamba_cache_size} cannot hold one running request "
             f"({state_ratio(engine)} slots each with arm {arm.name})"
         )
-    context = ns.context_length or min(ns.max_total_tokens, model.max_context)
+    if ns.context_length is not None and ns.context_length <= 1:  # 0 read as "not given" before
+        raise UsageError(f"--context-length must be at least 2, got {ns.context_length}")
+    context = ns.context_length if ns.context_length is not None else min(ns.max_total_tokens, model.max_context)
     if context <= 1:
         raise UsageError("--context-length must be at least 2")
     return ServerConfig(

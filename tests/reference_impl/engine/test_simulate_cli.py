@@ -77,6 +77,12 @@ def test_summary_keys_and_cache_arms_against_disabled() -> None:
         (["--arm", "lru", "--max-concurrency", "2", "--page-size", "16"], "page size 1"),
         (["--arm", "lru", "--max-concurrency", "2", "--model", "gpt"], "invalid choice"),
         (["--arm", "lru", "--max-concurrency", "2"], "does not fit on 1 x h100"),
+        # exited 0: the harness's engine.mem_fraction_static is in (0, 1]
+        (["--tp", "4", "--max-concurrency", "2", "--mem-fraction-static", "2"],
+         "argument --mem-fraction-static: must be in (0, 1], got 2"),
+        # exited 0 with every request failed and nan metrics (--max-mamba-cache-size 1 was refused)
+        (["--tp", "4", "--max-concurrency", "2", "--kv-tokens", "1"],
+         "error: --kv-tokens: 44 of 44 requests cannot fit a KV pool of 1 tokens alone"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:

@@ -87,6 +87,12 @@ def test_text_output_names_the_metrics(tmp_path: Path) -> None:
         (["{bad}", "--policy", "lru", "--capacity-bytes", "1e9"], "not valid JSON"),
         (["{trace}", "--policy", "lru", "--capacity-bytes", "1e6"], "state slots"),
         (["{trace}", "--policy", "lru", "--capacity-bytes", "1e9", "--page-size", "4"], "page-size 1"),
+        # these three exited 0
+        (["{trace}", "--policy", "seglen", "--capacity-bytes", "1e9", "--eff-weight", "inf"],
+         "--eff-weight: must be a finite number >= 0, got inf"),
+        (["{trace}", "--policy", "lru,,seglen", "--capacity-bytes", "1e9"], "empty policy name in 'lru,,seglen'"),
+        (["{trace}", "--policy", "seglen", "--capacity-bytes", "1e9", "--eff-weight", "1.5"],
+         "--eff-weight must be in [0, 1] for seglen"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:

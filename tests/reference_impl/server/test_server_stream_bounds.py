@@ -57,6 +57,10 @@ def test_a_client_that_stops_reading_is_dropped_and_counted_with_memory_bounded(
     (["--enable-hierarchical-cache", "--hicache-ratio", "1e300"],
      "--hicache-ratio must be in (0, 100] (host pools as a multiple of the device pools), got 1e+300"),
     (["--seglen-eff-weight", "1.5"], "--seglen-eff-weight must be in [0, 1], got 1.5"),
+    # a failed bind after start-up, exit 1
+    (["--host", "256.1.1.1"], "--host '256.1.1.1' is not an address or a host name this machine resolves "
+                              "(Name or service not known)"),
+    (["--context-length", "0"], "--context-length must be at least 2, got 0"),  # read as "not given"
 ])
 def test_bad_flags_are_one_line_and_exit_2(flags: list[str], needle: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "reference_impl.server", *flags], capture_output=True, text=True,
