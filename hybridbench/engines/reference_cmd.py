@@ -175,9 +175,9 @@ def reference_kv_pool(cfg: RunCfg) -> KVPool | None:
         pool = KVPool(cfg.engine.kv_tokens, "engine.kv_tokens")
     else:
         pool = KVPool(DEFAULT_KV_TOKENS, "the server's default --max-total-tokens; set engine.kv_tokens")
-    if given and given <= 1:  # 0 is "not given"
-        return pool  # the server refuses the flag at launch, naming it
-    if given:  # 0 is the server's "not given" too
+    if given is not None and given <= 1:
+        return pool  # the server refuses the flag (plan time runs its parser), naming it
+    if given is not None:
         return replace(pool, context=given, context_key="--context-length in engine.extra_args")
     return replace(pool, context=ModelConfig().max_context,
                    context_key="the reference server's default; set --context-length in engine.extra_args")

@@ -26,7 +26,7 @@ from reference_impl.engine.core import EngineCore
 from reference_impl.engine.cost_model import CostModel
 from reference_impl.engine.hardware import get_gpu
 from reference_impl.models import get_model
-from reference_impl.server.args import build_parser, parse_config
+from reference_impl.server.args import UsageError, build_parser, parse_config
 from reference_impl.server.requests import BadRequest, parse_generate
 from workloads.trace import TraceRow
 
@@ -114,10 +114,13 @@ DEFAULT_CONTEXT = (32768, "the reference server's default; set --context-length 
 
 def test_the_reference_context_length_is_the_one_its_server_derives() -> None:
     # The server's context is --context-length, else the tiny model's 32,768, never above the pool (args.py).
-    for extra in ([], ["--context-length", "40000"], ["--context-length=1000"], ["--context-length", "0"]):
+    for extra in ([], ["--context-length", "40000"], ["--context-length=1000"]):
         pool = reference_pool("engine.kv_tokens=70000", f"engine.extra_args=[{','.join(map(repr, extra))}]")
         server = parse_config(["--max-total-tokens", "70000", *extra])
         assert pool is not None and min(pool.context, pool.tokens) == server.context_length, extra
+    # 0 was the server's "not given"; now it refuses it, and so does the plan (it runs the server's parser)
+    with pytest.raises(UsageError, match="--context-length must be at least 2, got 0"):
+        parse_config(["--max-total-tokens", "70000", "--context-length", "0"])
 
 
 @pytest.mark.parametrize("extra", [
