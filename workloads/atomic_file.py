@@ -57,9 +57,11 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[TextIO]:
 
 
 @contextmanager
-def atomic_bytes_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """``atomic_writer`` for bytes (the trace cache's entries)."""
-    p, direct = _target(path)
+def atomic_bytes_writer(path: str | os.PathLike[str], *, follow: bool = True) -> Iterator[BinaryIO]:
+    """``atomic_writer`` for bytes (the trace cache's entries). ``follow=False``: whatever ``path`` is (a link, a
+    FIFO) is replaced, never written through: a cache folder may be shared, and a link planted under an entry's
+    name would otherwise have the entry written over the file it names."""
+    p, direct = _target(path) if follow else (Path(path), False)
     if direct:
         with open(p, "wb") as fh:
             yield fh

@@ -132,7 +132,8 @@ class TraceCache:
             return  # the largest id is found with numpy
         entry = self._entry(st)
         entry.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_bytes_writer(entry) as out:  # another process's copy, stored meanwhile, is replaced whole
+        # Another process's copy, stored meanwhile, is replaced whole; so is a link planted under the entry's name.
+        with atomic_bytes_writer(entry, follow=False) as out:
             _write_entry(out, _identity(st), metadata, rows)
 
     def _prune(self) -> None:

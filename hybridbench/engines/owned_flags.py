@@ -26,11 +26,16 @@ def extra_flag_names(extra: Sequence[str]) -> set[str]:
     return {a.split("=", 1)[0] for a in extra if a.startswith("--")}
 
 
+def _given(extra: Sequence[str]) -> set[str]:
+    """Every flag ``extra`` gives, short ones too: argparse reads ``-dp=2`` as ``-dp 2``."""
+    return {a.split("=", 1)[0] for a in extra if a.startswith("-")}
+
+
 def refuse_owned(extra: Sequence[str], owned: Mapping[str, str]) -> None:
     """ConfigError for an ``engine.extra_args`` flag that says which server this is (model, address, TP) or which cache
     an arm runs: given there it would run something other than what is planned, forecast and recorded (a ``lru``
     arm run as ``extra_buffer``, every arm with the cache off, TP 8 recorded as TP 4, a port never polled)."""
-    for name in sorted(extra_flag_names(extra) | {a for a in extra if a in owned}):
+    for name in sorted(_given(extra)):
         if name in owned:
             owner = owned[name]
             where = "; set that key instead" if owner.startswith(("engine.", "model.")) else ""
@@ -42,7 +47,7 @@ def refuse_replicas(extra: Sequence[str], names: Sequence[str], within: str | No
     """ConfigError for data parallelism in ``engine.extra_args`` that serves more than one copy of the model, each
     on engine.tp GPUs (``within``: the flag that keeps the copies inside those GPUs instead, SGLang's
     ``--enable-dp-attention``; None where none does)."""
-    given = extra_flag_names(extra) | {a for a in extra if a in names}
+    given = _given(extra)
     for name in sorted(given & set(names)):
         if within is None or within not in extra:
             keep = f" (with {within} the data-parallel groups share those GPUs)" if within else ""

@@ -9,6 +9,7 @@ was removed.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -23,13 +24,14 @@ __all__ = ["claim_run_dir", "release_run_dir"]
 RUN_FILES = frozenset({"plan.json", "records.jsonl", "bundle.json", "report.md", "forecast.json", "crash.txt",
                        "kl.jsonl", ACCURACY_SAMPLES, EXACT_HITS_SAMPLES})
 RUN_FOLDERS = frozenset({"traces", "logs", "accuracy"})
+_TEMPORARY = re.compile(r"\.(.+)\.[a-z0-9_]{8}")  # workloads/atomic_file.py's mkstemp(prefix=".<name>.")
 
 
 def _a_runs(entry: Path) -> bool:
     """A file or folder a run writes, or an atomic writer's ``.<name>.<random>`` left by a killed run."""
     name = entry.name
-    if name.startswith(".") and name.count(".") >= 2:
-        name = name[1:].rsplit(".", 1)[0]
+    if killed := _TEMPORARY.fullmatch(name):  # tempfile's 8 characters: ".plan.json.bak" is the user's
+        name = killed.group(1)
     if entry.is_symlink():
         return False  # a run writes none: a link is the user's (and rmtree would follow it nowhere)
     return (name in RUN_FILES and entry.is_file()) or (name in RUN_FOLDERS and entry.is_dir())

@@ -166,7 +166,7 @@ def test_overwrite_never_empties_a_directory_that_holds_no_run(tmp_path: Path) -
 
 def test_overwrite_removes_a_runs_files_and_nothing_else(tmp_path: Path) -> None:
     """A directory with a plan.json and anything else (a checkout: hydra.run.dir=. overwrite=true) was emptied whole."""
-    for name in ("plan.json", "records.jsonl", "bundle.json", "report.md", "kl.jsonl", ".records.jsonl.x1y2"):
+    for name in ("plan.json", "records.jsonl", "bundle.json", "report.md", "kl.jsonl", ".records.jsonl.x1y2_3z4"):
         (tmp_path / name).write_text("{}")
     for folder in ("traces", "logs", "accuracy"):
         (tmp_path / folder).mkdir()
@@ -175,12 +175,14 @@ def test_overwrite_removes_a_runs_files_and_nothing_else(tmp_path: Path) -> None
     (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "keep.txt").write_text("mine")
-    with pytest.raises(ConfigError, match=r"holds a run and files no run writes \(\.git, sub\); overwrite=true only"):
+    (tmp_path / ".plan.json.bak").write_text("mine too")  # not an atomic writer's leftover: those end in 8 characters
+    with pytest.raises(ConfigError, match=r"holds a run and files no run writes \(\.git, \.plan\.json\.bak, sub\)"):
         claim_run_dir(tmp_path, overwrite=True)
     assert (tmp_path / ".git" / "HEAD").is_file() and (tmp_path / "sub" / "keep.txt").is_file()
     assert (tmp_path / "records.jsonl").is_file()  # nothing removed when refused
     shutil.rmtree(tmp_path / ".git")
     shutil.rmtree(tmp_path / "sub")
+    (tmp_path / ".plan.json.bak").unlink()
     (tmp_path / "traces.lnk").symlink_to(tmp_path / "traces")
     with pytest.raises(ConfigError, match=r"files no run writes \(traces\.lnk\)"):  # a run writes no link
         claim_run_dir(tmp_path, overwrite=True)

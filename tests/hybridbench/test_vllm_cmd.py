@@ -155,3 +155,12 @@ def test_mamba_ssm_dtype_is_vllms_ssm_cache_dtype() -> None:
 def test_extra_args_may_not_say_which_cache_or_which_server(extra: list[str], owner: str) -> None:
     with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0]}, which {owner}"):
         cmd("disabled", V032, EngineCfg(tp=4, extra_args=extra))
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["-dp=2"], "-dp, which serves several copies"), (["-pp=2"], "-pp, which the harness"),
+    (["-tp=8"], "-tp, which engine.tp sets"),  # argparse reads -tp=8 as -tp 8: TP 8 served, TP 4 recorded
+])
+def test_short_flags_with_their_value_attached_are_refused_too(extra: list[str], needle: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {needle}"):
+        cmd("disabled", V032, EngineCfg(tp=4, extra_args=extra))

@@ -379,3 +379,23 @@ def test_a_folder_of_other_files_keeps_them_whatever_their_age_or_size(
     read_trace(_write(tmp_path / "t.jsonl", ROWS))
     assert all(p.exists() for p in mine), [p for p in mine if not p.exists()]
     assert not any(p.exists() for p in killed)
+
+
+def test_a_link_planted_under_an_entrys_name_is_replaced_not_written_through(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shared cache folder: another user's link named as the next entry once had the entry written over the file
+    it named (the atomic writer follows links for outputs a user names)."""
+    path = _write(tmp_path / "t.jsonl", ROWS)
+    tc = workloads.trace_cache.trace_cache()
+    assert tc is not None
+    victim = tmp_path / "victim" / ".profile"  # not there yet: the link dangles, so the lookup just misses
+    victim.parent.mkdir()
+    cache.mkdir(parents=True)
+    tc._entry(path.stat()).symlink_to(victim)
+    expected = _plain(path, monkeypatch)
+    assert read_trace(path) == expected
+    assert not victim.exists()
+    (entry,) = _entries(cache)
+    assert not entry.is_symlink()
+    _no_parse(monkeypatch)
+    assert read_trace(path) == expected
