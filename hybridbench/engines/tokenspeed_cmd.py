@@ -30,15 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.engines import owned_flags as owned
 from hybridbench.engines.arm_table import ArmTable, nothing
-from hybridbench.engines.owned_flags import (
-    OWNED_BY_ARM,
-    OWNED_BY_GPU_COUNT,
-    OWNED_BY_HARNESS,
-    extra_flag_names,
-    refuse_owned,
-    refuse_replicas,
-)
 from hybridbench.engines.sglang_cmd import Flag, check_flags, fmt_number, parse_help
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
@@ -115,7 +108,7 @@ def tokenspeed_help_argv(python: str) -> list[str]:
 
 def kv_only_host_tier(extra: Sequence[str], version: TokenSpeedVersion) -> str:
     """The flag in ``extra`` that asks for a KV host tier without the Mamba one ("" if none does)."""
-    names = extra_flag_names(extra)
+    names = owned.extra_flag_names(extra)
     if "--disable-kvstore" in names or (version.mamba_host_tier and "--enable-mamba-l2" in names):
         return ""
     return next((f for f in _KV_HOST_TIER_FLAGS if f in names), "")
@@ -202,11 +195,11 @@ def tokenspeed_command(
     extra = [str(a) for a in engine.extra_args]
     # The harness's flags, those it builds from a key (owned_flags.py says why) and the cache switch (the kvstore
     # flags may be tuned there: a host tier of one's own).
-    refuse_owned(extra, {"--host": "engine.host", "--tensor-parallel-size": "engine.tp", **TOKENSPEED_KEYED,
-                         **dict.fromkeys(("--port", "--control-port", "--prometheus-port"), OWNED_BY_HARNESS),
-                         **dict.fromkeys(("--pipeline-parallel-size", "--nnodes"), OWNED_BY_GPU_COUNT),
-                         version.no_prefix_cache: OWNED_BY_ARM})
-    refuse_replicas(extra, ("--data-parallel-size",), None)
+    owned.refuse_owned(extra, {"--host": "engine.host", "--tensor-parallel-size": "engine.tp", **TOKENSPEED_KEYED,
+                         **dict.fromkeys(("--port", "--control-port", "--prometheus-port"), owned.OWNED_BY_HARNESS),
+                         **dict.fromkeys(("--pipeline-parallel-size", "--nnodes"), owned.OWNED_BY_GPU_COUNT),
+                         version.no_prefix_cache: owned.OWNED_BY_ARM})
+    owned.refuse_replicas(extra, ("--data-parallel-size",), None)
     if model.hybrid and spec.strategy != "disabled" and (flag := kv_only_host_tier(extra, version)):
         raise ConfigError(f"engine.extra_args asks for a KV-only host tier ({flag}) on a hybrid model: a hit needs a "
                           "Mamba state as well, so after device eviction it can never hit; add --enable-mamba-l2 "
@@ -229,7 +222,7 @@ def tokenspeed_command(
         flags.append(Flag("--mamba-ssm-dtype", model.mamba_ssm_dtype, "model.mamba_ssm_dtype"))
     flags.append(Flag("--enable-metrics", None, "the engine's cache counters"))
     flags.extend(TOKENSPEED_ARMS.express(spec, _Ctx(version, model.hybrid)))
-    overridden = extra_flag_names(extra)
+    overridden = owned.extra_flag_names(extra)
     if overridden & set(_KV_HOST_TIER_FLAGS):  # extra_args sizes a host tier: the arm's "off" would contradict it
         flags = [f for f in flags if f.name != "--disable-kvstore"]
     helped = parse_help(help_text) if help_text is not None else None

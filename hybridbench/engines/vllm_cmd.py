@@ -29,15 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.engines import owned_flags as owned
 from hybridbench.engines.arm_table import ArmTable, nothing
-from hybridbench.engines.owned_flags import (
-    OWNED_BY_ARM,
-    OWNED_BY_GPU_COUNT,
-    OWNED_BY_HARNESS,
-    extra_flag_names,
-    refuse_owned,
-    refuse_replicas,
-)
 from hybridbench.engines.sglang_cmd import Flag, check_flags, fmt_number, merge_extra, parse_help
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
@@ -46,13 +39,13 @@ __all__ = ["VLLM_ARMS", "vllm_arm_flags", "vllm_command", "vllm_env", "vllm_help
 
 # The flags engine.extra_args may not give vLLM: the harness's, those it builds from a key (owned_flags.py says
 # why) and the arms' cache switch (--mamba-cache-mode and the offloading size may be tuned there).
-VLLM_OWNED = {"--host": "engine.host", "--port": OWNED_BY_HARNESS, "--model": "model.hf_id",
+VLLM_OWNED = {"--host": "engine.host", "--port": owned.OWNED_BY_HARNESS, "--model": "model.hf_id",
               **dict.fromkeys(("--tensor-parallel-size", "-tp"), "engine.tp"),
               "--max-num-batched-tokens": "engine.chunked_prefill_size", "--block-size": "engine.page_size",
               "--gpu-memory-utilization": "engine.mem_fraction_static",
               "--mamba-ssm-cache-dtype": "model.mamba_ssm_dtype",
-              **dict.fromkeys(("--pipeline-parallel-size", "-pp", "--nnodes"), OWNED_BY_GPU_COUNT),
-              **dict.fromkeys(("--enable-prefix-caching", "--no-enable-prefix-caching"), OWNED_BY_ARM)}
+              **dict.fromkeys(("--pipeline-parallel-size", "-pp", "--nnodes"), owned.OWNED_BY_GPU_COUNT),
+              **dict.fromkeys(("--enable-prefix-caching", "--no-enable-prefix-caching"), owned.OWNED_BY_ARM)}
 # vLLM's data parallelism always adds engines of engine.tp GPUs each.
 VLLM_REPLICAS = ("--data-parallel-size", "-dp")
 
@@ -87,7 +80,7 @@ def _on(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
 
 def _host_tier(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
     gb = spec.knobs.l2.host_tier_gb if spec.knobs.l2 is not None else 0.0
-    if gb <= 0 and "--kv-offloading-size" not in extra_flag_names(ctx.extra):
+    if gb <= 0 and "--kv-offloading-size" not in owned.extra_flag_names(ctx.extra):
         raise ConfigError(
             f"arm {spec.name} on vLLM needs a host tier size for --kv-offloading-size (GiB): set "
             "arm.l2.host_tier_gb, or pass --kv-offloading-size in engine.extra_args"
@@ -163,10 +156,10 @@ def vllm_command(
     if cache_report:
         flags.append(Flag("--enable-prompt-tokens-details", None, "per-request cached_tokens"))
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
-    refuse_owned(extra, VLLM_OWNED)
-    refuse_replicas(extra, VLLM_REPLICAS, None)
+    owned.refuse_owned(extra, VLLM_OWNED)
+    owned.refuse_replicas(extra, VLLM_REPLICAS, None)
     flags.extend(vllm_arm_flags(arm, extra, hybrid=model.hybrid))
-    overridden = extra_flag_names(extra)
+    overridden = owned.extra_flag_names(extra)
     check_flags([f for f in flags if f.name not in overridden], extra, helped, "vLLM")
     return [python or sys.executable, "-m", VLLM_MODULE, "serve", model.hf_id, *merge_extra(flags, extra)]
 
