@@ -48,8 +48,9 @@ CANNOT_EXPRESS: dict[str, tuple[tuple[int, ...] | None, str]] = {
     "seglen": (None, "needs --radix-eviction-policy seglen"),  # unmerged PR #22172: a PR build only
     "l2": ((0, 5, 16), "has no host tier for hybrid models"),  # 0.5.9 mem_cache/hiradix_cache.py:69-97
 }
-# Marconi replays a trace (engine=replay): no SGLang server has its trees, so engine=sglang is refused whole.
-REPLAY_ONLY = {"marconi": "engine sglang has no sglang_plus eviction policy"}
+# Marconi replays a trace (engine=replay) with a Megatron-LM checkpoint's sizes: no SGLang server loads that
+# checkpoint (no config.json, model.architecture empty), so engine=sglang is refused whole, before its arms.
+REPLAY_ONLY = {"marconi": "model.architecture is empty for model marconi-7b"}
 
 RESOLVE = """
 import json, sys
