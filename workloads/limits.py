@@ -3,30 +3,42 @@ row is drawn (``num_groups=100000000`` used to run the generator to 12 GB of mem
 
 The caps are far above any shipped experiment: the largest generated workloads are ``prefix_groups``'
 multi-group (2,760 requests) and ``gsp_prefix_heavy`` (1,024 requests, ~8.8M tokens); the largest synthetic
-session count is 200. Traces read from files (ShareGPT, SWE-bench trajectories, trace .jsonl) are bounded by
-their files and not capped here.
+session count is 200. Synthetic ShareGPT and SWE-bench sessions are checked twice: by the size their length model's
+means give, before the first draw (drawing runs at about a million tokens a second), and exactly, from the drawn
+lengths, before the first row. Multi-turn rows re-send their conversation, so what a ShareGPT file's sessions send
+is checked too; trace .jsonl files and trajectory files are bounded by their files.
 """
 
 from __future__ import annotations
 
 from workloads.errors import require
 
-__all__ = ["MAX_REQUESTS", "MAX_SESSIONS", "MAX_TOKENS", "check_sessions", "check_size"]
+__all__ = ["MAX_REQUESTS", "MAX_SESSIONS", "MAX_STREAMED_TOKENS", "MAX_TOKENS", "check_expected", "check_sessions",
+           "check_size"]
 
 MAX_REQUESTS = 1_000_000  # rows (requests) one workload may generate
 MAX_TOKENS = 200_000_000  # input + output tokens summed over the rows
 MAX_SESSIONS = 100_000  # synthetic sessions (ShareGPT, SWE-bench), drawn before their rows
+# Rows written one at a time as they are built (SWE-bench's) cost disk and time, not memory: 2 billion tokens is
+# ~16 GB of JSONL, ~4,500 sessions of the seglen preset's shape.
+MAX_STREAMED_TOKENS = 10 * MAX_TOKENS
 
 
-def check_size(requests: int, tokens: int, requests_from: str, tokens_from: str) -> None:
+def check_size(requests: int, tokens: int, requests_from: str, tokens_from: str, token_cap: int = MAX_TOKENS) -> None:
     """Refuse a workload over the caps; ``*_from`` name the parameters the counts come from."""
     require(requests <= MAX_REQUESTS,
             f"{requests_from} = {requests:,} requests; one workload may generate at most {MAX_REQUESTS:,}")
-    require(tokens <= MAX_TOKENS,
-            f"{tokens_from}: up to {tokens:,} tokens; one workload may generate at most {MAX_TOKENS:,}")
+    require(tokens <= token_cap,
+            f"{tokens_from}: up to {tokens:,} tokens; one workload may generate at most {token_cap:,}")
 
 
 def check_sessions(num_sessions: int) -> None:
     """Refuse more synthetic sessions than the cap (each is drawn, whole, before the first row)."""
     require(num_sessions <= MAX_SESSIONS,
             f"num_sessions = {num_sessions:,} synthetic sessions; one workload may generate at most {MAX_SESSIONS:,}")
+
+
+def check_expected(tokens: float, what: str, cap: int = MAX_TOKENS) -> None:
+    """Refuse a synthetic workload whose expected size (from its length model's means, before any draw) is over
+    ``cap``; ``what`` names the parameters and says what the tokens are."""
+    require(tokens <= cap, f"{what} about {tokens:,.0f} tokens; one workload may generate at most {cap:,}")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.errors import WorkloadError, require
-from workloads.limits import MAX_TOKENS, check_sessions, check_size
+from workloads.limits import MAX_TOKENS, check_expected, check_sessions, check_size
 from workloads.params import param
 from workloads.sampling import clipped_lognormal, random_tokens
 from workloads.text_tokens import Tokenizer, make_tokenizer
@@ -42,6 +42,7 @@ __all__ = [
     "ShareGptParams",
     "ShareGptSource",
     "build",
+    "expected_synthetic_tokens",
     "generate_sharegpt",
     "parse_conversations",
     "synthetic_sessions",
@@ -207,6 +208,31 @@ def synthetic_sessions(
     return sessions
 
 
+def expected_synthetic_tokens(params: ShareGptParams, stats: dict[str, float] = SHAREGPT_STATS) -> tuple[float, float]:
+    """Tokens one synthetic session draws and sends, expected from the statistics' means: what refuses a too-large
+    request before the first draw (drawing runs at about a million tokens a second, and every turn re-sends the
+    conversation, so what is sent grows with the square of the turns kept)."""
+    q = 1.0 - 1.0 / stats["mean_turns"]  # turns = min(min_turns + Geometric, max_turns), P(extra >= j) = q**j
+    span = params.max_turns - params.min_turns
+    turns = params.min_turns + (q * (1.0 - q**span) / (1.0 - q) if q > 0 else 0.0)
+    user, drawn_reply = stats["user_mean"], stats["assistant_mean"]
+    reply = params.output_len or drawn_reply
+    # Turn k's input is k user messages and k - 1 replies; a session stops at the first over max_context.
+    kept = math.floor((params.max_context + reply) / (user + reply))
+    if params.single_turn:
+        kept = min(kept, 1)
+
+    def sent(m: int) -> float:  # turns 1..m, each input plus its reply: (user + reply) * k
+        return (user + reply) * m * (m + 1) / 2
+
+    total, n, left = 0.0, params.min_turns, 1.0
+    while left > 1e-12 and n < min(params.max_turns, kept):
+        share = left * (1.0 - q)  # P(turns == n)
+        total, left, n = total + share * sent(n), left - share, n + 1
+    total += left * sent(min(n, kept))
+    return turns * (user + drawn_reply), total
+
+
 def _fixed_output(turn: ChatTurn, output_len: int) -> ChatTurn:
     if not output_len:
         return turn
@@ -217,6 +243,7 @@ def _fixed_output(turn: ChatTurn, output_len: int) -> ChatTurn:
 def session_rows(sessions: Sequence[Sequence[ChatTurn]], params: ShareGptParams) -> Iterator[TraceRow]:
     """Marconi's multi-turn rows (or bench_serving's first turns alone), sorted by ``ts`` (ties: session,
     then turn)."""
+    _check_sent(sessions, params)
     rows: list[TraceRow] = []
     for sid, whole in enumerate(sessions):
         turns = [_fixed_output(t, params.output_len) for t in (whole[:1] if params.single_turn else whole)]
@@ -232,6 +259,22 @@ def session_rows(sessions: Sequence[Sequence[ChatTurn]], params: ShareGptParams)
             history = inputs + turn.assistant
     rows.sort(key=lambda r: (r.ts, int(r.session_id), r.turn_id))
     return iter(rows)
+
+
+def _check_sent(sessions: Sequence[Sequence[ChatTurn]], params: ShareGptParams) -> None:
+    """The rows' exact count and tokens, from the turns' lengths, before any row is built (rows hold their whole
+    input: a file's long conversations multiply)."""
+    requests = tokens = 0
+    for whole in sessions:
+        history = 0
+        for turn in whole[:1] if params.single_turn else whole:
+            reply = params.output_len or len(turn.assistant)
+            if history + len(turn.user) > params.max_context:
+                break
+            requests, tokens = requests + 1, tokens + history + len(turn.user) + reply
+            history += len(turn.user) + reply
+    check_size(requests, tokens, "the sessions' turns", "num_sessions, max_turns and max_context (every turn "
+               "re-sends the conversation)")
 
 
 def generate_sharegpt(
@@ -254,6 +297,11 @@ def generate_sharegpt(
         require(tokenizer is None, "--tokenizer needs text: give --path or --dataset")
         check_sessions(params.num_sessions)
         check_size(params.num_sessions * params.min_turns, 0, "num_sessions * min_turns (synthetic turns)", "")
+        drawn, sent = expected_synthetic_tokens(params)
+        where = (f"num_sessions={params.num_sessions:,}, min_turns={params.min_turns}, max_turns={params.max_turns}, "
+                 f"max_context={params.max_context}")
+        check_expected(params.num_sessions * drawn, f"{where}: the synthetic sessions would draw")
+        check_expected(params.num_sessions * sent, f"{where}: their turns would send (each re-sends the conversation)")
         sessions = synthetic_sessions(params, vocab_size, rng)
         meta.update(synthetic=True, source="synthetic: published ShareGPT statistics", stats=SHAREGPT_STATS)
     else:

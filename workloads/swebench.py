@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.errors import WorkloadError, require
-from workloads.limits import check_sessions
+from workloads.limits import MAX_STREAMED_TOKENS, check_expected, check_sessions, check_size
 from workloads.params import param
 from workloads.sampling import clipped_lognormal, distinct_tokens, poisson, random_tokens
 from workloads.text_tokens import Tokenizer, make_tokenizer
@@ -125,6 +125,22 @@ def _input_len(rounds: Sequence[TokenRound], turn: int, keep: int) -> int:
     return n + sum(len(rounds[i].observation) for i in kept)
 
 
+def expected_synthetic_tokens(params: SwebenchParams, shape: SyntheticShape) -> tuple[float, float]:
+    """Tokens one synthetic session draws and sends, expected from the shape's means (turns at their mean): what
+    refuses a too-large request before the first draw. Turn t sends the first observation, t actions and the last
+    ``keep_observations`` observations; a session stops at max_turns or at the first input over max_input."""
+    turns = min(shape.turns_mean, params.max_turns)
+    first = shape.shared_prefix_len + shape.task_mean
+    drawn = first + shape.action_mean + (turns - 1) * (shape.action_mean + shape.observation_mean)
+    sent, t = 0.0, 0
+    while t < turns:
+        sent_input = first + t * shape.action_mean + min(t, params.keep_observations) * shape.observation_mean
+        if sent_input > params.max_input:
+            break
+        sent, t = sent + sent_input + shape.action_mean, t + 1
+    return drawn, sent
+
+
 def _synthetic_sessions(
     params: SwebenchParams, shape: SyntheticShape, vocab_size: int, rng: random.Random
 ) -> list[list[TokenRound]]:
@@ -178,14 +194,19 @@ def _trajectory_files(path: Path, limit: int) -> list[Path]:
 def _rows(sessions: Sequence[Sequence[TokenRound]], params: SwebenchParams, rng: random.Random) -> Iterator[TraceRow]:
     """Rows sorted by ``ts`` (ties: session, turn); tokens are materialized one row at a time."""
     plan: list[tuple[float, int, int]] = []
+    tokens = 0
     for sid, rounds in enumerate(sessions):
         ts = sid / params.sps
         for tid in range(min(len(rounds), params.max_turns)):
-            if _input_len(rounds, tid, params.keep_observations) > params.max_input:
+            size = _input_len(rounds, tid, params.keep_observations)
+            if size > params.max_input:
                 break
             if tid > 0:
                 ts += poisson(rng, params.art)
             plan.append((ts, sid, tid))
+            tokens += size + len(rounds[tid].action)
+    check_size(len(plan), tokens, "the sessions' turns", "num_sessions, max_turns and max_input (rows are built one "
+               "at a time)", MAX_STREAMED_TOKENS)
     heapq.heapify(plan)
     while plan:
         ts, sid, tid = heapq.heappop(plan)
@@ -216,6 +237,10 @@ def generate_swebench(
         require(tokenizer is None, "--tokenizer needs trajectory text: give --path")
         check_sessions(params.num_sessions)
         shape = shape or SyntheticShape()
+        drawn, sent = expected_synthetic_tokens(params, shape)
+        where = f"num_sessions={params.num_sessions:,}, max_turns={params.max_turns}, max_input={params.max_input}"
+        check_expected(params.num_sessions * drawn, f"{where}: the synthetic sessions would draw")
+        check_expected(params.num_sessions * sent, f"{where}: their turns would send", MAX_STREAMED_TOKENS)
         sessions = _synthetic_sessions(params, shape, vocab_size, rng)
         source = "synthetic: calibrated to Marconi's SWEBench traces"
         meta.update(synthetic=True, source=source, shape=asdict(shape))
