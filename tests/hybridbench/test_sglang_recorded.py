@@ -167,20 +167,26 @@ def _recorded_streams(version: str) -> list[dict[str, Any]]:
             and isinstance(e["request"], dict) and e["request"].get("stream")]
 
 
+# Long enough that a reader stalled by a loaded machine (four xdist workers on two cores) still takes a first and a
+# middle chunk: 40 tokens were once all coalesced into the last two.
+LONG = 200
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_reference_server_streams_generate_with_sglangs_keys(version: str) -> None:
     """Every chunk of a recorded /generate stream (plain, and with logprobs), by position: the first (the only one
     with the first byte's stamp before the end), the middle ones, the last (the end's stamps); then [DONE]. The
     recorded streams have 4 tokens: a slow reader may get all of them in the last chunk (updates it has not taken
-    are coalesced, as SGLang's are), so the same requests asking for 40 make sure first and middle chunks are
-    compared (40 updates all coalesced into two chunks would need a reader stalled for the whole stream)."""
+    are coalesced, as SGLang's are), so the same requests asking for LONG make sure first and middle chunks are
+    compared (LONG updates all coalesced into two chunks would need a reader stalled for the whole stream)."""
     streams = _recorded_streams(version)
     assert len(streams) == 2
     with running_server("--vocab-size", "1024", "--sglang-api-version", version) as server:
         for e in streams:
             want = [json.loads(line[len("data: "):]) for line in e["response"][:-1]]
             assert e["response"][-1] == "data: [DONE]" and len(want) == 4
-            longer = {**e["request"], "sampling_params": {**e["request"]["sampling_params"], "max_new_tokens": 40}}
+            sampling = {**e["request"]["sampling_params"], "max_new_tokens": LONG}
+            longer = {**e["request"], "sampling_params": sampling}
             for request in (e["request"], longer):
                 got = server.stream("/generate", request)
                 assert got[-1] == "[DONE]" and len(got) >= 2
@@ -195,7 +201,7 @@ def test_the_reference_server_streams_generate_with_sglangs_keys(version: str) -
                 assert sorted(got[-2]) == sorted(want[-1])
                 _assert_same_meta(got[-2]["meta_info"], want[-1]["meta_info"])
             finish = got[-2]["meta_info"]["finish_reason"]
-            assert finish == {**want[-1]["meta_info"]["finish_reason"], "length": 40}
+            assert finish == {**want[-1]["meta_info"]["finish_reason"], "length": LONG}
 
 
 @pytest.mark.parametrize("version", VERSIONS)
