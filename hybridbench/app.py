@@ -20,6 +20,7 @@ from hybridbench.doctor.machine import SERVES_WEIGHTS, fetch_weights
 from hybridbench.engines.base import PlannedProbe, TrialContext
 from hybridbench.engines.kv_pool import refuse_unfit_requests
 from hybridbench.errors import ConfigError, EngineError, HybridbenchError, Interrupted, RunInterrupted
+from hybridbench.plan.arms import policy_only_arms
 from hybridbench.plan.build import effective_vocab
 from hybridbench.plan.repeats import (
     TIMING_CHECKS,
@@ -92,6 +93,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
             settings=ScoreSettings(checks, cfg.seed, cfg.engine.kl_threshold, cfg.engine.timing,
                                    judged_by_of(cfg.workloads)),
             cache_off=frozenset(s.name for s in plan.arm_specs if not s.cache_on),
+            policy_only=policy_only_arms(plan.arm_specs, plan.baseline_arm),
             probe_samples={p.name: tuple(read_samples(samples_path(run_dir, p.name), p.sample_from_json))
                            for p in probes} if with_samples else {},
         )

@@ -67,6 +67,10 @@ class CheckInput:
     trials: dict[tuple[str, str], list[TrialOutcome]] = field(default_factory=dict)
     # The arms whose spec has the cache off (RunPlan.arm_specs); the checks never read it from an arm's name.
     cache_off: frozenset[str] = frozenset()
+    # The candidate arms whose spec differs from the baseline's in the eviction policy alone (seglen against
+    # branching: hybridbench.plan.arms.policy_only_arms); on a modelled clock their timing rows pass only where the
+    # policy changed some request's hits.
+    policy_only: frozenset[str] = frozenset()
     # probe name -> its saved samples (hybridbench/probes/<name>.py's sample type), for the check that reads them
     samples: dict[str, list[Any]] = field(default_factory=dict)
     # Which clock the timing checks judge: "wall" (the client's), or "modelled" (the reference server's cost model:

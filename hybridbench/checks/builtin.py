@@ -25,7 +25,12 @@ from hybridbench.records.exact_hits import NOT_PREDICTABLE, ExactHitSample
 from hybridbench.records.hits import impossible_hit_detail, impossible_hits
 from hybridbench.records.schema import Record
 
-__all__ = ["cache_hits", "repeat_judgement", "survival", "throughput", "timing_key", "ttft"]
+__all__ = ["UNEXERCISED", "cache_hits", "repeat_judgement", "survival", "throughput", "timing_key", "ttft"]
+
+# Why a timing row of a policy-only comparison (seglen against branching) on a modelled clock decided nothing: the
+# model's clock has no term for the policy itself, so with every request's hits alike the arms ran the same
+# computation; more repeats of the same load are not the remedy (hybridbench.plan.repeats earns none for it).
+UNEXERCISED = "the arms' cache hits are identical request for request"
 
 
 def _candidates(inp: CheckInput) -> list[str]:
@@ -130,11 +135,34 @@ def repeat_judgement(check: str, workload: str, arm: str, inp: CheckInput, *, ba
                          detail=f"{shifted.describe(fmt)}, {pairs} paired repeats, {_clock(inp)}")
 
 
+def _hits(recs: Sequence[Record]) -> dict[tuple[int, int], int | None]:
+    return {(r.repeat, r.request_index): r.cached_tokens for r in recs if r.status == "ok"}
+
+
+def _unexercised(row: CheckResult, inp: CheckInput, workload: str, arm: str) -> CheckResult:
+    """A pass of an arm that differs from the baseline in its eviction policy alone, judged on a modelled clock
+    (the simulator's, the reference server's cost model), where every request found the same hits in both arms: the
+    policy never changed what a request found cached, and the model has no cost for the policy itself, so the
+    "no change" is the model's, not a measurement of the policy. Inconclusive, never a pass. On a wall clock the
+    same pass stands: it measures the policy's own cost (its victim search on the scheduler's path)."""
+    if row.status != "pass" or arm not in inp.policy_only or _clock(inp) == "wall time":
+        return row
+    base, cand = _hits(inp.records.get((workload, inp.baseline_arm), [])), _hits(inp.records.get((workload, arm), []))
+    if not base or base != cand:
+        return row
+    repeats = len({k[0] for k in base})
+    return replace(row, status="inconclusive", detail=(
+        f"{UNEXERCISED} ({len(base)} requests, {repeats} repeat(s)): the eviction policy compared never changed a "
+        f"request's hits, and {_clock(inp)} has no cost for the policy itself; {row.detail}"))
+
+
 def ttft(inp: CheckInput) -> Sequence[CheckResult]:
     """A paired t-interval over the per-repeat mean TTFTs: what drifts between repeats (a busy machine) is then
     spread, not signal. Pooling every repeat's requests into one bootstrap would count only request-to-request noise
     and decide a run whose repeats merely drifted; with one repeat a side run-to-run variation is unmeasured, so
-    the bootstrap over requests is shown, never a verdict."""
+    the bootstrap over requests is shown, never a verdict. On a modelled clock, an arm that differs from the
+    baseline in its eviction policy alone and found the same hits request for request is inconclusive, as in
+    throughput: the model has no cost for the policy itself."""
     out = []
     key = timing_key(inp, "mean_ttft_ms")
     limit = inp.cfg.ttft_regression
@@ -155,8 +183,9 @@ def ttft(inp: CheckInput) -> Sequence[CheckResult]:
                                                confidence=inp.cfg.confidence, seed=derive_seed(inp.seed, workload, arm))
                 advisory = (f"; advisory over one trial's {len(cand)} requests: {ch.estimate:+.1%} "
                             f"(CI {ch.low:+.1%} .. {ch.high:+.1%})")
-            out.append(repeat_judgement("ttft", workload, arm, inp, base=base_means, cand=cand_means, limit=limit,
-                                        worse="above", expected=expected, advisory=advisory))
+            out.append(_unexercised(repeat_judgement("ttft", workload, arm, inp, base=base_means, cand=cand_means,
+                                                     limit=limit, worse="above", expected=expected, advisory=advisory),
+                                    inp, workload, arm))
     return out
 
 
@@ -168,9 +197,10 @@ def throughput(inp: CheckInput) -> Sequence[CheckResult]:
         base = _repeat_means(inp.trial_summaries.get((workload, inp.baseline_arm), []), key)
         for arm in _candidates(inp):
             cand = _repeat_means(inp.trial_summaries.get((workload, arm), []), key)  # one value per repeat
-            out.append(repeat_judgement(
+            out.append(_unexercised(repeat_judgement(
                 "throughput", workload, arm, inp, base=base, cand=cand, limit=-limit, worse="below",
-                expected=f"request throughput change vs {inp.baseline_arm} >= -{limit:.0%} ({_clock(inp)})"))
+                expected=f"request throughput change vs {inp.baseline_arm} >= -{limit:.0%} ({_clock(inp)})"),
+                inp, workload, arm))
     return out
 
 

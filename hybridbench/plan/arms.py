@@ -9,6 +9,8 @@ engine then maps a spec to its own flags through its table (``hybridbench.engine
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import replace
 
 from hybridbench.config.schema import ArmCfg
 from hybridbench.errors import ConfigError
@@ -22,7 +24,7 @@ from reference_impl.engine.arms import (
     arm_spec,
 )
 
-__all__ = ["ArmSpec", "cache_off_arms", "check_arm_knobs", "plan_arm", "plan_arms"]
+__all__ = ["ArmSpec", "cache_off_arms", "check_arm_knobs", "plan_arm", "plan_arms", "policy_only_arms", "saved_specs"]
 
 
 def check_arm_knobs(arm: ArmCfg) -> None:
@@ -79,6 +81,18 @@ def plan_arms(names: list[str], knobs: ArmCfg) -> tuple[ArmSpec, ...]:
     return specs
 
 
+def saved_specs(names: Sequence[str]) -> tuple[ArmSpec, ...]:
+    """The specs of a saved plan's arm names (re-scoring reads arm names from plan.json); a name this version no
+    longer knows is left out (it is then neither the cache-off baseline nor a policy-only candidate)."""
+    specs = []
+    for name in names:
+        try:
+            specs.append(replace(arm_spec(name), name=name))  # under the name its records carry
+        except ValueError:
+            continue
+    return tuple(specs)
+
+
 def cache_off_arms(names: tuple[str, ...]) -> frozenset[str]:
     """The arms of a saved plan whose spec has the cache off (re-scoring reads arm names from plan.json)."""
     off = set()
@@ -89,3 +103,18 @@ def cache_off_arms(names: tuple[str, ...]) -> frozenset[str]:
         except ValueError:  # a name this version no longer knows: not the cache-off baseline
             continue
     return frozenset(off)
+
+
+def policy_only_arms(specs: Sequence[ArmSpec], baseline: str) -> frozenset[str]:
+    """The arms whose spec differs from the baseline arm's in its eviction policy (and that policy's weight) alone:
+    same strategy, same host tier (seglen against branching). Their timing rows can only show what the policy changed
+    (hybridbench.checks.builtin reads this set)."""
+    base = next((s for s in specs if s.name == baseline), None)
+    if base is None or not base.cache_on:
+        return frozenset()
+    return frozenset(
+        s.name for s in specs
+        if s.name != baseline and (s.policy, s.knobs.eff_weight) != (base.policy, base.knobs.eff_weight)
+        and replace(s, name=base.name, policy=base.policy, knobs=replace(s.knobs, eff_weight=base.knobs.eff_weight))
+        == base
+    )

@@ -19,7 +19,7 @@ from typing import Any
 from hybridbench.checks.base import run_verdict
 from hybridbench.errors import ConfigError
 from hybridbench.metrics.published import compare_published
-from hybridbench.plan.arms import cache_off_arms
+from hybridbench.plan.arms import cache_off_arms, policy_only_arms, saved_specs
 from hybridbench.records.coverage import TRIAL_STATES, TrialOutcome
 from hybridbench.records.schema import Record
 from hybridbench.report.markdown import render_report
@@ -95,7 +95,7 @@ def rescore_run(run_dir: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
     scored = score_trials(
         outcomes, records, {t.trial_id: t.server for t in bundle.trials}, run.kl_samples, arms=run.plan.arms,
         baseline_arm=baseline, workloads=tuple(w.name for w in run.plan.workloads), settings=settings,
-        cache_off=cache_off_arms(run.plan.arms),
+        cache_off=cache_off_arms(run.plan.arms), policy_only=policy_only_arms(saved_specs(run.plan.arms), baseline),
         probe_samples=run.probe_samples,
     )
     config = _with_settings(run.plan.config, asdict(settings.checks), settings.kl_threshold)

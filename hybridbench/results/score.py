@@ -58,11 +58,13 @@ def score_trials(
     workloads: tuple[str, ...],
     settings: ScoreSettings,
     cache_off: frozenset[str] = frozenset(),
+    policy_only: frozenset[str] = frozenset(),
     probe_samples: Mapping[str, Sequence[Any]] | None = None,
 ) -> Scored:
     """Score every planned trial (``outcomes``, in plan order: whether it ran) from its ``records`` and the
     server's ``snapshots`` (both by trial id) under ``settings``; ``cache_off`` names the arms whose spec has the
-    cache off (``hybridbench.plan.arms.cache_off_arms``); ``probe_samples`` are the other post-trial probes'
+    cache off (``hybridbench.plan.arms.cache_off_arms``), ``policy_only`` those that differ from the baseline in
+    the eviction policy alone (``policy_only_arms``); ``probe_samples`` are the other post-trial probes'
     samples by probe name (the checks that read them find them in ``CheckInput.samples``)."""
     trials_out: list[dict[str, Any]] = []
     pooled: dict[tuple[str, str], list[Record]] = defaultdict(list)
@@ -97,6 +99,7 @@ def score_trials(
         settings.checks.enabled,
         CheckInput(settings.checks, arms, baseline_arm, workloads, dict(pooled), dict(trial_summaries), dict(snaps),
                    settings.seed, dict(kl), settings.kl_threshold, trials=dict(by_pair), cache_off=cache_off,
+                   policy_only=policy_only,
                    samples={name: list(s) for name, s in (probe_samples or {}).items()}, timing=settings.timing),
     )
     accuracy = accuracy_rows((probe_samples or {}).get("accuracy", ()), arms)
