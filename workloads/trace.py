@@ -232,7 +232,7 @@ def _iter_open(fh: io.BufferedReader, p: Path, vocab_size: int | None) -> Iterat
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise TraceError(f"{where}: not valid JSON ({exc.msg})") from None
+            raise TraceError(f"{where}: not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})") from None
         except (ValueError, RecursionError) as exc:  # e.g. an integer too long, nesting too deep
             raise TraceError(f"{where}: not a usable JSON row ({type(exc).__name__})") from None
         if lineno == 1 and isinstance(obj, dict) and METADATA_KEY in obj:

@@ -91,7 +91,9 @@ def _loads(text: str, where: str) -> Any:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        # json's message can end in "at" ("Unterminated string starting at"): the position completes it
+        raise ConfigError(f"{where}: not JSON ({exc.msg.removesuffix(' at')} at line {exc.lineno} column "
+                          f"{exc.colno})") from None
     except RecursionError:
         raise ConfigError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels; not read") from None
     check_depth(value, where)

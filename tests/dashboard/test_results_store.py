@@ -129,3 +129,15 @@ def test_compare_takes_the_latest_passing_main_run_as_its_baseline(results_root:
                            str(results_root / "pr-7")], capture_output=True, text=True, timeout=300, check=False,
                           cwd=ROOT)
     assert none.returncode == 2 and "no passing main run" in none.stderr
+
+
+@pytest.mark.parametrize(("text", "reason"), [('{"a": "x', "Unterminated string starting at line 1 column 7"),
+                                              ('{"a": 1,', "Expecting property name enclosed in double quotes at "
+                                                           "line 1 column 9")])
+def test_a_run_file_that_is_not_json_is_named_with_its_position_once(tmp_path: Path, text: str, reason: str,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from hybridbench.results.cli import main
+
+    (tmp_path / "plan.json").write_text(text)
+    assert main(["show", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: {tmp_path / 'plan.json'}: not JSON ({reason})"]

@@ -30,6 +30,8 @@ BAD = [
     ("empty-prompt", json.dumps({**GOOD, "turn_id": 1, "input_tokens": []}), "'input_tokens' is empty"),
     ("long-line", json.dumps({**GOOD, "turn_id": 1, "input_tokens": [7] * 5000}), "line longer than 1000"),
     # JSON's escape of a lone surrogate: read as a session, its records then broke `results export` of the root.
+    # json's own message ends in "at" (its position followed): once read "character at)", the position left off
+    ("tab-in-string", '{"session_id": "x\ty"}', "not valid JSON (Invalid control character at column 18)"),
     ("surrogate-session", json.dumps({**GOOD, "session_id": "\ud800x"}), "'session_id' '\\ud800x' is not text"),
 ]
 
