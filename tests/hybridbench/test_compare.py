@@ -258,8 +258,10 @@ def test_runs_that_cannot_be_compared_exit_2_naming_why(tmp_path: Path, capsys: 
     ("newer-plan", "plan schema version 2 is newer than this hybridbench reads"),
     ("bad-flag", "--ttft-regression: 2 is not in [0, 1)"),
     ("few-resamples", "--bootstrap-samples must be in [100, 1000000]"),
-    ("nan-confidence", "--confidence: nan is not in [0, 1)"),
-    ("wide-confidence", "--confidence must be in [0.5, 0.99], got 0.999999"),  # an interval nothing could fail
+    ("nan-confidence", "--confidence: must be in [0.5, 0.99], got nan"),
+    ("wide-confidence", "--confidence: must be in [0.5, 0.99], got 0.999999"),  # an interval nothing could fail
+    ("above-one-confidence", "--confidence: must be in [0.5, 0.99], got 1.5"),  # once named [0, 1)
+    ("word-confidence", "--confidence: must be in [0.5, 0.99], got high"),
     ("empty-latest", "baseline: latest: names no results root; give latest:RESULTS_ROOT"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str,
@@ -285,6 +287,10 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
         args.append("--confidence=nan")
     elif case == "wide-confidence":
         args.append("--confidence=0.999999")
+    elif case == "above-one-confidence":
+        args.append("--confidence=1.5")
+    elif case == "word-confidence":
+        args.append("--confidence=high")
     elif case == "empty-latest":
         args[0] = "latest:"
     else:
