@@ -14,7 +14,7 @@ import functools
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -27,7 +27,7 @@ from hybridbench.engines.sim import SIM_ARMS
 from hybridbench.engines.tokenspeed_cmd import TOKENSPEED_ARMS, TOKENSPEED_VERSIONS, TokenSpeedVersion
 from hybridbench.engines.tokenspeed_cmd import _Ctx as TokenSpeedCtx
 from hybridbench.engines.vllm_cmd import vllm_arm_flags
-from hybridbench.errors import ConfigError
+from hybridbench.errors import ConfigError, OneLineParser
 from hybridbench.plan.arms import plan_arm
 from reference_impl.engine.arms import ARMS, ArmSpec
 from workloads.registry import WORKLOADS
@@ -137,14 +137,9 @@ def engine_lines(conf: Path = CONF) -> list[str]:
     return out
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
 
 def parser(prog: str = "python -m hybridbench.cli_list") -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, description="The experiments, workloads, arms (with each engine's flags) and engines.")
+    p = OneLineParser(prog=prog, description="The experiments, workloads, arms (with each engine's flags) and engines.")
     p.add_argument("what", nargs="?", choices=("experiments", "workloads", "arms", "engines"),
                    help="only this kind (default: all)")
     return p

@@ -6,7 +6,12 @@ the bad key, flag or file); 3 infrastructure failure (engine would not start, di
 
 from __future__ import annotations
 
-__all__ = ["CheckFailed", "ConfigError", "EngineError", "HybridbenchError", "Interrupted", "RunInterrupted"]
+import argparse
+import sys
+from typing import NoReturn
+
+__all__ = ["CheckFailed", "ConfigError", "EngineError", "HybridbenchError", "Interrupted", "OneLineParser",
+           "RunInterrupted"]
 
 
 class HybridbenchError(Exception):
@@ -37,3 +42,12 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signame: str) -> None:
         super().__init__(signame)
         self.signame = signame
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """``argparse`` whose refusal is one line, ``error: MESSAGE`` naming the flag, and exit 2 (no usage block):
+    every hybridbench command's parser, its subcommands' parsers too (argparse makes them of this class)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {' '.join(message.split())}", file=sys.stderr)
+        raise SystemExit(ConfigError.exit_code)

@@ -16,7 +16,7 @@ from pathlib import Path
 from hybridbench.compare import CompareCfg, compare_runs, load_run
 from hybridbench.config.redact import redact, scrub, scrub_obj, secret_values
 from hybridbench.config.validate import RULES
-from hybridbench.errors import ConfigError
+from hybridbench.errors import ConfigError, OneLineParser
 from hybridbench.report.compare import comparison_json, render_comparison
 from hybridbench.results import read_run
 from hybridbench.results.marks import refuse_incomplete, verdict_marks
@@ -29,11 +29,6 @@ __all__ = ["main"]
 MIN_BOOTSTRAP, MAX_BOOTSTRAP = int(RULES["checks.bootstrap_samples"].lo), int(RULES["checks.bootstrap_samples"].hi)
 CONFIDENCE = RULES["checks.confidence"]  # the run's own bound: a wider interval here could never fail
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
 
 
 def _fraction(text: str) -> float:
@@ -56,7 +51,7 @@ def _confidence(text: str) -> float:
 
 def _parser() -> argparse.ArgumentParser:
     d = CompareCfg()
-    p = _Parser(prog="python -m hybridbench.compare", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="python -m hybridbench.compare", description=__doc__.split("\n\n")[0])
     p.add_argument("baseline", type=Path, help="run directory of the baseline (e.g. main's nightly run), or "
                    "latest:RESULTS_ROOT for the newest passing main run of the candidate's experiment and load there")
     p.add_argument("candidate", type=Path, help="run directory of the candidate (e.g. the pull request's run)")

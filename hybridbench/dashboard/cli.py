@@ -7,7 +7,6 @@ Chromium (``--chromium``, default /usr/bin/chromium). Exit 2 with one line for b
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.dashboard.site import build_site
-from hybridbench.errors import ConfigError
+from hybridbench.errors import ConfigError, OneLineParser
 from hybridbench.results.text import visible
 from workloads.atomic_file import output_problem
 
@@ -89,7 +88,7 @@ def screenshot(chromium: Path, page: Path, png: Path, *, width: int = 1100, heig
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m hybridbench.dashboard", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="python -m hybridbench.dashboard", description=__doc__.split("\n")[0])
     p.add_argument("root", type=Path, help="a results root: run directories (and their compare/ output) below it")
     p.add_argument("-o", "--out", required=True, help="the site's directory (created with its parents when missing)")
     p.add_argument("--png", action="store_true", help="also render each comparison summary to a PNG")

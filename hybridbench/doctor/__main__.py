@@ -9,23 +9,17 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
-from hybridbench.errors import HybridbenchError
+from hybridbench.errors import HybridbenchError, OneLineParser
 
 __all__ = ["main", "parser"]
 
 _MARK = {"ok": "ok  ", "refuse": "FAIL", "unknown": "??  "}
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
 
 def parser(prog: str = "python -m hybridbench.doctor") -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, description="Is this machine ready for the run these overrides describe? One line per "
+    p = OneLineParser(prog=prog, description="Is this machine ready for the run these overrides describe? One line per "
                                        "check; exit 0 ready, 2 not.")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for a run: +experiment=NAME engine=sglang ...")
     return p

@@ -10,21 +10,15 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
-from hybridbench.errors import HybridbenchError
+from hybridbench.errors import HybridbenchError, OneLineParser
 
 __all__ = ["main", "parser"]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
 
 def parser(prog: str = "python -m hybridbench.preview") -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, description="Preview a run without launching it: trials, each arm's server command "
+    p = OneLineParser(prog=prog, description="Preview a run without launching it: trials, each arm's server command "
                                        "line, pools, arrivals and a simulator forecast.")
     p.add_argument("--json", action="store_true", help="print one JSON object (arms, trials, forecast, warnings)")
     p.add_argument("--no-forecast", action="store_true", help="skip the simulator forecast")

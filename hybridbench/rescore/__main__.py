@@ -9,25 +9,19 @@ ended early (its server died, or it was interrupted).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from hybridbench.errors import ConfigError
+from hybridbench.errors import ConfigError, OneLineParser
 from hybridbench.report.markdown import render_report
 from hybridbench.rescore.run import rescore_run
 
 __all__ = ["main"]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
 
 def main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="python -m hybridbench.rescore", description=(__doc__ or "").split("\n\n")[1])
+    p = OneLineParser(prog="python -m hybridbench.rescore", description=(__doc__ or "").split("\n\n")[1])
     p.add_argument("run_dir", type=Path, help="a run directory (plan.json, records.jsonl, bundle.json)")
     p.add_argument("overrides", nargs="*", help="checks.KEY=VALUE or engine.kl_threshold=X")
     args = p.parse_args(argv)

@@ -27,7 +27,7 @@ from typing import Any
 
 import duckdb
 
-from hybridbench.errors import ConfigError
+from hybridbench.errors import ConfigError, OneLineParser
 from hybridbench.results.history import history, judge
 from hybridbench.results.index import INDEX_NAME, index_entry
 from hybridbench.results.marks import verdict_marks
@@ -49,7 +49,7 @@ def _filters(args: argparse.Namespace) -> Filters:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m hybridbench.results", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="python -m hybridbench.results", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     for name in ("index", "ls", "show", "export", "history"):
         s = sub.add_parser(name)

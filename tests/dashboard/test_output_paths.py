@@ -58,3 +58,20 @@ def test_history_json_through_a_symlink_writes_its_target_and_keeps_the_link(res
     results_main(["history", str(results_root), "--experiment", "smoke", "--json", str(tmp_path / "link")])
     assert (tmp_path / "link").is_symlink()
     assert json.loads((tmp_path / "target.json").read_text())["series"]
+
+
+@pytest.mark.parametrize(("main", "argv", "says"), [
+    (results_main, [], "error: the following arguments are required: command"),
+    (results_main, ["ls"], "error: the following arguments are required: root"),
+    (results_main, ["show", "r", "--bogus"], "error: unrecognized arguments: --bogus"),
+    (results_main, ["ls", "r", "--since"], "error: argument --since: expected one argument"),
+    (dashboard_main, ["root"], "error: the following arguments are required: -o/--out"),
+    (dashboard_main, ["root", "-o"], "error: argument -o/--out: expected one argument"),
+])
+def test_a_usage_error_is_one_line_naming_the_flag(main: Main, argv: list[str], says: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse's own refusal was two lines at least: a usage block (wrapped over several lines), then the error
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [says]
