@@ -18,6 +18,7 @@ import io
 import json
 import math
 import os
+import select
 import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -193,11 +194,37 @@ def iter_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> I
 
 
 def _open(p: Path) -> io.BufferedReader:
+    """``p`` opened for bytes (token arrays are cut out before anything is decoded). Only a regular file or a
+    pipe: a directory or a device (a terminal, /dev/zero) is refused, and a pipe that no writer opens within
+    ``PIPE_WAIT_S`` too (a named pipe nobody writes to held every consumer forever)."""
     try:
-        # bytes: token arrays are cut out before anything is decoded
-        return io.BufferedReader(io.FileIO(p, "r"), buffer_size=1 << 20)
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # opening a FIFO never waits
     except OSError as exc:
         raise TraceError(f"{p}: cannot open trace ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode  # the file opened, whatever the path names by now
+        if stat.S_ISFIFO(mode):
+            _await_writer(fd, p)
+        elif not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a device or socket"
+            raise TraceError(f"{p}: not a trace file ({kind}, not a regular file or pipe)")
+        os.set_blocking(fd, True)
+        return io.BufferedReader(io.FileIO(fd, "r"), buffer_size=1 << 20)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+PIPE_WAIT_S = 10.0  # how long a pipe may stay without data or a writer's hang-up before it is refused
+
+
+def _await_writer(fd: int, p: Path) -> None:
+    """Return once the pipe has data or its writer hung up (EOF); refuse one that neither does in time. Linux
+    reports no hang-up on a named pipe no writer has opened yet, so this waits for a writer, never past the bound."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    if not poller.poll(int(PIPE_WAIT_S * 1000)):
+        raise TraceError(f"{p}: a pipe with no writer (nothing written in {PIPE_WAIT_S:g} s); not a trace file")
 
 
 def _iter_open(fh: io.BufferedReader, p: Path, vocab_size: int | None) -> Iterator[TraceRow | dict[str, Any]]:

@@ -7,6 +7,8 @@ stats, scale, the trace generator (what the harness's `trace` workload runs), re
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -82,11 +84,34 @@ def test_every_consumer_refuses_each_bad_row_in_one_line(  # noqa: PLR0917 - pyt
     assert not out.exists()  # nothing half-written
 
 
-@pytest.mark.parametrize("consumer", ["stats", "replay"])
-def test_reading_dev_zero_is_bounded(consumer: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A line that never ends (/dev/zero once raised MemoryError): refused at the 64 MB bound."""
-    assert CONSUMERS[consumer](Path("/dev/zero"), tmp_path / "o") == 2
-    assert "/dev/zero:1: line longer than" in capsys.readouterr().err
+@pytest.mark.parametrize("consumer", sorted(CONSUMERS))
+@pytest.mark.parametrize(("kind", "needle"), [
+    ("fifo", "a pipe with no writer (nothing written in 0.2 s); not a trace file"),  # once waited forever
+    ("directory", "not a trace file (a directory, not a regular file or pipe)"),
+    ("device", "not a trace file (a device or socket, not a regular file or pipe)"),  # /dev/zero: once read to 64 MB
+])
+def test_a_path_that_is_no_trace_file_is_refused_in_one_line(  # noqa: PLR0917 - pytest's parameters
+        consumer: str, kind: str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workloads.trace, "PIPE_WAIT_S", 0.2)
+    path = {"fifo": tmp_path / "t.jsonl", "directory": tmp_path, "device": Path("/dev/zero")}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    out = tmp_path / "out.jsonl"
+    assert CONSUMERS[consumer](path, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{path}: {needle}" in err, err
+    assert not out.exists()
+
+
+def test_a_pipe_with_a_writer_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "t.jsonl"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text(json.dumps(GOOD) + "\n"))
+    writer.start()
+    assert CONSUMERS["stats"](fifo, tmp_path / "o") == 0
+    writer.join()
+    assert "requests           1 in 1 sessions" in capsys.readouterr().out
 
 
 def test_the_harness_refuses_token_ids_outside_the_engines_vocabulary(tmp_path: Path) -> None:
