@@ -232,7 +232,8 @@ def exit_codes_page() -> str:
 
 
 ENV_VARS = {
-    "HYBRIDBENCH_PR": "the pull request a run measures (provenance, `index.jsonl`, `--branch pr-N`)",
+    "HYBRIDBENCH_PR": "the pull request a run measures, a positive integer (provenance, `index.jsonl`, "
+                      "`--branch pr-N`); anything else is exit 2",
     "PR_NUMBER": "same as HYBRIDBENCH_PR, read when that is unset",
     "GITHUB_PR_NUMBER": "same as HYBRIDBENCH_PR, read when the two above are unset",
     "CUDA_VISIBLE_DEVICES": "which GPUs a server engine may use; the pre-launch check counts and inspects those",

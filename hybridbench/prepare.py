@@ -29,6 +29,7 @@ from hybridbench.plan.sessions import note_kept_sessions
 from hybridbench.plan.types import RunPlan, WorkloadPlan
 from hybridbench.probes.base import Probe
 from hybridbench.probes.registry import plan_probes
+from hybridbench.results.bundle import pr_number
 from workloads.errors import WorkloadError
 from workloads.generate import generate_trace, shaped
 from workloads.registry import get_workload
@@ -58,6 +59,7 @@ def typed_config(cfg: DictConfig) -> tuple[RunCfg, dict[str, Any]]:
 def prepare_run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> PreparedRun:
     """Validate and plan; ConfigError (exit 2) names the first key, arm or flag that cannot run. Nothing starts."""
     env_mode()  # a bad HYBRIDBENCH_PROGRESS is refused here, not found out at the first trial
+    pr_number()  # and a bad HYBRIDBENCH_PR, not found out when the bundle is written at the end
     validate_checks(cfg.checks)
     validate_judged_by(cfg.workloads)
     data_notes = apply_data(cfg, resolved)  # data.* into the workloads' sources, before the plan records them

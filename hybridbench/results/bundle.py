@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
 import subprocess
 import uuid
@@ -15,10 +16,12 @@ from typing import Any, Protocol
 
 from hybridbench.checks.base import CheckResult, run_verdict
 from hybridbench.config.redact import redact_config, redact_overrides
+from hybridbench.errors import ConfigError
 from hybridbench.metrics.published import compare_published
 from hybridbench.plan.types import MODELLED_ENGINES, RunPlan
 
-__all__ = ["BUNDLE_SCHEMA_VERSION", "EngineBuild", "build_bundle", "package_checkout", "provenance"]
+__all__ = ["BUNDLE_SCHEMA_VERSION", "PR_VARIABLES", "EngineBuild", "build_bundle", "package_checkout", "pr_number",
+           "provenance"]
 
 BUNDLE_SCHEMA_VERSION = 1
 class EngineBuild(Protocol):
@@ -84,8 +87,26 @@ def command_line() -> str:
     return " ".join(["python", "-m", "hybridbench", *(shlex.quote(o) for o in redact_overrides(overrides))])
 
 
+# Where the pull request a run measures comes from, the first set one winning (the harness's own first).
+PR_VARIABLES = ("HYBRIDBENCH_PR", "PR_NUMBER", "GITHUB_PR_NUMBER")
+_PR = re.compile(r"[1-9][0-9]{0,9}")
+
+
+def pr_number() -> str | None:
+    """The pull request number from the environment (None: unset or empty). It becomes the run's branch
+    ``pr-N``, the index's ``pr_number`` that ``--pr`` filters on, and "PR N" in a comparison: anything but a
+    pull request's number (a positive integer) is a ConfigError naming the variable read."""
+    key = next((k for k in PR_VARIABLES if os.environ.get(k)), None)
+    if key is None:
+        return None
+    value = os.environ[key]
+    if not _PR.fullmatch(value):
+        raise ConfigError(f"{key} must be a pull request number (a positive integer), got {value!r}")
+    return value
+
+
 def provenance(plan: RunPlan, engine: EngineBuild) -> dict[str, Any]:
-    pr = next((os.environ[k] for k in ("HYBRIDBENCH_PR", "PR_NUMBER", "GITHUB_PR_NUMBER") if os.environ.get(k)), None)
+    pr = pr_number()
     try:
         version = metadata.version("hybridbench")
     except metadata.PackageNotFoundError:

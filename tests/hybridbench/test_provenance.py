@@ -4,6 +4,7 @@ the hybridbench checkout that ran, wherever it was started from."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 from hybridbench.config.redact import redact, redact_config
 from hybridbench.config.schema import EngineCfg, RunCfg, WorkloadCfg
 from hybridbench.engines.base import EngineInfo
+from hybridbench.errors import ConfigError
 from hybridbench.plan.build import build_plan
 from hybridbench.plan.types import RunPlan
 from hybridbench.results import bundle
@@ -163,3 +165,29 @@ def test_pr_number_comes_from_the_environment(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert provenance(plan_for(run_cfg([]), tmp_path), EngineInfo("sim", "x"))["pr_number"] == expected
+
+
+@pytest.mark.parametrize(("key", "value"), [("HYBRIDBENCH_PR", "abc"), ("HYBRIDBENCH_PR", "-3"),
+                                            ("HYBRIDBENCH_PR", "0"), ("HYBRIDBENCH_PR", "7/head"),
+                                            ("HYBRIDBENCH_PR", " 7"), ("PR_NUMBER", "1.5"),
+                                            ("GITHUB_PR_NUMBER", "refs/pull/12/merge")])
+def test_a_pr_number_that_is_no_positive_integer_names_its_variable(
+        key: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # each was written into the bundle as it came: a run on the branch "pr-abc", or "pr-7/head"
+    for other in ("HYBRIDBENCH_PR", "PR_NUMBER", "GITHUB_PR_NUMBER"):
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv(key, value)
+    with pytest.raises(ConfigError) as info:
+        provenance(plan_for(run_cfg([]), tmp_path), EngineInfo("sim", "x"))
+    assert str(info.value) == f"{key} must be a pull request number (a positive integer), got {value!r}"
+
+
+def test_a_bad_pr_number_is_one_line_exit_2_before_any_work(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PR_NUMBER", "GITHUB_PR_NUMBER")}
+    proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim",
+                           f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=300,
+                          check=False, cwd=ROOT, env={**env, "HYBRIDBENCH_PR": "pr-7"})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: HYBRIDBENCH_PR must be a pull request number (a positive integer), got 'pr-7'"]
+    assert not (tmp_path / "run").exists()
