@@ -10,10 +10,13 @@ One set of factors serves both arms; the arms differ only in what the cache save
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
+from collections.abc import Sequence
 
+from whole_command import count  # a sibling: run as a script
+
+from hybridbench.errors import OneLineParser
 from reference_impl.engine.calibration import SEED_RADIX_TARGETS as TARGETS
 from reference_impl.engine.calibration import TOLERANCE, run_seed_arm, seed_metrics, seed_radix_rows
 from reference_impl.engine.cost_model import CALIBRATED, CostFactors
@@ -60,11 +63,11 @@ def fit(rows: list[TraceRow], start: CostFactors, rounds: int) -> CostFactors:
     return best
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = OneLineParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--fit", action="store_true")
-    ap.add_argument("--rounds", type=int, default=4)
-    args = ap.parse_args()
+    ap.add_argument("--rounds", type=count(1), default=4)
+    args = ap.parse_args(argv)
     rows = seed_radix_rows()
     factors = fit(rows, CALIBRATED, args.rounds) if args.fit else CALIBRATED
     errs = errors(rows, factors)

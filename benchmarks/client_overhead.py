@@ -18,7 +18,6 @@ the clock just before the POST and stop it at the first chunk (non-empty ``text`
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import math
@@ -31,13 +30,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from whole_command import count  # a sibling: run as a script
 
+from hybridbench.errors import OneLineParser
 from hybridbench.load import event_loop
 from hybridbench.load.client import ClientResult, generate_sglang
 from hybridbench.load.driver import Completed, drive
@@ -274,10 +275,10 @@ def _hybridbench_clients(choice: str, port: int, server_pid: int, n: int) -> lis
     return [(f"hybridbench ({loop})", runner(loop)) for loop in loops]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--requests", type=int, default=2000)
-    ap.add_argument("--runs", type=int, default=6, help="runs per client and concurrency, alternated (default 6)")
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = OneLineParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--requests", type=count(1), default=2000)
+    ap.add_argument("--runs", type=count(1), default=6, help="runs per client and concurrency, alternated (default 6)")
     ap.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)),
                     help="comma-separated stream counts (default %(default)s)")
     ap.add_argument("--event-loop", choices=("auto", *event_loop.EVENT_LOOPS, "both"), default="auto",
@@ -287,13 +288,13 @@ def main() -> int:
     ap.add_argument("--sglang-python", default=str(DEFAULT_SGLANG_PYTHON),
                     help="a python with SGLang installed, to run bench_serving side by side ('' to skip); "
                          "default: %(default)s")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     try:
         levels = [int(c) for c in args.concurrency.split(",")]
     except ValueError:
         ap.error(f"--concurrency: not a list of integers: {args.concurrency!r}")
-    if args.requests < 1 or args.runs < 1 or min(levels) < 1:
-        ap.error("--requests, --runs and every --concurrency must be >= 1")
+    if min(levels) < 1:
+        ap.error(f"argument --concurrency: every count must be >= 1, got {args.concurrency!r}")
     if args.event_loop in ("uvloop", "both") and event_loop.default() != "uvloop":
         ap.error(f"--event-loop {args.event_loop}: uvloop is not installed (pip install -e '.[fast]')")
     port = _free_port()

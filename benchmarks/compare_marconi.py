@@ -38,11 +38,14 @@ from typing import Any
 
 from marconi_replay import marconi_tree, replay  # siblings: run as benchmarks/compare_marconi.py
 from replay_throughput import machine
+from whole_command import count, folder, positive
 
+from hybridbench.errors import OneLineParser
 from reference_impl.marconi import MarconiCache, VllmPlusCache
 from reference_impl.marconi.tree import pack_request
 from reference_impl.models import get_model
-from workloads.trace import TraceRow, read_trace, write_trace
+from workloads.atomic_file import output_problem
+from workloads.trace import TraceError, TraceRow, read_trace, write_trace
 
 POLICIES = ("marconi", "sglang_plus", "vllm_plus")
 
@@ -130,28 +133,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Marconi's vLLM+ recurses once per 32-token block; its own driver (policy_exploration.py) raises the
     # limit to 1500 for 32K-token inputs, so do the same before running it.
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1500))
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", type=Path, default=Path("/tmp/hybridbench_swe_synth.jsonl"))
     ap.add_argument("--capacities", default="2e9,4e9,8e9", help="comma-separated bytes, e.g. 2e9,4e9")
-    ap.add_argument("--marconi-dir", type=Path, default=os.environ.get("MARCONI_DIR"))
+    ap.add_argument("--marconi-dir", type=folder, default=os.environ.get("MARCONI_DIR"))
     ap.add_argument("--policies", default=",".join(POLICIES))
-    ap.add_argument("--repeats", type=int, default=3, help="alternating runs of each simulator per cell (medians)")
+    ap.add_argument("--repeats", type=count(1), default=3, help="alternating runs of each simulator per cell (medians)")
     ap.add_argument(
         "--once-over-s",
-        type=float,
+        type=positive,
         default=60.0,
         help="a cell whose first run of Marconi's simulator takes more CPU s than this is not repeated",
     )
     ap.add_argument("--generate", action="store_true", help="(re)generate the synthetic trace")
-    ap.add_argument("--sessions", type=int, default=100)
+    ap.add_argument("--sessions", type=count(1), default=100)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--ours-only", action="store_true", help="skip Marconi's simulator (timings only)")
     args = ap.parse_args(argv)
     policies = args.policies.split(",")
     if unknown := sorted(set(policies) - set(POLICIES)):
         ap.error(f"--policies: unknown {', '.join(unknown)} (choose from {', '.join(POLICIES)})")
-    if args.repeats < 1:
-        ap.error("--repeats must be at least 1")
     try:
         capacities = [int(float(c)) for c in args.capacities.split(",")]
     except ValueError:
@@ -161,8 +162,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.ours_only and args.marconi_dir is None:
         ap.error("set --marconi-dir or MARCONI_DIR (or pass --ours-only)")
     if args.generate or not args.trace.exists():
+        if problem := output_problem(args.trace):
+            ap.error(f"argument --trace: {problem}")
         generate_swebench_like(args.trace, sessions=args.sessions, seed=args.seed)
-    rows = read_trace(args.trace).rows
+    try:
+        rows = read_trace(args.trace).rows
+    except TraceError as exc:
+        ap.error(f"argument --trace: {exc}")
     with args.trace.open() as fh:
         raw = [obj for line in fh if "__trace_metadata__" not in (obj := json.loads(line))]
     total_in = sum(len(r.input_tokens) for r in rows)

@@ -12,13 +12,14 @@ the cache off, and the baseline. The machine line comes first: wall seconds mean
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from whole_command import Summary, alternate, git_head, machine  # a sibling: run as a script
+from whole_command import Summary, alternate, checkout, count, file, git_head, machine  # a sibling: run as a script
+
+from hybridbench.errors import OneLineParser
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -44,10 +45,10 @@ def _cell(s: Summary | None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--baseline", type=Path, required=True, help="a tree of the baseline commit")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--sglang", help="an SGLang venv's python, for the plan against its real --help")
+    ap = OneLineParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--baseline", type=checkout, required=True, help="a tree of the baseline commit")
+    ap.add_argument("--repeats", type=count(1), default=5)
+    ap.add_argument("--sglang", type=file, help="an SGLang venv's python, for the plan against its real --help")
     args = ap.parse_args(argv)
     print(f"machine: {machine()}; this checkout {git_head(ROOT)}, baseline {git_head(args.baseline)} "
           f"({args.baseline})\n")

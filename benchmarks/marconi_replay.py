@@ -22,7 +22,9 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+from whole_command import file, folder, positive  # a sibling, standard library only like this script
 
 POLICIES = ("marconi", "sglang_plus", "vllm_plus")
 METADATA_KEY = "__trace_metadata__"  # hybridbench's first line; Marconi's own traces have none
@@ -75,14 +77,23 @@ def render(policy: str, requests: int, input_tokens: int, reused: int, alpha: st
     return "\n".join(f"{label:<24}{value}" for label, value in rows)
 
 
+class _Parser(argparse.ArgumentParser):
+    """hybridbench.errors.OneLineParser's rule (one line, exit 2), restated: Marconi's interpreter runs this script,
+    without hybridbench to import."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {' '.join(message.split())}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Marconi's vLLM+ recurses once per 32-token block; its driver raises the limit to 1500 for 32K-token inputs.
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1500))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("trace", type=Path)
+    ap = _Parser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("trace", type=file)
     ap.add_argument("--policy", required=True, choices=POLICIES)
-    ap.add_argument("--capacity-bytes", required=True, type=float)
-    ap.add_argument("--marconi-dir", type=Path, default=os.environ.get("MARCONI_DIR"))
+    ap.add_argument("--capacity-bytes", required=True, type=positive)
+    ap.add_argument("--marconi-dir", type=folder, default=os.environ.get("MARCONI_DIR"))
     args = ap.parse_args(argv)
     if args.marconi_dir is None:
         ap.error("set --marconi-dir or MARCONI_DIR")

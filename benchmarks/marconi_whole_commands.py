@@ -39,8 +39,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trace_cache_runs import MODES, TraceCacheRuns  # siblings: run as a script
-from whole_command import Summary, alternate, git_head, machine, verdict
+from whole_command import Summary, alternate, count, file, git_head, machine, verdict
 
+from hybridbench.errors import OneLineParser
 from workloads.atomic_file import atomic_writer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,19 +107,19 @@ def row(trace: str, capacity: float, policy: str, ours: Summary, theirs: Summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = OneLineParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", type=Path, default=Path("/tmp/hybridbench-bench/seglen.jsonl"),
                     help="python -m workloads.generate swebench --preset seglen --vocab-size 151936")
     ap.add_argument("--capacities", default="4e10",
                     help="comma-separated bytes (Marconi's SWE-bench sweep: 4e10..1e11)")
     ap.add_argument("--policies", default=",".join(POLICIES))
-    ap.add_argument("--sessions", type=int, default=0, help="replay only sessions 0..N-1 (0: the whole trace)")
+    ap.add_argument("--sessions", type=count(0), default=0, help="replay only sessions 0..N-1 (0: the whole trace)")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/hybridbench-bench"), help="where session cuts are written")
-    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--repeats", type=count(1), default=1)
     ap.add_argument("--trace-cache", default=",".join(MODES), help="our trace cache's states, a row each: cold, warm")
     ap.add_argument("--marconi-dir", type=Path, default=os.environ.get("MARCONI_DIR"))
     ap.add_argument("--marconi-label", default="", help="Marconi's commit, when --marconi-dir is no git checkout")
-    ap.add_argument("--marconi-python", type=Path, default=os.environ.get("MARCONI_PYTHON", sys.executable),
+    ap.add_argument("--marconi-python", type=file, default=os.environ.get("MARCONI_PYTHON", sys.executable),
                     help="an interpreter with Marconi's imports (numpy, scipy, transformers)")
     args = ap.parse_args(argv)
     policies = args.policies.split(",")
@@ -137,10 +138,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         capacities = []
     if not capacities or not all(math.isfinite(c) and c > 0 for c in capacities):  # nan, inf, 0: no capacity
         ap.error(f"--capacities {args.capacities}: comma-separated positive numbers of bytes, e.g. 4e10,2e9")
-    if args.sessions < 0:
-        ap.error(f"--sessions {args.sessions}: 0 (the whole trace) or more")
-    if args.repeats < 1:
-        ap.error("--repeats: at least 1")
     args.dir = args.dir.absolute()  # the commands' trace cache folders live under it and must be absolute
     if args.dir.exists() and not args.dir.is_dir():
         ap.error(f"--dir {args.dir}: not a folder")

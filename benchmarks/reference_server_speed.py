@@ -8,13 +8,16 @@ HTTP), so the figures are the model loop's ceiling. Usage:
 
 from __future__ import annotations
 
-import argparse
 import random
 import time
 import warnings
+from collections.abc import Sequence
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
+from whole_command import count  # noqa: E402 - a sibling: run as a script
+
+from hybridbench.errors import OneLineParser  # noqa: E402
 from reference_impl.engine.config import EngineConfig  # noqa: E402
 from reference_impl.model.config import ModelConfig  # noqa: E402
 from reference_impl.model.model import HybridModel  # noqa: E402
@@ -49,12 +52,12 @@ def decode_rate(model: HybridModel, batch: int, steps: int) -> float:
     return (eng.core.counters.decode_steps - n0) / (time.perf_counter() - t)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--prompt-len", type=int, default=2048)
-    p.add_argument("--prompts", type=int, default=4)
-    p.add_argument("--decode-steps", type=int, default=64)
-    args = p.parse_args()
+def main(argv: Sequence[str] | None = None) -> None:
+    p = OneLineParser(description=__doc__.splitlines()[0])
+    p.add_argument("--prompt-len", type=count(1), default=2048)
+    p.add_argument("--prompts", type=count(1), default=4)
+    p.add_argument("--decode-steps", type=count(1), default=64)
+    args = p.parse_args(argv)
     model = HybridModel(ModelConfig())
     print(f"model: layers {model.config.layers}, hidden {model.config.hidden}, vocab {model.config.vocab_size}")
     for cache in ("disabled", "no_buffer", "extra_buffer"):

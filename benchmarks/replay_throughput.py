@@ -23,7 +23,6 @@ Inner loop: the table times ``replay_rows`` on rows already in memory. The headl
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -37,6 +36,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from whole_command import count, folder, positive  # a sibling: run as a script
+
+from hybridbench.errors import OneLineParser
 from reference_impl.models import get_model
 from reference_impl.policies.registry import POLICIES, make_replay_cache
 from reference_impl.replay.api import ReplayConfig
@@ -130,29 +132,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--child"]:
         return child(Path(argv[1]), argv[2], int(argv[3]), argv[4])
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--sessions", type=int, default=100)
+    ap = OneLineParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--sessions", type=count(1), default=100)
     ap.add_argument("--scales", default="0.1,1", help="multiples of --sessions to generate")
-    ap.add_argument("--capacity-bytes", type=float, default=4e10)
+    ap.add_argument("--capacity-bytes", type=positive, default=4e10)
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--strategy", default="no_buffer", choices=["no_buffer", "extra_buffer"])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=3, help="replays of each policy, in turn (medians)")
-    ap.add_argument("--baseline-src", type=Path, help="checkout of an earlier commit to compare lru/seglen with")
+    ap.add_argument("--repeats", type=count(1), default=3, help="replays of each policy, in turn (medians)")
+    ap.add_argument("--baseline-src", type=folder, help="checkout of an earlier commit to compare lru/seglen with")
     args = ap.parse_args(argv)
     policies = args.policies.split(",")
     if unknown := sorted(set(policies) - set(POLICIES)):
         ap.error(f"--policies: unknown {', '.join(unknown)} (choose from {', '.join(POLICIES)})")
-    if args.repeats < 1:
-        ap.error("--repeats must be at least 1")
     if args.baseline_src is not None and not (args.baseline_src / "reference_impl").is_dir():
-        ap.error(f"--baseline-src {args.baseline_src}: not a checkout (no reference_impl/ in it)")
+        ap.error(f"argument --baseline-src: {args.baseline_src}: not a checkout (no reference_impl/ in it)")
     try:
         scales = [float(x) for x in args.scales.split(",")]
     except ValueError:
         ap.error(f"--scales {args.scales!r}: expected comma-separated numbers, e.g. 0.1,1")
-    if not all(x > 0 for x in scales) or args.sessions < 1 or not args.capacity_bytes > 0:
-        ap.error("--scales, --sessions and --capacity-bytes must be positive")
+    if not all(x > 0 for x in scales):
+        ap.error(f"argument --scales: every multiple must be positive, got {args.scales!r}")
     capacity = int(args.capacity_bytes)
     setup = Setup(capacity, args.strategy, args.repeats)
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")

@@ -19,12 +19,14 @@ a false fail. The interval functions are hybridbench's own (hybridbench.metrics.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import random
 import sys
 from collections.abc import Sequence
 
+from whole_command import count, fraction, positive  # a sibling: run as a script
+
+from hybridbench.errors import OneLineParser
 from hybridbench.metrics import stats
 from hybridbench.metrics.stats import paired_relative_change
 
@@ -70,14 +72,16 @@ def simulate(design: str, true: float, sd: float, limit: float, *, repeats: int,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--sd", type=float, default=0.05, help="sd of the per-repeat paired change")
-    p.add_argument("--limit", type=float, default=0.10)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--repeats-max", type=int, default=10)
-    p.add_argument("--paths", type=int, default=4000)
-    p.add_argument("--confidence", type=float, default=0.95)
+    p = OneLineParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--sd", type=positive, default=0.05, help="sd of the per-repeat paired change")
+    p.add_argument("--limit", type=positive, default=0.10)
+    p.add_argument("--repeats", type=count(1), default=3)
+    p.add_argument("--repeats-max", type=count(1), default=10)
+    p.add_argument("--paths", type=count(1), default=4000)
+    p.add_argument("--confidence", type=fraction, default=0.95)
     a = p.parse_args(argv)
+    if a.repeats_max < a.repeats:
+        p.error(f"argument --repeats-max: must be >= --repeats ({a.repeats}), got {a.repeats_max}")
     print(f"sd {a.sd}, limit +{a.limit:.0%}, repeats {a.repeats}..{a.repeats_max}, confidence {a.confidence}, "
           f"{a.paths} simulated runs per cell")
     print("| design | true change | pass | fail | inconclusive | mean repeats |")

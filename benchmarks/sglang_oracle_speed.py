@@ -11,7 +11,6 @@ tests/sglang_oracle/sglang_driver.py; only the operation loop is timed on either
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import random
 import sys
@@ -19,6 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from whole_command import count  # a sibling: run as a script
+
+from hybridbench.errors import OneLineParser
 from reference_impl.policies.registry import make_policy
 from reference_impl.radix.pools import KVPool, StatePool
 from reference_impl.radix.tree import MambaRadixTree
@@ -89,11 +91,11 @@ def run_sglang(ops: Workload, version: str, backend: str | None, kv_size: int, s
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--ops", type=int, default=10_000)
+    ap = OneLineParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--ops", type=count(1), default=10_000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--kv", type=int, default=8192)
-    ap.add_argument("--states", type=int, default=128)
+    ap.add_argument("--kv", type=count(1), default=8192)
+    ap.add_argument("--states", type=count(1), default=128)
     args = ap.parse_args(argv)
     ops = workload(args.ops, args.seed)
     rows: list[tuple[str, dict[str, Any] | str]] = [

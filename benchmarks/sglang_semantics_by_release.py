@@ -22,7 +22,6 @@ the listed code (a kernel, a default read from a model config). An "equal" verdi
 
 from __future__ import annotations
 
-import argparse
 import ast
 import copy
 import subprocess
@@ -32,6 +31,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
+
+from whole_command import count  # a sibling: run as a script
+
+from hybridbench.errors import OneLineParser
+from workloads.atomic_file import output_problem
 
 PROVEN = ("0.5.9", "0.5.16", "0.5.23")
 DEFAULT_RELEASES = (
@@ -312,14 +316,16 @@ def download(folder: Path, versions: tuple[str, ...]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = OneLineParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("folder", type=Path, help="wheels unzipped as <folder>/<version>/sglang/")
     parser.add_argument("--download", action="store_true", help="pip-download and unzip missing releases first")
     parser.add_argument("--releases", nargs="*", default=list(DEFAULT_RELEASES))
-    parser.add_argument("--show", type=int, default=4, help="differing items named per proven release")
+    parser.add_argument("--show", type=count(0), default=4, help="differing items named per proven release")
     args = parser.parse_args(argv)
-    if args.show < 0:
-        _usage(f"--show {args.show}: give a count >= 0")
+    if not args.download and not args.folder.is_dir():
+        parser.error(f"argument folder: {args.folder}: no such directory (pass --download to fill a new one)")
+    if args.download and (problem := output_problem(args.folder, folder=True)):
+        parser.error(f"argument folder: {problem}")
     if args.download:
         download(args.folder, tuple(args.releases))
     for version in (*PROVEN, *args.releases):  # every release there before any work starts

@@ -20,7 +20,6 @@ in the output.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -32,6 +31,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from whole_command import checkout, count, folder, positive  # a sibling: run as a script
+
+from hybridbench.errors import OneLineParser
+from workloads.atomic_file import output_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 Kind = Literal["aa", "planted"]
@@ -186,27 +190,26 @@ def render(results: Sequence[RunResult], meta: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--runs", type=int, default=20, help="runs of each kind (A/A and planted)")
-    parser.add_argument("--planted", type=float, default=0.25, help="noise.planted_slowdown of the planted runs")
+    parser = OneLineParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--runs", type=count(1), default=20, help="runs of each kind (A/A and planted)")
+    parser.add_argument("--planted", type=positive, default=0.25, help="noise.planted_slowdown of the planted runs")
     parser.add_argument("--out", type=Path, help="where the runs go (default results/runs/verdict-power-<time>)")
     parser.add_argument("--json", type=Path, help="also write the tally and every run's outcome here")
-    parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
-    parser.add_argument("--recount", type=Path, help="tally the runs saved in this --out directory; run nothing")
+    parser.add_argument("--repo", type=checkout, default=ROOT, help="the checkout to measure (default: this one)")
+    parser.add_argument("--recount", type=folder, help="tally the runs saved in this --out directory; run nothing")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run (after --)")
     args = parser.parse_args(argv)
     if args.recount is not None:
         if not (args.recount / "ledger.jsonl").is_file():
-            print(f"--recount: {args.recount}/ledger.jsonl: no such file", file=sys.stderr)
-            return 2
+            parser.error(f"argument --recount: {args.recount}/ledger.jsonl: no such file")
         meta_path = args.recount / "meta.json"
         saved = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
         print(render(recount(args.recount), saved))
         return 0
-    if args.runs < 1 or not args.planted > 0:
-        print(f"--runs must be >= 1 and --planted > 0, got {args.runs} and {args.planted}", file=sys.stderr)
-        return 2
     out = args.out or ROOT / "results" / "runs" / f"verdict-power-{time.strftime('%Y%m%d-%H%M%S')}"
+    for flag, path, is_folder in (("--out", out, True), ("--json", args.json, False)):  # before hours of runs
+        if path is not None and (problem := output_problem(path, folder=is_folder)):
+            parser.error(f"argument {flag}: {problem}")
     out.mkdir(parents=True, exist_ok=True)
     repo = args.repo.resolve()
     meta: dict[str, Any] = {"commit": commit(repo), "machine": machine(), "planted": args.planted, "runs": args.runs,

@@ -9,12 +9,18 @@ Peak RSS is an upper bound: Linux carries the forking process's peak into the ch
 the figure is at least this script's own resident size (~20 MB). Run it from a small process, as the benchmark
 scripts are, never from a large one such as pytest.
 
+The scripts' shared argument types live here too (``count``, ``positive``, ``fraction``, ``folder``, ``file``,
+``checkout``): a bad value is argparse's one line naming the flag, exit 2, before anything is measured, never a
+traceback halfway through. Standard library only: marconi_replay.py runs under Marconi's interpreter.
+
 ``alternate(commands, repeats)`` runs several commands (e.g. this commit's and a baseline worktree's) in turn,
 ``repeats`` rounds, so a change in the machine's load falls on both sides alike; it reports each side's median.
 """
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 import platform
 import statistics
@@ -25,7 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Measurement", "Summary", "alternate", "git_head", "machine", "measure", "verdict"]
+__all__ = ["Measurement", "Summary", "alternate", "checkout", "count", "file", "folder", "fraction", "git_head",
+           "machine", "measure", "positive", "verdict"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +125,60 @@ def machine() -> str:
 def verdict(value: float, target: float, *, at_least: bool = False) -> str:
     ok = value >= target if at_least else value <= target
     return "meets" if ok else "misses"
+
+
+def count(least: int = 1) -> Callable[[str], int]:
+    """An argparse type: a whole number >= ``least`` (repeats, runs, sessions, ...)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be >= {least}, got {value}")
+        return value
+    return parse
+
+
+def positive(text: str) -> float:
+    """An argparse type: a finite number > 0 (bytes, seconds, a standard deviation)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """An argparse type: a number strictly between 0 and 1 (a confidence)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text!r}")
+    return value
+
+
+def folder(text: str) -> Path:
+    """An argparse type: an existing directory."""
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such directory")
+    return Path(text)
+
+
+def file(text: str) -> Path:
+    """An argparse type: an existing regular file (an interpreter, a trace)."""
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    return Path(text)
+
+
+def checkout(text: str) -> Path:
+    """An argparse type: a tree of a hybridbench commit (a worktree or git archive): the commands run in it."""
+    path = folder(text)
+    if not (path / "hybridbench").is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: not a tree of a hybridbench commit (no hybridbench/ in it)")
+    return path

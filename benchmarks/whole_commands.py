@@ -33,7 +33,6 @@ replay rate.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
@@ -43,7 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trace_cache_runs import TraceCacheRuns  # siblings: run as a script
-from whole_command import Summary, alternate, git_head, machine, verdict
+from whole_command import Summary, alternate, checkout, count, file, git_head, machine, verdict
+
+from hybridbench.errors import OneLineParser
+from workloads.atomic_file import output_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -181,17 +183,17 @@ def targets(work: Path, sglang: Path | None, measured: dict[str, tuple[Summary, 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--baseline", type=Path, help="a tree of the baseline commit (git archive or worktree)")
+    ap = OneLineParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--baseline", type=checkout, help="a tree of the baseline commit (git archive or worktree)")
     ap.add_argument("--baseline-label", default="", help="what the baseline tree is, when it is not a git checkout")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=count(1), default=3)
     ap.add_argument("--only", default="", help="comma-separated words; a target runs if its name has one")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/hybridbench-bench"), help="where traces are generated")
-    ap.add_argument("--sglang-python", type=Path, default=DEFAULT_SGLANG if DEFAULT_SGLANG.exists() else None,
+    ap.add_argument("--sglang-python", type=file, default=DEFAULT_SGLANG if DEFAULT_SGLANG.exists() else None,
                     help="an SGLang environment's python, for the plan targets (default: the differential tier's)")
     args = ap.parse_args(argv)
-    if args.sglang_python and not args.sglang_python.is_file():
-        ap.error(f"--sglang-python: {args.sglang_python}: no such file")  # one line, exit 2
+    if problem := output_problem(args.dir, folder=True):
+        ap.error(f"argument --dir: {problem}")
     args.dir.mkdir(parents=True, exist_ok=True)
     label = args.baseline_label or (git_head(args.baseline) if args.baseline else "")
     base = f", baseline {label} ({args.baseline})" if args.baseline else ""

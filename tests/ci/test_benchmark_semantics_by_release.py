@@ -13,13 +13,15 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sglang_semantics_
 
 @pytest.mark.parametrize(("args", "says"), [
     (["{tmp}"], "0.5.9/sglang/srt missing: unzip sglang 0.5.9's wheel there or pass --download"),
-    (["{tmp}", "--show", "-1"], "--show -1: give a count >= 0"),
+    (["{tmp}", "--show", "-1"], "argument --show: must be >= 0, got -1"),
+    (["{tmp}/nowhere"], "argument folder: {tmp}/nowhere: no such directory (pass --download to fill a new one)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
     proc = subprocess.run([sys.executable, str(SCRIPT), *(a.format(tmp=tmp_path) for a in args)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2 and proc.stdout == "", proc
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and says in proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ")
+    assert says.format(tmp=tmp_path) in proc.stderr
 
 
 def test_a_missing_release_is_named_before_any_release_is_compared(tmp_path: Path) -> None:
