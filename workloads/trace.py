@@ -215,7 +215,8 @@ def _open(p: Path) -> io.BufferedReader:
         raise
 
 
-PIPE_WAIT_S = 10.0  # how long a pipe may stay without data or a writer's hang-up before it is refused
+PIPE_WAIT_S = 60.0  # how long a pipe may stay without data or a writer's hang-up before it is refused (a writer may
+# be slow to start: a generator, a decompressor on a busy machine)
 
 
 def _await_writer(fd: int, p: Path) -> None:
