@@ -1,0 +1,77 @@
+"""Whether two saved runs may be compared at all: the same engine kind, model, GPUs, traces, load and sizing.
+
+Anything else is refused with the difference named (exit 2), never silently compared; what only one run has is
+returned in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hybridbench.compare.runs import SavedRun
+from hybridbench.errors import ConfigError
+
+__all__ = ["check_comparable", "config_changes"]
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping):
+        for key, sub in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), sub, out)
+    else:
+        out[prefix] = value
+
+
+def config_changes(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Every resolved-config key whose value differs (what the pull request's run changed, e.g. engine.python)."""
+    a: dict[str, Any] = {}
+    b: dict[str, Any] = {}
+    _flatten("", base, a)
+    _flatten("", candidate, b)
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+# What must match for two builds to be compared: the load, and how the server is sized. The interpreter,
+# extra_args, timeouts, arm knobs and check thresholds may differ (that is what a comparison is about).
+_SAME_LOAD = ("load.", "seed")
+_SAME_ENGINE = frozenset([*(f"engine.{k}" for k in ("gpu", "tp", "page_size", "chunked_prefill_size",
+                                                    "mem_fraction_static", "max_mamba_cache_size", "kv_tokens",
+                                                    "track_interval", "workload_scale", "max_vocab",
+                                                    "capacity_bytes")),
+                          # the state and weight bytes the pools are sized from (and SGLang's flags for them)
+                          "model.mamba_ssm_dtype", "model.quantization",
+                          "model.hf_id"])  # the checkpoint served: one model name may name another checkpoint
+
+
+def _gpu_text(names: Sequence[str]) -> str:
+    return ", ".join(f"{names.count(n)}x {n}" for n in sorted(set(names)))
+
+
+def check_comparable(base: SavedRun, cand: SavedRun) -> list[str]:
+    if base.engine != cand.engine:
+        raise ConfigError(f"not comparable: engine {base.engine!r} (baseline) vs {cand.engine!r} (candidate)")
+    if base.model != cand.model:
+        raise ConfigError(f"not comparable: model {base.model!r} (baseline) vs {cand.model!r} (candidate)")
+    b_gpus, c_gpus = base.gpus, cand.gpus
+    if b_gpus and c_gpus and sorted(b_gpus) != sorted(c_gpus):  # engine.gpu is a label; these are what ran
+        raise ConfigError(f"not comparable: the baseline ran on {_gpu_text(b_gpus)} and the candidate on "
+                          f"{_gpu_text(c_gpus)} (nvidia-smi's names; the same GPUs are what make two builds "
+                          "comparable)")
+    for name in sorted(set(base.workload_digests) & set(cand.workload_digests)):
+        b, c = base.workload_digests[name], cand.workload_digests[name]
+        if b.argv != c.argv or (b.trace and c.trace and b.trace != c.trace):
+            raise ConfigError(f"not comparable: workload {name!r} sent different requests in the two runs "
+                              "(different trace: seed, parameters or scale changed)")
+    for key, a, b in config_changes(base.config, cand.config):
+        own_rate = key.startswith("workloads.") and key.endswith(".request_rate")  # a workload's own load
+        if key.startswith(_SAME_LOAD) or key in _SAME_ENGINE or own_rate:
+            raise ConfigError(f"not comparable: {key} is {a!r} in the baseline and {b!r} in the candidate "
+                              "(the same load on the same sizing is what makes two builds comparable)")
+    notes = [f"workload {w!r} only in the {side} run"
+             for side, mine, other in (("baseline", base, cand), ("candidate", cand, base))
+             for w in sorted(set(mine.workload_digests) - set(other.workload_digests))]
+    notes += [f"arm {a!r} only in the {side} run"
+              for side, mine, other in (("baseline", base, cand), ("candidate", cand, base))
+              for a in mine.arms if a not in other.arms]
+    return notes
