@@ -10,7 +10,8 @@ otherwise — so neither run-to-run noise fails a pull request nor a comparison 
 - ``throughput``: request throughput, a Welch t-interval over the runs' repeats (two runs share no
   repeat to pair, unlike the arms of one run) — ``inconclusive`` below two repeats on each side;
 - ``token_hit_rate``: absolute change of cached / prompt tokens, bootstrap over the same request pairs;
-- ``survival``: the candidate lost requests (or its server died) where the baseline lost none.
+- ``survival``: the candidate lost requests (or its server died) where the baseline lost none; a (workload, arm)
+  the baseline ran and the candidate did not is ``inconclusive``.
 
 Runs are comparable only when they drove the same engine kind and model with byte-identical traces;
 anything else is refused with the difference named (exit 2), never silently compared.
@@ -314,6 +315,11 @@ def compare_runs(base: SavedRun, cand: SavedRun, cfg: CompareCfg) -> Comparison:
     if not pairs:
         raise ConfigError("not comparable: the runs share no (workload, arm) pair")
     deltas = [d for w, a in pairs for d in _pair(base, cand, w, a, cfg)]
+    # What the baseline ran and the candidate did not (a workload or arm dropped, perhaps the one that regressed)
+    # is unjudged: the comparison is inconclusive, never a pass over what remains.
+    deltas += [_undecided(("survival", w, a), "every (workload, arm) of the baseline in the candidate",
+                          "the candidate did not run it: not compared, so no regression is ruled out", limit=0.0)
+               for w, a in dict.fromkeys((t.workload, t.arm) for t in base.run.plan.trials) if (w, a) not in pairs]
     return Comparison(
         base=base.label(),
         candidate=cand.label(),

@@ -1,0 +1,39 @@
+"""`python -m hybridbench.compare` judges everything the baseline ran: nothing the candidate left out or never sent
+reads as "no regression" (red-team findings; each test failed on the code before its fix)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_compare import verdicts, write_run
+
+from hybridbench.compare.__main__ import main
+
+
+def _without_arm(run: Path, arm: str) -> Path:
+    """The run as if its plan never had ``arm`` (a pull request that dropped it)."""
+    plan = json.loads((run / "plan.json").read_text())
+    plan["arms"] = [a for a in plan["arms"] if a != arm]
+    plan["trials"] = [t for t in plan["trials"] if t["arm"] != arm]
+    (run / "plan.json").write_text(json.dumps(plan))
+    kept = [line for line in (run / "records.jsonl").read_text().splitlines() if json.loads(line)["arm"] != arm]
+    (run / "records.jsonl").write_text("".join(line + "\n" for line in kept))
+    return run
+
+
+def test_a_candidate_that_dropped_an_arm_of_the_baseline_is_inconclusive(tmp_path: Path) -> None:
+    # The PR's run lacked main's seglen arm: the comparison judged lru alone, said "Not compared: arm 'seglen' only
+    # in the baseline run" in a note, and passed (exit 0) though seglen's regression could be the one dropped.
+    a, b = write_run(tmp_path / "a"), _without_arm(write_run(tmp_path / "b"), "seglen")
+    assert main([str(a), str(b)]) == 1
+    row = verdicts(b)[("seglen", "survival")]
+    assert row["status"] == "inconclusive" and "the candidate did not run it" in str(row["detail"])
+    assert json.loads((b / "compare" / "compare.json").read_text())["verdict"] == "inconclusive"
+
+
+def test_an_arm_only_the_candidate_ran_is_a_note_not_a_verdict(tmp_path: Path) -> None:
+    # The other way round nothing of main's goes unjudged: the PR added an arm.
+    a, b = _without_arm(write_run(tmp_path / "a"), "seglen"), write_run(tmp_path / "b")
+    assert main([str(a), str(b)]) == 0
+    assert {arm for arm, _ in verdicts(b)} == {"lru"}
