@@ -145,6 +145,11 @@ def _hit_rate_change(pairs: Sequence[tuple[Record, Record]]) -> float:
     return _hit_rate([c for _, c in pairs]) - _hit_rate([b for b, _ in pairs])
 
 
+def _failed_trials(recs: Sequence[Record]) -> set[str]:
+    """The trials with a request sent and failed: their skipped turns are that failure's, not losses of their own."""
+    return {r.trial_id for r in recs if r.status not in ("ok", "skipped")}
+
+
 def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareCfg) -> list[Delta]:
     b_recs, c_recs = base.records(workload, arm), cand.records(workload, arm)
     b_ok = [r for r in b_recs if r.status == "ok"]
@@ -166,9 +171,11 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     def lost(run: SavedRun, recs: list[Record], ok: list[Record]) -> int:
         """Failed requests, planned requests with no record, dead servers and the requests of trials that never
         ran. A turn not sent because its session's earlier turn failed is not one more loss: where in a session
-        a failure falls would otherwise weigh it (and a run recorded before turns were skipped sent them)."""
+        a failure falls would otherwise weigh it (and a run recorded before turns were skipped sent them). A turn
+        not sent in a trial with no failure is a loss: nothing explains it."""
         trials = run.trials_of(workload, arm)
-        skipped = sum(1 for r in recs if r.status == "skipped")
+        failed = _failed_trials(recs)
+        skipped = sum(1 for r in recs if r.status == "skipped" and r.trial_id in failed)
         return (len(recs) - len(ok) - skipped + sum(covered(t).missing for t in trials)
                 + sum(1 for t in trials if t.infrastructure_error) + run.missing_trials(workload, arm) * (known or 1))
 
@@ -183,6 +190,8 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
                     if r.status not in ("ok", "skipped")}
             if sent_only:
                 continue
+            if t is not None and not _failed_trials(t.records):  # turns not sent, no failure to explain them
+                out |= {(planned.repeat, r.request_index) for r in t.records if r.status == "skipped"}
             recorded = {r.request_index for r in t.records} if t else set()
             count = (t.planned_requests if t and t.planned_requests is not None else known)
             out |= {(planned.repeat, i) for i in range(count or 0) if i not in recorded}

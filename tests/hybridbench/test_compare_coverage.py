@@ -37,3 +37,16 @@ def test_an_arm_only_the_candidate_ran_is_a_note_not_a_verdict(tmp_path: Path) -
     a, b = _without_arm(write_run(tmp_path / "a"), "seglen"), write_run(tmp_path / "b")
     assert main([str(a), str(b)]) == 0
     assert {arm for arm, _ in verdicts(b)} == {"lru"}
+
+
+def test_turns_not_sent_without_a_failure_are_losses(tmp_path: Path) -> None:
+    # Records saying "skipped" with no failed request beside them (a driver that stopped sending): three of each
+    # seglen trial's twenty requests were never sent, yet survival said "all 60 requests completed" and passed.
+    a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b", skip=3)
+    assert main([str(a), str(b)]) == 1
+    row = verdicts(b)[("seglen", "survival")]
+    assert row["status"] == "fail" and row["candidate"] == 9
+    # Beside the failed turn they follow, they are that failure's, not losses of their own (as before).
+    c = write_run(tmp_path / "c", lose=1, skip=3)
+    main([str(a), str(c)])
+    assert verdicts(c)[("seglen", "survival")]["candidate"] == 3
