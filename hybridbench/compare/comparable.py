@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hybridbench.compare.runs import SavedRun
+from hybridbench.config.schema import SERVING_ENGINES
 from hybridbench.errors import ConfigError
 
-__all__ = ["check_comparable", "config_changes"]
+__all__ = ["check_comparable", "config_changes", "unknown_gpus"]
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -75,3 +76,13 @@ def check_comparable(base: SavedRun, cand: SavedRun) -> list[str]:
               for side, mine, other in (("baseline", base, cand), ("candidate", cand, base))
               for a in mine.arms if a not in other.arms]
     return notes
+
+
+def unknown_gpus(base: SavedRun, cand: SavedRun) -> str:
+    """Why the GPUs of a GPU engine's two runs cannot be compared ("" when they can): one run names its GPUs and the
+    other does not (no bundle.json, or one without nvidia-smi's names), so the same label may hide other hardware."""
+    if base.engine not in SERVING_ENGINES or bool(base.gpus) == bool(cand.gpus):
+        return ""
+    (known, run), (unnamed, other) = sorted((("baseline", base), ("candidate", cand)), key=lambda x: not x[1].gpus)
+    return (f"the {unnamed} names no GPUs ({other.path / 'bundle.json'}: no provenance.engine.extra.gpus) and the "
+            f"{known} ran on {_gpu_text(run.gpus)}: whether both ran on the same GPUs is unknown")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hybridbench.checks.base import Status, run_verdict
-from hybridbench.compare.comparable import check_comparable, config_changes
+from hybridbench.compare.comparable import check_comparable, config_changes, unknown_gpus
 from hybridbench.compare.runs import SavedRun
 from hybridbench.errors import ConfigError
 from hybridbench.metrics.decision import judge
@@ -329,6 +329,8 @@ def compare_runs(base: SavedRun, cand: SavedRun, cfg: CompareCfg) -> Comparison:
     deltas += [_undecided(("survival", w, a), "every (workload, arm) of the baseline in the candidate",
                           "the candidate did not run it: not compared, so no regression is ruled out", limit=0.0)
                for w, a in dict.fromkeys((t.workload, t.arm) for t in base.run.plan.trials) if (w, a) not in pairs]
+    if why := unknown_gpus(base, cand):  # the same GPUs are what make two builds comparable: a pass needs them known
+        deltas.append(_undecided(("survival", "-", "-"), "both runs' GPUs named by nvidia-smi", why, limit=0.0))
     return Comparison(
         base=base.label(),
         candidate=cand.label(),

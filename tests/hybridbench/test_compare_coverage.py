@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_compare import verdicts, write_run
+from test_compare import A100, finished, verdicts, write_run
 
 from hybridbench.compare.__main__ import main
 
@@ -50,3 +50,18 @@ def test_turns_not_sent_without_a_failure_are_losses(tmp_path: Path) -> None:
     c = write_run(tmp_path / "c", lose=1, skip=3)
     main([str(a), str(c)])
     assert verdicts(c)[("seglen", "survival")]["candidate"] == 3
+
+
+def test_a_gpu_run_that_names_no_gpus_beside_one_that_does_is_inconclusive(tmp_path: Path) -> None:
+    # Main ran on four A100s (bundle.json names them); the PR's bundle names none, so compare could not see that it
+    # ran on faster GPUs: a slower build on faster hardware passed (exit 0), as it did before runs on other GPUs
+    # were refused.
+    a = finished(write_run(tmp_path / "a", engine="sglang", ttft_ms=150.0, duration_s=20.0), A100)
+    b = finished(write_run(tmp_path / "b", engine="sglang", ttft_ms=145.0, duration_s=19.5), [],
+                 created="2026-11-25T10:00:00+00:00")
+    assert main([str(a), str(b)]) == 1
+    row = verdicts(b)[("-", "survival")]
+    assert row["status"] == "inconclusive" and "the candidate names no GPUs" in str(row["detail"])
+    # A CPU engine names no GPUs on either side: nothing to tell.
+    c, d = write_run(tmp_path / "c"), write_run(tmp_path / "d")
+    assert main([str(c), str(d)]) == 0
