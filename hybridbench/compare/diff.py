@@ -290,6 +290,12 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
         out.append(_skip(("token_hit_rate", workload, arm), expected,
                          f"the {' and the '.join(unmeasured)} reported no cached-token count"))
         return out
+    # Some counts missing: read as 0, a baseline's missing hits made a candidate's real drop look like a gain.
+    if partly := [f"{side} {n} of {len(pairs)}" for side, i in (("baseline", 0), ("candidate", 1))
+                  if (n := sum(1 for p in pairs if p[i].cached_tokens is None))]:
+        out.append(_undecided(("token_hit_rate", workload, arm), expected, "requests with no cached-token count ("
+                              f"{', '.join(partly)}): their hits are unknown, not 0", limit=-cfg.max_hit_rate_drop))
+        return out
     ch = paired_bootstrap(pairs, _hit_rate_change, samples=cfg.bootstrap_samples, confidence=cfg.confidence,
                           seed=seed + 1)
     if math.isnan(ch.estimate) or math.isnan(ch.low):

@@ -65,3 +65,16 @@ def test_a_gpu_run_that_names_no_gpus_beside_one_that_does_is_inconclusive(tmp_p
     # A CPU engine names no GPUs on either side: nothing to tell.
     c, d = write_run(tmp_path / "c"), write_run(tmp_path / "d")
     assert main([str(c), str(d)]) == 0
+
+
+def test_a_hit_count_missing_from_some_requests_is_unknown_not_zero(tmp_path: Path) -> None:
+    # The candidate's hit rate fell from 0.25 to 0.15; the baseline's build left cached_tokens out of half its
+    # responses, read as 0 hits, so its rate looked like 0.125 and the drop passed as +0.025.
+    a, b = write_run(tmp_path / "a", cached=50), write_run(tmp_path / "b", cached=30)
+    lines = [json.loads(line) for line in (a / "records.jsonl").read_text().splitlines()]
+    for r in lines:
+        r["cached_tokens"] = None if r["request_index"] % 2 else r["cached_tokens"]
+    (a / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert main([str(a), str(b)]) == 1
+    row = verdicts(b)[("seglen", "token_hit_rate")]
+    assert row["status"] == "inconclusive" and "baseline 30 of 60" in str(row["detail"])
