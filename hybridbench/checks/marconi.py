@@ -6,7 +6,7 @@ Fig. 8; Marconi, arXiv 2411.19379). The check asks only for that direction — t
 hit rate above each baseline arm's (``sglang_plus``, ``vllm_plus``) on every workload — never for the size,
 which depends on the trace. A comparison in which neither cache evicted a state did not exercise the
 eviction policy, and one with equal hit rates (a capacity where no eviction choice cost a hit) compared
-nothing: both ``inconclusive``, never a pass.
+nothing: both ``inconclusive``, never a pass; so is a rate over requests some of which carry no hit count.
 """
 
 from __future__ import annotations
@@ -43,7 +43,12 @@ def marconi_trends(inp: CheckInput) -> Sequence[CheckResult]:
                 theirs = _hit_rate(inp.records.get((workload, base), []))
                 expected = f"token hit rate above {base}'s (Marconi, Fig. 7/8)"
                 status: Status
-                if not (_evicted(inp, workload, arm) or _evicted(inp, workload, base)):
+                unknown = sum(1 for a in (arm, base) for r in inp.records.get((workload, a), [])
+                              if r.status == "ok" and r.cached_tokens is None)
+                if unknown:  # read as 0, a baseline's missing counts would lift the marconi arm above it
+                    status = "inconclusive"
+                    detail = f"{unknown} completed request(s) with no cached-token count: their hits are unknown"
+                elif not (_evicted(inp, workload, arm) or _evicted(inp, workload, base)):
                     status = "inconclusive"
                     detail = f"{ours:.1%} vs {theirs:.1%}, but neither cache evicted: the policies never differed"
                 elif ours == theirs:  # a cache roomy enough that no choice cost a hit: nothing was compared

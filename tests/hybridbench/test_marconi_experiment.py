@@ -91,18 +91,19 @@ def test_marconi_ttft_model_is_its_published_step_line() -> None:
     assert round(marconi_ttft_ms(10**6)) == round(marconi_ttft_ms(31_950)) == 1710
 
 
-def _record(arm: str, cached: int) -> Record:
+def _record(arm: str, cached: int | None) -> Record:
     return Record(run_id="r", trial_id="t", arm=arm, workload="w", repeat=0, request_index=0, session_id=0, turn_id=0,
                   scheduled_s=0.0, sent_s=0.0, first_token_s=0.1, end_s=0.1, prompt_tokens=100, output_tokens=1,
                   cached_tokens=cached, status="ok")
 
 
 def test_marconi_trends_verdicts_from_hits_and_evictions() -> None:
-    def verdict(marconi: int, sglang_plus: int, evicted: int = 5) -> str:
+    def verdict(marconi: int, sglang_plus: int | None, evicted: int = 5) -> str:
         arms = ("sglang_plus", "marconi")
+        base = [_record("sglang_plus", 60), _record("sglang_plus", sglang_plus)] if sglang_plus is None else \
+            [_record("sglang_plus", sglang_plus)]
         inp = CheckInput(ChecksCfg(), arms, "sglang_plus", ("w",),
-                         {("w", "marconi"): [_record("marconi", marconi)],
-                          ("w", "sglang_plus"): [_record("sglang_plus", sglang_plus)]},
+                         {("w", "marconi"): [_record("marconi", marconi)], ("w", "sglang_plus"): base},
                          {}, {("w", a): [{"evicted_states": evicted}] for a in arms}, 0)
         (result,) = marconi_trends(inp)
         assert result.arm == "marconi vs sglang_plus"
@@ -112,3 +113,5 @@ def test_marconi_trends_verdicts_from_hits_and_evictions() -> None:
     assert verdict(40, 60) == "fail"
     assert verdict(50, 50) == "inconclusive"  # a tie compared nothing
     assert verdict(60, 40, evicted=0) == "inconclusive"  # nothing evicted: the policies never ran
+    # The baseline's second request carries no hit count: read as 0 its rate was 30%, and marconi's 50% passed.
+    assert verdict(50, None) == "inconclusive"
