@@ -172,9 +172,14 @@ def ttft(inp: CheckInput) -> Sequence[CheckResult]:
         base_means = _repeat_means(inp.trial_summaries.get((workload, inp.baseline_arm), []), key)
         for arm in _candidates(inp):
             cand = [t for r in inp.records.get((workload, arm), []) if (t := r.ttft_ms) is not None]
-            if not base or not cand:  # e.g. a run cut short by a dead server
-                out.append(CheckResult("ttft", workload, arm, "skip", None, "TTFTs on both sides",
-                                       f"{len(base)} baseline and {len(cand)} candidate TTFT(s): no verdict"))
+            if not base or not cand:  # e.g. a run cut short by a dead server (survival fails it): a skip
+                # Completed requests without a TTFT (no first token seen) are unmeasured, not absent: undecided.
+                done = [sum(r.status == "ok" for r in inp.records.get((workload, a), []))
+                        for a in (inp.baseline_arm, arm)]
+                unmeasured = (not base and done[0]) or (not cand and done[1])
+                out.append(CheckResult("ttft", workload, arm, "inconclusive" if unmeasured else "skip", None,
+                                       "TTFTs on both sides", f"{len(base)} baseline and {len(cand)} candidate TTFT(s) "
+                                       f"of {done[0]} and {done[1]} completed request(s): no verdict"))
                 continue
             cand_means = _repeat_means(inp.trial_summaries.get((workload, arm), []), key)
             advisory = ""

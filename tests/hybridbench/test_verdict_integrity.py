@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,24 @@ def test_ctrl_c_after_the_server_was_stopped_does_not_wait_for_it(tmp_path: Path
     assert time.monotonic() - sent < 15, log.read_text()
     assert proc.returncode == 3 and not server_pids(seed)
     assert json.loads((run / "bundle.json").read_text())["verdict"] == "interrupted"
+
+
+def test_completed_requests_without_a_ttft_leave_ttft_undecided_not_skipped() -> None:
+    # Every candidate request completed but no first token was seen (a stream whose chunks carried no text): the
+    # TTFT row said "skip", neutral, and survival's pass passed the run with its TTFT never measured.
+    from hybridbench.checks.base import run_verdict
+
+    base = [rec("000-w-lru-r0", i) for i in range(20)]
+    cand = [replace(rec("001-w-seglen-r0", i, arm="seglen"), first_token_s=None) for i in range(20)]
+    outcomes = {("w", a): [TrialOutcome(t, "w", a, 0, "ran", 20)] for a, t in (("lru", "000-w-lru-r0"),
+                                                                                 ("seglen", "001-w-seglen-r0"))}
+    inp = CheckInput(ChecksCfg(), ("lru", "seglen"), "lru", ("w",), {("w", "lru"): base, ("w", "seglen"): cand},
+                     {}, {}, 0, trials=outcomes)
+    rows = run_checks(["survival", "ttft"], inp)
+    (ttft,) = [r for r in rows if r.check == "ttft"]
+    assert ttft.status == "inconclusive" and "0 candidate TTFT(s) of 20 and 20 completed" in ttft.detail
+    assert run_verdict(r.status for r in rows) == "inconclusive"
+    # A side that completed nothing is survival's failure, and its TTFT row stays a skip.
+    gone = CheckInput(ChecksCfg(), ("lru", "seglen"), "lru", ("w",), {("w", "lru"): base, ("w", "seglen"): []},
+                      {}, {}, 0)
+    assert [r.status for r in run_checks(["ttft"], gone)] == ["skip"]
