@@ -252,10 +252,10 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
                               f"side; advisory {ch.estimate:+.1%} (request pairs, CI {ch.low:+.1%} .. {ch.high:+.1%})",
                               limit=cfg.ttft_regression, base=statistics.fmean(b for b, _ in timed),
                               cand=statistics.fmean(c for _, c in timed)))
-    else:
-        out.append(_skip(("ttft", workload, arm), expected,
-                         f"no request completed with a TTFT in both runs ({len(b_ok)} baseline, {len(c_ok)} "
-                         "candidate completed)"))
+    else:  # a side that completed nothing is survival's; completed requests without a TTFT are unmeasured
+        why = f"no request completed with a TTFT in both runs ({len(b_ok)} baseline, {len(c_ok)} candidate completed)"
+        out.append(_undecided(("ttft", workload, arm), expected, why, limit=cfg.ttft_regression) if b_ok and c_ok
+                   else _skip(("ttft", workload, arm), expected, why))
 
     b_tp, c_tp = _per_repeat(b_sums, f"{pre}request_throughput"), _per_repeat(c_sums, f"{pre}request_throughput")
     expected = f"request throughput change >= -{cfg.throughput_regression:.0%}"

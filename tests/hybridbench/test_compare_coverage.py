@@ -78,3 +78,15 @@ def test_a_hit_count_missing_from_some_requests_is_unknown_not_zero(tmp_path: Pa
     assert main([str(a), str(b)]) == 1
     row = verdicts(b)[("seglen", "token_hit_rate")]
     assert row["status"] == "inconclusive" and "baseline 30 of 60" in str(row["detail"])
+
+
+def test_completed_requests_without_a_ttft_leave_the_ttft_row_undecided(tmp_path: Path) -> None:
+    # The candidate's requests all completed, none with a first token seen: its TTFT row skipped, and throughput's
+    # and the hit rate's passes passed the comparison (exit 0) with its TTFT never measured.
+    a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b")
+    lines = [json.loads(line) for line in (b / "records.jsonl").read_text().splitlines()]
+    for r in lines:
+        r["first_token_s"] = None if r["arm"] == "seglen" else r["first_token_s"]
+    (b / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert main([str(a), str(b)]) == 1
+    assert verdicts(b)[("seglen", "ttft")]["status"] == "inconclusive"
