@@ -21,7 +21,10 @@ Mark = Literal["reproduced", "not reproduced", "not comparable"]
 
 
 def _value(aggregates: Mapping[str, Any], workload: str, arm: str, metric: str) -> float | None:
-    v = aggregates.get(workload, {}).get(arm, {}).get(metric)
+    agg = aggregates.get(workload, {}).get(arm, {})
+    if agg.get("completed") == 0:  # nothing completed: its rates read 0.0 (a 0% hit rate "reproduced" a 1% figure)
+        return None
+    v = agg.get(metric)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
         return None
     return float(v)

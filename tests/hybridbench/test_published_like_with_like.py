@@ -81,3 +81,14 @@ def test_every_gpu_configuration_is_comparable_with_its_own_seed_where_the_seed_
     (row,) = compare_published(config, {"random": {"disabled": {"input_throughput": 1.0},
                                                    "lru": {"input_throughput": 0.9}}})
     assert row["mark"] == "not comparable" and "TP 4 vs 8" in row["why"]
+
+
+def test_an_arm_that_completed_nothing_reproduces_no_figure() -> None:
+    # seglen's ShareGPT hit rate (0.01, within 0.04): an arm whose every request failed has a token_hit_rate of 0.0
+    # in its aggregate (no input tokens), which "reproduced" it.
+    from hybridbench.metrics.summary import aggregate
+
+    hits = {"metric": "token_hit_rate", "workload": "gsp", "arm": "lru", "value": 0.01, "tolerance": 0.04,
+            "engine": "sglang", "model": "qwen3-next-80b-a3b", "scale": 1}
+    (row,) = compare_published({**run_config(), "published": [hits]}, {"gsp": {"lru": aggregate([], [])}})
+    assert row["mark"] == "not comparable" and row["observed"] is None and "has no token_hit_rate" in row["why"]
