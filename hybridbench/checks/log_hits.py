@@ -5,7 +5,8 @@ request's ``extend_prefix_lens`` in its first forward; docs/engines/tokenspeed.m
 the sum of the recorded ``cached_tokens``. The engine says so in its trial snapshot (``LOG_COUNTS_USAGE_HITS``);
 a difference means records lost or misread hits, or the log parser missed lines, so it fails loudly rather
 than letting the usage numbers stand alone. A trial with failed requests cannot be compared (a request the
-server prefilled but did not answer is in the log, not in the records): inconclusive, with the numbers.
+server prefilled but did not answer is in the log, not in the records): inconclusive, with the numbers; so is one
+whose log yielded no prefill line or whose usage lacks a request's count (both "0" would agree about nothing).
 """
 
 from __future__ import annotations
@@ -36,8 +37,13 @@ def usage_vs_log(workload: str, arm: str, outcomes: Sequence[TrialOutcome], snap
         usage = sum(r.cached_tokens or 0 for r in recs)
         log = snap.get("log_cached_tokens")
         label = f"r{outcome.repeat}: usage {usage}, log {log}"
-        if not isinstance(log, int):
+        unread = sum(1 for r in recs if r.status == "ok" and r.cached_tokens is None)
+        if not isinstance(log, int) or isinstance(log, bool):
             unsure.append(f"r{outcome.repeat}: no server log total")
+        elif recs and snap.get("log_prefill_batches") == 0:  # requests sent, no prefill line parsed: not a total of 0
+            unsure.append(f"r{outcome.repeat}: no prefill line of the server log parsed")
+        elif unread:  # a missing count is not 0 hits: 0 == 0 would agree about nothing
+            unsure.append(f"r{outcome.repeat}: {unread} completed request(s) with no usage cached_tokens")
         elif usage == log:
             compared.append(label)
         elif any(r.status != "ok" for r in recs) or outcome.state != "ran":

@@ -36,3 +36,30 @@ def test_snapshot_totals_the_log_and_asks_for_the_cross_check(tmp_path: Path) ->
     assert snap["log_cached_tokens"] == 192 + 256  # the Mix line counts; lines before the mark do not
     assert snap["log_prefill_batches"] == 3
     assert snap[LOG_COUNTS_USAGE_HITS] is True
+
+
+def test_usage_and_log_that_both_counted_nothing_agree_about_nothing() -> None:
+    # A build whose responses carry no cached_tokens (None: 0 in the sum) beside a log whose lines the parser no
+    # longer reads (no prefill line: a total of 0): "usage 0, log 0" passed the cross-check built to catch either.
+    from hybridbench.checks.base import CheckInput
+    from hybridbench.checks.builtin import cache_hits
+    from hybridbench.config.schema import ChecksCfg
+    from hybridbench.records.coverage import TrialOutcome
+    from hybridbench.records.schema import Record
+
+    def row(cached: int | None, snap: dict[str, Any]) -> tuple[str, str]:
+        recs = [Record("run", "t0", "branching", "w", 0, i, i, 0, 0.0, 0.0, 0.1, 0.2, 300, 6, cached, "ok")
+                for i in range(4)]
+        key = ("w", "branching")
+        inp = CheckInput(ChecksCfg(), ("branching",), "branching", ("w",), {key: recs}, {},
+                         {key: [{LOG_COUNTS_USAGE_HITS: True, **snap}]}, 0,
+                         trials={key: [TrialOutcome("t0", "w", "branching", 0, "ran", 4)]})
+        (r,) = [r for r in cache_hits(inp) if r.workload == "w/log"]
+        return r.status, r.detail
+
+    status, detail = row(None, {"log_cached_tokens": 0, "log_prefill_batches": 3})
+    assert status == "inconclusive" and "4 completed request(s) with no usage cached_tokens" in detail
+    status, detail = row(0, {"log_cached_tokens": 0, "log_prefill_batches": 0})
+    assert status == "inconclusive" and "no prefill line of the server log parsed" in detail
+    assert row(64, {"log_cached_tokens": 256, "log_prefill_batches": 3})[0] == "pass"
+    assert row(0, {"log_cached_tokens": 0, "log_prefill_batches": 3})[0] == "pass"  # really no hit, both counted
