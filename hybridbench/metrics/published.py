@@ -4,16 +4,19 @@ same metric of this run, from the bundle's aggregates alone.
 A relative result (``baseline_arm`` set) is ``reproduced`` when this run moves the metric the same way by
 at least half the published change, ``not reproduced`` otherwise; an absolute one when this run's value is
 within ``tolerance`` x max(|published|, 1). A run on another engine, model or workload scale than the source,
-or on another GPU type, TP, quantization or arrival process and rate than the source states, or on a load cut
-to its first sessions (``keep_sessions``), is ``not comparable``, with the reason: its direction and change are
-still shown, never scored. None of this gates the exit code: the checks do.
+or on another GPU type (by engine.gpu, and by the GPUs nvidia-smi named, an unknown one included), TP,
+quantization or arrival process and rate than the source states, or on a load cut to its first sessions
+(``keep_sessions``), is ``not comparable``, with the reason: its direction and change are still shown, never
+scored. None of this gates the exit code: the checks do.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
+
+from reference_impl.engine.hardware import gpu_key
 
 __all__ = ["Mark", "compare_published"]
 
@@ -56,12 +59,16 @@ def _same_arrival(ours: str, theirs: str) -> bool:
         return False
 
 
-def _setup_differs(config: Mapping[str, Any], workload: Mapping[str, Any], p: Mapping[str, Any]) -> list[str]:
-    """What of the published run's stated setup this run does not share: GPU type, TP, quantization, arrivals."""
+def _setup_differs(config: Mapping[str, Any], workload: Mapping[str, Any], p: Mapping[str, Any],
+                   gpus: Sequence[str] = ()) -> list[str]:
+    """What of the published run's stated setup this run does not share: GPU type (the label engine.gpu, and the
+    GPUs nvidia-smi named where the run recorded them), TP, quantization, arrivals."""
     engine, model = config.get("engine", {}) or {}, config.get("model", {}) or {}
     out = []
     if p.get("gpu") and str(engine.get("gpu", "")).lower() != str(p["gpu"]).lower():
         out.append(f"GPU {engine.get('gpu', '?')} vs {p['gpu']}")
+    elif p.get("gpu") and (other := next((g for g in gpus if gpu_key(g) != str(p["gpu"]).lower()), None)):
+        out.append(f"GPU {other} (nvidia-smi; engine.gpu={engine.get('gpu', '?')}) vs {p['gpu']}")
     if p.get("tp") and int(engine.get("tp", 0) or 0) != int(p["tp"]):
         out.append(f"TP {engine.get('tp', '?')} vs {p['tp']}")
     if p.get("quantization"):
@@ -77,8 +84,10 @@ def _setup_differs(config: Mapping[str, Any], workload: Mapping[str, Any], p: Ma
     return out
 
 
-def compare_published(config: Mapping[str, Any], aggregates: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per published result; ``config`` is the run's resolved config (plan.json's)."""
+def compare_published(config: Mapping[str, Any], aggregates: Mapping[str, Any],
+                      gpus: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """One row per published result; ``config`` is the run's resolved config (plan.json's), ``gpus`` the names
+    nvidia-smi gave the server's GPUs (bundle.json's provenance), where the run recorded them."""
     engine = str(config.get("engine", {}).get("name", ""))
     model = str(config.get("model", {}).get("name", ""))
     engine_scale = int(config.get("engine", {}).get("workload_scale", 1) or 1)
@@ -95,7 +104,7 @@ def compare_published(config: Mapping[str, Any], aggregates: Mapping[str, Any]) 
         differs = [f"{what} {ours} vs {theirs}" for what, ours, theirs in (
             ("engine", engine, p["engine"]), ("model", model, p["model"]), ("scale", f"1/{scale}", f"1/{p['scale']}"))
             if ours != theirs]
-        differs += _setup_differs(config, workloads.get(w) or {}, p)
+        differs += _setup_differs(config, workloads.get(w) or {}, p, gpus)
         value = float(p["value"])
         mark: Mark
         if observed is None:

@@ -105,7 +105,7 @@ def rescore_run(run_dir: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
         trials=scored.trials,
         aggregates=scored.aggregates,
         checks=[asdict(c) for c in scored.checks],
-        published=compare_published(config, scored.aggregates),
+        published=compare_published(config, scored.aggregates, run.gpus),
         accuracy=scored.accuracy,
         # A run whose server died or that was interrupted stays so, whatever the thresholds say.
         verdict=bundle.verdict if bundle.verdict in ("error", "interrupted")

@@ -148,7 +148,7 @@ def build_bundle(
         "trials": trials,
         "aggregates": aggregates,
         "checks": [asdict(c) for c in checks],
-        "published": compare_published(plan.config, aggregates),
+        "published": compare_published(plan.config, aggregates, [str(g) for g in engine.extra.get("gpus") or ()]),
         "notes": {name: w["note"] for name, w in (plan.config.get("workloads") or {}).items()
                   if isinstance(w, dict) and w.get("note")},
         # A run that could not decide is not a pass (exit 1 like a failure), but it is named for what it is.

@@ -4,6 +4,9 @@ with why."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -92,3 +95,37 @@ def test_an_arm_that_completed_nothing_reproduces_no_figure() -> None:
             "engine": "sglang", "model": "qwen3-next-80b-a3b", "scale": 1}
     (row,) = compare_published({**run_config(), "published": [hits]}, {"gsp": {"lru": aggregate([], [])}})
     assert row["mark"] == "not comparable" and row["observed"] is None and "has no token_hit_rate" in row["why"]
+
+
+@pytest.mark.parametrize(("gpus", "why"), [
+    (["NVIDIA A100-SXM4-80GB"] * 4, "GPU NVIDIA A100-SXM4-80GB (nvidia-smi; engine.gpu=h100) vs h100"),
+    (["NVIDIA H20"] * 4, "GPU NVIDIA H20 (nvidia-smi; engine.gpu=h100) vs h100"),  # a kind no key names
+])
+def test_gpus_that_are_not_the_sources_are_not_comparable_whatever_the_label(gpus: list[str], why: str) -> None:
+    # engine.gpu is a label: a run re-scored from before the GPU-kind check (A100s under h100), or on GPUs the check
+    # cannot name (an H20, only a warning), "reproduced" the H100 figure.
+    (row,) = compare_published(run_config(), AGG, gpus)
+    assert row["mark"] == "not comparable" and why in row["why"], row["why"]
+    (same,) = compare_published(run_config(), AGG, ["NVIDIA H100 80GB HBM3"] * 4)
+    assert same["mark"] == "reproduced"
+
+
+def test_a_rescored_run_on_other_gpus_than_its_label_reproduces_nothing(tmp_path: Path) -> None:
+    # End to end: a saved run labelled engine.gpu=h100 whose bundle names four A100s (recorded before the GPU-kind
+    # check refused such a run) re-scored to "reproduced" against an H100 figure.
+    from hybridbench.rescore.run import rescore_run
+
+    run = Path(shutil.copytree(Path(__file__).parent / "fixtures" / "runs" / "fbde869-smoke-sim", tmp_path / "run"))
+    plan = json.loads((run / "plan.json").read_text())
+    agg = json.loads((run / "bundle.json").read_text())["aggregates"]["gsp"]
+    value = agg["branching"]["request_throughput"] / agg["disabled"]["request_throughput"] - 1  # this run's own
+    plan["config"]["published"] = [{"metric": "request_throughput", "workload": "gsp", "arm": "branching",
+                                    "baseline_arm": "disabled", "value": value, "engine": "sim",
+                                    "model": "qwen3-next-80b-a3b", "scale": 1, "gpu": "h100", "tp": 4,
+                                    "source": "a seed on H100s", "hardware": "4xH100"}]
+    (run / "plan.json").write_text(json.dumps(plan))
+    bundle = json.loads((run / "bundle.json").read_text())
+    bundle["provenance"]["engine"]["extra"]["gpus"] = ["NVIDIA A100-SXM4-80GB"] * 4
+    (run / "bundle.json").write_text(json.dumps(bundle))
+    (row,) = rescore_run(run)["published"]
+    assert row["mark"] == "not comparable" and "GPU NVIDIA A100-SXM4-80GB (nvidia-smi" in row["why"], row["why"]
