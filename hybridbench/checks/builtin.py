@@ -80,9 +80,13 @@ def survival(inp: CheckInput) -> Sequence[CheckResult]:
         snaps = inp.snapshots.get((workload, arm), [])
         crashes = sum(int(s.get("crashes", 0)) for s in snaps)
         infra = [str(s["infrastructure_error"]) for s in snaps if s.get("infrastructure_error")]
+        # A known failure signature in the server's log during a trial (hybridbench.engines.server_logs) is a fault
+        # the server survived, not a clean run: e.g. a mamba sanity check that failed while every request completed.
+        logged = [str(f) for s in snaps if isinstance(fs := s.get("server_failures"), list) for f in fs]
         problems = _trial_problems(outcomes, recs)
         if not outcomes and not recs:  # nothing says a request was even sent: never "all completed"
             problems.append("no trial of this arm recorded anything")
+        problems += [f"the server logged: {f}" for f in dict.fromkeys(logged)]
         ok = not bad and crashes == 0 and not infra and not problems
         detail = f"all {len(recs)} requests completed"
         if infra:
@@ -95,7 +99,8 @@ def survival(inp: CheckInput) -> Sequence[CheckResult]:
             detail = f"{crashes} server crash(es)"
         verdict: Status = "pass" if ok else "fail"
         out.append(CheckResult("survival", workload, arm, verdict, float(len(bad)),
-                               "every planned request recorded once; 0 failed, 0 crashes", detail))
+                               "every planned request recorded once; 0 failed, 0 crashes, no failure logged",
+                               detail))
     return out
 
 

@@ -169,3 +169,15 @@ def test_completed_requests_without_a_ttft_leave_ttft_undecided_not_skipped() ->
     gone = CheckInput(ChecksCfg(), ("lru", "seglen"), "lru", ("w",), {("w", "lru"): base, ("w", "seglen"): []},
                       {}, {}, 0)
     assert [r.status for r in run_checks(["ttft"], gone)] == ["skip"]
+
+
+def test_a_failure_the_server_logged_fails_survival_though_every_request_completed() -> None:
+    # The trial snapshot keeps the known failure signatures of the server's log (server_failures); survival never
+    # read them: a mamba sanity check that failed mid-trial, every request answered, passed "all 60 completed".
+    inp = one_trial("ran", 60, [rec("000-w-lru-r0", i) for i in range(60)])
+    logged = replace(inp, snapshots={("w", "lru"): [{"crashes": 0, "server_failures": [
+        "idle sanity check failed (#12007)"]}]})
+    (res,) = survival(logged)
+    assert res.status == "fail" and "the server logged: idle sanity check failed (#12007)" in res.detail
+    (clean,) = survival(replace(inp, snapshots={("w", "lru"): [{"crashes": 0, "server_failures": []}]}))
+    assert clean.status == "pass"
