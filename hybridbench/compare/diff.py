@@ -150,6 +150,14 @@ def _failed_trials(recs: Sequence[Record]) -> set[str]:
     return {r.trial_id for r in recs if r.status not in ("ok", "skipped")}
 
 
+def _broken(t: TrialRun) -> str:
+    """Why a trial's server counts as lost: it died or hung, or its log showed a known failure signature
+    (the snapshot's ``server_failures``) though it went on answering."""
+    logged = (t.result.server.get("server_failures") if t.result is not None else None) or []
+    return t.infrastructure_error or (f"the server logged: {logged[0]}" if isinstance(logged, list) and logged
+                                      else "")
+
+
 def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareCfg) -> list[Delta]:
     b_recs, c_recs = base.records(workload, arm), cand.records(workload, arm)
     b_ok = [r for r in b_recs if r.status == "ok"]
@@ -177,7 +185,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
         failed = _failed_trials(recs)
         skipped = sum(1 for r in recs if r.status == "skipped" and r.trial_id in failed)
         return (len(recs) - len(ok) - skipped + sum(covered(t).missing for t in trials)
-                + sum(1 for t in trials if t.infrastructure_error) + run.missing_trials(workload, arm) * (known or 1))
+                + sum(1 for t in trials if _broken(t)) + run.missing_trials(workload, arm) * (known or 1))
 
     def lost_requests(run: SavedRun, *, sent_only: bool) -> set[tuple[int, int]]:
         """Which requests (repeat, index; -1 for a dead server or an uncounted trial) ``run`` lost; ``sent_only``:
@@ -195,13 +203,13 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
             recorded = {r.request_index for r in t.records} if t else set()
             count = (t.planned_requests if t and t.planned_requests is not None else known)
             out |= {(planned.repeat, i) for i in range(count or 0) if i not in recorded}
-            if (t is None and count is None) or (t is not None and t.infrastructure_error):
+            if (t is None and count is None) or (t is not None and _broken(t)):
                 out.add((planned.repeat, -1))
         return out
 
     def why_lost(run: SavedRun) -> str:
         trials = run.trials_of(workload, arm)
-        return next((t.infrastructure_error for t in trials if t.infrastructure_error),
+        return next((why for t in trials if (why := _broken(t))),
                     next((f"{t.trial_id}: {covered(t).describe()}" for t in trials if covered(t).missing),
                          f"{run.missing_trials(workload, arm)} planned trial(s) never ran"))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_compare import A100, finished, verdicts, write_run
+from test_compare import A100, H100, finished, verdicts, write_run
 
 from hybridbench.compare.__main__ import main
 
@@ -90,3 +90,17 @@ def test_completed_requests_without_a_ttft_leave_the_ttft_row_undecided(tmp_path
     (b / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     assert main([str(a), str(b)]) == 1
     assert verdicts(b)[("seglen", "ttft")]["status"] == "inconclusive"
+
+
+def test_a_failure_the_candidates_server_logged_is_a_loss(tmp_path: Path) -> None:
+    # The PR's server logged "idle sanity check failed" during a seglen trial and still answered every request:
+    # survival passed ("all 60 requests completed") and so did the comparison.
+    a = finished(write_run(tmp_path / "a"), H100)
+    b = finished(write_run(tmp_path / "b"), H100, created="2026-11-25T10:00:00+00:00")
+    bundle = json.loads((b / "bundle.json").read_text())
+    seglen = next(t for t in bundle["trials"] if t["arm"] == "seglen")
+    seglen["server"] = {"server_failures": ["idle sanity check failed (#12007)"]}
+    (b / "bundle.json").write_text(json.dumps(bundle))
+    assert main([str(a), str(b)]) == 1
+    row = verdicts(b)[("seglen", "survival")]
+    assert row["status"] == "fail" and "the server logged: idle sanity check failed" in str(row["detail"])
