@@ -80,7 +80,9 @@ RULES: dict[str, Range] = {
     "engine.kl_threshold": _NON_NEGATIVE,
     "model.vocab_size": Range(2, INT64_MAX),
     "checks.ttft_regression": _NON_NEGATIVE,
-    "checks.throughput_regression": _NON_NEGATIVE,
+    # A drop of 100% or more cannot happen (throughput is >= 0): at 1 or above the check could never fail, and
+    # checks.throughput_regression=10 is 10%'s typo, a gate switched off (compare's flag takes [0, 1) too).
+    "checks.throughput_regression": Range(0, 1, hi_open=True),
     "checks.min_token_hit_rate": _FRACTION,
     # Fewer resamples make the interval's ends the extremes of a handful of draws: a gate in name only.
     "checks.bootstrap_samples": Range(100, 1_000_000),

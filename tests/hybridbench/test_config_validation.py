@@ -28,6 +28,8 @@ BAD = [
     ("checks.ttft_regression", float("inf"), ">= 0"),
     ("checks.ttft_regression", -0.1, ">= 0"),
     ("checks.throughput_regression", float("nan"), "got nan"),
+    ("checks.throughput_regression", 1.0, "in [0, 1)"),  # a -99.9% throughput passed: no drop can exceed 100%
+    ("checks.throughput_regression", 10.0, "in [0, 1)"),  # 10%'s typo
     ("checks.confidence", 0.0, "in [0.5, 0.99]"),  # a zero-width interval
     ("checks.confidence", -1.0, "in [0.5, 0.99]"),  # an inverted one
     ("checks.confidence", 1.0, "in [0.5, 0.99]"),
