@@ -84,6 +84,10 @@ def prefill_overhead(inp: CheckInput) -> Sequence[CheckResult]:
                 out.append(CheckResult("prefill_overhead", workload, arm, "skip", None, expected,
                                        "the experiment has no `disabled` arm to compare with"))
                 continue
+            if floor <= 0:  # a ratio is never below 0: such a floor passes anything, so it is said, not passed
+                out.append(CheckResult("prefill_overhead", workload, arm, "skip", None, "a ratio floor",
+                                       "no floor set (checks.min_prefill_throughput_ratio=0), so not judged"))
+                continue
             cand = [float(s.get(key, math.nan)) for s in inp.trial_summaries.get((workload, arm), [])]
             # The ratio is 1 + the change: judged on the change against floor - 1, shown as a ratio.
             out.append(repeat_judgement("prefill_overhead", workload, arm, inp, base=base, cand=cand, limit=floor - 1,

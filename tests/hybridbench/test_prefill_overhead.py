@@ -39,3 +39,22 @@ def test_prefill_overhead_passes_a_healthy_cache_and_fails_per_chunk_copies(tmp_
     else:
         assert code == 1 and check["status"] == "fail"
         assert isinstance(check["observed"], float) and check["observed"] < 0.85
+
+
+def test_a_floor_of_zero_judges_nothing_rather_than_passing_everything() -> None:
+    # checks.min_prefill_throughput_ratio=0: a ratio is never below it, so a cache-on arm at a thousandth of the
+    # cache-off arm's input throughput passed. Like cache_hits' floor at 0, it is now a skip that says so.
+    from hybridbench.checks.base import CheckInput
+    from hybridbench.checks.correctness import prefill_overhead
+    from hybridbench.config.schema import ChecksCfg
+
+    sums = {("w", "disabled"): [{"input_throughput": v} for v in (1000.0, 1010.0, 990.0)],
+            ("w", "lru"): [{"input_throughput": v} for v in (1.0, 1.1, 0.9)]}
+
+    def rows(floor: float) -> list[tuple[str, str]]:
+        inp = CheckInput(ChecksCfg(min_prefill_throughput_ratio=floor), ("disabled", "lru"), "disabled", ("w",), {},
+                         sums, {}, 0, cache_off=frozenset({"disabled"}))
+        return [(r.status, r.detail) for r in prefill_overhead(inp)]
+
+    assert rows(0.0) == [("skip", "no floor set (checks.min_prefill_throughput_ratio=0), so not judged")]
+    assert [s for s, _ in rows(0.85)] == ["fail"]
