@@ -99,7 +99,8 @@ RULES: dict[str, Range] = {
     "checks.accuracy_batch_size": Range(1, 1024),
     "checks.accuracy_timeout_s": _POSITIVE,
     "checks.accuracy_alpha": Range(0, 1, lo_open=True, hi_open=True),
-    "checks.accuracy_tolerance": _FRACTION,
+    # At 1 no accuracy drop exceeds it (the check could never fail): accuracy_tolerance=1 is 1%'s typo.
+    "checks.accuracy_tolerance": Range(0, 1, hi_open=True),
 }
 
 

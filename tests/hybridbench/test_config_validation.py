@@ -30,6 +30,7 @@ BAD = [
     ("checks.throughput_regression", float("nan"), "got nan"),
     ("checks.throughput_regression", 1.0, "in [0, 1)"),  # a -99.9% throughput passed: no drop can exceed 100%
     ("checks.throughput_regression", 10.0, "in [0, 1)"),  # 10%'s typo
+    ("checks.accuracy_tolerance", 1.0, "in [0, 1)"),  # no drop exceeds it: 1%'s typo passed half the answers lost
     ("checks.confidence", 0.0, "in [0.5, 0.99]"),  # a zero-width interval
     ("checks.confidence", -1.0, "in [0.5, 0.99]"),  # an inverted one
     ("checks.confidence", 1.0, "in [0.5, 0.99]"),
