@@ -140,26 +140,24 @@ def count(least: int = 1) -> Callable[[str], int]:
     return parse
 
 
-def positive(text: str) -> float:
-    """An argparse type: a finite number > 0 (bytes, seconds, a standard deviation)."""
+def _number(text: str, holds: Callable[[float], bool], wanted: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+        value = math.nan  # refused below, in the same words as any other bad value
+    if not holds(value):
+        raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
     return value
+
+
+def positive(text: str) -> float:
+    """An argparse type: a finite number > 0 (bytes, seconds, a standard deviation)."""
+    return _number(text, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
 
 
 def fraction(text: str) -> float:
     """An argparse type: a number strictly between 0 and 1 (a confidence)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text!r}")
-    return value
+    return _number(text, lambda v: 0 < v < 1, "in (0, 1)")
 
 
 def folder(text: str) -> Path:
