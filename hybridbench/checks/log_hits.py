@@ -16,6 +16,7 @@ from typing import Any
 
 from hybridbench.checks.base import CheckResult, Status
 from hybridbench.records.coverage import TrialOutcome
+from hybridbench.records.hits import unknown_hits
 from hybridbench.records.schema import LOG_COUNTS_USAGE_HITS, Record
 
 __all__ = ["usage_vs_log"]
@@ -37,7 +38,7 @@ def usage_vs_log(workload: str, arm: str, outcomes: Sequence[TrialOutcome], snap
         usage = sum(r.cached_tokens or 0 for r in recs)
         log = snap.get("log_cached_tokens")
         label = f"r{outcome.repeat}: usage {usage}, log {log}"
-        unread = sum(1 for r in recs if r.status == "ok" and r.cached_tokens is None)
+        unread = unknown_hits(recs)
         if not isinstance(log, int) or isinstance(log, bool):
             unsure.append(f"r{outcome.repeat}: no server log total")
         elif recs and snap.get("log_prefill_batches") == 0:  # requests sent, no prefill line parsed: not a total of 0

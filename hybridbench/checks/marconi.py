@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
+from hybridbench.records.hits import unknown_hits
 from hybridbench.records.schema import Record
 
 __all__ = ["marconi_trends"]
@@ -43,8 +44,7 @@ def marconi_trends(inp: CheckInput) -> Sequence[CheckResult]:
                 theirs = _hit_rate(inp.records.get((workload, base), []))
                 expected = f"token hit rate above {base}'s (Marconi, Fig. 7/8)"
                 status: Status
-                unknown = sum(1 for a in (arm, base) for r in inp.records.get((workload, a), [])
-                              if r.status == "ok" and r.cached_tokens is None)
+                unknown = sum(unknown_hits(inp.records.get((workload, a), [])) for a in (arm, base))
                 if unknown:  # read as 0, a baseline's missing counts would lift the marconi arm above it
                     status = "inconclusive"
                     detail = f"{unknown} completed request(s) with no cached-token count: their hits are unknown"

@@ -95,14 +95,7 @@ def saved_specs(names: Sequence[str]) -> tuple[ArmSpec, ...]:
 
 def cache_off_arms(names: tuple[str, ...]) -> frozenset[str]:
     """The arms of a saved plan whose spec has the cache off (re-scoring reads arm names from plan.json)."""
-    off = set()
-    for name in names:
-        try:
-            if not arm_spec(name).cache_on:
-                off.add(name)
-        except ValueError:  # a name this version no longer knows: not the cache-off baseline
-            continue
-    return frozenset(off)
+    return frozenset(s.name for s in saved_specs(names) if not s.cache_on)
 
 
 def policy_only_arms(specs: Sequence[ArmSpec], baseline: str) -> frozenset[str]:

@@ -6,12 +6,18 @@ from collections.abc import Iterable
 
 from hybridbench.records.schema import Record
 
-__all__ = ["impossible_hit_detail", "impossible_hits"]
+__all__ = ["impossible_hit_detail", "impossible_hits", "unknown_hits"]
 
 
 def impossible_hits(records: Iterable[Record]) -> list[Record]:
     """Records whose server reported a hit longer than the prompt, or a negative one: a build miscounting its hits."""
     return [r for r in records if r.cached_tokens is not None and not 0 <= r.cached_tokens <= r.prompt_tokens]
+
+
+def unknown_hits(records: Iterable[Record]) -> int:
+    """Completed requests whose server sent no hit count: their hits are unknown, never 0 (read as 0, a baseline's
+    missing counts lift whatever it is compared with)."""
+    return sum(1 for r in records if r.status == "ok" and r.cached_tokens is None)
 
 
 def impossible_hit_detail(bad: list[Record], *, who: str = "", note: str = "") -> str:
