@@ -15,7 +15,8 @@ SGLang's two counters are read from one TP rank: every rank counts the same toke
 "Every TP rank reports the same logical count under its own rank labels; read one rank rather than summing
 ranks"). 0.5.23 labels them ``tp_rank`` / ``pp_rank`` (:2416-2432), and the load-back per host pool
 (``kv``, ``mamba``, ...: only ``kv`` is KV tokens); 0.5.9 and 0.5.16 do not, so prometheus_client's multiprocess
-registry adds the ranks into one series (TP x the count), which is divided by ``metrics_ranks``.
+registry adds the ranks into one series (TP x the count; with ``--enable-dp-attention``, TP / DP x each DP
+group's count, the groups counting their own requests), which is divided by ``metrics_ranks``.
 They are labelled, and prometheus_client exports a labelled counter only from its first increment: a fresh
 server's scrape lacks both. A counter a later scrape has was therefore 0 where an answered scrape lacked it; a
 load-back counter absent from both scrapes is 0 when the after-scrape has the evicted-token counter of the same
@@ -99,8 +100,8 @@ def _get(url: str) -> bytes | None:
 
 
 def read_evictions(base_url: str, metrics_ranks: int = 1) -> Evictions:
-    """The server's counters now. ``metrics_ranks``: how many processes add into one unlabelled SGLang series
-    (its TP ranks; 1 for a single-process server)."""
+    """The server's counters now. ``metrics_ranks``: how many processes add the same count into one unlabelled
+    SGLang series (TP / DP attention groups: sglang_cmd.sglang_metrics_ranks; 1 for a single-process server)."""
     text = _get(base_url + "/metrics")
     samples = parse_prometheus_samples(text.decode("utf-8", "replace")) if text is not None else None
     internal: dict[str, Any] = {}

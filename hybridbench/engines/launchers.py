@@ -10,7 +10,13 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.engines.gpu_pool import fixed_gpu_kv_pool
 from hybridbench.engines.help_cache import cache_path, read_cached, write_cached
 from hybridbench.engines.server import CommandBuilder, ServerEngine, ServerSpec
-from hybridbench.engines.sglang_cmd import sglang_command, sglang_env, sglang_help_argv, sglang_refusal
+from hybridbench.engines.sglang_cmd import (
+    sglang_command,
+    sglang_env,
+    sglang_help_argv,
+    sglang_metrics_ranks,
+    sglang_refusal,
+)
 from hybridbench.engines.traits import EngineTraits
 from hybridbench.engines.vllm_cmd import vllm_command, vllm_env, vllm_help_argv
 from hybridbench.errors import ConfigError
@@ -55,7 +61,7 @@ def make_sglang_engine() -> ServerEngine:
         name="sglang", build=_builder("sglang", sglang_help_argv, sglang_command), client="sglang",
         env_for=sglang_env, flush_path="/flush_cache", package="sglang", refusal=sglang_refusal,
         kv_pool=fixed_gpu_kv_pool,
-        metrics_ranks=lambda cfg: cfg.engine.tp,  # a cache per TP rank, each with its own counters
+        metrics_ranks=lambda cfg: sglang_metrics_ranks(cfg.engine),  # a cache per TP rank, each its own counters
         # SGLang also serves /v1/completions; its cache is the one reference_impl models.
         traits=EngineTraits(protocols=frozenset({"sglang", "openai"}), flushable=True, greedy_deterministic=True,
                             reference_semantics=True,

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 from hybridbench.errors import ConfigError
 
-__all__ = ["OWNED_BY_ARM", "OWNED_BY_GPU_COUNT", "OWNED_BY_HARNESS", "extra_flag_names", "refuse_owned",
-           "refuse_replicas"]
+__all__ = ["OWNED_BY_ARM", "OWNED_BY_GPU_COUNT", "OWNED_BY_HARNESS", "data_parallel_groups", "extra_flag_names",
+           "refuse_owned", "refuse_replicas"]
 
 # Who sets a flag engine.extra_args may not give (refuse_owned's owners, shared by every engine's table).
 OWNED_BY_ARM = "the arm (choose arms=[...]; docs/reference/arms.md)"
@@ -53,3 +53,22 @@ def refuse_replicas(extra: Sequence[str], names: Sequence[str], within: str | No
             keep = f" (with {within} the data-parallel groups share those GPUs)" if within else ""
             raise ConfigError(f"engine.extra_args has {name}, which serves several copies of the model on engine.tp "
                               f"GPUs each; the harness plans, checks and records one server on engine.tp GPUs{keep}")
+
+
+def data_parallel_groups(extra: Sequence[str], names: Sequence[str], within: str) -> int:
+    """How many data-parallel groups ``extra`` splits the engine.tp GPUs into: the last of ``names`` given, when
+    ``within`` (SGLang's ``--enable-dp-attention``) is also given; 1 otherwise. ConfigError for a value that is not a
+    positive integer (argparse would refuse it only after the harness had planned and recorded the run)."""
+    if within not in extra:
+        return 1
+    found: tuple[str, str] | None = None
+    for i, arg in enumerate(extra):
+        name, eq, rest = arg.partition("=")
+        if name in names:
+            found = (name, rest if eq else (extra[i + 1] if i + 1 < len(extra) else ""))
+    if found is None:
+        return 1
+    name, value = found
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"engine.extra_args has {name} {value!r}; give a positive integer")
+    return int(value)

@@ -28,6 +28,7 @@ from hybridbench.engines.owned_flags import (
     OWNED_BY_ARM,
     OWNED_BY_GPU_COUNT,
     OWNED_BY_HARNESS,
+    data_parallel_groups,
     extra_flag_names,
     refuse_owned,
     refuse_replicas,
@@ -46,6 +47,7 @@ __all__ = [
     "sglang_command",
     "sglang_env",
     "sglang_help_argv",
+    "sglang_metrics_ranks",
 ]
 
 STRATEGY_FLAG = "--mamba-radix-cache-strategy"  # since PR #28151 (2026-06-19), SGLang's server_args.py
@@ -339,9 +341,21 @@ def sglang_command(
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
     refuse_owned(extra, SGLANG_OWNED)
     refuse_replicas(extra, SGLANG_REPLICAS, "--enable-dp-attention")
+    sglang_metrics_ranks(engine)  # a DP size that does not split engine.tp is refused now, not after the weights load
     overridden = extra_flag_names(extra)
     check_flags([f for f in flags if f.name not in overridden], extra, helped, "SGLang")
     return [python or sys.executable, "-m", "sglang.launch_server", *merge_extra(flags, extra)]
+
+
+def sglang_metrics_ranks(engine: EngineCfg) -> int:
+    """How many scheduler processes add into one of 0.5.9's and 0.5.16's unlabelled cache counters: every TP rank
+    runs a cache, and the ranks of one data-parallel attention group count the same tokens (each group its own
+    requests), so the sum is (TP / DP) x the groups' total (0.5.9 layers/dp_attention.py:230-244)."""
+    groups = data_parallel_groups([str(a) for a in engine.extra_args], SGLANG_REPLICAS, "--enable-dp-attention")
+    if engine.tp % groups:
+        raise ConfigError(f"engine.extra_args asks for {groups} data-parallel attention groups, which do not divide "
+                          f"engine.tp={engine.tp}; SGLang requires tp_size % dp_size == 0")
+    return engine.tp // groups
 
 
 def _release(version: str) -> tuple[int, ...] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -333,6 +334,17 @@ def test_extra_args_may_not_say_which_cache_or_which_server(extra: list[str], ow
 def test_data_parallel_attention_stays_on_engine_tp_gpus() -> None:
     extra = ["--enable-dp-attention", "--dp-size", "4"]  # DP groups inside the TP-4 GPUs (SGLang's DP attention)
     assert cmd("lru", None, EngineCfg(tp=4, extra_args=extra))[-3:] == extra
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    (["--enable-dp-attention", "--dp-size", "3"], "3 data-parallel attention groups, which do not divide engine.tp=4"),
+    (["--enable-dp-attention", "--dp-size=two"], "engine.extra_args has --dp-size 'two'; give a positive integer"),
+    (["--enable-dp-attention", "--dp-size", "0"], "engine.extra_args has --dp-size '0'; give a positive integer"),
+    (["--dp-size", "2", "--enable-dp-attention", "--dp"], "engine.extra_args has --dp ''; give a positive integer"),
+])
+def test_data_parallel_attention_groups_must_split_engine_tp(extra: list[str], why: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(why)):
+        cmd("lru", None, EngineCfg(tp=4, extra_args=extra))
 
 
 @pytest.mark.parametrize(("model", "arm", "version", "why"), [

@@ -186,3 +186,22 @@ def test_sglang_reads_as_many_ranks_as_it_launches() -> None:
     cfg.engine.tp = 4
     ranks = make_sglang_engine().spec.metrics_ranks
     assert ranks is not None and ranks(cfg) == 4
+
+
+@pytest.mark.parametrize("version", sorted(SERIES))
+@pytest.mark.parametrize("dp_flag", [["--dp-size", "2"], ["--dp-size=2"], ["--data-parallel-size", "2"]])
+def test_data_parallel_attention_counts_every_group_once(version: str, dp_flag: list[str]) -> None:
+    """TP 4 in two DP attention groups of two ranks: 0.5.9 and 0.5.16 add the four ranks into one series (each
+    group's count twice), 0.5.23 labels them; either way a trial's count is the two groups' total."""
+    from hybridbench.config.schema import RunCfg
+    from hybridbench.engines.launchers import make_sglang_engine
+
+    cfg = RunCfg()
+    cfg.engine.tp = 4
+    cfg.engine.extra_args = ["--enable-dp-attention", *dp_flag]
+    ranks = make_sglang_engine().spec.metrics_ranks
+    assert ranks is not None
+    start, after = (parse_prometheus_samples(t) for t in SERIES[version]["scenarios"]["dp_attention"])
+    assert one_rank(start, EVICTED_TOKENS, ranks(cfg)) is None  # nothing counted yet
+    assert one_rank(after, EVICTED_TOKENS, ranks(cfg)) == 4096 + 1024
+    assert one_rank(after, LOAD_BACK_TOKENS, ranks(cfg)) == 1536 + 512

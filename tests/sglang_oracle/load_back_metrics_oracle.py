@@ -7,9 +7,11 @@ the vLLM CPU venv's site-packages on ``PYTHONPATH``:
     ~/.cache/hybridbench/sglang-0.5.23/bin/python tests/sglang_oracle/load_back_metrics_oracle.py < scenarios.json
 
 stdin: ``{"tp": n, "scenarios": {name: [phase, ...]}}``; a phase is what every TP rank's cache does before the
-next scrape: ``{"evicted": tokens, "load_back": {pool: tokens}}`` (either may be absent). stdout: one JSON line
-``{"version", "tp", "scenarios": {name: [exposition, ...]}}``: the ``/metrics`` text after server start (nothing
-counted yet) and after each phase.
+next scrape: ``{"evicted": tokens, "load_back": {pool: tokens}}`` (either may be absent). A scenario may instead be
+``{"tp": n, "dp": groups, "phases": [{"groups": [phase, ...]}, ...]}``: a server with ``--enable-dp-attention``,
+whose TP ranks form ``groups`` data-parallel attention groups, each counting its own requests (the ranks of one
+group the same tokens). stdout: one JSON line ``{"version", "tp", "scenarios": {name: [exposition, ...]}}``: the
+``/metrics`` text after server start (nothing counted yet) and after each phase.
 
 SGLang's code used, per release (file:line in ``sglang/srt``):
 
@@ -55,19 +57,25 @@ def _collector_cls() -> Any:
     return RadixCacheMetricsCollector
 
 
-def _labels(release: str, rank: int) -> dict[str, Any]:
+def _labels(release: str, rank: int, tp: int, dp: int) -> dict[str, Any]:
     if release in CACHE_TYPE:
         return {"cache_type": CACHE_TYPE[release]}
+    from sglang.srt.layers.dp_attention import compute_dp_attention_world_info
     from sglang.srt.observability.metrics_collector import radix_cache_metric_labels
 
-    return dict(radix_cache_metric_labels("UnifiedRadixCache", SimpleNamespace(tp_rank=rank, pp_rank=0), False))
+    # The rank's place in its DP attention group, as 0.5.23's scheduler computes it (layers/dp_attention.py:445).
+    attn_tp_rank, _, attn_dp_rank, _ = compute_dp_attention_world_info(rank, tp, dp)
+    parallel = SimpleNamespace(tp_rank=rank, pp_rank=0, attn_tp_rank=attn_tp_rank, attn_dp_rank=attn_dp_rank)
+    return dict(radix_cache_metric_labels("UnifiedRadixCache", parallel, dp > 1))
 
 
-def _rank(release: str, rank: int, conn: Any) -> None:
-    """One TP rank's cache: counts what every rank counts, with the calls each release's call sites make."""
-    collector = _collector_cls()(labels=_labels(release, rank))
+def _rank(release: str, rank: int, tp: int, dp: int, conn: Any) -> None:
+    """One TP rank's cache: counts what its group's ranks count, with the calls each release's call sites make."""
+    collector = _collector_cls()(labels=_labels(release, rank, tp, dp))
+    group = rank // (tp // dp)  # ranks are laid out group by group (layers/dp_attention.py: tp is fastest)
     conn.send("ready")
     while (phase := conn.recv()) is not None:
+        phase = phase["groups"][group] if "groups" in phase else phase
         if phase.get("evicted"):  # BasePrefixCache.update_eviction_metrics, every release
             collector.observe_eviction_duration(0.002)
             collector.increment_eviction_num_tokens(phase["evicted"])
@@ -92,7 +100,7 @@ def _render() -> str:
     return generate_latest(registry).decode()
 
 
-def scenario(release: str, tp: int, phases: list[dict[str, Any]]) -> list[str]:
+def scenario(release: str, tp: int, phases: list[dict[str, Any]], dp: int = 1) -> list[str]:
     """A fresh server's expositions: after start, then after each phase."""
     metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     for name in os.listdir(metrics_dir):  # the previous scenario's server is gone, and its counts with it
@@ -101,7 +109,7 @@ def scenario(release: str, tp: int, phases: list[dict[str, Any]]) -> list[str]:
     pipes, procs = [], []
     for rank in range(tp):
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_rank, args=(release, rank, child))
+        proc = ctx.Process(target=_rank, args=(release, rank, tp, dp, child))
         proc.start()
         pipes.append(parent)
         procs.append(proc)
@@ -131,7 +139,9 @@ def main() -> None:
         _collector_cls()  # imported once, before the ranks fork: each would take ~30 s to import it again
         reply_fd = os.dup(1)
         os.dup2(2, 1)  # whatever SGLang prints goes to stderr; the reply keeps the real stdout
-        result = {name: scenario(release, tp, phases) for name, phases in request["scenarios"].items()}
+        result = {name: scenario(release, int(given["tp"]), given["phases"], int(given["dp"]))
+                  if isinstance(given, dict) else scenario(release, tp, given)
+                  for name, given in request["scenarios"].items()}
     with os.fdopen(reply_fd, "w") as reply:
         reply.write(json.dumps({"version": release, "tp": tp, "scenarios": result}) + "\n")
 

@@ -39,12 +39,16 @@ ORACLE = HERE / "load_back_metrics_oracle.py"
 FIXTURE = HERE.parents[0] / "fixtures" / "sglang_cpu" / "load_back_metrics.json"
 RELEASES = ("0.5.9", "0.5.16", "0.5.23")
 # Two TP ranks, each counting what the other does; each scenario is a fresh server scraped after start and after
-# each phase: two trials that evict and load back, one that evicts and loads nothing back, one with nothing at all.
+# each phase: two trials that evict and load back, one that evicts and loads nothing back, one with nothing at all,
+# and one on TP 4 with data-parallel attention (two groups, each counting its own requests).
 REQUEST: dict[str, Any] = {"tp": 2, "scenarios": {
     "l2": [{"evicted": 4096, "load_back": {"kv": 1536, "mamba": 3}},
            {"evicted": 1024, "load_back": {"kv": 512, "mamba": 1}}],
     "no_load_back": [{"evicted": 4096}],
     "quiet": [{}],
+    # --enable-dp-attention --dp-size 2 on TP 4: two groups of two ranks, each group evicting for its own requests
+    "dp_attention": {"tp": 4, "dp": 2, "phases": [{"groups": [{"evicted": 4096, "load_back": {"kv": 1536}},
+                                                              {"evicted": 1024, "load_back": {"kv": 512}}]}]},
 }}
 
 ABOUT = ("Not a recording: /metrics of each SGLang release's own radix-cache collector (one process per TP rank, "
