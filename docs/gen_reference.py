@@ -211,7 +211,10 @@ def checks_page() -> str:
 EXIT_MEANING = {0: "all checks passed (compare: no regression)",
                 1: "a check failed or could not decide (`inconclusive`); compare: a regression or nothing decided",
                 2: "usage or config error: one line naming the key, flag or file; compare: runs not comparable",
-                3: "infrastructure failure: an engine would not start, died or hung; a signal interrupted the run"}
+                3: "infrastructure failure: an engine would not start, died or hung; a signal interrupted the run",
+                141: "the reader of standard output went away (piped into `head`): the command stopped there, "
+                     "quietly, as SIGPIPE stops a C tool (a run's files are on disk by then: its report is printed "
+                     "last)"}
 
 
 def exit_codes_page() -> str:

@@ -28,6 +28,7 @@ from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.redact_files import scrub_file
 from hybridbench.config.store import register
 from hybridbench.errors import HybridbenchError, Interrupted, RunInterrupted
+from workloads.closed_stdout import stdout_closed, stop_writing_stdout
 
 _CONF = str(Path(__file__).resolve().parent.parent / "conf")
 
@@ -162,6 +163,9 @@ def _job(cfg: DictConfig) -> int:
         print(f"error: interrupted by {name} before the run started", file=sys.stderr)
         raise SystemExit(3) from None
     except Exception as exc:  # a bug or an unforeseen failure is infrastructure, never "a check failed"
+        if stdout_closed(exc):  # `... | head` read what it wanted; what ran is on disk
+            _outcome["exit_code"] = stop_writing_stdout()
+            return _outcome["exit_code"]
         where = _save_traceback(run_dir, secrets)
         summary = scrub(" ".join(f"{type(exc).__name__}: {exc}".split()), secrets)[:300]
         print(f"error: internal {summary} (traceback in {where})", file=sys.stderr)

@@ -18,6 +18,8 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from workloads.closed_stdout import quiet_on_closed_stdout
+
 __all__ = ["COMMANDS", "main"]
 
 # subcommand -> (module with main(argv), the python -m form, one line of help). run is Hydra's: it reads sys.argv.
@@ -49,6 +51,10 @@ def _entry(name: str) -> Callable[..., int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return quiet_on_closed_stdout(lambda: _dispatch(argv))
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(usage())

@@ -30,6 +30,7 @@ from hybridbench.engines.vllm_cmd import vllm_arm_flags
 from hybridbench.errors import ConfigError, OneLineParser
 from hybridbench.plan.arms import plan_arm
 from reference_impl.engine.arms import ARMS, ArmSpec
+from workloads.closed_stdout import quiet_on_closed_stdout
 from workloads.registry import WORKLOADS
 
 __all__ = ["arm_lines", "engine_lines", "experiment_lines", "main", "workload_lines"]
@@ -156,4 +157,4 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m hybridbench.c
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_stdout(main))

@@ -24,6 +24,7 @@ from reference_impl.engine.sizing import engine_config
 from reference_impl.engine.summary import summarize
 from reference_impl.models import MODELS, STATE_DTYPES, get_model
 from workloads.arrival import LoadSpec, arrival_schedule
+from workloads.closed_stdout import quiet_on_closed_stdout
 from workloads.trace import TraceError, TraceRow, read_trace
 
 EXIT_USAGE = 2
@@ -156,4 +157,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_stdout(main))

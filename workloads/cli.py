@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from workloads.closed_stdout import quiet_on_closed_stdout
 from workloads.errors import WorkloadError
 from workloads.trace import TraceError
 
@@ -38,7 +39,7 @@ def _one_line(text: str) -> str:
 def run_cli(main: Callable[[Sequence[str] | None], int], prog: str, argv: Sequence[str] | None = None) -> int:
     """Run ``main``; map user errors to one stderr line ``PROG: error: ...`` and exit code 2."""
     try:
-        return main(argv)
+        return quiet_on_closed_stdout(lambda: main(argv))
     except _UsageError as exc:
         print(_one_line(str(exc)), file=sys.stderr)
     except (WorkloadError, TraceError) as exc:

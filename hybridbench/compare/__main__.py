@@ -22,6 +22,7 @@ from hybridbench.results import read_run
 from hybridbench.results.marks import refuse_incomplete, verdict_marks
 from hybridbench.results.text import visible
 from workloads.atomic_file import output_problem, write_json_and_text_atomic
+from workloads.closed_stdout import quiet_on_closed_stdout
 
 __all__ = ["main"]
 
@@ -150,4 +151,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_stdout(main))

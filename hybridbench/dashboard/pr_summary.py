@@ -20,6 +20,7 @@ from typing import Any
 
 from hybridbench.errors import ConfigError
 from hybridbench.report.compare import COMPARE_SCHEMA_VERSION
+from workloads.closed_stdout import quiet_on_closed_stdout
 
 __all__ = ["main", "summary_markdown"]
 
@@ -105,4 +106,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(quiet_on_closed_stdout(main))

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from hybridbench.errors import HybridbenchError, OneLineParser
+from workloads.closed_stdout import quiet_on_closed_stdout
 
 __all__ = ["main", "parser"]
 
@@ -43,4 +44,4 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m hybridbench.d
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_stdout(main))

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from hybridbench.errors import HybridbenchError, OneLineParser
+from workloads.closed_stdout import quiet_on_closed_stdout
 
 __all__ = ["main", "parser"]
 
@@ -54,4 +55,4 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m hybridbench.p
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_stdout(main))

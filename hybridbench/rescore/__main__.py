@@ -15,6 +15,7 @@ from pathlib import Path
 from hybridbench.errors import ConfigError, OneLineParser
 from hybridbench.report.markdown import render_report
 from hybridbench.rescore.run import rescore_run
+from workloads.closed_stdout import quiet_on_closed_stdout
 
 __all__ = ["main"]
 
@@ -37,4 +38,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_stdout(main))

@@ -24,6 +24,7 @@ from reference_impl.models import MODELS, get_model
 from reference_impl.policies.registry import POLICIES, make_replay_cache
 from reference_impl.replay.api import ReplayConfig
 from reference_impl.replay.run import ReplayResult, replay_rows
+from workloads.closed_stdout import quiet_on_closed_stdout
 from workloads.trace import TraceError, read_trace
 
 EXIT_USAGE = 2
@@ -152,4 +153,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_stdout(main))
