@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from reference_impl.engine.arms import ARMS, NOT_ON_REFERENCE, parse_arm
+from reference_impl.engine.arms import ARMS, NOT_ON_REFERENCE, SEGLEN_EFF_WEIGHT_MAX, parse_arm
 from reference_impl.engine.config import fits_kv_pool
 from reference_impl.engine.core import EngineCore
 from reference_impl.engine.cost_model import QUANTIZATIONS, CostModel
@@ -23,6 +23,7 @@ from reference_impl.engine.simulator import simulate
 from reference_impl.engine.sizing import engine_config
 from reference_impl.engine.summary import summarize
 from reference_impl.models import MODELS, STATE_DTYPES, get_model
+from reference_impl.policies.seglen import DEFAULT_EFF_WEIGHT
 from workloads.arrival import LoadSpec, arrival_schedule
 from workloads.closed_stdout import quiet_on_closed_stdout
 from workloads.trace import TraceError, TraceRow, read_trace
@@ -53,6 +54,17 @@ def _fraction(text: str) -> float:
     value: float = _positive(float)(text)
     if value > 1:
         raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def _weight(text: str) -> float:
+    """seglen's eff_weight: a number in [0, SEGLEN_EFF_WEIGHT_MAX] (the harness's arm.seglen.eff_weight range)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid float") from None
+    if not 0 <= value <= SEGLEN_EFF_WEIGHT_MAX:
+        raise argparse.ArgumentTypeError(f"must be in [0, {SEGLEN_EFF_WEIGHT_MAX:g}], got {text}")
     return value
 
 
@@ -90,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule-policy", choices=["fcfs", "lpm"], default="fcfs")
     p.add_argument("--page-size", type=_positive(int), default=1)
     p.add_argument("--track-interval", type=_positive(int), default=256)
+    p.add_argument("--eff-weight", type=_weight, default=None,
+                   help=f"seglen's replay-length weight against recency, in [0, {SEGLEN_EFF_WEIGHT_MAX:g}] "
+                        f"(default {DEFAULT_EFF_WEIGHT:g}, the PR's; 0 is LRU); arms with seglen only")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     return p
@@ -114,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not (trace_ts or rate is not None or cap):
             raise ValueError("choose a load: --max-concurrency N, --request-rate R (or inf), --trace-timestamps")
         arm = parse_arm(args.arm)
+        if args.eff_weight is not None and arm.policy != "seglen":
+            raise ValueError(f"--eff-weight is seglen's weight; arm {arm.name} evicts by {arm.policy}, which has none")
         model, gpu = get_model(args.model, temporal_dtype=args.mamba_ssm_dtype or ""), get_gpu(args.gpu)
         timer = CostModel(model, gpu, tp=args.tp, quantization=args.quantization or "")
         config = engine_config(
@@ -128,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             schedule_policy=args.schedule_policy,
             page_size=args.page_size,
             track_interval=args.track_interval,
+            eff_weight=args.eff_weight,
         )
         rows = list(read_trace(args.trace).rows)
         _refuse_unfit(rows, config.kv_tokens, "--kv-tokens" if args.kv_tokens else "the KV pool from GPU memory")
@@ -144,7 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     result = simulate(rows, core, timer, arrival)
     summary = summarize(result)
-    summary.update({"arm": arm.name, "model": model.name, "gpu": gpu.name, "tp": args.tp,
+    weight = (DEFAULT_EFF_WEIGHT if args.eff_weight is None else args.eff_weight) if arm.policy == "seglen" else None
+    summary.update({"arm": arm.name, "eff_weight": weight, "model": model.name, "gpu": gpu.name, "tp": args.tp,
                     "quantization": args.quantization or "", "mamba_ssm_dtype": model.temporal_dtype})
     if args.json:
         print(json.dumps(summary, sort_keys=True))

@@ -83,6 +83,12 @@ def test_summary_keys_and_cache_arms_against_disabled() -> None:
         # exited 0 with every request failed and nan metrics (--max-mamba-cache-size 1 was refused)
         (["--tp", "4", "--max-concurrency", "2", "--kv-tokens", "1"],
          "error: --kv-tokens: 44 of 44 requests cannot fit a KV pool of 1 tokens alone"),
+        (["--tp", "4", "--arm", "seglen", "--max-concurrency", "2", "--eff-weight", "1.5"],
+         "argument --eff-weight: must be in [0, 1], got 1.5"),
+        (["--tp", "4", "--arm", "seglen", "--max-concurrency", "2", "--eff-weight", "heavy"],
+         "argument --eff-weight: 'heavy' is not a valid float"),
+        (["--tp", "4", "--arm", "branching", "--max-concurrency", "2", "--eff-weight", "0.5"],
+         "--eff-weight is seglen's weight; arm branching evicts by lru, which has none"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
@@ -119,3 +125,26 @@ def test_mamba_ssm_dtype_is_sglangs_flag_and_a_bf16_state_decodes_faster() -> No
     assert out["bfloat16"]["peak_mamba_usage"] < out["float32"]["peak_mamba_usage"]
     bad = sim(str(EXAMPLE), "--arm", "lru", "--max-concurrency", "4", "--mamba-ssm-dtype", "fp8")
     assert bad.returncode == 2 and "--mamba-ssm-dtype" in bad.stderr
+
+
+def test_seglen_weight_reaches_the_policy_and_zero_is_lru(tmp_path: Path) -> None:
+    """seglen at weight 0 ranks by recency alone: the branching arm's run, request for request; the PR's 0.85 evicts
+    differently once eight state slots are short (three 20-turn sessions, eight in flight)."""
+    trace = tmp_path / "t.jsonl"
+    made = subprocess.run([sys.executable, "-m", "workloads.generate", "swebench", "--num-sessions", "3", "--sps", "10",
+                           "--art", "5", "--max-turns", "20", "--max-input", "16384", "--seed", "42", "--vocab-size",
+                           "151936", "-o", str(trace)], capture_output=True, text=True, timeout=300, check=False)
+    assert made.returncode == 0, made.stderr
+
+    def run(*arm: str) -> dict[str, object]:
+        proc = sim(str(trace), *arm, "--model", "qwen3.5-9b", "--max-concurrency", "8", "--max-mamba-cache-size", "8",
+                   "--json")
+        assert proc.returncode == 0, proc.stderr
+        got: dict[str, object] = json.loads(proc.stdout)
+        return got
+
+    lru, zero, default = run("--arm", "branching"), run("--arm", "seglen", "--eff-weight", "0"), run("--arm", "seglen")
+    assert (lru["eff_weight"], zero["eff_weight"], default["eff_weight"]) == (None, 0.0, 0.85)
+    timing = ("token_hit_rate", "mean_ttft_ms", "duration")
+    assert [zero[k] for k in timing] == [lru[k] for k in timing]
+    assert default["token_hit_rate"] != lru["token_hit_rate"]
