@@ -11,9 +11,12 @@ from typing import Any
 
 from hybridbench.checks.evictions import counter_warnings
 from hybridbench.config.redact import scrub_obj, secret_values
+from hybridbench.config.schema import RunCfg
 from hybridbench.engines.base import Engine
 from hybridbench.engines.kv_pool import refuse_unfit_requests
+from hybridbench.engines.owned_flags import data_parallel_groups
 from hybridbench.engines.server import ServerEngine
+from hybridbench.engines.sglang_cmd import SGLANG_REPLICAS
 from hybridbench.errors import ConfigError
 from hybridbench.load.trial import ServerTrials
 from hybridbench.plan.build import effective_vocab
@@ -75,6 +78,12 @@ def _load(load: Any) -> dict[str, Any]:
             "slowdown": load.slowdown}
 
 
+def _dp_attention_groups(cfg: RunCfg) -> int:
+    if cfg.engine.name != "sglang":
+        return 1
+    return data_parallel_groups([str(a) for a in cfg.engine.extra_args], SGLANG_REPLICAS, "--enable-dp-attention")
+
+
 def build_preview(composed: Composed, *, forecast: bool = True,
                   max_requests: int = DEFAULT_MAX_REQUESTS) -> Preview:
     """ConfigError (exit 2) for anything the run would refuse at plan time; machine findings are warnings."""
@@ -112,6 +121,10 @@ def build_preview(composed: Composed, *, forecast: bool = True,
                          for t in fc["trials"] if t["failed"]]
         except ConfigError as exc:
             warnings.append(f"forecast: none ({exc})")
+        if fc is not None and (groups := _dp_attention_groups(cfg)) > 1:
+            warnings.append(f"forecast: one cache over engine.tp={cfg.engine.tp} GPUs; with --enable-dp-attention each "
+                            f"of the {groups} groups has its own pools and requests, which the simulator does not "
+                            f"model: read its figures as a single-cache server's")
     prepared.engine.close()
     secrets = secret_values(composed.resolved)  # what the config hides stays hidden wherever it shows up again
     return Preview(cfg.name, cfg.engine.name, str(composed.run_dir), scrub_obj(_arms(prepared), secrets),

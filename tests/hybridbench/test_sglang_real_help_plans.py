@@ -86,3 +86,32 @@ def test_every_experiment_plans_against_the_installed_builds_help(tmp_path: Path
     # experiment's plan by a stand-in interpreter, as fake_sglang serves the recorded texts.
     (tmp_path / "help.txt").write_text(text)
     check(plan_all(fake_sglang(tmp_path, str(tmp_path / "help.txt"), version), text), text)
+
+
+@pytest.mark.sglang
+def test_dp_attention_plans_against_the_installed_builds_help_and_the_forecast_says_what_it_lacks(
+        tmp_path: Path) -> None:
+    """TP 4 in two DP attention groups (flags as the 0.5.23 build's --help has them): the servers get the flags, the
+    counters are read per group, and the simulator's one-cache forecast says it is not that server."""
+    from hybridbench.engines.launchers import make_sglang_engine
+    from hybridbench.preview.build import build_preview
+
+    python = venv_python("0.5.23")
+    text = installed_help(sglang_help_argv(str(python)), "sglang", str(python))
+    (tmp_path / "help.txt").write_text(text)
+    fake = fake_sglang(tmp_path, str(tmp_path / "help.txt"), "0.5.23")
+    extra = "engine.extra_args=[--enable-dp-attention,--dp-size,2]"
+    composed = compose_run(["+experiment=radix", "engine=sglang", f"engine.python={fake}", extra])
+    preview = build_preview(composed, max_requests=20)
+    for arm in preview.arms.values():
+        assert arm["argv"][-3:] == ["--enable-dp-attention", "--dp-size", "2"]
+    ranks = make_sglang_engine().spec.metrics_ranks
+    assert ranks is not None and ranks(composed.cfg) == 2
+    assert [w for w in preview.warnings if "dp-attention" in w] == [
+        "forecast: one cache over engine.tp=4 GPUs; with --enable-dp-attention each of the 2 groups has its own pools "
+        "and requests, which the simulator does not model: read its figures as a single-cache server's"]
+    plain = build_preview(compose_run(["+experiment=radix", "engine=sglang", f"engine.python={fake}"]), max_requests=20)
+    assert not [w for w in plain.warnings if "dp-attention" in w]
+    with pytest.raises(ConfigError, match=r"3 data-parallel attention groups, which do not divide engine\.tp=4"):
+        build_preview(compose_run(["+experiment=radix", "engine=sglang", f"engine.python={fake}",
+                                   "engine.extra_args=[--enable-dp-attention,--dp-size,3]"]), forecast=False)
