@@ -3,17 +3,17 @@ exercised the policy, so its verdict is ``inconclusive`` — never a pass.
 
 Reads the trial snapshots' ``evicted_tokens`` / ``evicted_states`` (the server's or the simulator's own
 counters, per trial). Every cache-on arm must have evicted something in every repeat; a counter the engine
-does not expose is unknown, and unknown is inconclusive too.
+does not expose, or one that went backwards, is unknown, and unknown is inconclusive too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
 
-__all__ = ["READS", "counter_warnings", "evictions", "host_hits"]
+__all__ = ["READS", "counter", "counter_warnings", "evictions", "host_hits"]
 
 # The trial counters each check reads (an engine's EngineTraits.counters names those it has) and where a server
 # keeps them (hybridbench.engines.evictions).
@@ -36,9 +36,13 @@ def counter_warnings(enabled: Sequence[str], engine: str, counters: frozenset[st
     return out
 
 
-def _count(snap: dict[str, Any], key: str) -> float | None:
+def counter(snap: Mapping[str, Any], key: str) -> float | None:
+    """A trial's count of ``key``; None when unknown: absent, not a number, or negative (a counter that went
+    backwards in a snapshot saved before they were refused: truthy, it read as evidence)."""
     value = snap.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+        return None
+    return float(value)
 
 
 def _total(values: Sequence[float | None], unit: str) -> str:
@@ -58,7 +62,7 @@ def evictions(inp: CheckInput) -> Sequence[CheckResult]:
             if arm in inp.cache_off:
                 continue
             snaps = inp.snapshots.get((workload, arm), [])
-            per_repeat = [(_count(s, "evicted_tokens"), _count(s, "evicted_states")) for s in snaps]
+            per_repeat = [(counter(s, "evicted_tokens"), counter(s, "evicted_states")) for s in snaps]
             known = [(t, s) for t, s in per_repeat if t is not None or s is not None]
             tokens = sum(t or 0.0 for t, _ in known)
             states = sum(s or 0.0 for _, s in known)
@@ -95,8 +99,8 @@ def host_hits(inp: CheckInput) -> Sequence[CheckResult]:
             if "l2" not in arm.partition("@")[0].split("+"):
                 continue
             snaps = inp.snapshots.get((workload, arm), [])
-            loaded = [_count(s, "host_loaded_tokens") for s in snaps]
-            evicted = [(_count(s, "evicted_tokens") or 0.0) + (_count(s, "evicted_states") or 0.0) for s in snaps]
+            loaded = [counter(s, "host_loaded_tokens") for s in snaps]
+            evicted = [(counter(s, "evicted_tokens") or 0.0) + (counter(s, "evicted_states") or 0.0) for s in snaps]
             status: Status
             if not snaps or any(v is None for v in loaded):
                 status, detail = "inconclusive", "no host load-back counter for every trial"

@@ -16,7 +16,7 @@ from typing import Any
 
 from hybridbench.checks.base import CheckResult, Status
 from hybridbench.records.coverage import TrialOutcome
-from hybridbench.records.hits import unknown_hits
+from hybridbench.records.hits import impossible_hits, unknown_hits
 from hybridbench.records.schema import LOG_COUNTS_USAGE_HITS, Record
 
 __all__ = ["usage_vs_log"]
@@ -45,6 +45,8 @@ def usage_vs_log(workload: str, arm: str, outcomes: Sequence[TrialOutcome], snap
             unsure.append(f"r{outcome.repeat}: no prefill line of the server log parsed")
         elif unread:  # a missing count is not 0 hits: 0 == 0 would agree about nothing
             unsure.append(f"r{outcome.repeat}: {unread} completed request(s) with no usage cached_tokens")
+        elif bad := impossible_hits(recs):  # -30 and +30 sum to a log's 0: agreement about nothing
+            unsure.append(f"r{outcome.repeat}: {len(bad)} request(s) with an impossible usage cached_tokens")
         elif usage == log:
             compared.append(label)
         elif any(r.status != "ok" for r in recs) or outcome.state != "ran":

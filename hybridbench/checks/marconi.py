@@ -6,7 +6,8 @@ Fig. 8; Marconi, arXiv 2411.19379). The check asks only for that direction — t
 hit rate above each baseline arm's (``sglang_plus``, ``vllm_plus``) on every workload — never for the size,
 which depends on the trace. A comparison in which neither cache evicted a state did not exercise the
 eviction policy, and one with equal hit rates (a capacity where no eviction choice cost a hit) compared
-nothing: both ``inconclusive``, never a pass; so is a rate over requests some of which carry no hit count.
+nothing: both ``inconclusive``, never a pass; so is a rate over requests some of which carry no hit count or an
+impossible one (negative, or longer than the prompt).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
-from hybridbench.records.hits import unknown_hits
+from hybridbench.checks.evictions import counter
+from hybridbench.records.hits import impossible_hit_detail, impossible_hits, unknown_hits
 from hybridbench.records.schema import Record
 
 __all__ = ["marconi_trends"]
@@ -30,7 +32,7 @@ def _hit_rate(recs: Sequence[Record]) -> float:
 
 def _evicted(inp: CheckInput, workload: str, arm: str) -> bool:
     snaps = inp.snapshots.get((workload, arm), [])
-    return bool(snaps) and all(float(s.get("evicted_states") or 0) + float(s.get("evicted_tokens") or 0) > 0
+    return bool(snaps) and all((counter(s, "evicted_states") or 0) + (counter(s, "evicted_tokens") or 0) > 0
                                for s in snaps)
 
 
@@ -45,9 +47,14 @@ def marconi_trends(inp: CheckInput) -> Sequence[CheckResult]:
                 expected = f"token hit rate above {base}'s (Marconi, Fig. 7/8)"
                 status: Status
                 unknown = sum(unknown_hits(inp.records.get((workload, a), [])) for a in (arm, base))
+                impossible = [r for a in (arm, base) for r in impossible_hits(
+                    r for r in inp.records.get((workload, a), []) if r.status == "ok")]
                 if unknown:  # read as 0, a baseline's missing counts would lift the marconi arm above it
                     status = "inconclusive"
                     detail = f"{unknown} completed request(s) with no cached-token count: their hits are unknown"
+                elif impossible:  # a negative count lowered a rate: the rates are unknown (cache_hits fails them)
+                    status = "inconclusive"
+                    detail = f"{impossible_hit_detail(impossible)}: the hit rates are unknown"
                 elif not (_evicted(inp, workload, arm) or _evicted(inp, workload, base)):
                     status = "inconclusive"
                     detail = f"{ours:.1%} vs {theirs:.1%}, but neither cache evicted: the policies never differed"

@@ -8,7 +8,8 @@ https://github.com/sgl-project/sglang/pull/10225; 0.5.23 observability/metrics_c
 ``--enable-metrics`` is on. The reference server keeps the first name, and has on ``/server_info``
 ``internal_states[0].evicted_mamba_states`` (SGLang exposes no evicted-state counter) and ``host_load_back_tokens``,
 read instead of ``/metrics`` where present: one source per server, never both added up.
-All are lifetime counters: a trial's counts are the difference of a scrape after it and one before.
+All are lifetime counters: a trial's counts are the difference of a scrape after it and one before; a counter
+lower after than before (a restart mid-trial, a misread scrape) leaves the trial's count unknown (None).
 A source the server does not have stays None: unknown, never zero.
 
 SGLang's two counters are read from one TP rank: every rank counts the same tokens (0.5.23's own help text:
@@ -56,7 +57,9 @@ class Evictions:
                 return None
             if prior is None:
                 return after if prior_absent else None  # born during the trial: it counted from 0
-            return max(0.0, after - prior)
+            # Lower than before: the server restarted mid-trial or a scrape misread; the trial's count is unknown
+            # (clamped to 0 it read as "nothing evicted", and a negative one as evidence of eviction).
+            return after - prior if after >= prior else None
 
         host = None
         if self.host_source == before.host_source:  # both scrapes from one source, or no count

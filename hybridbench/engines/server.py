@@ -274,7 +274,9 @@ class ServerEngine:
         after = self._scrape(server)
         if mark.counters is not None and after is not None:
             delta = after.since(mark.counters)  # the server's own counters for this trial
-            out.update(metrics_cached_tokens=delta.cached_tokens, metrics_prompt_tokens=delta.prompt_tokens)
+            known = delta.known  # counters that went backwards counted nothing knowable: None, never negative
+            out.update(metrics_cached_tokens=delta.cached_tokens if known else None,
+                       metrics_prompt_tokens=delta.prompt_tokens if known else None)
         return out
 
     # ------------------------------------------------------------------ provenance and stop

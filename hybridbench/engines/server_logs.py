@@ -244,9 +244,13 @@ class CacheCounters(NamedTuple):
     def hit_rate(self) -> float | None:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens > 0 else None
 
+    @property
+    def known(self) -> bool:
+        """False for a difference that went negative: the counters went backwards (a restart, a misread scrape)."""
+        return self.cached_tokens >= 0 and self.prompt_tokens >= 0
+
     def since(self, before: CacheCounters) -> CacheCounters:
-        """The counts between two scrapes (counters only grow; a server restart in between is the caller's
-        business)."""
+        """The counts between two scrapes (counters only grow; a negative difference is not ``known``)."""
         return CacheCounters(self.cached_tokens - before.cached_tokens, self.prompt_tokens - before.prompt_tokens)
 
 
