@@ -1,7 +1,9 @@
 """The ``accuracy`` check: answers with the cache on against answers with it off, question by question.
 
 Reads the accuracy probe's samples (accuracy.jsonl). On an engine that decodes greedily and
-deterministically (mode ``exact``) any differing answer text fails, and the first one is named. On GPUs
+deterministically (mode ``exact``) any differing answer text fails, and the first one is named; equal answers pass
+only over enough questions that one differing answer would stay within ``checks.accuracy_tolerance``
+(1 / tolerance: 100 at 1%), else they are inconclusive with the count. On GPUs
 (mode ``paired``) McNemar's exact test on the flipped questions fails a lopsided drop beyond
 ``checks.accuracy_tolerance``, and a pass needs the whole interval of the drop inside it (too few questions to bound
 it: inconclusive); every flipped question is listed either way. A pass in which the cache
@@ -127,6 +129,13 @@ def _verdict(subject: str, arm: str, expected: str, base: dict[str, Answer], can
                     _where(b.prediction, c.prediction))
             return CheckResult("accuracy", subject, arm, "fail", acc, expected,
                                f"first differing answer: {q} ({what}); flips: {flips}; {hits}")
+        tol = inp.cfg.accuracy_tolerance
+        need = math.ceil(1 / tol - 1e-9) if tol > 0 else None  # questions for one differing answer to stay <= tol
+        if need is None or t.questions < need:  # equal answers bound no drop finer than one answer in the count
+            return CheckResult("accuracy", subject, arm, "inconclusive", acc, expected,
+                               f"{t.questions} answers equal to the cache-off arm's, but one differing answer would "
+                               f"be a {1 / max(1, t.questions):.1%} drop, past the {tol:g} tolerance (a verdict needs "
+                               f">= {need or 'unbounded'} questions); {hits}")
         return CheckResult("accuracy", subject, arm, "pass", acc, expected,
                            f"{t.questions} answers equal to the cache-off arm's; {hits}")
     one_sided = sorted(base.keys() ^ cand.keys())

@@ -19,6 +19,8 @@ def _pass(arm: str, pass_: str, answers: list[tuple[str, bool]], *, mode: str = 
 
 
 def _check(samples: list[AccuracySample], arms: tuple[str, ...] = ARMS, **cfg: object):
+    # BASE's three questions decide an exact verdict only at a tolerance one answer in three (33%) stays within
+    cfg.setdefault("accuracy_tolerance", 0.34)
     inp = CheckInput(cfg=ChecksCfg(**cfg), arms=arms, baseline_arm=arms[0], workloads=("chat",), records={},  # type: ignore[arg-type]
                      trial_summaries={}, snapshots={}, seed=0, samples={"accuracy": samples})
     return {(r.arm, r.workload): r for r in accuracy(inp)}
@@ -72,7 +74,7 @@ def test_paired_mode_fails_lopsided_flips_and_lists_them():
     broken = [(f"x{i}", i >= 10) for i in range(n)]  # 10 lost, none gained: p = 1/1024
     samples = (_pass("disabled", "cold", base, mode="paired") + _pass("lru", "cold", noisy, mode="paired")
                + _pass("branching", "cold", broken, mode="paired"))
-    out = _check(samples)
+    out = _check(samples, accuracy_tolerance=0.01)
     # different texts are not a failure on GPUs; but 60 questions cannot bound a drop to the 1% tolerance (2 lost:
     # an interval up to ~+8.6%), so it is no pass either; at a 10% tolerance they can
     assert out[("lru", "accuracy/cold")].status == "inconclusive"
@@ -96,7 +98,7 @@ def test_paired_mode_fails_a_pass_that_lost_questions():
     base = [(f"q{i}", True) for i in range(60)]
     samples = (_pass("disabled", "cold", base, mode="paired")
                + _pass("lru", "cold", base[:3], mode="paired") + _pass("branching", "cold", base, mode="paired"))
-    out = _check(samples)
+    out = _check(samples, accuracy_tolerance=0.01)
     cut = out[("lru", "accuracy/cold")]
     assert cut.status == "fail" and "57 question(s) answered by one arm only (gsm8k/10, gsm8k/11" in cut.detail
     # every answer equal, but 60 questions cannot bound a drop to 1%: undecided, never a pass
@@ -122,3 +124,18 @@ def test_a_pass_at_zero_hits_beside_one_unmeasured_is_no_evidence_and_not_a_pass
     assert {r.status for r in out.values()} == {"inconclusive"}, out
     hit = _pass("disabled", "cold", BASE) + _pass("lru", "cold", BASE, cached=0) + _pass("lru", "warm", BASE)
     assert {r.status for r in _check(hit, ("disabled", "lru")).values()} == {"pass"}  # warm measured its hits
+
+
+def test_exact_agreement_on_too_few_questions_to_bound_the_tolerance_is_inconclusive():
+    """Three equal answers passed a 1% tolerance: one differing answer in three is a 33% drop, so equality on
+    three says nothing at 1%. The pass needs enough questions that one differing answer stays within it."""
+    samples = _pass("disabled", "cold", BASE) + _pass("lru", "cold", BASE)
+    few = _check(samples, ("disabled", "lru"), accuracy_tolerance=0.01)[("lru", "accuracy/cold")]
+    assert few.status == "inconclusive", few
+    assert "3 answers" in few.detail and "100" in few.detail  # the count, and the questions a 1% verdict needs
+    enough = _check(samples, ("disabled", "lru"), accuracy_tolerance=0.34)[("lru", "accuracy/cold")]
+    assert enough.status == "pass", enough  # one in three (33%) is within 34%
+    hundred = [(f"q{i}", True) for i in range(100)]
+    many = _check(_pass("disabled", "cold", hundred) + _pass("lru", "cold", hundred), ("disabled", "lru"),
+                  accuracy_tolerance=0.01)[("lru", "accuracy/cold")]
+    assert many.status == "pass", many
