@@ -215,7 +215,13 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
 
     b_lost, c_lost = lost(base, b_recs, b_ok), lost(cand, c_recs, c_ok)
     expected = "no more requests, trials or servers lost than the baseline lost"
-    if c_lost == 0:
+    uncounted = known is None and any(t.planned_requests is None for t in cand.trials_of(workload, arm))
+    if c_lost == 0 and uncounted:  # neither run says how many were planned: a lost tail would not show
+        out.append(_undecided(("survival", workload, arm), expected,
+                              f"all {len(c_recs)} recorded requests completed, but neither run says how many were "
+                              "planned (no planned_requests in bundle.json, no trace): a lost tail would not show",
+                              limit=0.0, base=float(b_lost), cand=0.0))
+    elif c_lost == 0:
         out.append(Delta("survival", workload, arm, "pass", float(b_lost), 0.0, None, None, None, expected,
                          f"all {len(c_recs)} requests completed"))
     elif c_lost > b_lost:  # losses are rare events, not noise: any more than main's is a regression

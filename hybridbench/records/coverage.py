@@ -29,7 +29,7 @@ class TrialOutcome:
     arm: str
     repeat: int
     state: TrialState
-    planned_requests: int
+    planned_requests: int | None  # None: nothing recorded how many (an old bundle without its trace)
     detail: str = ""  # why it did not run to the end (the engine's error, the signal)
 
 

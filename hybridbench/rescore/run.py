@@ -52,11 +52,10 @@ def _outcome(run: Run, trial: PlannedTrial, records: Sequence[Record]) -> TrialO
     assert run.bundle is not None
     result = run.bundle.trial(trial.trial_id)
     planned = result.planned_requests if result is not None else None
-    if planned is None:  # an older bundle: the requests the trace holds, else as many as were recorded
+    if planned is None:  # an older bundle: the requests the trace holds, else unknown (survival: inconclusive)
+        # The highest recorded index is no count: a trial that lost its last requests would look whole.
         planned = next((t.planned_requests for t in run.trials
                         if t.trial.workload == trial.workload and t.planned_requests is not None), None)
-        if planned is None:
-            planned = max((r.request_index + 1 for r in records), default=0)
     if result is None:
         return TrialOutcome(trial.trial_id, trial.workload, trial.arm, trial.repeat, "not run", planned,
                             "the run ended before it")

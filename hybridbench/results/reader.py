@@ -258,13 +258,19 @@ def read_probe_samples(path: Path) -> dict[str, tuple[Any, ...]]:
     return out
 
 
+# workloads.trace.METADATA_KEY, as workloads.generate writes its first line (not imported: it pulls numpy in)
+_METADATA_LINE = b'{"__trace_metadata__"'
+
+
 def _trace_rows(trace: Path) -> int | None:
-    """How many requests the workload's trace holds (one per non-blank line), when the run still has it."""
+    """How many requests the workload's trace holds (one per non-blank line but its metadata line), when the run
+    still has it."""
     if not trace.exists():
         return None
     try:
         with open_regular(trace, trace.parent.parent, limit=MAX_LINES_BYTES) as fh:
-            return sum(1 for line in fh if line.strip())
+            # the generator's first line is its metadata, not a request: counted, it made a whole trial "lose" one
+            return sum(1 for line in fh if line.strip() and not line.lstrip().startswith(_METADATA_LINE))
     except (ConfigError, OSError):
         return None
 

@@ -75,7 +75,9 @@ def score_trials(
         key = (done.workload, done.arm)
         by_pair[key].append(done)
         recs = list(records.get(done.trial_id, []))
-        cover = coverage(done.planned_requests, recs)
+        # Without a planned count, the records are measured against themselves (shown; survival judges the gap)
+        cover = coverage(len({r.request_index for r in recs}) if done.planned_requests is None
+                         else done.planned_requests, recs)
         entry = {"trial_id": done.trial_id, "arm": done.arm, "workload": done.workload, "repeat": done.repeat,
                  "state": done.state, "planned_requests": done.planned_requests,
                  "recorded_requests": cover.recorded, "duplicated_records": cover.duplicated}

@@ -106,6 +106,7 @@ def test_a_trace_linked_out_of_the_run_is_not_read(tmp_path: Path) -> None:
     outside.write_text('{"any": "file on the machine"}\n')
     run = make_run(tmp_path / "store", "r", night=1)
     (run / "traces").mkdir(exist_ok=True)
+    (run / "traces" / "gsp.jsonl").unlink(missing_ok=True)  # the fixture's own trace, replaced by the link
     (run / "traces" / "gsp.jsonl").symlink_to(outside)
     assert load_run(run).workload_digests["gsp"].trace is None  # compared by its arguments, the file unread
     (run / "traces" / "gsp.jsonl").unlink()
