@@ -12,8 +12,9 @@ from typing import Any
 from hybridbench.compare.runs import SavedRun
 from hybridbench.config.schema import SERVING_ENGINES
 from hybridbench.errors import ConfigError
+from hybridbench.plan.types import MODELLED_ENGINES
 
-__all__ = ["check_comparable", "config_changes", "unknown_gpus"]
+__all__ = ["check_comparable", "config_changes", "other_cpu", "unknown_gpus"]
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -86,3 +87,20 @@ def unknown_gpus(base: SavedRun, cand: SavedRun) -> str:
     (known, run), (unnamed, other) = sorted((("baseline", base), ("candidate", cand)), key=lambda x: not x[1].gpus)
     return (f"the {unnamed} names no GPUs ({other.path / 'bundle.json'}: no provenance.engine.extra.gpus) and the "
             f"{known} ran on {_gpu_text(run.gpus)}: whether both ran on the same GPUs is unknown")
+
+
+def other_cpu(base: SavedRun, cand: SavedRun, clock: str) -> str:
+    """Why two runs' timings on a CPU's wall clock cannot be compared ("" when they can): the reference server timed
+    by the wall clock (``clock``: the clock both judged) measures its host, so both must record the same CPU model
+    and core count (bundle.json's provenance.machine; older bundles and unfinished runs record none). GPU engines are
+    held to their GPUs instead; modelled clocks (the simulator, the replayer, the reference's cost model) to none."""
+    if base.engine in SERVING_ENGINES or base.engine in MODELLED_ENGINES or clock != "wall":
+        return ""
+    if base.cpu and base.cpu == cand.cpu:
+        return ""
+    unknown = [side for side, run in (("baseline", base), ("candidate", cand)) if not run.cpu]
+    if unknown:
+        return (f"the {' and the '.join(unknown)} recorded no host CPU (no provenance.machine in bundle.json): "
+                "wall-clock timings of two CPUs that may differ decide nothing")
+    return (f"the baseline was timed on {base.cpu} and the candidate on {cand.cpu}: wall-clock timings of two CPUs "
+            "decide nothing")

@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hybridbench.checks.base import Status, run_verdict
-from hybridbench.compare.comparable import check_comparable, config_changes, unknown_gpus
+from hybridbench.compare.comparable import check_comparable, config_changes, other_cpu, unknown_gpus
 from hybridbench.compare.runs import SavedRun
 from hybridbench.errors import ConfigError
 from hybridbench.metrics.decision import judge
@@ -288,6 +288,10 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
         out.append(_interval(("throughput", workload, arm), statistics.fmean(b_tp), statistics.fmean(c_tp), ch,
                              limit=cfg.throughput_regression, expected=expected, higher_is_worse=False,
                              relative=True, confidence=cfg.confidence))
+
+    if why := other_cpu(base, cand, _timing(base, cand)):  # the hardware, not the build, may be what changed
+        out = [replace(d, status="inconclusive", detail=f"{why}; {d.detail}")
+               if d.metric in ("ttft", "throughput") and d.status != "skip" else d for d in out]
 
     expected = f"token hit rate change >= -{cfg.max_hit_rate_drop:.2f}"
     # A hit longer than its prompt (or negative) is a build miscounting its hits (the run's cache_hits fails it): it

@@ -50,6 +50,11 @@ class SavedRun:
         return self.run.gpus
 
     @property
+    def cpu(self) -> str:
+        """The host CPU bundle.json recorded ("" for a run without one, or an older bundle)."""
+        return self.run.bundle.provenance.cpu if self.run.bundle is not None else ""
+
+    @property
     def arms(self) -> tuple[str, ...]:
         return self.run.plan.arms
 

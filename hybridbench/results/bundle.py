@@ -20,8 +20,8 @@ from hybridbench.errors import ConfigError
 from hybridbench.metrics.published import compare_published
 from hybridbench.plan.types import MODELLED_ENGINES, RunPlan
 
-__all__ = ["BUNDLE_SCHEMA_VERSION", "PR_VARIABLES", "EngineBuild", "build_bundle", "package_checkout", "pr_number",
-           "provenance"]
+__all__ = ["BUNDLE_SCHEMA_VERSION", "PR_VARIABLES", "EngineBuild", "build_bundle", "machine", "package_checkout",
+           "pr_number", "provenance"]
 
 BUNDLE_SCHEMA_VERSION = 1
 class EngineBuild(Protocol):
@@ -105,6 +105,19 @@ def pr_number() -> str | None:
     return value
 
 
+def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
+    """The host CPU the run was timed on: a wall clock on a CPU compares only with the same CPU (compare). The
+    model is /proc/cpuinfo's first "model name" (else the platform's processor string; "" when neither says)."""
+    model = ""
+    try:
+        with cpuinfo.open(encoding="utf-8", errors="replace") as fh:
+            model = next((v.strip() for k, _, v in (line.partition(":") for line in fh) if k.strip() == "model name"),
+                         "")
+    except OSError:
+        pass
+    return {"cpu": model or platform.processor(), "cores": os.cpu_count()}
+
+
 def provenance(plan: RunPlan, engine: EngineBuild) -> dict[str, Any]:
     pr = pr_number()
     try:
@@ -119,6 +132,7 @@ def provenance(plan: RunPlan, engine: EngineBuild) -> dict[str, Any]:
         "hybridbench_version": version,
         "python": platform.python_version(),
         "host": platform.node(),
+        "machine": machine(),
         # Both already redacted upstream (plan, engine); again here since this goes to disk.
         "engine": redact_config({"name": engine.name, "version": engine.version,
                                 "command": list(engine.command), "extra": engine.extra}),

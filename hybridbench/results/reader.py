@@ -154,9 +154,13 @@ def _provenance(f: _Fields) -> Provenance:
     engine = EngineBuildInfo(e.text("name", ""), str(e.obj.get("version") or ""),
                              tuple(str(a) for a in e.array("command", [])), e.mapping("extra", {}))
     pr = f.obj.get("pr_number")
+    host = f.mapping("machine", {})
+    model, cores = host.get("cpu"), host.get("cores")
+    # Both or nothing: a model without its core count (or the reverse) does not say the same machine
+    cpu = f"{model}, {cores} cores" if isinstance(model, str) and model and isinstance(cores, int) else ""
     return Provenance(f.text("git_sha", ""), f.flag("git_dirty", False), None if pr in (None, "") else str(pr),
                       f.text("hybridbench_version", ""), engine, f.text("plan_fingerprint", ""),
-                      f.mapping("config", {}), f.text("command", ""))
+                      f.mapping("config", {}), f.text("command", ""), cpu)
 
 
 def _run_id(raw: Mapping[str, Any]) -> str:

@@ -73,6 +73,8 @@ class Provenance:
     plan_fingerprint: str
     config: Mapping[str, Any]
     command: str = ""  # the job's own command line (Hydra overrides), secrets masked; "" before bundles kept it
+    # the host CPU, "<model name>, <N> cores" (bundle.json's provenance.machine); "" where not recorded (older bundles)
+    cpu: str = ""
 
 
 @dataclass(frozen=True, slots=True)

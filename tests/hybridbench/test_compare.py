@@ -26,11 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_run(path: Path, *, repeats: int = 3, ttft_ms: float = 100.0, duration_s: float = 10.0, cached: int = 50,
-              trace: str = "same", engine: str = "reference", lose: int = 0, ran: int | None = None,
+              trace: str = "same", engine: str = "sim", lose: int = 0, ran: int | None = None,
               died: str = "", argv: list[str] | None = None, load: dict[str, int] | None = None,
               sizing: dict[str, int] | None = None, rate: float = 0.0, model: dict[str, str] | None = None,
               skip: int = 0) -> Path:
-    """A run of one workload `w` and arms lru, seglen: 20 requests per trial, request i's TTFT ttft_ms + i.
+    """A run of one workload `w` and arms lru, seglen: 20 requests per trial, request i's TTFT ttft_ms + i. Its
+    times are synthetic, so its engine is the simulator's by default (a reference run timed on the wall clock
+    compares its timings only on one recorded CPU).
     ``lose``: seglen's first requests fail; ``skip``: the next ones are later turns of a failed session, not sent."""
     (path / "traces").mkdir(parents=True)
     (path / "traces" / "w.jsonl").write_text(f"{trace}\n" * 20)  # one line per planned request
@@ -231,7 +233,7 @@ def test_the_same_run_twice_or_one_holding_two_runs_is_refused(tmp_path: Path, c
 @pytest.mark.parametrize(("kwargs", "needle"), [
     ({"trace": "other"}, "workload 'w' sent different requests"),
     ({"argv": ["gsp", "--num-groups", "9"]}, "workload 'w' sent different requests"),
-    ({"engine": "sim"}, "engine 'reference' (baseline) vs 'sim'"),
+    ({"engine": "reference"}, "engine 'sim' (baseline) vs 'reference'"),
     ({"load": {"max_concurrency": 16}}, "load.max_concurrency is 5 in the baseline and 16 in the candidate"),
     ({"sizing": {"tp": 8}}, "engine.tp is 4 in the baseline and 8 in the candidate"),
     ({"rate": 10.0}, "workloads.w.request_rate is 0.0 in the baseline and 10.0 in the candidate"),  # its own load
@@ -407,9 +409,10 @@ def test_runs_without_hit_counts_compare_inconclusive_on_one_repeat_a_side(tmp_p
     assert json.loads((b / "compare" / "compare.json").read_text())["verdict"] == "inconclusive"
 
 
-def finished(path: Path, gpus: list[str], created: str = "2026-11-24T10:00:00+00:00") -> Path:
+def finished(path: Path, gpus: list[str], created: str = "2026-11-24T10:00:00+00:00",
+             machine: dict[str, object] | None = None) -> Path:
     """Give a ``write_run`` run the bundle.json a finished GPU run writes: every trial whole, its GPUs as
-    nvidia-smi named them."""
+    nvidia-smi named them (``machine``: the host CPU a newer bundle records)."""
     plan = json.loads((path / "plan.json").read_text())
     bundle = {"created": created, "verdict": "pass", "arms": plan["arms"], "baseline_arm": "lru",
               "trials": [{"trial_id": Trial(**t).trial_id, "arm": t["arm"], "workload": "w", "repeat": t["repeat"],
@@ -417,7 +420,8 @@ def finished(path: Path, gpus: list[str], created: str = "2026-11-24T10:00:00+00
                          for t in plan["trials"]],
               "checks": [{"check": "survival", "workload": "w", "arm": a, "status": "pass", "observed": 0,
                           "expected": "", "detail": ""} for a in plan["arms"]],
-              "provenance": {"engine": {"name": "sglang", "version": "0.5.23", "extra": {"gpus": gpus}}}}
+              "provenance": {"engine": {"name": "sglang", "version": "0.5.23", "extra": {"gpus": gpus}},
+                             **({"machine": machine} if machine is not None else {})}}
     (path / "bundle.json").write_text(json.dumps(bundle))
     return path
 

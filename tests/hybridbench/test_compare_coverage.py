@@ -104,3 +104,28 @@ def test_a_failure_the_candidates_server_logged_is_a_loss(tmp_path: Path) -> Non
     assert main([str(a), str(b)]) == 1
     row = verdicts(b)[("seglen", "survival")]
     assert row["status"] == "fail" and "the server logged: idle sanity check failed" in str(row["detail"])
+
+
+XEON = {"cpu": "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz", "cores": 8}
+EPYC = {"cpu": "AMD EPYC 7B13", "cores": 8}
+
+
+def test_wall_clock_timings_of_the_reference_server_compare_only_on_the_same_recorded_cpu(tmp_path: Path) -> None:
+    # engine=reference timed on the wall clock: a PR's run on a faster CPU hid a 10% slower build (pass, exit 0).
+    def run(name: str, machine: dict[str, object] | None, **kw: float) -> Path:
+        return finished(write_run(tmp_path / name, engine="reference", **kw), [],
+                        created=f"2026-11-2{len(name)}T10:00:00+00:00", machine=machine)
+
+    base = run("a", XEON)
+    for name, machine in (("bb", EPYC), ("ccc", {**XEON, "cores": 4}), ("dddd", None)):  # None: an older bundle
+        cand = run(name, machine, ttft_ms=104.0)
+        assert main([str(base), str(cand)]) == 1, name
+        v = verdicts(cand)
+        for metric in ("ttft", "throughput"):
+            row = v[("seglen", metric)]
+            assert row["status"] == "inconclusive", (name, row)
+            assert "CPU" in str(row["detail"])
+        assert v[("seglen", "token_hit_rate")]["status"] == "pass"  # hits do not depend on the host
+    same = run("eeeee", dict(XEON), ttft_ms=104.0)
+    assert main([str(base), str(same)]) == 0
+    assert verdicts(same)[("seglen", "ttft")]["status"] == "pass"

@@ -191,3 +191,20 @@ def test_a_bad_pr_number_is_one_line_exit_2_before_any_work(tmp_path: Path) -> N
     assert proc.stderr.strip().splitlines() == [
         "error: HYBRIDBENCH_PR must be a pull request number (a positive integer), got 'pr-7'"]
     assert not (tmp_path / "run").exists()
+
+
+def test_the_host_cpu_is_recorded_from_cpuinfo_and_read_back(tmp_path: Path) -> None:
+    # compare holds wall-clock timings of the reference server to one CPU: the bundle must say which.
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n\n"
+                    "processor\t: 1\nmodel name\t: AMD EPYC 7B13\n")
+    assert bundle.machine(info) == {"cpu": "AMD EPYC 7B13", "cores": os.cpu_count()}
+    assert bundle.machine(tmp_path / "absent")["cores"] == os.cpu_count()  # no cpuinfo: no crash
+    from hybridbench.results.reader import read_bundle
+
+    path = tmp_path / "bundle.json"
+    for machine, cpu in (({"cpu": "AMD EPYC 7B13", "cores": 8}, "AMD EPYC 7B13, 8 cores"), (None, ""),
+                         ({"cpu": "AMD EPYC 7B13"}, "")):  # an older bundle, or a half record: unknown
+        prov = {"engine": {"name": "reference"}, **({"machine": machine} if machine else {})}
+        path.write_text(json.dumps({"schema_version": 1, "trials": [], "provenance": prov}))
+        assert read_bundle(path).provenance.cpu == cpu
