@@ -24,6 +24,7 @@ from hybridbench.records.coverage import TrialOutcome, coverage
 from hybridbench.records.exact_hits import NOT_PREDICTABLE, ExactHitSample
 from hybridbench.records.hits import impossible_hit_detail, impossible_hits
 from hybridbench.records.schema import Record
+from hybridbench.records.timed import untimed, untimed_detail
 
 __all__ = ["UNEXERCISED", "cache_hits", "repeat_judgement", "survival", "throughput", "timing_key", "ttft"]
 
@@ -107,6 +108,8 @@ def survival(inp: CheckInput) -> Sequence[CheckResult]:
         verdict: Status = "pass" if ok else "fail"
         if ok and (uncounted := _uncounted(outcomes)):
             verdict, detail = "inconclusive", f"{len(recs)} recorded requests completed, but {uncounted}"
+        elif ok and (unseen := untimed(recs)):
+            verdict, detail = "inconclusive", untimed_detail(unseen)
         out.append(CheckResult("survival", workload, arm, verdict, float(len(bad)),
                                "every planned request recorded once; 0 failed, 0 crashes, no failure logged",
                                detail))
@@ -149,6 +152,16 @@ def repeat_judgement(check: str, workload: str, arm: str, inp: CheckInput, *, ba
                          detail=f"{shifted.describe(fmt)}, {pairs} paired repeats, {_clock(inp)}")
 
 
+def _untimed_row(check: str, workload: str, arm: str, inp: CheckInput, expected: str) -> CheckResult | None:
+    """An inconclusive row when either side holds a completed record whose times cannot be believed."""
+    sides = [(side, bad) for side, a in (("baseline", inp.baseline_arm), ("candidate", arm))
+             if (bad := untimed(inp.records.get((workload, a), [])))]
+    if not sides:
+        return None
+    return CheckResult(check, workload, arm, "inconclusive", None, expected,
+                       "; ".join(untimed_detail(bad, who=side) for side, bad in sides))
+
+
 def _hits(recs: Sequence[Record]) -> dict[tuple[int, int], int | None]:
     return {(r.repeat, r.request_index): r.cached_tokens for r in recs if r.status == "ok"}
 
@@ -185,6 +198,9 @@ def ttft(inp: CheckInput) -> Sequence[CheckResult]:
         base = [t for r in inp.records.get((workload, inp.baseline_arm), []) if (t := r.ttft_ms) is not None]
         base_means = _repeat_means(inp.trial_summaries.get((workload, inp.baseline_arm), []), key)
         for arm in _candidates(inp):
+            if unseen := _untimed_row("ttft", workload, arm, inp, expected):
+                out.append(unseen)
+                continue
             cand = [t for r in inp.records.get((workload, arm), []) if (t := r.ttft_ms) is not None]
             if not base or not cand:  # e.g. a run cut short by a dead server (survival fails it): a skip
                 # Completed requests without a TTFT (no first token seen) are unmeasured, not absent: undecided.
@@ -215,11 +231,14 @@ def throughput(inp: CheckInput) -> Sequence[CheckResult]:
     for workload in inp.workloads:
         base = _repeat_means(inp.trial_summaries.get((workload, inp.baseline_arm), []), key)
         for arm in _candidates(inp):
+            expected = f"request throughput change vs {inp.baseline_arm} >= -{limit:.0%} ({_clock(inp)})"
+            if unseen := _untimed_row("throughput", workload, arm, inp, expected):
+                out.append(unseen)
+                continue
             cand = _repeat_means(inp.trial_summaries.get((workload, arm), []), key)  # one value per repeat
             out.append(_unexercised(repeat_judgement(
                 "throughput", workload, arm, inp, base=base, cand=cand, limit=-limit, worse="below",
-                expected=f"request throughput change vs {inp.baseline_arm} >= -{limit:.0%} ({_clock(inp)})"),
-                inp, workload, arm))
+                expected=expected), inp, workload, arm))
     return out
 
 

@@ -17,6 +17,7 @@ from hybridbench.checks.base import CheckInput, CheckResult, Status
 from hybridbench.checks.builtin import repeat_judgement, timing_key
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import SAMPLES_WRITTEN
+from hybridbench.records.timed import untimed, untimed_detail
 
 __all__ = ["kl", "prefill_overhead"]
 
@@ -87,6 +88,12 @@ def prefill_overhead(inp: CheckInput) -> Sequence[CheckResult]:
             if floor <= 0:  # a ratio is never below 0: such a floor passes anything, so it is said, not passed
                 out.append(CheckResult("prefill_overhead", workload, arm, "skip", None, "a ratio floor",
                                        "no floor set (checks.min_prefill_throughput_ratio=0), so not judged"))
+                continue
+            unseen = [(side, bad) for side, a in (("baseline", off or ""), ("candidate", arm))
+                      if (bad := untimed(inp.records.get((workload, a), [])))]
+            if unseen:  # completed records with no believable end time: the throughputs are unknown
+                out.append(CheckResult("prefill_overhead", workload, arm, "inconclusive", None, expected,
+                                       "; ".join(untimed_detail(bad, who=side) for side, bad in unseen)))
                 continue
             cand = [float(s.get(key, math.nan)) for s in inp.trial_summaries.get((workload, arm), [])]
             # The ratio is 1 + the change: judged on the change against floor - 1, shown as a ratio.

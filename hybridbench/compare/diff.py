@@ -36,6 +36,7 @@ from hybridbench.plan.build import derive_seed
 from hybridbench.records.coverage import Coverage, coverage
 from hybridbench.records.hits import impossible_hit_detail, impossible_hits
 from hybridbench.records.schema import Record
+from hybridbench.records.timed import untimed, untimed_detail
 from hybridbench.results import TrialRun
 
 __all__ = ["CompareCfg", "Comparison", "Delta", "compare_runs", "config_changes"]
@@ -289,9 +290,13 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
                              limit=cfg.throughput_regression, expected=expected, higher_is_worse=False,
                              relative=True, confidence=cfg.confidence))
 
-    if why := other_cpu(base, cand, _timing(base, cand)):  # the hardware, not the build, may be what changed
+    # Completed records whose times cannot be believed: no timing row stands on them, nor the candidate's survival
+    unseen = "; ".join(untimed_detail(bad, who=side) for side, bad in (("baseline", untimed(b_ok)),
+                                                                      ("candidate", untimed(c_ok))) if bad)
+    if why := (unseen or other_cpu(base, cand, _timing(base, cand))):  # (else: the hardware may be what changed)
         out = [replace(d, status="inconclusive", detail=f"{why}; {d.detail}")
-               if d.metric in ("ttft", "throughput") and d.status != "skip" else d for d in out]
+               if (d.metric in ("ttft", "throughput") and d.status != "skip")
+               or (d.metric == "survival" and d.status == "pass" and untimed(c_ok)) else d for d in out]
 
     expected = f"token hit rate change >= -{cfg.max_hit_rate_drop:.2f}"
     # A hit longer than its prompt (or negative) is a build miscounting its hits (the run's cache_hits fails it): it

@@ -129,3 +129,19 @@ def test_wall_clock_timings_of_the_reference_server_compare_only_on_the_same_rec
     same = run("eeeee", dict(XEON), ttft_ms=104.0)
     assert main([str(base), str(same)]) == 0
     assert verdicts(same)[("seglen", "ttft")]["status"] == "pass"
+
+
+def test_compare_does_not_pass_timings_over_ok_records_without_an_end_time(tmp_path: Path) -> None:
+    # An ok record without an end time counted as completed inside a duration that never saw it (red team).
+    base, cand = write_run(tmp_path / "a"), write_run(tmp_path / "b")
+    lines = [json.loads(x) for x in (cand / "records.jsonl").read_text().splitlines()]
+    for r in lines:
+        if r["arm"] == "seglen" and r["request_index"] == 19:  # the last request of each trial: its end unseen
+            r["end_s"] = None
+    (cand / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert main([str(base), str(cand)]) == 1
+    v = verdicts(cand)
+    for metric in ("ttft", "throughput", "survival"):
+        assert v[("seglen", metric)]["status"] == "inconclusive", v[("seglen", metric)]
+        assert "end time" in str(v[("seglen", metric)]["detail"])
+    assert v[("lru", "throughput")]["status"] == "pass"
