@@ -21,7 +21,7 @@ from hybridbench.records.coverage import TrialOutcome, coverage
 from hybridbench.records.kl import KlSample
 from hybridbench.records.schema import Record
 
-__all__ = ["ALWAYS_JUDGED", "ScoreSettings", "Scored", "judged_by_of", "only_where_judged", "score_trials"]
+__all__ = ["ALWAYS_JUDGED", "ScoreSettings", "Scored", "judged_by_of", "only_where_judged", "score_trials", "unjudged"]
 
 # Whether the server survived a load is worth knowing on every load, whatever the load was built to test.
 ALWAYS_JUDGED = frozenset({"survival"})
@@ -105,7 +105,25 @@ def score_trials(
                    samples={name: list(s) for name, s in (probe_samples or {}).items()}, timing=settings.timing),
     )
     accuracy = accuracy_rows((probe_samples or {}).get("accuracy", ()), arms)
-    return Scored(trials_out, aggregates, only_where_judged(checks, settings.judged_by), accuracy)
+    checks = only_where_judged(checks, settings.judged_by)
+    checks += unjudged(settings.judged_by, settings.checks.enabled, workloads)
+    return Scored(trials_out, aggregates, checks, accuracy)
+
+
+def unjudged(judged_by: Mapping[str, frozenset[str]], enabled: Sequence[str],
+             workloads: Sequence[str]) -> list[CheckResult]:
+    """An inconclusive row for each check a workload is judged by that is not enabled, where none of its checks
+    besides survival is: what the load was built to test went untested, and survival alone would have passed it.
+    A workload judged by survival alone (``judged_by: [survival]``), or a run that enables survival alone, asked
+    only that question: its pass stands."""
+    out = []
+    for w in workloads:
+        wanted = sorted(judged_by.get(w, frozenset()) - ALWAYS_JUDGED)
+        if wanted and not set(wanted) & set(enabled):
+            out += [CheckResult(name, w, "-", "inconclusive", None, f"{name} enabled (checks.enabled)",
+                                f"workload {w} is judged by {', '.join(wanted)} (workloads.{w}.judged_by), none of "
+                                "them enabled (checks.enabled): only survival judged it") for name in wanted]
+    return out
 
 
 def only_where_judged(rows: Sequence[CheckResult], judged_by: Mapping[str, frozenset[str]]) -> list[CheckResult]:
