@@ -79,11 +79,26 @@ def check_comparable(base: SavedRun, cand: SavedRun) -> list[str]:
     return notes
 
 
+def _served_on_cpu(run: SavedRun) -> bool:
+    engine = run.config.get("engine")
+    return isinstance(engine, dict) and engine.get("gpu") == "cpu"
+
+
 def unknown_gpus(base: SavedRun, cand: SavedRun) -> str:
-    """Why the GPUs of a GPU engine's two runs cannot be compared ("" when they can): one run names its GPUs and the
-    other does not (no bundle.json, or one without nvidia-smi's names), so the same label may hide other hardware."""
-    if base.engine not in SERVING_ENGINES or bool(base.gpus) == bool(cand.gpus):
+    """Why the hardware of a serving engine's two runs cannot be compared ("" when it can): one run names its GPUs and
+    the other does not (no bundle.json, or one without nvidia-smi's names), or neither does, so the same label may
+    hide other hardware. Served on the CPU (``engine.gpu=cpu``, a vLLM CPU build) the CPU is the hardware: both must
+    record the same one."""
+    if base.engine not in SERVING_ENGINES or (base.gpus and cand.gpus):
         return ""
+    if not base.gpus and not cand.gpus:
+        if _served_on_cpu(base) and _served_on_cpu(cand):
+            if base.cpu and base.cpu == cand.cpu:
+                return ""
+            return (f"both were served on a CPU, the baseline's {base.cpu or 'unrecorded'} and the candidate's "
+                    f"{cand.cpu or 'unrecorded'} (provenance.machine): whether both ran on the same CPU is unknown")
+        return ("neither run names its GPUs (no provenance.engine.extra.gpus in bundle.json): whether both ran on the "
+                "same GPUs is unknown")
     (known, run), (unnamed, other) = sorted((("baseline", base), ("candidate", cand)), key=lambda x: not x[1].gpus)
     return (f"the {unnamed} names no GPUs ({other.path / 'bundle.json'}: no provenance.engine.extra.gpus) and the "
             f"{known} ran on {_gpu_text(run.gpus)}: whether both ran on the same GPUs is unknown")

@@ -67,6 +67,32 @@ def test_a_gpu_run_that_names_no_gpus_beside_one_that_does_is_inconclusive(tmp_p
     assert main([str(c), str(d)]) == 0
 
 
+def _served_on(run: Path, gpu: str) -> Path:
+    plan = json.loads((run / "plan.json").read_text())
+    plan["config"]["engine"]["gpu"] = gpu
+    (run / "plan.json").write_text(json.dumps(plan))
+    return run
+
+
+def test_gpu_runs_that_both_name_no_gpus_are_inconclusive(tmp_path: Path) -> None:
+    # Neither bundle names its GPUs (nvidia-smi missing on both hosts): the h100 label alone vouched for the hardware,
+    # and a slower build on faster GPUs passed (exit 0).
+    def run(name: str, gpu: str, machine: dict[str, object] | None, **kw: float) -> Path:
+        return finished(_served_on(write_run(tmp_path / name, engine="sglang", **kw), gpu), [],
+                        created=f"2026-11-2{len(name)}T10:00:00+00:00", machine=machine)
+
+    a, b = run("a", "h100", XEON, ttft_ms=150.0), run("bb", "h100", XEON, ttft_ms=145.0)
+    assert main([str(a), str(b)]) == 1
+    row = verdicts(b)[("-", "survival")]
+    assert row["status"] == "inconclusive" and "neither run names its GPUs" in str(row["detail"])
+    # Served on the CPU (a vLLM CPU build, engine.gpu=cpu) the CPU is the hardware: the same one decides.
+    c, d = run("ccc", "cpu", XEON, ttft_ms=150.0), run("dddd", "cpu", XEON, ttft_ms=145.0)
+    assert main([str(c), str(d)]) == 0
+    e = run("eeeee", "cpu", EPYC, ttft_ms=145.0)
+    assert main([str(c), str(e)]) == 1
+    assert "whether both ran on the same CPU is unknown" in str(verdicts(e)[("-", "survival")]["detail"])
+
+
 def test_a_hit_count_missing_from_some_requests_is_unknown_not_zero(tmp_path: Path) -> None:
     # The candidate's hit rate fell from 0.25 to 0.15; the baseline's build left cached_tokens out of half its
     # responses, read as 0 hits, so its rate looked like 0.125 and the drop passed as +0.025.
