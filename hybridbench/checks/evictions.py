@@ -106,7 +106,11 @@ def host_hits(inp: CheckInput) -> Sequence[CheckResult]:
                 status, detail = "inconclusive", "no host load-back counter for every trial"
             elif not all(evicted):
                 status = "inconclusive"
-                detail = "the device evicted nothing in some repeat: nothing for the host tier to rescue"
+                unknown = sum(counter(s, "evicted_tokens") is None and counter(s, "evicted_states") is None
+                              for s in snaps)
+                detail = (f"no device eviction count for {unknown} of {len(snaps)} repeat(s): whether the host tier "
+                          "had anything to rescue is unknown" if unknown else
+                          "the device evicted nothing in some repeat: nothing for the host tier to rescue")
             elif not all(loaded):
                 status, detail = "fail", (f"the device evicted in every repeat, but {loaded.count(0.0)} of "
                                           f"{len(snaps)} repeat(s) loaded nothing back from the host")

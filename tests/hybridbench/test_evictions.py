@@ -140,17 +140,25 @@ def test_sim_trials_record_evictions_and_a_quiet_comparison_exits_1_inconclusive
 
 
 def test_host_hits_pass_only_when_the_device_evicted_and_the_host_loaded_back() -> None:
-    def verdict(snaps: list[dict[str, Any]]) -> str:
+    def judged(snaps: list[dict[str, Any]]) -> tuple[str, str]:
         inp = CheckInput(ChecksCfg(), ("branching", "l2"), "branching", ("w",), {}, {},
                          {("w", "l2"): snaps, ("w", "branching"): snaps}, 0)
         (result,) = host_hits(inp)  # only the arm with a host tier is judged
         assert result.arm == "l2"
-        return result.status
+        return result.status, result.detail
+
+    def verdict(snaps: list[dict[str, Any]]) -> str:
+        return judged(snaps)[0]
 
     assert verdict([{"evicted_tokens": 900, "evicted_states": 4, "host_loaded_tokens": 256}] * 2) == "pass"
     assert verdict([{"evicted_tokens": 900, "evicted_states": 4, "host_loaded_tokens": 0}]) == "fail"
     assert verdict([{"evicted_tokens": 0, "evicted_states": 0, "host_loaded_tokens": 0}]) == "inconclusive"
     assert verdict([{"evicted_tokens": 900, "evicted_states": 4}]) == "inconclusive"  # no counter: cannot say
+    # No eviction count is not "evicted nothing": the detail says the count is unknown
+    status, detail = judged([{"evicted_tokens": 900, "evicted_states": 4, "host_loaded_tokens": 256},
+                             {"evicted_tokens": None, "evicted_states": None, "host_loaded_tokens": 0}])
+    assert (status, detail) == ("inconclusive", "no device eviction count for 1 of 2 repeat(s): whether the host "
+                                                "tier had anything to rescue is unknown")
 
 
 def test_sim_l2_trials_record_host_load_backs(tmp_path: Path) -> None:
