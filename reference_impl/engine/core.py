@@ -24,9 +24,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
 
+from reference_impl.engine.batch import Batch, BatchItem, EngineCounters, EngineRequest
 from reference_impl.engine.config import EngineConfig, fits_kv_pool, state_ratio
 from reference_impl.host_tier import HostTier
 from reference_impl.lifecycle import CachedRequest, Strategy, make_strategy
@@ -39,67 +38,6 @@ __all__ = ["Batch", "BatchItem", "EngineCore", "EngineCounters", "EngineRequest"
 
 RETRACT_DECODE_STEPS = 20  # SGLang: tokens of headroom assumed per request after a retraction
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang's clip on max_new_tokens when it budgets a prefill batch
-@dataclass(slots=True)
-class EngineRequest:
-    rid: int
-    input_tokens: Sequence[int]  # immutable: a tuple, or a trace's compact TokenIds (4 bytes a token)
-    max_new_tokens: int
-    output: list[int] = field(default_factory=list)  # tokens sampled so far
-    cached: CachedRequest | None = None
-    cached_tokens: int | None = None  # reported at first admission (SGLang's meta_info.cached_tokens)
-    retractions: int = 0
-    status: Literal["waiting", "running", "finished", "aborted"] = "waiting"
-    error: str = ""
-    max_prefix: int | None = None  # cap on the reusable prefix (return_logprob with logprob_start_len)
-    # The prompt as a tuple while the engine works on the request (matching and admission slice tuples), built
-    # on first use and dropped when it ends: a queue of compact prompts is never held as Python ints at once.
-    prompt_tuple: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def fill_tokens(self) -> Sequence[int]:
-        """What a (re-)admission prefills: the prompt plus everything generated so far (the prompt itself, not a
-        copy, before any output: callers asking only its length or a prefix match once copied 13K tokens)."""
-        if self.output:
-            return (*self.input_tokens, *self.output)
-        if self.prompt_tuple is None:
-            self.prompt_tuple = tuple(self.input_tokens)  # a tuple's tuple() is itself: no copy
-        return self.prompt_tuple
-
-    @property
-    def remaining(self) -> int:
-        return self.max_new_tokens - len(self.output)
-
-
-@dataclass(frozen=True, slots=True)
-class BatchItem:
-    request: EngineRequest
-    start: int  # first token of this forward
-    end: int  # one past the last token of this forward
-    prefix_len: int  # tokens already in KV before this forward (attention context)
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    kind: Literal["prefill", "decode"]
-    items: tuple[BatchItem, ...]
-    # Whole recurrent-state copies on the device this forward made (LifecycleCounters.state_copies:
-    # COW, checkpoint forks, track writes); known once it ran, so the simulator fills it in to time it.
-    state_copies: int = 0
-
-    @property
-    def num_tokens(self) -> int:
-        return sum(i.end - i.start for i in self.items)
-
-
-@dataclass(slots=True)
-class EngineCounters:
-    prefill_batches: int = 0
-    decode_steps: int = 0
-    retractions: int = 0
-    aborted: int = 0
-    admission_blocked: int = 0  # times the head of the queue waited for memory
-    peak_kv_used: int = 0
-    peak_states_used: int = 0
 
 
 class EngineCore:
@@ -209,56 +147,99 @@ class EngineCore:
         return sorted(self.waiting, key=lambda r: -hit(r))  # stable: FCFS among equal matches
 
     def _schedule_prefill(self) -> Batch | None:
+        """Form an extend batch as SGLang does: match and lock each request in turn (PrefillAdder), then allocate
+        for the whole batch at once (alloc_for_extend: the state slots and their eviction budget, then KV)."""
         cfg = self.config
         budget = cfg.max_prefill_tokens
         chunk_budget = cfg.chunked_prefill_size
         items: list[BatchItem] = []
+        continuing = 0
+        batch_reserve = pending_states = 0
         if self.chunked is not None:
-            req = self.chunked
-            item = self._plan_chunk(req, min(budget, chunk_budget))
+            item = self._chunk_extent(self.chunked, min(budget, chunk_budget))
             if item is None:
                 return None
             items.append(item)
+            continuing = 1
             budget -= item.end - item.start
             chunk_budget -= item.end - item.start
-            if item.end == len(req.fill_tokens):
-                self.chunked = None
-        if self.chunked is None:
-            batch_reserve = 0
+            batch_reserve = item.end - item.start  # its KV comes with the batch's, after the admissions
+        if self.chunked is None or items[0].end == len(self.chunked.fill_tokens):
             for req in self._order_waiting():
                 if budget <= 0 or chunk_budget <= 0 or len(self.running) + len(items) >= self.max_running:
                     break
-                if not self._admit(req, batch_reserve):
+                if not self._admit(req, batch_reserve, pending_states):
                     self.counters.admission_blocked += 1
                     break
-                item = self._plan_chunk(req, min(budget, chunk_budget))
+                assert req.cached is not None
+                item = self._chunk_extent(req, min(budget, chunk_budget))
                 if item is None:  # admitted but its first chunk does not fit: back to waiting
                     self._unadmit(req)
                     self.counters.admission_blocked += 1
                     break
-                self.waiting.remove(req)
                 items.append(item)
-                # SGLang's PrefillAdder reserves each admitted request's rest of prompt and its outputs
-                # (clipped) before it considers the next one.
-                batch_reserve += len(req.fill_tokens) - item.end + min(req.remaining, CLIP_MAX_NEW_TOKENS)
+                pending_states += self.strategy.pending_slots(req.cached)
+                # SGLang's PrefillAdder reserves each admitted request's prompt and its outputs (clipped) before it
+                # considers the next one.
+                batch_reserve += len(req.fill_tokens) - item.start + min(req.remaining, CLIP_MAX_NEW_TOKENS)
                 budget -= item.end - item.start
                 chunk_budget -= item.end - item.start
                 if item.end < len(req.fill_tokens):
-                    self.chunked = req  # the rest of this prompt goes in later batches
-                    break
+                    break  # the rest of this prompt goes in later batches
+        items = self._alloc_batch(items, continuing)
         if not items:
             return None
+        for item in items[continuing:]:
+            self.waiting.remove(item.request)
+            if not item.request.retractions:  # its first run: a miss's load-back (with the slots) counts as cached
+                item.request.cached_tokens = item.start  # the prefix it reuses, a load-back included
+        if continuing and items[0].end == len(items[0].request.fill_tokens):
+            self.chunked = None
+        if items[-1].end < len(items[-1].request.fill_tokens):
+            self.chunked = items[-1].request
         self.counters.prefill_batches += 1
         return Batch("prefill", tuple(items))
 
-    def _admit(self, req: EngineRequest, batch_reserve: int = 0) -> bool:
-        """Match and lock; False (and nothing held) if either pool cannot take the request now."""
-        tokens = req.fill_tokens
-        states_needed = state_ratio(self.config)
-        if self._state_headroom() < states_needed:
+    def _alloc_batch(self, items: list[BatchItem], continuing: int) -> list[BatchItem]:
+        """The batch's allocation: state slots once for all (Strategy.alloc_slots), then each request's KV. The
+        items that got theirs, in order; a new request that did not goes back to waiting with those after it."""
+        new = [i.request.cached for i in items[continuing:]]
+        try:
+            self.strategy.alloc_slots([c for c in new if c is not None], continuing)
+        except PoolExhausted as exc:
+            self._slots_failed(exc)
+        kept: list[BatchItem] = []
+        for pos, planned in enumerate(items):
+            cached = planned.request.cached
+            assert cached is not None
+            if pos >= continuing and self.strategy.pending_slots(cached) > 0:
+                break
+            item = planned
+            if cached.kv_len > planned.start:  # a miss's load-back from the host tier: the chunk starts after it
+                item = self._chunk_extent(planned.request, planned.end - planned.start) or planned
+            try:
+                self.strategy.alloc_chunk(cached, item.end)
+            except PoolExhausted:
+                break
+            kept.append(item)
+        if len(kept) < len(items):
+            self.counters.admission_blocked += 1
+            if len(kept) < continuing:  # the chunked request's next chunk does not fit: no batch at all
+                kept = []
+            for item in items[max(len(kept), continuing):]:
+                self._unadmit(item.request)
+        return kept
+
+    def _slots_failed(self, exc: PoolExhausted) -> None:
+        """The batch's state slots ran out (the admission checks make it rare): those without go back to waiting."""
+
+    def _admit(self, req: EngineRequest, batch_reserve: int = 0, pending_states: int = 0) -> bool:
+        """Match and lock (slots and KV come with the batch); False (and nothing held) if either pool cannot take
+        the request now, counting what the batch's earlier requests will still take."""
+        if self._state_headroom() - pending_states < state_ratio(self.config):
             return False
         try:
-            cached = self.strategy.admit(tokens, req.max_prefix)
+            cached = self.strategy.match_request(req.fill_tokens, req.max_prefix)
         except PoolExhausted:
             return False
         return self._take(req, cached, batch_reserve)
@@ -281,7 +262,8 @@ class EngineCore:
         req.cached = None
         req.status = "waiting"
 
-    def _plan_chunk(self, req: EngineRequest, budget: int) -> BatchItem | None:
+    def _chunk_extent(self, req: EngineRequest, budget: int) -> BatchItem | None:
+        """The next forward's part of ``req``'s prompt within ``budget`` tokens (allocated with the batch)."""
         cached = req.cached
         assert cached is not None
         start = cached.kv_len
@@ -289,10 +271,6 @@ class EngineCore:
         if end < cached.input_len:
             end = max(start, page_floor(end, self.tree.page_size))
         if end <= start:
-            return None
-        try:
-            self.strategy.alloc_chunk(cached, end)
-        except PoolExhausted:
             return None
         return BatchItem(req, start, end, start)
 

@@ -10,8 +10,8 @@ from reference_impl.radix.results import LockHandle
 
 __all__ = ["STATES_PER_REQUEST_WITH_CACHE", "CachedRequest", "LifecycleCounters", "fingerprint"]
 
-# SGLang mem_cache/common.py: MAMBA_STATE_PER_REQ_PREFIX_CACHE; alloc_req_slots evicts states until
-# this many per admitted request are free (https://github.com/sgl-project/sglang; over-eviction is #38151).
+# SGLang mem_cache/common.py: MAMBA_STATE_PER_REQ_PREFIX_CACHE; 0.5.9's and 0.5.16's alloc_req_slots evict states
+# until this many per request of the extend batch are free (https://github.com/sgl-project/sglang; #38151).
 STATES_PER_REQUEST_WITH_CACHE = 3
 
 
@@ -66,6 +66,7 @@ class CachedRequest:
     track_slots: list[int] = field(default_factory=list)
     track_seqlen: int | None = None  # position of the newest tracked, not yet inserted state
     branch_seqlen: int | None = None
+    match_limit: int = 0  # the longest prefix the match could reuse (a host tier's load-back goes up to it)
     block_hashes: list[int] = field(default_factory=lambda: [0], repr=False)  # fingerprint's chain, kept
     # The input as a tuple (the caller's own, when it passed one): hashing and tree keys slice it directly.
     input_tuple: tuple[int, ...] = field(default=(), repr=False)

@@ -139,7 +139,7 @@ class DisabledStrategy(Strategy):
 
     name = "disabled"
 
-    def admit(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
+    def match_request(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
         req = CachedRequest.of(input_tokens)
         req.lock = self.tree.lock(self.tree.root)
         slot = self.tree.state_pool.alloc()
@@ -149,6 +149,9 @@ class DisabledStrategy(Strategy):
         req.live_state = slot
         self.tree.state_pool.write(slot, req.fingerprint(0))
         return req
+
+    def alloc_slots(self, reqs: Sequence[CachedRequest], continuing: int = 0) -> None:
+        return  # the slot came with the match; without a tree alloc_req_slots evicts nothing
 
     def cache_unfinished(self, req: CachedRequest) -> None:
         return

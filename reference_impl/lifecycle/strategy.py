@@ -71,41 +71,69 @@ class Strategy(ABC):
 
     # ---------------------------------------------------------------- admission
     def admit(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
-        """Match, lock, give the request its state slots (COW from the hit); ``max_prefix`` caps the hit."""
-        tree = self.tree
-        req = CachedRequest.of(input_tokens)
-        limit = page_floor(max(0, req.input_len - 1), tree.page_size)  # always recompute >= 1 token
-        if max_prefix is not None:
-            limit = min(limit, page_floor(max(0, max_prefix), tree.page_size))
-        match = tree.match_prefix(req.prefix(limit))
-        req.prefix_len = req.protected_len = req.kv_len = match.prefix_len
-        req.branch_seqlen = match.branch_seqlen
-        # The scheduler locks the matched node before it makes room, so the hit survives the eviction.
-        req.lock = tree.lock(match.last_node)
-        hit = match.last_node.state is not None
-        # 0.5.9's alloc_req_slots evicts until MAMBA_STATE_PER_REQ_PREFIX_CACHE (3) slots are free —
-        # after the COW slot of a hit, before the live slot of a miss (#38151 calls it over-eviction).
-        # 0.5.23's ensure_mamba_capacity evicts only what this request still needs (checked on CPU).
-        budget = tree.semantics in ("0.5.9", "0.5.16")
+        """An extend batch of one request: ``match_request``, then ``alloc_slots`` for it alone."""
+        req = self.match_request(input_tokens, max_prefix)
         try:
-            if budget and not hit:
-                self._evict_to_budget()
-            self._seed_live_state(req, self._alloc_state(protect=match.last_node), match.last_node)
-            if self.host is not None:
-                self._load_back(req, limit)
-            if budget and hit:
-                self._evict_to_budget()
-            for _ in range(self._num_track_slots()):
-                req.track_slots.append(self._alloc_state())
+            self.alloc_slots([req])
         except PoolExhausted:
             self.release(req)
             raise
         return req
 
-    def _evict_to_budget(self) -> None:
+    def match_request(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
+        """What the scheduler does per request while it forms an extend batch: match, lock the matched node, and
+        give a hit its live state (copy-on-write from the node); ``max_prefix`` caps the hit. A miss's live state
+        and the track slots come with the batch's ``alloc_slots``."""
+        tree = self.tree
+        req = CachedRequest.of(input_tokens)
+        limit = page_floor(max(0, req.input_len - 1), tree.page_size)  # always recompute >= 1 token
+        if max_prefix is not None:
+            limit = min(limit, page_floor(max(0, max_prefix), tree.page_size))
+        req.match_limit = limit
+        match = tree.match_prefix(req.prefix(limit))
+        req.prefix_len = req.protected_len = req.kv_len = match.prefix_len
+        req.branch_seqlen = match.branch_seqlen
+        # The PrefillAdder locks the matched node, so the batch's eviction cannot take the hit.
+        req.lock = tree.lock(match.last_node)
+        if match.last_node.state is not None:
+            # The COW slot is taken at match time (0.5.9 mem_cache/mamba_radix_cache.py:998-1011), before the
+            # batch's alloc_req_slots.
+            try:
+                self._seed_live_state(req, self._alloc_state(protect=match.last_node), match.last_node)
+                if self.host is not None:
+                    self._load_back(req, limit)
+            except PoolExhausted:
+                self.release(req)
+                raise
+        return req
+
+    def pending_slots(self, req: CachedRequest) -> int:
+        """State slots ``alloc_slots`` will still give ``req``: a miss's live state, the track slots."""
+        return int(req.live_state is None) + self._num_track_slots() - len(req.track_slots)
+
+    def alloc_slots(self, reqs: Sequence[CachedRequest], continuing: int = 0) -> None:
+        """``alloc_req_slots`` once for an extend batch: ``reqs`` matched by ``match_request``, and ``continuing``
+        chunked requests that hold their slots already. 0.5.9 and 0.5.16 evict until 3 states per request of the
+        batch are free, the chunked one included (0.5.9 mem_cache/common.py:303-316, 0.5.16
+        mem_cache/allocation.py:267-283; #38151 calls it over-eviction); 0.5.23 until the slots the batch still
+        takes are (ensure_mamba_capacity, mem_cache/allocation.py:298-324). Then each request gets them
+        (HybridReqToTokenPool.alloc). On PoolExhausted the requests before the failing one hold all theirs."""
         pool = self.tree.state_pool
-        if pool.available < STATES_PER_REQUEST_WITH_CACHE:
-            self.tree.evict(num_states=STATES_PER_REQUEST_WITH_CACHE - pool.available)
+        if self.tree.semantics in ("0.5.9", "0.5.16"):
+            need = STATES_PER_REQUEST_WITH_CACHE * (len(reqs) + continuing)
+        else:
+            need = sum(self.pending_slots(r) for r in reqs)
+        if pool.available < need:
+            self.tree.evict(num_states=need - pool.available)
+        for req in reqs:
+            if req.live_state is None:  # a miss
+                assert req.lock is not None
+                node = req.lock.node
+                self._seed_live_state(req, self._alloc_state(protect=node), node)
+                if self.host is not None:
+                    self._load_back(req, req.match_limit)
+            while len(req.track_slots) < self._num_track_slots():
+                req.track_slots.append(self._alloc_state())
 
     def _seed_live_state(self, req: CachedRequest, slot: int, matched: Node) -> None:
         """``slot`` becomes the request's live state: a copy of the matched node's (copy-on-write; SGLang 0.5.23
@@ -170,10 +198,6 @@ class Strategy(ABC):
 
     def alloc_chunk(self, req: CachedRequest, end: int) -> None:
         """Allocate KV for ``tokens[kv_len:end]`` (a scheduler does this when it plans the batch)."""
-        if self.tree.semantics == "0.5.16" and req.kv_len > req.prefix_len:
-            # 0.5.16's alloc_for_extend runs alloc_req_slots, and with it the 3-states-free budget, for every
-            # extend batch: each later chunk of a chunked prefill evicts again (checked on CPU against 0.5.16).
-            self._evict_to_budget()
         self._alloc_kv(end - req.kv_len, protect=req.lock.node if req.lock else None)
         req.kv_len = end
 
@@ -189,6 +213,9 @@ class Strategy(ABC):
     def prefill_chunk(self, req: CachedRequest, end: int, *, finishes_after_prefill: bool) -> None:
         """One prefill forward over ``tokens[kv_len:end]``: allocate, track, checkpoint."""
         start = req.kv_len
+        if req.kv_len > req.prefix_len:
+            # A later chunk is an extend batch of its own: alloc_for_extend runs alloc_req_slots for it again.
+            self.alloc_slots([], continuing=1)
         self.alloc_chunk(req, end)
         self.complete_chunk(req, start, finishes_after_prefill=finishes_after_prefill)
 

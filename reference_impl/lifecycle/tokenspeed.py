@@ -46,7 +46,10 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
     def _num_track_slots(self) -> int:
         return 1
 
-    def admit(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
+    def alloc_slots(self, reqs: Sequence[CachedRequest], continuing: int = 0) -> None:
+        return  # TokenSpeed takes a request's slots when it matches it (match_request)
+
+    def match_request(self, input_tokens: Sequence[int], max_prefix: int | None = None) -> CachedRequest:
         """``schedulePrefillFirstChunk``: match (stamping the whole KV match), lock, make room for the first
         chunk's pages, then for the working and checkpoint slots (COW from the hit)."""
         tree = self.tree

@@ -58,7 +58,7 @@ class FaultyEngineCore(EngineCore):
             return state_ratio(self.config)  # "always enough": the check that was missing
         return super()._state_headroom()
 
-    def _admit(self, req: EngineRequest, batch_reserve: int = 0) -> bool:
+    def _admit(self, req: EngineRequest, batch_reserve: int = 0, pending_states: int = 0) -> bool:
         busy = bool(self.running or self.chunked or self._admitted_this_batch)
         if "no_shared_prefix_hits" in self.faults and busy:
             req.max_prefix = 0  # concurrent requests never see the cache
@@ -66,15 +66,18 @@ class FaultyEngineCore(EngineCore):
             try:
                 ok = self._admit_unchecked(req, batch_reserve)
             except PoolExhausted as exc:
-                if "mamba" in str(exc):
-                    raise MambaAllocationError(MAMBA_ALLOC_MESSAGE) from exc
+                self._slots_failed(exc)
                 return False
         else:
-            ok = super()._admit(req, batch_reserve)
+            ok = super()._admit(req, batch_reserve, pending_states)
         if ok:
             self._admitted_this_batch += 1
         return ok
 
     def _admit_unchecked(self, req: EngineRequest, batch_reserve: int) -> bool:
         """``EngineCore._admit`` without swallowing a state allocation failure."""
-        return self._take(req, self.strategy.admit(req.fill_tokens, req.max_prefix), batch_reserve)
+        return self._take(req, self.strategy.match_request(req.fill_tokens, req.max_prefix), batch_reserve)
+
+    def _slots_failed(self, exc: PoolExhausted) -> None:
+        if "no_mamba_pool_check" in self.faults and "mamba" in str(exc):
+            raise MambaAllocationError(MAMBA_ALLOC_MESSAGE) from exc
