@@ -114,7 +114,7 @@ class Strategy(ABC):
     def alloc_slots(self, reqs: Sequence[CachedRequest], continuing: int = 0) -> None:
         """``alloc_req_slots`` once for an extend batch: ``reqs`` matched by ``match_request``, and ``continuing``
         chunked requests that hold their slots already. 0.5.9 and 0.5.16 evict until 3 states per request of the
-        batch are free, the chunked one included (0.5.9 mem_cache/common.py:303-316, 0.5.16
+        batch are free, the chunked one included (0.5.9 mem_cache/common.py:302-316, 0.5.16
         mem_cache/allocation.py:267-283; #38151 calls it over-eviction); 0.5.23 until the slots the batch still
         takes are (ensure_mamba_capacity, mem_cache/allocation.py:298-324). Then each request gets them
         (HybridReqToTokenPool.alloc). On PoolExhausted the requests before the failing one hold all theirs."""

@@ -10,8 +10,8 @@ into the tree first, in order (fresh KV and a fresh state each: the oldest is th
 scheduler forms one extend batch: per request ``Req.init_next_round_input`` (the match, with the hit's copy-on-write
 slot) and the PrefillAdder's lock on the matched node (after ``chunked``, a request an earlier batch began, if
 given); then ONE ``alloc_req_slots(req_to_token_pool, reqs, cache)``
-for the whole batch (what ``alloc_for_extend`` runs: 0.5.9 mem_cache/common.py:297-324, 0.5.16
-mem_cache/allocation.py:252-290, 0.5.23 mem_cache/allocation.py:327-345 with ``ensure_mamba_capacity``, :298).
+for the whole batch (what ``alloc_for_extend`` runs: 0.5.9 mem_cache/common.py:297-325, 0.5.16
+mem_cache/allocation.py:252-291, 0.5.23 mem_cache/allocation.py:327-345 with ``ensure_mamba_capacity``, :298).
 stdout: one JSON object: ``cached`` (each request's matched length), ``mamba_avail`` after the batch's allocation,
 ``tracking_slots`` (ping-pong slots a request gets), and ``seeds``: how much of each seed a match still reuses
 afterwards (its length while its state survives, 0 once the batch's eviction took it). The pools are SGLang's own
