@@ -116,7 +116,7 @@ class Strategy(ABC):
         chunked requests that hold their slots already. 0.5.9 and 0.5.16 evict until 3 states per request of the
         batch are free, the chunked one included (0.5.9 mem_cache/common.py:302-316, 0.5.16
         mem_cache/allocation.py:267-283; #38151 calls it over-eviction); 0.5.23 until the slots the batch still
-        takes are (ensure_mamba_capacity, mem_cache/allocation.py:298-324). Then each request gets them
+        takes are free (ensure_mamba_capacity, mem_cache/allocation.py:298-324). Then each request gets them
         (HybridReqToTokenPool.alloc). On PoolExhausted the requests before the failing one hold all theirs."""
         pool = self.tree.state_pool
         if self.tree.semantics in ("0.5.9", "0.5.16"):

@@ -34,6 +34,8 @@ CASES: dict[str, dict[str, Any]] = {
     "no_buffer-hits-and-a-miss": {"extra_buffer": False, "batch": [*HITS, MISS]},
     "extra_buffer-hits-and-a-miss": {"extra_buffer": True, "batch": [*HITS, MISS]},
     "no_buffer-misses": {"extra_buffer": False, "batch": [MISS, [9100 + j for j in range(12)]]},
+    # The hit is on the least recently used state and comes after a miss: the batch's eviction must not take it.
+    "no_buffer-miss-then-oldest-hit": {"extra_buffer": False, "batch": [MISS, SEEDS[0] + [1, 2]]},
     # A 24-token miss chunked at 16: its second chunk (8 tokens, ending the prompt) leads the batch and the two
     # hits fill the rest of the chunk budget. Its first chunk is shorter than a mamba chunk: nothing is tracked or
     # cached for it, so the batch's eviction is all that differs between the releases.
