@@ -18,6 +18,7 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.doctor.machine import SERVES_WEIGHTS, Finding, gpu_findings, weights_finding
 from hybridbench.engines.registry import make_engine
 from hybridbench.engines.server import installed_version
+from hybridbench.engines.vllm_cmd import vllm_build_refusal
 from hybridbench.errors import ConfigError
 from hybridbench.plan.build import build_plan
 from hybridbench.preview.compose import Composed
@@ -42,6 +43,8 @@ def _server_build(cfg: RunCfg) -> Finding:
     if not version:
         return Finding("server", "refuse", f"engine.python={python}: no {PACKAGES[name]} installed in it; set "
                                            "engine.python to the server's venv")
+    if name == "vllm" and (why := vllm_build_refusal(cfg.engine.gpu, version)):
+        return Finding("server", "refuse", why)  # the run refuses it at plan time too (its build_refusal)
     return Finding("server", "ok", f"engine.python={python}: {PACKAGES[name]} {version}")
 
 

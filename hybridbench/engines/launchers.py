@@ -18,7 +18,7 @@ from hybridbench.engines.sglang_cmd import (
     sglang_refusal,
 )
 from hybridbench.engines.traits import EngineTraits
-from hybridbench.engines.vllm_cmd import vllm_command, vllm_env, vllm_help_argv
+from hybridbench.engines.vllm_cmd import vllm_build_refusal, vllm_command, vllm_env, vllm_help_argv
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 
@@ -73,4 +73,5 @@ def make_vllm_engine() -> ServerEngine:
     return ServerEngine(ServerSpec(
         name="vllm", build=_builder("vllm", vllm_help_argv, vllm_command), client="openai",
         env_for=vllm_env, flush_path="/reset_prefix_cache", package="vllm",  # vllm_env mounts the flush endpoint
+        build_refusal=vllm_build_refusal,  # a CPU build (X+cpu) behind a GPU run
         traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, greedy_deterministic=True)))

