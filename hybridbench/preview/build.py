@@ -22,7 +22,7 @@ from hybridbench.load.trial import ServerTrials
 from hybridbench.plan.build import effective_vocab
 from hybridbench.prepare import PreparedRun, generate_rows, prepare_run
 from hybridbench.preview.compose import Composed
-from hybridbench.preview.forecast import DEFAULT_MAX_REQUESTS, forecast_run
+from hybridbench.preview.forecast import DEFAULT_MAX_REQUESTS, forecast_run, timeout_warnings
 from workloads.trace import TraceRow
 
 __all__ = ["Preview", "build_preview"]
@@ -119,6 +119,7 @@ def build_preview(composed: Composed, *, forecast: bool = True,
             warnings += [f"forecast: {t['failed']} of {t['simulated']} simulated requests of {t['workload']} failed on "
                          f"arm {t['arm']} (longer than the pools this config fixes?)"
                          for t in fc["trials"] if t["failed"]]
+            warnings += timeout_warnings(fc["trials"], cfg.engine.request_timeout_s)
         except ConfigError as exc:
             warnings.append(f"forecast: none ({exc})")
         if fc is not None and (groups := _dp_attention_groups(cfg)) > 1:

@@ -34,7 +34,8 @@ from reference_impl.engine.calibration import SEED_RADIX_TARGETS, TOLERANCE
 from workloads.arrival import arrival_schedule
 from workloads.trace import TraceRow
 
-__all__ = ["DEFAULT_MAX_REQUESTS", "Forecast", "SampleFigures", "TrialForecast", "forecast_run", "known_error"]
+__all__ = ["DEFAULT_MAX_REQUESTS", "Forecast", "SampleFigures", "TrialForecast", "forecast_run", "known_error",
+           "timeout_warnings"]
 
 DEFAULT_MAX_REQUESTS = 400  # per workload a sample can stand for; a few seconds of simulation each on one CPU core
 
@@ -59,6 +60,10 @@ class TrialForecast:
     mean_ttft_ms: float | None
     failed: int = 0  # simulated requests the modelled server refused (e.g. longer than a pool fixed in the config)
     sample: SampleFigures | None = None  # the sample's own figures, when the load was sampled
+    # The longest a request waits from its send to its last token, at least (seconds; None: not known): the slowest
+    # simulated request, and for a sampled Poisson load of single requests sent on their arrivals (no cap) no less
+    # than the whole load's wall time after its last arrival. Past engine.request_timeout_s it would fail.
+    slowest_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +120,21 @@ def _figures(records: list[Record]) -> tuple[float | None, float | None, int]:
     return (cached / prompt if prompt else None), (statistics.fmean(ttft) if ttft else None), failed
 
 
+def _slowest_s(records: list[Record], wall_s: float, last_arrival_s: float | None) -> float | None:
+    waits = [r.end_s - r.sent_s for r in records if r.end_s is not None and r.sent_s is not None]
+    bounds = waits + ([wall_s - last_arrival_s] if last_arrival_s is not None else [])
+    return max(bounds) if bounds else None
+
+
+def timeout_warnings(trials: Sequence[dict[str, Any]], timeout_s: float) -> list[str]:
+    """One warning per forecast trial whose requests would wait past engine.request_timeout_s (``trials``: the
+    forecast's JSON rows): the run would record them as failed, timed out, where the server only queued them."""
+    return [f"forecast: requests of {t['workload']} on arm {t['arm']} wait {t['slowest_s']:.0f} s or more, past "
+            f"engine.request_timeout_s={timeout_s:g}: they would fail as timed out (raise engine.request_timeout_s "
+            f"above it, or leave the arm out)"
+            for t in trials if t.get("slowest_s") is not None and t["slowest_s"] > timeout_s]
+
+
 def forecast_run(cfg: RunCfg, resolved: dict[str, Any], *, traces: Mapping[str, Sequence[TraceRow]] | None = None,
                  max_requests: int = DEFAULT_MAX_REQUESTS) -> Forecast:
     """The simulator's forecast of this run on its target GPU; ConfigError when the simulator cannot model it (a
@@ -153,8 +173,14 @@ def forecast_run(cfg: RunCfg, resolved: dict[str, Any], *, traces: Mapping[str, 
                 arrivals = arrival_schedule(everything, w.load, trial.seed).times_s if sample.sampled else ()
                 wall = whole_wall_s(sample, w.load, SendPhase.of(records), max(arrivals, default=0.0))
                 own = SampleFigures(hits, ttft) if sample.sampled else None  # a lighter load's: kept apart
+                # A sample's bound (TrialForecast.slowest_s) where each request is sent on its own arrival: Poisson
+                # with no cap on requests in flight, one request a session (a later turn waits for the one before)
+                single = len({r.session_id for r in everything}) == len(everything)
+                own_pace = w.load.kind == "poisson" and not w.load.max_concurrency and single
+                last = max(arrivals) if arrivals and own_pace else None
                 trials.append(TrialForecast(arm, w.name, len(everything), len(sample.rows), wall,
-                                            None if own else hits, None if own else ttft, failed, own))
+                                            None if own else hits, None if own else ttft, failed, own,
+                                            _slowest_s(records, wall, last)))
     return Forecast(cfg.engine.gpu, cfg.model.name, cfg.engine.tp, tuple(trials), cfg.repeats, tuple(sampled),
                     known_error(), time.monotonic() - started, tuple(whole))
 

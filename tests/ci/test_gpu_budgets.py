@@ -59,6 +59,9 @@ def test_the_forecast_of_each_gpu_configuration_fits_its_budget(experiment: str)
     per_trial = ", ".join(f"{t.arm}/{t.workload} {t.wall_s / 60:.1f}" for t in fc.trials)
     assert minutes <= budget, (f"{experiment}: forecast {minutes:.0f} min ({fc.repeats} repeat(s) of: {per_trial}; "
                                f"{starts} server starts of {STARTUP_MIN:.0f} min) > sizing.budget_min {budget:g}")
+    timeout = cfg.engine.request_timeout_s  # a request waiting longer fails as timed out: no survival verdict holds
+    late = [f"{t.arm}/{t.workload} {t.slowest_s:.0f} s" for t in fc.trials if (t.slowest_s or 0.0) > timeout]
+    assert not late, f"{experiment}: forecast requests wait past engine.request_timeout_s={timeout:g}: {late}"
     if not any(PROBES[p].wanted(cfg) for p in ("kl", "accuracy")):  # replayed on a live server: not in the forecast
         assert budget - minutes <= max(SLACK_MIN, budget / 10), (
             f"{experiment}: sizing.budget_min {budget:g} is {budget - minutes:.0f} min above its forecast "
