@@ -17,6 +17,7 @@ from hybridbench.engines.kv_pool import refuse_unfit_requests
 from hybridbench.engines.owned_flags import data_parallel_groups
 from hybridbench.engines.server import ServerEngine
 from hybridbench.engines.sglang_cmd import SGLANG_REPLICAS
+from hybridbench.engines.vllm_host_tier import host_tier_warnings
 from hybridbench.errors import ConfigError
 from hybridbench.load.trial import ServerTrials
 from hybridbench.plan.build import effective_vocab
@@ -92,6 +93,7 @@ def build_preview(composed: Composed, *, forecast: bool = True,
     warnings = [f"{f.check}: {f.message}" for f in prepared.machine if not f.ok] + list(prepared.data_notes)
     warnings += counter_warnings(cfg.checks.enabled, prepared.engine.name, prepared.engine.traits.counters,
                                  any(spec.host_tier for spec in prepared.plan.arm_specs))
+    warnings += host_tier_warnings(cfg, prepared.plan.arm_specs)  # vLLM's GiB against the device pool
     traces: dict[str, list[TraceRow]] = {}
     kept: dict[str, Any] = {}
     vocab = effective_vocab(cfg)
