@@ -74,4 +74,5 @@ def make_vllm_engine() -> ServerEngine:
         name="vllm", build=_builder("vllm", vllm_help_argv, vllm_command), client="openai",
         env_for=vllm_env, flush_path="/reset_prefix_cache", package="vllm",  # vllm_env mounts the flush endpoint
         build_refusal=vllm_build_refusal,  # a CPU build (X+cpu) behind a GPU run
-        traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, greedy_deterministic=True)))
+        traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, greedy_deterministic=True,
+                            track_interval=False)))  # its states follow the block size

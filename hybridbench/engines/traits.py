@@ -21,6 +21,9 @@ class EngineTraits:
     # the per-trial counters its trial snapshots carry (COUNTERS): a check that reads only ones it lacks is
     # inconclusive by design on it, which the plan says beforehand
     counters: frozenset[str] = frozenset()
+    # engine.track_interval reaches it (SGLang's --mamba-track-interval, the reference server's and the simulator's
+    # own); vLLM's states follow its block size and TokenSpeed reads no such flag: an override changes nothing there
+    track_interval: bool = True
 
 
 # evicted_tokens: KV tokens evicted from the device; evicted_states: recurrent states evicted there;

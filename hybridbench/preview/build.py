@@ -11,7 +11,7 @@ from typing import Any
 
 from hybridbench.checks.evictions import counter_warnings
 from hybridbench.config.redact import scrub_obj, secret_values
-from hybridbench.config.schema import RunCfg
+from hybridbench.config.schema import EngineCfg, RunCfg
 from hybridbench.engines.base import Engine
 from hybridbench.engines.kv_pool import refuse_unfit_requests
 from hybridbench.engines.owned_flags import data_parallel_groups
@@ -70,7 +70,9 @@ def _pools(composed: Composed, prepared: PreparedRun) -> dict[str, Any]:
         "kv_tokens_set_by": pool.key if pool is not None else ("engine.kv_tokens" if e.kv_tokens else "the server"),
         "max_mamba_cache_size": e.max_mamba_cache_size or "sized by the server from memory",
         "mem_fraction_static": e.mem_fraction_static, "page_size": e.page_size,
-        "track_interval": e.track_interval, "chunked_prefill_size": e.chunked_prefill_size,
+        "track_interval": e.track_interval if prepared.engine.traits.track_interval else
+        f"not used by engine={e.name} (its server takes no tracking interval)",
+        "chunked_prefill_size": e.chunked_prefill_size,
     }
 
 
@@ -94,6 +96,9 @@ def build_preview(composed: Composed, *, forecast: bool = True,
     warnings += counter_warnings(cfg.checks.enabled, prepared.engine.name, prepared.engine.traits.counters,
                                  any(spec.host_tier for spec in prepared.plan.arm_specs))
     warnings += host_tier_warnings(cfg, prepared.plan.arm_specs)  # vLLM's GiB against the device pool
+    if not prepared.engine.traits.track_interval and cfg.engine.track_interval != EngineCfg().track_interval:
+        warnings.append(f"engine.track_interval={cfg.engine.track_interval} has no effect on engine={cfg.engine.name}: "
+                        "its server takes no tracking interval (vLLM's states follow its block size, engine.page_size)")
     traces: dict[str, list[TraceRow]] = {}
     kept: dict[str, Any] = {}
     vocab = effective_vocab(cfg)
