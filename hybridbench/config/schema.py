@@ -51,7 +51,8 @@ class EngineCfg:
     track_interval: int = 256
     extra_args: list[str] = field(default_factory=list)
     # What a CPU engine can carry: every workload is shrunk by this factor more (lengths and groups or
-    # sessions, sharing kept), and token ids stay below max_vocab (0 = the model's vocabulary).
+    # sessions, sharing kept), and token ids stay below max_vocab (0 = the model's vocabulary). Refused on a GPU
+    # server (sglang, vllm, tokenspeed unless engine.gpu=cpu): a smaller load there is workloads.<name>.scale.
     workload_scale: int = 1
     max_vocab: int = 0
     # The kl check's threshold for this engine's numerics: SGLang's kits use 0.002-0.005 on bf16/fp8 GPUs.

@@ -157,6 +157,15 @@ def validate_config(cfg: RunCfg) -> None:
         # shrinks the loads: on a GPU server that is a run nobody asked for, recorded as the experiment.
         raise ConfigError(f"sizing=cpu: the CPU sizing (small pools, shrunk loads) is for engine=reference, or "
                           f"engine=sim to forecast it; engine {cfg.engine.name} takes the GPU sizing (drop sizing=cpu)")
+    if cfg.engine.name in SERVING_ENGINES and cfg.engine.gpu != "cpu":
+        # The reference engine's own shrink (conf/engine/reference.yaml) and its tiny model's vocabulary: on a GPU
+        # server a smaller load than the experiment's, recorded as it. A deliberate one is workloads.<name>.scale.
+        for key, value, off in (("engine.workload_scale", cfg.engine.workload_scale, 1),
+                                ("engine.max_vocab", cfg.engine.max_vocab, 0)):
+            if value != off:
+                raise ConfigError(f"{key}: {value} is what a CPU engine can carry, not engine={cfg.engine.name} on "
+                                  f"engine.gpu={cfg.engine.gpu} (leave it at {off}; a smaller load of your own is "
+                                  "workloads.<name>.scale)")
     for name, w in cfg.workloads.items():
         if not 1 <= w.scale <= 1_000_000:
             raise ConfigError(f"workloads.{name}.scale must be in [1, 1000000], got {w.scale}")
