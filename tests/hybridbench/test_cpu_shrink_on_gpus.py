@@ -16,7 +16,7 @@ from hybridbench.errors import ConfigError
 @pytest.mark.parametrize("engine", ["sglang", "vllm", "tokenspeed"])
 @pytest.mark.parametrize("override", ["engine.workload_scale=4", "engine.max_vocab=4096"])
 def test_a_cpu_engines_shrink_never_reaches_a_gpu_server(engine: str, override: str) -> None:
-    key = override.split("=")[0]
+    key = override.split("=", maxsplit=1)[0]
     with pytest.raises(ConfigError, match=rf"^{key}: .*engine={engine} on engine.gpu=h100"):
         validate_config(composed("+experiment=radix", f"engine={engine}", override))
 
