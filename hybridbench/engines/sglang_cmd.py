@@ -172,6 +172,10 @@ SGLANG_KEYED = {
     "--mem-fraction-static": "engine.mem_fraction_static", "--max-total-tokens": "engine.kv_tokens",
     "--max-mamba-cache-size": "engine.max_mamba_cache_size", "--quantization": "model.quantization",
     "--mamba-ssm-dtype": "model.mamba_ssm_dtype",
+    # read by the plan's pools, the forecast and the kl probe (track interval), the forecast (the seglen weight, the
+    # host pools' ratio) and the vLLM host-tier comparison (the ratio)
+    "--mamba-track-interval": "engine.track_interval", SEGLEN_WEIGHT_FLAG: "arm.seglen.eff_weight",
+    "--hicache-ratio": "arm.l2.hicache_ratio",
 }
 # The flags engine.extra_args may not give SGLang: the harness's, the keyed ones and the arms' (tuning flags may).
 SGLANG_OWNED = {

@@ -150,11 +150,13 @@ def test_metrics_and_cache_report_can_be_left_out() -> None:
 
 
 def test_extra_args_replace_a_built_flag() -> None:
-    engine = EngineCfg(tp=4, extra_args=["--seglen-eff-weight", "0.5", "--mamba-track-interval=64"])
-    part = cmd("seglen", SEGLEN, engine)[len(HEAD):]
+    # Tuning flags no config key feeds the plan with: the host tier's write policy and I/O backend.
+    engine = EngineCfg(tp=4, extra_args=["--hicache-write-policy", "write_back", "--hicache-io-backend=kernel"])
+    part = cmd("l2", NEW, engine)[len(HEAD):]
     assert part == [
-        "--mamba-scheduler-strategy", "extra_buffer", "--radix-eviction-policy", "seglen",
-        "--seglen-eff-weight", "0.5", "--mamba-track-interval=64",
+        "--mamba-radix-cache-strategy", "extra_buffer", "--mamba-track-interval", "256",
+        "--enable-hierarchical-cache", "--hicache-ratio", "2.0", "--hicache-mem-layout", "page_first_direct",
+        "--hicache-write-policy", "write_back", "--hicache-io-backend=kernel",
     ]  # fmt: skip
 
 
@@ -320,6 +322,10 @@ def test_secrets_in_the_command_are_redacted() -> None:
     (["--max-mamba-cache-size", "60"], "engine.max_mamba_cache_size"),
     (["--page-size", "64"], "engine.page_size"),
     (["--chunked-prefill-size", "512"], "engine.chunked_prefill_size"),
+    # What the plan's pools, the forecast and the kl probe read from the key, while the server ran another value.
+    (["--mamba-track-interval", "64"], "engine.track_interval"),
+    (["--seglen-eff-weight=0.5"], "arm.seglen.eff_weight"),
+    (["--hicache-ratio", "1.5"], "arm.l2.hicache_ratio"),
     # More GPUs than engine.tp, which the doctor and the run count.
     (["--pp-size", "2"], "the harness"),
     (["--nnodes", "2"], "the harness"),
