@@ -231,7 +231,9 @@ class EngineCore:
         return kept
 
     def _slots_failed(self, exc: PoolExhausted) -> None:
-        """The batch's state slots ran out (the admission checks make it rare): those without go back to waiting."""
+        """The batch's state slots ran out (the admission checks make it rare). Here nothing more: ``_alloc_batch``
+        sends the requests without theirs back to waiting. The fault-injecting server (reference_impl.server.faults)
+        dies here instead, as SGLang without its mamba pool check does."""
 
     def _admit(self, req: EngineRequest, batch_reserve: int = 0, pending_states: int = 0) -> bool:
         """Match and lock (slots and KV come with the batch); False (and nothing held) if either pool cannot take

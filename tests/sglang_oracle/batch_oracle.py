@@ -2,20 +2,22 @@
 
 Runs INSIDE a venv built by ``build_env.sh`` (0.5.9, 0.5.16 or 0.5.23):
 
-    ~/.cache/hybridbench/sglang-0.5.9/bin/python tests/sglang_oracle/batch_oracle.py < case.json
+    ~/.cache/hybridbench/sglang-0.5.9/bin/python tests/sglang_oracle/batch_oracle.py < cases.json
 
-stdin: ``{"mamba_size", "kv_size", "extra_buffer", "seeds": [tokens, ...], "batch": [input_ids, ...], "chunked"?:
-input_ids, "chunked_first"?: its first chunk's length}``. The seeds go
+stdin: ``{"cases": {name: case}}``, a case ``{"mamba_size", "kv_size", "extra_buffer", "seeds": [tokens, ...],
+"batch": [input_ids, ...], "chunked"?: input_ids, "chunked_first"?: its first chunk's length}``, each run on a fresh
+cache and pools. The seeds go
 into the tree first, in order (fresh KV and a fresh state each: the oldest is the least recently used). Then, as the
 scheduler forms one extend batch: per request ``Req.init_next_round_input`` (the match, with the hit's copy-on-write
 slot) and the PrefillAdder's lock on the matched node (after ``chunked``, a request an earlier batch began, if
 given); then ONE ``alloc_req_slots(req_to_token_pool, reqs, cache)``
 for the whole batch (what ``alloc_for_extend`` runs: 0.5.9 mem_cache/common.py:297-325, 0.5.16
 mem_cache/allocation.py:252-291, 0.5.23 mem_cache/allocation.py:327-345 with ``ensure_mamba_capacity``, :298).
-stdout: one JSON object: ``cached`` (each request's matched length), ``mamba_avail`` after the batch's allocation,
-``tracking_slots`` (ping-pong slots a request gets), and ``seeds``: how much of each seed a match still reuses
-afterwards (its length while its state survives, 0 once the batch's eviction took it). The pools are SGLang's own
-classes built by their own ``__init__`` on CPU; no model runs. No SGLang code is copied here.
+stdout: one JSON line ``{"cases": {name: result}}``, a result ``cached`` (each request's matched length),
+``mamba_avail`` after the batch's allocation, ``tracking_slots`` (ping-pong slots a request gets), and ``seeds``: how
+much of each seed a match still reuses afterwards (its length while its state survives, 0 once the batch's eviction
+took it). The pools are SGLang's own classes built by their own ``__init__`` on CPU; no model runs. No SGLang code is
+copied here.
 """
 
 from __future__ import annotations
@@ -109,7 +111,8 @@ def reusable(release: str, cache: Any, key: Any) -> int:
 
 
 def main() -> None:
-    case: dict[str, Any] = json.load(sys.stdin)
+    # Every case in one process: importing SGLang is most of an oracle's time (each case alone took ~10 s).
+    cases: dict[str, dict[str, Any]] = json.load(sys.stdin)["cases"]
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # SGLang's own prints land on stderr
     from array import array
@@ -125,56 +128,64 @@ def main() -> None:
         from sglang.srt.mem_cache.common import alloc_req_slots
     else:
         from sglang.srt.mem_cache.allocation import alloc_req_slots
-    r2t, allocator, cache = build(release, int(case["kv_size"]), int(case["mamba_size"]), bool(case["extra_buffer"]))
 
-    def key(tokens: list[int]) -> Any:
-        return RadixKey(list(tokens) if release == "0.5.9" else array("q", tokens))
+    def one(case: dict[str, Any]) -> dict[str, Any]:
+        """A fresh cache and pools, the seeds, then the case's extend batch."""
+        r2t, allocator, cache = build(release, int(case["kv_size"]), int(case["mamba_size"]),
+                                      bool(case["extra_buffer"]))
 
-    for seed in case["seeds"]:
-        value = allocator.alloc(len(seed))
-        slot = mamba_alloc(release, r2t, 1)
-        result = cache.insert(InsertParams(key=key(seed), value=value, mamba_value=slot))
-        assert int(result.prefix_len) == 0 and not result.mamba_exist, "seeds share no prefix"
+        def key(tokens: list[int]) -> Any:
+            return RadixKey(list(tokens) if release == "0.5.9" else array("q", tokens))
 
-    def admit(name: str, inp: list[int]) -> Any:
-        params = SamplingParams(temperature=0, max_new_tokens=1, ignore_eos=True)
-        params.normalize(None)
-        if release == "0.5.9":
-            req = Req(name, "", list(inp), params)
-        else:
-            req = Req(name, "", array("q", inp), params, vocab_size=1 << 40)
-        req.init_next_round_input(cache)  # match, and a hit's copy-on-write slot
-        if release == "0.5.23":
-            req.lock = cache.lock(req.last_node)  # the PrefillAdder's lock on the matched node
-        else:
-            cache.inc_lock_ref(req.last_node)
-        return req
+        for seed in case["seeds"]:
+            value = allocator.alloc(len(seed))
+            slot = mamba_alloc(release, r2t, 1)
+            result = cache.insert(InsertParams(key=key(seed), value=value, mamba_value=slot))
+            assert int(result.prefix_len) == 0 and not result.mamba_exist, "seeds share no prefix"
 
-    reqs = []
-    if case.get("chunked"):
-        # A request whose prompt an earlier extend batch began (alone, a miss): it continues first in this one,
-        # holding its slots. Its first chunk, shorter than a mamba chunk, tracked nothing, so extra_buffer's
-        # cache_unfinished_req caches nothing for it (0.5.9 mem_cache/mamba_radix_cache.py:568-574) and is not run.
-        first = admit("chunked", case["chunked"])
-        alloc_req_slots(r2t, [first], cache)
-        # What marks it as continuing for ReqToTokenPool.alloc, which then reuses its row: the scheduler's chunk count
-        # (0.5.9 managers/scheduler.py:2139, 0.5.16 :3043); 0.5.23 checks the KV its first chunk allocated.
-        if release == "0.5.9":
-            first.is_chunked += 1
-        elif release == "0.5.16":
-            first.inflight_middle_chunks += 1
-        else:
-            first.kv.kv_allocated_len = int(case["chunked_first"])
-        reqs.append(first)
-    reqs += [admit(f"b{n}", inp) for n, inp in enumerate(case["batch"])]
-    cached = [len(r.prefix_indices) if release != "0.5.23" else int(r.prefix_len) for r in reqs]
-    alloc_req_slots(r2t, reqs, cache)  # once, for the whole extend batch
-    tracking = getattr(r2t, "mamba_initial_tracking_slots", None)
-    if tracking is None:
-        tracking = r2t.mamba_ping_pong_track_buffer_size if case["extra_buffer"] else 0
-    avail = mamba_avail(release, r2t)
-    seeds = [reusable(release, cache, key(seed)) for seed in case["seeds"]]  # after the batch: what it evicted
-    out.write(json.dumps({"cached": cached, "mamba_avail": avail, "tracking_slots": tracking, "seeds": seeds}) + "\n")
+        def admit(name: str, inp: list[int]) -> Any:
+            params = SamplingParams(temperature=0, max_new_tokens=1, ignore_eos=True)
+            params.normalize(None)
+            if release == "0.5.9":
+                req = Req(name, "", list(inp), params)
+            else:
+                req = Req(name, "", array("q", inp), params, vocab_size=1 << 40)
+            req.init_next_round_input(cache)  # match, and a hit's copy-on-write slot
+            if release == "0.5.23":
+                req.lock = cache.lock(req.last_node)  # the PrefillAdder's lock on the matched node
+            else:
+                cache.inc_lock_ref(req.last_node)
+            return req
+
+        reqs = []
+        if case.get("chunked"):
+            # A request whose prompt an earlier extend batch began (alone, a miss): it continues first in this one,
+            # holding its slots. Its first chunk, shorter than a mamba chunk, tracked nothing, so extra_buffer's
+            # cache_unfinished_req caches nothing for it (0.5.9 mem_cache/mamba_radix_cache.py:568-574) and is not run.
+            first = admit("chunked", case["chunked"])
+            alloc_req_slots(r2t, [first], cache)
+            # What marks it as continuing for ReqToTokenPool.alloc, which then reuses its row: the scheduler's chunk
+            # count (0.5.9 managers/scheduler.py:2139, 0.5.16 :3043); 0.5.23 checks the KV its first chunk allocated.
+            if release == "0.5.9":
+                first.is_chunked += 1
+            elif release == "0.5.16":
+                first.inflight_middle_chunks += 1
+            else:
+                first.kv.kv_allocated_len = int(case["chunked_first"])
+            reqs.append(first)
+        reqs += [admit(f"b{n}", inp) for n, inp in enumerate(case["batch"])]
+        cached = [len(r.prefix_indices) if release != "0.5.23" else int(r.prefix_len) for r in reqs]
+        alloc_req_slots(r2t, reqs, cache)  # once, for the whole extend batch
+        tracking = getattr(r2t, "mamba_initial_tracking_slots", None)
+        if tracking is None:
+            tracking = r2t.mamba_ping_pong_track_buffer_size if case["extra_buffer"] else 0
+        avail = mamba_avail(release, r2t)
+        seeds = [reusable(release, cache, key(seed)) for seed in case["seeds"]]  # after the batch: what it evicted
+        return {"cached": cached, "mamba_avail": avail, "tracking_slots": tracking, "seeds": seeds}
+
+
+
+    out.write(json.dumps({"cases": {name: one(case) for name, case in cases.items()}}) + "\n")
     out.flush()
 
 

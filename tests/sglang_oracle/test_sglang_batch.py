@@ -10,6 +10,7 @@ survived (how much of each seed a match still reuses). No expected number is wri
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -44,17 +45,28 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-def sglang(release: str, case: dict[str, Any]) -> dict[str, Any]:
+def case(name: str) -> dict[str, Any]:
+    return {"kv_size": 2048, "mamba_size": 24, "seeds": SEEDS, **CASES[name]}
+
+
+@functools.cache
+def _sglang_all(release: str) -> dict[str, dict[str, Any]]:
+    """Every case through the release's own code, in one process (importing SGLang is most of its time)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")}
+    request = {"cases": {name: case(name) for name in CASES}}
+    proc = subprocess.run([str(env_python(release)), str(HERE / "batch_oracle.py")], input=json.dumps(request),
+                          capture_output=True, text=True, timeout=600, check=False, env=env, cwd=str(HERE))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results: dict[str, dict[str, Any]] = json.loads(proc.stdout)["cases"]
+    return results
+
+
+def sglang(release: str, name: str) -> dict[str, Any]:
     if not env_ready(release):
         # CI builds the venvs first: missing there is a failure, never a quiet skip.
         (pytest.fail if os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG") else pytest.skip)(
             f"SGLang {release} venv missing: run bash tests/sglang_oracle/build_env.sh {release}")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")}
-    proc = subprocess.run([str(env_python(release)), str(HERE / "batch_oracle.py")], input=json.dumps(case),
-                          capture_output=True, text=True, timeout=600, check=False, env=env, cwd=str(HERE))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result: dict[str, Any] = json.loads(proc.stdout)
-    return result
+    return _sglang_all(release)[name]
 
 
 def reference(release: str, case: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +99,6 @@ def reference(release: str, case: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_one_extend_batch_evicts_the_states_sglang_evicts(release: str, name: str) -> None:
-    case = {"kv_size": 2048, "mamba_size": 24, "seeds": SEEDS, **CASES[name]}
-    real = sglang(release, case)
+    real = sglang(release, name)
     assert 0 in real["seeds"] or real["mamba_avail"] < 4, "the pool is tight enough that the batch must evict"
-    assert reference(release, case) == real
+    assert reference(release, case(name)) == real
