@@ -65,7 +65,11 @@ def render_text(p: Preview) -> str:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in arm["env"].items())
         cmd = shlex.join(arm["argv"]) if arm["argv"] else "(in-process: no server)"
         lines.append(f"arm {name}: {env + ' ' if env else ''}{cmd}")
-    lines.append("pools: " + ", ".join(f"{k} {v}" for k, v in p.pools.items()))
+    pools = dict(p.pools)
+    set_by = pools.pop("kv_tokens_set_by", "the server")
+    if set_by != "the server":  # what a number came from; "sized by the server from memory" says it already
+        pools["kv_tokens"] = f"{pools['kv_tokens']} (set by {set_by})"
+    lines.append("pools: " + ", ".join(f"{k} {v}" for k, v in pools.items()))
     for name, w in p.workloads.items():
         sessions = f"{w['sessions']:,} sessions"
         if kept := w.get("sessions_kept_of"):  # workloads.<name>.keep_sessions cut the load to fit its budget

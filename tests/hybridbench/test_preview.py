@@ -183,3 +183,20 @@ def test_the_plan_warns_of_a_check_the_engine_has_no_counter_for(tmp_path: Path)
     out = json.loads(plan("--no-forecast", "--json", "+experiment=smoke", "engine=vllm", "engine.tp=1",
                           f"engine.python={vllm}", "checks.enabled=[survival,host_hits]").stdout)["warnings"]
     assert not [w for w in out if "it will be inconclusive" in w]
+
+
+def test_the_pools_line_says_where_a_kv_pool_size_came_from_once(tmp_path: Path) -> None:
+    """The text plan printed "kv_tokens sized by the server from memory, kv_tokens_set_by the server": the JSON key
+    leaked into the line. A size from a key says the key beside the number; one the server sizes says so once."""
+    def pools(*args: str) -> str:
+        proc = plan("--no-forecast", "+experiment=smoke", *args)
+        assert proc.returncode == 0, proc.stderr
+        (line,) = [x for x in proc.stdout.splitlines() if x.startswith("pools: ")]
+        return line
+
+    fixed = pools("engine=sim", "engine.kv_tokens=50000")
+    assert fixed.startswith("pools: kv_tokens 50000 (set by engine.kv_tokens), ") and "set_by" not in fixed
+    python = fake_sglang(tmp_path)
+    served = pools("engine=sglang", f"engine.python={python}", "engine.tp=1")
+    assert served.startswith("pools: kv_tokens sized by the server from memory, max_mamba_cache_size ")
+    assert "set_by" not in served and "set by" not in served
