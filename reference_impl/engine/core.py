@@ -201,14 +201,15 @@ class EngineCore:
         return Batch("prefill", tuple(items))
 
     def _alloc_batch(self, items: list[BatchItem], continuing: int) -> list[BatchItem]:
-        """The batch's allocation: state slots once for all (Strategy.alloc_slots), then each request's KV. The
-        items that got theirs, in order; a new request that did not goes back to waiting with those after it."""
+        """The batch's allocation: state slots once for all (Strategy.alloc_slots), then KV: evicted for the batch's
+        total once (Strategy.evict_for_extend_kv), then taken per request. The items that got theirs, in order; a new
+        request that did not goes back to waiting with those after it."""
         new = [i.request.cached for i in items[continuing:]]
         try:
             self.strategy.alloc_slots([c for c in new if c is not None], continuing)
         except PoolExhausted as exc:
             self._slots_failed(exc)
-        kept: list[BatchItem] = []
+        ready: list[BatchItem] = []
         for pos, planned in enumerate(items):
             cached = planned.request.cached
             assert cached is not None
@@ -217,8 +218,13 @@ class EngineCore:
             item = planned
             if cached.kv_len > planned.start:  # a miss's load-back from the host tier: the chunk starts after it
                 item = self._chunk_extent(planned.request, planned.end - planned.start) or planned
+            ready.append(item)
+        self.strategy.evict_for_extend_kv([i.end - i.start for i in ready])  # once, for the batch's total
+        kept: list[BatchItem] = []
+        for item in ready:
+            assert item.request.cached is not None
             try:
-                self.strategy.alloc_chunk(cached, item.end)
+                self.strategy.alloc_chunk(item.request.cached, item.end)
             except PoolExhausted:
                 break
             kept.append(item)
@@ -283,10 +289,11 @@ class EngineCore:
             self._retract_one()
         if not self.running:
             return None
-        for req in self.running:
-            assert req.cached is not None
-            if len(req.cached.tokens) > req.cached.kv_len + req.cached.kv_reserved:
-                self.strategy.reserve_decode_kv(req.cached)  # KV for the token this step feeds in
+        feeding = [r.cached for r in self.running if r.cached is not None
+                   and len(r.cached.tokens) > r.cached.kv_len + r.cached.kv_reserved]
+        self.strategy.evict_for_decode_kv(len(feeding))  # the step's KV is one allocation (alloc_for_decode)
+        for cached in feeding:
+            self.strategy.reserve_decode_kv(cached)  # KV for the token this step feeds in
         self.counters.decode_steps += 1
         self.new_token_ratio = max(
             self.config.min_new_token_ratio, self.new_token_ratio - self.config.new_token_ratio_decay

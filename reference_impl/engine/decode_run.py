@@ -10,7 +10,7 @@ Why deferring is exact: a request's decode touches only its own KV count and its
 batch order, at its step, after its own commit) only inserts into the tree and frees: neither allocates, so
 neither depends on the others' deferred slots. What would make a step depend on them ends the run before it:
 
-* the KV pool running low: every step's reservations must fit without evicting or retracting (``take``);
+* the KV pool running low: every step's eviction demand must fit without evicting or retracting (``take``);
 * a second state track of one request: extra_buffer tracks every ``track_interval`` committed tokens, so a run is
   at most that long; ``step`` charges each track's state copy to the step that made it, as a single step does;
 * a waiting or chunked request (a prefill may be scheduled), or an arrival the simulator knows of;
@@ -84,7 +84,7 @@ class DecodeRun:
 
     def steps_possible(self) -> bool:
         """Whether the run's first step can be taken (else the core's next step runs singly: it may retract)."""
-        return self.core.tree.kv_pool.available >= len(self.active)
+        return self.core.tree.kv_pool.available >= self.core.strategy.decode_kv_demand(len(self.active))
 
     def take(self) -> StepShape | None:
         """Take the next step if it can run as a single step would (its KV fits without evicting); its shape."""
@@ -92,8 +92,9 @@ class DecodeRun:
         if not n or step > self.max_steps:
             return None
         pool = core.tree.kv_pool
-        # Each active request holds step - 1 slots not yet allocated; the step reserves one more for each.
-        if pool.available - (step - 1) * n < n:
+        # Each active request holds step - 1 slots not yet allocated; the step reserves one more for each, and a
+        # single step evicts first when fewer than its demand (a page each when paged) are free.
+        if pool.available - (step - 1) * n < core.strategy.decode_kv_demand(n):
             return None
         self.steps = step
         c = core.counters

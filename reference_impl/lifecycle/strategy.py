@@ -56,13 +56,37 @@ class Strategy(ABC):
             raise PoolExhausted("Can not alloc mamba cache")
         return slot
 
-    def _alloc_kv(self, n: int, protect: Node | None = None) -> None:
+    def _evict_for_kv(self, n: int, protect: Node | None = None) -> None:
+        """Make room for a KV allocation of ``n`` tokens. 0.5.9 and 0.5.16 evict all ``n`` once the pool is short
+        (evict_from_tree_cache's standard-allocator branch: 0.5.9 mem_cache/common.py:249-252, 0.5.16 :125-128);
+        0.5.23 only the shortfall (evict_to_free_tokens, mem_cache/allocator/base.py:166-168)."""
         pool = self.tree.kv_pool
         if n > pool.available:
             handle = self.tree.lock(protect) if protect is not None else None
-            self.tree.evict(num_tokens=n if self.tree.semantics == "0.5.16" else n - pool.available)
+            self.tree.evict(num_tokens=n if self.tree.semantics in ("0.5.9", "0.5.16") else n - pool.available)
             if handle is not None:
                 self.tree.unlock(handle)
+
+    def evict_for_extend_kv(self, extend_lens: Sequence[int]) -> None:
+        """``alloc_for_extend`` allocates an extend batch's KV once, for all its requests (0.5.9
+        mem_cache/common.py:358-374, 0.5.16 mem_cache/allocation.py:350-369, 0.5.23 :431-449): its eviction is
+        sized by the batch's total, over-estimated by a page per request when paged (alloc_paged_token_slots_extend:
+        0.5.9 common.py:267, 0.5.16 allocation.py:203, 0.5.23 :192-200). Every request of the batch is locked."""
+        ps = self.tree.page_size
+        self._evict_for_kv(sum(extend_lens) + (len(extend_lens) * ps if ps > 1 else 0))
+
+    def decode_kv_demand(self, num_reqs: int) -> int:
+        """What a decode step of ``num_reqs`` evicts for: its KV is one allocation too, sized a token (paged, a page)
+        per request (alloc_for_decode: 0.5.9 mem_cache/common.py:435-450 with :404, 0.5.16
+        mem_cache/allocation.py:552-570 with :500, 0.5.23 :638-655 with :584)."""
+        return num_reqs * self.tree.page_size
+
+    def evict_for_decode_kv(self, num_reqs: int) -> None:
+        self._evict_for_kv(self.decode_kv_demand(num_reqs))
+
+    def _alloc_kv(self, n: int, protect: Node | None = None) -> None:
+        pool = self.tree.kv_pool
+        self._evict_for_kv(n, protect)
         if not pool.alloc(n):
             raise PoolExhausted(f"KV pool exhausted: need {n} tokens, {pool.available} available")
 

@@ -101,6 +101,12 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
             hold.acquire(tree, tokens)
         req.kv_len = end
 
+    def evict_for_extend_kv(self, extend_lens: Sequence[int]) -> None:
+        return  # TokenSpeed evicts pages request by request (alloc_chunk)
+
+    def evict_for_decode_kv(self, num_reqs: int) -> None:
+        return  # and per decoding request (reserve_decode_kv)
+
     def decode_kv_need(self, running: Sequence[CachedRequest]) -> int:
         """A whole page for each request whose last page is full, nothing for the others."""
         ps = self.tree.page_size

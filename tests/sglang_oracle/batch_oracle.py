@@ -5,8 +5,8 @@ Runs INSIDE a venv built by ``build_env.sh`` (0.5.9, 0.5.16 or 0.5.23):
     ~/.cache/hybridbench/sglang-0.5.9/bin/python tests/sglang_oracle/batch_oracle.py < cases.json
 
 stdin: ``{"cases": {name: case}}``, a case ``{"mamba_size", "kv_size", "extra_buffer", "seeds": [tokens, ...],
-"batch": [input_ids, ...], "chunked"?: input_ids, "chunked_first"?: its first chunk's length}``, each run on a fresh
-cache and pools. The seeds go
+"batch": [input_ids, ...], "chunked"?: input_ids, "chunked_first"?: its first chunk's length, "kv"?: true}``, each
+run on a fresh cache and pools. The seeds go
 into the tree first, in order (fresh KV and a fresh state each: the oldest is the least recently used). Then, as the
 scheduler forms one extend batch: per request ``Req.init_next_round_input`` (the match, with the hit's copy-on-write
 slot) and the PrefillAdder's lock on the matched node (after ``chunked``, a request an earlier batch began, if
@@ -16,8 +16,10 @@ mem_cache/allocation.py:252-291, 0.5.23 mem_cache/allocation.py:327-345 with ``e
 stdout: one JSON line ``{"cases": {name: result}}``, a result ``cached`` (each request's matched length),
 ``mamba_avail`` after the batch's allocation, ``tracking_slots`` (ping-pong slots a request gets), and ``seeds``: how
 much of each seed a match still reuses afterwards (its length while its state survives, 0 once the batch's eviction
-took it). The pools are SGLang's own classes built by their own ``__init__`` on CPU; no model runs. No SGLang code is
-copied here.
+took it). With ``kv`` the batch's KV follows its slots as ``alloc_for_extend`` allocates it at page size 1: ONE
+``alloc_token_slots(cache, extend_num_tokens)`` for the whole batch (0.5.9 mem_cache/common.py:359, 0.5.16
+mem_cache/allocation.py:351, 0.5.23 :432), and the result adds ``kv_avail``, the free KV after it. The pools are
+SGLang's own classes built by their own ``__init__`` on CPU; no model runs. No SGLang code is copied here.
 """
 
 from __future__ import annotations
@@ -124,10 +126,11 @@ def main() -> None:
 
     release = version("sglang")
     alloc_req_slots: Any
+    alloc_token_slots: Any
     if release == "0.5.9":
-        from sglang.srt.mem_cache.common import alloc_req_slots
+        from sglang.srt.mem_cache.common import alloc_req_slots, alloc_token_slots
     else:
-        from sglang.srt.mem_cache.allocation import alloc_req_slots
+        from sglang.srt.mem_cache.allocation import alloc_req_slots, alloc_token_slots
 
     def one(case: dict[str, Any]) -> dict[str, Any]:
         """A fresh cache and pools, the seeds, then the case's extend batch."""
@@ -176,14 +179,18 @@ def main() -> None:
         reqs += [admit(f"b{n}", inp) for n, inp in enumerate(case["batch"])]
         cached = [len(r.prefix_indices) if release != "0.5.23" else int(r.prefix_len) for r in reqs]
         alloc_req_slots(r2t, reqs, cache)  # once, for the whole extend batch
+        kv: dict[str, int] = {}
+        if case.get("kv"):
+            assert not case.get("chunked"), "a chunked request's first chunk allocated no KV here"
+            extend = sum(len(inp) - n for inp, n in zip(case["batch"], cached, strict=True))
+            alloc_token_slots(cache, extend)  # once, for the whole batch's extend tokens
+            kv["kv_avail"] = int(allocator.available_size())
         tracking = getattr(r2t, "mamba_initial_tracking_slots", None)
         if tracking is None:
             tracking = r2t.mamba_ping_pong_track_buffer_size if case["extra_buffer"] else 0
         avail = mamba_avail(release, r2t)
         seeds = [reusable(release, cache, key(seed)) for seed in case["seeds"]]  # after the batch: what it evicted
-        return {"cached": cached, "mamba_avail": avail, "tracking_slots": tracking, "seeds": seeds}
-
-
+        return {"cached": cached, "mamba_avail": avail, "tracking_slots": tracking, "seeds": seeds, **kv}
 
     out.write(json.dumps({"cases": {name: one(case) for name, case in cases.items()}}) + "\n")
     out.flush()

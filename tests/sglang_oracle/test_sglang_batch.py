@@ -5,7 +5,10 @@ of the batch is matched (a hit takes its copy-on-write slot) and locked, then th
 0.5.9 and 0.5.16 evict until 3 states per request of the batch are free, a continuing chunked request included;
 0.5.23 until the slots the batch still takes are. The reference forms the same batch in ``EngineCore.schedule``.
 Compared: each request's cached tokens, the free state slots after the batch's allocation, and which seeded states
-survived (how much of each seed a match still reuses). No expected number is written here: SGLang's answer is it.
+survived (how much of each seed a match still reuses). The ``kv-short`` cases then allocate the batch's KV in a pool the
+seeds fill: SGLang allocates it once for the batch (``alloc_token_slots``), and 0.5.9 and 0.5.16 evict the whole
+allocation when the pool is short, 0.5.23 the shortfall; there the free KV after it is compared too. No expected
+number is written here: SGLang's answer is it.
 """
 
 from __future__ import annotations
@@ -42,6 +45,16 @@ CASES: dict[str, dict[str, Any]] = {
     # cached for it, so the batch's eviction is all that differs between the releases.
     "extra_buffer-chunked-and-hits": {"extra_buffer": True, "batch": HITS,
                                       "chunked": [9500 + j for j in range(24)], "chunked_first": 16},
+    # The seeds fill the KV pool (room for every state: only the KV allocation evicts). The batch's 15 extend tokens
+    # are one allocation: evicting it whole, or only its shortfall, or request by request, evicts different seeds.
+    "no_buffer-kv-short-hits-and-a-miss": {"extra_buffer": False, "batch": [*HITS, MISS], "kv": True,
+                                           "kv_size": 160, "mamba_size": 64},
+    # 10 tokens free, two misses extend 22: the first fits alone, the batch does not.
+    "no_buffer-kv-short-misses": {"extra_buffer": False, "batch": [MISS, [9100 + j for j in range(12)]], "kv": True,
+                                  "kv_size": 170, "mamba_size": 64},
+    # 9 tokens free: the hits fit, the miss after them does not.
+    "extra_buffer-kv-short-hits-and-a-miss": {"extra_buffer": True, "batch": [*HITS, MISS], "kv": True,
+                                              "kv_size": 169, "mamba_size": 64},
 }
 
 
@@ -91,14 +104,18 @@ def reference(release: str, case: dict[str, Any]) -> dict[str, Any]:
         core.complete(first, [])
     batch = core.schedule()
     assert batch is not None and [i.request for i in batch.items] == requests, "one batch holds every request"
+    kv = {"kv_avail": tree.kv_pool.available} if case.get("kv") else {}
     return {"cached": [r.cached_tokens for r in requests], "mamba_avail": tree.state_pool.available,
             "tracking_slots": len(requests[-1].cached.track_slots) if requests[-1].cached else None,
-            "seeds": [tree.match_prefix(seed).prefix_len for seed in SEEDS]}
+            "seeds": [tree.match_prefix(seed).prefix_len for seed in SEEDS], **kv}
 
 
 @pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_one_extend_batch_evicts_the_states_sglang_evicts(release: str, name: str) -> None:
     real = sglang(release, name)
-    assert 0 in real["seeds"] or real["mamba_avail"] < 4, "the pool is tight enough that the batch must evict"
+    if case(name).get("kv"):
+        assert 0 in real["seeds"] and real["mamba_avail"] > 0, "the KV allocation evicts, the slots do not"
+    else:
+        assert 0 in real["seeds"] or real["mamba_avail"] < 4, "the pool is tight enough that the batch must evict"
     assert reference(release, case(name)) == real

@@ -1,7 +1,7 @@
 """An extend batch is matched and locked request by request, then allocated once (SGLang's PrefillAdder, then
 alloc_for_extend): the batch's state eviction never takes a state one of its own requests hits, and a chunked
 prefill's later chunk evicts again where the release's alloc_req_slots does (tests/sglang_oracle/test_sglang_batch.py
-checks the amounts against each release's own code)."""
+checks the amounts against each release's own code). A decode step's KV is one allocation too."""
 
 from __future__ import annotations
 
@@ -57,3 +57,30 @@ def test_a_chunked_prefills_later_chunk_evicts_again_where_alloc_req_slots_runs_
     second = core.schedule()
     assert second is not None and second.items[0].start == 16
     assert (core.tree.total_states() < states) is evicts_again
+
+
+@pytest.mark.parametrize("semantics", ["0.5.9", "0.5.16", "0.5.23"])
+def test_a_decode_step_evicts_once_for_the_whole_step(semantics: str) -> None:
+    # SGLang allocates a decode step's KV in one alloc_token_slots(tree_cache, bs) (0.5.9 mem_cache/common.py:437,
+    # 0.5.16 mem_cache/allocation.py:554, 0.5.23 :640): short of it, 0.5.9 and 0.5.16 evict all bs tokens
+    # (evict_from_tree_cache, 0.5.9 common.py:251-252), 0.5.23 the shortfall (allocator/base.py:166-168).
+    seeds = [[100 * (i + 1), 100 * (i + 1) + 1] for i in range(10)]  # 2-token leaves: eviction frees 2 at a time
+    core = EngineCore(EngineConfig(kv_tokens=100, state_slots=40, cache="no_buffer", semantics=semantics))
+    for seed in seeds:
+        assert core.tree.kv_pool.alloc(len(seed))
+        slot = core.tree.state_pool.alloc()
+        assert slot is not None
+        core.tree.insert(seed, slot)
+    reqs = [core.add_request(i, list(range(1000 * (i + 1), 1000 * (i + 1) + 10)), 5) for i in range(3)]
+    prefill = core.schedule()
+    assert prefill is not None and prefill.kind == "prefill" and len(prefill.items) == 3
+    core.complete(prefill, [7, 7, 7])
+    pool = core.tree.kv_pool
+    assert pool.alloc(pool.available - 2)  # 2 tokens free, the step feeds 3
+    step = core.schedule()
+    assert step is not None and step.kind == "decode" and [i.request for i in step.items] == reqs
+    demand, free = len(reqs), 2
+    target = demand if semantics in ("0.5.9", "0.5.16") else demand - free
+    leaves = -(-target // 2)  # whole 2-token seeds, oldest first
+    assert [core.tree.match_prefix(s).prefix_len for s in seeds] == [0] * leaves + [2] * (len(seeds) - leaves)
+    assert pool.available == free + 2 * leaves - demand
