@@ -150,6 +150,7 @@ def _job(cfg: DictConfig) -> int:
             scrub_file(Path(hydra_cfg.sweep.dir) / "multirun.yaml", secrets)
         run_cfg, _ = typed_config(cfg)  # what `hybridbench plan` checks too (hybridbench.prepare)
         code = run(run_cfg, run_dir, resolved)
+        sys.stdout.flush()  # the report, while a closed stdout can still be told from a failure (below)
     except RunInterrupted as exc:  # what ran is on disk; a sweep stops here too
         print(f"error: {scrub(str(exc), secrets)}", file=sys.stderr)
         _outcome["exit_code"] = exc.exit_code

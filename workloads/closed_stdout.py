@@ -43,7 +43,11 @@ def stop_writing_stdout() -> int:
 def quiet_on_closed_stdout(run: Callable[[], int]) -> int:
     """``run()``'s exit code; :data:`EXIT_STDOUT_CLOSED`, and no traceback, when stdout's reader went away."""
     try:
-        return run()
+        code = run()
+        # A piped stdout is block-buffered: what is left is written here, inside the try, not by the interpreter's
+        # final flush, which would fail with "Exception ignored ... BrokenPipeError" and exit 120.
+        sys.stdout.flush()
+        return code
     except BrokenPipeError as exc:
         if not stdout_closed(exc):
             raise

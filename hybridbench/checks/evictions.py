@@ -106,8 +106,9 @@ def host_hits(inp: CheckInput) -> Sequence[CheckResult]:
                 status, detail = "inconclusive", "no host load-back counter for every trial"
             elif not all(evicted):
                 status = "inconclusive"
-                unknown = sum(counter(s, "evicted_tokens") is None and counter(s, "evicted_states") is None
-                              for s in snaps)
+                # a repeat that evicted nothing it counted, with a counter it lacks (SGLang counts no states)
+                unknown = sum(not e and None in (counter(s, "evicted_tokens"), counter(s, "evicted_states"))
+                              for s, e in zip(snaps, evicted, strict=True))
                 detail = (f"no device eviction count for {unknown} of {len(snaps)} repeat(s): whether the host tier "
                           "had anything to rescue is unknown" if unknown else
                           "the device evicted nothing in some repeat: nothing for the host tier to rescue")

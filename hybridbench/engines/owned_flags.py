@@ -69,6 +69,6 @@ def data_parallel_groups(extra: Sequence[str], names: Sequence[str], within: str
     if found is None:
         return 1
     name, value = found
-    if not value.isdigit() or int(value) < 1:
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:  # "²" is a digit to isdigit, not to int
         raise ConfigError(f"engine.extra_args has {name} {value!r}; give a positive integer")
     return int(value)

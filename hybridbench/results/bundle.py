@@ -115,7 +115,9 @@ def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
                          "")
     except OSError:
         pass
-    return {"cpu": model or platform.processor(), "cores": os.cpu_count()}
+    # The cores this process may run on (affinity, a container's cpuset), not the host's: a run limited to 2 of 8
+    # is timed on 2.
+    return {"cpu": model or platform.processor(), "cores": len(os.sched_getaffinity(0))}
 
 
 def provenance(plan: RunPlan, engine: EngineBuild) -> dict[str, Any]:

@@ -116,7 +116,9 @@ def unjudged(judged_by: Mapping[str, frozenset[str]], enabled: Sequence[str],
     besides survival is: what the load was built to test went untested, and survival alone would have passed it.
     A workload judged by survival alone (``judged_by: [survival]``), or a run that enables survival alone, asked
     only that question: its pass stands."""
-    out = []
+    out: list[CheckResult] = []
+    if set(enabled) <= ALWAYS_JUDGED:  # the run asked only whether the server survived
+        return out
     for w in workloads:
         wanted = sorted(judged_by.get(w, frozenset()) - ALWAYS_JUDGED)
         if wanted and not set(wanted) & set(enabled):

@@ -16,13 +16,17 @@ ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "workloads" / "fixtures" / "swebench_sps=10_art=5_nums=2.jsonl"
 
 
-def run_into_closed_pipe(argv: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """``argv`` with stdout a pipe whose reader has already gone: its first write fails."""
+def run_into_closed_pipe(argv: list[str], cwd: Path = ROOT, *,
+                         buffered: bool = True) -> subprocess.CompletedProcess[str]:
+    """``argv`` with stdout a pipe whose reader has already gone: its first write fails. ``buffered``: as a shell
+    gives it, what a command prints reaches the pipe only when stdout is flushed (else PYTHONUNBUFFERED=1)."""
     read_end, write_end = os.pipe()
     os.close(read_end)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"} | ({} if buffered else
+                                                                             {"PYTHONUNBUFFERED": "1"})
     try:
         return subprocess.run(argv, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=300, check=False,
-                              cwd=cwd)
+                              cwd=cwd, env=env)
     finally:
         os.close(write_end)
 
@@ -35,8 +39,9 @@ def run_into_closed_pipe(argv: list[str], cwd: Path = ROOT) -> subprocess.Comple
     ["-m", "hybridbench.cli_list"],
     ["-m", "hybridbench.preview", "+experiment=smoke", "engine=sim"],
 ], ids=lambda a: a[1])
-def test_a_closed_stdout_ends_the_command_quietly(argv: list[str]) -> None:
-    done = run_into_closed_pipe([sys.executable, *argv])
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+def test_a_closed_stdout_ends_the_command_quietly(argv: list[str], buffered: bool) -> None:
+    done = run_into_closed_pipe([sys.executable, *argv], buffered=buffered)
     assert (done.returncode, done.stderr) == (EXIT_STDOUT_CLOSED, "")
 
 

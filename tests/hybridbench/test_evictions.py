@@ -159,6 +159,12 @@ def test_host_hits_pass_only_when_the_device_evicted_and_the_host_loaded_back() 
                              {"evicted_tokens": None, "evicted_states": None, "host_loaded_tokens": 0}])
     assert (status, detail) == ("inconclusive", "no device eviction count for 1 of 2 repeat(s): whether the host "
                                                 "tier had anything to rescue is unknown")
+    # SGLang counts no evicted states: 0 KV tokens beside no state count is not "nothing evicted" either
+    assert judged([{"evicted_tokens": 0, "evicted_states": None, "host_loaded_tokens": 0}])[1].startswith(
+        "no device eviction count for 1 of 1 repeat(s)")
+    # both counted, both 0: the device evicted nothing
+    assert judged([{"evicted_tokens": 0, "evicted_states": 0, "host_loaded_tokens": 0}])[1].startswith(
+        "the device evicted nothing")
 
 
 def test_sim_l2_trials_record_host_load_backs(tmp_path: Path) -> None:

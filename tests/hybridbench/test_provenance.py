@@ -198,8 +198,15 @@ def test_the_host_cpu_is_recorded_from_cpuinfo_and_read_back(tmp_path: Path) -> 
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n\n"
                     "processor\t: 1\nmodel name\t: AMD EPYC 7B13\n")
-    assert bundle.machine(info) == {"cpu": "AMD EPYC 7B13", "cores": os.cpu_count()}
-    assert bundle.machine(tmp_path / "absent")["cores"] == os.cpu_count()  # no cpuinfo: no crash
+    assert bundle.machine(info) == {"cpu": "AMD EPYC 7B13", "cores": len(os.sched_getaffinity(0))}
+    assert bundle.machine(tmp_path / "absent")["cores"] == len(os.sched_getaffinity(0))  # no cpuinfo: no crash
+    # Limited to one core (taskset, a container's cpuset), a run is timed on one, whatever the host has.
+    allowed = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(allowed)})
+        assert bundle.machine(info)["cores"] == 1
+    finally:
+        os.sched_setaffinity(0, allowed)
     from hybridbench.results.reader import read_bundle
 
     path = tmp_path / "bundle.json"

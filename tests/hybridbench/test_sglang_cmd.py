@@ -346,6 +346,8 @@ def test_data_parallel_attention_stays_on_engine_tp_gpus() -> None:
     (["--enable-dp-attention", "--dp-size", "3"], "3 data-parallel attention groups, which do not divide engine.tp=4"),
     (["--enable-dp-attention", "--dp-size=two"], "engine.extra_args has --dp-size 'two'; give a positive integer"),
     (["--enable-dp-attention", "--dp-size", "0"], "engine.extra_args has --dp-size '0'; give a positive integer"),
+    (["--enable-dp-attention", "--dp-size", "\u00b2"],  # a digit to str.isdigit, not to int()
+     "engine.extra_args has --dp-size '\u00b2'; give a positive integer"),
     (["--dp-size", "2", "--enable-dp-attention", "--dp"], "engine.extra_args has --dp ''; give a positive integer"),
 ])
 def test_data_parallel_attention_groups_must_split_engine_tp(extra: list[str], why: str) -> None:

@@ -21,6 +21,7 @@ CPU_VLLM = Path(os.environ.get("HYBRIDBENCH_VLLM_HOME") or Path.home() / ".cache
 @pytest.mark.parametrize(("gpu", "version", "refused"), [
     ("h100", "0.32.0+cpu", True),
     ("a100", "0.11.0+cpu", True),
+    ("h100", "0.17.1.dev0+g1a2b3c.cpu", True),  # built from a checkout: ".cpu" after the git label
     ("cpu", "0.32.0+cpu", False),  # the CPU tier's own runs
     ("h100", "0.32.0", False),
     ("h100", "0.11.1+cu128", False),

@@ -29,5 +29,6 @@ def test_survival_alone_passes_where_survival_alone_was_asked_for() -> None:
     # the user asked only whether the server survived: that is a decided question, not a gap
     assert _score(["survival", "ttft"], {"w": frozenset({"survival"})})[0] == "pass"
     assert _score(["survival"], {})[0] == "pass"
+    assert _score(["survival"], {"w": frozenset({"evictions", "host_hits"})})[0] == "pass"  # survival alone asked
     # one of the workload's checks is enabled and decides it: the disabled one is not all it tests
     assert _score(["survival", "cache_hits"], {"w": frozenset({"cache_hits", "evictions"})})[0] == "pass"
