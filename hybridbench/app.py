@@ -33,6 +33,7 @@ from hybridbench.plan.repeats import (
 )
 from hybridbench.plan.types import RunPlan, Trial
 from hybridbench.prepare import materialize, prepare_run, refuse_on_machine
+from hybridbench.preview.accuracy_forecast import with_accuracy
 from hybridbench.preview.forecast import run_forecast
 from hybridbench.probes.base import read_samples, samples_path
 from hybridbench.records.coverage import TrialOutcome, TrialState
@@ -113,7 +114,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
                 release_run_dir(run_dir)  # refused before any trial: the run leaves nothing behind
                 raise
             if cfg.engine.name in SERVES_WEIGHTS:  # a GPU run keeps what the simulator expected of it
-                forecast = run_forecast(cfg, resolved, traces)
+                forecast = with_accuracy(run_forecast(cfg, resolved, traces), cfg, resolved)
                 write_json_atomic(run_dir / "forecast.json", scrub_obj(forecast, secrets))
                 fetch_weights(cfg, _progress)  # before the first server: its startup timeout starts after this
             # Every trial's arrivals, fixed before the first server starts: the driver and the simulator follow them.

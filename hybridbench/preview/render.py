@@ -34,9 +34,29 @@ def _load(load: dict[str, Any]) -> str:
     return f"trace timestamps x{load['slowdown']:g}{cap}"
 
 
+def _accuracy(acc: dict[str, Any]) -> list[str]:
+    if "none" in acc:
+        return [f"  accuracy passes: not forecast ({acc['none']})"]
+    sets = ", ".join(f"{d['name']} {d['questions']:,} questions" for d in acc["datasets"])
+    lines = [f"  accuracy passes (evalscope after each arm: {sets}; {acc['batch_size']} in flight; every answer run to "
+             f"{acc['max_tokens']:,} tokens, an upper bound): {duration(acc['total_s'])}"]
+    by_arm: dict[str, list[str]] = {}
+    for p in acc["passes"]:
+        by_arm.setdefault(p["arm"], []).append(f"{p['pass_']} {duration(p['wall_s'])}")
+    cut = duration(acc["timeout_s"])
+    lines += [f"    {arm}: {', '.join(passes)} (cut off at {cut})" for arm, passes in by_arm.items()]
+    return lines
+
+
 def _forecast(fc: dict[str, Any]) -> list[str]:
-    lines = [f"forecast (simulator: {fc['model']} on {fc['tp']} x {fc['gpu']}): {duration(fc['total_s'])} in total "
-             f"({fc['repeats']} repeat(s); server start-up not included; computed in {fc['compute_s']:.1f}s)"]
+    acc = fc.get("accuracy")
+    probes, probes_compute, split = 0.0, 0.0, ""
+    if acc is not None and "none" not in acc:
+        probes, probes_compute = acc["total_s"], acc["compute_s"]
+        split = f"{duration(fc['total_s'])} of trials, {duration(probes)} of accuracy passes; "
+    lines = [f"forecast (simulator: {fc['model']} on {fc['tp']} x {fc['gpu']}): {duration(fc['total_s'] + probes)} in "
+             f"total ({split}{fc['repeats']} repeat(s); server start-up not included; computed in "
+             f"{fc['compute_s'] + probes_compute:.1f}s)"]
     for t in fc["trials"]:
         failed = f", {t['failed']} of {t['simulated']} simulated requests failed" if t.get("failed") else ""
         if (own := t.get("sample")) is not None:  # a lighter load's figures: never printed as the GPU run's
@@ -50,6 +70,7 @@ def _forecast(fc: dict[str, Any]) -> list[str]:
                    if any(t.get("sample") is not None for t in fc["trials"] if t["arm"] == arm) else
                    f"token hit rate {_pct(a['token_hit_rate'])}, mean TTFT {_ms(a['mean_ttft_ms'])}")
         lines.append(f"  arm {arm}: {figures}, {duration(a['wall_s'])} of trials")
+    lines += _accuracy(acc) if acc is not None else []
     lines += [f"  sampled: {s}" for s in fc["sampled"]]
     lines += [f"  simulated whole: {s}" for s in fc.get("simulated_whole", ())]
     lines.append(f"  known error: {fc['known_error']}")

@@ -21,14 +21,14 @@ from typing import Any
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.server_logs import CacheCounters, cache_counters, parse_prometheus
 from hybridbench.errors import ConfigError, EngineError
+from hybridbench.probes.accuracy_data import dataset_shapes, resolve_datasets
 from hybridbench.probes.base import ProbeContext, ProbeNeeds
 from hybridbench.records.accuracy import AccuracySample, Mode, accuracy_sample_from_json
 
-__all__ = ["EVALSCOPE_ENV_HINT", "Accuracy", "default_python", "evalscope_script", "resolve_datasets"]
+__all__ = ["EVALSCOPE_ENV_HINT", "Accuracy", "default_python", "evalscope_script"]
 
 _ROOT = Path(__file__).resolve().parents[2]  # the checkout: envs/ and data/ live beside the packages
 EVALSCOPE_ENV_HINT = "build it with: bash envs/evalscope/build.sh"
-SHIPPED = {"gsm8k": _ROOT / "data" / "accuracy" / "gsm8k-mini", "aime25": _ROOT / "data" / "accuracy" / "aime25-mini"}
 
 
 def default_python() -> Path:
@@ -37,23 +37,6 @@ def default_python() -> Path:
 
 def evalscope_script() -> Path:
     return _ROOT / "envs" / "evalscope" / "run_task.py"
-
-
-def resolve_datasets(cfg: RunCfg) -> dict[str, Path]:
-    """checks.accuracy_datasets (name -> local folder with test.jsonl), or the shipped mini sets when empty."""
-    given = cfg.checks.accuracy_datasets
-    if not given:
-        return dict(SHIPPED)
-    out = {}
-    for name, folder in given.items():
-        if name not in SHIPPED:
-            raise ConfigError(f"checks.accuracy_datasets.{name}: unknown dataset; choose from {', '.join(SHIPPED)}")
-        path = Path(folder).expanduser().resolve()
-        if not (path / "test.jsonl").is_file():
-            raise ConfigError(f"checks.accuracy_datasets.{name}: {path}/test.jsonl does not exist "
-                              f"(a folder in evalscope's local format: docs/guides/experiments/accuracy.md)")
-        out[name] = path
-    return out
 
 
 def _python(cfg: RunCfg) -> Path:
@@ -101,7 +84,7 @@ class Accuracy:
             return ""
         if cfg.checks.accuracy_mode not in ("auto", "exact", "paired"):
             raise ConfigError(f"checks.accuracy_mode must be auto, exact or paired, got {cfg.checks.accuracy_mode!r}")
-        resolve_datasets(cfg)  # plan time: a bad folder is exit 2 before any server starts
+        dataset_shapes(cfg)  # plan time: a bad folder or question line is exit 2 before any server starts
         python = _python(cfg)
         if not python.is_file():
             raise ConfigError(f"checks.accuracy_python: {python} does not exist; {EVALSCOPE_ENV_HINT}")

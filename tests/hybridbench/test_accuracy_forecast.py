@@ -1,0 +1,151 @@
+"""The accuracy probe's passes in the plan's forecast: on a GPU they, not the warm-up trials, are most of the run, and
+a pass past checks.accuracy_timeout_s leaves its arm's accuracy inconclusive. Before, the forecast of
++experiment=accuracy said 1.9 s in total, whatever the question set."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from machine_fakes import fake_sglang
+from omegaconf import OmegaConf
+
+from hybridbench.config.schema import RunCfg
+from hybridbench.config.store import register
+from hybridbench.errors import ConfigError
+from hybridbench.preview.__main__ import main as plan_main
+from hybridbench.preview.accuracy_forecast import forecast_accuracy, pass_timeout_warnings, with_accuracy
+from hybridbench.preview.build import build_preview
+from hybridbench.preview.compose import compose_run
+from hybridbench.preview.render import duration, render_text
+from hybridbench.probes.accuracy_data import CHARS_PER_TOKEN, dataset_shapes
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def question_set(folder: Path, questions: int, chars: int = 240, shots: int = 4) -> Path:
+    """A gsm8k folder in evalscope's local format: ``questions`` of ``chars`` characters, ``shots`` train rows."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "test.jsonl").write_text("".join(json.dumps({"question": "q" * chars, "answer": "#### 1"}) + "\n"
+                                               for _ in range(questions)))
+    (folder / "train.jsonl").write_text("".join(json.dumps({"question": "s" * 200, "answer": "a" * 250}) + "\n"
+                                                for _ in range(shots)))
+    return folder
+
+
+def gpu_cfg(gsm8k: Path, *overrides: str) -> RunCfg:
+    register()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+        cfg = compose(config_name="config", overrides=["+experiment=accuracy", "engine=sglang",
+                                                       f"+checks.accuracy_datasets.gsm8k={gsm8k}", *overrides])
+    run = OmegaConf.to_object(cfg)
+    assert isinstance(run, RunCfg)
+    return run
+
+
+def test_a_set_is_read_as_evalscope_sends_it(tmp_path: Path) -> None:
+    cfg = gpu_cfg(question_set(tmp_path / "g", 30, chars=300))
+    (shape,) = dataset_shapes(cfg)
+    assert (shape.name, shape.questions) == ("gsm8k", 30)
+    assert shape.shared_tokens == round(4 * 450 / CHARS_PER_TOKEN)  # the four examples every prompt starts with
+    assert 300 / CHARS_PER_TOKEN < shape.question_tokens < 600 / CHARS_PER_TOKEN
+    cfg.checks.accuracy_limit = 7
+    assert dataset_shapes(cfg)[0].questions == 7
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("{not json", r"test\.jsonl:3: not a JSON line$"),
+    ('{"problem": "x"}', r"test\.jsonl:3: no 'question' text"),
+    ('["a list"]', r"test\.jsonl:3: no 'question' text"),
+])
+def test_a_line_evalscope_could_not_read_is_refused_by_file_and_line(tmp_path: Path, line: str, message: str) -> None:
+    folder = question_set(tmp_path / "g", 4)
+    rows = (folder / "test.jsonl").read_text().splitlines()
+    rows[2] = line
+    (folder / "test.jsonl").write_text("\n".join(rows) + "\n")
+    with pytest.raises(ConfigError, match=message):
+        dataset_shapes(gpu_cfg(folder))
+
+
+def test_gsm8k_without_its_examples_is_refused(tmp_path: Path) -> None:
+    folder = question_set(tmp_path / "g", 4, shots=2)
+    with pytest.raises(ConfigError, match=r"train\.jsonl: 2 rows; evalscope takes 4 examples from it"):
+        dataset_shapes(gpu_cfg(folder))
+    (folder / "train.jsonl").unlink()
+    with pytest.raises(ConfigError, match=r"train\.jsonl does not exist"):
+        dataset_shapes(gpu_cfg(folder))
+
+
+def test_the_plan_refuses_a_bad_question_line_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = question_set(tmp_path / "g", 4)
+    (folder / "test.jsonl").write_text('{"question": "fine"}\n{"question": 3}\n')
+    code = plan_main(["+experiment=accuracy", "engine=sglang", f"engine.python={fake_sglang(tmp_path)}",
+                      f"checks.accuracy_python={sys.executable}", f"+checks.accuracy_datasets.gsm8k={folder}"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "test.jsonl:2: no 'question' text" in err, err
+
+
+def test_every_arm_has_its_passes_and_their_time_follows_the_load(tmp_path: Path) -> None:
+    every = forecast_accuracy(gpu_cfg(question_set(tmp_path / "e", 16), "checks.accuracy_max_tokens=64"), {})
+    assert [(p.arm, p.pass_) for p in every.passes] == [
+        ("disabled", "cold"), ("lru", "cold"), ("lru", "warm"), ("branching", "cold"), ("branching", "warm"),
+        ("l2", "cold"), ("l2", "warm")]  # the cache-off arm answers once; a cache-on arm again after its cold pass
+    assert every.total_s == pytest.approx(sum(p.wall_s for p in every.passes))
+
+    def one_pass(questions: int, *overrides: str) -> float:
+        folder = question_set(tmp_path / f"q{questions}", questions)
+        (only,) = forecast_accuracy(gpu_cfg(folder, "arms=[disabled]", "checks.accuracy_batch_size=8",
+                                            "checks.accuracy_max_tokens=256", *overrides), {}).passes
+        return only.wall_s
+
+    base = one_pass(160)
+    assert 1.8 < one_pass(320) / base < 2.2
+    assert one_pass(160, "checks.accuracy_batch_size=64") < base / 2  # more in flight: decode steps shared
+    assert one_pass(160, "checks.accuracy_max_tokens=64") < base / 2.5  # every answer runs to max_tokens
+
+
+def test_a_pass_past_the_timeout_is_warned_of_in_the_plan(tmp_path: Path) -> None:
+    folder = question_set(tmp_path / "g", 400)
+    common = ["+experiment=accuracy", "engine=sglang", f"engine.python={fake_sglang(tmp_path)}", "arms=[disabled,lru]",
+              f"checks.accuracy_python={sys.executable}", f"+checks.accuracy_datasets.gsm8k={folder}",
+              "checks.accuracy_batch_size=4", "checks.accuracy_max_tokens=256"]
+    slow = build_preview(compose_run([*common, "checks.accuracy_timeout_s=60"]))
+    late = [w for w in slow.warnings if "accuracy probe" in w]
+    assert len(late) == 1 and "3 of the accuracy probe's 3 passes (disabled cold, lru cold, lru warm)" in late[0], late
+    assert "checks.accuracy_timeout_s=60" in late[0] and "checks.accuracy_max_tokens=256" in late[0]
+    assert slow.forecast is not None
+    passes = slow.forecast["accuracy"]["total_s"]
+    assert passes > 3 * 60
+    lines = render_text(slow).split("\n")
+    assert any(ln.startswith("  accuracy passes (evalscope after each arm: gsm8k 400 questions; 4 in flight")
+               for ln in lines), lines
+    head = next(ln for ln in lines if ln.startswith("forecast"))
+    assert f"{duration(passes)} of accuracy passes" in head and duration(slow.forecast["total_s"] + passes) in head
+    assert pass_timeout_warnings(slow.forecast["accuracy"] | {"timeout_s": passes}) == []
+
+
+def test_warnings_name_only_the_late_passes() -> None:
+    fc = {"max_tokens": 1024, "timeout_s": 600.0, "passes": [
+        {"arm": "lru", "pass_": "cold", "wall_s": 700.0}, {"arm": "lru", "pass_": "warm", "wall_s": 500.0}]}
+    (line,) = pass_timeout_warnings(fc)
+    assert "1 of the accuracy probe's 2 passes (lru cold) take up to 700 s" in line
+    fc["timeout_s"] = 800.0
+    assert pass_timeout_warnings(fc) == []
+
+
+def test_a_gpu_run_keeps_its_passes_beside_its_trials_forecast(tmp_path: Path) -> None:
+    """What the run writes as forecast.json (hybridbench/app.py): the trials' forecast, and the passes when asked."""
+    cfg = gpu_cfg(question_set(tmp_path / "g", 8), "arms=[disabled]", "checks.accuracy_max_tokens=16")
+    trials = {"trials": [], "total_s": 1.0}
+    kept = with_accuracy(trials, cfg, {})
+    assert [(p["arm"], p["pass_"]) for p in kept["accuracy"]["passes"]] == [("disabled", "cold")]
+    assert with_accuracy({"none": "no forecast on a CPU"}, cfg, {}) == {"none": "no forecast on a CPU"}
+    cfg.checks.enabled = ["survival"]
+    assert with_accuracy(trials, cfg, {}) == trials
+    cfg.checks.enabled, cfg.model.name = ["accuracy"], "no-such-model"
+    assert "none" in with_accuracy(trials, cfg, {})["accuracy"]  # a model the simulator lacks: said, not raised
