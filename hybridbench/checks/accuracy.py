@@ -181,6 +181,9 @@ def accuracy_rows(samples: Sequence[AccuracySample], arms: Sequence[str]) -> lis
         error = next((r.error for r in groups[(arm, pass_)] if r.summary and r.error), "")
         if error:
             row["error"] = error
+        wall = next((r.wall_s for r in groups[(arm, pass_)] if r.summary and r.wall_s is not None), None)
+        if wall is not None:
+            row["wall_s"] = wall
         if arm != off and base:
             cand = _answers(groups[(arm, pass_)])
             t = flip_test(base, cand)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -117,18 +118,20 @@ class Accuracy:
         (work / "task.json").write_text(json.dumps(task, indent=1))
         ident: dict[str, Any] = {**ctx.identity, "pass_": pass_, "mode": mode}
         before = _cached(ctx.base_url)
+        started = time.monotonic()
         try:
             proc = subprocess.run([str(_python(ctx.cfg)), str(evalscope_script()), str(work / "task.json")],
                                   capture_output=True, text=True, timeout=c.accuracy_timeout_s, check=False)
         except subprocess.TimeoutExpired:
             proc = None
+        wall_s = time.monotonic() - started  # beside the forecast's bound for the pass (report: forecast vs measured)
         (work / "evalscope.log").write_text("" if proc is None else proc.stdout + proc.stderr)
         after = _cached(ctx.base_url)
         if proc is None or proc.returncode != 0 or not answers.is_file():
             lines = [] if proc is None else [ln for ln in proc.stderr.splitlines() if ln.strip()]
             why = (f"evalscope timed out after {c.accuracy_timeout_s:g} s" if proc is None else
                    lines[-1] if lines else f"evalscope exited {proc.returncode}")
-            ctx.emit(AccuracySample(**ident, error=why))
+            ctx.emit(AccuracySample(**ident, error=why, wall_s=wall_s))
             return f"{pass_}: failed ({why})"
         rows = [json.loads(line) for line in answers.read_text().splitlines() if line.strip()]
         for r in rows:
@@ -137,7 +140,7 @@ class Accuracy:
                                     target=json.dumps(r["target"]), correct=bool(r["correct"])))
         delta = after.since(before) if before is not None and after is not None else None
         ctx.emit(AccuracySample(**ident, cached_tokens=None if delta is None else int(delta.cached_tokens),
-                                prompt_tokens=None if delta is None else int(delta.prompt_tokens)))
+                                prompt_tokens=None if delta is None else int(delta.prompt_tokens), wall_s=wall_s))
         correct = sum(bool(r["correct"]) for r in rows)
         hits = "" if delta is None else f", {int(delta.cached_tokens)} cached prompt tokens"
         return f"{pass_}: {correct}/{len(rows)} correct{hits}"

@@ -41,6 +41,7 @@ class AccuracySample:
     cached_tokens: int | None = None
     prompt_tokens: int | None = None
     error: str = ""  # non-empty on a summary row: the pass failed (evalscope's one line)
+    wall_s: float | None = None  # summary row only: how long the pass took, evalscope's start to exit
 
     @property
     def question(self) -> str:

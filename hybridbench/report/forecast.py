@@ -43,4 +43,17 @@ def forecast_section(bundle: dict[str, Any]) -> list[str]:
         cells = (f"{hits} / {_pct(m.get('token_hit_rate'))}", f"{ttft} / {_ms(m.get('mean_ttft_ms'))}",
                  f"{_s(t.get('wall_s'))} / {_s(m.get('duration'))}")
         lines.append(f"| {t['workload']} | {t['arm']} | " + " | ".join(cells) + " |")
+    return [*lines, "", *_accuracy_passes(fc.get("accuracy"), bundle.get("accuracy") or [])]
+
+
+def _accuracy_passes(fc: Any, measured: list[dict[str, Any]]) -> list[str]:
+    """Each evalscope pass's forecast (an upper bound: every answer at max_tokens) beside how long it took."""
+    if not isinstance(fc, dict) or not fc.get("passes"):
+        return []
+    took = {(r.get("arm"), r.get("pass")): r.get("wall_s") for r in measured}
+    lines = [f"Accuracy passes: forecast with every answer at {fc.get('max_tokens')} tokens (an upper bound), "
+             f"{fc.get('batch_size')} in flight, cut off at {_s(fc.get('timeout_s'))} s.", "",
+             "| arm | pass | duration s (forecast bound / measured) |", "|---|---|---|"]
+    lines += [f"| {p['arm']} | {p['pass_']} | {_s(p.get('wall_s'))} / {_s(took.get((p['arm'], p['pass_'])))} |"
+              for p in fc["passes"]]
     return [*lines, ""]

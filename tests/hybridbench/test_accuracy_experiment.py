@@ -37,6 +37,7 @@ def test_cache_on_and_off_answer_alike_and_evalscope_files_are_kept(tmp_path: Pa
     assert all(s.mode == "exact" for s in questions)
     summaries = [s for s in samples if s.index < 0]
     assert all(s.cached_tokens is not None and s.cached_tokens > 0 for s in summaries if s.arm != "disabled")
+    assert len(summaries) == 7 and all(s.wall_s is not None and s.wall_s > 0 for s in summaries)  # evalscope's time
     # evalscope's own predictions and reviews stay in the run dir, per arm and pass
     for arm, pass_ in passes:
         work = tmp_path / "accuracy" / arm / pass_

@@ -14,6 +14,7 @@ from hydra.core.global_hydra import GlobalHydra
 from machine_fakes import fake_sglang
 from omegaconf import OmegaConf
 
+from hybridbench.checks.accuracy import accuracy_rows
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.errors import ConfigError
@@ -23,6 +24,8 @@ from hybridbench.preview.build import build_preview
 from hybridbench.preview.compose import compose_run
 from hybridbench.preview.render import duration, render_text
 from hybridbench.probes.accuracy_data import CHARS_PER_TOKEN, dataset_shapes
+from hybridbench.records.accuracy import AccuracySample
+from hybridbench.report.forecast import forecast_section
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
@@ -149,3 +152,22 @@ def test_a_gpu_run_keeps_its_passes_beside_its_trials_forecast(tmp_path: Path) -
     assert with_accuracy(trials, cfg, {}) == trials
     cfg.checks.enabled, cfg.model.name = ["accuracy"], "no-such-model"
     assert "none" in with_accuracy(trials, cfg, {})["accuracy"]  # a model the simulator lacks: said, not raised
+
+
+def test_the_report_sets_each_pass_beside_its_forecast() -> None:
+    """A pass that took far longer than its bound (every answer at max_tokens) is a server the model does not know."""
+    ident = {"trial_id": "t", "workload": "chat", "repeat": 0, "mode": "paired"}
+    samples = [AccuracySample(arm=arm, pass_=p, **ident, dataset="gsm8k", index=0, correct=True)
+               for arm, p in (("disabled", "cold"), ("lru", "cold"))]
+    samples += [AccuracySample(arm="disabled", pass_="cold", **ident, cached_tokens=0, prompt_tokens=9, wall_s=412.5),
+                AccuracySample(arm="lru", pass_="cold", **ident, error="evalscope timed out after 1800 s",
+                               wall_s=1800.2)]
+    fc = {"trials": [{"arm": "lru", "workload": "chat", "wall_s": 1.0, "requests": 6, "simulated": 6}],
+          "accuracy": {"max_tokens": 1024, "batch_size": 64, "timeout_s": 1800.0, "passes": [
+              {"arm": "disabled", "pass_": "cold", "wall_s": 511.0}, {"arm": "lru", "pass_": "cold", "wall_s": 504.0},
+              {"arm": "lru", "pass_": "warm", "wall_s": 498.0}]}}
+    lines = forecast_section({"forecast": fc, "accuracy": accuracy_rows(samples, ["disabled", "lru"])})
+    assert "| disabled | cold | 511.0 / 412.5 |" in lines
+    assert "| lru | cold | 504.0 / 1,800.2 |" in lines  # cut off: the measured time says so beside the bound
+    assert "| lru | warm | 498.0 / n/a |" in lines  # never ran
+    assert not any("Accuracy passes" in ln for ln in forecast_section({"forecast": {**fc, "accuracy": None}}))
