@@ -35,6 +35,7 @@ from hybridbench.plan.types import RunPlan, Trial
 from hybridbench.prepare import materialize, prepare_run, refuse_on_machine
 from hybridbench.preview.accuracy_forecast import with_accuracy
 from hybridbench.preview.forecast import run_forecast
+from hybridbench.preview.forecast_warnings import forecast_warnings
 from hybridbench.probes.base import read_samples, samples_path
 from hybridbench.records.coverage import TrialOutcome, TrialState
 from hybridbench.records.io import RecordWriter
@@ -116,6 +117,8 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
             if cfg.engine.name in SERVES_WEIGHTS:  # a GPU run keeps what the simulator expected of it
                 forecast = with_accuracy(run_forecast(cfg, resolved, traces), cfg, resolved)
                 write_json_atomic(run_dir / "forecast.json", scrub_obj(forecast, secrets))
+                for line in forecast_warnings(forecast, cfg):  # what `hybridbench plan` would have said
+                    _progress(f"warning: {scrub_obj(line, secrets)}")
                 fetch_weights(cfg, _progress)  # before the first server: its startup timeout starts after this
             # Every trial's arrivals, fixed before the first server starts: the driver and the simulator follow them.
             schedules = {t.trial_id: arrival_schedule(traces[t.workload], plan.workload(t.workload).load, t.seed)

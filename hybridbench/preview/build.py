@@ -22,9 +22,10 @@ from hybridbench.errors import ConfigError
 from hybridbench.load.trial import ServerTrials
 from hybridbench.plan.build import effective_vocab
 from hybridbench.prepare import PreparedRun, generate_rows, prepare_run
-from hybridbench.preview.accuracy_forecast import pass_timeout_warnings, with_accuracy
+from hybridbench.preview.accuracy_forecast import with_accuracy
 from hybridbench.preview.compose import Composed
-from hybridbench.preview.forecast import DEFAULT_MAX_REQUESTS, forecast_run, timeout_warnings
+from hybridbench.preview.forecast import DEFAULT_MAX_REQUESTS, forecast_run
+from hybridbench.preview.forecast_warnings import forecast_warnings
 from workloads.trace import TraceRow
 
 __all__ = ["Preview", "build_preview"]
@@ -125,14 +126,7 @@ def build_preview(composed: Composed, *, forecast: bool = True,
         try:
             fc = forecast_run(cfg, composed.resolved, traces=traces, max_requests=max_requests).to_json()
             fc = with_accuracy(fc, cfg, composed.resolved, max_requests=max_requests)
-            warnings += [f"forecast: {t['failed']} of {t['simulated']} simulated requests of {t['workload']} failed on "
-                         f"arm {t['arm']} (longer than the pools this config fixes?)"
-                         for t in fc["trials"] if t["failed"]]
-            warnings += timeout_warnings(fc["trials"], cfg.engine.request_timeout_s)
-            if "accuracy" in fc:
-                acc = fc["accuracy"]
-                warnings += [f"forecast: accuracy passes none ({acc['none']})"] if "none" in acc else \
-                    pass_timeout_warnings(acc)
+            warnings += forecast_warnings(fc, cfg)
         except ConfigError as exc:
             warnings.append(f"forecast: none ({exc})")
         if fc is not None and (groups := _dp_attention_groups(cfg)) > 1:

@@ -22,6 +22,7 @@ from hybridbench.preview.__main__ import main as plan_main
 from hybridbench.preview.accuracy_forecast import forecast_accuracy, pass_timeout_warnings, with_accuracy
 from hybridbench.preview.build import build_preview
 from hybridbench.preview.compose import compose_run
+from hybridbench.preview.forecast_warnings import forecast_warnings
 from hybridbench.preview.render import duration, render_text
 from hybridbench.probes.accuracy_data import CHARS_PER_TOKEN, dataset_shapes
 from hybridbench.records.accuracy import AccuracySample
@@ -171,3 +172,17 @@ def test_the_report_sets_each_pass_beside_its_forecast() -> None:
     assert "| lru | cold | 504.0 / 1,800.2 |" in lines  # cut off: the measured time says so beside the bound
     assert "| lru | warm | 498.0 / n/a |" in lines  # never ran
     assert not any("Accuracy passes" in ln for ln in forecast_section({"forecast": {**fc, "accuracy": None}}))
+
+
+def test_plan_and_run_warn_alike(tmp_path: Path) -> None:
+    """The run prints forecast_warnings of its forecast.json as it starts, as `hybridbench plan` lists them."""
+    cfg = gpu_cfg(question_set(tmp_path / "g", 8))
+    assert forecast_warnings({"none": "engine.gpu=cpu"}, cfg) == []
+    fc = {"trials": [{"arm": "lru", "workload": "w", "failed": 2, "simulated": 9, "slowest_s": 900.0}],
+          "accuracy": {"none": "no such model"}}
+    said = forecast_warnings(fc, cfg)
+    assert said[0].startswith("forecast: 2 of 9 simulated requests of w failed on arm lru")
+    assert "past engine.request_timeout_s=600" in said[1]
+    assert said[2] == "forecast: accuracy passes none (no such model)"
+    fc["accuracy"] = {"max_tokens": 8, "timeout_s": 10.0, "passes": [{"arm": "lru", "pass_": "cold", "wall_s": 11.0}]}
+    assert "1 of the accuracy probe's 1 passes (lru cold)" in forecast_warnings(fc, cfg)[2]
