@@ -116,11 +116,19 @@ def read_plan(path: Path) -> SavedPlan:
         wf = f.sub("workloads", i, w)
         workloads.append(PlannedWorkload(wf.text("name"), wf.text("kind", ""), wf.integer("seed", 0),
                                          wf.text("trace_path", ""), tuple(str(a) for a in wf.array("argv", []))))
-    trials = []
+    trials: list[PlannedTrial] = []
+    seen: dict[tuple[str, str, int], str] = {}
     for i, t in enumerate(f.array("trials")):
         tf = f.sub("trials", i, t)
-        trials.append(PlannedTrial(tf.integer("index"), tf.text("arm"), tf.text("workload"), tf.integer("repeat"),
-                                   tf.integer("seed", 0)))
+        trial = PlannedTrial(tf.integer("index"), tf.text("arm"), tf.text("workload"), tf.integer("repeat"),
+                             tf.integer("seed", 0))
+        # A plan lists each (workload, arm, repeat) once: listed twice, one trial's records counted as two
+        # repeats, and a one-repeat comparison decided on a zero-width interval.
+        if (first := seen.setdefault((trial.workload, trial.arm, trial.repeat), trial.trial_id)) != trial.trial_id \
+                or any(p.trial_id == trial.trial_id for p in trials):
+            raise ConfigError(f"{tf.where}: trial {trial.trial_id} repeats {first} (workload {trial.workload}, arm "
+                              f"{trial.arm}, repeat {trial.repeat}): a plan lists each trial once")
+        trials.append(trial)
     arms = tuple(str(a) for a in f.array("arms"))
     return SavedPlan(version, f.text("name", path.parent.name), f.text("engine"), arms,
                      f.text("baseline_arm", arms[0] if arms else ""), tuple(workloads), tuple(trials),

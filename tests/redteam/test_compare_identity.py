@@ -1,0 +1,45 @@
+"""compare, rescore and the results store against runs that are not what they claim: a plan listing a trial
+twice, a run compared with its own copy, a ``latest:`` baseline or a history point of another sizing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostile import clean, cli, load, make_run
+
+pytestmark = pytest.mark.redteam
+
+
+def _twice(p: dict[str, Any]) -> None:
+    p["trials"] = p["trials"] + p["trials"]
+
+
+@pytest.mark.parametrize("edited", [("base", "cand"), ("cand",)])
+def test_a_plan_listing_its_trials_twice_is_refused_not_read_as_two_repeats(tmp_path: Path,
+                                                                           edited: tuple[str, ...]) -> None:
+    # One repeat a side is inconclusive (no spread to measure); with both plans listing their trials twice, each
+    # trial's summary counted as two identical repeats, the TTFT and throughput intervals had zero width, and the
+    # comparison passed (exit 0).
+    runs = {name: make_run(tmp_path, name, night=i, plan=_twice if name in edited else None)
+            for i, name in enumerate(("base", "cand"), start=1)}
+    proc = cli("hybridbench.compare", runs["base"], runs["cand"])
+    clean(proc)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: {runs[edited[0]] / 'plan.json'}: trials[2]: trial 000-gsp-disabled-r0 repeats "
+                           "000-gsp-disabled-r0"), line
+
+
+def test_rescore_refuses_a_plan_listing_a_repeat_twice_under_another_index(tmp_path: Path) -> None:
+    def again(p: dict[str, Any]) -> None:
+        p["trials"].append({**p["trials"][0], "index": 2})
+
+    run = make_run(tmp_path, "run", plan=again)
+    proc = cli("hybridbench.rescore", run)
+    clean(proc)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "trial 002-gsp-disabled-r0 repeats 000-gsp-disabled-r0" in proc.stderr
+    assert load(run / "plan.json")["trials"][2]["index"] == 2  # nothing rewritten
+
