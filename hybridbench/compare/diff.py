@@ -338,6 +338,11 @@ def _check_distinct_and_whole(base: SavedRun, cand: SavedRun) -> None:
     if base.created and base.created == cand.created and base.config == cand.config:
         raise ConfigError(f"not comparable: {base.path} and {cand.path} are one run (same bundle, created "
                           f"{base.created}); compare two runs")
+    # bundle.json's run id is drawn once per run: a copy keeps it whatever else was edited (plan.json's checks).
+    ids = [str(r.run.bundle.raw.get("run_id") or "") if r.run.bundle is not None else "" for r in (base, cand)]
+    if ids[0] and ids[0] == ids[1]:
+        raise ConfigError(f"not comparable: {base.path} and {cand.path} are one run (bundle.json's run id "
+                          f"{ids[0][:12]}); compare two runs")
     for side, run in (("baseline", base), ("candidate", cand)):
         twice = next((t for t in run.trials if t.coverage.duplicated), None)
         if twice is not None:

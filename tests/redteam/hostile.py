@@ -104,3 +104,26 @@ def clean(proc: subprocess.CompletedProcess[str]) -> None:
     both = proc.stdout + proc.stderr
     for bad in ("Traceback", "Binder Error", "KeyError", "RecursionError", "MemoryError", "\x1b"):
         assert bad not in both, (bad, proc.stderr[-2000:])
+
+
+def second_repeat(run: Path, stretch: float = 1.01) -> Path:
+    """``run`` (the one-repeat fixture's copy) with a second repeat: each trial again as repeat 1 under the next
+    index, its records copied with every time ``stretch``-ed, so both sides of a comparison have a spread."""
+    plan, bundle = load(run / "plan.json"), load(run / "bundle.json")
+    records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines() if line.strip()]
+    ids = {}
+    for t in list(plan["trials"]):
+        again = {**t, "index": t["index"] + len(plan["trials"]), "repeat": 1}
+        old, new = (f"{x['index']:03d}-{x['workload']}-{x['arm']}-r{x['repeat']}" for x in (t, again))
+        ids[old] = new
+        plan["trials"].append(again)
+        bundle["trials"].append({**next(b for b in bundle["trials"] if b["trial_id"] == old), "trial_id": new,
+                                 "repeat": 1})
+    for r in [r for r in records if r["trial_id"] in ids]:
+        times = {k: r[k] * stretch for k in ("sent_s", "first_token_s", "end_s") if r.get(k) is not None}
+        records.append({**r, **times, "trial_id": ids[r["trial_id"]], "repeat": 1})
+    plan["config"]["repeats"] = 2
+    save(run / "plan.json", plan)
+    save(run / "bundle.json", bundle)
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return run

@@ -3,11 +3,12 @@ twice, a run compared with its own copy, a ``latest:`` baseline or a history poi
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile import clean, cli, load, make_run
+from hostile import clean, cli, load, make_run, save, second_repeat
 
 pytestmark = pytest.mark.redteam
 
@@ -43,3 +44,26 @@ def test_rescore_refuses_a_plan_listing_a_repeat_twice_under_another_index(tmp_p
     assert "trial 002-gsp-disabled-r0 repeats 000-gsp-disabled-r0" in proc.stderr
     assert load(run / "plan.json")["trials"][2]["index"] == 2  # nothing rewritten
 
+
+def test_a_run_compared_with_its_own_copy_is_refused_whatever_the_copy_edited(tmp_path: Path) -> None:
+    # The copy kept bundle.json (its run id and time) but its plan's checks were edited: "same time and same config"
+    # no longer held, and the run passed against itself (exit 0) as if a candidate build had been measured.
+    base = second_repeat(make_run(tmp_path, "base", night=1))
+    copy = Path(shutil.copytree(base, tmp_path / "copy"))
+    plan = load(copy / "plan.json")
+    plan["config"]["checks"]["ttft_regression"] = 0.2
+    save(copy / "plan.json", plan)
+    proc = cli("hybridbench.compare", base, copy)
+    clean(proc)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    run_id = load(base / "bundle.json")["run_id"]
+    assert proc.stderr.strip().splitlines() == [
+        f"error: not comparable: {base} and {copy} are one run (bundle.json's run id {run_id[:12]}); compare two runs"]
+
+
+def test_two_runs_of_two_repeats_still_compare(tmp_path: Path) -> None:
+    base = second_repeat(make_run(tmp_path, "base", night=1))
+    cand = second_repeat(make_run(tmp_path, "cand", night=2), stretch=1.02)
+    proc = cli("hybridbench.compare", base, cand)
+    clean(proc)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
