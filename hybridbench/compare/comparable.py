@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hybridbench.compare.runs import SavedRun
+from hybridbench.config.comparable_keys import flatten, must_match
 from hybridbench.config.schema import SERVING_ENGINES
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import MODELLED_ENGINES
@@ -17,33 +18,10 @@ from hybridbench.plan.types import MODELLED_ENGINES
 __all__ = ["check_comparable", "config_changes", "other_cpu", "unknown_gpus"]
 
 
-def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, Mapping):
-        for key, sub in value.items():
-            _flatten(f"{prefix}.{key}" if prefix else str(key), sub, out)
-    else:
-        out[prefix] = value
-
-
 def config_changes(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """Every resolved-config key whose value differs (what the pull request's run changed, e.g. engine.python)."""
-    a: dict[str, Any] = {}
-    b: dict[str, Any] = {}
-    _flatten("", base, a)
-    _flatten("", candidate, b)
+    a, b = flatten(base), flatten(candidate)
     return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-
-
-# What must match for two builds to be compared: the load, and how the server is sized. The interpreter,
-# extra_args, timeouts, arm knobs and check thresholds may differ (that is what a comparison is about).
-_SAME_LOAD = ("load.", "seed")
-_SAME_ENGINE = frozenset([*(f"engine.{k}" for k in ("gpu", "tp", "page_size", "chunked_prefill_size",
-                                                    "mem_fraction_static", "max_mamba_cache_size", "kv_tokens",
-                                                    "track_interval", "workload_scale", "max_vocab",
-                                                    "capacity_bytes")),
-                          # the state and weight bytes the pools are sized from (and SGLang's flags for them)
-                          "model.mamba_ssm_dtype", "model.quantization",
-                          "model.hf_id"])  # the checkpoint served: one model name may name another checkpoint
 
 
 def _gpu_text(names: Sequence[str]) -> str:
@@ -66,8 +44,7 @@ def check_comparable(base: SavedRun, cand: SavedRun) -> list[str]:
             raise ConfigError(f"not comparable: workload {name!r} sent different requests in the two runs "
                               "(different trace: seed, parameters or scale changed)")
     for key, a, b in config_changes(base.config, cand.config):
-        own_rate = key.startswith("workloads.") and key.endswith(".request_rate")  # a workload's own load
-        if key.startswith(_SAME_LOAD) or key in _SAME_ENGINE or own_rate:
+        if must_match(key):  # the load, and the server's sizing (hybridbench.config.comparable_keys)
             raise ConfigError(f"not comparable: {key} is {a!r} in the baseline and {b!r} in the candidate "
                               "(the same load on the same sizing is what makes two builds comparable)")
     notes = [f"workload {w!r} only in the {side} run"

@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from hybridbench.config.comparable_keys import fixed_settings
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import MODELLED_ENGINES
 from hybridbench.results.baselines import published_rows
@@ -308,8 +309,12 @@ def latest_passing_main(root: Path, candidate: Run) -> Path:
                 & (runs["branch"] == "main") & (runs["verdict"] == "pass") & (runs["complete"] == True)  # noqa: E712
                 & (runs["rescored"] == False) & (runs["marks"] == "")  # noqa: E712
                 & (runs["path"].map(lambda p: str(Path(p).resolve())) != mine)]
+    # Of those, the newest that compare would take: the same engine, model, checkpoint and sizing (a newer main run
+    # at another chunked_prefill_size was picked, then refused, where an older one was a baseline).
+    fixed = fixed_settings(candidate.plan.config)
+    pick = pick[pick["run"].map(lambda r: fixed_settings(store.loaded[str(r)].plan.config) == fixed)]
     if pick.empty:
         raise ConfigError(f"latest:{root}: no passing main run of experiment {candidate.plan.name} with the "
-                          f"candidate's load ({load}) on its GPUs ({gpu}) among {len(runs)} run(s) there (a re-scored "
-                          "or incomplete run is never a baseline)")
+                          f"candidate's load ({load}), engine, model and sizing on its GPUs ({gpu}) among {len(runs)} "
+                          "run(s) there (a re-scored or incomplete run is never a baseline)")
     return Path(str(pick.sort_values("created").iloc[-1]["path"]))

@@ -67,3 +67,25 @@ def test_two_runs_of_two_repeats_still_compare(tmp_path: Path) -> None:
     proc = cli("hybridbench.compare", base, cand)
     clean(proc)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(("key", "value"), [("engine.chunked_prefill_size", 64), ("model.hf_id", "Qwen/Other-FP8")])
+def test_latest_passes_over_a_newer_main_run_compare_would_refuse(tmp_path: Path, key: str, value: object) -> None:
+    # latest: matched experiment, load and GPUs only: a newer main run at another sizing or checkpoint was picked
+    # and compare then refused it (exit 2) every night, where an older main run was a baseline.
+    def other(p: dict[str, Any]) -> None:
+        section, name = key.split(".")
+        p["config"][section][name] = value
+
+    store = tmp_path / "store"
+    good = make_run(store, "n1", night=1)
+    make_run(store, "n2", night=2, plan=other)
+    cand = make_run(tmp_path, "pr", night=3)
+    proc = cli("hybridbench.compare", f"latest:{store}", cand)
+    clean(proc)
+    assert f"baseline: {good}" in proc.stderr.splitlines(), proc.stderr
+    assert proc.returncode in (0, 1), proc.stderr  # one repeat a side: its timing rows are inconclusive
+    shutil.rmtree(good)
+    proc = cli("hybridbench.compare", f"latest:{store}", cand)
+    assert proc.returncode == 2 and "no passing main run" in proc.stderr and "sizing" in proc.stderr, proc.stderr
+

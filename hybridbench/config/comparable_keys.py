@@ -1,0 +1,46 @@
+"""Which resolved-config keys two runs must share to be compared: the load and how the server is sized.
+
+``python -m hybridbench.compare`` refuses two runs that differ in one (exit 2); ``compare latest:ROOT`` picks a
+baseline only among the runs that share them all, so a newer main run at another sizing is passed over, not picked
+and then refused. The interpreter, extra_args, timeouts, arm knobs and check thresholds may differ: that is what a
+comparison is about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["fixed_settings", "flatten", "must_match"]
+
+_SAME_LOAD = ("load.", "seed")
+_SAME_ENGINE = frozenset([*(f"engine.{k}" for k in ("gpu", "tp", "page_size", "chunked_prefill_size",
+                                                    "mem_fraction_static", "max_mamba_cache_size", "kv_tokens",
+                                                    "track_interval", "workload_scale", "max_vocab",
+                                                    "capacity_bytes")),
+                          # the state and weight bytes the pools are sized from (and SGLang's flags for them)
+                          "model.mamba_ssm_dtype", "model.quantization",
+                          "model.hf_id"])  # the checkpoint served: one model name may name another checkpoint
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested config as dotted keys (``engine.tp``); lists stay values."""
+    out: dict[str, Any] = {}
+    if isinstance(value, Mapping):
+        for key, sub in value.items():
+            out.update(flatten(sub, f"{prefix}.{key}" if prefix else str(key)))
+    else:
+        out[prefix] = value
+    return out
+
+
+def must_match(key: str) -> bool:
+    """A dotted key two compared runs must share (a workload's own Poisson rate is part of its load)."""
+    own_rate = key.startswith("workloads.") and key.endswith(".request_rate")
+    return key.startswith(_SAME_LOAD) or key in _SAME_ENGINE or own_rate
+
+
+def fixed_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of a resolved config's keys that must match, with its engine kind and model name."""
+    flat = flatten(config)
+    return {k: v for k, v in flat.items() if must_match(k) or k in ("engine.name", "model.name")}
