@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
+import yaml  # type: ignore[import-untyped, unused-ignore]
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -43,6 +44,9 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
         parsed = OmegaConf.to_container(OmegaConf.from_dotlist(list(items)))
     except OmegaConfBaseException as exc:
         raise ConfigError(f"overrides: {str(exc).splitlines()[0]}") from None
+    except yaml.YAMLError as exc:  # a value YAML cannot read (an unclosed [ or {): a typo, not a traceback
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"overrides: a value is not YAML ({problem}): {' '.join(items)}") from None
     assert isinstance(parsed, dict)
     return {str(k): v for k, v in parsed.items()}
 

@@ -89,3 +89,16 @@ def test_latest_passes_over_a_newer_main_run_compare_would_refuse(tmp_path: Path
     proc = cli("hybridbench.compare", f"latest:{store}", cand)
     assert proc.returncode == 2 and "no passing main run" in proc.stderr and "sizing" in proc.stderr, proc.stderr
 
+
+@pytest.mark.parametrize("override", ["checks.enabled=[ttft", "checks.enabled={survival", "checks.ttft_regression=]"])
+def test_an_override_yaml_cannot_read_is_one_line_and_the_run_is_untouched(tmp_path: Path, override: str) -> None:
+    # An unclosed bracket raised yaml's ParserError through OmegaConf: a 20-line traceback (exit 1, which CI reads
+    # as a failed check) in place of one line and exit 2.
+    run = make_run(tmp_path, "run")
+    before = (run / "bundle.json").read_bytes()
+    proc = cli("hybridbench.rescore", run, override)
+    clean(proc)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: overrides: a value is not YAML (") and line.endswith(override), line
+    assert (run / "bundle.json").read_bytes() == before
