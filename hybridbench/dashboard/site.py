@@ -185,7 +185,8 @@ def _compare_page(name: str, cmp: Mapping[str, Any], base: Run | None, cand: Run
                       for label, run in (("baseline", base), ("candidate", cand))}
             page.add(chart(charts.cdf(f"{workload} · {arm}: TTFT", series), f"cmp-{slug(workload)}-{slug(arm)}", cmd))
     else:
-        page.add(Markup('<p class="muted">run directories not found beside compare.json: no distributions</p>'))
+        page.add(Markup('<p class="muted">run directories not found beside compare.json, or holding other runs '
+                        'than it compared: no distributions</p>'))
     return page.render(), summary
 
 
@@ -194,18 +195,22 @@ def _marks(value: object) -> Markup:
     return fragment('{% for m in ms %}<span class="mark">[{{ m }}]</span>{% endfor %}', ms=marks)
 
 
-def _maybe_run(path: object, root: Path) -> Run | None:
+def _maybe_run(path: object, root: Path, run_id: object = "") -> Run | None:
     """The run a compare.json names, when it is a run directory inside the results root (a compare.json is
-    data too: it must not point the dashboard at any other directory on the machine)."""
+    data too: it must not point the dashboard at any other directory on the machine) that still holds the run it
+    compared (``run_id``, where compare.json recorded one: a directory overwritten since holds another run)."""
     if not isinstance(path, str) or not path:
         return None
     real, base = Path(path).resolve(), root.resolve()
     if not (real == base or base in real.parents) or not real.is_dir():
         return None
     try:
-        return read_run(real)
+        run = read_run(real)
     except ConfigError:
         return None
+    if isinstance(run_id, str) and run_id and (run.bundle is None or run.bundle.run_id != run_id):
+        return None
+    return run
 
 
 def _write(out: Path, name: str, text: str, secrets: frozenset[str]) -> None:
@@ -225,7 +230,8 @@ def build_site(root: Path, out: Path) -> Site:
             skipped.append(f"skipped {path}: {problem}")
             continue
         key = str(path.parent.parent.relative_to(root))
-        base, cand = _maybe_run(cmp.get("base_dir"), root), _maybe_run(cmp.get("candidate_dir"), root)
+        base, cand = (_maybe_run(cmp.get(f"{side}_dir"), root, cmp.get(f"{side}_run_id"))
+                      for side in ("base", "candidate"))
         cmp_secrets = secrets | frozenset().union(*(run_secrets(r) for r in (base, cand) if r is not None))
         secrets = cmp_secrets
         name = page_name("compare", key)

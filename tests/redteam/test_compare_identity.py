@@ -102,3 +102,23 @@ def test_an_override_yaml_cannot_read_is_one_line_and_the_run_is_untouched(tmp_p
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("error: overrides: a value is not YAML (") and line.endswith(override), line
     assert (run / "bundle.json").read_bytes() == before
+
+
+def test_the_dashboard_draws_no_run_that_replaced_the_one_compared(tmp_path: Path) -> None:
+    # compare.json names its runs by directory; main's directory overwritten by the next night's run put that run's
+    # TTFT distribution under the old verdict, as if it were the baseline that was judged.
+    from hybridbench.dashboard.site import build_site, page_name
+
+    root = tmp_path / "results"
+    main, pr = make_run(root, "main", night=1), make_run(root, "pr", night=2)
+    assert cli("hybridbench.compare", main, pr).returncode in (0, 1)
+    ids = (load(main / "bundle.json")["run_id"], load(pr / "bundle.json")["run_id"])
+    drawn = (build_site(root, tmp_path / "site").out / page_name("compare", "pr")).read_text()
+    assert "no distributions" not in drawn and "baseline · disabled" in drawn
+    shutil.rmtree(main)
+    make_run(root, "main", night=3)  # the next night, into the same directory
+    page = (build_site(root, tmp_path / "site2").out / page_name("compare", "pr")).read_text()
+    assert "baseline · disabled" not in page
+    assert "holding other runs than it compared: no distributions" in page
+    cmp = load(pr / "compare" / "compare.json")
+    assert (cmp["base_run_id"], cmp["candidate_run_id"]) == ids
