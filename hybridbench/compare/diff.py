@@ -354,7 +354,12 @@ def compare_runs(base: SavedRun, cand: SavedRun, cfg: CompareCfg) -> Comparison:
     _check_distinct_and_whole(base, cand)
     notes = check_comparable(base, cand)
     workloads = [w for w in base.workload_digests if w in cand.workload_digests]
-    pairs = [(w, a) for w in workloads for a in base.arms if a in cand.arms]
+    # Pairs both plans ran trials of: an arm a plan names with no trial of it is not a pair whose "0 of 0 lost" passes
+    planned = [{(t.workload, t.arm) for t in r.run.plan.trials} for r in (base, cand)]
+    shared = [(w, a) for w in workloads for a in base.arms if a in cand.arms]
+    pairs = [p for p in shared if p in planned[0] and p in planned[1]]
+    notes += [f"({w}, {a}) planned only in the candidate run" for w, a in shared
+              if (w, a) in planned[1] - planned[0]]
     if not pairs:
         raise ConfigError("not comparable: the runs share no (workload, arm) pair")
     deltas = [d for w, a in pairs for d in _pair(base, cand, w, a, cfg)]

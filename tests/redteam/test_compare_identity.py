@@ -3,6 +3,7 @@ twice, a run compared with its own copy, a ``latest:`` baseline or a history poi
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -122,3 +123,36 @@ def test_the_dashboard_draws_no_run_that_replaced_the_one_compared(tmp_path: Pat
     assert "holding other runs than it compared: no distributions" in page
     cmp = load(pr / "compare" / "compare.json")
     assert (cmp["base_run_id"], cmp["candidate_run_id"]) == ids
+
+
+def _drop_arm(run: Path, arm: str) -> Path:
+    """``run`` with every trial and record of ``arm`` gone, the arm still named in plan.json's arms."""
+    plan, bundle = load(run / "plan.json"), load(run / "bundle.json")
+    plan["trials"] = [t for t in plan["trials"] if t["arm"] != arm]
+    bundle["trials"] = [t for t in bundle["trials"] if t["arm"] != arm]
+    save(run / "plan.json", plan)
+    save(run / "bundle.json", bundle)
+    kept = [line for line in (run / "records.jsonl").read_text().splitlines() if json.loads(line)["arm"] != arm]
+    (run / "records.jsonl").write_text("".join(f"{line}\n" for line in kept))
+    return run
+
+
+def test_an_arm_the_candidate_names_but_never_planned_is_not_a_pass(tmp_path: Path) -> None:
+    # The candidate's plan names the cache arm but holds no trial of it: the pair was compared with nothing on the
+    # candidate's side, survival passed "all 0 requests completed", every other row skipped, and the comparison
+    # passed (exit 0) without the arm under test ever running.
+    base = second_repeat(make_run(tmp_path, "base", night=1))
+    cand = _drop_arm(second_repeat(make_run(tmp_path, "cand", night=2), stretch=1.02), "branching")
+    proc = cli("hybridbench.compare", base, cand)
+    clean(proc)
+    assert proc.returncode == 1, proc.stdout
+    rows = [d for d in load(cand / "compare" / "compare.json")["deltas"] if d["arm"] == "branching"]
+    assert [(d["metric"], d["status"]) for d in rows] == [("survival", "inconclusive")]
+    assert "the candidate did not run it" in rows[0]["detail"]
+    # The other way round: the candidate's extra pair is listed, not compared.
+    proc = cli("hybridbench.compare", cand, base)
+    clean(proc)
+    assert proc.returncode == 0, proc.stdout
+    data = load(base / "compare" / "compare.json")
+    assert "(gsp, branching) planned only in the candidate run" in data["not_compared"]
+    assert all(d["arm"] != "branching" for d in data["deltas"])
