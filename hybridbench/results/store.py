@@ -303,12 +303,14 @@ def latest_passing_main(root: Path, candidate: Run) -> Path:
     store = load_store(root)
     runs = store.runs
     mine = str(candidate.path.resolve())
+    # the candidate's own copy in the store (the nightly copies its run there) is the same run, never its baseline
+    own_id = candidate.bundle.run_id if candidate.bundle is not None else ""
     load = load_fingerprint(candidate)
     gpu = _gpu(candidate)  # a main run on other GPUs is no baseline (compare refuses the pair)
     pick = runs[(runs["experiment"] == candidate.plan.name) & (runs["load"] == load) & (runs["gpu"] == gpu)
                 & (runs["branch"] == "main") & (runs["verdict"] == "pass") & (runs["complete"] == True)  # noqa: E712
                 & (runs["rescored"] == False) & (runs["marks"] == "")  # noqa: E712
-                & (runs["path"].map(lambda p: str(Path(p).resolve())) != mine)]
+                & (runs["path"].map(lambda p: str(Path(p).resolve())) != mine) & (runs["run_id"] != own_id)]
     # Of those, the newest that compare would take: the same engine, model, checkpoint and sizing (a newer main run
     # at another chunked_prefill_size was picked, then refused, where an older one was a baseline).
     fixed = fixed_settings(candidate.plan.config)

@@ -156,3 +156,16 @@ def test_an_arm_the_candidate_names_but_never_planned_is_not_a_pass(tmp_path: Pa
     data = load(base / "compare" / "compare.json")
     assert "(gsp, branching) planned only in the candidate run" in data["not_compared"]
     assert all(d["arm"] != "branching" for d in data["deltas"])
+
+
+def test_latest_never_picks_the_candidates_own_copy_in_the_store(tmp_path: Path) -> None:
+    # The nightly copies its run into the store; comparing that run with latest:STORE picked its own copy (newest,
+    # main, passing) and compare refused the pair as one run (exit 2), where last night's run was the baseline.
+    store = tmp_path / "store"
+    last_night = make_run(store, "n1", night=1)
+    tonight = make_run(tmp_path / "runs", "nightly", night=2)
+    shutil.copytree(tonight, store / "n2")
+    proc = cli("hybridbench.compare", f"latest:{store}", tonight)
+    clean(proc)
+    assert f"baseline: {last_night}" in proc.stderr.splitlines(), proc.stderr
+    assert proc.returncode in (0, 1), proc.stderr  # one repeat a side: its timing rows are inconclusive
