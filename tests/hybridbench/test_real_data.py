@@ -146,9 +146,11 @@ def test_a_gpu_run_on_synthetic_sessions_says_so_and_require_real_refuses_it(tmp
 
 
 def test_data_aime25_and_gsm8k_are_the_accuracy_probes_folders(tmp_path: Path) -> None:
-    for name in ("gsm8k", "aime25"):
+    for name, field in (("gsm8k", "question"), ("aime25", "problem")):  # the fields evalscope reads
         (tmp_path / name).mkdir()
-        (tmp_path / name / "test.jsonl").write_text("{}\n")
+        (tmp_path / name / "test.jsonl").write_text(json.dumps({field: "What is 2 + 2?", "answer": "4"}) + "\n")
+    shot = json.dumps({"question": "1 + 1?", "answer": "#### 2"}) + "\n"
+    (tmp_path / "gsm8k" / "train.jsonl").write_text(shot * 4)  # evalscope's four examples
     python = fake_sglang(tmp_path)
     composed = compose_run(["+experiment=accuracy", "engine=sglang", "engine.tp=1", f"engine.python={python}",
                             f"data.gsm8k={tmp_path / 'gsm8k'}", f"data.aime25={tmp_path / 'aime25'}"])
