@@ -75,4 +75,4 @@ def make_vllm_engine() -> ServerEngine:
         env_for=vllm_env, flush_path="/reset_prefix_cache", package="vllm",  # vllm_env mounts the flush endpoint
         build_refusal=vllm_build_refusal,  # a CPU build (X+cpu) behind a GPU run
         traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, greedy_deterministic=True,
-                            track_interval=False)))  # its states follow the block size
+                            track_interval=False, decode_states="block")))  # its states follow the block size

@@ -34,6 +34,7 @@ __all__ = [
     "parse_sglang_log_line",
     "parse_tree_cache_impl",
     "startup_cache_impl",
+    "vllm_state_block",
 ]
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -273,4 +274,17 @@ def cache_counters(metrics: Mapping[str, float]) -> CacheCounters | None:
     for cached, total in _COUNTER_PAIRS:
         if total in metrics:
             return CacheCounters(metrics.get(cached, 0.0), metrics[total])
+    return None
+
+
+def vllm_state_block(text: str) -> int | None:
+    """The tokens per block at whose ends vLLM keeps Mamba states: ``vllm:cache_config_info``'s ``block_size`` label
+    (the API server syncs it from the worker, which enlarges a hybrid model's block until an attention page holds a
+    Mamba state: vllm/v1/engine/core_client.py); None when absent. Not ``mamba_block_size``: vLLM 0.32.0 reports 16
+    there (its replay-SSM buffer) while align mode hits whole 256-token blocks (tests/vllm_cpu)."""
+    for sample in parse_prometheus_samples(text):
+        if sample.name == "vllm:cache_config_info":
+            value = sample.labels.get("block_size", "")
+            if value.isascii() and value.isdigit() and int(value) > 0:
+                return int(value)
     return None

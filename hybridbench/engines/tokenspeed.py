@@ -42,8 +42,10 @@ class TokenSpeedEngine(ServerEngine):
         super().__init__(ServerSpec(
             name="tokenspeed", build=self._command, client="openai", flush_path="/flush_cache",
             package="tokenspeed", health_paths=("/readiness", "/health"), kv_pool=fixed_gpu_kv_pool,
-            traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True,
-                                track_interval=False)))  # 0.1.0's --mamba-track-interval is read nowhere
+            # 0.1.0's --mamba-track-interval is read nowhere, and its scheduler checkpoints prefill forwards only
+            # (docs/engines/tokenspeed.md: nothing is tracked during decode)
+            traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, track_interval=False,
+                                decode_states="none")))
 
     def _command(self, cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
         python = cfg.engine.python or sys.executable

@@ -24,6 +24,12 @@ class EngineTraits:
     # engine.track_interval reaches it (SGLang's --mamba-track-interval, the reference server's and the simulator's
     # own); vLLM's states follow its block size and TokenSpeed reads no such flag: an override changes nothing there
     track_interval: bool = True
+    # Where its cache keeps a recurrent state while a request decodes, for the kl probe's decode variant (which must
+    # decode past one): "track_interval" (every engine.track_interval tokens: SGLang's extra_buffer, the reference),
+    # "block" (vLLM: at the ends of the blocks it aligned for the model, read from its /metrics, in its `all` cache
+    # mode; its `align` mode, the no_buffer arms', keeps none while decoding), or "none" (it keeps none: a decode hit
+    # cannot happen by design, so the variant is skipped, never failed).
+    decode_states: str = "track_interval"
 
 
 # evicted_tokens: KV tokens evicted from the device; evicted_states: recurrent states evicted there;

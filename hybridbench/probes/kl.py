@@ -5,11 +5,14 @@ scores the samples in kl.jsonl."""
 from __future__ import annotations
 
 import asyncio
+import urllib.error
+import urllib.request
 from typing import Any
 
 import aiohttp
 
 from hybridbench.config.schema import RunCfg
+from hybridbench.engines.server_logs import vllm_state_block
 from hybridbench.plan.build import effective_vocab
 from hybridbench.probes.base import ProbeContext, ProbeNeeds
 from hybridbench.probes.kl_requests import KL_PROTOCOLS, KlProbe, probe_prompts
@@ -18,6 +21,29 @@ from hybridbench.records.kl import KlSample, kl_sample_from_json
 __all__ = ["Kl"]
 
 _NO_BUFFER_SKIP = "no_buffer keeps a state only at a request's end: no prefill or branch-point hit by design"
+_NO_DECODE_STATES = "this engine keeps no state while a request decodes: no decode hit by design"
+
+
+def _decode_interval(ctx: ProbeContext) -> tuple[int, str]:
+    """Where the server keeps a state while decoding (the decode variant decodes past one), or 0 and why not."""
+    how = ctx.traits.decode_states
+    if how == "track_interval" or not ctx.cfg.model.hybrid:  # a dense model's decoded KV is cached block by block
+        return ctx.cfg.engine.track_interval, ""
+    if how == "none":
+        return 0, _NO_DECODE_STATES
+    if ctx.arm.strategy == "no_buffer":
+        # Measured on vLLM 0.32.0 (docs/engines/vllm-cpu-notes.md): a request decoded past a 256-token block end
+        # left no state there; the next turn hit only its prompt's block.
+        return 0, "vLLM's align cache mode (this arm's) keeps no state while a request decodes: no decode hit by design"
+    try:  # "block": the block the server aligned for the model, as its /metrics says
+        with urllib.request.urlopen(ctx.base_url + "/metrics", timeout=30) as resp:
+            block = vllm_state_block(resp.read().decode("utf-8", "replace"))
+    except (urllib.error.URLError, OSError, ValueError):
+        block = None
+    if block is None:
+        return 0, "the server's /metrics name no block_size (vllm:cache_config_info): where it keeps decoded states " \
+                  "is unknown"
+    return block, ""
 
 
 class Kl:
@@ -36,14 +62,15 @@ class Kl:
         prompts = probe_prompts([r.input_tokens for r in ctx.rows], c.kl_samples)
         # SGLang's no_buffer keeps no mid-prompt state; vLLM's modes are block-aligned and can hit there.
         no_buffer = ctx.traits.reference_semantics and ctx.arm.strategy == "no_buffer"
+        interval, no_decode = _decode_interval(ctx) if "decode" in c.kl_variants else (cfg.engine.track_interval, "")
 
         async def run() -> None:
             async with aiohttp.ClientSession() as session:
                 probe = KlProbe(session, ctx.base_url, c.kl_max_new_tokens, c.kl_temperature, effective_vocab(cfg),
-                                ctx.trial.seed, cfg.engine.track_interval, cfg.engine.request_timeout_s,
+                                ctx.trial.seed, interval or cfg.engine.track_interval, cfg.engine.request_timeout_s,
                                 api=ctx.protocol, flush_path=ctx.flush_path, model=cfg.model.hf_id)
                 for variant in c.kl_variants:
-                    skip = "" if variant == "decode" or not no_buffer else _NO_BUFFER_SKIP
+                    skip = no_decode if variant == "decode" else _NO_BUFFER_SKIP if no_buffer else ""
                     for i, prompt in enumerate(prompts):
                         ctx.emit(await probe.sample(variant, i, prompt, skip=skip,  # type: ignore[arg-type]
                                                     **ctx.identity))

@@ -95,7 +95,8 @@ class KlProbe:
     temperature: float
     vocab: int  # branch suffixes draw token ids below this
     seed: int
-    track_interval: int  # --mamba-track-interval: where extra_buffer tracks states while decoding
+    # where the server keeps a state while decoding: SGLang's --mamba-track-interval (extra_buffer), vLLM's block
+    track_interval: int
     timeout_s: float = 600.0
     api: str = "sglang"  # "sglang" (/generate) or "openai" (vLLM's /v1/completions)
     flush_path: str = "/flush_cache"  # vLLM: /reset_prefix_cache

@@ -12,7 +12,7 @@ block is 256 tokens, and every request after its group's first hits 256.
 So the tests detect the path (vLLM's own kernel selection, run in the env) and assert that path's behaviour:
 no hits, seen by hybridbench's own checks, on the accelerated path; on the other, hits in whole blocks that
 vLLM's /metrics counters equal, with greedy hit and cache-free replays agreeing (the ``kl`` probe's prefill
-variant at temperature 0; its decode and branch variants cannot hit whole 256-token blocks of this load). The
+variant at temperature 0; align mode keeps no state while decoding, so its decode variant is skipped). The
 second test forces the AVX2 path at launch (``cpu_isa/``'s sitecustomize), so an AVX-512 BF16 machine proves
 both paths. A change in what either path does (block size, dtype reset, hits) fails with that news.
 """
@@ -47,7 +47,7 @@ def run_gdn(run_dir: Path, force_avx2: bool) -> tuple[int, str, dict[str, Any]]:
     proc, tag = run_hybridbench(
         run_dir, "arms=[lru]", f"model.hf_id={QWEN3NEXT}", "model.hybrid=true", "model.name=tiny-qwen3next",
         "checks.enabled=[survival,cache_hits,kl]", "checks.kl_samples=2", "checks.kl_temperature=0",
-        "checks.kl_variants=[prefill]",
+        "checks.kl_variants=[prefill,decode]",
         "load.max_concurrency=1", site=CPU_ISA, force_avx2=force_avx2)
     assert (run_dir / "bundle.json").exists(), proc.stderr[-2000:]
     assert not tagged_pids(tag)  # API server, engine core and worker all gone
@@ -80,7 +80,11 @@ def check_gdn_path(run_dir: Path, code: int, stderr: str, bundle: dict[str, Any]
     assert server["metrics_cached_tokens"] == sum(hits), (server, hits)
     checks = {(c["check"], c["workload"]): c for c in bundle["checks"]}
     kl = {w: c for (name, w), c in checks.items() if name == "kl"}
-    assert set(kl) == {"gsp/prefill"}, sorted(checks)
+    assert set(kl) == {"gsp/prefill", "gsp/decode"}, sorted(checks)
+    # align mode keeps no state while decoding (a request decoded past a 256-token block end on the bf16 path hit
+    # only its prompt's block): the decode probe is skipped as such a hit cannot happen, never failed
+    decode = kl.pop("gsp/decode")
+    assert decode["status"] == "skip" and "align cache mode" in decode["detail"], decode
     if block > SHARED_PREFIX:  # no whole block in any shared prefix: nothing can hit, and hybridbench says so
         if any(hits):
             pytest.fail(f"{NEWS}: {path}, block {block} > the {SHARED_PREFIX}-token shared prefix, yet hits {hits}")
