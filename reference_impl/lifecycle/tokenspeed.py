@@ -7,6 +7,7 @@ from typing import Any
 
 from reference_impl.lifecycle.request import CachedRequest
 from reference_impl.lifecycle.strategies import ExtraBufferStrategy
+from reference_impl.lifecycle.tokenspeed_host import host_path, release_written, write_kv
 from reference_impl.lifecycle.tokenspeed_pool import PageHold, StateLeaves, evict_pages, evict_states
 from reference_impl.lifecycle.tokenspeed_walk import ts_insert, ts_match
 from reference_impl.radix.key import page_floor
@@ -171,12 +172,20 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
             self._insert(req, cache_len, req.track_slots.pop())
         hold = self._hold(req)
         end = page_floor(len(req.tokens), self.tree.page_size)
+        assert req.lock is not None
+        leaf = req.lock.node
         if hold is not None and end > req.protected_len:
-            ts_insert(self.tree, req.prefix(end), None, req.protected_len)
+            leaf = ts_insert(self.tree, req.prefix(end), None, req.protected_len).node
             hold.give(end - req.protected_len, self.tree.page_size)
         ts_match(self.tree, req.prefix(end))  # the scheduler matches the whole sequence again (write-back's match)
-        self.write_back(req)
-        self.release(req)
+        if self.host is None or self.host.kv_only:
+            self.write_back(req)
+            self.release(req)
+            return
+        written = self._write_back_path(req, leaf)
+        self.release(req)  # the write-back is acknowledged at once: the request's lock goes first
+        if written:
+            release_written(self.tree, self._leaves, self.host.tree, req.tokens[: leaf.depth], leaf)
 
     def release(self, req: CachedRequest) -> None:
         hold = self._holds.pop(id(req), None)
@@ -209,6 +218,24 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
                     self._leaves.track(self.tree, inserted.node)
                 self.host.counters.load_back_states += 1
             node = node.parent
+
+    def _write_back_path(self, req: CachedRequest, leaf: Node) -> bool:
+        """With the Mamba host tier: the KV of the whole device path the host lacks, and the states of those
+        nodes only; False when nothing was written (the host already held it all, or had no room)."""
+        assert self.host is not None
+        tokens = req.tokens[: leaf.depth]
+        before, _ = host_path(self.host.tree, tokens)
+        if leaf.depth <= before or not write_kv(self.host.tree, tokens):
+            return False
+        node: Node | None = leaf
+        depths = []
+        while node is not None and node is not self.tree.root:
+            if node.state is not None and node.depth > before:
+                depths.append(node.depth)
+            node = node.parent
+        for depth in sorted(depths):
+            self.host.write_back(req.tokens[:depth], req.fingerprint(depth))
+        return True
 
     def write_back(self, req: CachedRequest) -> None:
         """Every checkpoint on the request's cached path goes to the host, not only the last."""
