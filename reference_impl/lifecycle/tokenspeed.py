@@ -24,9 +24,9 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
     Checked hit by hit against the real scheduler on CPU (tests/tokenspeed/test_scheduler_oracle.py): each
     prefill forward keeps one checkpoint, at its last page-aligned point, even when the match's branch point
     falls inside it (SGLang's extra_buffer keeps the branch point instead); nothing is tracked during decode;
-    a running request holds two state slots (working + checkpoint); a finished request writes every checkpoint
-    on its path back to the host, and a hit is loaded back (with the path's checkpoints) only when the device
-    has none (a deeper host prefix behind a shorter device hit stays on the host).
+    a running request holds two state slots (working + checkpoint); with the Mamba host tier a finished request
+    writes back the part of its path the host lacks and its device copies are then released
+    (``tokenspeed_host``), and a host state deeper than the device's is loaded back alone.
     """
 
     name = "tokenspeed"
@@ -195,29 +195,10 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
         super().release(req)
 
     def _load_back(self, req: CachedRequest, limit: int) -> None:
-        if req.prefix_len > 0:
-            return  # the scheduler looks at the host tier only when the device gives no hit at all
-        super()._load_back(req, limit)
-        if self.host is None or req.prefix_len == 0 or req.lock is None:
-            return
-        # The load-back brings the host path's earlier checkpoints too, each a device state again.
-        host = self.host.tree
-        node: Node | None = host.match_prefix(req.tokens[: req.prefix_len]).last_node.parent
-        while node is not None and node is not host.root:
-            content = host.state_pool.content.get(node.state) if node.state is not None else None
-            if content is not None:
-                try:
-                    slot = self._alloc_state(protect=req.lock.node)
-                except PoolExhausted:
-                    return
-                self.tree.state_pool.write(slot, content)
-                inserted = ts_insert(self.tree, req.tokens[: node.depth], slot, node.depth)
-                if inserted.state_exists:
-                    self.tree.state_pool.free(slot)
-                else:
-                    self._leaves.track(self.tree, inserted.node)
-                self.host.counters.load_back_states += 1
-            node = node.parent
+        """A host state deeper than the device's is loaded back with the KV the device lacks, and only that state
+        (forward.cpp:124-149: ``FindLastMambaHostNode``, one node to ``PrepareMambaDeviceLoadBack``)."""
+        if self.host is not None and not self.host.kv_only:
+            super()._load_back(req, limit)
 
     def _write_back_path(self, req: CachedRequest, leaf: Node) -> bool:
         """With the Mamba host tier: the KV of the whole device path the host lacks, and the states of those
