@@ -234,6 +234,10 @@ class Strategy(ABC):
         self._alloc_kv(n, protect=req.lock.node if req.lock else None)
         req.kv_reserved += n
 
+    def abort_reason(self, req: CachedRequest) -> str | None:
+        """Why the engine must drop ``req`` after its decode reservation (TokenSpeed only); None: it decodes."""
+        return None
+
     def prefill_chunk(self, req: CachedRequest, end: int, *, finishes_after_prefill: bool) -> None:
         """One prefill forward over ``tokens[kv_len:end]``: allocate, track, checkpoint."""
         start = req.kv_len

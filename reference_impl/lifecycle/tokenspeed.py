@@ -35,6 +35,8 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
         super().__init__(tree, **kwargs)
         self._holds: dict[int, PageHold] = {}  # by id() of a running request's CachedRequest
         self._leaves = StateLeaves()
+        self._doomed: set[int] = set()  # id() of requests the scheduler aborts (abort_reason)
+        self._stalled: set[int] = set()  # id() of requests that ran on where the scheduler would wait
 
     def track_position(self, req: CachedRequest, start: int, end: int) -> int | None:
         chunk = self.tree.chunk_size
@@ -119,23 +121,35 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
         evict_pages(self.tree, self._leaves, -(-max(0, n - hold.tail(self.tree.page_size)) // self.tree.page_size))
         if not hold.decoding:
             hold.decoding = True
-            self._renew_checkpoint(req)
+            if not self._renew_checkpoint(req, first_decode=True):
+                return
         hold.acquire(self.tree, n)
         req.kv_reserved += n
 
-    def _renew_checkpoint(self, req: CachedRequest) -> None:
+    def abort_reason(self, req: CachedRequest) -> str | None:
+        return "no state slot for its first decode step" if id(req) in self._doomed else None
+
+    def _renew_checkpoint(self, req: CachedRequest, first_decode: bool = False) -> bool:
         """Scheduling the next forward, after its pages: a free slot first, then the previous forward's checkpoint
-        goes to the tree with its pages (duplicates freed only now), then a fresh checkpoint slot."""
+        goes to the tree with its pages (duplicates freed only now), then a fresh checkpoint slot. False: the
+        request is to be aborted."""
         evict_states(self.tree, self._leaves, 1)
         if self.tree.state_pool.available < 1:
-            # The scheduler waits here for ever (a later chunk) or aborts the request (its first decode step, no
-            # host tier); the reference runs the forward without a checkpoint slot and counts the failure.
             self.counters.state_alloc_failures += 1
+            if first_decode and self.host is None and len(self._holds) == 1 and id(req) not in self._stalled:
+                # Its decode op is the plan's only one, so the scheduler retracts it, and with no host tier to write
+                # it to, aborts it (forward.cpp:193-197, 650-666, 401-411): its last chunk is never inserted.
+                self._doomed.add(id(req))
+                return False
+            # The scheduler waits here for ever (a later chunk), or while others run (a first decode step); the
+            # reference runs the forward without a checkpoint slot, and never aborts such a request later.
+            self._stalled.add(id(req))
             self._publish(req)
-            return
+            return True
         self._publish(req)
         if not req.track_slots:
             req.track_slots.append(self._alloc_state())
+        return True
 
     def _on_forward(self, req: CachedRequest, start: int, end: int) -> None:
         if req.track_slots:  # no checkpoint slot (``_renew_checkpoint`` failed): nothing to track
@@ -188,6 +202,8 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
             release_written(self.tree, self._leaves, self.host.tree, req.tokens[: leaf.depth], leaf)
 
     def release(self, req: CachedRequest) -> None:
+        self._doomed.discard(id(req))
+        self._stalled.discard(id(req))
         hold = self._holds.pop(id(req), None)
         if hold is not None:
             self.tree.kv_pool.free(hold.pages * self.tree.page_size)

@@ -184,7 +184,7 @@ HOST_UNPRESSURED: tuple[str, Setup, list[Request]] = (
 # A sequence on which the scheduler stalls (the 130th of the same generator seeded with 1, 20 pages): request 7's
 # first decode step needs a free state slot before its unused checkpoint slot is freed, and none can be evicted
 # (the scheduler's state-leaf set lost two states to splits, the rest are on the request's path): without a host
-# tier it aborts the request. The reference reaches the same point (a state-slot failure) but decodes on.
+# tier it aborts the request, and so does the reference (EngineCore.abort, Strategy.abort_reason).
 _srng = random.Random(1)
 STALL: tuple[str, Setup, list[Request]] = [
     ("state-slot stall", Setup(device_pages=_srng.choice((12, 16, 20, 24, 32)), state_slots=8),
@@ -350,9 +350,6 @@ def test_the_reference_meets_the_schedulers_state_slot_stall() -> None:
     assert reference_core(setup, requests).strategy.counters.state_alloc_failures == 1
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="not modelled: the scheduler aborts a request whose first decode step finds no state slot "
-                   "(no host tier to retract to); the reference decodes it without a checkpoint slot")
 def test_the_reference_aborts_as_the_scheduler_does() -> None:
     _, setup, requests = STALL
     core = reference_core(setup, requests)
