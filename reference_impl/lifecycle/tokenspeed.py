@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from reference_impl.host_tier import HostTier
 from reference_impl.lifecycle.request import CachedRequest
 from reference_impl.lifecycle.strategies import ExtraBufferStrategy
-from reference_impl.lifecycle.tokenspeed_host import host_path, release_written, write_kv
+from reference_impl.lifecycle.tokenspeed_host import host_state, mirror_walk, release_written, write_back_path
 from reference_impl.lifecycle.tokenspeed_pool import PageHold, StateLeaves, evict_pages, evict_states
 from reference_impl.lifecycle.tokenspeed_walk import ts_insert, ts_match
 from reference_impl.radix.key import page_floor
@@ -61,17 +62,21 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
         if max_prefix is not None:
             limit = min(limit, page_floor(max(0, max_prefix), tree.page_size))
         match = ts_match(tree, req.prefix(limit))
+        self._mirror(req.prefix(limit))
         req.prefix_len = req.protected_len = req.kv_len = match.prefix_len
         req.branch_seqlen = match.branch_seqlen
         req.lock = tree.lock(match.last_node)
         try:
-            if self.host is None:  # with a host tier the load-back decides where the first chunk starts
-                first = req.input_len - req.prefix_len
-                first = min(first, self.chunked_prefill_size or first)
-                evict_pages(tree, self._leaves, -(-(first + 1) // tree.page_size))
-            self._seed_live_state(req, self._alloc_state(), match.last_node)
-            if self.host is not None:
-                self._load_back(req, limit)
+            if self._l2 is None:
+                if self.host is None:  # a KV-only host tier: the load-back decides where the first chunk starts
+                    first = req.input_len - req.prefix_len
+                    first = min(first, self.chunked_prefill_size or first)
+                    evict_pages(tree, self._leaves, -(-(first + 1) // tree.page_size))
+                self._seed_live_state(req, self._alloc_state(), match.last_node)
+                if self.host is not None:
+                    self._load_back(req, limit)
+            else:
+                self._first_chunk_with_host(req, limit, match.last_node)
             req.track_slots.append(self._alloc_state())
         except PoolExhausted:
             self.release(req)
@@ -167,6 +172,7 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
         """Insert ``tokens[:cache_len]`` with ``slot`` as TokenSpeed's walk does; re-lock the request there."""
         tree, before = self.tree, req.protected_len
         result = ts_insert(tree, req.prefix(cache_len), slot, before)
+        self._mirror(req.prefix(cache_len))
         self.counters.states_inserted += 1
         if result.state_exists:
             self.counters.states_duplicate += 1
@@ -190,16 +196,24 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
         leaf = req.lock.node
         if hold is not None and end > req.protected_len:
             leaf = ts_insert(self.tree, req.prefix(end), None, req.protected_len).node
+            self._mirror(req.prefix(end))
             hold.give(end - req.protected_len, self.tree.page_size)
         ts_match(self.tree, req.prefix(end))  # the scheduler matches the whole sequence again (write-back's match)
-        if self.host is None or self.host.kv_only:
+        self._mirror(req.prefix(end))
+        if self._l2 is None:
             self.write_back(req)
             self.release(req)
             return
-        written = self._write_back_path(req, leaf)
+        path: list[Node] = []
+        node: Node | None = leaf
+        while node is not None and node is not self.tree.root:
+            path.append(node)
+            node = node.parent
+        tokens = req.tokens[: leaf.depth]
+        written = write_back_path(self._l2, tokens, path[::-1], self.tree.clock, req.fingerprint)
         self.release(req)  # the write-back is acknowledged at once: the request's lock goes first
         if written:
-            release_written(self.tree, self._leaves, self.host.tree, req.tokens[: leaf.depth], leaf)
+            release_written(self.tree, self._leaves, self._l2.tree, tokens, leaf)
 
     def release(self, req: CachedRequest) -> None:
         self._doomed.discard(id(req))
@@ -210,29 +224,44 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
             req.kv_len, req.kv_reserved = req.protected_len, 0
         super().release(req)
 
-    def _load_back(self, req: CachedRequest, limit: int) -> None:
-        """A host state deeper than the device's is loaded back with the KV the device lacks, and only that state
-        (forward.cpp:124-149: ``FindLastMambaHostNode``, one node to ``PrepareMambaDeviceLoadBack``)."""
-        if self.host is not None and not self.host.kv_only:
-            super()._load_back(req, limit)
+    @property
+    def _l2(self) -> HostTier | None:
+        """The host tier when TokenSpeed's Mamba host tier is on (its one-tree model, ``tokenspeed_host``)."""
+        return self.host if self.host is not None and not self.host.kv_only else None
 
-    def _write_back_path(self, req: CachedRequest, leaf: Node) -> bool:
-        """With the Mamba host tier: the KV of the whole device path the host lacks, and the states of those
-        nodes only; False when nothing was written (the host already held it all, or had no room)."""
-        assert self.host is not None
-        tokens = req.tokens[: leaf.depth]
-        before, _ = host_path(self.host.tree, tokens)
-        if leaf.depth <= before or not write_kv(self.host.tree, tokens):
-            return False
-        node: Node | None = leaf
-        depths = []
-        while node is not None and node is not self.tree.root:
-            if node.state is not None and node.depth > before:
-                depths.append(node.depth)
-            node = node.parent
-        for depth in sorted(depths):
-            self.host.write_back(req.tokens[:depth], req.fingerprint(depth))
-        return True
+    def _mirror(self, tokens: Sequence[int]) -> None:
+        if (l2 := self._l2) is not None:
+            mirror_walk(l2.tree, tokens, self.tree.clock)
+
+    def _first_chunk_with_host(self, req: CachedRequest, limit: int, matched: Node) -> None:
+        """``schedulePrefillFirstChunk`` with the Mamba host tier (forward.cpp:85-149): a host state deeper than the
+        device's is loaded back, with the KV the device lacks and that state alone, the pages made room for with
+        the first chunk's and the slots with the request's two."""
+        l2 = self._l2
+        assert l2 is not None and req.lock is not None
+        tree, ps = self.tree, self.tree.page_size
+        depth, content = host_state(l2.tree, req.tokens[:limit])
+        load = depth > req.prefix_len and content is not None
+        start = depth if load else req.prefix_len
+        first = req.input_len - start
+        first = min(first, self.chunked_prefill_size or first)
+        evict_pages(tree, self._leaves, -(-((start - req.protected_len) + first + 1) // ps))
+        evict_states(tree, self._leaves, 3 if load else 2)
+        self._seed_live_state(req, self._alloc_state(), matched)
+        if not load or content is None:
+            return
+        slot = self._alloc_state()
+        if not tree.kv_pool.alloc(depth - req.protected_len):
+            tree.state_pool.free(slot)
+            return
+        tree.state_pool.write(slot, content)
+        req.kv_len = depth
+        self._insert(req, depth, slot)  # the device holds KV and state for the host's prefix again
+        assert req.live_state is not None
+        tree.state_pool.write(req.live_state, content)  # COW from the loaded state
+        self.counters.state_copies += 1
+        l2.record_load_back(depth - req.prefix_len)
+        req.prefix_len = depth
 
     def write_back(self, req: CachedRequest) -> None:
         """Every checkpoint on the request's cached path goes to the host, not only the last."""

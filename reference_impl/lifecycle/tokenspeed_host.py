@@ -16,15 +16,17 @@ module moves what the scheduler moves between them:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from reference_impl.host_tier import HostTier
 from reference_impl.lifecycle.tokenspeed_pool import StateLeaves
-from reference_impl.lifecycle.tokenspeed_walk import ts_insert
-from reference_impl.radix.key import child_key, match_len
+from reference_impl.lifecycle.tokenspeed_walk import _walk
+from reference_impl.radix.key import child_key, match_len, page_floor
 from reference_impl.radix.node import Node
+from reference_impl.radix.pools import StateContent
 from reference_impl.radix.tree import MambaRadixTree
 
-__all__ = ["host_path", "release_written", "write_kv"]
+__all__ = ["host_path", "host_state", "mirror_walk", "release_written", "write_back_path"]
 
 
 def host_path(host: MambaRadixTree, tokens: Sequence[int]) -> tuple[int, frozenset[int]]:
@@ -45,21 +47,106 @@ def host_path(host: MambaRadixTree, tokens: Sequence[int]) -> tuple[int, frozens
     return pos, frozenset(states)
 
 
-def write_kv(host: MambaRadixTree, tokens: Sequence[int]) -> bool:
-    """Copy ``tokens``' KV (page-aligned) to the host, evicting host LRU leaves for room; False if it cannot
-    (the scheduler then finishes the request without a write-back: forward_events.cpp:431)."""
-    have, _ = host_path(host, tokens)
-    need = len(tokens) - have
-    if need <= 0:
-        return True
-    if host.kv_pool.available < need:
-        host.evict(num_tokens=need - host.kv_pool.available)
-        have, _ = host_path(host, tokens)
-        need = len(tokens) - have
-        if host.kv_pool.available < need:
+def host_state(host: MambaRadixTree, tokens: Sequence[int]) -> tuple[int, StateContent | None]:
+    """The deepest host state on ``tokens``' host path and its content (``FindLastMambaHostNode``)."""
+    nodes = [n for n in _host_nodes(host, tokens) if n.state is not None]
+    if not nodes:
+        return 0, None
+    return nodes[-1].depth, host.state_pool.content.get(nodes[-1].state)  # type: ignore[arg-type]
+
+
+def mirror_walk(host: MambaRadixTree, tokens: Sequence[int], tick: int) -> None:
+    """A device walk in TokenSpeed walks its one tree, host-only nodes too: the host tree is split and stamped
+    along the same page-aligned tokens with the device walk's time (radix_tree.cpp:150-196)."""
+    _walk(host, tuple(tokens[: page_floor(len(tokens), host.page_size)]), tick)
+
+
+def _host_nodes(host: MambaRadixTree, tokens: Sequence[int]) -> list[Node]:
+    """The host nodes wholly on ``tokens``' path, root first."""
+    ps = host.page_size
+    node, pos, out = host.root, 0, []
+    while pos < len(tokens):
+        child = node.children.get(child_key(tokens, pos, ps))
+        if child is None or match_len(child.key, tokens, pos, ps) < len(child.key):
+            break
+        pos += len(child.key)
+        out.append(child)
+        node = child
+    return out
+
+
+def _evict_host_kv(host: MambaRadixTree, need: int, keep: set[int]) -> bool:
+    """``EnsureCapacityByEvict<Host>``: LRU host leaves go whole, with their host states (eviction.h:118-161,
+    hybrid_prefix_cache.cpp:507 ``OnKVHostEvict``), the path being written back kept (its host lock)."""
+    while host.kv_pool.available < need:
+        leaves = [n for n in host.nodes.values() if not n.children and n.id not in keep and n is not host.root]
+        if not leaves:
             return False
-    assert host.kv_pool.alloc(need)
-    ts_insert(host, tokens, None, have)
+        leaf = min(leaves, key=lambda n: (n.kv_tick, n.id))
+        tokens, _ = host._evict_leaf(leaf)
+        host.tokens_evicted_total += tokens
+    return True
+
+
+def _evict_host_states(host: MambaRadixTree, need: int, keep: set[int]) -> bool:
+    """``EnsureMambaHostCapacityByEvict``: the oldest host states of any node, leaf or not, off the locked path
+    (hybrid_prefix_cache.cpp:188-215)."""
+    pool = host.state_pool
+    if pool.available >= need:
+        return True
+    stateful = sorted((n for n in host.nodes.values() if n.state is not None and n.id not in keep),
+                      key=lambda n: (n.kv_tick, n.id))
+    for node in stateful:
+        if pool.available >= need:
+            break
+        host._tombstone(node)
+        host.states_evicted_total += 1
+    return pool.available >= need
+
+
+def write_back_path(host: HostTier, tokens: Sequence[int], path: list[Node], tick: int,
+               content: Callable[[int], StateContent]) -> bool:
+    """``FinishEvent`` with the host tier on (forward_events.cpp:424-447): room for the KV of the device path's
+    nodes the host lacks (else no write-back at all), that KV node by node, then the states of those nodes only,
+    all or none (``PrepareMambaHostWriteBack``). ``path``: the device nodes, root first, ending at ``tokens``'
+    end. False when nothing was written."""
+    tree = host.tree
+    have, _ = host_path(tree, tokens)
+    if len(tokens) <= have:
+        return False
+    keep = {n.id for n in _host_nodes(tree, tokens[:have])}
+    if not _evict_host_kv(tree, len(tokens) - have, keep):
+        host.counters.write_back_failures += 1
+        return False
+    ps = tree.page_size
+    prev = have
+    for node in path:
+        if node.depth <= prev:
+            continue
+        parent = _host_nodes(tree, tokens[:prev])
+        at = parent[-1] if parent else tree.root
+        assert tree.kv_pool.alloc(node.depth - prev)
+        leaf = tree._new_node(tuple(tokens[prev:node.depth]), at, node.depth)
+        at.children[child_key(leaf.key, 0, ps)] = leaf
+        leaf.kv_tick = leaf.state_tick = tick
+        tree.kv_evictable += len(leaf.key)
+        tree._refresh_candidacy(leaf)
+        tree._refresh_candidacy(at)
+        prev = node.depth
+    host.counters.write_backs += 1
+    host.counters.write_back_tokens += len(tokens) - have
+    written = [n.depth for n in path if n.depth > have and n.state is not None]
+    keep = {n.id for n in _host_nodes(tree, tokens)}
+    if written and _evict_host_states(tree, len(written), keep):
+        by_depth = {n.depth: n for n in _host_nodes(tree, tokens)}
+        for depth in written:
+            slot = tree.state_pool.alloc()
+            assert slot is not None
+            tree.state_pool.write(slot, content(depth))
+            node = by_depth[depth]
+            node.state = slot
+            tree.state_evictable += 1
+            tree._refresh_candidacy(node)
     return True
 
 

@@ -162,16 +162,16 @@ HOST_PRESSURED: list[tuple[str, Setup, list[Request]]] = [
 # within one process. Each runs HOST_REPEATS times; the reference agrees where it gives one of the outcomes.
 HOST_REPEATS = 8
 HOST_NONDETERMINISTIC = frozenset({"host-pressured 11", "host-pressured 75"})
-# The sequences on which the reference gives none of the scheduler's outcomes (8 of 100, measured on scheduler 0.1.0;
-# 18 before write-back releases were modelled): pinned by name, so one more differing (a regression) or one fewer
-# (an improvement: unpin it) fails.
-HOST_PRESSURE_DIFFER = frozenset(f"host-pressured {i}" for i in (6, 44, 45, 49, 50, 65, 75, 83))
+# The sequences on which the reference gives none of the scheduler's outcomes (4 of 100, measured on scheduler 0.1.0;
+# 18 before the one-tree host model, reference_impl.lifecycle.tokenspeed_host): pinned by name, so one more differing
+# (a regression) or one fewer (an improvement: unpin it) fails.
+HOST_PRESSURE_DIFFER = frozenset(f"host-pressured {i}" for i in (49, 65, 75, 83))
 HOST_PRESSURE_GAP = (
-    "partly modelled: TokenSpeed's host tiers. The reference writes back the path the host lacks (states of those "
-    "nodes only) and releases the device copies the host holds once written (ReleaseDeviceResourcesPresentOnHost); "
-    "it does not model a released node's state that the host lacks staying in its device slot (revived when its KV "
-    "returns), DemoteIdleMambaDeviceCopiesPresentOnHost for paths locked at write-back, nor the host's eviction "
-    "from the one tree's LRU (the reference's host tree evicts by its own)")
+    "partly modelled: TokenSpeed's host tiers (reference_impl.lifecycle.tokenspeed_host: write-back of the path the "
+    "host lacks, device copies released once written, host LRU on the one tree's times, one state loaded back). "
+    "Not modelled: a released node's state the host lacks keeps its device slot (revived when its KV returns), "
+    "DemoteIdleMambaDeviceCopiesPresentOnHost for paths locked at write-back, host LRU keys refreshed only when a "
+    "host lock is released (the reference uses each node's newest stamp)")
 
 # Host-pressured 8's first three requests with pools so large nothing is evicted: request 0's path goes to the host
 # and its device copies are released; request 1's checkpoint at 64 lies under KV the host already holds, so it is
