@@ -27,7 +27,8 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
     falls inside it (SGLang's extra_buffer keeps the branch point instead); nothing is tracked during decode;
     a running request holds two state slots (working + checkpoint); with the Mamba host tier a finished request
     writes back the part of its path the host lacks and its device copies are then released
-    (``tokenspeed_host``), and a host state deeper than the device's is loaded back alone.
+    (``tokenspeed_host``), and a host state deeper than the device's is loaded back alone; without a host tier,
+    a lone request whose first decode step finds no state slot is aborted (``abort_reason``).
     """
 
     name = "tokenspeed"
@@ -143,7 +144,7 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
             self.counters.state_alloc_failures += 1
             if first_decode and self.host is None and len(self._holds) == 1 and id(req) not in self._stalled:
                 # Its decode op is the plan's only one, so the scheduler retracts it, and with no host tier to write
-                # it to, aborts it (forward.cpp:193-197, 650-666, 401-411): its last chunk is never inserted.
+                # it to, aborts it (forward.cpp:213-218, 655-666, 401-411): its last chunk is never inserted.
                 self._doomed.add(id(req))
                 return False
             # The scheduler waits here for ever (a later chunk), or while others run (a first decode step); the
@@ -234,7 +235,7 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
             mirror_walk(l2.tree, tokens, self.tree.clock)
 
     def _first_chunk_with_host(self, req: CachedRequest, limit: int, matched: Node) -> None:
-        """``schedulePrefillFirstChunk`` with the Mamba host tier (forward.cpp:85-149): a host state deeper than the
+        """``schedulePrefillFirstChunk`` with the Mamba host tier (forward.cpp:82-165): a host state deeper than the
         device's is loaded back, with the KV the device lacks and that state alone, the pages made room for with
         the first chunk's and the slots with the request's two."""
         l2 = self._l2

@@ -1,16 +1,19 @@
-"""TokenSpeed's host tiers (``tokenspeed-scheduler`` 0.1.0 with ``--enable-mamba-l2``): write-back and release.
+"""TokenSpeed's host tiers (``tokenspeed-scheduler`` 0.1.0 with ``--enable-mamba-l2``): one tree over two tiers.
 
 Read from its source (lightseekorg/tokenspeed at 7adcc9ce, the 0.1.0 wheel's era: ``fsm/forward_events.cpp``,
-``resource/kv_prefix_cache/kv_prefix_cache.cpp``, ``resource/hybrid_prefix_cache/hybrid_prefix_cache.cpp``) and
-checked against the real scheduler (tests/tokenspeed/test_scheduler_oracle.py). TokenSpeed keeps one tree whose
-nodes hold device and host copies; the reference keeps the device tree and ``HostTier``'s host tree, and this
-module moves what the scheduler moves between them:
+``resource/kv_prefix_cache/``, ``resource/hybrid_prefix_cache/hybrid_prefix_cache.cpp``) and checked against the
+real scheduler (tests/tokenspeed/test_scheduler_oracle.py). TokenSpeed keeps one tree whose nodes hold device and
+host copies, with one access time each; the reference keeps the device tree and ``HostTier``'s host tree, and
+this module makes the host tree behave as the host half of that one tree:
 
+* every device walk is walked again on the host tree with the same tick (``mirror_walk``): the same splits,
+  the same times, so the host's LRU orders are the one tree's;
 * a finished request whose device path is deeper than its host path writes the KV of every node the host lacks
-  to the host, and the states of those nodes only (forward_events.cpp:424-447: ``NodesWithout<Host>``, then
-  ``PrepareMambaHostWriteBack`` over the same nodes): a state under KV the host already has stays on the device;
+  to the host, node by node, and the states of those nodes only, all or none (forward_events.cpp:403-428:
+  ``NodesWithout<Host>``, then ``PrepareMambaHostWriteBack``): a state under KV the host already has stays on
+  the device; room is made by evicting LRU host leaves with their states, then the oldest host states;
 * once the write-back is done, the device copies the host now holds are released from the leaf up, while a node
-  is unlocked and has no device child (kv_prefix_cache.cpp:356-384 ``ReleaseDeviceResourcesPresentOnHost``),
+  is unlocked and has no device child (kv_prefix_cache.cpp:356-386 ``ReleaseDeviceResourcesPresentOnHost``),
   each node's device state going too where the host has it (hybrid_prefix_cache.cpp:579 ``OnKVDeviceDemote``).
 """
 
@@ -57,7 +60,7 @@ def host_state(host: MambaRadixTree, tokens: Sequence[int]) -> tuple[int, StateC
 
 def mirror_walk(host: MambaRadixTree, tokens: Sequence[int], tick: int) -> None:
     """A device walk in TokenSpeed walks its one tree, host-only nodes too: the host tree is split and stamped
-    along the same page-aligned tokens with the device walk's time (radix_tree.cpp:150-196)."""
+    along the same page-aligned tokens with the device walk's time (radix_tree.cpp:134-194)."""
     _walk(host, tuple(tokens[: page_floor(len(tokens), host.page_size)]), tick)
 
 
@@ -76,7 +79,7 @@ def _host_nodes(host: MambaRadixTree, tokens: Sequence[int]) -> list[Node]:
 
 
 def _evict_host_kv(host: MambaRadixTree, need: int, keep: set[int]) -> bool:
-    """``EnsureCapacityByEvict<Host>``: LRU host leaves go whole, with their host states (eviction.h:118-161,
+    """``EnsureCapacityByEvict<Host>``: LRU host leaves go whole, with their host states (eviction.h:119-173,
     hybrid_prefix_cache.cpp:507 ``OnKVHostEvict``), the path being written back kept (its host lock)."""
     while host.kv_pool.available < need:
         leaves = [n for n in host.nodes.values() if not n.children and n.id not in keep and n is not host.root]
@@ -90,7 +93,7 @@ def _evict_host_kv(host: MambaRadixTree, need: int, keep: set[int]) -> bool:
 
 def _evict_host_states(host: MambaRadixTree, need: int, keep: set[int]) -> bool:
     """``EnsureMambaHostCapacityByEvict``: the oldest host states of any node, leaf or not, off the locked path
-    (hybrid_prefix_cache.cpp:188-215)."""
+    (hybrid_prefix_cache.cpp:219-269)."""
     pool = host.state_pool
     if pool.available >= need:
         return True
@@ -106,7 +109,7 @@ def _evict_host_states(host: MambaRadixTree, need: int, keep: set[int]) -> bool:
 
 def write_back_path(host: HostTier, tokens: Sequence[int], path: list[Node], tick: int,
                content: Callable[[int], StateContent]) -> bool:
-    """``FinishEvent`` with the host tier on (forward_events.cpp:424-447): room for the KV of the device path's
+    """``FinishEvent`` with the host tier on (forward_events.cpp:403-428): room for the KV of the device path's
     nodes the host lacks (else no write-back at all), that KV node by node, then the states of those nodes only,
     all or none (``PrepareMambaHostWriteBack``). ``path``: the device nodes, root first, ending at ``tokens``'
     end. False when nothing was written."""
@@ -152,6 +155,7 @@ def write_back_path(host: HostTier, tokens: Sequence[int], path: list[Node], tic
 
 def _drop_state(tree: MambaRadixTree, leaves: StateLeaves, node: Node) -> None:
     tree._tombstone(node)
+    tree.states_evicted_total += 1
     leaves.nodes.pop(node.id, None)
     leaves.update(tree, node.parent)
 
@@ -174,7 +178,11 @@ def release_written(tree: MambaRadixTree, leaves: StateLeaves, host: MambaRadixT
         parent = node.parent
         assert parent is not None
         released += len(node.key)
-        tree._evict_leaf(node)
+        tokens_freed, states_freed = tree._evict_leaf(node)
+        # Counted as evicted: the scheduler reports a release as it reports an eviction, a device block removed
+        # (kv_prefix_cache.cpp:377 and :349), and what the host holds must now be loaded back.
+        tree.tokens_evicted_total += tokens_freed
+        tree.states_evicted_total += states_freed
         leaves.nodes.pop(node.id, None)
         leaves.update(tree, parent)
         node = parent

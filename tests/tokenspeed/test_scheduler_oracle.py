@@ -329,8 +329,8 @@ def test_host_tiers_under_pool_pressure_agree() -> None:
 def test_host_tiers_without_pressure_agree() -> None:
     name, setup, requests = HOST_UNPRESSURED
     core = reference_core(setup, requests)
-    assert core.tree.tokens_evicted_total == core.tree.states_evicted_total == 0  # released, not evicted
     assert core.host is not None and core.host.tree.tokens_evicted_total == 0
+    assert core.tree.tokens_evicted_total > 0  # nothing evicted for room, but written-back copies released
     assert real(name) == [0, 0, 0] and reference_hits(setup, requests) == real(name)
 
 
