@@ -294,11 +294,12 @@ class EngineCore:
         self.strategy.evict_for_decode_kv(len(feeding))  # the step's KV is one allocation (alloc_for_decode)
         for cached in feeding:
             self.strategy.reserve_decode_kv(cached)  # KV for the token this step feeds in
-        for req in list(self.running):
-            if req.cached is not None and (reason := self.strategy.abort_reason(req.cached)) is not None:
-                self.abort(req, reason)
-        if not self.running:
-            return self._schedule_prefill()  # its memory is free again
+        if self.strategy.aborts_pending:
+            for req in list(self.running):
+                if req.cached is not None and (reason := self.strategy.abort_reason(req.cached)) is not None:
+                    self.abort(req, reason)
+            if not self.running:
+                return self._schedule_prefill()  # its memory is free again
         self.counters.decode_steps += 1
         self.new_token_ratio = max(
             self.config.min_new_token_ratio, self.new_token_ratio - self.config.new_token_ratio_decay

@@ -234,6 +234,12 @@ class Strategy(ABC):
         self._alloc_kv(n, protect=req.lock.node if req.lock else None)
         req.kv_reserved += n
 
+    @property
+    def aborts_pending(self) -> bool:
+        """Whether some request is to be dropped after its decode reservation (``abort_reason``): the engine asks
+        each running request only then, not at every decode step."""
+        return False
+
     def abort_reason(self, req: CachedRequest) -> str | None:
         """Why the engine must drop ``req`` after its decode reservation (TokenSpeed only); None: it decodes."""
         return None

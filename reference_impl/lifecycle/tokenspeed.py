@@ -132,6 +132,10 @@ class TokenSpeedStrategy(ExtraBufferStrategy):
         hold.acquire(self.tree, n)
         req.kv_reserved += n
 
+    @property
+    def aborts_pending(self) -> bool:
+        return bool(self._doomed)
+
     def abort_reason(self, req: CachedRequest) -> str | None:
         return "no state slot for its first decode step" if id(req) in self._doomed else None
 

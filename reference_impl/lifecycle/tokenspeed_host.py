@@ -108,7 +108,7 @@ def _evict_host_states(host: MambaRadixTree, need: int, keep: set[int]) -> bool:
 
 
 def write_back_path(host: HostTier, tokens: Sequence[int], path: list[Node], tick: int,
-               content: Callable[[int], StateContent]) -> bool:
+                    content: Callable[[int], StateContent]) -> bool:
     """``FinishEvent`` with the host tier on (forward_events.cpp:403-428): room for the KV of the device path's
     nodes the host lacks (else no write-back at all), that KV node by node, then the states of those nodes only,
     all or none (``PrepareMambaHostWriteBack``). ``path``: the device nodes, root first, ending at ``tokens``'
@@ -128,7 +128,8 @@ def write_back_path(host: HostTier, tokens: Sequence[int], path: list[Node], tic
             continue
         parent = _host_nodes(tree, tokens[:prev])
         at = parent[-1] if parent else tree.root
-        assert tree.kv_pool.alloc(node.depth - prev)
+        allocated = tree.kv_pool.alloc(node.depth - prev)  # room was made above: never short here
+        assert allocated
         leaf = tree._new_node(tuple(tokens[prev:node.depth]), at, node.depth)
         at.children[child_key(leaf.key, 0, ps)] = leaf
         leaf.kv_tick = leaf.state_tick = tick
