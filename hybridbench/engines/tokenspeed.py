@@ -45,7 +45,7 @@ class TokenSpeedEngine(ServerEngine):
             # 0.1.0's --mamba-track-interval is read nowhere, and its scheduler checkpoints prefill forwards only
             # (docs/engines/tokenspeed.md: nothing is tracked during decode)
             traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, track_interval=False,
-                                decode_states="none")))
+                                decode_states="none", branch_points=False)))
 
     def _command(self, cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
         python = cfg.engine.python or sys.executable

@@ -30,6 +30,10 @@ class EngineTraits:
     # mode; its `align` mode, the no_buffer arms', keeps none while decoding), or "none" (it keeps none: a decode hit
     # cannot happen by design, so the variant is skipped, never failed).
     decode_states: str = "track_interval"
+    # Whether its cache can keep a state where two prompts diverge, for the kl probe's branch variant: SGLang's
+    # extra_buffer keeps the branch point, vLLM's block ends below it can hit; TokenSpeed's forward keeps one
+    # checkpoint, at its last page-aligned point, not the branch point (docs/engines/tokenspeed.md): False.
+    branch_points: bool = True
 
 
 # evicted_tokens: KV tokens evicted from the device; evicted_states: recurrent states evicted there;

@@ -7,26 +7,39 @@ from __future__ import annotations
 import asyncio
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.server_logs import vllm_state_block
+from hybridbench.engines.traits import EngineTraits
 from hybridbench.plan.build import effective_vocab
 from hybridbench.probes.base import ProbeContext, ProbeNeeds
 from hybridbench.probes.kl_requests import KL_PROTOCOLS, KlProbe, probe_prompts
 from hybridbench.records.kl import KlSample, kl_sample_from_json
 
-__all__ = ["Kl"]
+__all__ = ["Kl", "cache_traits"]
 
 _NO_BUFFER_SKIP = "no_buffer keeps a state only at a request's end: no prefill or branch-point hit by design"
 _NO_DECODE_STATES = "this engine keeps no state while a request decodes: no decode hit by design"
+_NO_BRANCH_POINTS = ("this engine keeps no state where prompts diverge (a forward keeps one, page-aligned, at its "
+                     "end): no branch-point hit by design")
+
+
+def cache_traits(ctx: ProbeContext) -> EngineTraits:
+    """The traits of the cache the server runs: the engine's, except where the reference server mirrors TokenSpeed's
+    cache (engine.cache_semantics=tokenspeed), which keeps TokenSpeed's states."""
+    e = ctx.cfg.engine
+    if e.name == "reference" and e.cache_semantics == "tokenspeed":
+        return replace(ctx.traits, decode_states="none", branch_points=False)
+    return ctx.traits
 
 
 def _decode_interval(ctx: ProbeContext) -> tuple[int, str]:
     """Where the server keeps a state while decoding (the decode variant decodes past one), or 0 and why not."""
-    how = ctx.traits.decode_states
+    how = cache_traits(ctx).decode_states
     if how == "track_interval" or not ctx.cfg.model.hybrid:  # a dense model's decoded KV is cached block by block
         return ctx.cfg.engine.track_interval, ""
     if how == "none":
@@ -63,6 +76,7 @@ class Kl:
         # SGLang's no_buffer keeps no mid-prompt state; vLLM's modes are block-aligned and can hit there.
         no_buffer = ctx.traits.reference_semantics and ctx.arm.strategy == "no_buffer"
         interval, no_decode = _decode_interval(ctx) if "decode" in c.kl_variants else (cfg.engine.track_interval, "")
+        branch_points = cache_traits(ctx).branch_points
 
         async def run() -> None:
             async with aiohttp.ClientSession() as session:
@@ -70,7 +84,8 @@ class Kl:
                                 ctx.trial.seed, interval or cfg.engine.track_interval, cfg.engine.request_timeout_s,
                                 api=ctx.protocol, flush_path=ctx.flush_path, model=cfg.model.hf_id)
                 for variant in c.kl_variants:
-                    skip = no_decode if variant == "decode" else _NO_BUFFER_SKIP if no_buffer else ""
+                    skip = no_decode if variant == "decode" else _NO_BUFFER_SKIP if no_buffer else \
+                        _NO_BRANCH_POINTS if variant == "branch" and not branch_points else ""
                     for i, prompt in enumerate(prompts):
                         ctx.emit(await probe.sample(variant, i, prompt, skip=skip,  # type: ignore[arg-type]
                                                     **ctx.identity))

@@ -19,7 +19,7 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.engines.registry import make_engine
 from hybridbench.engines.server_logs import vllm_state_block
 from hybridbench.engines.traits import EngineTraits
-from hybridbench.probes.kl import _decode_interval
+from hybridbench.probes.kl import _decode_interval, cache_traits
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 INFO = 'vllm:cache_config_info{block_size="%s",engine="0",mamba_block_size="%s",mamba_cache_mode="align"} 1.0\n'
@@ -82,3 +82,16 @@ def test_each_engine_says_where_it_keeps_decoded_states(metrics_server: tuple[st
     dense = _ctx(vllm, strategy="no_buffer")
     dense.cfg.model.hybrid = False
     assert _decode_interval(dense) == (256, "")  # no recurrent state: decoded KV blocks hit as any other
+
+
+def test_a_cache_without_branch_points_skips_the_branch_variant() -> None:
+    """TokenSpeed's forward keeps one checkpoint, page-aligned at its end: a fork finds no state at the branch point,
+    and on the reference server mirroring TokenSpeed the branch and decode variants failed a correct cache."""
+    ts = make_engine("tokenspeed").traits
+    assert (cache_traits(_ctx(ts)).decode_states, cache_traits(_ctx(ts)).branch_points) == ("none", False)
+    reference = _ctx(make_engine("reference").traits)
+    assert cache_traits(reference).branch_points and cache_traits(reference).decode_states == "track_interval"
+    reference.cfg.engine.name, reference.cfg.engine.cache_semantics = "reference", "tokenspeed"
+    assert (cache_traits(reference).decode_states, cache_traits(reference).branch_points) == ("none", False)
+    assert _decode_interval(reference)[0] == 0
+    assert make_engine("sglang").traits.branch_points and make_engine("vllm").traits.branch_points
