@@ -33,6 +33,7 @@ class AccuracyPass:
     pass_: str  # "cold" (after the flush) or "warm" (the same questions again: whole-prompt hits)
     wall_s: float  # every set, one after another, each answer run to max_tokens
     slowest_s: float | None  # the longest a question waits from its send to its last token
+    failed: int = 0  # simulated questions the modelled server refused: their time is not in wall_s (no bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,7 @@ def forecast_accuracy(cfg: RunCfg, resolved: dict[str, Any], *,
     shapes = dataset_shapes(cfg)
     specs = plan_arms(list(cfg.arms), cfg.arm)
     cached = [s.name for s in specs if s.cache_on]
-    walls: dict[tuple[str, str], tuple[float, float | None]] = {}
+    walls: dict[tuple[str, str], tuple[float, float | None, int]] = {}
     for pass_, arms in (("cold", [s.name for s in specs]), ("warm", cached)):
         if not arms:
             continue
@@ -86,7 +87,8 @@ def forecast_accuracy(cfg: RunCfg, resolved: dict[str, Any], *,
         for arm in arms:
             mine = [t for t in fc.trials if t.arm == arm]
             slowest = [t.slowest_s for t in mine if t.slowest_s is not None]
-            walls[(arm, pass_)] = (sum(t.wall_s for t in mine), max(slowest) if slowest else None)
+            walls[(arm, pass_)] = (sum(t.wall_s for t in mine), max(slowest) if slowest else None,
+                                   sum(t.failed for t in mine))
     passes = tuple(AccuracyPass(s.name, p, *walls[(s.name, p)])
                    for s in specs for p in (("cold", "warm") if s.cache_on else ("cold",)))
     c = cfg.checks
@@ -95,12 +97,19 @@ def forecast_accuracy(cfg: RunCfg, resolved: dict[str, Any], *,
 
 
 def pass_timeout_warnings(fc: dict[str, Any]) -> list[str]:
-    """A warning naming every pass forecast past checks.accuracy_timeout_s (``fc``: AccuracyForecast.to_json())."""
+    """A warning naming every pass forecast past checks.accuracy_timeout_s, and one naming every pass whose simulated
+    questions the modelled server refused (its time is then no bound) (``fc``: AccuracyForecast.to_json())."""
+    out = []
+    if refused := [p for p in fc["passes"] if p.get("failed")]:
+        which = ", ".join(f"{p['arm']} {p['pass_']}" for p in refused)
+        out.append(f"forecast: {sum(p['failed'] for p in refused)} simulated questions of the accuracy probe's passes "
+                   f"({which}) failed (longer than the pools this "
+                   f"config fixes, with checks.accuracy_max_tokens={fc['max_tokens']}?): their times are no bound")
     late = [p for p in fc["passes"] if p["wall_s"] > fc["timeout_s"]]
     if not late:
-        return []
+        return out
     names = ", ".join(f"{p['arm']} {p['pass_']}" for p in late)
-    return [f"forecast: {len(late)} of the accuracy probe's {len(fc['passes'])} passes ({names}) take up to "
+    return [*out, f"forecast: {len(late)} of the accuracy probe's {len(fc['passes'])} passes ({names}) take up to "
             f"{max(p['wall_s'] for p in late):.0f} s with every answer at checks.accuracy_max_tokens="
             f"{fc['max_tokens']}, past checks.accuracy_timeout_s={fc['timeout_s']:g}: each would be cut off and its "
             f"arm's accuracy left inconclusive (raise checks.accuracy_batch_size or checks.accuracy_timeout_s)"]

@@ -186,3 +186,16 @@ def test_plan_and_run_warn_alike(tmp_path: Path) -> None:
     assert said[2] == "forecast: accuracy passes none (no such model)"
     fc["accuracy"] = {"max_tokens": 8, "timeout_s": 10.0, "passes": [{"arm": "lru", "pass_": "cold", "wall_s": 11.0}]}
     assert "1 of the accuracy probe's 1 passes (lru cold)" in forecast_warnings(fc, cfg)[2]
+
+
+def test_a_pass_whose_questions_the_server_refused_is_warned_of_not_bounded(tmp_path: Path) -> None:
+    """Review: with answers past a pool the config fixes, every simulated question failed at once and each pass was
+    forecast at 0.4 s "an upper bound", warned of nowhere."""
+    py = fake_sglang(tmp_path)
+    plan = build_preview(compose_run(["+experiment=accuracy", "engine=sglang", f"engine.python={py}",
+                                      f"checks.accuracy_python={sys.executable}", "arms=[disabled,lru]",
+                                      f"+checks.accuracy_datasets.gsm8k={question_set(tmp_path / 'g', 8)}",
+                                      "engine.kv_tokens=1500", "checks.accuracy_max_tokens=4096"]))
+    assert plan.forecast is not None and all(p["failed"] for p in plan.forecast["accuracy"]["passes"])
+    refused = [w for w in plan.warnings if "simulated questions of the accuracy probe's passes" in w]
+    assert len(refused) == 1 and "(disabled cold, lru cold, lru warm) failed" in refused[0], plan.warnings
