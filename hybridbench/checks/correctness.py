@@ -26,6 +26,9 @@ def _kl_verdict(samples: list[KlSample], threshold: float, min_hit_fraction: flo
     if all(s.skipped for s in samples):
         return "skip", None, samples[0].skipped
     samples = [s for s in samples if not s.skipped]
+    if unmeasured := [s for s in samples if s.unmeasured]:  # a hit was possible: no verdict either way
+        return "inconclusive", None, (f"{len(unmeasured)} of {len(samples)} probe(s) unmeasured: "
+                                      f"{unmeasured[0].unmeasured}")
     failed = [s for s in samples if s.error]
     if failed:
         return "fail", None, f"{len(failed)} of {len(samples)} probe(s) failed: {failed[0].error}"

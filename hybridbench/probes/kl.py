@@ -37,26 +37,28 @@ def cache_traits(ctx: ProbeContext) -> EngineTraits:
     return ctx.traits
 
 
-def _decode_interval(ctx: ProbeContext) -> tuple[int, str]:
-    """Where the server keeps a state while decoding (the decode variant decodes past one), or 0 and why not."""
+def _decode_interval(ctx: ProbeContext) -> tuple[int, str, str]:
+    """Where the server keeps a state while decoding (the decode variant decodes past one), or 0 and why none is kept
+    (the variant is skipped), or 0 and why it is unknown (third: the variant is unmeasured, inconclusive)."""
     how = cache_traits(ctx).decode_states
     if how == "track_interval" or not ctx.cfg.model.hybrid:  # a dense model's decoded KV is cached block by block
-        return ctx.cfg.engine.track_interval, ""
+        return ctx.cfg.engine.track_interval, "", ""
     if how == "none":
-        return 0, _NO_DECODE_STATES
+        return 0, _NO_DECODE_STATES, ""
     if ctx.arm.strategy == "no_buffer":
         # Measured on vLLM 0.32.0 (docs/engines/vllm-cpu-notes.md): a request decoded past a 256-token block end
         # left no state there; the next turn hit only its prompt's block.
-        return 0, "vLLM's align cache mode (this arm's) keeps no state while a request decodes: no decode hit by design"
+        return 0, ("vLLM's align cache mode (this arm's) keeps no state while a request decodes: no decode hit by "
+                   "design"), ""
     try:  # "block": the block the server aligned for the model, as its /metrics says
         with urllib.request.urlopen(ctx.base_url + "/metrics", timeout=30) as resp:
             block = vllm_state_block(resp.read().decode("utf-8", "replace"))
     except (urllib.error.URLError, OSError, ValueError):
         block = None
-    if block is None:
-        return 0, "the server's /metrics name no block_size (vllm:cache_config_info): where it keeps decoded states " \
-                  "is unknown"
-    return block, ""
+    if block is None:  # a hit is possible where the probe cannot aim: inconclusive, not skipped by design
+        return 0, "", ("the server's /metrics name no block_size (vllm:cache_config_info): where it keeps decoded "
+                       "states is unknown")
+    return block, "", ""
 
 
 class Kl:
@@ -75,7 +77,8 @@ class Kl:
         prompts = probe_prompts([r.input_tokens for r in ctx.rows], c.kl_samples)
         # SGLang's no_buffer keeps no mid-prompt state; vLLM's modes are block-aligned and can hit there.
         no_buffer = ctx.traits.reference_semantics and ctx.arm.strategy == "no_buffer"
-        interval, no_decode = _decode_interval(ctx) if "decode" in c.kl_variants else (cfg.engine.track_interval, "")
+        interval, no_decode, unknown = (_decode_interval(ctx) if "decode" in c.kl_variants else
+                                        (cfg.engine.track_interval, "", ""))
         branch_points = cache_traits(ctx).branch_points
 
         async def run() -> None:
@@ -86,9 +89,10 @@ class Kl:
                 for variant in c.kl_variants:
                     skip = no_decode if variant == "decode" else _NO_BUFFER_SKIP if no_buffer else \
                         _NO_BRANCH_POINTS if variant == "branch" and not branch_points else ""
+                    why_not = unknown if variant == "decode" else ""
                     for i, prompt in enumerate(prompts):
                         ctx.emit(await probe.sample(variant, i, prompt, skip=skip,  # type: ignore[arg-type]
-                                                    **ctx.identity))
+                                                    unmeasured=why_not, **ctx.identity))
 
         asyncio.run(run())
         return f"{len(prompts)} prompt(s) x {len(c.kl_variants)} variant(s)"

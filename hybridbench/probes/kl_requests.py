@@ -168,12 +168,12 @@ class KlProbe:
         return probed, await self._generate(probed, self.max_new_tokens, logprobs=True, seed=seed), 1
 
     # ------------------------------------------------------------------ one sample
-    async def sample(self, variant: KlVariant, index: int, prompt: list[int], *, skip: str = "",
+    async def sample(self, variant: KlVariant, index: int, prompt: list[int], *, skip: str = "", unmeasured: str = "",
                      **identity: Any) -> KlSample:
         """Run one variant on one prompt; a failure becomes the sample's ``error``, never an exception."""
-        if skip:
+        if skip or unmeasured:
             return KlSample(variant=variant, sample=index, prompt_tokens=len(prompt), cached_tokens=None,
-                            min_cached=0, skipped=skip, **identity)
+                            min_cached=0, skipped=skip, unmeasured=unmeasured, **identity)
         seed = self.seed * 1_000_003 + index
         runs = {"prefill": self._prefill, "decode": self._decode, "branch": self._branch}
         probed: list[int] = prompt

@@ -45,10 +45,13 @@ class KlSample:
     ref_logprobs: list[float] = field(default_factory=list)  # the same tokens, in the cache-free replay
     error: str = ""  # non-empty: the probe failed and the sample carries no logprobs
     skipped: str = ""  # non-empty: the arm cannot hit this variant by design (why), so nothing was sent
+    # non-empty: the probe could not tell how to probe this variant on this server (why; e.g. where vLLM keeps decoded
+    # states), so nothing was sent: a hit was possible, so the variant is inconclusive, never skipped
+    unmeasured: str = ""
 
     @property
     def hit(self) -> bool:
-        if self.error or self.skipped or self.cached_tokens is None:
+        if self.error or self.skipped or self.unmeasured or self.cached_tokens is None:
             return False
         return self.cached_tokens >= self.min_cached
 

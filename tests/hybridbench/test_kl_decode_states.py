@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
+from hybridbench.checks.correctness import _kl_verdict
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.registry import make_engine
 from hybridbench.engines.server_logs import vllm_state_block
 from hybridbench.engines.traits import EngineTraits
-from hybridbench.probes.kl import _decode_interval, cache_traits
+from hybridbench.probes.kl import Kl, _decode_interval, cache_traits
+from hybridbench.records.kl import KlSample
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 INFO = 'vllm:cache_config_info{block_size="%s",engine="0",mamba_block_size="%s",mamba_cache_mode="align"} 1.0\n'
@@ -67,21 +69,21 @@ def _ctx(traits: EngineTraits, url: str = "http://127.0.0.1:9", strategy: str = 
 
 def test_each_engine_says_where_it_keeps_decoded_states(metrics_server: tuple[str, list[str]]) -> None:
     url, body = metrics_server
-    assert _decode_interval(_ctx(make_engine("sglang").traits)) == (256, "")
-    assert _decode_interval(_ctx(make_engine("sglang").traits, strategy="no_buffer")) == (256, "")  # its end state
+    assert _decode_interval(_ctx(make_engine("sglang").traits)) == (256, "", "")
+    assert _decode_interval(_ctx(make_engine("sglang").traits, strategy="no_buffer")) == (256, "", "")  # its end state
     vllm = make_engine("vllm").traits
     body.append(INFO % ("544", "16"))
-    assert _decode_interval(_ctx(vllm, url)) == (544, "")  # not SGLang's 256: vLLM takes no tracking interval
-    interval, why = _decode_interval(_ctx(vllm, url, strategy="no_buffer"))  # align mode: none kept (measured)
-    assert interval == 0 and "align cache mode" in why
+    assert _decode_interval(_ctx(vllm, url)) == (544, "", "")  # not SGLang's 256: vLLM takes no tracking interval
+    interval, why, unknown = _decode_interval(_ctx(vllm, url, strategy="no_buffer"))  # align mode: none kept
+    assert interval == 0 and "align cache mode" in why and not unknown
     body.clear()
-    interval, why = _decode_interval(_ctx(vllm, url))  # no block named: skipped as unknown, never guessed
-    assert interval == 0 and "no block_size" in why
-    interval, why = _decode_interval(_ctx(make_engine("tokenspeed").traits))
-    assert interval == 0 and "no state while a request decodes" in why
+    interval, why, unknown = _decode_interval(_ctx(vllm, url))  # no block named: unmeasured, never guessed
+    assert interval == 0 and not why and "no block_size" in unknown
+    interval, why, unknown = _decode_interval(_ctx(make_engine("tokenspeed").traits))
+    assert interval == 0 and "no state while a request decodes" in why and not unknown
     dense = _ctx(vllm, strategy="no_buffer")
     dense.cfg.model.hybrid = False
-    assert _decode_interval(dense) == (256, "")  # no recurrent state: decoded KV blocks hit as any other
+    assert _decode_interval(dense) == (256, "", "")  # no recurrent state: decoded KV blocks hit as any other
 
 
 def test_a_cache_without_branch_points_skips_the_branch_variant() -> None:
@@ -95,3 +97,23 @@ def test_a_cache_without_branch_points_skips_the_branch_variant() -> None:
     assert (cache_traits(reference).decode_states, cache_traits(reference).branch_points) == ("none", False)
     assert _decode_interval(reference)[0] == 0
     assert make_engine("sglang").traits.branch_points and make_engine("vllm").traits.branch_points
+
+
+def test_an_unknown_block_leaves_the_decode_variant_inconclusive_not_skipped(
+        metrics_server: tuple[str, list[str]]) -> None:
+    """Review: a vLLM `all`-mode arm whose /metrics named no block_size (or could not be read) had its decode variant
+    skipped "by design", so the kl check said skip and a run with kl enabled passed with no decode KL measured, where
+    a decode hit was possible. It is unmeasured now: inconclusive."""
+    url, _ = metrics_server  # /metrics answers 404
+    ctx = _ctx(make_engine("vllm").traits, url)
+    ctx.cfg.checks.kl_variants = ["decode"]
+    ctx.cfg.checks.kl_samples = 2
+    samples: list[KlSample] = []
+    ctx.rows = [SimpleNamespace(input_tokens=list(range(i, i + 16))) for i in range(2)]
+    ctx.trial = SimpleNamespace(seed=1)
+    ctx.protocol, ctx.flush_path, ctx.emit = "openai", "/reset_prefix_cache", samples.append
+    ctx.identity = {"trial_id": "t", "arm": "branching", "workload": "w", "repeat": 0}
+    Kl().run(ctx)
+    assert len(samples) == 2 and not any(s.hit for s in samples)
+    status, value, detail = _kl_verdict(samples, 0.01, 0.5)
+    assert (status, value) == ("inconclusive", None) and "no block_size" in detail, detail
