@@ -61,10 +61,12 @@ def resolve_datasets(cfg: RunCfg) -> dict[str, Path]:
 
 
 def _texts(path: Path, field: str, limit: int | None) -> list[str]:
-    """``field`` of each row, in order; ConfigError naming file:line for a row evalscope could not read."""
+    """``field`` of each row up to ``limit``, in order; ConfigError naming file:line for a row evalscope could not
+    read. evalscope 1.14.1 reads the whole file before its limit (``jsonl_to_list``: UTF-8 with or without a BOM,
+    blank lines skipped, any other line a JSON object or the pass fails), so every line is checked."""
     out: list[str] = []
     try:
-        with path.open(encoding="utf-8") as fh:
+        with path.open(encoding="utf-8-sig") as fh:
             for number, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
@@ -72,12 +74,12 @@ def _texts(path: Path, field: str, limit: int | None) -> list[str]:
                     row = json.loads(line)
                 except ValueError:
                     raise ConfigError(f"{path}:{number}: not a JSON line") from None
+                if limit is not None and len(out) >= limit and isinstance(row, dict):
+                    continue  # past the limit: read, not asked
                 text = row.get(field) if isinstance(row, dict) else None
                 if not isinstance(text, str) or not text.strip():
-                    raise ConfigError(f"{path}:{number}: no {field!r} text (evalscope reads each question from it)")
+                    raise ConfigError(f"{path}:{number}: no {field!r} text (evalscope reads it from every row it asks)")
                 out.append(text)
-                if limit is not None and len(out) >= limit:
-                    break
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except OSError as exc:

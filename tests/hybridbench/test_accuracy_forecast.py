@@ -199,3 +199,21 @@ def test_a_pass_whose_questions_the_server_refused_is_warned_of_not_bounded(tmp_
     assert plan.forecast is not None and all(p["failed"] for p in plan.forecast["accuracy"]["passes"])
     refused = [w for w in plan.warnings if "simulated questions of the accuracy probe's passes" in w]
     assert len(refused) == 1 and "(disabled cold, lru cold, lru warm) failed" in refused[0], plan.warnings
+
+
+def test_the_plan_reads_a_set_as_evalscope_does(tmp_path: Path) -> None:
+    """Review: evalscope 1.14.1 reads the whole file before its limit, as utf-8-sig (``jsonl_to_list``). A BOM was
+    refused at plan time ("not a JSON line") though evalscope reads it; a bad line past checks.accuracy_limit (or past
+    train.jsonl's fourth row) passed the plan, and then every evalscope pass failed on it."""
+    folder = question_set(tmp_path / "g", 6)
+    (folder / "test.jsonl").write_bytes(b"\xef\xbb\xbf" + (folder / "test.jsonl").read_bytes())
+    assert dataset_shapes(gpu_cfg(folder))[0].questions == 6
+    with (folder / "test.jsonl").open("a") as fh:
+        fh.write("{not json\n")
+    with pytest.raises(ConfigError, match=r"test\.jsonl:7: not a JSON line$"):
+        dataset_shapes(gpu_cfg(folder, "checks.accuracy_limit=2"))
+    folder = question_set(tmp_path / "h", 6, shots=6)
+    with (folder / "train.jsonl").open("a") as fh:
+        fh.write("[1]\n")
+    with pytest.raises(ConfigError, match=r"train\.jsonl:7: no 'question' text"):
+        dataset_shapes(gpu_cfg(folder))
