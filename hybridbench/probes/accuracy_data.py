@@ -25,6 +25,9 @@ SHIPPED = {"gsm8k": _ROOT / "data" / "accuracy" / "gsm8k-mini", "aime25": _ROOT 
 # benchmarks/aime/aime_adapter.py), how many of train.jsonl's first rows it prepends as examples, and the characters
 # its prompt template adds.
 _QUESTION_FIELD = {"gsm8k": "question", "aime25": "problem"}
+# gsm8k's adapter also splits every asked row's answer (record['answer'].split('####')): a row without one fails the
+# pass; aime's takes answer or solution, either or none.
+_ANSWER_FIELD = {"gsm8k": "answer"}
 _SHOTS = {"gsm8k": 4, "aime25": 0}
 _TEMPLATE_CHARS = {"gsm8k": 160, "aime25": 130}
 # No tokenizer at plan time: English BPE runs ~4 characters a token, but Qwen's tokenizers write each digit as its
@@ -99,6 +102,8 @@ def dataset_shapes(cfg: RunCfg) -> tuple[DatasetShape, ...]:
         questions = _texts(folder / "test.jsonl", _QUESTION_FIELD[name], limit)
         if not questions:
             raise ConfigError(f"{folder / 'test.jsonl'}: no questions")
+        if answer := _ANSWER_FIELD.get(name):
+            _texts(folder / "test.jsonl", answer, limit)
         shared = 0
         if _SHOTS[name]:
             train = folder / "train.jsonl"

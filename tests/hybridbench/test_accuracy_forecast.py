@@ -217,3 +217,13 @@ def test_the_plan_reads_a_set_as_evalscope_does(tmp_path: Path) -> None:
         fh.write("[1]\n")
     with pytest.raises(ConfigError, match=r"train\.jsonl:7: no 'question' text"):
         dataset_shapes(gpu_cfg(folder))
+
+
+def test_a_gsm8k_question_without_its_answer_is_refused(tmp_path: Path) -> None:
+    """Review: evalscope's gsm8k adapter splits every asked row's answer (KeyError without one), so a test.jsonl of
+    questions alone passed the plan and failed every pass."""
+    folder = question_set(tmp_path / "g", 3)
+    (folder / "test.jsonl").write_text('{"question": "a", "answer": "#### 1"}\n{"question": "b"}\n')
+    with pytest.raises(ConfigError, match=r"test\.jsonl:2: no 'answer' text"):
+        dataset_shapes(gpu_cfg(folder))
+    assert dataset_shapes(gpu_cfg(folder, "checks.accuracy_limit=1"))[0].questions == 1  # not asked: not read
