@@ -72,18 +72,42 @@ def _pass_cfg(cfg: RunCfg, shapes: Sequence[DatasetShape], arms: list[str], *, w
     return out
 
 
+# What the simulator decodes per pass at most: tokens (a sample's questions times max_tokens) and decode steps (those
+# over the questions in flight). The GPU sizing's pass (400 sampled questions, 1,024 tokens, 64 in flight) takes about
+# 0.3 s; at 1 in flight and 32,768 tokens a question, 400 questions did not end in five minutes, and 512 questions
+# of 8,192 tokens at 256 in flight (past the KV pool: retractions) took 34 s a pass.
+DECODED_TOKENS = 1_000_000
+DECODE_STEPS = 100_000
+# Past this many tokens even the smallest sample (two questions per slot of the loop) is not simulated: no forecast.
+MOST_TOKENS = 2 * DECODED_TOKENS
+
+
+def _sample_size(cfg: RunCfg, shapes: Sequence[DatasetShape], max_requests: int) -> int:
+    """Questions a pass's sample may hold (a closed loop's sample keeps two per slot all the same); ConfigError when
+    even that is past :data:`MOST_TOKENS` (the plan then says the passes are not forecast, and why)."""
+    c = cfg.checks
+    tokens, batch = max(1, c.accuracy_max_tokens), c.accuracy_batch_size
+    questions = max(min(s.questions, 2 * batch) for s in shapes)
+    if questions * tokens > MOST_TOKENS:
+        raise ConfigError(f"a pass's smallest sample ({questions:,} questions in a loop of {batch}, up to {tokens:,} "
+                          f"tokens each) is {questions * tokens:,} decoded tokens, past the {MOST_TOKENS:,} the "
+                          "forecast simulates")
+    return max(1, min(max_requests, DECODED_TOKENS // tokens, DECODE_STEPS * batch // tokens))
+
+
 def forecast_accuracy(cfg: RunCfg, resolved: dict[str, Any], *,
                       max_requests: int = DEFAULT_MAX_REQUESTS) -> AccuracyForecast:
     """Every pass of every arm; ConfigError where the simulator cannot model the run (as for its trials)."""
     started = time.monotonic()
     shapes = dataset_shapes(cfg)
+    sample = _sample_size(cfg, shapes, max_requests)
     specs = plan_arms(list(cfg.arms), cfg.arm)
     cached = [s.name for s in specs if s.cache_on]
     walls: dict[tuple[str, str], tuple[float, float | None, int]] = {}
     for pass_, arms in (("cold", [s.name for s in specs]), ("warm", cached)):
         if not arms:
             continue
-        fc = forecast_run(_pass_cfg(cfg, shapes, arms, warm=pass_ == "warm"), resolved, max_requests=max_requests)
+        fc = forecast_run(_pass_cfg(cfg, shapes, arms, warm=pass_ == "warm"), resolved, max_requests=sample)
         for arm in arms:
             mine = [t for t in fc.trials if t.arm == arm]
             slowest = [t.slowest_s for t in mine if t.slowest_s is not None]

@@ -19,7 +19,13 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.errors import ConfigError
 from hybridbench.preview.__main__ import main as plan_main
-from hybridbench.preview.accuracy_forecast import forecast_accuracy, pass_timeout_warnings, with_accuracy
+from hybridbench.preview.accuracy_forecast import (
+    DECODE_STEPS,
+    _sample_size,
+    forecast_accuracy,
+    pass_timeout_warnings,
+    with_accuracy,
+)
 from hybridbench.preview.build import build_preview
 from hybridbench.preview.compose import compose_run
 from hybridbench.preview.forecast_warnings import forecast_warnings
@@ -227,3 +233,18 @@ def test_a_gsm8k_question_without_its_answer_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"test\.jsonl:2: no 'answer' text"):
         dataset_shapes(gpu_cfg(folder))
     assert dataset_shapes(gpu_cfg(folder, "checks.accuracy_limit=1"))[0].questions == 1  # not asked: not read
+
+
+def test_the_forecast_simulates_a_bounded_sample_or_says_it_cannot(tmp_path: Path) -> None:
+    """Review: at 1 in flight and 32,768 tokens an answer, 400 sampled questions did not end in five minutes (the
+    run builds the same forecast before its first server). The sample now fits a token and step budget, and a loop
+    whose smallest sample is past it is not forecast, said in one line."""
+    folder = question_set(tmp_path / "g", 1319)
+    shapes = dataset_shapes(gpu_cfg(folder))
+    assert _sample_size(gpu_cfg(folder), shapes, 400) == 400  # the GPU sizing: 64 in flight, 1,024 tokens
+    long = gpu_cfg(folder, "checks.accuracy_batch_size=1", "checks.accuracy_max_tokens=32768")
+    assert _sample_size(long, shapes, 400) * 32768 <= DECODE_STEPS  # one in flight: every token a decode step
+    wide = gpu_cfg(folder, "checks.accuracy_batch_size=256", "checks.accuracy_max_tokens=8192")
+    with pytest.raises(ConfigError, match=r"smallest sample \(512 questions in a loop of 256, up to 8,192 tokens"):
+        forecast_accuracy(wide, {})
+    assert "none" in with_accuracy({"trials": []}, wide, {})["accuracy"]
