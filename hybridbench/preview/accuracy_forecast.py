@@ -7,7 +7,7 @@ passes, not the short warm-up trials, are most of the run: gsm8k's 1,319 questio
 sends: a closed loop of ``batch_size`` over one prefix group per set (the few-shot examples every prompt starts
 with, then its question; lengths estimated from the files: hybridbench/probes/accuracy_data.py), every answer run
 to ``max_tokens``. An upper bound: a model stops early when it has answered, which the simulator cannot know. A
-pass past ``checks.accuracy_timeout_s`` is cut off there and its arm's verdict is ``inconclusive``.
+pass past ``checks.accuracy_timeout_s`` is cut off there, and the accuracy check fails that pass (no answers to judge).
 """
 
 from __future__ import annotations
@@ -135,8 +135,8 @@ def pass_timeout_warnings(fc: dict[str, Any]) -> list[str]:
     names = ", ".join(f"{p['arm']} {p['pass_']}" for p in late)
     return [*out, f"forecast: {len(late)} of the accuracy probe's {len(fc['passes'])} passes ({names}) take up to "
             f"{max(p['wall_s'] for p in late):.0f} s with every answer at checks.accuracy_max_tokens="
-            f"{fc['max_tokens']}, past checks.accuracy_timeout_s={fc['timeout_s']:g}: each would be cut off and its "
-            f"arm's accuracy left inconclusive (raise checks.accuracy_batch_size or checks.accuracy_timeout_s)"]
+            f"{fc['max_tokens']}, past checks.accuracy_timeout_s={fc['timeout_s']:g}: each would be cut off and the "
+            f"accuracy check fail it unjudged (raise checks.accuracy_batch_size or checks.accuracy_timeout_s)"]
 
 
 def with_accuracy(fc: dict[str, Any], cfg: RunCfg, resolved: dict[str, Any], *,
