@@ -32,6 +32,7 @@ from hybridbench.engines.server_logs import (
     LogStats,
     cache_counters,
     parse_prometheus,
+    scrape_metrics,
     startup_cache_impl,
 )
 from hybridbench.engines.traits import EngineTraits
@@ -234,11 +235,8 @@ class ServerEngine:
     # ------------------------------------------------------------------ snapshot
     @staticmethod
     def _scrape(server: ServerProcess) -> CacheCounters | None:
-        try:
-            with urllib.request.urlopen(server.base_url + "/metrics", timeout=10) as resp:
-                return cache_counters(parse_prometheus(resp.read().decode("utf-8", "replace")))
-        except (urllib.error.URLError, OSError, ValueError):
-            return None  # metrics not enabled on this server
+        text = scrape_metrics(server.base_url)  # None: metrics not enabled on this server
+        return cache_counters(parse_prometheus(text)) if text is not None else None
 
     def mark(self, server: ServerProcess) -> SnapshotMark:
         offset, lines = self._log_seen.get(server.log_path, (0, 0))

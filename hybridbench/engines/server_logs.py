@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 import re
+import urllib.error
+import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,7 @@ __all__ = [
     "parse_prometheus_samples",
     "parse_sglang_log_line",
     "parse_tree_cache_impl",
+    "scrape_metrics",
     "startup_cache_impl",
     "vllm_state_block",
 ]
@@ -288,3 +291,12 @@ def vllm_state_block(text: str) -> int | None:
             if value.isascii() and value.isdigit() and int(value) > 0:
                 return int(value)
     return None
+
+
+def scrape_metrics(base_url: str, timeout: float = 10.0) -> str | None:
+    """The server's /metrics text now, or None when it does not answer (metrics off, or the server gone)."""
+    try:
+        with urllib.request.urlopen(base_url + "/metrics", timeout=timeout) as resp:
+            return str(resp.read().decode("utf-8", "replace"))
+    except (urllib.error.URLError, OSError, ValueError):
+        return None

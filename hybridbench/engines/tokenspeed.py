@@ -27,7 +27,7 @@ from hybridbench.engines.tokenspeed_cmd import (
     tokenspeed_help_argv,
     tokenspeed_version,
 )
-from hybridbench.engines.traits import EngineTraits
+from hybridbench.engines.traits import TOKENSPEED_STATES, EngineTraits
 from hybridbench.plan.types import RunPlan
 from hybridbench.records.schema import LOG_COUNTS_USAGE_HITS
 from reference_impl.engine.arms import ArmSpec
@@ -45,7 +45,7 @@ class TokenSpeedEngine(ServerEngine):
             # 0.1.0's --mamba-track-interval is read nowhere, and its scheduler checkpoints prefill forwards only
             # (docs/engines/tokenspeed.md: nothing is tracked during decode)
             traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, track_interval=False,
-                                decode_states="none", branch_points=False)))
+                                **TOKENSPEED_STATES)))
 
     def _command(self, cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
         python = cfg.engine.python or sys.executable

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["COUNTERS", "EngineTraits"]
+__all__ = ["COUNTERS", "TOKENSPEED_STATES", "EngineTraits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +40,7 @@ class EngineTraits:
 # evicted_tokens: KV tokens evicted from the device; evicted_states: recurrent states evicted there;
 # host_loaded_tokens: KV tokens hits loaded back from the host tier (hybridbench.engines.evictions for servers).
 COUNTERS = frozenset({"evicted_tokens", "evicted_states", "host_loaded_tokens"})
+
+# Where TokenSpeed's cache keeps states (its server's traits, and the reference server's when it mirrors that cache):
+# none while decoding, none at a branch point (docs/engines/tokenspeed.md).
+TOKENSPEED_STATES: dict[str, Any] = {"decode_states": "none", "branch_points": False}

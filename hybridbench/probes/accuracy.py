@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.config.schema import RunCfg
-from hybridbench.engines.server_logs import CacheCounters, cache_counters, parse_prometheus
+from hybridbench.engines.server_logs import CacheCounters, cache_counters, parse_prometheus, scrape_metrics
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.probes.accuracy_data import dataset_shapes, resolve_datasets
 from hybridbench.probes.base import ProbeContext, ProbeNeeds
@@ -45,11 +45,8 @@ def _python(cfg: RunCfg) -> Path:
 
 
 def _cached(base_url: str) -> CacheCounters | None:
-    try:
-        with urllib.request.urlopen(base_url + "/metrics", timeout=10) as resp:
-            return cache_counters(parse_prometheus(resp.read().decode("utf-8", "replace")))
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
+    text = scrape_metrics(base_url)
+    return cache_counters(parse_prometheus(text)) if text is not None else None
 
 
 def _flush(ctx: ProbeContext) -> None:

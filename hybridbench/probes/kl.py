@@ -5,16 +5,14 @@ scores the samples in kl.jsonl."""
 from __future__ import annotations
 
 import asyncio
-import urllib.error
-import urllib.request
 from dataclasses import replace
 from typing import Any
 
 import aiohttp
 
 from hybridbench.config.schema import RunCfg
-from hybridbench.engines.server_logs import vllm_state_block
-from hybridbench.engines.traits import EngineTraits
+from hybridbench.engines.server_logs import scrape_metrics, vllm_state_block
+from hybridbench.engines.traits import TOKENSPEED_STATES, EngineTraits
 from hybridbench.plan.build import effective_vocab
 from hybridbench.probes.base import ProbeContext, ProbeNeeds
 from hybridbench.probes.kl_requests import KL_PROTOCOLS, KlProbe, probe_prompts
@@ -31,9 +29,8 @@ _NO_BRANCH_POINTS = ("this engine keeps no state where prompts diverge (a forwar
 def cache_traits(ctx: ProbeContext) -> EngineTraits:
     """The traits of the cache the server runs: the engine's, except where the reference server mirrors TokenSpeed's
     cache (engine.cache_semantics=tokenspeed), which keeps TokenSpeed's states."""
-    e = ctx.cfg.engine
-    if e.name == "reference" and e.cache_semantics == "tokenspeed":
-        return replace(ctx.traits, decode_states="none", branch_points=False)
+    if ctx.cfg.engine.cache_semantics == "tokenspeed":  # engine=reference only (config/validate.py)
+        return replace(ctx.traits, **TOKENSPEED_STATES)
     return ctx.traits
 
 
@@ -50,11 +47,8 @@ def _decode_interval(ctx: ProbeContext) -> tuple[int, str, str]:
         # left no state there; the next turn hit only its prompt's block.
         return 0, ("vLLM's align cache mode (this arm's) keeps no state while a request decodes: no decode hit by "
                    "design"), ""
-    try:  # "block": the block the server aligned for the model, as its /metrics says
-        with urllib.request.urlopen(ctx.base_url + "/metrics", timeout=30) as resp:
-            block = vllm_state_block(resp.read().decode("utf-8", "replace"))
-    except (urllib.error.URLError, OSError, ValueError):
-        block = None
+    text = scrape_metrics(ctx.base_url, timeout=30)  # "block": the block the server aligned, as its /metrics says
+    block = vllm_state_block(text) if text is not None else None
     if block is None:  # a hit is possible where the probe cannot aim: inconclusive, not skipped by design
         return 0, "", ("the server's /metrics name no block_size (vllm:cache_config_info): where it keeps decoded "
                        "states is unknown")
