@@ -40,13 +40,25 @@ def _engine_version(run: Run) -> str:
     return run.bundle.provenance.engine.version if run.bundle is not None else ""
 
 
+# engine.gpu values that name no GPU (the reference server's and the vLLM CPU build's "cpu", replay's "none")
+_NO_GPU = frozenset({"", "cpu", "none"})
+
+
 def _gpu(run: Run) -> str:
-    """The GPUs nvidia-smi named for the server, else the modelled one (sim), else none (CPU engines)."""
+    """The GPUs nvidia-smi named for the server, else the modelled one (sim), else the configured one marked
+    unrecorded (a GPU engine whose nvidia-smi named nothing), else none (CPU engines)."""
     if names := run.gpus:
         return f"{len(names)}x {names[0]}"
     engine = run.plan.config.get("engine", {})
-    if run.plan.engine == "sim" and isinstance(engine, Mapping):
-        return f"{engine.get('tp', 1)}x {engine.get('gpu', '')} (modelled)"
+    if not isinstance(engine, Mapping):
+        return "cpu"
+    gpu, tp = str(engine.get("gpu", "") or ""), engine.get("tp", 1)
+    if run.plan.engine == "sim":
+        return f"{tp}x {gpu} (modelled)"
+    if gpu.lower() not in _NO_GPU and run.plan.engine not in MODELLED_ENGINES:
+        # A GPU run whose provenance names no GPU was labelled "cpu" and drawn beside CPU runs; marked, it is
+        # never another GPU run's baseline either (latest_passing_main matches this label).
+        return f"{tp}x {gpu} (unrecorded)"
     return "cpu"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 from conftest import MAIN_RUNS, ROOT
 
 from hybridbench.results.history import change_points, hud_rule
+from hybridbench.results.reader import read_run
+from hybridbench.results.store import run_row
 
 
 def results(*args: str) -> subprocess.CompletedProcess[str]:
@@ -141,3 +144,24 @@ def test_a_run_file_that_is_not_json_is_named_with_its_position_once(tmp_path: P
     (tmp_path / "plan.json").write_text(text)
     assert main(["show", str(tmp_path)]) == 2
     assert capsys.readouterr().err.splitlines() == [f"error: {tmp_path / 'plan.json'}: not JSON ({reason})"]
+
+
+@pytest.mark.parametrize(("engine", "gpu", "names", "label"), [
+    ("reference", "cpu", None, "cpu"),
+    ("vllm", "cpu", None, "cpu"),  # the vLLM CPU build (tests/vllm_cpu)
+    ("sglang", "h100", ["NVIDIA H100 80GB HBM3"] * 4, "4x NVIDIA H100 80GB HBM3"),
+    ("sglang", "h100", None, "4x h100 (unrecorded)"),  # was "cpu": drawn beside CPU runs in history
+    ("sim", "h100", None, "4x h100 (modelled)"),
+])
+def test_a_runs_gpu_label_says_what_ran_it(tmp_path: Path, engine: str, gpu: str, names: list[str] | None,
+                                           label: str) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(ROOT / "tests/hybridbench/fixtures/runs/reference-smoke-kl", run_dir)
+    plan = json.loads((run_dir / "plan.json").read_text())
+    plan["engine"], plan["config"]["engine"]["gpu"], plan["config"]["engine"]["tp"] = engine, gpu, 4
+    (run_dir / "plan.json").write_text(json.dumps(plan))
+    bundle = json.loads((run_dir / "bundle.json").read_text())
+    if names is not None:
+        bundle["provenance"]["engine"]["extra"]["gpus"] = names
+    (run_dir / "bundle.json").write_text(json.dumps(bundle))
+    assert run_row(read_run(run_dir), tmp_path)["gpu"] == label
