@@ -22,7 +22,8 @@ _RUN = """\
 `hybridbench run` is `python -m hybridbench`: Hydra composes `conf/` with the overrides given, e.g.
 `hybridbench run +experiment=seglen engine=sglang engine.python=/path/to/venv/bin/python`; `-m` sweeps
 (`hybridbench run -m +experiment=seglen arm.seglen.eff_weight=0.5,0.85`). `hybridbench run --help` prints
-Hydra's help with every config group. Exit codes: 0 every check passed, 1 a check failed (or could not decide),
+what a run does, its usual command lines, every config group and the composed configuration (`--cfg job`: the
+configuration only). Exit codes: 0 every check passed, 1 a check failed (or could not decide),
 2 usage or configuration error (one line naming the key, flag or file; also too few GPUs for `engine.tp`, or
 model weights absent with downloads off), 3 infrastructure failure."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -134,6 +135,13 @@ def test_help_itself_still_prints_the_configuration_groups() -> None:
     proc = hb("+experiment=smoke", "--help")
     assert proc.returncode == 0
     assert "== Configuration groups ==" in proc.stdout and "experiment: accuracy" in proc.stdout
+    # Hydra's default header named the app after its module ("__main__ is powered by Hydra") and no command
+    assert "__main__" not in proc.stdout and proc.stdout.startswith("hybridbench: prefix-cache benchmark runs")
+    for path in re.findall(r"docs/[\w/.-]+\.md", proc.stdout):  # the guides it points at exist
+        assert (ROOT / path).is_file(), path
+    for sub in re.search(r"hybridbench \{([a-z,]+)\} --help", proc.stdout).group(1).split(","):  # type: ignore[union-attr]
+        assert subprocess.run([sys.executable, "-m", "hybridbench.cli", sub, "--help"], capture_output=True,
+                              timeout=120, check=False, cwd=ROOT).returncode == 0, sub
 
 
 @pytest.mark.parametrize("name", ["../x", "a/b/c", "../../escaped", "a/..", "/etc", "a//b"])
