@@ -17,7 +17,10 @@ PACKAGES = ("hybridbench", "reference_impl", "workloads")
 def pytest_sessionstart(session: pytest.Session) -> None:
     # With PYTHONDONTWRITEBYTECODE set (as on the machines CI runs on) no import writes a .pyc, so every server and
     # CLI process the tests start compiled the project's modules again (test_cli.py: 86.9 -> 76.2 CPU s with this).
-    # compileall writes them whatever that variable says; up-to-date ones are only stat'ed.
+    # compileall writes them whatever that variable says. Once, in the process that starts the xdist workers (its
+    # sessionstart runs before theirs start); the workers would only find it done.
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     for package in PACKAGES:
         compileall.compile_dir(ROOT / package, quiet=2, workers=1)
 

@@ -30,9 +30,7 @@ from hybridbench.engines.process import ServerProcess, bindable, free_port, port
 from hybridbench.engines.server_logs import (
     CacheCounters,
     LogStats,
-    cache_counters,
-    parse_prometheus,
-    scrape_metrics,
+    scrape_counters,
     startup_cache_impl,
 )
 from hybridbench.engines.traits import EngineTraits
@@ -233,11 +231,6 @@ class ServerEngine:
                               f"(no health response within {cfg.engine.health_timeout_s:g} s): {server.log_tail()}")
 
     # ------------------------------------------------------------------ snapshot
-    @staticmethod
-    def _scrape(server: ServerProcess) -> CacheCounters | None:
-        text = scrape_metrics(server.base_url)  # None: metrics not enabled on this server
-        return cache_counters(parse_prometheus(text)) if text is not None else None
-
     def mark(self, server: ServerProcess) -> SnapshotMark:
         offset, lines = self._log_seen.get(server.log_path, (0, 0))
         try:
@@ -250,7 +243,8 @@ class ServerEngine:
             tail = b""
         offset, lines = offset + len(tail), lines + tail.count(b"\n")
         self._log_seen[server.log_path] = (offset, lines)
-        return SnapshotMark(offset, self._scrape(server), read_evictions(server.base_url, self._metrics_ranks), lines)
+        counters = scrape_counters(server.base_url)  # None: metrics not enabled on this server
+        return SnapshotMark(offset, counters, read_evictions(server.base_url, self._metrics_ranks), lines)
 
     def snapshot(self, server: ServerProcess, mark: SnapshotMark) -> dict[str, Any]:
         """Since ``mark``: peaks and totals from the server's "Prefill batch" / "Decode batch" log lines, and
@@ -274,7 +268,7 @@ class ServerEngine:
                        peak_mamba_usage=stats.peak_mamba_usage, max_running_req=stats.max_running_req,
                        server_failures=list(stats.failures))
         out.update(read_evictions(server.base_url, self._metrics_ranks).since(mark.evictions).snapshot())
-        after = self._scrape(server)
+        after = scrape_counters(server.base_url)
         if mark.counters is not None and after is not None:
             delta = after.since(mark.counters)  # the server's own counters for this trial
             known = delta.known  # counters that went backwards counted nothing knowable: None, never negative

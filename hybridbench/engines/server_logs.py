@@ -35,6 +35,7 @@ __all__ = [
     "parse_prometheus_samples",
     "parse_sglang_log_line",
     "parse_tree_cache_impl",
+    "scrape_counters",
     "scrape_metrics",
     "startup_cache_impl",
     "vllm_state_block",
@@ -300,3 +301,9 @@ def scrape_metrics(base_url: str, timeout: float = 10.0) -> str | None:
             return str(resp.read().decode("utf-8", "replace"))
     except (urllib.error.URLError, OSError, ValueError):
         return None
+
+
+def scrape_counters(base_url: str) -> CacheCounters | None:
+    """The cache counters of the server's /metrics now, or None when it does not answer."""
+    text = scrape_metrics(base_url)
+    return cache_counters(parse_prometheus(text)) if text is not None else None

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.config.schema import RunCfg
-from hybridbench.engines.server_logs import CacheCounters, cache_counters, parse_prometheus, scrape_metrics
+from hybridbench.engines.server_logs import scrape_counters
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.probes.accuracy_data import dataset_shapes, resolve_datasets
 from hybridbench.probes.base import ProbeContext, ProbeNeeds
@@ -42,11 +42,6 @@ def evalscope_script() -> Path:
 
 def _python(cfg: RunCfg) -> Path:
     return Path(cfg.checks.accuracy_python).expanduser() if cfg.checks.accuracy_python else default_python()
-
-
-def _cached(base_url: str) -> CacheCounters | None:
-    text = scrape_metrics(base_url)
-    return cache_counters(parse_prometheus(text)) if text is not None else None
 
 
 def _flush(ctx: ProbeContext) -> None:
@@ -114,7 +109,7 @@ class Accuracy:
                 "limit": c.accuracy_limit or None, "work_dir": str(work / "evalscope"), "answers": str(answers)}
         (work / "task.json").write_text(json.dumps(task, indent=1))
         ident: dict[str, Any] = {**ctx.identity, "pass_": pass_, "mode": mode}
-        before = _cached(ctx.base_url)
+        before = scrape_counters(ctx.base_url)
         started = time.monotonic()
         try:
             proc = subprocess.run([str(_python(ctx.cfg)), str(evalscope_script()), str(work / "task.json")],
@@ -123,7 +118,7 @@ class Accuracy:
             proc = None
         wall_s = time.monotonic() - started  # beside the forecast's bound for the pass (report: forecast vs measured)
         (work / "evalscope.log").write_text("" if proc is None else proc.stdout + proc.stderr)
-        after = _cached(ctx.base_url)
+        after = scrape_counters(ctx.base_url)
         if proc is None or proc.returncode != 0 or not answers.is_file():
             lines = [] if proc is None else [ln for ln in proc.stderr.splitlines() if ln.strip()]
             why = (f"evalscope timed out after {c.accuracy_timeout_s:g} s" if proc is None else

@@ -18,6 +18,7 @@ import pytest
 
 from hybridbench.engines.launchers import make_sglang_engine
 from hybridbench.engines.server import ServerEngine
+from hybridbench.engines.server_logs import scrape_counters
 from hybridbench.load.client import generate_sglang
 from hybridbench.load.http import StreamPool
 from hybridbench.plan.arms import plan_arm
@@ -84,7 +85,7 @@ def test_cold_start_flush_server_info_mirror_and_metrics(version: str) -> None:
         assert engine._flush(server) == "flushed"
         with urllib.request.urlopen(url + "/server_info", timeout=10) as resp:
             info = json.loads(resp.read())
-        counters = engine._scrape(server)
+        counters = scrape_counters(url)
     config = predictor_config(plan_arm("lru"), info)
     assert isinstance(config, EngineConfig)
     # The launch of the recording: --max-mamba-cache-size 64 --chunked-prefill-size 128 --max-total-tokens 16384.
