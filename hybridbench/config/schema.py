@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "MODELLED_ENGINES",
     "MODELLED_TIMING_ENGINES",
     "SERVING_ENGINES",
     "TIMINGS",
@@ -34,7 +35,9 @@ class EngineCfg:
     name: str = "sim"  # sim | reference | sglang | vllm
     gpu: str = "h100"
     tp: int = 1
-    python: str = ""  # interpreter for server engines ("" = this one); lets a PR build run beside main's
+    # interpreter for server engines ("" = this one); lets a PR build run beside main's. sim and replay run in the
+    # harness's process and refuse it.
+    python: str = ""
     host: str = "127.0.0.1"
     port: int = 0  # 0 = pick a free port
     startup_timeout_s: float = 600.0
@@ -49,6 +52,8 @@ class EngineCfg:
     capacity_bytes: float = 0.0  # the replay engine's cache budget in bytes, as Marconi sizes its caches
     page_size: int = 1
     track_interval: int = 256
+    # flags appended to the server's command line (they win over a built flag of the same name); sim and replay
+    # start no server and refuse them
     extra_args: list[str] = field(default_factory=list)
     # What a CPU engine can carry: every workload is shrunk by this factor more (lengths and groups or
     # sessions, sharing kept), and token ids stay below max_vocab (0 = the model's vocabulary). Refused on a GPU
@@ -72,6 +77,9 @@ class EngineCfg:
 
 TIMINGS = ("wall", "modelled")
 MODELLED_TIMING_ENGINES = ("reference",)
+# Engines whose records come from a model (times, and for replay the cache too), not a running server: they run
+# in the harness's own process and start nothing.
+MODELLED_ENGINES = frozenset({"sim", "replay"})
 SERVING_ENGINES = frozenset({"sglang", "vllm", "tokenspeed"})  # engines that serve model.hf_id's weights on GPUs
 
 

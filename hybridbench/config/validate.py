@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 from hybridbench.config.quantization import check_quantization
-from hybridbench.config.schema import MODELLED_TIMING_ENGINES, SERVING_ENGINES, TIMINGS, RunCfg
+from hybridbench.config.schema import MODELLED_ENGINES, MODELLED_TIMING_ENGINES, SERVING_ENGINES, TIMINGS, RunCfg
 from hybridbench.errors import ConfigError
 from reference_impl.models import STATE_DTYPES
 
@@ -152,6 +152,7 @@ def validate_config(cfg: RunCfg) -> None:
         raise ConfigError(f"engine.cache_semantics={cfg.engine.cache_semantics}: only engine=reference mirrors "
                           f"another engine's cache (engine.name is {cfg.engine.name!r})")
     _check_timing(cfg)
+    _check_in_process(cfg)
     if cfg.sizing.family == "cpu" and cfg.engine.name in SERVING_ENGINES:
         # conf/sizing/*/cpu.yaml fixes pools for two CPU cores (a few thousand KV tokens, tens of states) and
         # shrinks the loads: on a GPU server that is a run nobody asked for, recorded as the experiment.
@@ -202,3 +203,19 @@ def _check_timing(cfg: RunCfg) -> None:
     if isinstance(slowdown, bool) or not isinstance(slowdown, (int, float)) or not (
             math.isfinite(slowdown) and slowdown >= 0):
         raise ConfigError(f"noise.planted_slowdown must be a finite number >= 0, got {slowdown!r}")
+
+
+def _check_in_process(cfg: RunCfg) -> None:
+    """engine.python and engine.extra_args on an engine that starts no server: nothing would read them. A user who
+    set ``engine=sim engine.python=<their build>`` to preview their change got the simulator of this checkout and a
+    pass, with no word that their build never ran."""
+    e = cfg.engine
+    if e.name not in MODELLED_ENGINES:
+        return
+    what = f"engine {e.name} runs this checkout's reference_impl in the harness's own process and starts no server"
+    if e.python:
+        raise ConfigError(f"engine.python: {what}, so {e.python!r} would never run; a build of your own runs with "
+                          "engine=sglang, vllm, tokenspeed or reference (leave engine.python empty here)")
+    if e.extra_args:
+        raise ConfigError(f"engine.extra_args: {what}, so no flag reaches anything; its settings are engine.* keys "
+                          "(docs/reference/config.md; leave engine.extra_args empty here)")

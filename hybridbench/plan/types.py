@@ -5,14 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hybridbench.config.schema import MODELLED_ENGINES
 from reference_impl.engine.arms import ArmSpec
 from workloads.arrival import LoadSpec
 
 __all__ = ["MODELLED_ENGINES", "PLAN_SCHEMA_VERSION", "RunPlan", "Trial", "WorkloadPlan"]
 
 PLAN_SCHEMA_VERSION = 1
-# Engines whose records come from a model (times, and for replay the cache too), not a running server.
-MODELLED_ENGINES = frozenset({"sim", "replay"})
 
 
 @dataclass(frozen=True, slots=True)

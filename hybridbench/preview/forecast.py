@@ -147,6 +147,9 @@ def forecast_run(cfg: RunCfg, resolved: dict[str, Any], *, traces: Mapping[str, 
     started = time.monotonic()
     sim_cfg = copy.deepcopy(cfg)
     sim_cfg.engine.name = "sim"
+    # The server's interpreter and extra flags are the run's, not the simulator's (it refuses them as inputs); the
+    # data-parallel groups among those flags are read from the run's own config (preview/build.py).
+    sim_cfg.engine.python, sim_cfg.engine.extra_args = "", []
     engine = SimEngine()
     with tempfile.TemporaryDirectory(prefix="hybridbench-forecast-") as tmp:
         plan = build_plan(sim_cfg, Path(tmp), resolved)

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import venv
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -26,9 +27,20 @@ ROOT = Path(__file__).resolve().parents[2]
 SECRETS = ("sk-SECRET1", "sk-SECRET2", "sk-SECRET3", "hf_SECRET4", "hf_SECRET5", "SECRET6")
 
 
-def run_cfg(extra_args: list[str], seed: int = 0) -> RunCfg:
+def run_cfg(extra_args: list[str], seed: int = 0, python: Path | None = None) -> RunCfg:
+    """A sim run, or with ``extra_args`` a run whose server gets them: the reference engine under ``python``,
+    another interpreter, whose server reads them only at launch (sim and replay start no server: they refuse it)."""
     workloads = {"gsp": WorkloadCfg(kind="gsp", params={"num_groups": 2, "prompts_per_group": 2})}
-    return RunCfg(arms=["disabled", "lru"], workloads=workloads, seed=seed, engine=EngineCfg(extra_args=extra_args))
+    engine = EngineCfg(name="reference", python=str(python), extra_args=extra_args) if python else EngineCfg()
+    return RunCfg(arms=["disabled", "lru"], workloads=workloads, seed=seed, engine=engine)
+
+
+@pytest.fixture(scope="module")
+def pr_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv without this project's packages: to the plan, a PR's own interpreter; at launch, a server that dies."""
+    pr = tmp_path_factory.mktemp("pr-venv")
+    venv.create(pr, with_pip=False, symlinks=True)
+    return pr / "bin" / "python"
 
 
 def plan_for(cfg: RunCfg, run_dir: Path) -> RunPlan:
@@ -70,17 +82,17 @@ def test_redact_config_hides_secret_keys_argument_lists_and_name_value_strings()
 # ------------------------------------------------------------------------------------------- plan and bundle
 
 
-def test_the_plan_holds_the_redacted_config_and_a_stable_fingerprint(tmp_path: Path) -> None:
+def test_the_plan_holds_the_redacted_config_and_a_stable_fingerprint(tmp_path: Path, pr_python: Path) -> None:
     args = ["--api-key", "sk-SECRET1", "sk-SECRET3", "--api-key=sk-SECRET2", "HF_TOKEN=hf_SECRET4"]
-    plan = plan_for(run_cfg(args), tmp_path)
+    plan = plan_for(run_cfg(args, python=pr_python), tmp_path)
     saved = json.dumps(plan.to_json(), default=str)
     assert not [s for s in SECRETS if s in saved]
     assert plan.config["engine"]["extra_args"] == ["--api-key", "***", "***", "--api-key=***", "HF_TOKEN=***"]
     # Identical configs give identical fingerprints; a different secret is not recoverable from it either.
-    assert plan_for(run_cfg(args), tmp_path).fingerprint == plan.fingerprint
-    assert plan_for(run_cfg(["--api-key", "other", "x", "--api-key=y", "HF_TOKEN=z"]), tmp_path).fingerprint \
-        == plan.fingerprint
-    assert plan_for(run_cfg(args, seed=1), tmp_path).fingerprint != plan.fingerprint
+    assert plan_for(run_cfg(args, python=pr_python), tmp_path).fingerprint == plan.fingerprint
+    other = ["--api-key", "other", "x", "--api-key=y", "HF_TOKEN=z"]
+    assert plan_for(run_cfg(other, python=pr_python), tmp_path).fingerprint == plan.fingerprint
+    assert plan_for(run_cfg(args, seed=1, python=pr_python), tmp_path).fingerprint != plan.fingerprint
 
 
 def test_bundle_provenance_redacts_the_config_and_engine_it_is_given(tmp_path: Path) -> None:
@@ -91,20 +103,43 @@ def test_bundle_provenance_redacts_the_config_and_engine_it_is_given(tmp_path: P
     assert not [s for s in SECRETS if s in prov]
 
 
-def test_a_run_leaves_no_secret_and_no_hydra_dir_in_the_run_dir(tmp_path: Path) -> None:
+def test_a_run_leaves_no_secret_and_no_hydra_dir_in_the_run_dir(tmp_path: Path, pr_python: Path) -> None:
+    """Secrets in engine.extra_args reach a server's command line only. This server cannot start (its venv lacks the
+    project's packages): the run ends as an infrastructure failure, its log quoting the command line, and still no
+    file in the run dir holds a secret."""
     extra = '[--api-key,sk-SECRET1,sk-SECRET3,"--api-key=sk-SECRET2","HF_TOKEN=hf_SECRET4","--hf-token=hf_SECRET5"]'
+    run_dir = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim", f"engine.extra_args={extra}",
-         f"hydra.run.dir={tmp_path}"],
+        [sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=reference", f"engine.python={pr_python}",
+         f"engine.extra_args={extra}", "engine.startup_timeout_s=60", f"hydra.run.dir={run_dir}"],
         capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
     )
-    assert proc.returncode == 0, proc.stderr
-    assert not (tmp_path / ".hydra").exists()
-    leaks = [(str(p), s) for p in tmp_path.rglob("*") if p.is_file() for s in SECRETS
-             if s in p.read_text(errors="replace")]
+    assert proc.returncode == 3, proc.stderr
+    assert not [s for s in SECRETS if s in proc.stdout + proc.stderr]
+    assert not (run_dir / ".hydra").exists()
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert any(p.name.startswith("server-") for p in files), files  # the server's log was kept, and read here
+    leaks = [(str(p), s) for p in files for s in SECRETS if s in p.read_text(errors="replace")]
     assert leaks == []
-    plan = json.loads((tmp_path / "plan.json").read_text())
+    plan = json.loads((run_dir / "plan.json").read_text())
     assert plan["config"]["engine"]["extra_args"][:3] == ["--api-key", "***", "***"]
+
+
+def test_an_engine_that_starts_no_server_refuses_server_flags_and_interpreters(tmp_path: Path) -> None:
+    """``engine=sim engine.python=<a build>`` ran this checkout's simulator and passed, the build never run; extra
+    server flags did nothing. One line, exit 2, nothing written, and a secret given there not repeated."""
+    for engine in ("sim", "replay"):
+        for override, needle in (("engine.python=/opt/pr/bin/python", "engine.python: engine "),
+                                 ("engine.extra_args=[--api-key,sk-SECRET1]", "engine.extra_args: engine ")):
+            run_dir = tmp_path / f"{engine}-{len(override)}"
+            proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", f"engine={engine}",
+                                   override, f"hydra.run.dir={run_dir}"],
+                                  capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+            assert proc.returncode == 2, proc.stderr
+            line = proc.stderr.strip()
+            assert line.startswith(f"error: {needle}{engine} ") and "starts no server" in line, line
+            assert len(line.splitlines()) == 1 and "sk-SECRET1" not in line
+            assert not run_dir.exists()
 
 
 # ------------------------------------------------------------------------------------------- git and PR number
