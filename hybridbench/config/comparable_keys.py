@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["fixed_settings", "flatten", "must_match"]
+__all__ = ["fixed_settings", "flatten", "must_match", "sizing"]
 
 _SAME_LOAD = ("load.", "seed")
 _SAME_ENGINE = frozenset([*(f"engine.{k}" for k in ("gpu", "tp", "page_size", "chunked_prefill_size",
@@ -44,3 +44,9 @@ def fixed_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     """The values of a resolved config's keys that must match, with its engine kind and model name."""
     flat = flatten(config)
     return {k: v for k, v in flat.items() if must_match(k) or k in ("engine.name", "model.name")}
+
+
+def sizing(config: Mapping[str, Any]) -> dict[str, Any]:
+    """How the server was sized and what it served (the engine and model keys above), without the load: what a
+    history series' points must share beyond its own key (results/history.py)."""
+    return {k: v for k, v in flatten(config).items() if k in _SAME_ENGINE}

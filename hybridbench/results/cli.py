@@ -197,8 +197,12 @@ def _history(args: argparse.Namespace) -> int:
     # A latest night whose figure is not a number measured nothing: not "ok", and the nightly job hears of it.
     no_data = [v for v in verdicts if v.status == "no data"]
     undecided = [v for v in verdicts if v.status == "inconclusive"]  # a trailing set astride the tolerance
+    # Too few points to judge: a new store, or a sizing change on main (its nights are judged only among themselves).
+    young = [v for v in verdicts if v.status == "insufficient data"]
+    resized = sum(1 for v in young if v.sizing_changes)
     print(f"{len(verdicts)} series, {len(regressed)} regressed, {len(undecided)} inconclusive, {len(no_data)} without "
-          "data on their latest run", file=sys.stderr)
+          f"data on their latest run, {len(young)} with too few points to judge ({resized} after a sizing change)",
+          file=sys.stderr)
     return 1 if regressed or no_data or undecided else 0  # an undecided trailing set is never a pass
 
 

@@ -2,8 +2,13 @@
 PyTorch HUD's rule and searched for change points.
 
 Like for like: the same model, GPU, engine family and load fingerprint (a run of another size or seed is
-another series). The HUD rule: the trailing >= 2 points all violate the tolerance against a baseline window
-(the median of up to ``window`` earlier points) -> ``regression``; some but not all -> ``inconclusive``
+another series), and the same sizing (chunked prefill, pools, page, track interval, TP, checkpoint, quantization:
+what ``compare`` requires to match): a point is judged only against earlier points sized as it is, and where the
+sizing changed the verdict names the change, so a step that came from the configuration is not read as the code's
+(nor does a faster sizing hide a slower code).
+
+The HUD rule: the trailing >= 2 points all violate the tolerance against a baseline window (the median of up to
+``window`` earlier points) -> ``regression``; some but not all -> ``inconclusive``
 (the trailing set straddles the tolerance: the next night decides, and until then it is no "ok"); a run of >= 3
 violations elsewhere -> ``suspicious``; fewer than 2 baseline points -> ``insufficient data``. Change points:
 ruptures' PELT on the series, each kept only when a Welch t-test between the segments around it gives p < ``max_p``.
@@ -11,6 +16,8 @@ ruptures' PELT on the series, each kept only when a Welch t-test between the seg
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 import statistics
 from collections import defaultdict
@@ -35,6 +42,7 @@ __all__ = [
     "history",
     "hud_rule",
     "judge",
+    "sizing_changes",
 ]
 
 Status = Literal["regression", "inconclusive", "suspicious", "ok", "insufficient data", "no data"]
@@ -60,6 +68,7 @@ class Point:
     run: str
     created: str  # ISO time
     value: float
+    sizing: str = ""  # the run's sizing as canonical JSON (results.store's "sizing" column); "" = not recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +84,11 @@ class Verdict:
     detail: str
     change_points: tuple[str, ...]  # the runs where a new level starts
     points: int = 0
+    sizing_changes: tuple[str, ...] = ()  # "RUN: key old -> new, ..." for each run sized unlike the one before
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self.key), "points": self.points, "status": self.status, "detail": self.detail,
-                "change_points": list(self.change_points)}
+                "change_points": list(self.change_points), "sizing_changes": list(self.sizing_changes)}
 
 
 def _violates(value: float, base: float, tolerance: float, higher_is_worse: bool) -> bool:
@@ -148,18 +158,39 @@ def history(store: Store, metrics: Sequence[str] = SERIES_METRICS) -> list[Serie
         key = SeriesKey(row["experiment"], row["workload"], row["arm"], row["metric"], row["model"], row["gpu"],
                         row["engine"], row["load"])
         created = row["created"].isoformat() if isinstance(row["created"], pd.Timestamp) else str(row["created"])
-        out[key].append(Point(row["run"], created, float(row["value"])))
+        sized = row.get("sizing")
+        out[key].append(Point(row["run"], created, float(row["value"]), sized if isinstance(sized, str) else ""))
     return [Series(k, tuple(v)) for k, v in sorted(out.items())]
 
 
+def _sizing_diff(before: str, after: str) -> str:
+    old, new = json.loads(before), json.loads(after)
+    keys = sorted(set(old) | set(new))
+    return ", ".join(f"{k} {old.get(k, 'unset')} -> {new.get(k, 'unset')}" for k in keys if old.get(k) != new.get(k))
+
+
+def sizing_changes(points: Sequence[Point]) -> list[str]:
+    """``"RUN: key old -> new"`` for each point sized unlike the point before it (both sizings recorded)."""
+    return [f"{b.run}: {_sizing_diff(a.sizing, b.sizing)}" for a, b in itertools.pairwise(points)
+            if a.sizing and b.sizing and a.sizing != b.sizing]
+
+
 def judge(series: Series, *, tolerance: float, window: int = 5) -> Verdict:
+    changes = tuple(sizing_changes(series.points))
     if series.points and not math.isfinite(series.points[-1].value):
         last = series.points[-1]
         return Verdict(series.key, "no data", f"the latest run ({last.run}, {last.created}) has no finite "
-                       f"{series.key.metric}: nothing measured there, so nothing is judged ok", (), len(series.points))
-    values = [p.value for p in series.points if math.isfinite(p.value)]  # an older night without data: left out
-    status, detail = hud_rule(values, tolerance=tolerance, higher_is_worse=series.key.metric in HIGHER_IS_WORSE,
-                              window=window)
-    finite = [p for p in series.points if math.isfinite(p.value)]
+                       f"{series.key.metric}: nothing measured there, so nothing is judged ok", (), len(series.points),
+                       changes)
+    finite = [p for p in series.points if math.isfinite(p.value)]  # an older night without data: left out
+    # Judged like for like: the points sized as the latest run (one of unrecorded sizing counts as alike).
+    latest = finite[-1].sizing if finite else ""
+    alike = [p for p in finite if not (latest and p.sizing and p.sizing != latest)]
+    status, detail = hud_rule([p.value for p in alike], tolerance=tolerance,
+                              higher_is_worse=series.key.metric in HIGHER_IS_WORSE, window=window)
+    if len(alike) < len(finite):
+        detail += (f"; judged on the {len(alike)} of {len(finite)} point(s) sized as the latest run (the sizing "
+                   f"changed: {'; '.join(changes)})")
+    values = [p.value for p in finite]
     cps = tuple(finite[i].run for i in change_points(values))
-    return Verdict(series.key, status, detail, cps, len(values))
+    return Verdict(series.key, status, detail, cps, len(values), changes)

@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from hybridbench.config.comparable_keys import fixed_settings
+from hybridbench.config.comparable_keys import fixed_settings, sizing
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import MODELLED_ENGINES
 from hybridbench.results.baselines import published_rows
@@ -111,6 +111,8 @@ def run_row(run: Run, root: Path) -> dict[str, Any]:
         "git_sha": prov.git_sha if prov is not None else "",
         "fingerprint": run.plan.fingerprint,
         "load": load_fingerprint(run),
+        # The sizing as canonical JSON: history judges a point only against earlier ones sized alike.
+        "sizing": json.dumps(sizing(run.plan.config), sort_keys=True, default=str),
         "arms": ",".join(run.plan.arms),
         "workloads": ",".join(w.name for w in run.plan.workloads),
         "modelled": bool(b.modelled) if b is not None else run.plan.engine in MODELLED_ENGINES,
@@ -211,7 +213,7 @@ class Store:
 # same names whether the store holds no run or a thousand.
 RUN_COLUMNS = ["run", "path", "experiment", "created", "verdict", "marks", "complete", "rescored", "run_id",
                "failed_checks", "engine", "engine_version", "model", "gpu", "pr", "branch", "git_sha", "fingerprint",
-               "load", "arms", "workloads", "modelled", "schema_version"]
+               "load", "sizing", "arms", "workloads", "modelled", "schema_version"]
 
 
 def _runs_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -296,7 +298,7 @@ def load_store(root: Path, dirs: Iterable[Path] | None = None) -> Store:
     if pub_runs:  # no typed Run behind these: they stay out of ``loaded`` (nothing to show, export or score)
         pub = pd.DataFrame(pub_runs)
         pub["created"] = pd.Series([pd.NaT] * len(pub), dtype="datetime64[ns, UTC]")
-        for name in ("marks", "run_id"):
+        for name in ("marks", "run_id", "sizing"):  # a published figure's sizing is not recorded: "" (unknown)
             pub[name] = ""
         pub["complete"], pub["rescored"] = True, False
         r = pd.concat([r, pub], ignore_index=True) if len(r) else pub

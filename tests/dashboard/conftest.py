@@ -1,7 +1,7 @@
 """A results root of real runs, made once per session by the harness on the sim engine: three nightly main runs,
-two more after a change that slows prefill (a TTFT regression the history must find), a pull request's run
-sized like the last two, an
-old-schema run, a corrupt directory and an unfinished one."""
+two more after a code change that slows the server's frontend (a TTFT regression the history must find, configured
+as the others), a pull request's run of the same slower code, an old-schema run, a corrupt directory and an
+unfinished one."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 OLD_RUN = ROOT / "tests" / "hybridbench" / "fixtures" / "runs" / "fbde869-smoke-sim"
 MAIN_RUNS = ("main-1", "main-2", "main-3", "main-4", "main-5")
-SLOW = ("main-4", "main-5")  # engine.chunked_prefill_size=64: the disabled arm's mean TTFT +19% on sim
+SLOW = ("main-4", "main-5")  # the simulated frontend 25% slower (slow_frontend/sitecustomize.py), sized as the others
+SLOWER_CODE = {"PYTHONPATH": str(Path(__file__).resolve().parent / "slow_frontend")}
 
 
 def harness(run_dir: Path, *overrides: str, env: dict[str, str] | None = None, engine: str = "sim") -> None:
@@ -31,8 +32,8 @@ def harness(run_dir: Path, *overrides: str, env: dict[str, str] | None = None, e
 def results_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("results") / "runs"
     for name in MAIN_RUNS:
-        harness(root / name, *(["engine.chunked_prefill_size=64"] if name in SLOW else []))
-    harness(root / "pr-7", "engine.chunked_prefill_size=64", env={"HYBRIDBENCH_PR": "7"})
+        harness(root / name, env=SLOWER_CODE if name in SLOW else None)
+    harness(root / "pr-7", env={**SLOWER_CODE, "HYBRIDBENCH_PR": "7"})
     shutil.copytree(OLD_RUN, root / "old-schema")
     (root / "corrupt").mkdir()
     (root / "corrupt" / "plan.json").write_text("{not json")

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import MAIN_RUNS, ROOT
 
-from hybridbench.results.history import change_points, hud_rule
+from hybridbench.results.history import Point, Series, SeriesKey, change_points, hud_rule, judge
 from hybridbench.results.reader import read_run
 from hybridbench.results.store import run_row
 
@@ -88,10 +88,46 @@ def test_history_flags_the_slowed_nights_and_exits_1(results_root: Path, tmp_pat
     series = [s for s in json.loads(out.read_text())["series"] if s["points"] == len(MAIN_RUNS)]
     by = {(s["workload"], s["arm"], s["metric"]): s for s in series}
     regressed = by[("gsp", "disabled", "mean_ttft_ms")]
-    assert regressed["status"] == "regression" and "+1" in regressed["detail"]
+    # Found like for like: the slower nights ran slower code, sized as every night before them.
+    assert regressed["status"] == "regression" and "+2" in regressed["detail"], regressed
+    assert regressed["sizing_changes"] == [] and "sizing" not in regressed["detail"]
     # The pull request's run is not a night of main: it is in no series (else six points).
     assert len(series) == 2 * 5  # two arms x five metrics
     assert by[("gsp", "disabled", "token_hit_rate")]["status"] == "ok"  # no cache, no change: nothing to flag
+
+
+def _series(*nights: tuple[float, str]) -> Series:
+    key = SeriesKey("smoke", "gsp", "disabled", "mean_ttft_ms", "qwen3-next-80b-a3b", "cpu", "sim", "f00d")
+    return Series(key, tuple(Point(f"night-{i}", f"2026-11-{i + 1:02d}T00:00:00+00:00", v, sizing)
+                             for i, (v, sizing) in enumerate(nights)))
+
+
+def test_history_judges_a_night_only_against_nights_sized_alike() -> None:
+    wide, narrow = (json.dumps({"engine.chunked_prefill_size": n, "engine.tp": 1}, sort_keys=True) for n in (8192, 64))
+    # A sizing change that made main slower is the configuration's step, not the code's: the new sizing has no
+    # baseline yet, and the verdict names the change (before: "regression", as if the code had slowed).
+    step = judge(_series((100, wide), (100, wide), (100, wide), (125, narrow), (126, narrow)), tolerance=0.1)
+    assert step.status == "insufficient data", step
+    assert step.sizing_changes == ("night-3: engine.chunked_prefill_size 8192 -> 64",)
+    assert "judged on the 2 of 5 point(s) sized as the latest run" in step.detail and "8192 -> 64" in step.detail
+    # A faster sizing hid slower code: against the older, slower-sized nights the last two were "ok" (-5%, -4%);
+    # against the two nights sized as they are, +19% and +20%.
+    hidden = judge(_series((100, wide), (100, wide), (100, wide), (80, narrow), (80, narrow), (95, narrow),
+                           (96, narrow)), tolerance=0.1)
+    assert hidden.status == "regression" and "baseline median 80" in hidden.detail, hidden
+    assert hud_rule([100, 100, 100, 80, 80, 95, 96], tolerance=0.1, higher_is_worse=True)[0] == "ok"
+    # Nights whose sizing was not recorded count as alike; one sizing throughout changes nothing.
+    assert judge(_series((100, ""), (100, ""), (100, wide), (125, wide), (126, wide)), tolerance=0.1).status \
+        == "regression"
+    same = judge(_series(*[(v, wide) for v in (100, 101, 99, 100, 125, 130)]), tolerance=0.1)
+    assert same.status == "regression" and same.sizing_changes == () and "sizing" not in same.detail
+    assert same.to_json()["sizing_changes"] == []
+
+
+def test_the_store_records_each_runs_sizing(results_root: Path) -> None:
+    sizing = json.loads(run_row(read_run(results_root / "main-1"), results_root)["sizing"])
+    assert sizing["engine.chunked_prefill_size"] == 8192 and sizing["model.hf_id"]
+    assert not [k for k in sizing if k.startswith(("load.", "seed", "checks."))]
 
 
 @pytest.mark.parametrize(
