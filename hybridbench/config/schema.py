@@ -177,7 +177,7 @@ class LoadCfg:
 @dataclass
 class ChecksCfg:
     enabled: list[str] = field(default_factory=lambda: ["survival", "ttft", "throughput", "cache_hits"])
-    baseline_arm: str = ""  # "" = the experiment's first arm
+    baseline_arm: str = ""  # "" = the first cache-off arm (disabled), else the first arm
     # pass when the whole CI of the relative TTFT change is at or below this, fail when wholly above, else inconclusive
     ttft_regression: float = 0.10
     throughput_regression: float = 0.10  # likewise for the relative drop of request throughput

@@ -24,7 +24,8 @@ from reference_impl.engine.arms import (
     arm_spec,
 )
 
-__all__ = ["ArmSpec", "cache_off_arms", "check_arm_knobs", "plan_arm", "plan_arms", "policy_only_arms", "saved_specs"]
+__all__ = ["ArmSpec", "cache_off_arms", "check_arm_knobs", "default_baseline", "plan_arm", "plan_arms",
+           "policy_only_arms", "saved_specs"]
 
 
 def check_arm_knobs(arm: ArmCfg) -> None:
@@ -96,6 +97,14 @@ def saved_specs(names: Sequence[str]) -> tuple[ArmSpec, ...]:
 def cache_off_arms(names: tuple[str, ...]) -> frozenset[str]:
     """The arms of a saved plan whose spec has the cache off (re-scoring reads arm names from plan.json)."""
     return frozenset(s.name for s in saved_specs(names) if not s.cache_on)
+
+
+def default_baseline(names: Sequence[str]) -> str:
+    """The baseline arm when ``checks.baseline_arm`` is unset: the first cache-off arm, else the first arm. A
+    cache-off arm is compared only with a cache-off baseline (hybridbench.checks.builtin), so with the first arm
+    as the baseline ``arms=[branching,disabled]`` compared nothing on timing and passed."""
+    off = cache_off_arms(tuple(names))
+    return next((n for n in names if n in off), names[0] if names else "")
 
 
 def policy_only_arms(specs: Sequence[ArmSpec], baseline: str) -> frozenset[str]:

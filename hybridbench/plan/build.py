@@ -18,7 +18,7 @@ from hybridbench.config.redact import redact_config
 from hybridbench.config.schema import RunCfg, WorkloadCfg
 from hybridbench.config.validate import validate_config
 from hybridbench.errors import ConfigError
-from hybridbench.plan.arms import plan_arms
+from hybridbench.plan.arms import default_baseline, plan_arms
 from hybridbench.plan.data import GPU_ENGINES
 from hybridbench.plan.load import plan_load
 from hybridbench.plan.types import RunPlan, Trial, WorkloadPlan
@@ -101,7 +101,7 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
     arms = [spec.name for spec in arm_specs]
     if not cfg.workloads:
         raise ConfigError("workloads: none configured; pick an experiment with +experiment=NAME (conf/experiment/)")
-    baseline = cfg.checks.baseline_arm or arms[0]
+    baseline = cfg.checks.baseline_arm or default_baseline(arms)
     if baseline not in arms:
         raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the arms {arms}")
     check_architecture(cfg)  # the last of the config's own checks: before the engine is asked anything

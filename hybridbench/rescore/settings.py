@@ -103,7 +103,7 @@ def effective_settings(plan: SavedPlan, overrides: Mapping[str, Any]) -> tuple[S
         raise
     ran = 1 + max((t.repeat for t in plan.trials), default=0)
     checks = saved_look_checks(config, checks, ran)  # an adaptive run's level at its last look (plan.repeats)
-    baseline = checks.baseline_arm or (plan.arms[0] if plan.arms else "")
+    baseline = checks.baseline_arm or plan.baseline_arm  # unset: the one the run was planned with
     if baseline not in plan.arms:
         raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the run's arms {list(plan.arms)}")
     seed = config.get("seed", 0)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,8 @@ from hybridbench.config.store import register
 from hybridbench.errors import ConfigError
 from hybridbench.plan.build import build_plan
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 
 
@@ -65,6 +69,30 @@ def test_a_misspelt_key_fails_at_compose_time_with_the_key_named() -> None:
 def test_plan_refuses_a_baseline_that_is_not_an_arm(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="baseline_arm"):
         build_plan(load("+experiment=smoke", "checks.baseline_arm=seglen"), tmp_path, {})
+
+
+def test_the_default_baseline_is_the_cache_off_arm_wherever_it_is_listed(tmp_path: Path) -> None:
+    """With the first arm as the baseline, ``arms=[branching,disabled]`` compared nothing on timing (a cache-off arm
+    is judged only against a cache-off baseline): ttft and throughput skipped, and the run passed on its hit rate."""
+    assert build_plan(load("+experiment=smoke", "arms=[branching,disabled]"), tmp_path, {}).baseline_arm == "disabled"
+    assert build_plan(load("+experiment=smoke", "arms=[lru,branching]"), tmp_path, {}).baseline_arm == "lru"
+    chosen = load("+experiment=smoke", "arms=[branching,disabled]", "checks.baseline_arm=branching")
+    assert build_plan(chosen, tmp_path, {}).baseline_arm == "branching"
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim", "repeats=2",
+                           "arms=[branching,disabled]", f"hydra.run.dir={run}"], capture_output=True, text=True,
+                          timeout=300, check=False, cwd=ROOT)
+    assert proc.returncode in (0, 1), proc.stderr
+    bundle = json.loads((run / "bundle.json").read_text())
+    timing = {c["check"]: c for c in bundle["checks"] if c["check"] in ("ttft", "throughput")}
+    assert bundle["baseline_arm"] == "disabled" and set(timing) == {"ttft", "throughput"}, bundle["checks"]
+    assert all(c["arm"] == "branching" and c["status"] != "skip" for c in timing.values()), timing
+    # re-scored without the key, the run keeps the baseline it was planned with
+    again = subprocess.run([sys.executable, "-m", "hybridbench.rescore", str(run)], capture_output=True, text=True,
+                           timeout=300, check=False, cwd=ROOT)
+    assert again.returncode == proc.returncode, again.stderr
+    rescored = json.loads((run / "bundle.json").read_text())
+    assert rescored["baseline_arm"] == "disabled" and rescored["checks"] == bundle["checks"]
 
 
 def test_named_workloads_are_a_group_any_experiment_can_add_from_the_command_line(tmp_path: Path) -> None:
