@@ -7,7 +7,6 @@ entries of its experiment (conf/experiment/*.yaml), so the two transcriptions of
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.errors import ConfigError
+from hybridbench.results.safe_io import read_json_bounded
 
 __all__ = ["BRANCH", "MARKER", "PublishedRun", "find_published", "published_rows", "read_published"]
 
@@ -40,9 +40,9 @@ class PublishedRun:
 def read_published(path: Path) -> PublishedRun:
     """One baselines file, validated: a bad one is a ConfigError naming the file and the key."""
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: not a published run ({exc})") from None
+        raw = read_json_bounded(path)  # a FIFO or a link out of the folder is refused, never waited on
+    except ConfigError as exc:
+        raise ConfigError(f"not a published run: {exc}") from None
     if not isinstance(raw, dict) or raw.get("label") != BRANCH:
         raise ConfigError(f"{path}: label: must be {BRANCH!r}")
     for key in _TEXT:

@@ -25,6 +25,7 @@ __all__ = [
     "MAX_JSON_BYTES",
     "MAX_LINES_BYTES",
     "MAX_LINE_BYTES",
+    "MAX_LOG_BYTES",
     "check_depth",
     "normalise_time",
     "open_regular",
@@ -35,6 +36,7 @@ __all__ = [
 MAX_JSON_BYTES = 64 << 20  # a bundle or plan: a GPU night's bundle is a few MB
 MAX_LINE_BYTES = 64 << 20  # one JSONL line, the trace reader's bound
 MAX_LINES_BYTES = 8 << 30  # a whole records file (a long GPU sweep writes a few GB at most)
+MAX_LOG_BYTES = 1 << 30  # a server log, read whole for its batch lines (a GPU night's is tens of MB)
 MAX_DEPTH = 64  # JSON nesting: hybridbench writes at most ~8 levels; deeper is damage or an attack
 
 

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from hybridbench.errors import ConfigError
 from hybridbench.records.server_log import BatchKind, LogSample, parse_sglang_log_line
+from hybridbench.results.safe_io import MAX_LOG_BYTES, open_regular
 from hybridbench.results.types import Run
 
 __all__ = ["ServerUsage", "UsagePoint", "UsageSeries", "read_usage"]
@@ -92,11 +94,12 @@ class _Logs:
 
     def lines(self, rel: str) -> list[str] | None:
         if rel not in self.cache:
-            path = (self.run_dir / rel).resolve()
             try:
-                # only files inside the run directory: a bundle names them, and a bundle is input
-                text = path.read_bytes().decode("utf-8", "replace") if path.is_relative_to(self.run_dir) else None
-            except OSError:
+                # Only regular files inside the run directory (a bundle names them, and a bundle is input): a FIFO
+                # there hung the dashboard. A log refused or unreadable is a log missing.
+                with open_regular(self.run_dir / rel, self.run_dir, limit=MAX_LOG_BYTES) as fh:
+                    text: str | None = fh.read().decode("utf-8", "replace")
+            except ConfigError:
                 text = None
             self.cache[rel] = None if text is None else text.split("\n")
         return self.cache[rel]

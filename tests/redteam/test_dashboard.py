@@ -170,6 +170,24 @@ def test_an_empty_store_is_a_whole_site_saying_so(tmp_path: Path) -> None:
     assert "no readable runs yet" in (tmp_path / "site" / "index.html").read_text()
 
 
+def test_a_server_log_that_is_a_fifo_or_a_link_out_is_a_log_missing_never_a_hang(tmp_path: Path) -> None:
+    """The usage chart read each arm's log with read_bytes: a FIFO there hung the build forever (the bundle and
+    records were refused already). Now it, like a link out of the run, is a log missing."""
+    import os
+
+    run = make_run(tmp_path / "runs", "night")
+    logs = run / "logs"
+    logs.mkdir()
+    os.mkfifo(logs / "server-disabled.log")
+    (tmp_path / "elsewhere.log").write_text("[2026-11-01 03:00:00] Prefill batch, #new-seq: 1, token usage: 0.50\n")
+    (logs / "server-branching.log").symlink_to(tmp_path / "elsewhere.log")
+    proc = cli("hybridbench.dashboard", tmp_path / "runs", "-o", tmp_path / "site", timeout=60)
+    clean(proc)
+    assert proc.returncode == 0, proc.stderr
+    page = next((tmp_path / "site").glob("run-*.html")).read_text()
+    assert "no server log" in page
+
+
 def test_inconclusive_has_its_own_colour(hostile_site: tuple[Path, Path, str], browser: Browser,
                                         tmp_path: Path) -> None:
     from hybridbench.dashboard.html import Page, verdict_badge
