@@ -13,18 +13,23 @@ import typing
 from functools import cache
 from typing import Any, Literal, Union
 
-__all__ = ["checked_fields"]
+__all__ = ["FLOAT_BOUND", "checked_fields"]
 
 
-def _ok(value: Any, hint: Any) -> bool:
+# A saved number beyond this is damage, not a measurement (1e15 ms is 31,700 years): past it sums and spreads of
+# finite values overflow (itl_ms [1e308, 1e308] ended rescore and compare in an OverflowError traceback).
+FLOAT_BOUND = 1e15
+
+
+def _ok(value: Any, hint: Any, logprobs: bool = False) -> bool:
     origin = typing.get_origin(hint)
     if origin in (Union, types.UnionType):
-        return any(_ok(value, h) for h in typing.get_args(hint))
+        return any(_ok(value, h, logprobs) for h in typing.get_args(hint))
     if origin is Literal:
         return value in typing.get_args(hint)
     if origin is list:
         (item,) = typing.get_args(hint) or (Any,)
-        if item is float:  # a logprob may be -inf: the kl check fails on it, so it must reach the check
+        if item is float and logprobs:  # a logprob may be -inf: the kl check fails on it, so it must reach the check
             return isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                    for v in value)
         return isinstance(value, list) and all(_ok(v, item) for v in value)
@@ -37,7 +42,8 @@ def _ok(value: Any, hint: Any) -> bool:
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint is float:  # JSON has no integer/float split; a saved time or logprob is never NaN or infinite
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                and abs(value) <= FLOAT_BOUND)
     if hint is str:
         return isinstance(value, str)
     return True  # a type this checker does not know: the dataclass decides
@@ -59,7 +65,7 @@ def checked_fields(cls: type, obj: Any, names: typing.Iterable[str]) -> dict[str
         if name not in obj:
             continue
         value = obj[name]
-        if not _ok(value, hints.get(name, Any)):
+        if not _ok(value, hints.get(name, Any), logprobs=name.endswith("logprobs")):
             raise TypeError(f"field {name!r} is {value!r:.60}, not {_shown(hints.get(name, Any))}")
         out[name] = value
     return out

@@ -184,6 +184,23 @@ def _run_id(raw: Mapping[str, Any]) -> str:
     return "c" + hashlib.sha256(json.dumps(first, sort_keys=True, default=str).encode()).hexdigest()[:31]
 
 
+def _snapshot(tf: _Fields) -> dict[str, Any]:
+    """A trial's server snapshot, its keys that checks count typed: ``"crashes": null`` crashed rescore, and a
+    ``server_failures`` that was a string, not a list, was not read at all (survival passed)."""
+    sf = tf.sub("server", None, tf.mapping("server", {}))
+    if sf.integer("crashes", 0) < 0:
+        raise ConfigError(f"{sf.where}: not {sf.kind} (crashes must be >= 0, got {sf.obj['crashes']})")
+    for key in ("log_cached_tokens", "log_prefill_batches"):
+        sf.optional_integer(key)
+    if sf.obj.get("infrastructure_error") is not None:
+        sf.text("infrastructure_error")
+    failures = sf.obj.get("server_failures", [])
+    if not isinstance(failures, list) or not all(isinstance(x, str) for x in failures):
+        raise ConfigError(f"{sf.where}: not {sf.kind} (server_failures must be a list of strings, got "
+                          f"{type(failures).__name__})")
+    return sf.obj
+
+
 def read_bundle(path: Path) -> Bundle:
     raw = read_json_object(path)
     f = _Fields(str(path), raw, "a hybridbench bundle")
@@ -191,7 +208,7 @@ def read_bundle(path: Path) -> Bundle:
     trials = []
     for i, t in enumerate(f.array("trials")):
         tf = f.sub("trials", i, t)
-        server = tf.mapping("server", {})
+        server = _snapshot(tf)
         state = tf.text("state", "engine died" if server.get("infrastructure_error") else "ran")
         if state not in TRIAL_STATES:
             raise ConfigError(f"{tf.where}: state {state!r} is not one of {', '.join(TRIAL_STATES)}")

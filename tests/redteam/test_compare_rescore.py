@@ -87,7 +87,32 @@ def _zero(run: Path) -> None:
     (run / "records.jsonl").symlink_to("/dev/zero")
 
 
-@pytest.mark.parametrize("damage", [_deep, _fifo, _zero])
+def _record(edit: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        lines = (run / "records.jsonl").read_text().splitlines()
+        first = json.loads(lines[0])
+        edit(first)
+        (run / "records.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    return damage
+
+
+def _snapshot(key: str, value: object) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        bundle = json.loads((run / "bundle.json").read_text())
+        bundle["trials"][1]["server"][key] = value
+        (run / "bundle.json").write_text(json.dumps(bundle))
+    return damage
+
+
+# A NaN or a 1e308 in itl_ms ended both commands in a traceback and exit 1 (a regression, to CI); a null crash count
+# crashed rescore; failures logged as one string, not a list, were not read at all: survival passed.
+ITL_NAN = _record(lambda r: r.update(itl_ms=[float("nan")] * 3))
+ITL_HUGE = _record(lambda r: r.update(itl_ms=[1e308, 1e308]))
+
+
+@pytest.mark.parametrize("damage", [_deep, _fifo, _zero, ITL_NAN, ITL_HUGE, _snapshot("crashes", None),
+                                    _snapshot("crashes", "x"), _snapshot("crashes", -1),
+                                    _snapshot("server_failures", "mamba state sanity check failed")])
 def test_compare_and_rescore_read_a_damaged_run_as_one_line_exit_2(tmp_path: Path, damage: object) -> None:
     base = make_run(tmp_path, "base", night=1)
     cand = make_run(tmp_path, "cand", night=2)
