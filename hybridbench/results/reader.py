@@ -243,14 +243,26 @@ def read_bundle(path: Path) -> Bundle:
     )
 
 
-def read_records(path: Path) -> Iterator[Record]:
+def read_records(path: Path, plan: SavedPlan | None = None) -> Iterator[Record]:
+    """The records of ``path``; with ``plan``, each must be of that run and one of its trials as planned (records
+    copied in from another run were scored as this run's, on its model and GPUs)."""
+    planned = {t.trial_id: t for t in plan.trials} if plan is not None else {}
     for where, obj in _jsonl(path, "records"):
         if isinstance(obj, dict):
             check_version(where, "record", obj.get("schema_version"))
         try:
-            yield record_from_json(obj)
+            rec = record_from_json(obj)
         except TypeError as exc:
             raise ConfigError(f"{where}: not a record ({exc})") from None
+        if plan is not None:
+            if plan.fingerprint and rec.run_id != plan.fingerprint:  # a hand-made plan may have none
+                raise ConfigError(f"{where}: a record of another run (run_id {rec.run_id!r}; this run's plan.json "
+                                  f"fingerprint is {plan.fingerprint!r}); not read")
+            t = planned.get(rec.trial_id)
+            if t is None or (rec.arm, rec.workload, rec.repeat) != (t.arm, t.workload, t.repeat):
+                raise ConfigError(f"{where}: trial {rec.trial_id!r} ({rec.arm}, {rec.workload}, repeat {rec.repeat}) "
+                                  "is not a trial of this run's plan.json; not read")
+        yield rec
 
 
 def read_kl_samples(path: Path) -> Iterator[KlSample]:
@@ -312,7 +324,7 @@ def read_run(path: Path) -> Run:
     bundle_path = path / "bundle.json"
     bundle = read_bundle(bundle_path) if bundle_path.exists() else None
     by_trial: dict[str, list[Record]] = {}
-    for rec in read_records(path / "records.jsonl"):
+    for rec in read_records(path / "records.jsonl", plan):
         by_trial.setdefault(rec.trial_id, []).append(rec)
     rows = {w.name: _trace_rows(path / "traces" / Path(w.trace_path or f"{w.name}.jsonl").name)
             for w in plan.workloads}

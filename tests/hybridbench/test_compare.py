@@ -38,7 +38,8 @@ def write_run(path: Path, *, repeats: int = 3, ttft_ms: float = 100.0, duration_
     (path / "traces" / "w.jsonl").write_text(f"{trace}\n" * 20)  # one line per planned request
     order = [(arm, r) for r in range(repeats) for arm in ("lru", "seglen")]  # the harness's interleaving
     trials = [Trial(i, arm, "w", r, 0) for i, (arm, r) in enumerate(order)]
-    plan = {"name": "x", "engine": engine, "arms": ["lru", "seglen"], "trials": [asdict(t) for t in trials],
+    plan = {"name": "x", "engine": engine, "fingerprint": "run", "arms": ["lru", "seglen"],
+            "trials": [asdict(t) for t in trials],
             "workloads": [{"name": "w", "trace_path": str(path / "traces" / "w.jsonl"),
                            "argv": argv or ["gsp", "-o", str(path / "traces" / "w.jsonl")]}],
             "config": {"model": {"name": "m", **(model or {})}, "load": load or {"max_concurrency": 5},

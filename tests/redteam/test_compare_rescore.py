@@ -104,13 +104,20 @@ def _snapshot(key: str, value: object) -> Callable[[Path], None]:
     return damage
 
 
+def _foreign(run: Path) -> None:
+    other = Path(__file__).resolve().parents[1] / "hybridbench" / "fixtures" / "runs" / "reference-smoke-kl"
+    (run / "records.jsonl").write_bytes((other / "records.jsonl").read_bytes())
+
+
+# Records of another run (another model, engine and plan) were scored as this run's: a pass, or a false fail.
 # A NaN or a 1e308 in itl_ms ended both commands in a traceback and exit 1 (a regression, to CI); a null crash count
 # crashed rescore; failures logged as one string, not a list, were not read at all: survival passed.
 ITL_NAN = _record(lambda r: r.update(itl_ms=[float("nan")] * 3))
 ITL_HUGE = _record(lambda r: r.update(itl_ms=[1e308, 1e308]))
 
 
-@pytest.mark.parametrize("damage", [_deep, _fifo, _zero, ITL_NAN, ITL_HUGE, _snapshot("crashes", None),
+@pytest.mark.parametrize("damage", [_deep, _fifo, _zero, _foreign, _record(lambda r: r.update(arm="branching")),
+                                    ITL_NAN, ITL_HUGE, _snapshot("crashes", None),
                                     _snapshot("crashes", "x"), _snapshot("crashes", -1),
                                     _snapshot("server_failures", "mamba state sanity check failed")])
 def test_compare_and_rescore_read_a_damaged_run_as_one_line_exit_2(tmp_path: Path, damage: object) -> None:

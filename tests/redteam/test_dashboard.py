@@ -34,9 +34,12 @@ DIR_XSS = "<img src=x onerror=window.__pwned=3>"  # a directory name holds no "/
 
 
 def _rename_workload(run: Path, new: str) -> None:
+    """The workload renamed everywhere, its trial ids (``000-gsp-disabled-r0``) included: a record must be of a
+    trial of the plan to be read."""
     for name in ("plan.json", "bundle.json", "records.jsonl"):
         path = run / name
-        path.write_text(path.read_text().replace('"gsp"', json.dumps(new)))
+        text = path.read_text().replace('"gsp"', json.dumps(new))
+        path.write_text(re.sub(r'"(\d{3})-gsp-', lambda m: f"{json.dumps(m.group(1) + '-' + new)[:-1]}-", text))
 
 
 def _hostile_bundle(b: dict[str, object]) -> None:
