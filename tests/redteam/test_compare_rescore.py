@@ -109,6 +109,19 @@ def _foreign(run: Path) -> None:
     (run / "records.jsonl").write_bytes((other / "records.jsonl").read_bytes())
 
 
+def _fewer_planned(run: Path) -> None:
+    """A trial said to have planned 12 requests, its last 6 records gone: the trace on disk holds 18."""
+    bundle = json.loads((run / "bundle.json").read_text())
+    trial = bundle["trials"][1]
+    trial["planned_requests"] = 12
+    (run / "bundle.json").write_text(json.dumps(bundle))
+    lines = (run / "records.jsonl").read_text().splitlines()
+    kept = [line for line in lines if not (json.loads(line)["trial_id"] == trial["trial_id"]
+                                           and json.loads(line)["request_index"] >= 12)]
+    (run / "records.jsonl").write_text("\n".join(kept) + "\n")
+
+
+# A bundle counting fewer planned requests than its trace hid the requests a trial lost (survival passed).
 # Records of another run (another model, engine and plan) were scored as this run's: a pass, or a false fail.
 # A NaN or a 1e308 in itl_ms ended both commands in a traceback and exit 1 (a regression, to CI); a null crash count
 # crashed rescore; failures logged as one string, not a list, were not read at all: survival passed.
@@ -116,7 +129,8 @@ ITL_NAN = _record(lambda r: r.update(itl_ms=[float("nan")] * 3))
 ITL_HUGE = _record(lambda r: r.update(itl_ms=[1e308, 1e308]))
 
 
-@pytest.mark.parametrize("damage", [_deep, _fifo, _zero, _foreign, _record(lambda r: r.update(arm="branching")),
+@pytest.mark.parametrize("damage", [_deep, _fifo, _zero, _fewer_planned, _foreign,
+                                    _record(lambda r: r.update(arm="branching")),
                                     ITL_NAN, ITL_HUGE, _snapshot("crashes", None),
                                     _snapshot("crashes", "x"), _snapshot("crashes", -1),
                                     _snapshot("server_failures", "mamba state sanity check failed")])
