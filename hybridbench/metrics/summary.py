@@ -48,11 +48,14 @@ def summarize(records: Sequence[Record]) -> dict[str, Any]:
 
 def modelled_summary(records: Sequence[Record]) -> dict[str, float]:
     """The reference server's modelled clock (``Record.modelled_*``): mean TTFT, and throughput over the span from
-    the first request received to the last finished. NaN unless every completed request carries its stamps (a
-    server that does not report them, or a trial with a request it never answered)."""
+    the first request received to the last finished. NaN unless every completed request carries its stamps, in order
+    (a server that does not report them, a trial with a request it never answered, or stamps nobody could measure)."""
     ok = [r for r in records if r.status == "ok"]
+    # In order only (received <= first token <= end): a first token stamped before its receipt gave a negative TTFT,
+    # and the ttft check passed at -980% (the wall clock's rule, records.timed, for the modelled clock).
     stamps = [(a, f, e) for r in ok if (a := r.modelled_received_s) is not None
-              and (f := r.modelled_first_token_s) is not None and (e := r.modelled_end_s) is not None]
+              and (f := r.modelled_first_token_s) is not None and (e := r.modelled_end_s) is not None
+              and a <= f <= e]
     if not stamps or len(stamps) < len(ok):
         return {"modelled_duration": math.nan, "modelled_mean_ttft_ms": math.nan,
                 "modelled_request_throughput": math.nan, "modelled_input_throughput": math.nan}

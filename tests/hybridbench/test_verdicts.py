@@ -181,6 +181,20 @@ def test_modelled_summary_and_noise_floor() -> None:
     assert "mean_ttft_ms" in rows  # the wall clock's too
 
 
+def test_modelled_stamps_out_of_order_are_unknown_not_a_faster_ttft() -> None:
+    """A first token stamped before its receipt made a negative modelled TTFT, and the ttft check on the modelled
+    clock passed at -980%; like the wall clock's (records.timed), such stamps measure nothing."""
+    def recs(first: float, end: float) -> list[Record]:
+        return [Record("run", "t", "a", "w", 0, i, i, 0, 0.0, 0.0, 0.5, 1.0, 100, 5, 0, "ok",
+                       modelled_received_s=10.0 * i, modelled_first_token_s=10.0 * i + first,
+                       modelled_end_s=10.0 * i + end) for i in range(4)]
+
+    assert summarize(recs(0.2, 0.4))["modelled_mean_ttft_ms"] == pytest.approx(200.0)
+    for first, end in ((-5.0, 0.4), (0.2, 0.1), (0.2, -5.0)):
+        s = summarize(recs(first, end))
+        assert math.isnan(s["modelled_mean_ttft_ms"]) and math.isnan(s["modelled_request_throughput"]), (first, end)
+
+
 def test_the_reference_command_carries_the_planted_slowdown_and_the_closed_loop_lockstep() -> None:
     from hybridbench.config.schema import LoadCfg
     from hybridbench.engines.reference_cmd import LOCKSTEP_MS, reference_command
