@@ -152,11 +152,14 @@ def _failed_trials(recs: Sequence[Record]) -> set[str]:
 
 
 def _broken(t: TrialRun) -> str:
-    """Why a trial's server counts as lost: it died or hung, or its log showed a known failure signature
-    (the snapshot's ``server_failures``) though it went on answering."""
-    logged = (t.result.server.get("server_failures") if t.result is not None else None) or []
+    """Why a trial's server counts as lost: it died or hung, it crashed (the snapshot's ``crashes``, which the
+    run's own survival check counts), or its log showed a known failure signature (``server_failures``) though it
+    went on answering."""
+    server = t.result.server if t.result is not None else {}
+    logged = server.get("server_failures") or []
+    crashes = server.get("crashes") or 0  # typed by the reader: an int >= 0
     return t.infrastructure_error or (f"the server logged: {logged[0]}" if isinstance(logged, list) and logged
-                                      else "")
+                                      else f"the server crashed {crashes} time(s)" if crashes else "")
 
 
 def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareCfg) -> list[Delta]:

@@ -158,3 +158,17 @@ def test_a_trace_linked_out_of_the_run_is_not_read(tmp_path: Path) -> None:
     (run / "traces" / "gsp.jsonl").unlink()
     (run / "traces" / "gsp.jsonl").write_bytes(outside.read_bytes())
     assert load_run(run).workload_digests["gsp"].trace is not None  # the run's own trace is read
+
+
+def test_a_candidate_server_that_crashed_fails_survival_in_compare_as_in_its_own_run(tmp_path: Path) -> None:
+    """The run's survival check counts the snapshot's crashes; compare read only deaths and logged failures, and
+    passed a candidate whose server had crashed twice ("0 lost")."""
+    base = make_run(tmp_path, "base", night=1)
+    cand = make_run(tmp_path, "cand", night=2)
+    _snapshot("crashes", 2)(cand)
+    proc = cli("hybridbench.compare", base, cand, "-o", tmp_path / "out", timeout=60)
+    clean(proc)
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads((tmp_path / "out" / "compare.json").read_text())
+    survival = [d for d in data["deltas"] if d["metric"] == "survival" and d["status"] == "fail"]
+    assert survival and "crashed 2 time(s)" in json.dumps(survival), data["deltas"]
