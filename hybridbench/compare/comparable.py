@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hybridbench.compare.runs import SavedRun
-from hybridbench.config.comparable_keys import flatten, must_match
+from hybridbench.config.comparable_keys import flatten, must_match, with_defaults
 from hybridbench.config.schema import SERVING_ENGINES
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import MODELLED_ENGINES
@@ -20,7 +20,7 @@ __all__ = ["check_comparable", "config_changes", "other_cpu", "unknown_gpus"]
 
 def config_changes(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """Every resolved-config key whose value differs (what the pull request's run changed, e.g. engine.python)."""
-    a, b = flatten(base), flatten(candidate)
+    a, b = with_defaults(flatten(base)), with_defaults(flatten(candidate))  # an older run lacks the newer keys
     return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 

@@ -9,9 +9,13 @@ comparison is about.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict
+from functools import cache
 from typing import Any
 
-__all__ = ["fixed_settings", "flatten", "must_match", "sizing"]
+from hybridbench.config.schema import EngineCfg, ModelCfg
+
+__all__ = ["fixed_settings", "flatten", "must_match", "sizing", "with_defaults"]
 
 _SAME_LOAD = ("load.", "seed")
 _SAME_ENGINE = frozenset([*(f"engine.{k}" for k in ("gpu", "tp", "page_size", "chunked_prefill_size",
@@ -21,6 +25,20 @@ _SAME_ENGINE = frozenset([*(f"engine.{k}" for k in ("gpu", "tp", "page_size", "c
                           # the state and weight bytes the pools are sized from (and SGLang's flags for them)
                           "model.mamba_ssm_dtype", "model.quantization",
                           "model.hf_id"])  # the checkpoint served: one model name may name another checkpoint
+
+
+@cache
+def _defaults() -> dict[str, Any]:
+    """The sizing keys' schema defaults (model.hf_id's depends on the model: never filled in)."""
+    flat = {**flatten(asdict(EngineCfg()), "engine"), **flatten(asdict(ModelCfg()), "model")}
+    return {k: v for k, v in flat.items() if k in _SAME_ENGINE and k != "model.hf_id"}
+
+
+def with_defaults(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """A flattened config with each sizing key it lacks at its schema default: a run saved before a key existed
+    ran with what it now defaults to (such a run read as resized against every later night, and history then
+    judged the later nights only among themselves, a regression included)."""
+    return {**_defaults(), **flat}
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -42,11 +60,11 @@ def must_match(key: str) -> bool:
 
 def fixed_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     """The values of a resolved config's keys that must match, with its engine kind and model name."""
-    flat = flatten(config)
+    flat = with_defaults(flatten(config))
     return {k: v for k, v in flat.items() if must_match(k) or k in ("engine.name", "model.name")}
 
 
 def sizing(config: Mapping[str, Any]) -> dict[str, Any]:
     """How the server was sized and what it served (the engine and model keys above), without the load: what a
     history series' points must share beyond its own key (results/history.py)."""
-    return {k: v for k, v in flatten(config).items() if k in _SAME_ENGINE}
+    return {k: v for k, v in with_defaults(flatten(config)).items() if k in _SAME_ENGINE}

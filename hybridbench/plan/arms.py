@@ -100,11 +100,24 @@ def cache_off_arms(names: tuple[str, ...]) -> frozenset[str]:
 
 
 def default_baseline(names: Sequence[str]) -> str:
-    """The baseline arm when ``checks.baseline_arm`` is unset: the first cache-off arm, else the first arm. A
-    cache-off arm is compared only with a cache-off baseline (hybridbench.checks.builtin), so with the first arm
-    as the baseline ``arms=[branching,disabled]`` compared nothing on timing and passed."""
+    """The baseline arm when ``checks.baseline_arm`` is unset: the first arm, unless a cache-off arm comes after the
+    only cache-on one (``arms=[branching,disabled]``): then that cache-off arm. A cache-off arm is compared only with
+    a cache-off baseline (hybridbench.checks.builtin), so with branching as the baseline that run compared nothing
+    on timing and passed. With several cache-on arms before a cache-off one the intent is ambiguous (each against no
+    cache, or the cache-on arms against each other): ConfigError, naming the key to set."""
+    if not names:
+        return ""
     off = cache_off_arms(tuple(names))
-    return next((n for n in names if n in off), names[0] if names else "")
+    if names[0] in off or not off:
+        return names[0]
+    on = [n for n in names if n not in off]
+    first_off = next(n for n in names if n in off)
+    if len(on) == 1:
+        return first_off
+    raise ConfigError(f"checks.baseline_arm: arms {list(names)} list cache-off arm {first_off} after cache-on arms "
+                      f"{', '.join(on)}; say which is the baseline (checks.baseline_arm={first_off} judges each "
+                      f"against no cache, checks.baseline_arm={on[0]} compares the cache-on arms), or list "
+                      f"{first_off} first")
 
 
 def policy_only_arms(specs: Sequence[ArmSpec], baseline: str) -> frozenset[str]:

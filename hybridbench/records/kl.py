@@ -27,7 +27,10 @@ def k3(ref: list[float], hit: list[float]) -> float:
     """``mean(exp(r) - 1 - r)`` with ``r = ref - hit`` per token (SGLang's ``compare_kl_divergence``)."""
     if len(ref) != len(hit) or not ref:
         raise ValueError(f"k3 needs two equally long, non-empty logprob lists (got {len(ref)} and {len(hit)})")
-    return sum(math.expm1(r - h) - (r - h) for r, h in zip(ref, hit, strict=True)) / len(ref)
+    try:
+        return sum(math.expm1(r - h) - (r - h) for r, h in zip(ref, hit, strict=True)) / len(ref)
+    except OverflowError:  # a logprob far from its twin (-1000 against 0): divergent, which the kl check fails
+        return math.inf
 
 
 @dataclass(slots=True)

@@ -30,8 +30,9 @@ def _ok(value: Any, hint: Any, logprobs: bool = False) -> bool:
     if origin is list:
         (item,) = typing.get_args(hint) or (Any,)
         if item is float and logprobs:  # a logprob may be -inf: the kl check fails on it, so it must reach the check
-            return isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                   for v in value)
+            return isinstance(value, list) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and (v == -math.inf or abs(v) <= FLOAT_BOUND)
+                for v in value)
         return isinstance(value, list) and all(_ok(v, item) for v in value)
     if hint is Any:
         return True

@@ -51,7 +51,9 @@ def _outcome(run: Run, trial: PlannedTrial, records: Sequence[Record]) -> TrialO
     have: listed with a dead server's error -> engine died, listed -> ran, not listed -> not run."""
     assert run.bundle is not None
     result = run.bundle.trial(trial.trial_id)
-    planned = result.planned_requests if result is not None else None
+    # The reader's count (the saved trace's rows where it is kept, else the bundle's): a bundle that counted the
+    # trace's metadata line as a request is read at the trace's count.
+    planned = next((t.planned_requests for t in run.trials if t.trial_id == trial.trial_id), None)
     if planned is None:  # an older bundle: the requests the trace holds, else unknown (survival: inconclusive)
         # The highest recorded index is no count: a trial that lost its last requests would look whole.
         planned = next((t.planned_requests for t in run.trials

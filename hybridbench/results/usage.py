@@ -99,7 +99,7 @@ class _Logs:
                 # there hung the dashboard. A log refused or unreadable is a log missing.
                 with open_regular(self.run_dir / rel, self.run_dir, limit=MAX_LOG_BYTES) as fh:
                     text: str | None = fh.read().decode("utf-8", "replace")
-            except ConfigError:
+            except (ConfigError, OSError, ValueError):  # ValueError: a NUL in the bundle's log_file
                 text = None
             self.cache[rel] = None if text is None else text.split("\n")
         return self.cache[rel]

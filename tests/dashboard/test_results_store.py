@@ -128,6 +128,11 @@ def test_the_store_records_each_runs_sizing(results_root: Path) -> None:
     sizing = json.loads(run_row(read_run(results_root / "main-1"), results_root)["sizing"])
     assert sizing["engine.chunked_prefill_size"] == 8192 and sizing["model.hf_id"]
     assert not [k for k in sizing if k.startswith(("load.", "seed", "checks."))]
+    # A run saved before some sizing keys existed (engine.workload_scale, model.quantization, ...) ran at what they
+    # now default to: sized alike, not a "sizing change" that would restart every series' baseline.
+    old = read_run(results_root / "old-schema")
+    assert "workload_scale" not in old.plan.config["engine"]
+    assert json.loads(run_row(old, results_root)["sizing"]) == sizing
 
 
 @pytest.mark.parametrize(

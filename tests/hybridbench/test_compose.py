@@ -78,6 +78,12 @@ def test_the_default_baseline_is_the_cache_off_arm_wherever_it_is_listed(tmp_pat
     assert build_plan(load("+experiment=smoke", "arms=[lru,branching]"), tmp_path, {}).baseline_arm == "lru"
     chosen = load("+experiment=smoke", "arms=[branching,disabled]", "checks.baseline_arm=branching")
     assert build_plan(chosen, tmp_path, {}).baseline_arm == "branching"
+    # Two cache-on arms before the cache-off one: each against no cache, or against each other? Said, not guessed.
+    with pytest.raises(ConfigError, match=r"^checks\.baseline_arm: arms \['lru', 'branching', 'disabled'\] list "
+                                          r"cache-off arm disabled after cache-on arms lru, branching; say which"):
+        build_plan(load("+experiment=smoke", "arms=[lru,branching,disabled]"), tmp_path, {})
+    both = load("+experiment=smoke", "arms=[lru,branching,disabled]", "checks.baseline_arm=lru")
+    assert build_plan(both, tmp_path, {}).baseline_arm == "lru"
     run = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim", "repeats=2",
                            "arms=[branching,disabled]", f"hydra.run.dir={run}"], capture_output=True, text=True,

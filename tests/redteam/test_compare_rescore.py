@@ -172,3 +172,47 @@ def test_a_candidate_server_that_crashed_fails_survival_in_compare_as_in_its_own
     data = json.loads((tmp_path / "out" / "compare.json").read_text())
     survival = [d for d in data["deltas"] if d["metric"] == "survival" and d["status"] == "fail"]
     assert survival and "crashed 2 time(s)" in json.dumps(survival), data["deltas"]
+
+
+def test_a_bundle_counting_its_traces_metadata_line_is_read_at_the_traces_count(tmp_path: Path) -> None:
+    """rescore once wrote planned_requests as the trace's rows plus its metadata line (fb25310 to 2dd5731): such a
+    bundle is read, at the trace's count; only a smaller count (which hides losses) is refused."""
+    from hybridbench.results import read_run
+
+    run = make_run(tmp_path, "old-rescore")
+    bundle = json.loads((run / "bundle.json").read_text())
+    for t in bundle["trials"]:
+        t["planned_requests"] = 19
+    (run / "bundle.json").write_text(json.dumps(bundle))
+    assert {t.planned_requests for t in read_run(run).trials} == {18}
+    proc = cli("hybridbench.rescore", run, timeout=60)
+    clean(proc)
+    assert proc.returncode == 1, proc.stderr  # one repeat: its timing rows are inconclusive, as the run's were
+    survival = [c for c in json.loads((run / "bundle.json").read_text())["checks"] if c["check"] == "survival"]
+    assert survival and all(c["status"] == "pass" for c in survival), survival  # 19 planned read 1 lost
+
+
+KL_RUN = Path(__file__).resolve().parents[1] / "hybridbench" / "fixtures" / "runs" / "reference-smoke-kl"
+
+
+@pytest.mark.parametrize(("logprob", "code"), [(-1000.0, 1), (1e308, 2), (float("nan"), 2)])
+def test_a_kl_sample_with_an_absurd_logprob_fails_kl_or_is_refused_never_a_traceback(
+        tmp_path: Path, logprob: float, code: int) -> None:
+    """A logprob of -1000 against its twin near 0 overflowed k3 (OverflowError, exit 1 as a traceback): it is a
+    divergence the kl check fails. One no measurement gives (1e308, NaN) is refused in one line."""
+    import shutil
+
+    run = tmp_path / "kl"
+    shutil.copytree(KL_RUN, run)
+    lines = (run / "kl.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["hit_logprobs"] = [logprob] * len(first["hit_logprobs"])
+    (run / "kl.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    proc = cli("hybridbench.rescore", run, timeout=60)
+    clean(proc)
+    assert proc.returncode == code, proc.stderr
+    if code == 1:
+        kl = [c for c in json.loads((run / "bundle.json").read_text())["checks"] if c["check"] == "kl"]
+        assert any(c["status"] == "fail" for c in kl), kl
+    else:
+        assert len(proc.stderr.strip().splitlines()) == 1 and "kl.jsonl:1" in proc.stderr, proc.stderr
