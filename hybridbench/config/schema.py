@@ -177,7 +177,9 @@ class LoadCfg:
 @dataclass
 class ChecksCfg:
     enabled: list[str] = field(default_factory=lambda: ["survival", "ttft", "throughput", "cache_hits"])
-    baseline_arm: str = ""  # "" = the first cache-off arm (disabled), else the first arm
+    # "" = the first arm; or, when a cache-off arm follows the only cache-on one (arms=[branching,disabled]), that
+    # cache-off arm (several cache-on arms before a cache-off one: refused, say which)
+    baseline_arm: str = ""
     # pass when the whole CI of the relative TTFT change is at or below this, fail when wholly above, else inconclusive
     ttft_regression: float = 0.10
     throughput_regression: float = 0.10  # likewise for the relative drop of request throughput
