@@ -29,10 +29,12 @@ def _ok(value: Any, hint: Any, logprobs: bool = False) -> bool:
         return value in typing.get_args(hint)
     if origin is list:
         (item,) = typing.get_args(hint) or (Any,)
-        if item is float and logprobs:  # a logprob may be -inf: the kl check fails on it, so it must reach the check
+        if item is float and logprobs:
+            # A server's logprob may be -inf or NaN (a numerics bug after a cache hit): the kl check must see it,
+            # and fail on it; never a value no server gives (+inf, 1e308), which would only overflow the estimator.
             return isinstance(value, list) and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and (v == -math.inf or abs(v) <= FLOAT_BOUND)
-                for v in value)
+                isinstance(v, (int, float)) and not isinstance(v, bool)
+                and (v == -math.inf or math.isnan(v) or abs(v) <= FLOAT_BOUND) for v in value)
         return isinstance(value, list) and all(_ok(v, item) for v in value)
     if hint is Any:
         return True
