@@ -67,4 +67,4 @@ def fixed_settings(config: Mapping[str, Any]) -> dict[str, Any]:
 def sizing(config: Mapping[str, Any]) -> dict[str, Any]:
     """How the server was sized and what it served (the engine and model keys above), without the load: what a
     history series' points must share beyond its own key (results/history.py)."""
-    return {k: v for k, v in with_defaults(flatten(config)).items() if k in _SAME_ENGINE}
+    return {k: v for k, v in fixed_settings(config).items() if k in _SAME_ENGINE}

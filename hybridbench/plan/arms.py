@@ -99,25 +99,25 @@ def cache_off_arms(names: tuple[str, ...]) -> frozenset[str]:
     return frozenset(s.name for s in saved_specs(names) if not s.cache_on)
 
 
-def default_baseline(names: Sequence[str]) -> str:
+def default_baseline(specs: Sequence[ArmSpec]) -> str:
     """The baseline arm when ``checks.baseline_arm`` is unset: the first arm, unless a cache-off arm comes after the
     only cache-on one (``arms=[branching,disabled]``): then that cache-off arm. A cache-off arm is compared only with
     a cache-off baseline (hybridbench.checks.builtin), so with branching as the baseline that run compared nothing
     on timing and passed. With several cache-on arms before a cache-off one the intent is ambiguous (each against no
     cache, or the cache-on arms against each other): ConfigError, naming the key to set."""
-    if not names:
+    if not specs:
         return ""
-    off = cache_off_arms(tuple(names))
-    if names[0] in off or not off:
-        return names[0]
-    on = [n for n in names if n not in off]
-    first_off = next(n for n in names if n in off)
+    on = [s.name for s in specs if s.cache_on]
+    off = [s.name for s in specs if not s.cache_on]
+    if not specs[0].cache_on or not off:
+        return specs[0].name
     if len(on) == 1:
-        return first_off
-    raise ConfigError(f"checks.baseline_arm: arms {list(names)} list cache-off arm {first_off} after cache-on arms "
-                      f"{', '.join(on)}; say which is the baseline (checks.baseline_arm={first_off} judges each "
+        return off[0]
+    names = [s.name for s in specs]
+    raise ConfigError(f"checks.baseline_arm: arms {names} list cache-off arm {off[0]} after cache-on arms "
+                      f"{', '.join(on)}; say which is the baseline (checks.baseline_arm={off[0]} judges each "
                       f"against no cache, checks.baseline_arm={on[0]} compares the cache-on arms), or list "
-                      f"{first_off} first")
+                      f"{off[0]} first")
 
 
 def policy_only_arms(specs: Sequence[ArmSpec], baseline: str) -> frozenset[str]:

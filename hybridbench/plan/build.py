@@ -101,7 +101,7 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
     arms = [spec.name for spec in arm_specs]
     if not cfg.workloads:
         raise ConfigError("workloads: none configured; pick an experiment with +experiment=NAME (conf/experiment/)")
-    baseline = cfg.checks.baseline_arm or default_baseline(arms)
+    baseline = cfg.checks.baseline_arm or default_baseline(arm_specs)
     if baseline not in arms:
         raise ConfigError(f"checks.baseline_arm: {baseline!r} is not one of the arms {arms}")
     check_architecture(cfg)  # the last of the config's own checks: before the engine is asked anything

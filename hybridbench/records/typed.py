@@ -33,8 +33,7 @@ def _ok(value: Any, hint: Any, logprobs: bool = False) -> bool:
             # A server's logprob may be -inf or NaN (a numerics bug after a cache hit): the kl check must see it,
             # and fail on it; never a value no server gives (+inf, 1e308), which would only overflow the estimator.
             return isinstance(value, list) and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool)
-                and (v == -math.inf or math.isnan(v) or abs(v) <= FLOAT_BOUND) for v in value)
+                _ok(v, float) or (isinstance(v, float) and (v == -math.inf or math.isnan(v))) for v in value)
         return isinstance(value, list) and all(_ok(v, item) for v in value)
     if hint is Any:
         return True
