@@ -1,8 +1,14 @@
-"""The registry that names every strategy (``no_buffer``, ``extra_buffer``, ``tokenspeed``, ``disabled``)."""
+"""The registry that names every strategy (``no_buffer``, ``extra_buffer``, ``extra_buffer_lazy``, ``tokenspeed``,
+``disabled``)."""
 
 from __future__ import annotations
 
-from reference_impl.lifecycle.strategies import DisabledStrategy, ExtraBufferStrategy, NoBufferStrategy
+from reference_impl.lifecycle.strategies import (
+    DisabledStrategy,
+    ExtraBufferLazyStrategy,
+    ExtraBufferStrategy,
+    NoBufferStrategy,
+)
 from reference_impl.lifecycle.strategy import Strategy
 from reference_impl.lifecycle.tokenspeed import TokenSpeedStrategy
 from reference_impl.radix.tree import MambaRadixTree
@@ -10,7 +16,8 @@ from reference_impl.radix.tree import MambaRadixTree
 __all__ = ["STRATEGIES", "make_strategy"]
 
 STRATEGIES: dict[str, type[Strategy]] = {
-    s.name: s for s in (NoBufferStrategy, ExtraBufferStrategy, TokenSpeedStrategy, DisabledStrategy)
+    s.name: s
+    for s in (NoBufferStrategy, ExtraBufferStrategy, ExtraBufferLazyStrategy, TokenSpeedStrategy, DisabledStrategy)
 }
 
 

@@ -66,6 +66,7 @@ class CachedRequest:
     track_slots: list[int] = field(default_factory=list)
     track_seqlen: int | None = None  # position of the newest tracked, not yet inserted state
     branch_seqlen: int | None = None
+    overwritten_at: int | None = None  # extra_buffer_lazy: kv_len when a decode track wrote over the only slot
     match_limit: int = 0  # the longest prefix the match could reuse (a host tier's load-back goes up to it)
     block_hashes: list[int] = field(default_factory=lambda: [0], repr=False)  # fingerprint's chain, kept
     # The input as a tuple (the caller's own, when it passed one): hashing and tree keys slice it directly.

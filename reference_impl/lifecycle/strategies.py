@@ -1,4 +1,5 @@
-"""SGLang's strategies (``no_buffer``, ``extra_buffer``, ``disabled``); TokenSpeed's is ``lifecycle.tokenspeed``."""
+"""SGLang's strategies (``no_buffer``, ``extra_buffer``, ``extra_buffer_lazy``, ``disabled``); TokenSpeed's is
+``lifecycle.tokenspeed``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from reference_impl.lifecycle.request import CachedRequest
 from reference_impl.lifecycle.strategy import Strategy
 from reference_impl.radix.pools import PoolExhausted
 
-__all__ = ["DisabledStrategy", "ExtraBufferStrategy", "NoBufferStrategy"]
+__all__ = ["DisabledStrategy", "ExtraBufferLazyStrategy", "ExtraBufferStrategy", "NoBufferStrategy"]
 
 
 class NoBufferStrategy(Strategy):
@@ -89,9 +90,9 @@ class ExtraBufferStrategy(Strategy):
                 # The look-ahead batch's KV for the token at `end` (alloc_for_decode at its prepare): the finish
                 # may cache it with the state; a later step feeds it from this reservation.
                 self.reserve_decode_kv(req)
-            self._track(req, last)
+            self._track(req, last, decode=True)
 
-    def _track(self, req: CachedRequest, position: int) -> None:
+    def _track(self, req: CachedRequest, position: int, *, decode: bool = False) -> None:
         # The ping-pong slot written next becomes the newest tracked state.
         slot = req.track_slots.pop(0)
         self.tree.state_pool.write(slot, req.fingerprint(position))
@@ -132,6 +133,74 @@ class ExtraBufferStrategy(Strategy):
         self.write_back(req)
         # KV past the last tracked state cannot be reused without a state: free it.
         self.release(req)
+
+
+class ExtraBufferLazyStrategy(ExtraBufferStrategy):
+    """``--mamba-radix-cache-strategy extra_buffer_lazy`` (SGLang PR #27118; 0.5.16 and 0.5.23): a request holds one
+    ping-pong slot, not two, so the pool admits a running request per 3 + 1 slots instead of 3 + 2. A decode forward
+    at a track boundary takes a second slot for the forward to write the new state into and frees the old one after
+    it (``mamba_lazy_prealloc_at_boundary`` / ``mamba_lazy_post_decode_at_boundary``, schedule_batch.py:3618 and
+    batch_result_processor.py:1686 in 0.5.23). 0.5.23 never evicts for that slot; 0.5.16 evicts one state first
+    (schedule_batch.py:2732-2760 in 0.5.16). Without one the forward writes over the only slot: the new state is
+    tracked in place. Lazy mode needs the overlap schedule (an assert in kv_cache_configurator's ratio)."""
+
+    name = "extra_buffer_lazy"
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        if not self.overlap:
+            raise ValueError("extra_buffer_lazy requires the overlap schedule, as SGLang asserts")
+        if self.tree.semantics == "0.5.9":
+            raise ValueError("SGLang 0.5.9 has no extra_buffer_lazy (it came with 0.5.16's PR #27118)")
+
+    def _num_track_slots(self) -> int:
+        return 1
+
+    def _track(self, req: CachedRequest, position: int, *, decode: bool = False) -> None:
+        if not decode:
+            super()._track(req, position)  # a prefill writes its tracked state into the one slot
+            return
+        fresh = self._alloc_transient(req)
+        if fresh is None:
+            self.counters.state_alloc_failures += 1
+            req.overwritten_at = req.kv_len
+            super()._track(req, position)
+            return
+        old = req.track_slots.pop()
+        req.track_slots.append(fresh)
+        super()._track(req, position)
+        self.tree.state_pool.free(old)
+
+    def finish(self, req: CachedRequest) -> None:
+        if self._kept_state_overwritten(req):
+            req.track_seqlen = None  # the state the finish would donate was written over: nothing is inserted
+        super().finish(req)
+
+    def _kept_state_overwritten(self, req: CachedRequest) -> bool:
+        """Whether a forward wrote over the finished request's kept state for want of a second slot. 0.5.16: its
+        last step's own boundary did (``mamba_lazy_post_decode_at_boundary`` sets ``mamba_lazy_is_insert = False``,
+        batch_result_processor.py:1002-1004). 0.5.23: the overlap's look-ahead batch, prepared before the last
+        result, is at a boundary and finds no free slot (``mamba_lazy_checkpoint = False``,
+        batch_result_processor.py:1408-1415); its slot, had it one, goes back at the release."""
+        if self.tree.semantics == "0.5.16":
+            return req.overwritten_at == req.kv_len
+        if len(req.tokens) - req.input_len < 2 or (req.kv_len + 1) % self.decode_track_interval():
+            # (a request its prefill finished had no decode batch to look ahead of)
+            return False
+        slot = self._alloc_transient(req)
+        if slot is None:
+            return True
+        self.tree.state_pool.free(slot)
+        return False
+
+    def _alloc_transient(self, req: CachedRequest) -> int | None:
+        """The boundary's second slot, or None: 0.5.16 evicts a state for it, 0.5.23 only takes a free one."""
+        if self.tree.semantics == "0.5.16":
+            try:
+                return self._alloc_state(protect=req.lock.node if req.lock else None)
+            except PoolExhausted:
+                return None
+        return self.tree.state_pool.alloc()
 
 
 class DisabledStrategy(Strategy):

@@ -84,6 +84,7 @@ def _import_sglang() -> None:
     import torch
     from sglang.srt import runtime_context
     from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
+    from sglang.srt.managers.scheduler_components import batch_result_processor
     from sglang.srt.managers.scheduler_components.batch_result_processor import SchedulerBatchResultProcessor
     from sglang.srt.mem_cache.allocation_sizing import get_mamba_tracking_slots
     from sglang.srt.mem_cache.base_prefix_cache import MatchResult
@@ -92,7 +93,8 @@ def _import_sglang() -> None:
     from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
 
     SG.update(
-        torch=torch, rc=runtime_context, Req=Req, ScheduleBatch=ScheduleBatch, BRP=SchedulerBatchResultProcessor,
+        torch=torch, rc=runtime_context, brp_module=batch_result_processor,
+        Req=Req, ScheduleBatch=ScheduleBatch, BRP=SchedulerBatchResultProcessor,
         tracking_slots=get_mamba_tracking_slots, MatchResult=MatchResult, Pool=HybridReqToTokenPool,
         Mamba=MambaComponent, ServerArgs=ServerArgs, set_args=set_global_server_args_for_scheduler,
     )
@@ -108,24 +110,30 @@ def bind(obj: Any, cls: type, *names: str) -> Any:
 _ARGS: dict[str, Any] = {"key": None}
 
 
-def publish_args(chunk: int, page: int, interval: int, strategy_field: str = "mamba_radix_cache_strategy") -> Any:
-    """Publish server args for (page, interval) and the model chunk; rebuilt only when they change (~80 ms). Every
-    release's oracle (this one, extra_buffer_oracle_0516.py, extra_buffer_oracle_0509.py) publishes them so; 0.5.9
-    names the strategy ``mamba_scheduler_strategy`` and has no chunk to seed (its grid ignores the model's)."""
-    if _ARGS["key"] != (page, interval):
+def publish_args(chunk: int, page: int, interval: int, strategy_field: str = "mamba_radix_cache_strategy",
+                 strategy: str = "extra_buffer") -> Any:
+    """Publish server args for (page, interval, strategy) and the model chunk; rebuilt only when they change (~80 ms).
+    Every release's oracle (this one, extra_buffer_oracle_0516.py, extra_buffer_oracle_0509.py) publishes them so;
+    0.5.9 names the strategy ``mamba_scheduler_strategy`` and has no chunk to seed (its grid ignores the model's)."""
+    if _ARGS["key"] != (page, interval, strategy):
         args = SG["ServerArgs"](model_path="dummy", page_size=page, mamba_track_interval=interval,
-                                **{strategy_field: "extra_buffer"})
+                                **{strategy_field: strategy})
         SG["set_args"](args)
-        _ARGS.update(key=(page, interval), args=args)
+        _ARGS.update(key=(page, interval, strategy), args=args)
     # max(model chunk, page): what overrides.mamba_cache_chunk_size computes from a real model's config
     _ARGS["args"]._mamba_cache_chunk_size = max(chunk, page)
     return _ARGS["args"]
 
 
-def configure(chunk: int, page: int, interval: int) -> None:
-    publish_args(chunk, page, interval)
+def strategy_of(case: Case) -> str:
+    """A life case's ``--mamba-radix-cache-strategy``: ``lazy`` cases run ``extra_buffer_lazy`` (PR #27118)."""
+    return "extra_buffer_lazy" if case.get("lazy") else "extra_buffer"
+
+
+def configure(chunk: int, page: int, interval: int, lazy: bool = False) -> None:
+    publish_args(chunk, page, interval, strategy="extra_buffer_lazy" if lazy else "extra_buffer")
     mamba = SG["rc"].get_exec().mamba
-    assert mamba.enable_mamba_extra_buffer and not mamba.enable_mamba_extra_buffer_lazy
+    assert mamba.enable_mamba_extra_buffer and mamba.enable_mamba_extra_buffer_lazy == lazy
     assert mamba.mamba_track_interval == interval
 
 
@@ -144,10 +152,12 @@ class Allocator:
         return
 
 
-def make_pool(overlap: bool) -> Any:
-    size = SG["tracking_slots"](extra_buffer=True, overlap=overlap, lazy=False)
-    pool = Stub(mamba_ping_pong_track_buffer_size=size, mamba_initial_tracking_slots=size,
-              enable_mamba_extra_buffer_lazy=False, enable_mamba_extra_buffer=True, mamba_allocator=Allocator(),
+def make_pool(overlap: bool, lazy: bool = False) -> Any:
+    # HybridReqToTokenPool.__init__ (memory_pool.py:1392-1399): the pair's size, and the slots allocated up front
+    size = SG["tracking_slots"](extra_buffer=True, overlap=overlap)
+    initial = SG["tracking_slots"](extra_buffer=True, overlap=overlap, lazy=lazy)
+    pool = Stub(mamba_ping_pong_track_buffer_size=size, mamba_initial_tracking_slots=initial,
+              enable_mamba_extra_buffer_lazy=lazy, enable_mamba_extra_buffer=True, mamba_allocator=Allocator(),
               req_index_to_mamba_ping_pong_track_buffer_mapping={})
     return bind(pool, SG["Pool"], "get_mamba_ping_pong_other_idx", "get_mamba_ping_pong_keep_idx",
                 "_alloc_ping_pong_buffer", "set_mamba_ping_pong_slot", "donate_mamba_ping_pong_slot")
@@ -158,15 +168,19 @@ def make_req(prefix: int, branch: int | None, prompt: int) -> Any:
             mamba_untracked_decode_batch_idx=None)
     req = Stub(kv=kv, prefix_len=prefix, extend_end=prefix, extend_len=0, mamba_branching_seqlen=branch,
              decode_batch_idx=0, output_ids=[], origin_input_ids=list(range(prompt)), rid="r",
-             finished=lambda: False, reasoning_tokens=0, finished_len=None, output_ids_through_stop=[])
+             finished=lambda: False, reasoning_tokens=0, finished_len=None, output_ids_through_stop=[],
+             mamba_lazy_checkpoint=True, multimodal_inputs=None, time_stats=Stub(set_completion_time=lambda: None))
     return bind(req, SG["Req"], "owned_kv_len")
 
 
 def run_life(case: Case) -> dict[str, Any]:
     chunk, page, interval, overlap = case["C"], case["P"], case["I"], case["overlap"]
     prefix, prompt, step, n, branch = case["prefix"], case["L"], case["S"], case["n"], case["branch"]
-    configure(chunk, page, interval)
-    pool = make_pool(overlap)
+    lazy = bool(case.get("lazy"))
+    # SGLang's own test hook: the lazy second slot's allocation fails (schedule_batch.py:3639), as on a full pool
+    os.environ["SGLANG_TEST_MAMBA_LAZY_ALLOC_FAIL"] = "1" if case.get("fail") else "0"
+    configure(chunk, page, interval, lazy)
+    pool = make_pool(overlap, lazy)
     comp = Stub(cache=Stub(enable_mamba_extra_buffer=True, req_to_token_pool=pool), int8_ckpt_pool=None)
     bind(comp, SG["Mamba"], "_alloc_mamba_slot", "_select_finished_checkpoint", "prepare_for_caching_req",
          "cleanup_after_caching_req", "_free_mamba_value")
@@ -176,7 +190,13 @@ def run_life(case: Case) -> dict[str, Any]:
     bind(sched, SG["ScheduleBatch"], "_mamba_radix_cache_v2_req_prepare_for_extend")
     brp = Stub(tree_cache=tree, draft_worker=None, _maybe_collect_customized_info=lambda *a: None)
     bind(brp, SG["BRP"], "_handle_finish_state_updated_req", "_mamba_prefix_cache_update",
-         "_mamba_check_track_boundary")
+         "_mamba_check_track_boundary", "mamba_lazy_post_decode_at_boundary", "_mamba_can_cache_finished_req")
+    # The finished request's release (batch_result_processor.py:1436-1467) is not run here: its checkpoint flag is
+    # recorded, and the finish checkpoint below is taken only if it is set (release_kv_cache(checkpoint=...)).
+    released: list[bool] = []
+    SG["brp_module"].release_kv_cache = lambda _req, _tree, checkpoint=True: released.append(checkpoint)
+    for name in ("_maybe_collect_routed_experts", "_maybe_collect_indexer_topk", "_prepare_kv_cache_release"):
+        setattr(brp, name, lambda *a: None)
     brp._mamba_assert_committed_len_lookahead = SG["BRP"]._mamba_assert_committed_len_lookahead  # a staticmethod
 
     req = make_req(prefix, branch, prompt)
@@ -219,6 +239,10 @@ def run_life(case: Case) -> dict[str, Any]:
         req.kv.kv_committed_len += 1
         req.decode_batch_idx += 1
         seq = req.kv.kv_committed_len
+        if lazy:  # prepare_for_decode (schedule_batch.py:3811-3812): the second slot, before the indices are read
+            lazy_batch = Stub(reqs=[req], req_to_token_pool=pool, seq_lens_cpu=SG["torch"].tensor([seq]))
+            bind(lazy_batch, SG["ScheduleBatch"], "mamba_lazy_prealloc_at_boundary")
+            lazy_batch.mamba_lazy_prealloc_at_boundary(grid)
         batch = Stub(mamba_track_mask_cpu=[seq % grid == 0],
                    mamba_track_mask_next_cpu=[seq % grid == grid - 1] if overlap else None,
                    mamba_decode_batch_idx_cpu=[req.decode_batch_idx],
@@ -230,15 +254,19 @@ def run_life(case: Case) -> dict[str, Any]:
 
     def process(batch: Any) -> None:
         req.output_ids.append(0)  # the result processor appends the batch's token first
-        brp._handle_finish_state_updated_req(req, batch, Stub(), 0, None)
+        if lazy and len(req.output_ids) == n:  # lazy reads req.finished() (batch_result_processor.py:1408-1415)
+            req.finished = lambda: True
+        brp._handle_finish_state_updated_req(req, batch, Stub(num_correct_drafts_per_req_cpu=None), 0, None)
         if batch.mamba_track_mask_cpu[0]:
             tracks.append(req.kv.mamba_last_track_seqlen)
 
     run_decode(n - 1, overlap, prepare, process, batches)
     req.finished_len = n
     req.output_ids_through_stop = req.output_ids[:n]
-    checkpoint(req.owned_kv_len(), True)
-    return {"tracks": tracks, "donated": donated, "slots": pool.mamba_ping_pong_track_buffer_size + 1}
+    # release_kv_cache(checkpoint=req.mamba_lazy_checkpoint) in lazy mode (batch_result_processor.py:1460-1465)
+    if not lazy or released != [False]:
+        checkpoint(req.owned_kv_len(), True)
+    return {"tracks": tracks, "donated": donated, "slots": pool.mamba_initial_tracking_slots + 1}
 
 
 def run_decode(steps: int, overlap: bool, prepare: Any, process: Any, batches: list[Any]) -> None:
@@ -277,7 +305,8 @@ def serve(import_sglang: Any, life_fn: Any, match_fn: Any) -> None:
     import_sglang()
     cases = json.load(sys.stdin)
     life: list[Any] = [None] * len(cases["life"])
-    for i in _order(cases["life"], ("P", "I")):
+    for i in sorted(range(len(cases["life"])), key=lambda i: (strategy_of(cases["life"][i]), cases["life"][i]["P"],
+                                                              cases["life"][i]["I"])):
         life[i] = life_fn(cases["life"][i])
     match: list[Any] = [None] * len(cases["match"])
     for i in _order(cases["match"], ("P",)):

@@ -43,6 +43,7 @@ No SGLang code is copied here.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from extra_buffer_oracle import SG, Allocator, Case, Stub, bind, publish_args, run_decode, serve
@@ -51,25 +52,27 @@ from extra_buffer_oracle import SG, Allocator, Case, Stub, bind, publish_args, r
 def _import_sglang() -> None:
     import torch
     from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
+    from sglang.srt.managers.scheduler_components import batch_result_processor
     from sglang.srt.managers.scheduler_components.batch_result_processor import SchedulerBatchResultProcessor
     from sglang.srt.mem_cache.base_prefix_cache import MatchResult
     from sglang.srt.mem_cache.memory_pool import HybridReqToTokenPool
     from sglang.srt.mem_cache.unified_cache_components.mamba_component import MambaComponent
     from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
 
-    SG.update(torch=torch, Req=Req, ScheduleBatch=ScheduleBatch, BRP=SchedulerBatchResultProcessor,
+    SG.update(torch=torch, brp_module=batch_result_processor,
+              Req=Req, ScheduleBatch=ScheduleBatch, BRP=SchedulerBatchResultProcessor,
               MatchResult=MatchResult, Pool=HybridReqToTokenPool, Mamba=MambaComponent, ServerArgs=ServerArgs,
               set_args=set_global_server_args_for_scheduler)
 
 
-def configure(chunk: int, page: int, interval: int) -> Any:
-    args = publish_args(chunk, page, interval)
-    assert args.enable_mamba_extra_buffer() and not args.enable_mamba_extra_buffer_lazy()
+def configure(chunk: int, page: int, interval: int, lazy: bool = False) -> Any:
+    args = publish_args(chunk, page, interval, strategy="extra_buffer_lazy" if lazy else "extra_buffer")
+    assert args.enable_mamba_extra_buffer() and args.enable_mamba_extra_buffer_lazy() == lazy
     return args
 
 
-def make_pool(overlap: bool) -> Any:
-    pool = Stub(mamba_ping_pong_track_buffer_size=2 if overlap else 1, enable_mamba_extra_buffer_lazy=False,
+def make_pool(overlap: bool, lazy: bool = False) -> Any:
+    pool = Stub(mamba_ping_pong_track_buffer_size=2 if overlap else 1, enable_mamba_extra_buffer_lazy=lazy,
                 mamba_allocator=Allocator(), req_index_to_mamba_ping_pong_track_buffer_mapping={})
     return bind(pool, SG["Pool"], "get_mamba_ping_pong_other_idx", "get_mamba_ping_pong_keep_idx",
                 "_alloc_ping_pong_buffer", "set_mamba_ping_pong_slot", "donate_mamba_ping_pong_slot")
@@ -78,21 +81,31 @@ def make_pool(overlap: bool) -> Any:
 def run_life(case: Case) -> dict[str, Any]:
     chunk, page, interval, overlap = case["C"], case["P"], case["I"], case["overlap"]
     prefix, prompt, step, n, branch = case["prefix"], case["L"], case["S"], case["n"], case["branch"]
-    configure(chunk, page, interval)
-    pool = make_pool(overlap)
+    lazy = bool(case.get("lazy"))
+    # SGLang's own test hook: the lazy second slot's allocation fails (schedule_batch.py:2751), as on a full pool
+    os.environ["SGLANG_TEST_MAMBA_LAZY_ALLOC_FAIL"] = "1" if case.get("fail") else "0"
+    configure(chunk, page, interval, lazy)
+    pool = make_pool(overlap, lazy)
     comp = Stub(cache=Stub(req_to_token_pool=pool), enable_mamba_extra_buffer=True, int8_ckpt_pool=None)
     bind(comp, SG["Mamba"], "_alloc_mamba_slot", "prepare_for_caching_req", "cleanup_after_caching_req",
          "_free_mamba_value")
     sched = Stub(req_to_token_pool=pool)
     bind(sched, SG["ScheduleBatch"], "_mamba_radix_cache_v2_req_prepare_for_extend")
-    brp = Stub(server_args=Stub(disaggregation_decode_enable_offload_kvcache=False),
-               _maybe_collect_customized_info=lambda *a: None)
+    brp = Stub(server_args=Stub(disaggregation_decode_enable_offload_kvcache=False, enable_hisparse=False),
+               _maybe_collect_customized_info=lambda *a: None, draft_worker=None, model_worker=Stub(),
+               tree_cache=None, _maybe_collect_routed_experts=lambda *a: None,
+               _maybe_collect_indexer_topk=lambda *a: None)
     bind(brp, SG["BRP"], "_handle_finish_state_updated_req", "_mamba_prefix_cache_update",
-         "_mamba_check_track_boundary")
+         "_mamba_check_track_boundary", "mamba_lazy_post_decode_at_boundary")
+    # The finished request's release (batch_result_processor.py:897-905) is not run here: its insert flag is
+    # recorded, and the finish checkpoint below is taken only if it is set (release_kv_cache(is_insert=...)).
+    released: list[bool] = []
+    SG["brp_module"].release_kv_cache = lambda _req, _tree, is_insert=True: released.append(is_insert)
 
     req = Stub(req_pool_idx=0, mamba_last_track_seqlen=None, mamba_branching_seqlen=branch, kv_committed_len=prefix,
                decode_batch_idx=0, output_ids=[], origin_input_ids=list(range(prompt)), rid="r",
-               finished=lambda: False, reasoning_tokens=0, prefix_indices=range(prefix))
+               finished=lambda: False, reasoning_tokens=0, prefix_indices=range(prefix), mamba_lazy_is_insert=True,
+               multimodal_inputs=None, time_stats=Stub(set_completion_time=lambda: None))
     bind(req, SG["Req"], "effective_kv_committed_len")
     pool._alloc_ping_pong_buffer(req)
     tracks: list[int | None] = []
@@ -129,6 +142,11 @@ def run_life(case: Case) -> dict[str, Any]:
         req.decode_batch_idx += 1
         req.kv_committed_len += 1
         seq = req.kv_committed_len
+        if lazy:  # prepare_for_decode (schedule_batch.py:2845-2847): the second slot, before the indices are read
+            lazy_batch = Stub(reqs=[req], req_to_token_pool=pool, seq_lens_cpu=SG["torch"].tensor([seq]),
+                              tree_cache=None)
+            bind(lazy_batch, SG["ScheduleBatch"], "mamba_lazy_prealloc_at_boundary")
+            lazy_batch.mamba_lazy_prealloc_at_boundary(interval)
         if seq % interval == 0:  # the forward writes the state at seq into the slot named now
             written[int(req.mamba_ping_pong_track_buffer[req.mamba_next_track_idx])] = seq
         batches.append(Stub(spec_algorithm=Stub(is_none=lambda: True), req_to_token_pool=pool))
@@ -136,14 +154,17 @@ def run_life(case: Case) -> dict[str, Any]:
     def process(batch: Any) -> None:
         req.output_ids.append(0)  # the result processor appends the batch's token first
         before = req.mamba_last_track_seqlen
+        if lazy and len(req.output_ids) == n:  # lazy reads req.finished() (batch_result_processor.py:1002-1004)
+            req.finished = lambda: True
         brp._handle_finish_state_updated_req(req, batch, Stub(), 0, None)
         if req.mamba_last_track_seqlen != before:  # what the result booked as tracked (it never unsets it)
             tracks.append(req.mamba_last_track_seqlen)
 
     run_decode(n - 1, overlap, prepare, process, batches)
     up_to = min(req.effective_kv_committed_len(), len(req.origin_input_ids) + len(req.output_ids))
-    checkpoint(up_to, True)
-    return {"tracks": tracks, "donated": donated, "slots": pool.mamba_ping_pong_track_buffer_size + 1}
+    if not lazy or released != [False]:
+        checkpoint(up_to, True)
+    return {"tracks": tracks, "donated": donated, "slots": (1 if lazy else pool.mamba_ping_pong_track_buffer_size) + 1}
 
 
 def run_match(case: Case) -> int | None:
