@@ -59,7 +59,7 @@ def _host_tier(spec: ArmSpec, cfg: RunCfg) -> list[str]:
 # the table adds the knobs.
 REFERENCE_ARMS: ArmTable[RunCfg, str] = ArmTable(
     engine="reference",
-    strategies={"disabled": nothing, "no_buffer": nothing, "extra_buffer": nothing},
+    strategies={"disabled": nothing, "no_buffer": nothing, "extra_buffer": nothing, "extra_buffer_lazy": nothing},
     policies={"lru": nothing, "seglen": _weight},
     host_tier=_host_tier,
     why_not=reference_refusals(),
@@ -84,6 +84,9 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
         if arm.strategy == "no_buffer":  # the server's own refusal, caught at plan time
             raise ConfigError(f"arm {arm.name}: engine.cache_semantics=tokenspeed: TokenSpeed always "
                               "keeps branch-point states (use branching)")
+        if arm.strategy == "extra_buffer_lazy":  # the server's own refusal, caught at plan time
+            raise ConfigError(f"arm {arm.name}: engine.cache_semantics=tokenspeed: TokenSpeed has no lazy ping-pong "
+                              "slot (use branching)")
         if arm.strategy == "extra_buffer" and arm.policy != "lru":  # the server's refusal too: it would run LRU
             raise ConfigError(f"arm {arm.name}: engine.cache_semantics=tokenspeed: TokenSpeed evicts least recently "
                               f"used by its own rules, so the arm's {arm.policy} eviction cannot apply (use "

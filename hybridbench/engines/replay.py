@@ -31,7 +31,7 @@ __all__ = ["REPLAY_ARMS", "ReplayEngine", "marconi_ttft_ms"]
 # Every policy the replayer knows; strategy matters only to SGLang's tree (lru, seglen).
 REPLAY_ARMS: ArmTable[None, str] = ArmTable(
     engine="replay",
-    strategies={"no_buffer": nothing, "extra_buffer": nothing},
+    strategies={"no_buffer": nothing, "extra_buffer": nothing, "extra_buffer_lazy": nothing},
     policies=dict.fromkeys(POLICIES, nothing),
     host_tier=None,
     why_not={"disabled": "arm {arm}: engine {engine} replays a cache; a cache-off arm hits nothing by definition"},
@@ -73,7 +73,7 @@ class ReplayEngine:
             self._policies[spec.name] = spec.policy
             self._configs[spec.name] = ReplayConfig(
                 capacity_bytes=int(e.capacity_bytes), model=model,
-                strategy="extra_buffer" if spec.strategy == "extra_buffer" else "no_buffer",
+                strategy="no_buffer" if spec.strategy == "disabled" else spec.strategy,
                 page_size=e.page_size, eff_weight=spec.knobs.eff_weight,
                 chunked_prefill_size=e.chunked_prefill_size, track_interval=e.track_interval,
             )

@@ -239,12 +239,17 @@ def _strategy(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
         # overlap schedule": 0.5.23 arg_groups/mamba_hook.py:156-159) and turn overlap off themselves only for
         # ``auto``; 0.5.9 turned it off itself. Said on every version, so the arm means one thing everywhere.
         flags.append(Flag("--disable-overlap-schedule", None, owner))
-    if spec.strategy == "extra_buffer":
+    if spec.strategy == "extra_buffer_lazy" and "--disable-overlap-schedule" in engine.extra_args:
+        # SGLang asserts it while sizing the pools, after the weights load (kv_cache_configurator.py:3074-3076 in
+        # 0.5.23, :1586-1588 in 0.5.16): refused here instead of an hour of GPU time later.
+        raise ConfigError(f"arm {spec.name} (extra_buffer_lazy) requires the overlap schedule; engine.extra_args has "
+                          "--disable-overlap-schedule")
+    if spec.extra_buffer:
         if engine.track_interval < 1:
             raise ConfigError(f"engine.track_interval must be >= 1 for arm {spec.name}, got {engine.track_interval}")
         if engine.page_size > 1 and engine.track_interval % engine.page_size:
             raise ConfigError(f"engine.track_interval ({engine.track_interval}) must be a multiple of "
-                              f"engine.page_size ({engine.page_size}) for arm {spec.name} (extra_buffer)")
+                              f"engine.page_size ({engine.page_size}) for arm {spec.name} ({spec.strategy})")
         flags.append(Flag("--mamba-track-interval", str(engine.track_interval), owner))
     return flags
 
@@ -282,7 +287,8 @@ def _host_tier(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
 # (seglen, marconi) is in the table; whether the installed build has its flags is checked against --help.
 SGLANG_ARMS: ArmTable[_Ctx, Flag] = ArmTable(
     engine="sglang",
-    strategies={"disabled": _disabled, "no_buffer": _strategy, "extra_buffer": _strategy},
+    strategies={"disabled": _disabled, "no_buffer": _strategy, "extra_buffer": _strategy,
+                "extra_buffer_lazy": _strategy},
     policies={"lru": nothing, "seglen": _seglen, "marconi": _marconi},
     host_tier=_host_tier,
 )
@@ -380,6 +386,8 @@ def sglang_refusal(model: ModelCfg, arm: ArmSpec, version: str) -> str:
     if "jamba" in arch.lower():
         return f"SGLang {version} has no Jamba model (no JambaForCausalLM under sglang/srt/models)"
     if release < (0, 5, 16):
+        if arm.strategy == "extra_buffer_lazy":  # also absent from its --help's strategy choices
+            return f"arm {arm.name}: SGLang {version} has no extra_buffer_lazy (PR #27118, in 0.5.16 and later)"
         if arm.host_tier:
             # 0.5.9 managers/scheduler.py:699-713 picks HiRadixCache before the hybrid check, and it refuses the
             # hybrid KV pool (mem_cache/hiradix_cache.py:69-97): the host tier for hybrid models came in 0.5.16.

@@ -37,7 +37,7 @@ def _host_tier(spec: ArmSpec, ctx: None) -> list[tuple[str, float | None]]:
 # What the simulator can express of an arm, and how: ``engine_config`` keywords beside the spec itself.
 SIM_ARMS: ArmTable[None, tuple[str, float | None]] = ArmTable(
     engine="sim",
-    strategies={"disabled": nothing, "no_buffer": nothing, "extra_buffer": nothing},
+    strategies={"disabled": nothing, "no_buffer": nothing, "extra_buffer": nothing, "extra_buffer_lazy": nothing},
     policies={"lru": nothing, "seglen": _weight},
     host_tier=_host_tier,
     why_not=reference_refusals(),

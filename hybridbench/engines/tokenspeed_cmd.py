@@ -154,6 +154,8 @@ TOKENSPEED_ARMS: ArmTable[_Ctx, Flag] = ArmTable(
     host_tier=_host_tier,
     why_not={"no_buffer": "arm {arm} keeps no branch-point states, which TokenSpeed cannot express (it always "
                           "checkpoints at branch points); its device-only cache is arm branching",
+             "extra_buffer_lazy": "arm {arm} is SGLang's extra_buffer_lazy (one ping-pong state slot a request), "
+                                  "which TokenSpeed has no counterpart of; its device-only cache is arm branching",
              **{p: _LRU_ONLY % p for p in ("seglen", "marconi")}},
 )
 

@@ -115,7 +115,10 @@ VLLM_ARMS: ArmTable[_Ctx, Flag] = ArmTable(
     strategies={"disabled": _off, "no_buffer": _on, "extra_buffer": _on},
     policies={"lru": nothing},
     host_tier=_host_tier,
-    why_not={p: _LRU_ONLY % p for p in ("seglen", "marconi")},
+    why_not={"extra_buffer_lazy": "arm {arm} is SGLang's extra_buffer_lazy (one ping-pong state slot a request), "
+                                   "which vLLM has no counterpart of: its hybrid cache keeps block states, no "
+                                   "ping-pong pair; run it on engine=sglang",
+             **{p: _LRU_ONLY % p for p in ("seglen", "marconi")}},
 )
 
 

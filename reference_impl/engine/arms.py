@@ -14,10 +14,12 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-__all__ = ["ARMS", "HICACHE_RATIO_MAX", "HOST_TIER_GB_MAX", "NOT_ON_REFERENCE", "SEGLEN_EFF_WEIGHT_MAX", "ArmKnobs",
-           "ArmSpec", "L2Knobs", "Strategy", "arm_spec", "parse_arm"]
+__all__ = ["ARMS", "EXTRA_BUFFER", "HICACHE_RATIO_MAX", "HOST_TIER_GB_MAX", "NOT_ON_REFERENCE", "SEGLEN_EFF_WEIGHT_MAX",
+           "ArmKnobs", "ArmSpec", "L2Knobs", "Strategy", "arm_spec", "parse_arm"]
 
-Strategy = Literal["disabled", "no_buffer", "extra_buffer"]
+Strategy = Literal["disabled", "no_buffer", "extra_buffer", "extra_buffer_lazy"]
+# extra_buffer's two flavours: the same checkpoints and branch points; lazy holds one ping-pong slot, not two
+EXTRA_BUFFER: frozenset[str] = frozenset({"extra_buffer", "extra_buffer_lazy"})
 
 # The knobs' ranges, refused beyond at plan time (hybridbench) and by the reference server's flags.
 # seglen's eff_weight balances the replay-length term against recency (SGLang PR #22172; both terms are
@@ -62,6 +64,11 @@ class ArmSpec:
     def cache_on(self) -> bool:
         return self.strategy != "disabled"
 
+    @property
+    def extra_buffer(self) -> bool:
+        """Checkpoints at chunk and track-interval boundaries and branch points (either extra_buffer flavour)."""
+        return self.strategy in EXTRA_BUFFER
+
 
 ARMS: dict[str, ArmSpec] = {
     a.name: a
@@ -72,6 +79,9 @@ ARMS: dict[str, ArmSpec] = {
         ArmSpec("seglen", "extra_buffer", policy="seglen"),  # as the seglen PR launches it
         ArmSpec("marconi", "extra_buffer", policy="marconi"),  # as the marconi PR (#21862) launches it
         ArmSpec("l2", "extra_buffer", host_tier=True),  # --enable-hierarchical-cache
+        # --mamba-radix-cache-strategy extra_buffer_lazy (SGLang PR #27118, 0.5.16 on): branching's checkpoints with
+        # one ping-pong slot a request, so 3 + 1 state slots a running request instead of 3 + 2
+        ArmSpec("lazy", "extra_buffer_lazy"),
         # Marconi's baselines (its paper's names): LRU over leaves with Marconi's admission, and vLLM's
         # fine-grained 32-token blocks each with a state checkpoint. Only the trace replayer has their trees.
         ArmSpec("sglang_plus", "no_buffer", policy="sglang_plus"),
@@ -118,7 +128,9 @@ def arm_spec(text: str) -> ArmSpec:
             raise ValueError(f"arm {text!r}: arm 'disabled' does not compose")
         if "lru" not in (spec.policy, base.policy) and spec.policy != base.policy:
             raise ValueError(f"arm {text!r}: {spec.policy} and {base.policy} are both eviction policies; choose one")
-        strategy: Strategy = "extra_buffer" if "extra_buffer" in (spec.strategy, base.strategy) else "no_buffer"
+        both = (spec.strategy, base.strategy)
+        strategy: Strategy = ("extra_buffer_lazy" if "extra_buffer_lazy" in both
+                              else "extra_buffer" if "extra_buffer" in both else "no_buffer")
         policy = base.policy if base.policy != "lru" else spec.policy
         spec = replace(spec, strategy=strategy, policy=policy, host_tier=spec.host_tier or base.host_tier)
     assert spec is not None

@@ -22,7 +22,7 @@ def fits_kv_pool(input_tokens: int, max_new_tokens: int, kv_tokens: int) -> bool
 class EngineConfig:
     kv_tokens: int
     state_slots: int  # --max-mamba-cache-size
-    cache: Literal["disabled", "no_buffer", "extra_buffer", "tokenspeed"] = "no_buffer"
+    cache: Literal["disabled", "no_buffer", "extra_buffer", "extra_buffer_lazy", "tokenspeed"] = "no_buffer"
     policy: str = "lru"
     eff_weight: float | None = None
     page_size: int = 1
@@ -49,6 +49,10 @@ class EngineConfig:
         if self.cache == "tokenspeed" and self.policy != "lru":
             raise ValueError(f"eviction policy {self.policy!r} cannot apply to TokenSpeed's cache, which evicts "
                              "least recently used by its own rules: use lru")
+        if self.cache == "extra_buffer_lazy" and not self.overlap:
+            raise ValueError("extra_buffer_lazy requires the overlap schedule (SGLang asserts it when sizing the pool)")
+        if self.cache == "extra_buffer_lazy" and self.semantics == "0.5.9":
+            raise ValueError("SGLang 0.5.9 has no extra_buffer_lazy (PR #27118 came with 0.5.16)")
 
 
 def state_ratio(config: EngineConfig) -> int:
@@ -59,6 +63,8 @@ def state_ratio(config: EngineConfig) -> int:
         # the ping-pong pair: 2 with overlap, 1 without; 0.5.9 always adds 2 (MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP
         # unless speculative, model_executor/model_runner_kv_cache_mixin.py:355-362 in 0.5.9)
         return STATES_PER_REQUEST_WITH_CACHE + (2 if config.overlap or config.semantics == "0.5.9" else 1)
+    if config.cache == "extra_buffer_lazy":
+        return STATES_PER_REQUEST_WITH_CACHE + 1  # one ping-pong slot; the second is taken only at a boundary
     if config.cache == "tokenspeed":
         return 2  # TokenSpeed: a working state and a checkpoint per running request
     return STATES_PER_REQUEST_WITH_CACHE

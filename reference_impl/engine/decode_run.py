@@ -31,6 +31,7 @@ __all__ = ["DecodeRun", "Sampler", "StepShape", "plan_run"]
 
 # The strategies whose decode a run repeats and whose finish only inserts and frees (never allocates, so another
 # request's deferred commit cannot change it): a strategy joins only when it is shown to be so, never by default.
+# Not extra_buffer_lazy: whether its boundary slot is had depends on the pool at that step (a finish probes it too).
 _BULK = (DisabledStrategy, NoBufferStrategy, ExtraBufferStrategy)
 Sampler = Callable[[EngineRequest, int], Sequence[int]]  # (request, k) -> the next k tokens it samples
 

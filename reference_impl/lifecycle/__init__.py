@@ -27,12 +27,18 @@ from reference_impl.lifecycle.request import (
     LifecycleCounters,
     fingerprint,
 )
-from reference_impl.lifecycle.strategies import DisabledStrategy, ExtraBufferStrategy, NoBufferStrategy
+from reference_impl.lifecycle.strategies import (
+    DisabledStrategy,
+    ExtraBufferLazyStrategy,
+    ExtraBufferStrategy,
+    NoBufferStrategy,
+)
 from reference_impl.lifecycle.strategy import Strategy
 from reference_impl.lifecycle.tokenspeed import TokenSpeedStrategy
 
 __all__ = [
-    "STATES_PER_REQUEST_WITH_CACHE", "STRATEGIES", "CachedRequest", "DisabledStrategy", "ExtraBufferStrategy",
+    "STATES_PER_REQUEST_WITH_CACHE", "STRATEGIES", "CachedRequest", "DisabledStrategy", "ExtraBufferLazyStrategy",
+    "ExtraBufferStrategy",
     "LifecycleCounters", "NoBufferStrategy", "Strategy", "TokenSpeedStrategy", "fingerprint",
     "make_strategy",
 ]

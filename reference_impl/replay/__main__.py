@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--capacity-bytes", required=True, type=_positive_bytes, help="cache budget, e.g. 4e10")
     p.add_argument("--model", default="marconi-7b", choices=sorted(MODELS))
-    p.add_argument("--strategy", default="no_buffer", choices=["no_buffer", "extra_buffer"])
+    p.add_argument("--strategy", default="no_buffer", choices=["no_buffer", "extra_buffer", "extra_buffer_lazy"])
     p.add_argument("--page-size", type=_positive_int, default=1)
     p.add_argument("--eff-weight", type=_non_negative_float, default=None, help="seglen weight or Marconi alpha")
     p.add_argument("--marconi-mode", default="faithful", choices=["faithful", "corrected"])

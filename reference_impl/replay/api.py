@@ -32,7 +32,7 @@ class ReplayConfig:
 
     capacity_bytes: int
     model: ModelSpec
-    strategy: Literal["no_buffer", "extra_buffer"] = "no_buffer"
+    strategy: Literal["no_buffer", "extra_buffer", "extra_buffer_lazy"] = "no_buffer"
     page_size: int = 1
     eff_weight: float | None = None  # seglen weight, or Marconi's alpha (None: tune it)
     marconi_mode: Literal["faithful", "corrected"] = "faithful"

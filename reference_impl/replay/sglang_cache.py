@@ -43,7 +43,7 @@ def split_bytes(capacity_bytes: int, config: ReplayConfig) -> PoolSizes:
 def pool_sizes(config: ReplayConfig) -> PoolSizes:
     sizes = split_bytes(config.capacity_bytes, config)
     slots, kv_tokens, state_bytes = sizes.state_slots, sizes.kv_tokens, config.model.state_bytes()
-    needed = STATES_PER_REQUEST_WITH_CACHE + (2 if config.strategy == "extra_buffer" else 0)
+    needed = STATES_PER_REQUEST_WITH_CACHE + {"extra_buffer": 2, "extra_buffer_lazy": 1}.get(config.strategy, 0)
     if slots < needed:
         raise ValueError(
             f"capacity {config.capacity_bytes} B gives {slots} state slots of {state_bytes} B; "

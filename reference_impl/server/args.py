@@ -64,9 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     a = p.add_argument
     a("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: not reachable from other machines)")
     a("--port", type=int, default=30000)
-    a("--arm", default=None, help="cache arm: disabled, lru, branching, seglen, l2 (compose with '+')")
+    a("--arm", default=None, help="cache arm: disabled, lru, branching, lazy, seglen, l2 (compose with '+')")
     a("--mamba-radix-cache-strategy", "--mamba-scheduler-strategy", dest="mamba_radix_cache_strategy", default=None,
-      choices=["auto", "no_buffer", "extra_buffer"], help="used when --arm is not given (auto = extra_buffer)")
+      choices=["auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"],
+      help="used when --arm is not given (auto = extra_buffer)")
     tree_policies = sorted(n for n, e in POLICIES.items() if e.tree_policy)
     a("--policy", "--radix-eviction-policy", dest="radix_eviction_policy", default=None, choices=tree_policies)
     a("--seglen-eff-weight", type=float, default=None)
@@ -131,7 +132,8 @@ def _arm(ns: argparse.Namespace) -> ArmSpec:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     else:
-        name = {"no_buffer": "lru"}.get(ns.mamba_radix_cache_strategy or "auto", "branching")
+        named = {"no_buffer": "lru", "extra_buffer_lazy": "lazy"}
+        name = named.get(ns.mamba_radix_cache_strategy or "auto", "branching")
         spec = parse_arm(name + ("+l2" if ns.enable_hierarchical_cache else ""))
     if ns.enable_hierarchical_cache and not spec.host_tier and spec.strategy != "disabled":
         base, at, label = spec.name.partition("@")
@@ -139,12 +141,19 @@ def _arm(ns: argparse.Namespace) -> ArmSpec:
     return spec
 
 
-def _cache(ns: argparse.Namespace, arm: ArmSpec) -> Literal["disabled", "no_buffer", "extra_buffer", "tokenspeed"]:
+def _cache(ns: argparse.Namespace, arm: ArmSpec) -> Literal["disabled", "no_buffer", "extra_buffer",
+                                                            "extra_buffer_lazy", "tokenspeed"]:
     """The cache strategy: the arm's, or TokenSpeed's variant of branch-point caching."""
     if ns.cache_semantics == "sglang":
         if ns.host_tier_kv_only:
             raise UsageError("--host-tier-kv-only needs --cache-semantics tokenspeed (SGLang's host tier keeps states)")
+        if arm.strategy == "extra_buffer_lazy" and ns.disable_overlap_schedule:
+            raise UsageError(f"arm {arm.name} (extra_buffer_lazy) requires the overlap schedule, as SGLang asserts: "
+                             "drop --disable-overlap-schedule")
         return arm.strategy
+    if arm.strategy == "extra_buffer_lazy":
+        raise UsageError(f"arm {arm.name} cannot run with --cache-semantics tokenspeed: TokenSpeed has no lazy "
+                         "ping-pong slot (use branching)")
     if arm.strategy == "no_buffer":
         raise UsageError(f"arm {arm.name} cannot run with --cache-semantics tokenspeed: TokenSpeed always keeps "
                          "branch-point states (use branching)")
@@ -190,7 +199,7 @@ def parse_config(argv: Sequence[str] | None = None) -> ServerConfig:
         raise UsageError("--max-running-requests must be positive")
     if arm.strategy == "no_buffer" and ns.page_size != 1:
         raise UsageError("Page size must be 1 for MambaRadixCache v1 (no_buffer); use --arm branching for a larger one")
-    if arm.strategy == "extra_buffer" and ns.mamba_track_interval % ns.page_size:
+    if arm.extra_buffer and ns.mamba_track_interval % ns.page_size:
         raise UsageError("--mamba-track-interval must be a multiple of --page-size")
     if not 0 < ns.hicache_ratio <= HICACHE_RATIO_MAX:
         raise UsageError(f"--hicache-ratio must be in (0, {HICACHE_RATIO_MAX:g}] (host pools as a multiple of the "

@@ -42,11 +42,15 @@ pytestmark = pytest.mark.sglang
 
 RELEASES = ("0.5.9", "0.5.16", "0.5.23")
 EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
+# Arms no experiment runs by default, planned as a user adds them: (experiment, its arms)
+VARIANTS: dict[str, tuple[str, list[str]]] = {"branching+lazy": ("branching", ["branching", "lazy"])}
+PLANS = [*EXPERIMENTS, *VARIANTS]
 
 # Arms a release cannot express, refused by the planner (the arm, the first release that has it or None, the line).
 CANNOT_EXPRESS: dict[str, tuple[tuple[int, ...] | None, str]] = {
     "seglen": (None, "needs --radix-eviction-policy seglen"),  # unmerged PR #22172: a PR build only
     "l2": ((0, 5, 16), "has no host tier for hybrid models"),  # 0.5.9 mem_cache/hiradix_cache.py:69-97
+    "lazy": ((0, 5, 16), "has no extra_buffer_lazy"),  # PR #27118; 0.5.9's strategy choices lack it
 }
 # Marconi replays a trace (engine=replay) with a Megatron-LM checkpoint's sizes: no SGLang server loads that
 # checkpoint (no config.json, model.architecture empty), so engine=sglang is refused whole, before its arms.
@@ -113,8 +117,9 @@ class Planned:
     replay_only: str = ""
 
 
-def _plan_experiment(version: str, experiment: str) -> Planned:
-    planned, arms = Planned(), None
+def _plan_experiment(version: str, name: str) -> Planned:
+    experiment, arms = VARIANTS.get(name, (name, None))
+    planned = Planned()
     while True:
         extra: list[str] = [f"arms=[{','.join(arms)}]", f"checks.baseline_arm={arms[0]}"] if arms else []
         rc, out, err = _plan(version, f"+experiment={experiment}", *extra)
@@ -171,7 +176,7 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Release]:
     archs, out = _architectures(), {}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     for version in (v for v in RELEASES if env_ready(v)):
-        planned = {e: _plan_experiment(version, e) for e in EXPERIMENTS}
+        planned = {e: _plan_experiment(version, e) for e in PLANS}
         keys: dict[tuple[str, ...], str] = {}
         on_cpu = {tuple(a): tuple(_on_cpu(a, configs, archs)) for p in planned.values() for a in p.argvs.values()}
         for argv in on_cpu.values():
@@ -205,9 +210,11 @@ def _claims(arm: str, argv: list[str]) -> dict[str, Any]:
     if spec.cache_on:
         claims |= {"strategy": spec.strategy, "radix_eviction_policy": spec.policy}
     if spec.strategy == "no_buffer":  # 0.5.16 / 0.5.23 refuse no_buffer with the overlap schedule
-        claims["disable_overlap_schedule"] = True
-    if spec.strategy == "extra_buffer":  # the GPU plan's interval, not a CPU stand-in's
+        claims["disable_overlap_schedule"] = False
+    if spec.extra_buffer:  # the GPU plan's interval, not a CPU stand-in's
         claims["mamba_track_interval"] = int(_flag(argv, "--mamba-track-interval") or 0)
+    if spec.strategy == "extra_buffer_lazy":  # lazy needs the overlap schedule (an assert while sizing the pools)
+        claims["disable_overlap_schedule"] = False
     if spec.host_tier:
         claims |= {"hicache_ratio": float(_flag(argv, "--hicache-ratio") or 0),
                    "hicache_write_policy": _flag(argv, "--hicache-write-policy")}
@@ -224,7 +231,7 @@ def _release(version: str, releases: dict[str, Release]) -> Release:
     return releases[version]
 
 
-@pytest.mark.parametrize("experiment", EXPERIMENTS)
+@pytest.mark.parametrize("experiment", PLANS)
 @pytest.mark.parametrize("version", RELEASES)
 def test_every_arm_of_an_experiments_gpu_plan_passes_the_releases_own_startup_resolution(
         version: str, experiment: str, releases: dict[str, Release]) -> None:
