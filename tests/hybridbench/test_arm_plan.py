@@ -14,6 +14,7 @@ from hybridbench.config.schema import ArmCfg, L2ArmCfg, MarconiArmCfg, RunCfg, S
 from hybridbench.engines.reference_cmd import REFERENCE_ARMS
 from hybridbench.engines.sglang_cmd import SGLANG_ARMS
 from hybridbench.engines.sim import SIM_ARMS
+from hybridbench.engines.tokenspeed_cmd import TOKENSPEED_ARMS
 from hybridbench.engines.vllm_cmd import VLLM_ARMS
 from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arm
@@ -59,6 +60,9 @@ def test_bad_arm_names_fail_when_the_plan_is_built(tmp_path: Path, arms: list[st
     (VLLM_ARMS, "marconi+l2", "arm marconi+l2 needs the marconi eviction policy"),
     (REFERENCE_ARMS, "marconi", "engine reference: arm 'marconi' cannot run on this engine"),
     (SIM_ARMS, "lru+marconi", "engine sim: arm 'marconi' cannot run on this engine"),
+    (VLLM_ARMS, "lazy", "arm lazy is SGLang's extra_buffer_lazy (one ping-pong state slot a request), which vLLM has "
+                        "no counterpart of"),
+    (TOKENSPEED_ARMS, "lazy+l2", "arm lazy+l2 is SGLang's extra_buffer_lazy"),
 ])
 def test_each_engine_table_refuses_what_it_cannot_express(table: object, arm: str, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -70,5 +74,30 @@ def test_every_table_expresses_the_vocabulary_it_claims() -> None:
         for table in (SGLANG_ARMS, REFERENCE_ARMS, SIM_ARMS):
             table.check(plan_arm(name))  # type: ignore[attr-defined]
     SGLANG_ARMS.check(plan_arm("marconi+l2"))
+    for name in ("lazy", "lazy+seglen", "branching+lazy+l2"):
+        for table in (SGLANG_ARMS, REFERENCE_ARMS, SIM_ARMS):
+            table.check(plan_arm(name))  # type: ignore[attr-defined]
     for name in ("disabled", "lru", "branching", "l2"):
         VLLM_ARMS.check(plan_arm(name))
+
+
+@pytest.mark.parametrize(("name", "strategy", "policy"), [
+    ("lazy", "extra_buffer_lazy", "lru"), ("lazy+seglen", "extra_buffer_lazy", "seglen"),
+    ("branching+lazy", "extra_buffer_lazy", "lru"), ("lru+lazy", "extra_buffer_lazy", "lru"),
+    ("branching+lru", "extra_buffer", "lru"),
+])
+def test_lazy_composes_into_the_lazy_strategy(name: str, strategy: str, policy: str) -> None:
+    spec = plan_arm(name)
+    assert (spec.strategy, spec.policy, spec.extra_buffer) == (strategy, policy, True)
+
+
+def test_sglang_refuses_lazy_without_the_overlap_schedule_at_plan_time() -> None:
+    # SGLang asserts it while sizing the pools, after the weights load: an hour of GPU time later.
+    from hybridbench.config.schema import EngineCfg
+    from hybridbench.engines.sglang_cmd import _Ctx
+
+    ctx = _Ctx(engine=EngineCfg(extra_args=["--disable-overlap-schedule"]), help=None)
+    with pytest.raises(ConfigError, match="arm lazy .extra_buffer_lazy. requires the overlap schedule"):
+        SGLANG_ARMS.express(plan_arm("lazy"), ctx)
+    flags = SGLANG_ARMS.express(plan_arm("branching"), ctx)  # extra_buffer runs without it (one ping-pong slot)
+    assert [f.value for f in flags if f.name == "--mamba-radix-cache-strategy"] == ["extra_buffer"]

@@ -54,7 +54,7 @@ def run(rows: list[TraceRow], cache: str, *, kv: int = 200_000, states: int = 64
     return core, simulate(rows, core, timer, arrival_schedule(rows, LoadSpec("closed", max_concurrency=conc)))
 
 
-@pytest.mark.parametrize("cache", ["disabled", "no_buffer", "extra_buffer"])
+@pytest.mark.parametrize("cache", ["disabled", "no_buffer", "extra_buffer", "extra_buffer_lazy"])
 def test_tight_pools_retract_and_readmit_without_losing_a_token(cache: str) -> None:
     rows = multi_turn_rows(turns=2, out_len=(200, 400))
     # An optimistic new-token ratio admits more than the pool can decode: retraction must follow.
