@@ -40,6 +40,21 @@ def _candidates(inp: CheckInput) -> list[str]:
     return [a for a in inp.arms if a != inp.baseline_arm and (a not in off or inp.baseline_arm in off)]
 
 
+def _uncompared(check: str, inp: CheckInput, expected: str) -> list[CheckResult]:
+    """Inconclusive rows when the run has arms besides the baseline but none is a candidate: every other arm has
+    the cache off and the baseline has it on (``checks.baseline_arm=branching`` with ``arms=[disabled,branching]``).
+    The timing check then compared nothing; as a skip (no row) the run passed on survival and the hit rate, the
+    symptom the default baseline rule (hybridbench.plan.arms.default_baseline) removed for an unset key."""
+    others = [a for a in inp.arms if a != inp.baseline_arm]
+    if not others or _candidates(inp):
+        return []
+    return [CheckResult(check, workload, arm, "inconclusive", None, expected,
+                        f"nothing compared: arm {arm} has the cache off and baseline {inp.baseline_arm} has it on "
+                        "(a cache-off arm is compared only with a cache-off baseline); set checks.baseline_arm to "
+                        "the cache-off arm to judge the cache against it")
+            for workload in inp.workloads for arm in others]
+
+
 def _shortened(text: str) -> str:
     """The head (what died) and the tail (the server's last words, e.g. its allocation error)."""
     return text if len(text) <= 400 else f"{text[:150]} … {text[-250:]}"
@@ -194,6 +209,8 @@ def ttft(inp: CheckInput) -> Sequence[CheckResult]:
     key = timing_key(inp, "mean_ttft_ms")
     limit = inp.cfg.ttft_regression
     expected = f"mean TTFT change vs {inp.baseline_arm} <= +{limit:.0%} ({_clock(inp)})"
+    if uncompared := _uncompared("ttft", inp, expected):
+        return uncompared
     for workload in inp.workloads:
         base = [t for r in inp.records.get((workload, inp.baseline_arm), []) if (t := r.ttft_ms) is not None]
         base_means = _repeat_means(inp.trial_summaries.get((workload, inp.baseline_arm), []), key)
@@ -228,6 +245,9 @@ def throughput(inp: CheckInput) -> Sequence[CheckResult]:
     out = []
     key = timing_key(inp, "request_throughput")
     limit = inp.cfg.throughput_regression
+    if uncompared := _uncompared("throughput", inp, f"request throughput change vs {inp.baseline_arm} >= "
+                                 f"-{limit:.0%} ({_clock(inp)})"):
+        return uncompared
     for workload in inp.workloads:
         base = _repeat_means(inp.trial_summaries.get((workload, inp.baseline_arm), []), key)
         for arm in _candidates(inp):
