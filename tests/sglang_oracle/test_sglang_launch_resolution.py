@@ -210,7 +210,7 @@ def _claims(arm: str, argv: list[str]) -> dict[str, Any]:
     if spec.cache_on:
         claims |= {"strategy": spec.strategy, "radix_eviction_policy": spec.policy}
     if spec.strategy == "no_buffer":  # 0.5.16 / 0.5.23 refuse no_buffer with the overlap schedule
-        claims["disable_overlap_schedule"] = False
+        claims["disable_overlap_schedule"] = True
     if spec.extra_buffer:  # the GPU plan's interval, not a CPU stand-in's
         claims["mamba_track_interval"] = int(_flag(argv, "--mamba-track-interval") or 0)
     if spec.strategy == "extra_buffer_lazy":  # lazy needs the overlap schedule (an assert while sizing the pools)
