@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines import owned_flags as owned
 from hybridbench.engines.arm_table import ArmTable, nothing
-from hybridbench.engines.sglang_cmd import Flag, check_flags, fmt_number, merge_extra, parse_help
+from hybridbench.engines.server_flags import Flag, check_flags, fmt_number, merge_extra, parse_help
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 

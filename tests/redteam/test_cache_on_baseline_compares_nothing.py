@@ -37,8 +37,9 @@ def test_a_cache_on_baseline_beside_only_cache_off_arms_is_inconclusive_not_skip
     rows = check(inp)  # type: ignore[operator]
     assert [(r.arm, r.status) for r in rows] == [("disabled", "inconclusive")], rows
     # a single-arm run is unchanged (nothing else to compare: the registry's skip row)
-    one = CheckInput(ChecksCfg(), ("branching",), "branching", ("w",), {("w", "branching"): records[("w", "branching")]},
-                     {("w", "branching"): sums[("w", "branching")]}, {}, 0)
+    one = CheckInput(ChecksCfg(), ("branching",), "branching", ("w",),
+                     {("w", "branching"): records[("w", "branching")]}, {("w", "branching"): sums[("w", "branching")]},
+                     {}, 0)
     assert check(one) == []  # type: ignore[operator]
 
 
