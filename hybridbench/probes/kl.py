@@ -5,6 +5,7 @@ scores the samples in kl.jsonl."""
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -15,10 +16,11 @@ from hybridbench.engines.server_logs import scrape_metrics, vllm_state_block
 from hybridbench.engines.traits import TOKENSPEED_STATES, EngineTraits
 from hybridbench.plan.build import effective_vocab
 from hybridbench.probes.base import ProbeContext, ProbeNeeds
+from hybridbench.probes.exact_hits import served_chunk
 from hybridbench.probes.kl_requests import KL_PROTOCOLS, KlProbe, probe_prompts
 from hybridbench.records.kl import KlSample, kl_sample_from_json
 
-__all__ = ["Kl", "cache_traits"]
+__all__ = ["Kl", "cache_traits", "decode_track_grid"]
 
 _NO_BUFFER_SKIP = "no_buffer keeps a state only at a request's end: no prefill or branch-point hit by design"
 _NO_DECODE_STATES = "this engine keeps no state while a request decodes: no decode hit by design"
@@ -34,12 +36,25 @@ def cache_traits(ctx: ProbeContext) -> EngineTraits:
     return ctx.traits
 
 
+def decode_track_grid(cfg: RunCfg) -> int:
+    """Where SGLang's extra_buffer keeps a state while decoding, whatever the release: 0.5.23 tracks at multiples of
+    lcm(the mamba cache chunk, the page, engine.track_interval) (``runtime_context.mamba_track_grid``; the reference
+    server mirrors it, ``ExtraBufferStrategy.decode_track_interval``), 0.5.9 and 0.5.16 at multiples of the interval
+    itself. A multiple of the lcm is a multiple of the interval, so the probe aims there on every release; it is the
+    interval itself unless the interval is no multiple of the chunk (engine.track_interval=96 on a 64-token chunk:
+    0.5.23 keeps states at 192, 384, ..., and a probe aimed at 96 missed a correct cache and failed the kl check)."""
+    e = cfg.engine
+    return math.lcm(max(1, e.track_interval), served_chunk(cfg), max(1, e.page_size))
+
+
 def _decode_interval(ctx: ProbeContext) -> tuple[int, str, str]:
     """Where the server keeps a state while decoding (the decode variant decodes past one), or 0 and why none is kept
     (the variant is skipped), or 0 and why it is unknown (third: the variant is unmeasured, inconclusive)."""
     how = cache_traits(ctx).decode_states
-    if how == "track_interval" or not ctx.cfg.model.hybrid:  # a dense model's decoded KV is cached block by block
+    if not ctx.cfg.model.hybrid:  # a dense model's decoded KV is cached block by block
         return ctx.cfg.engine.track_interval, "", ""
+    if how == "track_interval":
+        return decode_track_grid(ctx.cfg), "", ""
     if how == "none":
         return 0, _NO_DECODE_STATES, ""
     if ctx.arm.strategy == "no_buffer":
