@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
+from hybridbench.engines.mamba_chunk import check_mamba_chunk
 from hybridbench.engines.owned_flags import (
     OWNED_BY_ARM,
     OWNED_BY_GPU_COUNT,
@@ -241,6 +242,7 @@ def sglang_command(
     if cache_report:
         flags.append(Flag("--enable-cache-report", None, "per-request cached_tokens"))
     flags.extend(sglang_arm_flags(arm, engine, helped))
+    check_mamba_chunk(model, engine, arm)
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
     refuse_owned(extra, SGLANG_OWNED)
     refuse_replicas(extra, SGLANG_REPLICAS, "--enable-dp-attention")
