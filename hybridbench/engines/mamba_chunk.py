@@ -23,18 +23,18 @@ def check_mamba_chunk(model: ModelCfg, engine: EngineCfg, arm: ArmSpec) -> None:
       mamba_chunk_size (128)`` (``Mamba2AttnBackend.__init__``, 0.5.16 and 0.5.23), asserted after the weights load.
 
     Only models whose chunk is known (``reference_impl.models``) are checked."""
-    if arm.strategy != "extra_buffer" or not model.hybrid:
+    if not arm.extra_buffer or not model.hybrid:
         return
     known = MODELS.get(model.name)
     if known is None:
         return
     chunk, page = known.mamba_chunk_size, max(engine.page_size, 1)
     if max(chunk, page) % min(chunk, page):
-        raise ConfigError(f"engine.page_size={page}: arm {arm.name} (extra_buffer) on model {model.name} needs the "
+        raise ConfigError(f"engine.page_size={page}: arm {arm.name} ({arm.strategy}) on model {model.name} needs the "
                           f"page and the model's {chunk}-token mamba chunk to divide one another (SGLang refuses it "
                           f"at start-up); use a page size that divides {chunk} or a multiple of it")
     arch = (model.architecture or model.name).lower()
     if arch.startswith(("nemotron-h", "nemotronhfor")) and engine.track_interval < chunk:
-        raise ConfigError(f"engine.track_interval={engine.track_interval}: arm {arm.name} (extra_buffer) on model "
+        raise ConfigError(f"engine.track_interval={engine.track_interval}: arm {arm.name} ({arm.strategy}) on model "
                           f"{model.name} (Mamba2) needs at least its {chunk}-token mamba chunk (SGLang asserts "
                           f"mamba_track_interval >= mamba_chunk_size once the weights are loaded)")

@@ -40,9 +40,10 @@ def test_a_page_that_does_not_divide_the_chunk_is_refused() -> None:
     assert "--disable-radix-cache" in _cmd(QWEN, "disabled", page_size=48, track_interval=192)
 
 
-def test_nemotron_h_tracks_no_finer_than_its_chunk() -> None:
+@pytest.mark.parametrize("arm", ["branching", "lazy"])  # lazy is extra_buffer too (enable_mamba_extra_buffer)
+def test_nemotron_h_tracks_no_finer_than_its_chunk(arm: str) -> None:
     with pytest.raises(ConfigError, match=r"engine\.track_interval=64.*128-token mamba chunk"):
-        _cmd(NEMOTRON, "branching", track_interval=64)
+        _cmd(NEMOTRON, arm, track_interval=64)
     assert "--mamba-track-interval" in _cmd(NEMOTRON, "branching", track_interval=128)
     assert "--mamba-track-interval" in _cmd(NEMOTRON, "branching")  # SGLang's 256
     _cmd(NEMOTRON, "lru", track_interval=64)  # no_buffer does not track
