@@ -25,9 +25,13 @@ from reference_impl.engine.arms import ArmSpec
 __all__ = ["installed_help", "make_sglang_engine", "make_vllm_engine"]
 
 
-def installed_help(argv: list[str], engine: str, python: str) -> str:
+def installed_help(argv: list[str], engine: str, python: str, *, extra: bool = False) -> str:
     """The server's own ``--help`` text; ConfigError naming the interpreter if it has no such server. Kept on disk
-    while the install is unchanged (``hybridbench.engines.help_cache``): SGLang's takes ~10 CPU s."""
+    while the install is unchanged (``hybridbench.engines.help_cache``): SGLang's takes ~10 CPU s.
+
+    ``extra``: ``argv`` puts engine.extra_args before the help flag; the server's argparse then refuses a value it
+    would refuse at launch (``--attention-backend bogus``, ``--max-running-requests abc``, a flag missing its value),
+    named here with exit 2, not as a server that died at start-up (exit 3, an infrastructure failure)."""
     where = cache_path(python, argv, engine)
     cached = read_cached(where)
     if cached is not None:
@@ -36,6 +40,10 @@ def installed_help(argv: list[str], engine: str, python: str) -> str:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfigError(f"engine={engine}: cannot run {argv[0]} ({exc})") from None
+    refused = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    if extra and proc.returncode == 2 and refused:
+        raise ConfigError(f"engine.extra_args: the {engine} build's own parser refuses them: "
+                          f"{refused[-1].split(': error: ', 1)[1]}")
     if proc.returncode != 0 or "--" not in proc.stdout:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise ConfigError(f"engine={engine}: {python} cannot run the server's --help ({last}); set engine.python")
@@ -43,15 +51,18 @@ def installed_help(argv: list[str], engine: str, python: str) -> str:
     return proc.stdout
 
 
-def _builder(engine: str, help_argv: Callable[[str], list[str]], command: Callable[..., list[str]]) -> CommandBuilder:
+def _builder(engine: str, help_argv: Callable[[str, list[str]], list[str]],
+             command: Callable[..., list[str]]) -> CommandBuilder:
     help_cache: dict[str, str] = {}
 
     def build(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
         python = cfg.engine.python or sys.executable
-        if python not in help_cache:
-            help_cache[python] = installed_help(help_argv(python), engine, python)
+        extra = [str(a) for a in cfg.engine.extra_args]  # YAML may give numbers
+        key = "\0".join([python, *extra])
+        if key not in help_cache:
+            help_cache[key] = installed_help(help_argv(python, extra), engine, python, extra=bool(extra))
         return command(python=python, model=cfg.model, engine=cfg.engine, arm=arm, port=port,
-                       help_text=help_cache[python])
+                       help_text=help_cache[key])
 
     return build
 

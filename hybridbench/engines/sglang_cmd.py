@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hybridbench.config.schema import EngineCfg, ModelCfg
@@ -60,9 +61,11 @@ SEGLEN_WEIGHT_FLAG = "--seglen-eff-weight"  # PR #22172 text, SGLang's server_ar
 SEGLEN_WEIGHT_FLAG_FORK = "--marconi-eff-weight"  # abdelfattah-lab/sglang#3 text spells it so
 MARCONI_WEIGHT_FLAG = "--marconi-eff-weight"  # PR #21862, SGLang's server_args.py
 
-def sglang_help_argv(python: str) -> list[str]:
-    """The command whose stdout is the ``help_text`` :func:`sglang_command` expects."""
-    return [python or sys.executable, "-m", "sglang.launch_server", "--help"]
+
+def sglang_help_argv(python: str, extra: Sequence[str] = ()) -> list[str]:
+    """The command whose stdout is the ``help_text`` :func:`sglang_command` expects; ``extra`` (engine.extra_args)
+    goes before ``--help``, so the server's own parser reads it first and refuses what it would refuse at launch."""
+    return [python or sys.executable, "-m", "sglang.launch_server", *extra, "--help"]
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -51,13 +51,16 @@ class TokenSpeedEngine(ServerEngine):
         python = cfg.engine.python or sys.executable
         if self._ts is None:
             self._ts = tokenspeed_version(installed_version(python, "tokenspeed"))
-        if python not in self._help:
-            self._help[python] = installed_help(tokenspeed_help_argv(python), "tokenspeed", python)
+        extra = [str(a) for a in cfg.engine.extra_args]  # YAML may give numbers
+        key = "\0".join([python, *extra])
+        if key not in self._help:
+            self._help[key] = installed_help(tokenspeed_help_argv(python, extra), "tokenspeed", python,
+                                             extra=bool(extra))
         host = cfg.engine.host or "127.0.0.1"
         control, prometheus = (free_port(host), free_port(host)) if port else (0, 0)  # plan time: any number
         return tokenspeed_command(python=python, model=cfg.model, engine=cfg.engine, arm=arm, port=port,
                                   control_port=control, prometheus_port=prometheus, version=self._ts,
-                                  help_text=self._help[python])
+                                  help_text=self._help[key])
 
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         super().validate(cfg, plan)

@@ -98,12 +98,14 @@ def tokenspeed_version(installed: str) -> TokenSpeedVersion:
                       f"({', '.join(TOKENSPEED_VERSIONS)}); set engine.python to an interpreter with one of them")
 
 
-def tokenspeed_help_argv(python: str) -> list[str]:
+def tokenspeed_help_argv(python: str, extra: Sequence[str] = ()) -> list[str]:
     """Prints the engine parser's help. ``ts serve --help`` shows only ``--headless``; the engine's flags live in
-    ``ServerArgs.add_cli_args``, which is what ``ts serve`` itself consults to route a flag."""
-    code = ("import argparse; from tokenspeed.runtime.utils.server_args import ServerArgs; "
-            "p = argparse.ArgumentParser(prog='ts serve'); ServerArgs.add_cli_args(p); p.print_help()")
-    return [python or sys.executable, "-c", code]
+    ``ServerArgs.add_cli_args``, which is what ``ts serve`` itself consults to route a flag. ``extra``
+    (engine.extra_args) is parsed first, so the parser refuses what it would refuse at launch."""
+    code = ("import argparse, sys; from tokenspeed.runtime.utils.server_args import ServerArgs; "
+            "p = argparse.ArgumentParser(prog='ts serve'); ServerArgs.add_cli_args(p); "
+            "p.parse_args(sys.argv[1:] + ['--help'])")
+    return [python or sys.executable, "-c", code, *extra]
 
 
 def kv_only_host_tier(extra: Sequence[str], version: TokenSpeedVersion) -> str:

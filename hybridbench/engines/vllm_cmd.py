@@ -53,10 +53,11 @@ VLLM_REPLICAS = ("--data-parallel-size", "-dp")
 VLLM_MODULE = "vllm.entrypoints.cli.main"
 
 
-def vllm_help_argv(python: str) -> list[str]:
+def vllm_help_argv(python: str, extra: Sequence[str] = ()) -> list[str]:
     """The command whose stdout is the ``help_text`` :func:`vllm_command` expects. Plain ``--help`` in recent vLLM
-    prints only the argument groups, hence ``--help=all``."""
-    return [python or sys.executable, "-m", VLLM_MODULE, "serve", "--help=all"]
+    prints only the argument groups, hence ``--help=all``; ``extra`` (engine.extra_args) goes before it, read first
+    by vLLM's own parser."""
+    return [python or sys.executable, "-m", VLLM_MODULE, "serve", *extra, "--help=all"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,3 +112,20 @@ def test_the_configs_quantization_names_are_exactly_what_those_builds_offer() ->
     """No name in hybridbench.config.quantization that none of SGLang 0.5.9, 0.5.16, 0.5.23 offers."""
     offered = [quantization_help(version)[2] for version in ("0.5.9", "0.5.16", "0.5.23")]
     assert frozenset().union(*offered) == SGLANG_QUANTIZATIONS
+
+
+def test_extra_args_the_builds_own_parser_refuses_are_refused_at_plan_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A value the server's argparse refuses died at launch: exit 3 (infrastructure) on a GPU runner, not exit 2.
+    # (~5 s a parser run: one build; 0.5.9's and vLLM's parsers refuse the same way, through the same --help call.)
+    monkeypatch.setenv("HYBRIDBENCH_HELP_CACHE", str(tmp_path))  # each command really runs the build's parser
+    cfg, engine = engine_for("0.5.23")
+    for extra, said in ((["--max-running-requests", "abc"], "invalid int value: 'abc'"),
+                        (["--schedule-policy", "bogus"], "invalid choice: 'bogus'")):
+        cfg.engine.extra_args = extra
+        with pytest.raises(ConfigError, match=f"engine.extra_args: the sglang build's own parser refuses them: "
+                                              f"argument {extra[0]}: {said}"):
+            engine.build(cfg, plan_arm("branching"), 30000)  # type: ignore[attr-defined]
+    cfg.engine.extra_args = ["--max-running-requests", "8"]
+    cmd = engine.build(cfg, plan_arm("branching"), 30000)  # type: ignore[attr-defined]
+    assert cmd[-2:] == ["--max-running-requests", "8"]
