@@ -107,6 +107,7 @@ class LifecycleCounters:
     states_inserted: int = 0  # states handed to the tree (including ones it already had)
     states_duplicate: int = 0  # inserts that found a state already there
     state_alloc_failures: int = 0  # a chunk checkpoint skipped because no state slot could be freed
+    in_place_tracks: int = 0  # extra_buffer_lazy: a decode boundary without a second slot wrote over the one
     # Device-side copies of a whole recurrent state (conv + SSM): a hit's copy-on-write, no_buffer's
     # checkpoint of the live state after a chunk, extra_buffer's track write. A cost model charges them.
     state_copies: int = 0

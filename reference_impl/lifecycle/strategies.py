@@ -162,7 +162,7 @@ class ExtraBufferLazyStrategy(ExtraBufferStrategy):
             return
         fresh = self._alloc_transient(req)
         if fresh is None:
-            self.counters.state_alloc_failures += 1
+            self.counters.in_place_tracks += 1
             req.overwritten_at = req.kv_len
             super()._track(req, position)
             return

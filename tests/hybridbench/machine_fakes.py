@@ -16,11 +16,12 @@ QUERY = "--query-gpu=index,uuid,name,memory.total"  # what hybridbench.engines.g
 
 def fake_sglang(tmp_path: Path, help_file: str = "sglang_help_new.txt", version: str = "0.5.23") -> Path:
     """An interpreter that is an SGLang build as far as the launcher can tell: the two calls it makes
-    (``-m sglang.launch_server --help`` and the version query) answered; anything else fails. ``help_file``: a
-    name under fixtures/, or a path."""
+    (``-m sglang.launch_server [engine.extra_args] --help``, the extra arguments taken as given, and the version
+    query) answered; anything else fails. ``help_file``: a name under fixtures/, or a path."""
     python = tmp_path / "sglang-venv" / "python"
     python.parent.mkdir(parents=True, exist_ok=True)
-    python.write_text(f'#!/bin/sh\nif [ "$2" = "sglang.launch_server" ] && [ "$3" = "--help" ]; then '
+    python.write_text(f'#!/bin/sh\nfor last; do :; done\n'
+                      f'if [ "$2" = "sglang.launch_server" ] && [ "$last" = "--help" ]; then '
                       f'cat {FIXTURES / help_file}; exit 0; fi\n'
                       f'if [ "$1" = "-c" ]; then echo {version}; exit 0; fi\nexit 1\n')
     python.chmod(0o755)

@@ -43,7 +43,8 @@ pytestmark = pytest.mark.sglang
 RELEASES = ("0.5.9", "0.5.16", "0.5.23")
 EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
 # Arms no experiment runs by default, planned as a user adds them: (experiment, its arms)
-VARIANTS: dict[str, tuple[str, list[str]]] = {"branching+lazy": ("branching", ["branching", "lazy"])}
+VARIANTS: dict[str, tuple[str, list[str]]] = {"branching+lazy": ("branching", ["branching", "lazy"]),
+                                               "l2+lazy": ("l2", ["branching", "lazy+l2"])}
 PLANS = [*EXPERIMENTS, *VARIANTS]
 
 # Arms a release cannot express, refused by the planner (the arm, the first release that has it or None, the line).
@@ -51,6 +52,7 @@ CANNOT_EXPRESS: dict[str, tuple[tuple[int, ...] | None, str]] = {
     "seglen": (None, "needs --radix-eviction-policy seglen"),  # unmerged PR #22172: a PR build only
     "l2": ((0, 5, 16), "has no host tier for hybrid models"),  # 0.5.9 mem_cache/hiradix_cache.py:69-97
     "lazy": ((0, 5, 16), "has no extra_buffer_lazy"),  # PR #27118; 0.5.9's strategy choices lack it
+    "lazy+l2": ((0, 5, 16), "has no extra_buffer_lazy"),
 }
 # Marconi replays a trace (engine=replay) with a Megatron-LM checkpoint's sizes: no SGLang server loads that
 # checkpoint (no config.json, model.architecture empty), so engine=sglang is refused whole, before its arms.
