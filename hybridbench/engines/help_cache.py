@@ -21,6 +21,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from hybridbench.config.redact import redact
 from workloads.atomic_file import write_text_atomic
 
 __all__ = ["ENV", "cache_dir", "cache_path", "install_stamp", "read_cached", "write_cached"]
@@ -72,7 +73,9 @@ def cache_path(python: str, argv: list[str], package: str) -> tuple[Path, str] |
     stamp = install_stamp(python, package) if folder is not None else None
     if folder is None or stamp is None:
         return None
-    key = json.dumps([argv, stamp])  # the stamp names the folders imported from (a checkout in the cwd too)
+    # The stamp names the folders imported from (a checkout in the cwd too). engine.extra_args ride in argv: a
+    # secret's value (--api-key X) is masked, so not even its digest is on disk; the parser takes any value there.
+    key = json.dumps([redact(argv), stamp])
     return folder / f"{package}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.txt", stamp
 
 

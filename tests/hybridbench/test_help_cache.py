@@ -109,3 +109,33 @@ def test_an_interpreter_that_answers_the_probe_with_something_else_is_asked_ever
     python.chmod(0o755)
     for n in (1, 2):
         assert ask(python) == HELP and calls(tmp_path) == n
+
+
+PARSER = ("import argparse, sys\n"
+          "p = argparse.ArgumentParser(prog='launch_server')\n"
+          "p.add_argument('--max-running-requests', type=int)\n"
+          "p.add_argument('--api-key')\n"
+          "p.print_help = lambda file=None: print(" + repr(HELP) + ", end='')\n"
+          "p.parse_args(sys.argv[1:])\n"
+          "raise SystemExit(0)\n")
+
+
+def ask_with(python: Path, *extra: str) -> str:
+    return installed_help([str(python), "-m", "sglang.launch_server", *extra, "--help"], "sglang", str(python),
+                          extra=True)
+
+
+def test_extra_args_are_read_by_the_servers_parser_and_no_secret_reaches_the_cache(tmp_path: Path,
+                                                                                   cache: Path) -> None:
+    python = build(tmp_path, tmp_path / "site", extra=PARSER)
+    with pytest.raises(ConfigError, match="^engine.extra_args: the sglang build's own parser refuses them: argument "
+                                          "--max-running-requests: invalid int value: 'abc'$"):
+        ask_with(python, "--max-running-requests", "abc")
+    assert not list(cache.glob("*"))  # a refusal is never kept
+    assert ask_with(python, "--max-running-requests", "8", "--api-key", "sk-first-secret") == HELP
+    assert ask_with(python, "--max-running-requests", "8", "--api-key", "sk-other-secret") == HELP
+    assert calls(tmp_path) == 2  # the second key is the same masked command: the kept text
+    assert ask_with(python, "--max-running-requests", "9", "--api-key", "sk-first-secret") == HELP
+    assert calls(tmp_path) == 3  # another value is asked again
+    kept = [p.name + p.read_text() for p in cache.rglob("*") if p.is_file()]
+    assert kept and not any("secret" in k for k in kept)
