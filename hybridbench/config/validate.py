@@ -153,6 +153,7 @@ def validate_config(cfg: RunCfg) -> None:
                           f"another engine's cache (engine.name is {cfg.engine.name!r})")
     _check_timing(cfg)
     _check_in_process(cfg)
+    _check_unread(cfg)
     if cfg.sizing.family == "cpu" and cfg.engine.name in SERVING_ENGINES:
         # conf/sizing/*/cpu.yaml fixes pools for two CPU cores (a few thousand KV tokens, tens of states) and
         # shrinks the loads: on a GPU server that is a run nobody asked for, recorded as the experiment.
@@ -219,3 +220,15 @@ def _check_in_process(cfg: RunCfg) -> None:
     if e.extra_args:
         raise ConfigError(f"engine.extra_args: {what}, so no flag reaches anything; its settings are engine.* keys "
                           "(docs/reference/config.md; leave engine.extra_args empty here)")
+
+
+def _check_unread(cfg: RunCfg) -> None:
+    """Keys only one engine or load reads, set for another: nothing would read them, yet the run records them and
+    ``compare`` requires them equal, so a run with one stray key could be compared with no other."""
+    if cfg.engine.capacity_bytes and cfg.engine.name != "replay":
+        raise ConfigError(f"engine.capacity_bytes: only engine=replay reads it (the replayed cache's byte budget); "
+                          f"engine {cfg.engine.name} sizes its pools from engine.kv_tokens and "
+                          "engine.max_mamba_cache_size, or from memory (leave it unset)")
+    if cfg.load.slowdown != 1.0 and cfg.load.kind != "trace":
+        raise ConfigError(f"load.slowdown: only load=trace reads it (each row's timestamp times it); load.kind is "
+                          f"{cfg.load.kind} (leave it at 1)")

@@ -4,6 +4,7 @@ internal error or plan unbounded work is one line naming the key, exit 2, before
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -211,3 +212,21 @@ def test_model_quantization_is_an_sglang_name_or_refused_at_plan_time(tmp_path: 
     sglang = _cfg_with("model.quantization", "fp9")
     sglang.engine.name = "sglang"
     validate_config(sglang)  # the installed build's --help decides (test_sglang_real_help.py)
+
+
+@pytest.mark.parametrize(("key", "value", "where", "needle"), [
+    ("engine.capacity_bytes", 4e10, ("engine.name", "sim"), "only engine=replay reads it"),
+    ("engine.capacity_bytes", 4e10, ("engine.name", "sglang"), "only engine=replay reads it"),
+    ("load.slowdown", 5.0, ("load.kind", "closed"), "only load=trace reads it"),
+])
+def test_a_key_only_another_engine_or_load_reads_is_refused(key: str, value: float, where: tuple[str, str],
+                                                            needle: str) -> None:
+    # Nothing reads it, yet compare requires it equal: the run could be compared with no other (red-team).
+    cfg = _cfg_with(key, value)
+    *parents, leaf = where[0].split(".")
+    setattr(getattr(cfg, parents[0]), leaf, where[1])
+    with pytest.raises(ConfigError, match=f"^{re.escape(key)}: {needle}"):
+        validate_config(cfg)
+    reader = {"engine.capacity_bytes": ("engine", "name", "replay"), "load.slowdown": ("load", "kind", "trace")}[key]
+    setattr(getattr(cfg, reader[0]), reader[1], reader[2])
+    validate_config(cfg)  # where it is read, it is taken
