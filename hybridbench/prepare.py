@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from hybridbench.checks.registry import validate_checks, validate_judged_by
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.strict import reject_unknown_keys
+from hybridbench.config.validate import check_unread_keys
 from hybridbench.doctor.machine import Finding, machine_findings
 from hybridbench.engines.base import Engine
 from hybridbench.engines.registry import make_engine
@@ -67,6 +68,7 @@ def prepare_run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> Prepare
     plan = build_plan(cfg, run_dir, resolved)
     engine = make_engine(cfg.engine.name)
     engine.validate(cfg, plan)
+    check_unread_keys(cfg)  # after the engine: an experiment made for another engine is refused by what it runs
     probes = plan_probes(cfg, engine.name, engine.traits)  # a probe the engine cannot serve: exit 2, here
     return PreparedRun(plan, engine, tuple(probes), machine_findings(cfg), data_notes)
 

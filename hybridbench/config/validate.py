@@ -18,7 +18,7 @@ from hybridbench.config.schema import MODELLED_ENGINES, MODELLED_TIMING_ENGINES,
 from hybridbench.errors import ConfigError
 from reference_impl.models import STATE_DTYPES
 
-__all__ = ["INT64_MAX", "INT64_MIN", "MAX_TRIALS", "RULES", "Range", "validate_config"]
+__all__ = ["INT64_MAX", "INT64_MIN", "MAX_TRIALS", "RULES", "Range", "check_unread_keys", "validate_config"]
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1  # the reference server's --random-seed (torch.manual_seed)
 # A run plans every trial up front and keeps one record per request; this bounds what a typo can ask for
@@ -153,7 +153,6 @@ def validate_config(cfg: RunCfg) -> None:
                           f"another engine's cache (engine.name is {cfg.engine.name!r})")
     _check_timing(cfg)
     _check_in_process(cfg)
-    _check_unread(cfg)
     if cfg.sizing.family == "cpu" and cfg.engine.name in SERVING_ENGINES:
         # conf/sizing/*/cpu.yaml fixes pools for two CPU cores (a few thousand KV tokens, tens of states) and
         # shrinks the loads: on a GPU server that is a run nobody asked for, recorded as the experiment.
@@ -222,9 +221,11 @@ def _check_in_process(cfg: RunCfg) -> None:
                           "(docs/reference/config.md; leave engine.extra_args empty here)")
 
 
-def _check_unread(cfg: RunCfg) -> None:
+def check_unread_keys(cfg: RunCfg) -> None:
     """Keys only one engine or load reads, set for another: nothing would read them, yet the run records them and
-    ``compare`` requires them equal, so a run with one stray key could be compared with no other."""
+    ``compare`` requires them equal, so a run with one stray key could be compared with no other. Asked once the
+    engine has checked the plan (``prepare.prepare_run``): an experiment made for one engine (marconi's byte budget)
+    is refused elsewhere by what it cannot run, which says more."""
     if cfg.engine.capacity_bytes and cfg.engine.name != "replay":
         raise ConfigError(f"engine.capacity_bytes: only engine=replay reads it (the replayed cache's byte budget); "
                           f"engine {cfg.engine.name} sizes its pools from engine.kv_tokens and "

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.gpu_pool import fixed_gpu_kv_pool
 from hybridbench.engines.help_cache import cache_path, read_cached, write_cached
@@ -22,16 +23,17 @@ from hybridbench.engines.vllm_cmd import vllm_build_refusal, vllm_command, vllm_
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 
-__all__ = ["installed_help", "make_sglang_engine", "make_vllm_engine"]
+__all__ = ["check_extra_args", "installed_help", "make_sglang_engine", "make_vllm_engine"]
 
 
-def installed_help(argv: list[str], engine: str, python: str, *, extra: bool = False) -> str:
+def installed_help(argv: list[str], engine: str, python: str, *, extra: Sequence[str] = ()) -> str:
     """The server's own ``--help`` text; ConfigError naming the interpreter if it has no such server. Kept on disk
     while the install is unchanged (``hybridbench.engines.help_cache``): SGLang's takes ~10 CPU s.
 
-    ``extra``: ``argv`` puts engine.extra_args before the help flag; the server's argparse then refuses a value it
-    would refuse at launch (``--attention-backend bogus``, ``--max-running-requests abc``, a flag missing its value),
-    named here with exit 2, not as a server that died at start-up (exit 3, an infrastructure failure)."""
+    ``extra``: engine.extra_args, which ``argv`` puts before the help flag, asked of a build whose plain help ran:
+    the server's own parser then refuses what it would refuse at launch (``--attention-backend bogus``,
+    ``--max-running-requests abc``, a flag missing its value), named here with exit 2, not as a server that died
+    at start-up (exit 3, an infrastructure failure). Their secrets are masked in the message."""
     where = cache_path(python, argv, engine)
     cached = read_cached(where)
     if cached is not None:
@@ -40,10 +42,11 @@ def installed_help(argv: list[str], engine: str, python: str, *, extra: bool = F
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfigError(f"engine={engine}: cannot run {argv[0]} ({exc})") from None
-    refused = [line for line in proc.stderr.splitlines() if ": error: " in line]
-    if extra and proc.returncode == 2 and refused:
-        raise ConfigError(f"engine.extra_args: the {engine} build's own parser refuses them: "
-                          f"{refused[-1].split(': error: ', 1)[1]}")
+    if extra and (proc.returncode != 0 or "--" not in proc.stdout):
+        said = [line.split(": error: ", 1)[1] for line in proc.stderr.splitlines() if ": error: " in line]
+        why = said[-1] if said else (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        secrets = secret_values({"engine": {"extra_args": list(extra)}})
+        raise ConfigError(f"engine.extra_args: the {engine} build's own parser refuses them: {scrub(why, secrets)}")
     if proc.returncode != 0 or "--" not in proc.stdout:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise ConfigError(f"engine={engine}: {python} cannot run the server's --help ({last}); set engine.python")
@@ -51,18 +54,28 @@ def installed_help(argv: list[str], engine: str, python: str, *, extra: bool = F
     return proc.stdout
 
 
+def check_extra_args(help_argv: Callable[[str, list[str]], list[str]], engine: str, python: str,
+                     extra_args: Sequence[object], checked: set[tuple[str, ...]]) -> None:
+    """engine.extra_args through the build's own parser (once per interpreter and arguments), after its plain help
+    ran: a failure then is the arguments', not the interpreter's."""
+    extra = [str(a) for a in extra_args]  # YAML may give numbers
+    if extra and (python, *extra) not in checked:
+        installed_help(help_argv(python, extra), engine, python, extra=extra)
+        checked.add((python, *extra))
+
+
 def _builder(engine: str, help_argv: Callable[[str, list[str]], list[str]],
              command: Callable[..., list[str]]) -> CommandBuilder:
     help_cache: dict[str, str] = {}
+    checked: set[tuple[str, ...]] = set()
 
     def build(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
         python = cfg.engine.python or sys.executable
-        extra = [str(a) for a in cfg.engine.extra_args]  # YAML may give numbers
-        key = "\0".join([python, *extra])
-        if key not in help_cache:
-            help_cache[key] = installed_help(help_argv(python, extra), engine, python, extra=bool(extra))
+        if python not in help_cache:
+            help_cache[python] = installed_help(help_argv(python, []), engine, python)
+        check_extra_args(help_argv, engine, python, cfg.engine.extra_args, checked)
         return command(python=python, model=cfg.model, engine=cfg.engine, arm=arm, port=port,
-                       help_text=help_cache[key])
+                       help_text=help_cache[python])
 
     return build
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.gpu_pool import fixed_gpu_kv_pool
-from hybridbench.engines.launchers import installed_help
+from hybridbench.engines.launchers import check_extra_args, installed_help
 from hybridbench.engines.process import ServerProcess, free_port
 from hybridbench.engines.server import FlushOutcome, ServerEngine, ServerSpec, SnapshotMark, installed_version
 from hybridbench.engines.tokenspeed_cmd import (
@@ -39,6 +39,7 @@ class TokenSpeedEngine(ServerEngine):
     def __init__(self) -> None:
         self._ts: TokenSpeedVersion | None = None
         self._help: dict[str, str] = {}
+        self._checked: set[tuple[str, ...]] = set()
         super().__init__(ServerSpec(
             name="tokenspeed", build=self._command, client="openai", flush_path="/flush_cache",
             package="tokenspeed", health_paths=("/readiness", "/health"), kv_pool=fixed_gpu_kv_pool,
@@ -51,16 +52,14 @@ class TokenSpeedEngine(ServerEngine):
         python = cfg.engine.python or sys.executable
         if self._ts is None:
             self._ts = tokenspeed_version(installed_version(python, "tokenspeed"))
-        extra = [str(a) for a in cfg.engine.extra_args]  # YAML may give numbers
-        key = "\0".join([python, *extra])
-        if key not in self._help:
-            self._help[key] = installed_help(tokenspeed_help_argv(python, extra), "tokenspeed", python,
-                                             extra=bool(extra))
+        if python not in self._help:
+            self._help[python] = installed_help(tokenspeed_help_argv(python), "tokenspeed", python)
+        check_extra_args(tokenspeed_help_argv, "tokenspeed", python, cfg.engine.extra_args, self._checked)
         host = cfg.engine.host or "127.0.0.1"
         control, prometheus = (free_port(host), free_port(host)) if port else (0, 0)  # plan time: any number
         return tokenspeed_command(python=python, model=cfg.model, engine=cfg.engine, arm=arm, port=port,
                                   control_port=control, prometheus_port=prometheus, version=self._ts,
-                                  help_text=self._help[key])
+                                  help_text=self._help[python])
 
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         super().validate(cfg, plan)

@@ -51,13 +51,17 @@ VLLM_OWNED = {"--host": "engine.host", "--port": owned.OWNED_BY_HARNESS, "--mode
 VLLM_REPLICAS = ("--data-parallel-size", "-dp")
 
 VLLM_MODULE = "vllm.entrypoints.cli.main"
+# A positional model for the help call that carries engine.extra_args: vLLM looks for one before argparse runs
+# (with --served-model-name, or a --config without model:, it stops there); the help text does not depend on it.
+VLLM_HELP_MODEL = "model"
 
 
 def vllm_help_argv(python: str, extra: Sequence[str] = ()) -> list[str]:
     """The command whose stdout is the ``help_text`` :func:`vllm_command` expects. Plain ``--help`` in recent vLLM
     prints only the argument groups, hence ``--help=all``; ``extra`` (engine.extra_args) goes before it, read first
     by vLLM's own parser."""
-    return [python or sys.executable, "-m", VLLM_MODULE, "serve", *extra, "--help=all"]
+    return [python or sys.executable, "-m", VLLM_MODULE, "serve", *([VLLM_HELP_MODEL] if extra else []), *extra,
+            "--help=all"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hybridbench.config.schema import RunCfg, WorkloadCfg
-from hybridbench.config.validate import RULES, validate_config
+from hybridbench.config.validate import RULES, check_unread_keys, validate_config
 from hybridbench.errors import ConfigError
 from hybridbench.plan.build import build_plan
 from hybridbench.results.run_dir import claim_run_dir
@@ -226,7 +226,27 @@ def test_a_key_only_another_engine_or_load_reads_is_refused(key: str, value: flo
     *parents, leaf = where[0].split(".")
     setattr(getattr(cfg, parents[0]), leaf, where[1])
     with pytest.raises(ConfigError, match=f"^{re.escape(key)}: {needle}"):
-        validate_config(cfg)
+        check_unread_keys(cfg)
     reader = {"engine.capacity_bytes": ("engine", "name", "replay"), "load.slowdown": ("load", "kind", "trace")}[key]
     setattr(getattr(cfg, reader[0]), reader[1], reader[2])
-    validate_config(cfg)  # where it is read, it is taken
+    check_unread_keys(cfg)  # where it is read, it is taken
+
+
+def test_the_run_is_refused_for_a_key_its_engine_does_not_read_but_not_before_the_engines_own_refusal(
+        tmp_path: Path) -> None:
+    from hybridbench.prepare import prepare_run
+    from hybridbench.preview.compose import compose_run
+
+    def outcome(*overrides: str) -> str:
+        composed = compose_run([*overrides, f"hydra.run.dir={tmp_path / 'run'}"])
+        try:
+            prepare_run(composed.cfg, composed.run_dir, composed.resolved).engine.close()
+        except ConfigError as exc:
+            return str(exc)
+        return "planned"
+
+    assert outcome("+experiment=smoke", "engine=sim", "engine.capacity_bytes=4e10").startswith(
+        "engine.capacity_bytes: only engine=replay reads it")
+    assert outcome("+experiment=smoke", "engine=sim") == "planned"
+    # marconi's byte budget comes with the experiment: elsewhere its arms' own refusal says more
+    assert "use engine=replay" in outcome("+experiment=marconi", "engine=sim")

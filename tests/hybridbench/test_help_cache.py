@@ -4,6 +4,7 @@ unchanged, as the interpreter itself finds it."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -115,6 +116,7 @@ PARSER = ("import argparse, sys\n"
           "p = argparse.ArgumentParser(prog='launch_server')\n"
           "p.add_argument('--max-running-requests', type=int)\n"
           "p.add_argument('--api-key')\n"
+          "p.add_argument('--port', type=int)\n"
           "p.print_help = lambda file=None: print(" + repr(HELP) + ", end='')\n"
           "p.parse_args(sys.argv[1:])\n"
           "raise SystemExit(0)\n")
@@ -122,20 +124,22 @@ PARSER = ("import argparse, sys\n"
 
 def ask_with(python: Path, *extra: str) -> str:
     return installed_help([str(python), "-m", "sglang.launch_server", *extra, "--help"], "sglang", str(python),
-                          extra=True)
+                          extra=extra)
 
 
 def test_extra_args_are_read_by_the_servers_parser_and_no_secret_reaches_the_cache(tmp_path: Path,
                                                                                    cache: Path) -> None:
     python = build(tmp_path, tmp_path / "site", extra=PARSER)
-    with pytest.raises(ConfigError, match="^engine.extra_args: the sglang build's own parser refuses them: argument "
-                                          "--max-running-requests: invalid int value: 'abc'$"):
+    said = "engine.extra_args: the sglang build's own parser refuses them: argument "
+    with pytest.raises(ConfigError, match="^" + re.escape(said + "--max-running-requests: invalid int value: 'abc'")):
         ask_with(python, "--max-running-requests", "abc")
+    with pytest.raises(ConfigError, match=re.escape(said + "--port: invalid int value: '***'")):  # a secret quoted
+        ask_with(python, "--api-key", "sk-first-secret", "--port", "sk-first-secret")
     assert not list(cache.glob("*"))  # a refusal is never kept
     assert ask_with(python, "--max-running-requests", "8", "--api-key", "sk-first-secret") == HELP
     assert ask_with(python, "--max-running-requests", "8", "--api-key", "sk-other-secret") == HELP
-    assert calls(tmp_path) == 2  # the second key is the same masked command: the kept text
+    assert calls(tmp_path) == 3  # two refusals, one help; the second key is the same masked command: the kept text
     assert ask_with(python, "--max-running-requests", "9", "--api-key", "sk-first-secret") == HELP
-    assert calls(tmp_path) == 3  # another value is asked again
+    assert calls(tmp_path) == 4  # another value is asked again
     kept = [p.name + p.read_text() for p in cache.rglob("*") if p.is_file()]
     assert kept and not any("secret" in k for k in kept)
