@@ -347,8 +347,10 @@ class EngineCore:
         else:
             if len(next_tokens) != len(batch.items):
                 raise ValueError(f"decode step samples {len(batch.items)} tokens, got {len(next_tokens)}")
+            self.strategy.begin_decode_step([i.request.cached for i in batch.items if i.request.cached is not None])
             for item, tok in zip(batch.items, next_tokens, strict=True):
                 self._append(item.request, tok, finished)
+            self.strategy.end_decode_step()
             self.running = [r for r in self.running if r.status == "running"]
         return finished
 

@@ -81,11 +81,16 @@ class ExtraBufferStrategy(Strategy):
         books on the step that wrote it (batch_result_processor.py:1386-1406); 0.5.9 counts tokens."""
         return self.overlap and self.tree.semantics == "0.5.16"
 
-    def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
+    def decode_track(self, start: int, end: int) -> int | None:
+        """Where a decode of the committed range ``[start, end)`` tracks a state (None: nowhere)."""
         interval = self.decode_track_interval()
         lead = 1 if self.books_ahead() else 0
         last = (end + lead) // interval * interval
-        if last > start + lead:
+        return last if last > start + lead else None
+
+    def _on_decode(self, req: CachedRequest, start: int, end: int) -> None:
+        last = self.decode_track(start, end)
+        if last is not None:
             if last > end and not req.kv_reserved:
                 # The look-ahead batch's KV for the token at `end` (alloc_for_decode at its prepare): the finish
                 # may cache it with the state; a later step feeds it from this reservation.
@@ -148,6 +153,10 @@ class ExtraBufferLazyStrategy(ExtraBufferStrategy):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        # Within one decode step (begin_decode_step .. end_decode_step): the second slots SGLang takes for the whole
+        # batch before its forward (by request), and the old slots it frees after it.
+        self._second: dict[int, int | None] | None = None
+        self._old: list[int] = []
         if not self.overlap:
             raise ValueError("extra_buffer_lazy requires the overlap schedule, as SGLang asserts")
         if self.tree.semantics == "0.5.9":
@@ -156,11 +165,29 @@ class ExtraBufferLazyStrategy(ExtraBufferStrategy):
     def _num_track_slots(self) -> int:
         return 1
 
+    def begin_decode_step(self, reqs: Sequence[CachedRequest]) -> None:
+        """Before a decode step's forward: a second slot for every request whose decode tracks at this step, all
+        taken before any old one is freed (``mamba_lazy_prealloc_at_boundary`` walks the batch), so requests that
+        cross a boundary together need as many slots (0.5.16: as many evictions) as there are of them."""
+        self._second = {}
+        for req in reqs:
+            start = req.kv_len
+            if start >= req.input_len and len(req.tokens) > start and self.decode_track(start, start + 1) is not None:
+                self._second[id(req)] = self._alloc_transient(req)
+
+    def end_decode_step(self) -> None:
+        """After the step's results: the old slots go back, and any second slot its request did not use."""
+        unused = [s for s in (self._second or {}).values() if s is not None]
+        for slot in [*self._old, *unused]:
+            self.tree.state_pool.free(slot)
+        self._second, self._old = None, []
+
     def _track(self, req: CachedRequest, position: int, *, decode: bool = False) -> None:
         if not decode:
             super()._track(req, position)  # a prefill writes its tracked state into the one slot
             return
-        fresh = self._alloc_transient(req)
+        stepping = self._second is not None
+        fresh = self._second.pop(id(req), None) if self._second is not None else self._alloc_transient(req)
         if fresh is None:
             self.counters.in_place_tracks += 1
             req.overwritten_at = req.kv_len
@@ -169,7 +196,10 @@ class ExtraBufferLazyStrategy(ExtraBufferStrategy):
         old = req.track_slots.pop()
         req.track_slots.append(fresh)
         super()._track(req, position)
-        self.tree.state_pool.free(old)
+        if stepping:
+            self._old.append(old)  # freed once the step's results are in
+        else:  # a driver that steps one request at a time (replay): freed at once
+            self.tree.state_pool.free(old)
 
     def finish(self, req: CachedRequest) -> None:
         if self._kept_state_overwritten(req):

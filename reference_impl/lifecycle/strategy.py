@@ -262,6 +262,12 @@ class Strategy(ABC):
         if not (end == req.input_len and finishes_after_prefill):
             self.cache_unfinished(req)
 
+    def begin_decode_step(self, reqs: Sequence[CachedRequest]) -> None:  # noqa: B027 - a hook, empty by default
+        """A decode step of ``reqs`` is about to run its forward (only extra_buffer_lazy takes slots here)."""
+
+    def end_decode_step(self) -> None:  # noqa: B027 - a hook, empty by default
+        """The decode step begun last has applied its results."""
+
     def decode(self, req: CachedRequest, output_tokens: Sequence[int]) -> None:
         """Append the output; KV exists for every token but the last one sampled."""
         old_committed = req.kv_len
