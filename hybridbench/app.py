@@ -22,6 +22,7 @@ from hybridbench.engines.kv_pool import refuse_unfit_requests
 from hybridbench.errors import ConfigError, EngineError, HybridbenchError, Interrupted, RunInterrupted
 from hybridbench.plan.arms import policy_only_arms
 from hybridbench.plan.build import effective_vocab
+from hybridbench.plan.load import planned_schedules
 from hybridbench.plan.repeats import (
     TIMING_CHECKS,
     StopReason,
@@ -111,6 +112,9 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
                     traces[w.name] = materialize(w, cfg, effective_vocab(cfg))
                 if (pool := engine.kv_pool(cfg)) is not None:  # the plan fixed the pool: each request must fit it
                     refuse_unfit_requests(engine.name, pool, traces)
+                # Every trial's arrivals, fixed before the first server starts: the driver and the simulator follow
+                # them. One no consumer can follow (a slowdown of 1e300) is refused here, with the run dir released.
+                schedules = planned_schedules(plan, traces)
             except ConfigError:
                 release_run_dir(run_dir)  # refused before any trial: the run leaves nothing behind
                 raise
@@ -120,9 +124,6 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
                 for line in forecast_warnings(forecast, cfg):  # what `hybridbench plan` would have said
                     _progress(f"warning: {scrub_obj(line, secrets)}")
                 fetch_weights(cfg, _progress)  # before the first server: its startup timeout starts after this
-            # Every trial's arrivals, fixed before the first server starts: the driver and the simulator follow them.
-            schedules = {t.trial_id: arrival_schedule(traces[t.workload], plan.workload(t.workload).load, t.seed)
-                         for t in plan.trials}
             with contextlib.ExitStack() as files:
                 writer = files.enter_context(RecordWriter(records_path))
                 # <probe>.jsonl exists only for the probes this run planned

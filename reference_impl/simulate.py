@@ -156,7 +156,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             load = LoadSpec("closed", max_concurrency=cap or max(1, len(rows)))
         else:
             load = LoadSpec("poisson", request_rate=rate, max_concurrency=cap)
-        arrival = arrival_schedule(rows, load, args.seed)
+        try:
+            arrival = arrival_schedule(rows, load, args.seed)
+        except ValueError as exc:  # "slowdown: ..." / "request_rate: ...": name the flag
+            key, _, rest = str(exc).partition(":")
+            raise ValueError(f"--{key.replace('_', '-')}:{rest}") from None
     except (TraceError, ValueError, KeyError) as exc:
         print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return EXIT_USAGE

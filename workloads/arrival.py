@@ -24,10 +24,15 @@ from typing import Literal, cast
 
 from workloads.trace import TraceRow
 
-__all__ = ["LOAD_KINDS", "ArrivalSchedule", "LoadKind", "LoadSpec", "arrival_schedule"]
+__all__ = ["LOAD_KINDS", "MAX_ARRIVAL_S", "ArrivalSchedule", "LoadKind", "LoadSpec", "arrival_schedule"]
 
 LoadKind = Literal["closed", "poisson", "trace"]
 LOAD_KINDS: tuple[LoadKind, ...] = ("closed", "poisson", "trace")
+# The latest intended send time a schedule may hold, in seconds after the first (about 31.7 years): far beyond any
+# load, and small enough that every consumer can hold it (the simulator's clock counts integer nanoseconds, and
+# 1e9 s is 1e18 ns, inside int64). ``load.slowdown=1e300`` or a rate of 1e-300/s used to overflow there: a
+# traceback from ``hybridbench plan``, an "internal OverflowError" (exit 3) from a run.
+MAX_ARRIVAL_S = 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,4 +97,11 @@ def arrival_schedule(rows: Sequence[TraceRow], spec: LoadSpec, seed: int = 0) ->
         times = [(r.ts - base) * spec.slowdown for r in rows]
     else:
         times = [0.0] * len(rows)
+    last = max(times, default=0.0)
+    if not last <= MAX_ARRIVAL_S:  # inf and NaN too
+        if spec.kind == "poisson":
+            raise ValueError(f"request_rate: {spec.request_rate:g} requests/s would send the last of {len(rows):,} "
+                             f"requests {last:.3g} s after the first; a schedule may span at most {MAX_ARRIVAL_S:g} s")
+        raise ValueError(f"slowdown: the trace's timestamps x {spec.slowdown:g} would send its last request "
+                         f"{last:.3g} s after the first; a schedule may span at most {MAX_ARRIVAL_S:g} s")
     return ArrivalSchedule(spec.kind, tuple(times), spec.max_concurrency)

@@ -6,11 +6,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
 from hybridbench.config.schema import LoadCfg
 from hybridbench.errors import ConfigError
-from workloads.arrival import LoadSpec
+from workloads.arrival import ArrivalSchedule, LoadSpec, arrival_schedule
+from workloads.trace import TraceRow
 
-__all__ = ["plan_load"]
+if TYPE_CHECKING:
+    from hybridbench.plan.types import RunPlan
+
+__all__ = ["plan_load", "planned_schedules"]
 
 
 def plan_load(load: LoadCfg, request_rate: float = 0.0, workload: str = "") -> LoadSpec:
@@ -29,3 +36,17 @@ def plan_load(load: LoadCfg, request_rate: float = 0.0, workload: str = "") -> L
                            slowdown=load.slowdown)
     except ValueError as exc:
         raise ConfigError(f"load.{exc}") from None
+
+
+def planned_schedules(plan: RunPlan, traces: Mapping[str, Sequence[TraceRow]]) -> dict[str, ArrivalSchedule]:
+    """Every trial's arrivals (trial id -> schedule), from the traces as drawn; a schedule no consumer can follow
+    (``load.slowdown`` times a trace's timestamps, or a Poisson rate, past ``workloads.arrival.MAX_ARRIVAL_S``) is a
+    ConfigError naming the workload and the ``load.*`` key, before any server starts."""
+    out: dict[str, ArrivalSchedule] = {}
+    for t in plan.trials:
+        w = plan.workload(t.workload)
+        try:
+            out[t.trial_id] = arrival_schedule(traces[t.workload], w.load, t.seed)
+        except ValueError as exc:
+            raise ConfigError(f"workloads.{t.workload}: load.{exc}") from None
+    return out

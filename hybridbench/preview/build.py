@@ -21,6 +21,7 @@ from hybridbench.engines.vllm_host_tier import host_tier_warnings
 from hybridbench.errors import ConfigError
 from hybridbench.load.trial import ServerTrials
 from hybridbench.plan.build import effective_vocab
+from hybridbench.plan.load import planned_schedules
 from hybridbench.prepare import PreparedRun, generate_rows, prepare_run
 from hybridbench.preview.accuracy_forecast import with_accuracy
 from hybridbench.preview.compose import Composed
@@ -110,6 +111,7 @@ def build_preview(composed: Composed, *, forecast: bool = True,
         kept[w.name] = stream.metadata.get("keep_sessions")
     if (pool := prepared.engine.kv_pool(cfg)) is not None:
         refuse_unfit_requests(prepared.engine.name, pool, traces)
+    planned_schedules(prepared.plan, traces)  # arrivals the run could follow, or one line naming load.*
     workloads = {
         w.name: {"kind": w.kind, "requests": len(traces[w.name]),
                  "sessions": len({r.session_id for r in traces[w.name]}), "sessions_kept_of": kept[w.name],
