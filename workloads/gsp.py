@@ -91,13 +91,23 @@ PRESETS: dict[str, GspParams] = {
 }
 
 
+def _zipf_weight(rank: int, alpha: float) -> float:
+    """``1 / rank**alpha``; 0 where ``rank**alpha`` is past a float (``--zipf-alpha 1100`` raised OverflowError, a
+    traceback): the weight is then below any float, and group 0 (weight 1) takes every prompt. The same float as
+    before wherever it was one, so seeded traces stay byte-identical."""
+    try:
+        return 1.0 / float(rank**alpha)
+    except OverflowError:
+        return 0.0
+
+
 def _group_of_prompts(params: GspParams, rng: random.Random) -> list[int]:
     g, p = params.num_groups, params.prompts_per_group
     if params.group_distribution == "uniform":
         return [i // p for i in range(g * p)]
     alpha = params.zipf_alpha
     assert alpha is not None  # validate() guarantees it
-    weights = [1.0 / (rank**alpha) for rank in range(1, g + 1)]
+    weights = [_zipf_weight(rank, alpha) for rank in range(1, g + 1)]
     return rng.choices(range(g), weights=weights, k=g * p)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from workloads.errors import require
 
 __all__ = ["MAX_REQUESTS", "MAX_SESSIONS", "MAX_STREAMED_TOKENS", "MAX_TOKENS", "check_expected", "check_sessions",
-           "check_size"]
+           "check_size", "check_start_span"]
 
 MAX_REQUESTS = 1_000_000  # rows (requests) one workload may generate
 MAX_TOKENS = 200_000_000  # input + output tokens summed over the rows
@@ -42,3 +42,14 @@ def check_expected(tokens: float, what: str, cap: int = MAX_TOKENS) -> None:
     """Refuse a synthetic workload whose expected size (from its length model's means, before any draw) is over
     ``cap``; ``what`` names the parameters and says what the tokens are."""
     require(tokens <= cap, f"{what} about {tokens:,.0f} tokens; one workload may generate at most {cap:,}")
+
+
+def check_start_span(num_sessions: int, sps: float) -> None:
+    """Refuse an ``sps`` so small that the last session would start past what a schedule may span
+    (``workloads.arrival.MAX_ARRIVAL_S``): ``--sps 1e-320`` wrote ``"ts": Infinity`` rows (not JSON; the trace
+    readers refuse them) and exit 0."""
+    from workloads.arrival import MAX_ARRIVAL_S  # noqa: PLC0415 - arrival imports trace; keep limits a leaf
+
+    last = (num_sessions - 1) / sps
+    require(last <= MAX_ARRIVAL_S, f"sps = {sps:g} would start session {num_sessions - 1:,} {last:.3g} s after the "
+                                   f"first; a trace may span at most {MAX_ARRIVAL_S:g} s (raise sps)")

@@ -27,6 +27,7 @@ from typing import Any
 from workloads.cli import OneLineArgumentParser, run_cli
 from workloads.errors import WorkloadError, require
 from workloads.prefix_tree import pack_tokens
+from workloads.sampling import MAX_VOCAB
 from workloads.trace import TraceRow, TraceStream, iter_trace, write_trace
 
 __all__ = ["main", "scale_sequence", "scale_stream"]
@@ -62,7 +63,8 @@ def scale_stream(
 ) -> TraceStream:
     """The scaled trace; rows stay in their order and keep ids, ``ts`` and extra fields."""
     require(isinstance(factor, int) and factor >= 1, f"scale factor must be an integer >= 1, got {factor}")
-    require(vocab_size >= 1, f"vocab size must be >= 1, got {vocab_size}")
+    require(isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and 1 <= vocab_size <= MAX_VOCAB,
+            f"vocab size must be an integer in [1, 2**32], got {vocab_size!r}")
 
     def rows(source: Iterable[TraceRow]) -> Iterator[TraceRow]:
         rank: dict[tuple[str, Any], int] = {}
@@ -102,8 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta: dict[str, Any] = first if isinstance(first, dict) else {}
     head = [first] if isinstance(first, TraceRow) else []
     vocab = args.vocab_size if args.vocab_size is not None else meta.get("vocab_size")
-    if not isinstance(vocab, int):
+    if not isinstance(vocab, int) or isinstance(vocab, bool):
         raise WorkloadError(f"{args.trace}: no vocab_size in the trace metadata; pass --vocab-size")
+    where = "--vocab-size" if args.vocab_size is not None else f"{args.trace}: the metadata's vocab_size"
+    require(1 <= vocab <= MAX_VOCAB, f"{where} must be in [1, 2**32], got {vocab}")
     rows = (item for item in itertools.chain(head, items) if isinstance(item, TraceRow))
     lengths, counts = args.what != "counts", args.what != "lengths"
     scaled = scale_stream(TraceStream(rows, meta), args.factor, vocab, lengths=lengths, counts=counts)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.errors import WorkloadError, require
-from workloads.limits import MAX_TOKENS, check_expected, check_sessions, check_size
+from workloads.limits import MAX_TOKENS, check_expected, check_sessions, check_size, check_start_span
 from workloads.params import param
 from workloads.sampling import clipped_lognormal, random_tokens
 from workloads.text_tokens import Tokenizer, make_tokenizer
@@ -93,6 +93,7 @@ class ShareGptParams:
         require(self.max_turns >= self.min_turns, f"max_turns {self.max_turns} < min_turns {self.min_turns}")
         require(self.max_context >= 1, f"max_context must be >= 1, got {self.max_context}")
         require(math.isfinite(self.sps) and self.sps > 0, f"sps must be a positive number, got {self.sps}")
+        check_start_span(self.num_sessions, self.sps)
         require(self.output_len <= MAX_TOKENS, f"output_len must be <= {MAX_TOKENS:,}, got {self.output_len:,}")
 
 

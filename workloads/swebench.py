@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.errors import WorkloadError, require
-from workloads.limits import MAX_STREAMED_TOKENS, check_expected, check_sessions, check_size
+from workloads.limits import MAX_STREAMED_TOKENS, check_expected, check_sessions, check_size, check_start_span
 from workloads.params import param
 from workloads.sampling import clipped_lognormal, distinct_tokens, poisson, random_tokens
 from workloads.text_tokens import Tokenizer, make_tokenizer
@@ -62,6 +62,7 @@ class SwebenchParams:
     def validate(self) -> None:
         require(self.num_sessions >= 1, f"num_sessions must be >= 1, got {self.num_sessions}")
         require(math.isfinite(self.sps) and self.sps > 0, f"sps must be a positive number, got {self.sps}")
+        check_start_span(self.num_sessions, self.sps)
         art_ok = math.isfinite(self.art) and 0 <= self.art <= 500
         require(art_ok, f"art must be in [0, 500] s, got {self.art}")
         require(self.max_turns >= 1, f"max_turns must be >= 1, got {self.max_turns}")

@@ -326,4 +326,7 @@ def write_trace(
         if metadata:
             fh.write(json.dumps({METADATA_KEY: dict(metadata)}) + "\n")
         for row in rows:
+            if not (math.isfinite(row.ts) and row.ts >= 0):  # what every reader refuses is never written
+                raise TraceError(f"session {row.session_id} turn {row.turn_id}: 'ts' must be a finite number >= 0 "
+                                 f"(seconds), got {row.ts}")
             fh.write(json.dumps(row.to_json()) + "\n")
