@@ -57,6 +57,13 @@ def engine_config(
     # that they are copied), and the token count rounded down to whole pages (pool_configurator.py:642-646).
     per_rank = (budget - (slots + 1) * slot) / timer.tp
     kv = kv_tokens or int(per_rank // model.kv_bytes_per_token_per_rank(timer.tp)) // page_size * page_size
+    if kv < 1 and state_slots:  # the slots asked for took the memory: say so, not "a KV pool of -154501544"
+        raise ValueError(
+            f"max_mamba_cache_size {state_slots:,}: {state_slots:,} state slots of {slot:,} B take "
+            f"{(slots + 1) * slot / 2**30:,.1f} GiB of the {budget / 2**30:,.1f} GiB {model.name} leaves on "
+            f"{timer.tp} x {gpu.name} at memory fraction {mem_fraction_static}: no memory for a KV pool; give fewer "
+            "state slots (or the KV pool's size)"
+        )
     host = (host_kv_tokens or 4 * kv) if arm.host_tier else 0
     host_slots = max(1, host // 1024) if host else 0
     if arm.host_tier and hicache_ratio is not None:
