@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunked-prefill-size", type=_positive_int, default=8192)
     p.add_argument("--track-interval", type=_positive_int, default=256)
     p.add_argument("--host-capacity-bytes", type=_positive_bytes, default=None, help="host (L2) tier budget")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--json", action="store_true", help="print one JSON object per policy, a line each")
     return p
 
 
