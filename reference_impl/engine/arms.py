@@ -112,6 +112,8 @@ def arm_spec(text: str) -> ArmSpec:
             labels.append(label.strip())
         if part.strip():
             parts.append(part.strip())
+        elif text.strip():  # "lru+" or "+l2": an arm was left out, not meant away
+            raise ValueError(f"arm {text!r}: an empty part between '+' signs; compose named arms, e.g. branching+l2")
     if not parts:
         raise ValueError("empty arm name")
     if len(labels) > 1 or (labels and not re.fullmatch(r"[A-Za-z0-9_-]+", labels[0])):

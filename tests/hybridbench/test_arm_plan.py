@@ -48,6 +48,8 @@ def test_the_plan_holds_one_frozen_spec_per_arm_with_the_knobs_that_apply(tmp_pa
     (["lru", "disabled+l2"], "arm 'disabled' does not compose"),
     (["seglen+marconi"], "seglen and marconi are both eviction policies"),
     (["lru", "lru "], "duplicate arm"),
+    (["disabled", "lru+"], r"arm 'lru\+': an empty part between '\+' signs"),  # was taken as lru
+    (["disabled", "+l2"], r"arm '\+l2': an empty part"),
 ])
 def test_bad_arm_names_fail_when_the_plan_is_built(tmp_path: Path, arms: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as e:
