@@ -22,17 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from workloads.limits import MAX_ARRIVAL_S
 from workloads.trace import TraceRow
 
 __all__ = ["LOAD_KINDS", "MAX_ARRIVAL_S", "ArrivalSchedule", "LoadKind", "LoadSpec", "arrival_schedule"]
 
 LoadKind = Literal["closed", "poisson", "trace"]
 LOAD_KINDS: tuple[LoadKind, ...] = ("closed", "poisson", "trace")
-# The latest intended send time a schedule may hold, in seconds after the first (about 31.7 years): far beyond any
-# load, and small enough that every consumer can hold it (the simulator's clock counts integer nanoseconds, and
-# 1e9 s is 1e18 ns, inside int64). ``load.slowdown=1e300`` or a rate of 1e-300/s used to overflow there: a
-# traceback from ``hybridbench plan``, an "internal OverflowError" (exit 3) from a run.
-MAX_ARRIVAL_S = 1e9
 
 
 @dataclass(frozen=True, slots=True)

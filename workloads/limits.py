@@ -13,10 +13,15 @@ from __future__ import annotations
 
 from workloads.errors import require
 
-__all__ = ["MAX_REQUESTS", "MAX_SESSIONS", "MAX_STREAMED_TOKENS", "MAX_TOKENS", "check_expected", "check_sessions",
-           "check_size", "check_start_span"]
+__all__ = ["MAX_ARRIVAL_S", "MAX_REQUESTS", "MAX_SESSIONS", "MAX_STREAMED_TOKENS", "MAX_TOKENS", "check_expected",
+           "check_sessions", "check_size", "check_start_span"]
 
 MAX_REQUESTS = 1_000_000  # rows (requests) one workload may generate
+# The latest intended send time a schedule (workloads.arrival) or a trace's timestamps may hold, in seconds after the
+# first (about 31.7 years): far beyond any load, and small enough that every consumer can hold it (the simulator's
+# clock counts integer nanoseconds, and 1e9 s is 1e18 ns, inside int64). ``load.slowdown=1e300`` or a rate of
+# 1e-300/s used to overflow there: a traceback from ``hybridbench plan``, an "internal OverflowError" (exit 3).
+MAX_ARRIVAL_S = 1e9
 MAX_TOKENS = 200_000_000  # input + output tokens summed over the rows
 MAX_SESSIONS = 100_000  # synthetic sessions (ShareGPT, SWE-bench), drawn before their rows
 # Rows written one at a time as they are built (SWE-bench's) cost disk and time, not memory: 2 billion tokens is
@@ -46,10 +51,8 @@ def check_expected(tokens: float, what: str, cap: int = MAX_TOKENS) -> None:
 
 def check_start_span(num_sessions: int, sps: float) -> None:
     """Refuse an ``sps`` so small that the last session would start past what a schedule may span
-    (``workloads.arrival.MAX_ARRIVAL_S``): ``--sps 1e-320`` wrote ``"ts": Infinity`` rows (not JSON; the trace
-    readers refuse them) and exit 0."""
-    from workloads.arrival import MAX_ARRIVAL_S  # noqa: PLC0415 - arrival imports trace; keep limits a leaf
-
+    (``MAX_ARRIVAL_S``): ``--sps 1e-320`` wrote ``"ts": Infinity`` rows (not JSON; the trace readers refuse them)
+    and exit 0."""
     last = (num_sessions - 1) / sps
     require(last <= MAX_ARRIVAL_S, f"sps = {sps:g} would start session {num_sessions - 1:,} {last:.3g} s after the "
                                    f"first; a trace may span at most {MAX_ARRIVAL_S:g} s (raise sps)")

@@ -40,7 +40,7 @@ def plan_load(load: LoadCfg, request_rate: float = 0.0, workload: str = "") -> L
 
 def planned_schedules(plan: RunPlan, traces: Mapping[str, Sequence[TraceRow]]) -> dict[str, ArrivalSchedule]:
     """Every trial's arrivals (trial id -> schedule), from the traces as drawn; a schedule no consumer can follow
-    (``load.slowdown`` times a trace's timestamps, or a Poisson rate, past ``workloads.arrival.MAX_ARRIVAL_S``) is a
+    (``load.slowdown`` times a trace's timestamps, or a Poisson rate, past ``workloads.limits.MAX_ARRIVAL_S``) is a
     ConfigError naming the workload and the ``load.*`` key, before any server starts."""
     out: dict[str, ArrivalSchedule] = {}
     for t in plan.trials:
