@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from hybridbench.checks.registry import validate_checks, validate_judged_by
+from hybridbench.checks.registry import validate_checks, validate_judged_by, validate_subjects
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.strict import reject_unknown_keys
 from hybridbench.config.validate import check_unread_keys
@@ -66,6 +66,9 @@ def prepare_run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> Prepare
     data_notes = apply_data(cfg, resolved)  # data.* into the workloads' sources, before the plan records them
     note_kept_sessions(cfg, resolved)  # a load cut to its first sessions says so in the report
     plan = build_plan(cfg, run_dir, resolved)
+    validate_subjects(cfg.checks.enabled, plan.arms, plan.baseline_arm,
+                      frozenset(s.name for s in plan.arm_specs if not s.cache_on),
+                      [w.judged_by for w in cfg.workloads.values()])
     engine = make_engine(cfg.engine.name)
     engine.validate(cfg, plan)
     check_unread_keys(cfg)  # after the engine: an experiment made for another engine is refused by what it runs

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status, judged_result
 from hybridbench.checks.log_hits import usage_vs_log
+from hybridbench.checks.subjects import candidate_arms
 from hybridbench.metrics.decision import judge
 from hybridbench.metrics.stats import bootstrap_relative_change, paired_relative_change
 from hybridbench.plan.build import derive_seed
@@ -35,9 +36,7 @@ UNEXERCISED = "the arms' cache hits are identical request for request"
 
 
 def _candidates(inp: CheckInput) -> list[str]:
-    # A cache-off arm is a candidate only against a cache-off baseline.
-    off = inp.cache_off
-    return [a for a in inp.arms if a != inp.baseline_arm and (a not in off or inp.baseline_arm in off)]
+    return candidate_arms(inp.arms, inp.baseline_arm, inp.cache_off)
 
 
 def _uncompared(check: str, inp: CheckInput, expected: str) -> list[CheckResult]:

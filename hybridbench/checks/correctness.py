@@ -84,9 +84,10 @@ def prefill_overhead(inp: CheckInput) -> Sequence[CheckResult]:
         for arm in inp.arms:
             if arm in inp.cache_off:
                 continue
-            if not base:
-                out.append(CheckResult("prefill_overhead", workload, arm, "skip", None, expected,
-                                       "the experiment has no `disabled` arm to compare with"))
+            if not base:  # no cache-off arm (refused at plan time), or its trials measured nothing
+                out.append(CheckResult("prefill_overhead", workload, arm, "inconclusive", None, expected,
+                                       "no cache-off arm's input throughput to compare with" if off else
+                                       "the run has no cache-off (`disabled`) arm to compare with"))
                 continue
             if floor <= 0:  # a ratio is never below 0: such a floor passes anything, so it is said, not passed
                 out.append(CheckResult("prefill_overhead", workload, arm, "skip", None, "a ratio floor",

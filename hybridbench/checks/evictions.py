@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
+from hybridbench.checks.subjects import host_tier_arms
 
 __all__ = ["READS", "counter", "counter_warnings", "evictions", "host_hits"]
 
@@ -95,9 +96,7 @@ def host_hits(inp: CheckInput) -> Sequence[CheckResult]:
     expected = "hits loaded back from the host tier after device eviction, in every repeat"
     out = []
     for workload in inp.workloads:
-        for arm in inp.arms:
-            if "l2" not in arm.partition("@")[0].split("+"):
-                continue
+        for arm in host_tier_arms(inp.arms):
             snaps = inp.snapshots.get((workload, arm), [])
             loaded = [counter(s, "host_loaded_tokens") for s in snaps]
             evicted = [(counter(s, "evicted_tokens") or 0.0) + (counter(s, "evicted_states") or 0.0) for s in snaps]

@@ -16,12 +16,11 @@ from collections.abc import Sequence
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
 from hybridbench.checks.evictions import counter
+from hybridbench.checks.subjects import marconi_arms, marconi_baselines
 from hybridbench.records.hits import impossible_hit_detail, impossible_hits, unknown_hits
 from hybridbench.records.schema import Record
 
 __all__ = ["marconi_trends"]
-
-BASELINES = ("sglang_plus", "vllm_plus")
 
 
 def _hit_rate(recs: Sequence[Record]) -> float:
@@ -38,11 +37,11 @@ def _evicted(inp: CheckInput, workload: str, arm: str) -> bool:
 
 def marconi_trends(inp: CheckInput) -> Sequence[CheckResult]:
     out = []
-    marconi = [a for a in inp.arms if "marconi" in a.partition("@")[0].split("+")]
+    marconi = marconi_arms(inp.arms)
     for workload in inp.workloads:
         for arm in marconi:
             ours = _hit_rate(inp.records.get((workload, arm), []))
-            for base in (b for b in inp.arms if b in BASELINES):
+            for base in marconi_baselines(inp.arms):
                 theirs = _hit_rate(inp.records.get((workload, base), []))
                 expected = f"token hit rate above {base}'s (Marconi, Fig. 7/8)"
                 status: Status

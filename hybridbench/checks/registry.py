@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from hybridbench.checks.accuracy import accuracy
@@ -12,11 +12,12 @@ from hybridbench.checks.builtin import cache_hits, survival, throughput, ttft
 from hybridbench.checks.correctness import kl, prefill_overhead
 from hybridbench.checks.evictions import evictions, host_hits
 from hybridbench.checks.marconi import marconi_trends
+from hybridbench.checks.subjects import nothing_to_judge
 from hybridbench.config.schema import ChecksCfg, WorkloadCfg
 from hybridbench.errors import ConfigError
 from hybridbench.records.kl import KL_VARIANTS
 
-__all__ = ["CHECKS", "run_checks", "validate_checks", "validate_judged_by"]
+__all__ = ["CHECKS", "run_checks", "validate_checks", "validate_judged_by", "validate_subjects"]
 
 CHECKS: dict[str, Check] = {
     "survival": survival,
@@ -61,6 +62,19 @@ def validate_judged_by(workloads: Mapping[str, WorkloadCfg]) -> None:
             raise ConfigError(f"workloads.{name}.judged_by: {', '.join(twice)} listed more than once")
 
 
+def validate_subjects(enabled: Sequence[str], arms: Sequence[str], baseline: str, cache_off: Collection[str],
+                      judged_by: Sequence[Sequence[str]] = ()) -> None:
+    """ConfigError for the first enabled check the run's arms give nothing to judge (hybridbench.checks.subjects):
+    said before a server starts, not as a verdict after every trial ran. ``judged_by``: each workload's
+    ``judged_by`` (empty: every check); a check no workload is judged by is not asked anything, so not refused."""
+    for name in enabled:
+        if judged_by and all(j and name not in j for j in judged_by):
+            continue
+        if why := nothing_to_judge(name, arms, baseline, cache_off):
+            raise ConfigError(f"checks.enabled: {name} {why}, or drop {name} from checks.enabled "
+                              f"(arms [{', '.join(arms)}])")
+
+
 def _no_nan_pass(result: CheckResult) -> CheckResult:
     """A pass computed from a NaN (an empty side, a zero baseline) compared false against its limit: it decided
     nothing, so it is inconclusive (exit 1), never a pass."""
@@ -71,11 +85,14 @@ def _no_nan_pass(result: CheckResult) -> CheckResult:
 
 
 def _judged(name: str, inp: CheckInput) -> list[CheckResult]:
-    """An enabled check that found nothing to judge (host_hits without an l2 arm, marconi_trends without a baseline
-    arm, the hit-rate floor at 0) says so in one skip row, instead of vanishing from the verdicts."""
+    """An enabled check that found nothing to judge says so in one inconclusive row, instead of vanishing from the
+    verdicts or passing the run on the other checks. A run is refused such a check at plan time
+    (hybridbench.checks.subjects); a re-scoring can still enable one on a run whose arms are fixed."""
     rows = [_no_nan_pass(r) for r in CHECKS[name](inp)]
-    return rows or [CheckResult(name, "-", "-", "skip", None, "a subject in this run",
-                                f"{name} found nothing in this run to judge (no arm or workload it applies to)")]
+    why = nothing_to_judge(name, inp.arms, inp.baseline_arm, inp.cache_off)
+    return rows or [CheckResult(name, "-", "-", "inconclusive", None, "a subject in this run",
+                                f"{name} found nothing in this run to judge: " + (f"it {why}" if why else
+                                                                                  "no arm or workload it applies to"))]
 
 
 def run_checks(names: list[str], inp: CheckInput) -> list[CheckResult]:

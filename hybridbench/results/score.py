@@ -105,7 +105,7 @@ def score_trials(
                    samples={name: list(s) for name, s in (probe_samples or {}).items()}, timing=settings.timing),
     )
     accuracy = accuracy_rows((probe_samples or {}).get("accuracy", ()), arms)
-    checks = only_where_judged(checks, settings.judged_by)
+    checks = only_where_judged(checks, settings.judged_by, workloads)
     checks += unjudged(settings.judged_by, settings.checks.enabled, workloads)
     return Scored(trials_out, aggregates, checks, accuracy)
 
@@ -128,14 +128,22 @@ def unjudged(judged_by: Mapping[str, frozenset[str]], enabled: Sequence[str],
     return out
 
 
-def only_where_judged(rows: Sequence[CheckResult], judged_by: Mapping[str, frozenset[str]]) -> list[CheckResult]:
+def only_where_judged(rows: Sequence[CheckResult], judged_by: Mapping[str, frozenset[str]],
+                      workloads: Sequence[str] = ()) -> list[CheckResult]:
     """A verdict on a workload that does not declare the check (``workloads.W.judged_by``) becomes a skip row saying
     what the load tests instead: the seglen PR's ShareGPT first turns evict nothing on GPU pools, so an eviction
-    verdict there could only be inconclusive and would turn every run red. ``survival`` judges every load."""
+    verdict there could only be inconclusive and would turn every run red. ``survival`` judges every load. A
+    whole-run row (workload ``-``: the check found nothing to judge) of a check no workload of ``workloads`` is
+    judged by is a skip too: nothing was asked of it."""
     out = []
     for r in rows:
         judges = judged_by.get(r.workload)
-        if judges and r.check not in judges and r.check not in ALWAYS_JUDGED:
+        unasked = r.workload == "-" and bool(workloads) and all(
+            (j := judged_by.get(w)) and r.check not in j for w in workloads)
+        if unasked and r.check not in ALWAYS_JUDGED:
+            out.append(CheckResult(r.check, r.workload, r.arm, "skip", None, "-",
+                                   f"not judged: no workload is judged by {r.check} (workloads.*.judged_by)"))
+        elif judges and r.check not in judges and r.check not in ALWAYS_JUDGED:
             out.append(CheckResult(r.check, r.workload, r.arm, "skip", None, "-",
                                    f"not judged: workload {r.workload} tests {', '.join(sorted(judges))} "
                                    f"(workloads.{r.workload}.judged_by)"))

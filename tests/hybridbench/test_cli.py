@@ -54,7 +54,7 @@ def test_a_failed_check_exits_1_and_says_which(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "bundle.json").read_text())["verdict"] == "fail"
 
 
-@pytest.mark.parametrize("enabled", ["[throughput]", "[]", "[host_hits]"])
+@pytest.mark.parametrize("enabled", ["[throughput]", "[]"])
 def test_a_run_whose_checks_all_skipped_is_inconclusive_not_a_pass(tmp_path: Path, enabled: str) -> None:
     # One repeat gives throughput no interval (skip); no check at all decides nothing either: exit 1, not 0.
     proc = hb("+experiment=smoke", "engine=sim", "repeats=1", f"checks.enabled={enabled}", f"hydra.run.dir={tmp_path}")
@@ -63,13 +63,35 @@ def test_a_run_whose_checks_all_skipped_is_inconclusive_not_a_pass(tmp_path: Pat
     assert "verdict: **inconclusive**" in proc.stdout
 
 
-def test_an_enabled_check_with_nothing_to_judge_says_so_instead_of_vanishing(tmp_path: Path) -> None:
-    # host_hits without an l2 arm returned no row at all: the report read as if it had been judged.
-    proc = hb("+experiment=smoke", "engine=sim", "checks.enabled=[survival,host_hits]", f"hydra.run.dir={tmp_path}")
-    assert proc.returncode == 0, proc.stdout[-500:]
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        # host_hits without an l2 arm: a skip, and the run passed on survival (exit 0)
+        (["checks.enabled=[survival,host_hits]"], "checks.enabled: host_hits judges the arms with a host tier, and "
+                                                  "no arm has one: add one"),
+        (["arms=[disabled,branching]", "checks.baseline_arm=branching"],
+         "checks.enabled: ttft compares each arm with the baseline arm branching, and no other arm is compared"),
+        (["arms=[branching,lru]", "checks.enabled=[survival,prefill_overhead]"],
+         "checks.enabled: prefill_overhead compares each cache-on arm's input throughput with a cache-off arm's, and "
+         "no arm has the cache off: add `disabled` to arms, or drop prefill_overhead from checks.enabled"),
+    ],
+)
+def test_an_enabled_check_the_arms_give_nothing_to_judge_is_refused_before_a_run(
+        tmp_path: Path, args: list[str], needle: str) -> None:
+    proc = hb("+experiment=smoke", "engine=sim", *args, f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 2, proc.stdout[-500:] + proc.stderr[-500:]
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"error: {needle}"), proc.stderr
+    assert not (tmp_path / "bundle.json").exists() and not (tmp_path / "plan.json").exists()
+
+
+def test_a_check_no_workload_is_judged_by_is_not_refused_for_its_arms(tmp_path: Path) -> None:
+    # workloads.gsp.judged_by=[survival]: host_hits is asked nothing, so no l2 arm is no reason to refuse the run;
+    # and a single arm is not refused for ttft: the README's pull request against main compares two such runs
+    proc = hb("+experiment=smoke", "engine=sim", "arms=[branching]", "checks.enabled=[survival,ttft,host_hits]",
+              "workloads.gsp.judged_by=[survival]", f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stdout[-500:] + proc.stderr[-500:]
     checks = json.loads((tmp_path / "bundle.json").read_text())["checks"]
-    assert [(c["check"], c["status"]) for c in checks if c["check"] == "host_hits"] == [("host_hits", "skip")]
-    assert "host_hits found nothing in this run to judge" in proc.stdout
+    assert {c["status"] for c in checks if c["check"] in ("ttft", "host_hits")} == {"skip"}, checks
 
 
 @pytest.mark.parametrize(

@@ -105,6 +105,16 @@ def test_checks_that_all_skip_rescore_inconclusive_not_pass(run_copy: Path) -> N
     assert json.loads((run_copy / "bundle.json").read_text())["verdict"] == "inconclusive"
 
 
+def test_a_check_the_arms_give_nothing_to_judge_rescores_inconclusive_not_pass(run_copy: Path) -> None:
+    # host_hits with no l2 arm: the plan refuses it for a new run; a re-scoring's arms are fixed, so it is said in
+    # an inconclusive row. It was a skip, and the run passed on survival alone.
+    assert main([str(run_copy), "checks.enabled=[survival,host_hits]"]) == 1
+    bundle = json.loads((run_copy / "bundle.json").read_text())
+    (row,) = [c for c in bundle["checks"] if c["check"] == "host_hits"]
+    assert row["status"] == "inconclusive" and "no arm has one" in row["detail"], row
+    assert bundle["verdict"] == "inconclusive"
+
+
 def test_records_lost_at_a_line_boundary_fail_survival_not_a_traceback(run_copy: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     # A run killed between two appends keeps whole lines only: three trials then have no records at all.
