@@ -136,6 +136,15 @@ def _generate(path: Path, *args: str) -> None:
                    cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
 
 
+def generate_traces(work: Path) -> None:
+    """The traces the targets read, generated once into ``work`` (kept there for the next invocation)."""
+    _generate(work / "seglen.jsonl", "--preset", "seglen")
+    # the preset's first 50 sessions, whole
+    _generate(work / "seglen-first50.jsonl", "--preset", "seglen", "--keep-sessions", "50")
+    _generate(work / "small.jsonl", "--num-sessions", "3")
+    _generate(work / "short.jsonl", "--num-sessions", "700", "--max-input", "4096")  # 1,581 requests, 4.2M tokens
+
+
 def _plan_engine(experiment: str, sglang: Path | None) -> list[str]:
     return ["engine=sglang", f"engine.python={sglang}"] if experiment in LIVE_PROBES else ["engine=sim"]
 
@@ -144,10 +153,6 @@ def targets(work: Path, sglang: Path | None, measured: dict[str, tuple[Summary, 
     """``measured``: what each target measured in this invocation (name -> this checkout's summary, stdout)."""
     preset, small, short = work / "seglen.jsonl", work / "small.jsonl", work / "short.jsonl"
     half = work / "seglen-first50.jsonl"
-    _generate(preset, "--preset", "seglen")
-    _generate(half, "--preset", "seglen", "--keep-sessions", "50")  # the preset's first 50 sessions, whole
-    _generate(small, "--num-sessions", "3")
-    _generate(short, "--num-sessions", "700", "--max-input", "4096")  # 1,581 requests, 4.2M input tokens
     read = "import sys; from workloads.trace import read_trace; read_trace(sys.argv[1])"
     replay = [PY, "-m", "reference_impl.replay"]
     return [
@@ -194,20 +199,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if problem := output_problem(args.dir, folder=True):
         ap.error(f"argument --dir: {problem}")
+    words = [w for w in args.only.split(",") if w]
+    measured: dict[str, tuple[Summary, str]] = {}
+    chosen = [t for t in targets(args.dir, args.sglang_python, measured)
+              if not words or any(w in t.name for w in words)]
+    if not chosen:  # an empty table and exit 0 read as "nothing regressed"
+        ap.error(f"argument --only: no target's name has any of {', '.join(words)}")
     args.dir.mkdir(parents=True, exist_ok=True)
+    generate_traces(args.dir)
     label = args.baseline_label or (git_head(args.baseline) if args.baseline else "")
     base = f", baseline {label} ({args.baseline})" if args.baseline else ""
     print(f"machine: {machine()}; this checkout {git_head(ROOT)}{base}\n")
     print("| command | this checkout: wall s / CPU s / peak MB | baseline: wall s / CPU s / peak MB | load "
           "| target | figure | verdict |")
     print("|---|---|---|---|---|---|---|")
-    words = [w for w in args.only.split(",") if w]
     if not args.sglang_python:
         print(f"no --sglang-python: the plan targets of {', '.join(LIVE_PROBES)} are left out\n")
-    measured: dict[str, tuple[Summary, str]] = {}
-    for t in targets(args.dir, args.sglang_python, measured):
-        if words and not any(w in t.name for w in words):
-            continue
+    for t in chosen:
         sides: dict[str, tuple[Sequence[str], str | None]] = {"ours": (t.argv, str(ROOT))}
         if args.baseline:
             sides["base"] = (t.argv, str(args.baseline))

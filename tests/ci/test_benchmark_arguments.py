@@ -25,6 +25,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("whole_commands", ["--baseline", "/nonexist"], "argument --baseline: /nonexist: no such directory"),
     ("whole_commands", ["--repeats", "-1"], "argument --repeats: must be >= 1, got -1"),
     ("whole_commands", ["--dir", "{tmp}/afile"], "argument --dir: {tmp}/afile: exists and is not a directory"),
+    # matched nothing: an empty table and exit 0 (read as "nothing regressed"), after generating 500 MB of traces
+    ("whole_commands", ["--only", "nomatch,zzz", "--dir", "{tmp}/d"], "argument --only: no target's name has any of "
+                                                                      "nomatch, zzz"),
     ("calibrate_sim", ["--fit", "--rounds", "0"], "argument --rounds: must be >= 1, got 0"),
     ("client_overhead", ["--requests", "0"], "argument --requests: must be >= 1, got 0"),
     ("client_overhead", ["--concurrency", "4,0"], "argument --concurrency: every count must be >= 1"),
