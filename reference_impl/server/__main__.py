@@ -51,16 +51,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     app = build_app(config, engine)
 
-    async def ready(_app: web.Application) -> None:
+    def ready(_banner: str) -> None:
+        # run_app prints its banner once every site is listening: SGLang's line comes after its bind too (on_startup
+        # ran before the bind, so a port in use logged "ready" and then failed).
         log.info("The server is fired up and ready to roll!")
 
-    app.on_startup.append(ready)
     try:
         # SGLang serves through uvicorn.run with no backlog given, so uvicorn's 2048 (0.5.16 and 0.5.23
         # entrypoints/http_server.py, the default one-tokenizer branch; their granian path sets 2048 too). aiohttp's
         # 128 dropped SYNs under a burst of connects, and each dropped one is retried a second later: a p99 TTFT
         # the real server would not show.
-        web.run_app(app, host=config.host, port=config.port, print=None, handler_cancellation=True,
+        web.run_app(app, host=config.host, port=config.port, print=ready, handler_cancellation=True,
                     shutdown_timeout=2.0, access_log=None, backlog=LISTEN_BACKLOG)
     except OSError as exc:
         print(f"error: cannot serve on {config.host}:{config.port}: {exc.strerror or exc}", file=sys.stderr)

@@ -70,3 +70,23 @@ def test_a_busy_server_is_healthy_without_a_probe_joining_its_batches() -> None:
         proc = server.proc
     log = proc.stdout.read() if proc.stdout is not None else ""
     assert log.count(PROBE_LINE) == 1, [line for line in log.splitlines() if "#new-token: 1, " in line]
+
+
+def test_ready_is_logged_only_once_the_port_is_bound() -> None:
+    # SGLang logs "fired up and ready to roll" after uvicorn binds. The reference server logged it from aiohttp's
+    # on_startup, before the bind: on a port in use it said ready and then failed, and a log watcher took it as up.
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "reference_impl.server", "--host", "127.0.0.1", "--port",
+                               str(port)], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1 and f"cannot serve on 127.0.0.1:{port}" in proc.stderr, proc.stderr[-1000:]
+    assert "ready to roll" not in proc.stdout + proc.stderr
+    with running_server() as server:  # and a server that binds says it, once
+        server.request("GET", "/health")
+    assert (server.proc.stdout.read() if server.proc.stdout else "").count("ready to roll") == 1
