@@ -85,14 +85,18 @@ def _no_nan_pass(result: CheckResult) -> CheckResult:
 
 
 def _judged(name: str, inp: CheckInput) -> list[CheckResult]:
-    """An enabled check that found nothing to judge says so in one inconclusive row, instead of vanishing from the
-    verdicts or passing the run on the other checks. A run is refused such a check at plan time
-    (hybridbench.checks.subjects); a re-scoring can still enable one on a run whose arms are fixed."""
+    """An enabled check that found nothing to judge says so in one row instead of vanishing from the verdicts:
+    inconclusive where its arms gave it nothing (hybridbench.checks.subjects; a run is refused such a check at plan
+    time, a re-scoring can still enable one on a run whose arms are fixed), else a skip."""
     rows = [_no_nan_pass(r) for r in CHECKS[name](inp)]
-    why = nothing_to_judge(name, inp.arms, inp.baseline_arm, inp.cache_off)
-    return rows or [CheckResult(name, "-", "-", "inconclusive", None, "a subject in this run",
-                                f"{name} found nothing in this run to judge: " + (f"it {why}" if why else
-                                                                                  "no arm or workload it applies to"))]
+    if rows:
+        return rows
+    if why := nothing_to_judge(name, inp.arms, inp.baseline_arm, inp.cache_off):
+        return [CheckResult(name, "-", "-", "inconclusive", None, "a subject in this run",
+                            f"{name} found nothing in this run to judge: it {why}")]
+    # e.g. a single arm's ttft (compared across runs, by hybridbench compare), the hit-rate floor at 0: said, not judged
+    return [CheckResult(name, "-", "-", "skip", None, "a subject in this run",
+                        f"{name} found nothing in this run to judge (no arm or workload it applies to)")]
 
 
 def run_checks(names: list[str], inp: CheckInput) -> list[CheckResult]:

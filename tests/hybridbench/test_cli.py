@@ -84,6 +84,16 @@ def test_an_enabled_check_the_arms_give_nothing_to_judge_is_refused_before_a_run
     assert not (tmp_path / "bundle.json").exists() and not (tmp_path / "plan.json").exists()
 
 
+def test_a_single_arm_run_passes_on_its_own_checks_for_compare_to_judge_its_timing(tmp_path: Path) -> None:
+    # The README's pull request against main: two single-arm runs, their timing judged by hybridbench compare. Each
+    # run's ttft and throughput compare nothing inside it: a skip (not refused, not inconclusive), exit 0.
+    proc = hb("+experiment=smoke", "engine=sim", "arms=[branching]", f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stdout[-500:] + proc.stderr[-500:]
+    bundle = json.loads((tmp_path / "bundle.json").read_text())
+    assert {c["status"] for c in bundle["checks"] if c["check"] in ("ttft", "throughput")} == {"skip"}
+    assert bundle["verdict"] == "pass"
+
+
 def test_a_check_no_workload_is_judged_by_is_not_refused_for_its_arms(tmp_path: Path) -> None:
     # workloads.gsp.judged_by=[survival]: host_hits is asked nothing, so no l2 arm is no reason to refuse the run;
     # and a single arm is not refused for ttft: the README's pull request against main compares two such runs
