@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -67,8 +67,9 @@ class ServerSpec:
     # --modelled-lockstep-ms); the client then says which finishes have none (POST vacate_path, load/driver.py)
     lockstep: Callable[[RunCfg], bool] | None = None
     vacate_path: str = "/lockstep/vacate"
-    # (model, arm, installed version) -> why that release cannot run the arm though its --help has the flags ("")
-    refusal: Callable[[ModelCfg, ArmSpec, str], str] | None = None
+    # (model, arm, installed version, engine.extra_args) -> why that release cannot run the arm though its --help has
+    # the flags ("")
+    refusal: Callable[[ModelCfg, ArmSpec, str, Sequence[object]], str] | None = None
     # (engine.gpu, installed version) -> why that build cannot serve the run at all ("": it can), e.g. a CPU build
     # of the server behind a GPU run
     build_refusal: Callable[[str, str], str] | None = None
@@ -139,7 +140,8 @@ class ServerEngine:
         if self.spec.build_refusal is not None and (why := self.spec.build_refusal(cfg.engine.gpu, self._version)):
             raise ConfigError(why)
         for spec in plan.arm_specs:
-            if self.spec.refusal is not None and (why := self.spec.refusal(cfg.model, spec, self._version)):
+            refusal = self.spec.refusal
+            if refusal is not None and (why := refusal(cfg.model, spec, self._version, cfg.engine.extra_args)):
                 raise ConfigError(why)
             self._commands[spec.name] = self.build(cfg, spec, 0)  # raises ConfigError naming the arm or flag
 

@@ -18,7 +18,6 @@ Help-text parsing, flags and ``engine.extra_args`` merging, shared with vLLM's a
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from hybridbench.engines.owned_flags import (
     refuse_replicas,
 )
 from hybridbench.engines.server_flags import Flag, HelpText, check_flags, fmt_number, merge_extra, parse_help
+from hybridbench.engines.sglang_refusal import sglang_refusal, startup_refusal
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec, L2Knobs
 
@@ -51,6 +51,7 @@ __all__ = [
     "sglang_env",
     "sglang_help_argv",
     "sglang_metrics_ranks",
+    "sglang_refusal",
 ]
 
 STRATEGY_FLAG = "--mamba-radix-cache-strategy"  # since PR #28151 (2026-06-19), SGLang's server_args.py
@@ -85,10 +86,13 @@ SGLANG_KEYED = {
     "--mamba-track-interval": "engine.track_interval", SEGLEN_WEIGHT_FLAG: "arm.seglen.eff_weight",
     "--hicache-ratio": "arm.l2.hicache_ratio",
 }
+# Flags that override a key's value without replacing its flag: --hicache-size sizes the host pools over
+# --hicache-ratio (its --help: "Overrides --hicache-ratio"), which the forecast and the record read.
+SGLANG_OVERRIDING = {"--hicache-size": "arm.l2.hicache_ratio"}
 # The flags engine.extra_args may not give SGLang: the harness's, the keyed ones and the arms' (tuning flags may).
 SGLANG_OWNED = {
     **dict.fromkeys(("--model-path", "--model"), "model.hf_id"), "--host": "engine.host", "--port": OWNED_BY_HARNESS,
-    **dict.fromkeys(("--tp-size", "--tp", "--tensor-parallel-size"), "engine.tp"), **SGLANG_KEYED,
+    **dict.fromkeys(("--tp-size", "--tp", "--tensor-parallel-size"), "engine.tp"), **SGLANG_KEYED, **SGLANG_OVERRIDING,
     **dict.fromkeys(("--pp-size", "--pipeline-parallel-size", "--nnodes"), OWNED_BY_GPU_COUNT),
     **dict.fromkeys(("--disable-radix-cache", STRATEGY_FLAG, STRATEGY_FLAG_OLD, "--radix-eviction-policy",
                      HICACHE_FLAG, HICACHE_FLAG_ALIAS), OWNED_BY_ARM),
@@ -252,7 +256,10 @@ def sglang_command(
     sglang_metrics_ranks(engine)  # a DP size that does not split engine.tp is refused now, not after the weights load
     overridden = extra_flag_names(extra)
     check_flags([f for f in flags if f.name not in overridden], extra, helped, "SGLang")
-    return [python or sys.executable, "-m", "sglang.launch_server", *merge_extra(flags, extra)]
+    args = merge_extra(flags, extra)
+    if why := startup_refusal(args, extra, arm, engine):  # what every release with these flags refuses or rewrites
+        raise ConfigError(why)
+    return [python or sys.executable, "-m", "sglang.launch_server", *args]
 
 
 def sglang_metrics_ranks(engine: EngineCfg) -> int:
@@ -264,37 +271,6 @@ def sglang_metrics_ranks(engine: EngineCfg) -> int:
         raise ConfigError(f"engine.extra_args asks for {groups} data-parallel attention groups, which do not divide "
                           f"engine.tp={engine.tp}; SGLang requires tp_size % dp_size == 0")
     return engine.tp // groups
-
-
-def _release(version: str) -> tuple[int, ...] | None:
-    """``0.5.16.post1`` -> (0, 5, 16); None when the version is unknown or not numbered."""
-    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
-    return tuple(int(g) for g in m.groups()) if m else None
-
-
-def sglang_refusal(model: ModelCfg, arm: ArmSpec, version: str) -> str:
-    """Why the installed SGLang ``version`` cannot run ``arm`` on ``model`` although its ``--help`` has every flag
-    ("" when it can, or when the version is unknown): the server would die after loading the weights."""
-    release = _release(version)
-    if release is None or not model.hybrid:
-        return ""
-    # The architecture names the class SGLang loads; a renamed model (model.name=my-nemotron) keeps it. Without one
-    # (architecture ""), the name is all there is to go by.
-    arch = model.architecture or model.name
-    if "jamba" in arch.lower():
-        return f"SGLang {version} has no Jamba model (no JambaForCausalLM under sglang/srt/models)"
-    if release < (0, 5, 16):
-        if arm.strategy == "extra_buffer_lazy":  # also absent from its --help's strategy choices
-            return f"arm {arm.name}: SGLang {version} has no extra_buffer_lazy (PR #27118, in 0.5.16 and later)"
-        if arm.host_tier:
-            # 0.5.9 managers/scheduler.py:699-713 picks HiRadixCache before the hybrid check, and it refuses the
-            # hybrid KV pool (mem_cache/hiradix_cache.py:69-97): the host tier for hybrid models came in 0.5.16.
-            return (f"arm {arm.name}: SGLang {version} has no host tier for hybrid models (its HiRadixCache takes MHA "
-                    "and MLA pools only); use SGLang 0.5.16 or later")
-        if arm.strategy == "extra_buffer" and arch.lower().startswith(("nemotron-h", "nemotronhfor")):
-            # 0.5.9 server_args.py:1548-1551 passes support_mamba_cache_extra_buffer=False for NemotronH.
-            return f"arm {arm.name}: SGLang {version} refuses extra_buffer for NemotronHForCausalLM"
-    return ""
 
 
 def sglang_env(arm: ArmSpec) -> dict[str, str]:

@@ -150,13 +150,15 @@ def test_metrics_and_cache_report_can_be_left_out() -> None:
 
 
 def test_extra_args_replace_a_built_flag() -> None:
-    # Tuning flags no config key feeds the plan with: the host tier's write policy and I/O backend.
-    engine = EngineCfg(tp=4, extra_args=["--hicache-write-policy", "write_back", "--hicache-io-backend=kernel"])
+    # Tuning flags no config key feeds the plan with: the host tier's write policy, I/O backend and layout (a pair
+    # SGLang keeps: kernel with page_first_direct it would switch to direct, test_sglang_startup_refusals.py).
+    engine = EngineCfg(tp=4, extra_args=["--hicache-write-policy", "write_back", "--hicache-io-backend=kernel",
+                                         "--hicache-mem-layout", "layer_first"])
     part = cmd("l2", NEW, engine)[len(HEAD):]
     assert part == [
         "--mamba-radix-cache-strategy", "extra_buffer", "--mamba-track-interval", "256",
-        "--enable-hierarchical-cache", "--hicache-ratio", "2.0", "--hicache-mem-layout", "page_first_direct",
-        "--hicache-write-policy", "write_back", "--hicache-io-backend=kernel",
+        "--enable-hierarchical-cache", "--hicache-ratio", "2.0",
+        "--hicache-write-policy", "write_back", "--hicache-io-backend=kernel", "--hicache-mem-layout", "layer_first",
     ]  # fmt: skip
 
 

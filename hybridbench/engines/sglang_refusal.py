@@ -1,0 +1,156 @@
+"""What SGLang refuses, or quietly rewrites, when the server starts although its ``--help`` has every flag: found at
+plan time and refused there with one line naming the key, not as a server that dies (or runs another arm) after the
+plan, the forecast and the record were made.
+
+:func:`startup_refusal` reads the planned command line (``engine.extra_args`` last, so an extra_args flag wins as
+argparse's last value does) and holds for every release that has the flags: SGLang 0.5.16's ``ServerArgs`` checks
+(server_args.py) and 0.5.23's ``arg_groups`` hooks agree on each of them. :func:`sglang_refusal` is one release's.
+tests/sglang_oracle/test_sglang_startup_refusals.py runs each case through both releases' own resolution.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.engines.owned_flags import extra_flag_names
+from reference_impl.engine.arms import ArmSpec
+
+__all__ = ["sglang_refusal", "startup_refusal"]
+
+# --enable-deterministic-inference keeps the radix cache only on these attention backends
+# (RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND: 0.5.16 server_args.py, 0.5.23 arg_groups/choices.py)
+_DETERMINISTIC_RADIX_BACKENDS = ("ascend", "fa3", "fa4", "triton")
+_HICACHE_DEFAULTS = {"--hicache-io-backend": "kernel", "--hicache-mem-layout": "page_first"}  # SGLang's own
+
+
+def _last(args: Sequence[str], name: str) -> str | None:
+    """The value argparse keeps for ``name``: its last ``--name v`` or ``--name=v`` (None when not given)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == name:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        elif arg.startswith(name + "="):
+            value = arg[len(name) + 1:]
+    return value
+
+
+def _has(args: Sequence[str], *names: str) -> bool:
+    return any(a == n or a.startswith(n + "=") for a in args for n in names)
+
+
+def _who(args: Sequence[str], extra: Sequence[str], flag: str, key: str) -> str:
+    """Who gave ``flag`` its value: engine.extra_args when it has the flag, else the arm's key ("" leaves the flag out
+    and the server's default in)."""
+    value = _last(args, flag)
+    if flag in extra_flag_names(extra):
+        return f"engine.extra_args has {flag} {value}"
+    return f"{key}={value}" if value else f"{key}='' (SGLang's default {_HICACHE_DEFAULTS[flag]})"
+
+
+def _cache_turned_off(args: Sequence[str], engine: EngineCfg) -> str:
+    """The engine.extra_args flag with which SGLang runs with the radix cache off whatever the arm says ("": none)."""
+    decode = _last(args, "--disaggregation-mode") == "decode"
+    if decode and not _has(args, "--disaggregation-decode-enable-radix-cache"):
+        # 0.5.16 and 0.5.23 arg_groups/pd_disaggregation_hook.py handle_pd_disaggregation
+        return "--disaggregation-mode decode (a decode server runs without a radix cache)"
+    if _has(args, "--enable-mis"):  # 0.5.16 ServerArgs._handle_multi_item_scoring; 0.5.23 attention_hook.py
+        return "--enable-mis (multi-item scoring turns the radix cache off)"
+    backend = _last(args, "--attention-backend")
+    if backend == "dual_chunk_flash_attn":  # 0.5.16 ServerArgs (dual-chunk backend); gone from 0.5.23's choices
+        return "--attention-backend dual_chunk_flash_attn (it turns the radix cache off)"
+    if _has(args, "--enable-deterministic-inference"):
+        if backend is None:  # 0.5.23 overrides._deterministic_attention_backend: flashinfer on Blackwell, else fa3
+            backend = "flashinfer" if engine.gpu.lower().startswith("b") else "fa3"
+        if backend not in _DETERMINISTIC_RADIX_BACKENDS:  # ServerArgs._handle_deterministic_inference
+            return (f"--enable-deterministic-inference with the {backend} attention backend (the radix cache stays "
+                    f"on only with {', '.join(_DETERMINISTIC_RADIX_BACKENDS)})")
+    return ""
+
+
+def startup_refusal(args: Sequence[str], extra: Sequence[str], arm: ArmSpec, engine: EngineCfg) -> str:
+    """Why SGLang 0.5.16 and 0.5.23 refuse ``args`` (the planned server flags) at start-up, or run it as another
+    arm than ``arm`` ("" when they run it as planned). ``extra`` (engine.extra_args) only says who set a flag."""
+    owner = f"arm {arm.name}"
+    if arm.cache_on and (why := _cache_turned_off(args, engine)):
+        return f"{owner}: engine.extra_args has {why}; the arm would be served with no prefix cache"
+    if arm.extra_buffer:
+        # ServerArgs._validate_mamba_extra_buffer (0.5.16) / mamba_hook.validate_mamba_extra_buffer (0.5.23):
+        # supports_mamba_cache_extra_buffer holds only on the triton linear-attention backend.
+        if (backend := _last(args, "--linear-attn-backend")) not in (None, "triton"):
+            return (f"{owner} ({arm.strategy}): engine.extra_args has --linear-attn-backend {backend}; SGLang "
+                    "refuses extra_buffer unless the linear-attention backend is triton")
+        if _has(args, "--enable-linear-replayssm"):  # its own check: 'requires ... no_buffer'
+            return (f"{owner} ({arm.strategy}): engine.extra_args has --enable-linear-replayssm, which SGLang runs "
+                    "only with --mamba-radix-cache-strategy no_buffer")
+        drafts = _last(args, "--speculative-num-draft-tokens")
+        if drafts is not None and drafts.isdigit() and int(drafts) > engine.track_interval:
+            # the same validators: assert mamba_track_interval >= speculative_num_draft_tokens
+            return (f"engine.track_interval={engine.track_interval}: {owner} ({arm.strategy}) with engine.extra_args "
+                    f"--speculative-num-draft-tokens {drafts} needs a track interval of at least the draft tokens "
+                    "(SGLang asserts it at start-up)")
+    if arm.host_tier:
+        if _has(args, "--enable-int8-mamba-checkpoint"):  # 0.5.16 ServerArgs, 0.5.23 handle_int8_mamba_checkpoint
+            return (f"{owner}: engine.extra_args has --enable-int8-mamba-checkpoint, which SGLang refuses with the "
+                    "host tier (its host-offload path is not int8-aware)")
+        # hicache's layout/io normalisation (0.5.16 ServerArgs, 0.5.23 hicache_hook.resolve_layout_io_compatibility)
+        # switches one of these silently: the record would name a host tier the server does not run.
+        io_flag, layout_flag = "--hicache-io-backend", "--hicache-mem-layout"
+        io = _last(args, io_flag) or _HICACHE_DEFAULTS[io_flag]
+        layout = _last(args, layout_flag) or _HICACHE_DEFAULTS[layout_flag]
+        if layout == "page_first_direct" and io == "kernel":
+            return (f"{_who(args, extra, io_flag, 'arm.l2.hicache_io_backend')}: {owner}'s page_first_direct layout "
+                    "takes the direct io backend, and SGLang would switch to it; set direct")
+        if layout == "page_first" and io == "direct":
+            return (f"{_who(args, extra, layout_flag, 'arm.l2.hicache_mem_layout')}: {owner}'s direct io backend "
+                    "takes the page_first_direct layout, and SGLang would switch to it; set page_first_direct")
+    return ""
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    """``0.5.16.post1`` -> (0, 5, 16); None when the version is unknown or not numbered."""
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def sglang_refusal(model: ModelCfg, arm: ArmSpec, version: str, extra_args: Sequence[object] = ()) -> str:
+    """Why the installed SGLang ``version`` cannot run ``arm`` on ``model`` (with ``engine.extra_args``) although
+    its ``--help`` has every flag ("" when it can, or when the version is unknown): the server would die at start-up
+    or after loading the weights, or run something else."""
+    release = _release(version)
+    if release is None or not model.hybrid:
+        return ""
+    extra = [str(a) for a in extra_args]  # YAML may give numbers
+    # The architecture names the class SGLang loads; a renamed model (model.name=my-nemotron) keeps it. Without one
+    # (architecture ""), the name is all there is to go by.
+    arch = model.architecture or model.name
+    if "jamba" in arch.lower():
+        return f"SGLang {version} has no Jamba model (no JambaForCausalLM under sglang/srt/models)"
+    if release < (0, 5, 16):
+        if arm.strategy == "extra_buffer_lazy":  # also absent from its --help's strategy choices
+            return f"arm {arm.name}: SGLang {version} has no extra_buffer_lazy (PR #27118, in 0.5.16 and later)"
+        if arm.host_tier:
+            # 0.5.9 managers/scheduler.py:699-713 picks HiRadixCache before the hybrid check, and it refuses the
+            # hybrid KV pool (mem_cache/hiradix_cache.py:69-97): the host tier for hybrid models came in 0.5.16.
+            return (f"arm {arm.name}: SGLang {version} has no host tier for hybrid models (its HiRadixCache takes MHA "
+                    "and MLA pools only); use SGLang 0.5.16 or later")
+        if arm.strategy == "extra_buffer" and arch.lower().startswith(("nemotron-h", "nemotronhfor")):
+            # 0.5.9 server_args.py:1548-1551 passes support_mamba_cache_extra_buffer=False for NemotronH.
+            return f"arm {arm.name}: SGLang {version} refuses extra_buffer for NemotronHForCausalLM"
+    if arm.strategy == "extra_buffer_lazy":
+        spec = next((f for f in ("--speculative-algorithm", "--speculative-num-draft-tokens") if _has(extra, f)), "")
+        if spec and release < (0, 5, 23):
+            # 0.5.16 ServerArgs._validate_mamba_extra_buffer asserts "extra_buffer_lazy unsupported with spec." once
+            # the draft tokens are known, and runs before they are filled in from the algorithm's defaults, so
+            # --speculative-algorithm alone starts a combination it does not support (its verify has no lazy
+            # track plan). Lazy with speculative decoding came with PR #30437 (0.5.23 has it).
+            return (f"arm {arm.name}: engine.extra_args has {spec}; SGLang {version} does not support "
+                    "extra_buffer_lazy with speculative decoding (PR #30437, in 0.5.23)")
+        mode = _last(extra, "--disaggregation-mode")
+        if mode not in (None, "null") and release >= (0, 5, 23):
+            # 0.5.23 arg_groups/mamba_hook.validate_mamba_extra_buffer: "extra_buffer_lazy unsupported under PD
+            # disaggregation" (its decode pool is not wired for lazy slots)
+            return (f"arm {arm.name}: engine.extra_args has --disaggregation-mode {mode}; SGLang {version} refuses "
+                    "extra_buffer_lazy under prefill/decode disaggregation")
+    return ""
