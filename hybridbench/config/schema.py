@@ -105,7 +105,8 @@ class L2ArmCfg:
     hicache_ratio: float = 2.0  # --hicache-ratio: host pools as a multiple of the device pools (SGLang's default)
     hicache_write_policy: str = "write_through"  # SGLang's default; what its mamba HiCache KL tests use
     # What SGLang's own mamba HiCache tests run with (SGLang's source; SGLang's defaults are kernel/page_first);
-    # "" = do not pass the flag, leaving the server's default.
+    # "" = do not pass the flag, leaving the server's default. A pair SGLang would switch at start-up is refused:
+    # kernel with page_first_direct (it runs direct), direct with page_first (it runs page_first_direct).
     hicache_io_backend: str = "direct"
     hicache_mem_layout: str = "page_first_direct"
     host_tier_gb: float = 0.0  # vLLM --kv-offloading-size GiB; 0 = not set (vLLM's l2 arm then needs it)

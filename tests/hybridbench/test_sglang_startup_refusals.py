@@ -1,0 +1,130 @@
+"""Combinations SGLang refuses or rewrites at start-up, refused at plan time (hybridbench.engines.sglang_refusal).
+
+Each case here is run through SGLang 0.5.16's and 0.5.23's own resolution in
+tests/sglang_oracle/test_sglang_startup_refusals.py; this tier checks the plan side without the release venvs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybridbench.config.schema import ArmCfg, EngineCfg, L2ArmCfg, ModelCfg
+from hybridbench.engines.sglang_cmd import sglang_command, sglang_refusal
+from hybridbench.errors import ConfigError
+from hybridbench.plan.arms import plan_arm
+
+ROOT = Path(__file__).resolve().parents[2]
+NEW_HELP = Path(__file__).parent / "fixtures" / "sglang_help_new.txt"
+
+
+def command(arm: str, extra: list[str], *, gpu: str = "h100", track_interval: int = 256,
+            l2: L2ArmCfg | None = None) -> list[str]:
+    engine = EngineCfg(tp=4, gpu=gpu, track_interval=track_interval, extra_args=extra)
+    spec = plan_arm(arm, ArmCfg(l2=l2 or L2ArmCfg()))
+    return sglang_command(python="python", model=ModelCfg(), engine=engine, arm=spec, port=30000, help_text=None)
+
+
+# (arm, engine.extra_args, the start of the one-line refusal): what SGLang 0.5.16 and 0.5.23 both refuse or rewrite
+REFUSED = [
+    ("branching", ["--disaggregation-mode", "decode"], "arm branching: engine.extra_args has --disaggregation-mode de"),
+    ("lru", ["--disaggregation-mode=decode"], "arm lru: engine.extra_args has --disaggregation-mode decode"),
+    ("lazy", ["--enable-deterministic-inference", "--attention-backend", "flashinfer"],
+     "arm lazy: engine.extra_args has --enable-deterministic-inference with the flashinfer attention backend"),
+    ("branching", ["--enable-mis"], "arm branching: engine.extra_args has --enable-mis"),
+    ("lazy", ["--linear-attn-backend", "cutedsl"], "arm lazy (extra_buffer_lazy): engine.extra_args has --linear-attn"),
+    ("branching", ["--linear-attn-backend=flashinfer"], "arm branching (extra_buffer): engine.extra_args has --linear"),
+    ("lazy", ["--enable-linear-replayssm"], "arm lazy (extra_buffer_lazy): engine.extra_args has --enable-linear-re"),
+    ("branching", ["--speculative-num-draft-tokens", "257"], "engine.track_interval=256: arm branching (extra_buffer)"),
+    ("lazy+l2", ["--enable-int8-mamba-checkpoint"], "arm lazy+l2: engine.extra_args has --enable-int8-mamba-check"),
+    ("lazy+l2", ["--hicache-io-backend", "kernel"], "engine.extra_args has --hicache-io-backend kernel: arm lazy+l2"),
+    ("l2", ["--hicache-size", "64"], "engine.extra_args has --hicache-size, which arm.l2.hicache_ratio sets"),
+]
+# Their neighbours SGLang runs as planned: each must still plan.
+ACCEPTED = [
+    ("disabled", ["--disaggregation-mode", "decode"]),  # no cache to lose
+    ("branching", ["--disaggregation-mode", "decode", "--disaggregation-decode-enable-radix-cache"]),
+    ("branching", ["--disaggregation-mode", "prefill"]),
+    ("lazy", ["--enable-deterministic-inference"]),  # fa3 on an H100 keeps the cache
+    ("lazy", ["--enable-deterministic-inference", "--attention-backend", "triton"]),
+    ("lazy", ["--linear-attn-backend", "triton"]),
+    ("lru", ["--linear-attn-backend", "cutedsl"]),  # the check is extra_buffer's
+    ("branching", ["--speculative-num-draft-tokens", "256"]),
+    ("branching", ["--enable-int8-mamba-checkpoint"]),  # without the host tier
+    ("lazy+l2", ["--hicache-io-backend", "kernel", "--hicache-mem-layout", "layer_first"]),
+]
+
+
+@pytest.mark.parametrize(("arm", "extra", "line"), REFUSED)
+def test_a_combination_sglang_refuses_or_rewrites_at_start_up_is_refused_at_plan_time(
+        arm: str, extra: list[str], line: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        command(arm, extra)
+    assert str(err.value).startswith(line), err.value
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("arm", "extra"), ACCEPTED)
+def test_its_neighbours_that_sglang_runs_as_planned_still_plan(arm: str, extra: list[str]) -> None:
+    assert command(arm, extra)[-len(extra):] == extra
+
+
+def test_deterministic_inference_loses_the_cache_on_blackwell_by_default() -> None:
+    # With no --attention-backend SGLang picks flashinfer on SM100 (fa3 on Hopper), which keeps no radix cache.
+    with pytest.raises(ConfigError, match="with the flashinfer attention backend"):
+        command("branching", ["--enable-deterministic-inference"], gpu="b200")
+
+
+def test_draft_tokens_are_held_against_the_planned_track_interval() -> None:
+    with pytest.raises(ConfigError, match=r"^engine.track_interval=64: .*--speculative-num-draft-tokens 128"):
+        command("lazy", ["--speculative-num-draft-tokens", "128"], track_interval=64)
+
+
+@pytest.mark.parametrize(("io", "layout", "line"), [
+    ("kernel", "page_first_direct", "arm.l2.hicache_io_backend=kernel: arm l2's page_first_direct layout"),
+    ("", "page_first_direct", "arm.l2.hicache_io_backend='' (SGLang's default kernel): arm l2's"),
+    ("direct", "page_first", "arm.l2.hicache_mem_layout=page_first: arm l2's direct io backend"),
+    ("direct", "", "arm.l2.hicache_mem_layout='' (SGLang's default page_first): arm l2's direct io"),
+])
+def test_an_io_layout_pair_sglang_would_switch_is_refused_naming_the_knob(io: str, layout: str, line: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        command("l2", [], l2=L2ArmCfg(hicache_io_backend=io, hicache_mem_layout=layout))
+    assert str(err.value).startswith(line), err.value
+    command("l2", [], l2=L2ArmCfg(hicache_io_backend="kernel", hicache_mem_layout="page_first"))  # a pair it keeps
+
+
+@pytest.mark.parametrize(("version", "extra", "why"), [
+    ("0.5.16", ["--speculative-algorithm", "EAGLE"], "engine.extra_args has --speculative-algorithm; SGLang 0.5.16"),
+    ("0.5.16", ["--speculative-num-draft-tokens", "4"], "engine.extra_args has --speculative-num-draft-tokens;"),
+    ("0.5.23", ["--speculative-algorithm", "EAGLE"], ""),  # PR #30437
+    ("0.5.23", ["--disaggregation-mode", "prefill"], "engine.extra_args has --disaggregation-mode prefill; SGLang"),
+    ("0.5.23", ["--disaggregation-mode=decode"], "engine.extra_args has --disaggregation-mode decode; SGLang"),
+    ("0.5.23", ["--disaggregation-mode", "null"], ""),
+    ("0.5.16", ["--disaggregation-mode", "prefill"], ""),  # 0.5.16 starts it
+])
+def test_lazy_combinations_one_release_refuses(version: str, extra: list[str], why: str) -> None:
+    got = sglang_refusal(ModelCfg(), plan_arm("lazy", ArmCfg()), version, extra)
+    assert got.startswith(f"arm lazy: {why}") if why else got == "", got
+    assert sglang_refusal(ModelCfg(), plan_arm("branching", ArmCfg()), version, extra) == ""  # lazy's alone
+
+
+def test_the_plan_refuses_lazy_with_speculative_decoding_on_0_5_16(tmp_path: Path) -> None:
+    # An interpreter that says it has SGLang 0.5.16 installed, with a --help that has every flag asked for.
+    help_text = tmp_path / "help.txt"
+    help_text.write_text(NEW_HELP.read_text() + "  --speculative-algorithm SPECULATIVE_ALGORITHM\n"
+                         "                        Speculative algorithm.\n")
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\ncase "$*" in *--help*) cat {help_text};; *) echo 0.5.16;; esac\n')
+    fake.chmod(0o755)
+    proc = subprocess.run([sys.executable, "-m", "hybridbench.cli", "plan", "--no-forecast", "+experiment=branching",
+                           "arms=[branching,lazy]", "checks.baseline_arm=branching", "engine=sglang",
+                           f"engine.python={fake}",
+                           "engine.extra_args=[--speculative-algorithm,EAGLE]"],
+                          capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines == ["error: arm lazy: engine.extra_args has --speculative-algorithm; SGLang 0.5.16 does not support "
+                     "extra_buffer_lazy with speculative decoding (PR #30437, in 0.5.23)"], proc.stderr
