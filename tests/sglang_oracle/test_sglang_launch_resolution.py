@@ -119,11 +119,17 @@ class Planned:
     replay_only: str = ""
 
 
+def _experiment_checks(experiment: str) -> list[str]:
+    return list(compose_run([f"+experiment={experiment}", "engine=sglang"]).cfg.checks.enabled)
+
+
 def _plan_experiment(version: str, name: str) -> Planned:
     experiment, arms = VARIANTS.get(name, (name, None))
     planned = Planned()
+    checks: list[str] | None = None  # the experiment's, less those the refused arms left nothing to judge
     while True:
         extra: list[str] = [f"arms=[{','.join(arms)}]", f"checks.baseline_arm={arms[0]}"] if arms else []
+        extra += [f"checks.enabled=[{','.join(checks)}]"] if checks is not None else []
         rc, out, err = _plan(version, f"+experiment={experiment}", *extra)
         if rc == 0:
             planned.argvs = {arm: a["argv"] for arm, a in json.loads(out)["arms"].items()}
@@ -133,6 +139,10 @@ def _plan_experiment(version: str, name: str) -> Planned:
         if experiment in REPLAY_ONLY:
             planned.replay_only = lines[0]
             return planned
+        unjudged = re.match(r"error: checks\.enabled: (\w+) ", lines[0])
+        if unjudged and planned.refusals:  # e.g. host_hits once the release refused every l2 arm
+            checks = [c for c in (checks or _experiment_checks(experiment)) if c != unjudged.group(1)]
+            continue
         m = re.match(r"error: arm (\S+?):? ", lines[0])
         assert m, f"{experiment} on {version}: a refusal naming no arm: {lines[0]}"
         planned.refusals.append((m.group(1), lines[0]))
