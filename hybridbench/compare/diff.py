@@ -27,6 +27,7 @@ from typing import Any
 
 from hybridbench.checks.base import Status, run_verdict
 from hybridbench.compare.comparable import check_comparable, config_changes, other_cpu, unknown_gpus
+from hybridbench.compare.repeats import per_repeat, unmeasured_repeats
 from hybridbench.compare.runs import SavedRun
 from hybridbench.errors import ConfigError
 from hybridbench.metrics.decision import judge
@@ -128,10 +129,6 @@ def _timing(base: SavedRun, cand: SavedRun) -> str:
     return "modelled" if clocks == {"modelled"} and base.engine == "reference" else "wall"
 
 
-def _per_repeat(summaries: Sequence[dict[str, Any]], key: str) -> list[float]:
-    return [v for s in summaries if not math.isnan(v := float(s[key]))]
-
-
 def _ttft_change(pairs: Sequence[tuple[float, float]]) -> float:
     base = sum(b for b, _ in pairs)
     return sum(c for _, c in pairs) / base - 1 if base > 0 else math.nan
@@ -167,7 +164,8 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     b_ok = [r for r in b_recs if r.status == "ok"]
     c_ok = [r for r in c_recs if r.status == "ok"]
     seed = derive_seed(cfg.seed, "compare", workload, arm)
-    b_sums, c_sums = ([summarize(t.records) for t in run.trials_of(workload, arm)] for run in (base, cand))
+    b_trials, c_trials = base.trials_of(workload, arm), cand.trials_of(workload, arm)
+    b_sums, c_sums = ([summarize(t.records) for t in trials] for trials in (b_trials, c_trials))
     out: list[Delta] = []
 
     # The traces are identical, so either run's count of a trial's requests is both runs'. A trial that never ran
@@ -252,7 +250,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     pairs = [(twin, r) for r in c_ok if (twin := twins.get((r.repeat, r.request_index))) is not None]
     timed = [(bt, ct) for b, c in pairs if (bt := b.ttft_ms) is not None and (ct := c.ttft_ms) is not None]
     pre = "modelled_" if _timing(base, cand) == "modelled" else ""
-    b_rep, c_rep = _per_repeat(b_sums, f"{pre}mean_ttft_ms"), _per_repeat(c_sums, f"{pre}mean_ttft_ms")
+    b_rep, c_rep = per_repeat(b_sums, f"{pre}mean_ttft_ms"), per_repeat(c_sums, f"{pre}mean_ttft_ms")
     expected = f"mean TTFT change <= +{cfg.ttft_regression:.0%}"
     if len(b_rep) >= 2 and len(c_rep) >= 2:
         # Repeats on both sides: their spread is the run-level drift a request bootstrap cannot see.
@@ -275,7 +273,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
         out.append(_undecided(("ttft", workload, arm), expected, why, limit=cfg.ttft_regression) if b_ok and c_ok
                    else _skip(("ttft", workload, arm), expected, why))
 
-    b_tp, c_tp = _per_repeat(b_sums, f"{pre}request_throughput"), _per_repeat(c_sums, f"{pre}request_throughput")
+    b_tp, c_tp = per_repeat(b_sums, f"{pre}request_throughput"), per_repeat(c_sums, f"{pre}request_throughput")
     expected = f"request throughput change >= -{cfg.throughput_regression:.0%}"
     ch = welch_relative_change(b_tp, c_tp, confidence=cfg.confidence)
     if not any(b_tp) or not any(c_tp):  # a side that completed no request has no throughput to compare (as TTFT)
@@ -300,6 +298,11 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
         out = [replace(d, status="inconclusive", detail=f"{why}; {d.detail}")
                if (d.metric in ("ttft", "throughput") and d.status != "skip")
                or (d.metric == "survival" and d.status == "pass" and untimed(c_ok)) else d for d in out]
+    sides = (("baseline", b_trials, b_sums), ("candidate", c_trials, c_sums))
+    gaps = {m: unmeasured_repeats(sides, f"{pre}{key}") for m, key in (("ttft", "mean_ttft_ms"),
+                                                                      ("throughput", "request_throughput"))}
+    out = [replace(d, status="inconclusive", detail=f"{gaps[d.metric]}; {d.detail}")  # a fail on the rest stands
+           if gaps.get(d.metric) and d.status != "fail" else d for d in out]
 
     expected = f"token hit rate change >= -{cfg.max_hit_rate_drop:.2f}"
     # A hit longer than its prompt (or negative) is a build miscounting its hits (the run's cache_hits fails it): it
@@ -309,12 +312,11 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
         out.append(Delta("token_hit_rate", workload, arm, "fail", None, None, None, None, None, expected,
                          impossible_hit_detail(impossible, who="candidate")))
         return out
-    # A side whose build reported no hit count at all has no rate: counted as 0 it "held" at 0 -> 0 and passed.
-    unmeasured = [side for side, recs in (("baseline", [b for b, _ in pairs]), ("candidate", [c for _, c in pairs]))
-                  if recs and all(r.cached_tokens is None for r in recs)]
-    if unmeasured:
+    # Builds that report no hit count at all have no rate: counted as 0 it "held" at 0 -> 0 and passed. Only when
+    # neither side reports one: a candidate that stopped reporting (below) has a rate nobody knows, not no rate.
+    if pairs and all(b.cached_tokens is None and c.cached_tokens is None for b, c in pairs):
         out.append(_skip(("token_hit_rate", workload, arm), expected,
-                         f"the {' and the '.join(unmeasured)} reported no cached-token count"))
+                         "the baseline and the candidate reported no cached-token count"))
         return out
     # Some counts missing: read as 0, a baseline's missing hits made a candidate's real drop look like a gain.
     if partly := [f"{side} {n} of {len(pairs)}" for side, i in (("baseline", 0), ("candidate", 1))
