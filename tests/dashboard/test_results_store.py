@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import MAIN_RUNS, ROOT
+from conftest import MAIN_RUNS, ROOT, harness
 
 from hybridbench.results.history import Point, Series, SeriesKey, change_points, hud_rule, judge
 from hybridbench.results.reader import read_run
@@ -206,3 +206,21 @@ def test_a_runs_gpu_label_says_what_ran_it(tmp_path: Path, engine: str, gpu: str
         bundle["provenance"]["engine"]["extra"]["gpus"] = names
     (run_dir / "bundle.json").write_text(json.dumps(bundle))
     assert run_row(read_run(run_dir), tmp_path)["gpu"] == label
+
+
+def test_history_exits_1_while_a_sizing_change_leaves_main_unjudged(tmp_path: Path) -> None:
+    # Three nights, then main's chunked prefill changed: the new nights had no baseline of their own ("insufficient
+    # data") and history exited 0, so the nightly gate read "no regression" for every series it could no longer
+    # judge; slower code landing in those nights became the new sizing's baseline, never flagged.
+    root = tmp_path / "runs"
+    for name in ("n1", "n2", "n3"):
+        harness(root / name)
+    young = results("history", str(root))
+    assert young.returncode == 0, young.stderr  # a new store: nothing earlier to regress from, said on its last line
+    assert "with too few points to judge (0 after a sizing change)" in young.stderr
+    for name in ("n4", "n5"):
+        harness(root / name, "engine.chunked_prefill_size=4096")
+    proc = results("history", str(root))
+    assert proc.returncode == 1, proc.stderr
+    assert "10 with too few points to judge (10 after a sizing change)" in proc.stderr
+    assert "engine.chunked_prefill_size 8192 -> 4096" in proc.stdout
