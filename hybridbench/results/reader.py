@@ -323,6 +323,11 @@ def read_run(path: Path) -> Run:
     plan = read_plan(path / "plan.json")
     bundle_path = path / "bundle.json"
     bundle = read_bundle(bundle_path) if bundle_path.exists() else None
+    # Every bundle names the plan it scored: another run's (a killed run synced over an earlier one) is not this one's.
+    scored = bundle.provenance.plan_fingerprint if bundle is not None else ""
+    if plan.fingerprint and scored not in ("", plan.fingerprint):
+        raise ConfigError(f"{bundle_path}: another run's bundle (plan_fingerprint {scored!r}; plan.json's fingerprint "
+                          f"is {plan.fingerprint!r}); not read")
     by_trial: dict[str, list[Record]] = {}
     for rec in read_records(path / "records.jsonl", plan):
         by_trial.setdefault(rec.trial_id, []).append(rec)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from test_compare import A100, H100, finished, verdicts, write_run
 
 from hybridbench.compare.__main__ import main
@@ -171,3 +172,20 @@ def test_compare_does_not_pass_timings_over_ok_records_without_an_end_time(tmp_p
         assert v[("seglen", metric)]["status"] == "inconclusive", v[("seglen", metric)]
         assert "end time" in str(v[("seglen", metric)]["detail"])
     assert v[("lru", "throughput")]["status"] == "pass"
+
+
+def test_a_candidate_beside_another_runs_bundle_is_refused_not_compared(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # The PR's run was killed after its last request, before bundle.json; the directory still held the bundle of an
+    # earlier PR run on the baseline's GPUs. Without a bundle the comparison is inconclusive (no GPUs named); with
+    # the other run's, it compared on that run's GPUs and passed, exit 0.
+    a = finished(write_run(tmp_path / "a", engine="sglang"), H100)
+    b = write_run(tmp_path / "b", engine="sglang")
+    assert main([str(a), str(b)]) == 1
+    earlier = finished(write_run(tmp_path / "earlier", engine="sglang"), H100, created="2026-11-25T10:00:00+00:00")
+    bundle = json.loads((earlier / "bundle.json").read_text())
+    bundle["provenance"]["plan_fingerprint"] = "0123456789abcdef"  # the earlier run's plan, not b's
+    (b / "bundle.json").write_text(json.dumps(bundle))
+    capsys.readouterr()
+    assert main([str(a), str(b)]) == 2
+    assert "another run's bundle" in capsys.readouterr().err

@@ -102,3 +102,15 @@ def test_a_malformed_bundle_is_one_line_naming_the_key(tmp_path: Path, edit, nee
     with pytest.raises(ConfigError) as err:
         read_run(run)
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_bundle_of_another_run_is_refused_naming_both_fingerprints(tmp_path: Path) -> None:
+    # A run killed before scoring, synced over the directory of an earlier one, kept that run's bundle.json: its
+    # GPUs, trial states, server snapshots, verdict and figures were read as this run's (compare, history, ls).
+    run = Path(shutil.copytree(RUNS / "fbde869-smoke-sim", tmp_path / "run"))
+    bundle = json.loads((run / "bundle.json").read_text())
+    bundle["provenance"]["plan_fingerprint"] = "0123456789abcdef"
+    (run / "bundle.json").write_text(json.dumps(bundle))
+    with pytest.raises(ConfigError, match=r"bundle.json: another run's bundle \(plan_fingerprint '0123456789abcdef'; "
+                                          r"plan.json's fingerprint is '79e8ede2a911f89a'\)"):
+        read_run(run)
