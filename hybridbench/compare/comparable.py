@@ -15,7 +15,7 @@ from hybridbench.config.schema import SERVING_ENGINES
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import MODELLED_ENGINES
 
-__all__ = ["check_comparable", "config_changes", "other_cpu", "unknown_gpus"]
+__all__ = ["check_comparable", "config_changes", "other_cpu", "planted_in_baseline", "unknown_gpus"]
 
 
 def config_changes(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -96,3 +96,21 @@ def other_cpu(base: SavedRun, cand: SavedRun, clock: str) -> str:
                 "wall-clock timings of two CPUs that may differ decide nothing")
     return (f"the baseline was timed on {base.cpu} and the candidate on {cand.cpu}: wall-clock timings of two CPUs "
             "decide nothing")
+
+
+def _planted(run: SavedRun, arm: str) -> float:
+    engine = run.config.get("engine")
+    slowdown = engine.get("prefill_slowdown") if isinstance(engine, dict) else None
+    value = slowdown.get(arm) if isinstance(slowdown, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def planted_in_baseline(base: SavedRun, cand: SavedRun, arm: str) -> str:
+    """Why ``arm``'s timings cannot pass the candidate ("" when they can): the baseline's server for it was slowed on
+    purpose (``engine.prefill_slowdown``, the noise experiment's planted regression) more than the candidate's, so
+    a slower build read as no slower. A candidate slowed on purpose is compared as ever: that is what planting tests."""
+    b, c = _planted(base, arm), _planted(cand, arm)
+    if b <= c:
+        return ""
+    return (f"the baseline's {arm} server was slowed on purpose (engine.prefill_slowdown {b:g}, the candidate's "
+            f"{c:g}): its timings are not the build's, so they pass nothing")

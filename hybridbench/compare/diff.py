@@ -26,7 +26,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hybridbench.checks.base import Status, run_verdict
-from hybridbench.compare.comparable import check_comparable, config_changes, other_cpu, unknown_gpus
+from hybridbench.compare.comparable import (
+    check_comparable,
+    config_changes,
+    other_cpu,
+    planted_in_baseline,
+    unknown_gpus,
+)
 from hybridbench.compare.repeats import per_repeat, unmeasured_repeats
 from hybridbench.compare.runs import SavedRun
 from hybridbench.errors import ConfigError
@@ -299,8 +305,9 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
                if (d.metric in ("ttft", "throughput") and d.status != "skip")
                or (d.metric == "survival" and d.status == "pass" and untimed(c_ok)) else d for d in out]
     sides = (("baseline", b_trials, b_sums), ("candidate", c_trials, c_sums))
-    gaps = {m: unmeasured_repeats(sides, f"{pre}{key}") for m, key in (("ttft", "mean_ttft_ms"),
-                                                                      ("throughput", "request_throughput"))}
+    planted = planted_in_baseline(base, cand, arm)
+    gaps = {m: "; ".join(filter(None, (unmeasured_repeats(sides, f"{pre}{key}"), planted)))
+            for m, key in (("ttft", "mean_ttft_ms"), ("throughput", "request_throughput"))}
     out = [replace(d, status="inconclusive", detail=f"{gaps[d.metric]}; {d.detail}")  # a fail on the rest stands
            if gaps.get(d.metric) and d.status != "fail" else d for d in out]
 
