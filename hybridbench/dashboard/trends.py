@@ -10,7 +10,7 @@ from pathlib import Path
 from hybridbench.dashboard import charts
 from hybridbench.dashboard.html import Markup, Page, chart, table, verdict_badge
 from hybridbench.results.baselines import BRANCH
-from hybridbench.results.history import Series, history, judge
+from hybridbench.results.history import Series, Verdict, history, judge
 from hybridbench.results.store import Store
 
 __all__ = ["TOLERANCE", "trend_page"]
@@ -26,6 +26,11 @@ def _published(store: Store) -> dict[tuple[str, str, str, str, str], float]:
     rows = store.aggregates.merge(pub[["run", "experiment", "model"]], on="run")
     return {(r["experiment"], r["workload"], r["metric"], r["model"], r["arm"]): float(r["value"])
             for r in rows.to_dict("records")}
+
+
+def _badge(v: Verdict) -> Markup:
+    # A series a sizing change left unjudged fails the history gate (exit 1) as an inconclusive one does.
+    return verdict_badge("inconclusive" if v.unjudged_after_resize else _STATUS_CLASS[v.status], v.status)
 
 
 def trend_page(store: Store, root: Path) -> str:
@@ -52,7 +57,7 @@ def trend_page(store: Store, root: Path) -> str:
                            {s.key.arm: [(p.created, p.value) for p in s.points] for s in series},
                            change_points=[when[r] for r in cps], published=pub, unit=metric)
         page.add(chart(fig, f"trend-{i}", f"{cmd} --experiment {experiment} --workload {workload}"))
-        rows += [[experiment, workload, v.key.arm, metric, verdict_badge(_STATUS_CLASS[v.status], v.status), v.detail,
+        rows += [[experiment, workload, v.key.arm, metric, _badge(v), v.detail,
                   ", ".join(v.change_points)] for v in verdicts]
     if not groups:
         page.add(Markup('<p class="muted">no finished runs yet</p>'))

@@ -199,7 +199,7 @@ def _history(args: argparse.Namespace) -> int:
     undecided = [v for v in verdicts if v.status == "inconclusive"]  # a trailing set astride the tolerance
     # Too few points to judge: a new store, or a sizing change on main (its nights are judged only among themselves).
     young = [v for v in verdicts if v.status == "insufficient data"]
-    resized = sum(1 for v in young if v.sizing_changes)
+    resized = sum(1 for v in young if v.unjudged_after_resize)
     print(f"{len(verdicts)} series, {len(regressed)} regressed, {len(undecided)} inconclusive, {len(no_data)} without "
           f"data on their latest run, {len(young)} with too few points to judge ({resized} after a sizing change)",
           file=sys.stderr)

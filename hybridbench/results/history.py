@@ -86,6 +86,11 @@ class Verdict:
     points: int = 0
     sizing_changes: tuple[str, ...] = ()  # "RUN: key old -> new, ..." for each run sized unlike the one before
 
+    @property
+    def unjudged_after_resize(self) -> bool:
+        """Judged before, not now: a sizing change on main left the series without a baseline (history exits 1)."""
+        return self.status == "insufficient data" and bool(self.sizing_changes)
+
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self.key), "points": self.points, "status": self.status, "detail": self.detail,
                 "change_points": list(self.change_points), "sizing_changes": list(self.sizing_changes)}

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 from conftest import MAIN_RUNS, ROOT, harness
 
+from hybridbench.dashboard.trends import trend_page
 from hybridbench.results.history import Point, Series, SeriesKey, change_points, hud_rule, judge
 from hybridbench.results.reader import read_run
-from hybridbench.results.store import run_row
+from hybridbench.results.store import load_store, run_row
 
 
 def results(*args: str) -> subprocess.CompletedProcess[str]:
@@ -224,3 +225,7 @@ def test_history_exits_1_while_a_sizing_change_leaves_main_unjudged(tmp_path: Pa
     assert proc.returncode == 1, proc.stderr
     assert "10 with too few points to judge (10 after a sizing change)" in proc.stderr
     assert "engine.chunked_prefill_size 8192 -> 4096" in proc.stdout
+    # The trends page shows those series as the gate reads them: undecided, not a grey skip.
+    page = trend_page(load_store(root), root)
+    assert page.count('<span class="v-inconclusive">insufficient data</span>') == 10
+    assert '<span class="v-skip">' not in page
