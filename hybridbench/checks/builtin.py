@@ -162,8 +162,15 @@ def repeat_judgement(check: str, workload: str, arm: str, inp: CheckInput, *, ba
     j = judge(ch, limit=limit, worse=worse, confidence=inp.cfg.confidence)
     shifted = replace(j, estimate=j.estimate + offset, low=j.low + offset, high=j.high + offset,
                       limit=j.limit + offset)
-    return judged_result(check, workload, arm, j, observed=j.estimate + offset, expected=expected, offset=offset,
-                         detail=f"{shifted.describe(fmt)}, {pairs} paired repeats, {_clock(inp)}")
+    row = judged_result(check, workload, arm, j, observed=j.estimate + offset, expected=expected, offset=offset,
+                        detail=f"{shifted.describe(fmt)}, {pairs} paired repeats, {_clock(inp)}")
+    # A repeat with no figure on a side (its requests without a first token or a modelled stamp, a trial cut short)
+    # is unmeasured, not absent: the slow repeat may be the one left out, so the rest pass nothing. A fail stands.
+    unpaired = max(len(base), len(cand)) - pairs
+    if unpaired and row.status != "fail":
+        row = replace(row, status="inconclusive", detail=f"{unpaired} repeat(s) without a figure on a side, so not "
+                      f"judged on the {pairs} others; {row.detail}")
+    return row
 
 
 def _untimed_row(check: str, workload: str, arm: str, inp: CheckInput, expected: str) -> CheckResult | None:

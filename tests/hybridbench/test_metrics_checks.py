@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from hybridbench.checks.base import CheckInput
+from hybridbench.checks.base import CheckInput, CheckResult
 from hybridbench.checks.builtin import cache_hits, survival, ttft
 from hybridbench.config.redact import redact
 from hybridbench.config.schema import ChecksCfg
@@ -221,6 +221,24 @@ def test_a_repeat_without_a_value_pairs_with_nothing_and_raises_nothing() -> Non
     assert (three.estimate, three.low) == pytest.approx((-0.10, -0.2242), abs=1e-4)  # the three that pair
     assert math.isnan(welch_relative_change([10.0, nan], [9.0, 8.0], confidence=0.95).high)
     assert welch_relative_change([10.0, 10.0, nan], [9.0, 9.0], confidence=0.95).estimate == pytest.approx(-0.1)
+
+
+def test_a_repeat_without_a_figure_leaves_the_others_no_pass_but_a_fail_stands() -> None:
+    # A repeat whose requests completed without a figure (no first token, a modelled stamp lost) was left out and
+    # the other repeats passed the arm: the slow repeat may be the one with no figure.
+    from hybridbench.checks.builtin import throughput
+
+    def judged(cand: list[float]) -> CheckResult:
+        sums = {("w", "lru"): [{"request_throughput": v} for v in (10.0, 20.0, 40.0, 30.0)],
+                ("w", "seglen"): [{"request_throughput": v} for v in cand]}
+        base = make_input({})
+        (res,) = throughput(CheckInput(base.cfg, base.arms, "lru", ("w",), {}, sums, {}, 0, cache_off=frozenset()))
+        return res
+
+    assert judged([9.5, 19.0, 38.5, 29.0]).status == "pass"  # all four: -5%, -5%, -3.75%, -3.3%
+    holed = judged([9.5, 19.0, math.nan, 29.0])
+    assert holed.status == "inconclusive" and "1 repeat(s) without a figure" in holed.detail, holed
+    assert judged([5.0, 10.0, math.nan, 15.0]).status == "fail"  # -50% on the three measured: a fail stands
 
 
 def test_paired_interval_is_honest_about_three_noisy_repeats() -> None:
