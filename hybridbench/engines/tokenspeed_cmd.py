@@ -48,6 +48,17 @@ TOKENSPEED_KEYED = {
     "--mamba-ssm-dtype": "model.mamba_ssm_dtype",
     **dict.fromkeys(("--block-size", "--prefix-granularity"), "engine.page_size"),
 }
+# The rest extra_args may not give, in both releases' parsers. ``ts serve`` rewrites --tp to --tensor-parallel-size
+# (the later one wins: TP 8 served, TP 4 recorded); --attn-tp-size is its alias, refused beside it at start-up;
+# --world-size and --nprocs-per-node add ranks (TP 4 in a world of 8 is two attention-DP groups on 8 GPUs). Of the
+# cache switches, --enable-prefix-caching is exclusive with the disabled arm's flag (refused at start-up) and
+# --disable-kvstore turns the l2 arm's host tier off (l2 run as branching under its name).
+TOKENSPEED_OWNED = {
+    **dict.fromkeys(("--tensor-parallel-size", "--tp", "--attn-tp-size"), "engine.tp"),
+    **dict.fromkeys(("--pipeline-parallel-size", "--nnodes", "--world-size", "--nprocs-per-node"),
+                    owned.OWNED_BY_GPU_COUNT),
+    **dict.fromkeys(("--enable-prefix-caching", "--disable-kvstore"), owned.OWNED_BY_ARM),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +122,7 @@ def tokenspeed_help_argv(python: str, extra: Sequence[str] = ()) -> list[str]:
 def kv_only_host_tier(extra: Sequence[str], version: TokenSpeedVersion) -> str:
     """The flag in ``extra`` that asks for a KV host tier without the Mamba one ("" if none does)."""
     names = owned.extra_flag_names(extra)
-    if "--disable-kvstore" in names or (version.mamba_host_tier and "--enable-mamba-l2" in names):
+    if version.mamba_host_tier and "--enable-mamba-l2" in names:
         return ""
     return next((f for f in _KV_HOST_TIER_FLAGS if f in names), "")
 
@@ -197,11 +208,10 @@ def tokenspeed_command(
                           f"no such model class (hybrid ones it serves: {', '.join(hybrid)}); choose a model it "
                           "serves, e.g. model=qwen3.5-9b")
     extra = [str(a) for a in engine.extra_args]
-    # The harness's flags, those it builds from a key (owned_flags.py says why) and the cache switch (the kvstore
-    # flags may be tuned there: a host tier of one's own).
-    owned.refuse_owned(extra, {"--host": "engine.host", "--tensor-parallel-size": "engine.tp", **TOKENSPEED_KEYED,
+    # The harness's flags, those it builds from a key (owned_flags.py says why), the GPU count and the cache switches
+    # (the kvstore sizes may be tuned there: a host tier of one's own).
+    owned.refuse_owned(extra, {"--host": "engine.host", **TOKENSPEED_KEYED, **TOKENSPEED_OWNED,
                          **dict.fromkeys(("--port", "--control-port", "--prometheus-port"), owned.OWNED_BY_HARNESS),
-                         **dict.fromkeys(("--pipeline-parallel-size", "--nnodes"), owned.OWNED_BY_GPU_COUNT),
                          version.no_prefix_cache: owned.OWNED_BY_ARM})
     owned.refuse_replicas(extra, ("--data-parallel-size",), None)
     if model.hybrid and spec.strategy != "disabled" and (flag := kv_only_host_tier(extra, version)):
@@ -227,7 +237,9 @@ def tokenspeed_command(
     flags.append(Flag("--enable-metrics", None, "the engine's cache counters"))
     flags.extend(TOKENSPEED_ARMS.express(spec, _Ctx(version, model.hybrid)))
     overridden = owned.extra_flag_names(extra)
-    if overridden & set(_KV_HOST_TIER_FLAGS):  # extra_args sizes a host tier: the arm's "off" would contradict it
+    if overridden & set(_KV_HOST_TIER_FLAGS) and spec.strategy != "disabled":
+        # extra_args sizes a host tier: a cache-on arm's "off" would contradict it. The disabled arm keeps it off:
+        # ServerArgs refuses a KV store without prefix caching at start-up ("mutually exclusive").
         flags = [f for f in flags if f.name != "--disable-kvstore"]
     helped = parse_help(help_text) if help_text is not None else None
     extra_engine = [a for a in extra if a.split("=", 1)[0] not in _GATEWAY_FLAGS]

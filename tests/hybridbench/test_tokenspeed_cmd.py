@@ -177,7 +177,23 @@ def test_mamba_ssm_dtype_takes_the_choices_ts_serve_lists(version: str) -> None:
 @pytest.mark.parametrize(("version", "extra", "owner"), [
     ("0.1.0", ("--tensor-parallel-size", "8"), "engine.tp"), ("0.1.1", ("--control-port", "9"), "the harness"),
     ("0.1.0", ("--port", "9"), "the harness"),
+    # ts serve rewrites --tp to --tensor-parallel-size, and the later one wins: TP 8 served, TP 4 recorded
+    ("0.1.0", ("--tp", "8"), "engine.tp"), ("0.1.1", ("--tp=8",), "engine.tp"),
+    ("0.1.1", ("--attn-tp-size", "4"), "engine.tp"),  # the alias ServerArgs refuses beside it, at start-up
+    ("0.1.0", ("--world-size", "8"), r"the harness \(it plans, checks"),  # TP 4 in a world of 8: 8 GPUs
+    ("0.1.1", ("--nprocs-per-node", "8"), r"the harness \(it plans, checks"),
+    ("0.1.0", ("--enable-prefix-caching",), "the arm"),  # exclusive with the disabled arm's flag
+    ("0.1.1", ("--disable-kvstore",), "the arm"),  # the l2 arm's host tier, off
 ])
 def test_extra_args_may_not_say_which_server(version: str, extra: tuple[str, ...], owner: str) -> None:
-    with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0]}, which {owner}"):
+    with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0].split('=')[0]}, which {owner}"):
         command("branching", version, extra=extra)
+
+
+@pytest.mark.parametrize("version", ["0.1.0", "0.1.1"])
+def test_a_host_tier_size_in_extra_args_keeps_the_disabled_arm_without_a_kv_store(version: str) -> None:
+    """TokenSpeed refuses a KV store without prefix caching at start-up: the disabled arm keeps --disable-kvstore
+    when extra_args size the other arms' host tier (tests/tokenspeed runs both through ServerArgs)."""
+    off = command("disabled", version, hybrid=False, extra=("--kvstore-ratio", "4"))
+    assert "--disable-kvstore" in off and off[-2:] == ["--kvstore-ratio", "4"]
+    assert "--disable-kvstore" not in command("branching", version, hybrid=False, extra=("--kvstore-ratio", "4"))

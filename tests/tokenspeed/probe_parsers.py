@@ -1,5 +1,8 @@
 """Run in the TokenSpeed parser env: route a ``ts serve`` argv the way ``ts serve`` does and parse both halves
-with the packages' own parsers. Prints one JSON object: the split, and each parser's verdict.
+with the packages' own parsers. Prints one JSON object: the split, each parser's verdict, and what the engine's own
+start-up resolution (``prepare_server_args``: parse, ``from_cli_args``, ``ServerArgs.__post_init__``) makes of its
+half. That resolution asks the platform for a GPU first; here it is answered "none" (what a GPU would change:
+default memory shares and kernel backends, none of the cache, parallelism or validation rules read below).
 
     python probe_parsers.py help            # the engine parser's help (what hybridbench reads at plan time)
     python probe_parsers.py '<json argv>'...  # argvs after ``ts serve``: one JSON line each
@@ -25,8 +28,33 @@ def parse(parser_call: object) -> str:
     return ""
 
 
+def resolve(engine_argv: list[str]) -> dict[str, object]:
+    """The engine's own start-up resolution of its half: what it would run, or the error it would stop with."""
+    import types
+
+    from tokenspeed.runtime.utils import server_args
+
+    no_gpu = types.SimpleNamespace(is_amd=False, is_nvidia=False, is_hopper_plus=False, is_blackwell=False)
+    server_args.current_platform = lambda: no_gpu
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            args = server_args.prepare_server_args(engine_argv)
+    except SystemExit as exc:
+        return {"error": f"argparse exit {exc.code}"}
+    except Exception as exc:  # the verdict is whatever start-up would die of
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    m = args.mapping
+    return {"error": "", "world_size": m.world_size, "attn_tp": m.attn.tp_size, "attn_dp": m.attn.dp_size,
+            "prefix_caching": args.enable_prefix_caching, "kvstore": args.enable_kvstore,
+            "mamba_l2": getattr(args, "enable_mamba_l2", False)}
+
+
 def main() -> None:
+    import logging
+
     from tokenspeed.runtime.utils.server_args import ServerArgs
+
+    logging.disable(logging.CRITICAL)  # resolution logs its choices; stdout carries the JSON lines only
 
     engine_parser = argparse.ArgumentParser(prog="ts serve")
     ServerArgs.add_cli_args(engine_parser)
@@ -42,6 +70,7 @@ def main() -> None:
             "engine": split.engine, "gateway": split.gateway, "control_port": split.opts.control_port,
             "engine_error": parse(lambda s=split: engine_parser.parse_args(s.engine)),
             "gateway_error": parse(lambda s=split: parse_router_args(s.gateway)),
+            "resolved": resolve(split.engine),
         }))
 
 

@@ -96,6 +96,10 @@ def test_every_planned_arm_is_accepted_by_both_parsers(version: str) -> None:
         assert r["control_port"] == 30001
         if arm == "l2" and version == "0.1.0":
             assert {"--enable-mamba-l2", "--kvstore-ratio", "--mamba-l2-ratio"} <= set(r["engine"])
+        # The engine's own start-up resolution runs the arm hybridbench means, on engine.tp GPUs.
+        assert r["resolved"] == {"error": "", "world_size": 1, "attn_tp": 1, "attn_dp": 1,
+                                 "prefix_caching": arm != "disabled", "kvstore": arm == "l2",
+                                 "mamba_l2": arm == "l2" and version == "0.1.0"}, (arm, r)
 
 
 def test_what_hybridbench_refuses_on_0_1_1_the_gateway_would_have_refused_late() -> None:
@@ -152,3 +156,50 @@ def test_unexpressible_launches_fail_at_plan_time_through_the_cli(tmp_path: Path
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert not (run_dir / "logs").exists()  # no server was started
+
+
+# engine.extra_args that parse but run another server than the plan records (TokenSpeed's own routing and start-up
+# resolution say what): hybridbench refuses each at plan time, naming the flag.
+OTHER_SERVER: list[tuple[str, tuple[str, ...], dict[str, object]]] = [
+    ("branching", ("--tp", "8"), {"attn_tp": 8, "world_size": 8}),  # ts serve rewrites --tp; the later one wins
+    ("branching", ("--world-size", "8"), {"attn_tp": 1, "attn_dp": 8, "world_size": 8}),
+    ("branching", ("--attn-tp-size", "8"), {"error": "ValueError: Cannot specify both --tensor-parallel-size and "
+                                                     "--attn-tp-size. --tensor-parallel-size is an alias for "
+                                                     "--attn-tp-size."}),
+    ("l2", ("--disable-kvstore",), {"kvstore": False}),  # the l2 arm's host tier, off
+]
+
+
+@pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
+def test_extra_args_that_would_run_another_server_are_refused(version: str) -> None:
+    cases = [c for c in OTHER_SERVER if not (c[0] == "l2" and version == "0.1.1")]  # 0.1.1: l2 on a dense model
+    argvs = []
+    for arm, extra, _ in cases:
+        with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0]}, which "):
+            build(version, arm, hybrid=version == "0.1.0", extra=extra)
+        argvs.append([*build(version, arm, hybrid=version == "0.1.0"), *extra])  # as it would have launched
+    if version == "0.1.1":  # l2 on 0.1.1 runs a dense model's KV host tier only
+        with pytest.raises(ConfigError, match="--disable-kvstore, which the arm"):
+            build(version, "l2", hybrid=False, extra=("--disable-kvstore",))
+        argvs.append([*build(version, "l2", hybrid=False), "--disable-kvstore"])
+        cases.append(OTHER_SERVER[-1])
+    for (_, extra, differs), r in zip(cases, routed(version, *argvs), strict=True):
+        assert (r["engine_error"], r["gateway_error"]) == ("", ""), (extra, r)  # both parsers take it
+        assert {k: r["resolved"][k] for k in differs} == differs, (extra, r)
+    # The disabled arm's own switch: the other spelling is exclusive with it (the engine's parser stops).
+    with pytest.raises(ConfigError, match="--enable-prefix-caching, which the arm"):
+        build(version, "disabled", extra=("--enable-prefix-caching",))
+    [r] = routed(version, [*build(version, "disabled"), "--enable-prefix-caching"])
+    assert "not allowed with argument" in r["engine_error"]
+
+
+@pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
+def test_a_host_tier_size_in_extra_args_leaves_the_disabled_arm_startable(version: str) -> None:
+    """--kvstore-ratio in extra_args sizes the cache-on arms' host tier; on the disabled arm it used to drop
+    --disable-kvstore too, and TokenSpeed refuses a KV store without prefix caching at start-up."""
+    extra = ("--kvstore-ratio", "4")
+    r_off, r_on = routed(version, build(version, "disabled", hybrid=False, extra=extra),
+                         build(version, "branching", hybrid=False, extra=extra))
+    assert r_off["resolved"]["error"] == "" and not r_off["resolved"]["kvstore"], r_off
+    assert not r_off["resolved"]["prefix_caching"]
+    assert r_on["resolved"]["kvstore"] and r_on["resolved"]["prefix_caching"], r_on  # a host tier of one's own
