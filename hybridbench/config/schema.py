@@ -135,7 +135,7 @@ class ModelCfg:
     # engine dies on the first request when given --mamba-cache-mode for a model without mamba layers.
     hybrid: bool = True
     # SGLang's --quantization name for the weights ("" = the checkpoint's dtype): fp8, w8a8_fp8. The simulator
-    # models one-byte weights and fp8 GEMMs; SGLang gets the flag.
+    # models one-byte weights and fp8 GEMMs; SGLang, vLLM and TokenSpeed get --quantization.
     quantization: str = ""
     # SGLang's --mamba-ssm-dtype (float32 | bfloat16 | float16): the dtype of the temporal (SSM) state in the state
     # pool; "" = the server's default for the model (float32 for every model here, reference_impl.models). The

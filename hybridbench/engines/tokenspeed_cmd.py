@@ -45,7 +45,7 @@ TOKENSPEED_KEYED = {
     **dict.fromkeys(("--model", "--model-path"), "model.hf_id"),
     "--chunked-prefill-size": "engine.chunked_prefill_size", "--gpu-memory-utilization": "engine.mem_fraction_static",
     "--max-total-tokens": "engine.kv_tokens", "--max-mamba-cache-size": "engine.max_mamba_cache_size",
-    "--mamba-ssm-dtype": "model.mamba_ssm_dtype",
+    "--mamba-ssm-dtype": "model.mamba_ssm_dtype", "--quantization": "model.quantization",
     **dict.fromkeys(("--block-size", "--prefix-granularity"), "engine.page_size"),
 }
 # The rest extra_args may not give, in both releases' parsers. ``ts serve`` rewrites --tp to --tensor-parallel-size
@@ -190,7 +190,8 @@ def tokenspeed_command(
     Order: ``--model --host --port --control-port --prometheus-port`` (gateway and orchestrator), then the
     engine's: ``--tensor-parallel-size``, ``--chunked-prefill-size``, ``--gpu-memory-utilization``
     (engine.mem_fraction_static), the page size (``--block-size`` / ``--prefix-granularity``, when engine.page_size
-    > 1), ``--max-total-tokens`` (engine.kv_tokens), ``--max-mamba-cache-size`` (0.1.0), the arm's flags, then
+    > 1), ``--max-total-tokens`` (engine.kv_tokens), ``--max-mamba-cache-size`` (0.1.0), ``--mamba-ssm-dtype`` and
+    ``--quantization`` (model.mamba_ssm_dtype, model.quantization, when set), the arm's flags, then
     ``engine.extra_args``, which win over a built flag of the same name. ``--enable-metrics`` keeps the engine's
     cache counters. engine.track_interval has no effect on TokenSpeed (0.1.0's --mamba-track-interval is read
     nowhere) and is not passed.
@@ -234,6 +235,8 @@ def tokenspeed_command(
         flags.append(Flag("--max-mamba-cache-size", str(engine.max_mamba_cache_size), "engine.max_mamba_cache_size"))
     if model.mamba_ssm_dtype:  # ts serve --mamba-ssm-dtype {float32,bfloat16} (runtime/utils/server_args.py)
         flags.append(Flag("--mamba-ssm-dtype", model.mamba_ssm_dtype, "model.mamba_ssm_dtype"))
+    if model.quantization:  # as SGLang gets it: without it a bf16 checkpoint served bf16 while fp8 was recorded
+        flags.append(Flag("--quantization", model.quantization, "model.quantization"))
     flags.append(Flag("--enable-metrics", None, "the engine's cache counters"))
     flags.extend(TOKENSPEED_ARMS.express(spec, _Ctx(version, model.hybrid)))
     overridden = owned.extra_flag_names(extra)

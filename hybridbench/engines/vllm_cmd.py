@@ -39,14 +39,24 @@ from reference_impl.engine.arms import ArmSpec
 __all__ = ["VLLM_ARMS", "vllm_arm_flags", "vllm_build_refusal", "vllm_command", "vllm_env", "vllm_help_argv"]
 
 # The flags engine.extra_args may not give vLLM: the harness's, those it builds from a key (owned_flags.py says
-# why) and the arms' cache switch (--mamba-cache-mode and the offloading size may be tuned there).
+# why), those adding GPUs and the arms' cache switches (the offloading size and backend may be tuned there).
+# --mamba-cache-mode is the arm (lru is align, branching all; on a dense model it killed 0.32.0's worker);
+# --no-enable-chunked-prefill fails an align arm at start-up ("Chunked prefill is required for mamba cache mode
+# 'align'") and unchunks the prefill the record calls chunked; align mode sets --mamba-block-size to the block size
+# and the disabled arm refuses it at start-up; --prefill-context-parallel-size multiplies the GPUs (world size =
+# PP x TP x PCP); -n is --nnodes.
 VLLM_OWNED = {"--host": "engine.host", "--port": owned.OWNED_BY_HARNESS, "--model": "model.hf_id",
               **dict.fromkeys(("--tensor-parallel-size", "-tp"), "engine.tp"),
-              "--max-num-batched-tokens": "engine.chunked_prefill_size", "--block-size": "engine.page_size",
+              **dict.fromkeys(("--max-num-batched-tokens", "--enable-chunked-prefill", "--no-enable-chunked-prefill"),
+                              "engine.chunked_prefill_size"),
+              **dict.fromkeys(("--block-size", "--mamba-block-size"), "engine.page_size"),
               "--gpu-memory-utilization": "engine.mem_fraction_static",
               "--mamba-ssm-cache-dtype": "model.mamba_ssm_dtype",
-              **dict.fromkeys(("--pipeline-parallel-size", "-pp", "--nnodes"), owned.OWNED_BY_GPU_COUNT),
-              **dict.fromkeys(("--enable-prefix-caching", "--no-enable-prefix-caching"), owned.OWNED_BY_ARM)}
+              **dict.fromkeys(("--quantization", "-q"), "model.quantization"),
+              **dict.fromkeys(("--pipeline-parallel-size", "-pp", "--nnodes", "-n", "--prefill-context-parallel-size",
+                               "-pcp"), owned.OWNED_BY_GPU_COUNT),
+              **dict.fromkeys(("--enable-prefix-caching", "--no-enable-prefix-caching", "--mamba-cache-mode"),
+                              owned.OWNED_BY_ARM)}
 # vLLM's data parallelism always adds engines of engine.tp GPUs each.
 VLLM_REPLICAS = ("--data-parallel-size", "-dp")
 
@@ -147,7 +157,8 @@ def vllm_command(
     Order: ``<hf_id> --host --port --tensor-parallel-size``, ``--max-num-batched-tokens`` (engine.
     chunked_prefill_size, the per-step token budget that sets the prefill chunk; align mode needs chunked
     prefill), ``--gpu-memory-utilization`` (engine.mem_fraction_static), ``--block-size`` (only when
-    engine.page_size > 1: vLLM sizes hybrid blocks itself), ``--enable-prompt-tokens-details`` (per-request
+    engine.page_size > 1: vLLM sizes hybrid blocks itself), ``--mamba-ssm-cache-dtype`` and ``--quantization``
+    (model.mamba_ssm_dtype and model.quantization, when set), ``--enable-prompt-tokens-details`` (per-request
     ``cached_tokens`` in usage, docs/engines/vllm.md), the arm's flags, then ``engine.extra_args``; a flag
     that appears in extra_args is left out of the built part.
 
@@ -178,6 +189,8 @@ def vllm_command(
         flags.append(Flag("--block-size", str(engine.page_size), "engine.page_size"))
     if model.mamba_ssm_dtype:  # vLLM's name for SGLang's --mamba-ssm-dtype (CacheConfig.mamba_ssm_cache_dtype)
         flags.append(Flag("--mamba-ssm-cache-dtype", model.mamba_ssm_dtype, "model.mamba_ssm_dtype"))
+    if model.quantization:  # as SGLang gets it: without it a bf16 checkpoint served bf16 while fp8 was recorded
+        flags.append(Flag("--quantization", model.quantization, "model.quantization"))
     if cache_report:
         flags.append(Flag("--enable-prompt-tokens-details", None, "per-request cached_tokens"))
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers

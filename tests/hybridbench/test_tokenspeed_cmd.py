@@ -197,3 +197,20 @@ def test_a_host_tier_size_in_extra_args_keeps_the_disabled_arm_without_a_kv_stor
     off = command("disabled", version, hybrid=False, extra=("--kvstore-ratio", "4"))
     assert "--disable-kvstore" in off and off[-2:] == ["--kvstore-ratio", "4"]
     assert "--disable-kvstore" not in command("branching", version, hybrid=False, extra=("--kvstore-ratio", "4"))
+
+
+@pytest.mark.parametrize("version", ["0.1.0", "0.1.1"])
+def test_model_quantization_reaches_ts_serve(version: str) -> None:
+    """SGLang got --quantization from model.quantization and TokenSpeed did not: bf16 served, fp8 recorded."""
+    def with_quant(name: str) -> list[str]:
+        return tokenspeed_command(python="/venv/bin/python", model=ModelCfg(hf_id="/models/tiny", quantization=name),
+                                  engine=EngineCfg(name="tokenspeed"), arm=plan_arm("branching", ArmCfg()),
+                                  port=30000, control_port=30001, prometheus_port=30002,
+                                  version=TOKENSPEED_VERSIONS[version], help_text=HELP[version])
+
+    assert value(with_quant("fp8"), "--quantization") == "fp8"
+    assert "--quantization" not in command("branching", version)
+    with pytest.raises(ConfigError, match=r"--quantization awq, which this TokenSpeed .* \(it lists"):
+        with_quant("awq")  # an SGLang name ts serve does not list: refused at plan time, not at start-up
+    with pytest.raises(ConfigError, match=r"^engine\.extra_args has --quantization, which model\.quantization"):
+        command("branching", version, extra=("--quantization", "fp8"))

@@ -104,8 +104,9 @@ def test_sglang_only_sizes_are_refused(option: str) -> None:
 def test_extra_args_are_checked_against_help() -> None:
     with pytest.raises(ConfigError, match=r"^engine\.extra_args has --mamba-track-interval, which this vLLM"):
         cmd("lru", V032, EngineCfg(tp=4, extra_args=["--mamba-track-interval", "64"]))
-    engine = EngineCfg(tp=4, extra_args=["--mamba-cache-mode", "align"])  # override the built mode
-    assert arm_part("branching", V032, engine) == ["--enable-prefix-caching", "--mamba-cache-mode", "align"]
+    # The mode is the arm: given here it ran branching as align (lru) under branching's name on 0.32.0
+    with pytest.raises(ConfigError, match=r"^engine\.extra_args has --mamba-cache-mode, which the arm"):
+        cmd("branching", V032, EngineCfg(tp=4, extra_args=["--mamba-cache-mode", "align"]))
 
 
 def test_env_and_help_argv() -> None:
@@ -151,9 +152,18 @@ def test_mamba_ssm_dtype_is_vllms_ssm_cache_dtype() -> None:
     (["--max-num-batched-tokens", "512"], "engine.chunked_prefill_size"), (["--block-size", "32"], "engine.page_size"),
     (["-pp", "2"], "the harness"), (["--data-parallel-size", "2"], "serves several copies"),
     (["-dp", "2"], "serves several copies"),
+    # The arm's mode: lru is align, branching all (a dense model's worker died of it on 0.32.0)
+    (["--mamba-cache-mode", "all"], "the arm"), (["--mamba-cache-mode=none"], "the arm"),
+    # An align arm dies at start-up without chunked prefill, and the record calls the prefill chunked
+    (["--no-enable-chunked-prefill"], "engine.chunked_prefill_size"),
+    (["--mamba-block-size", "256"], "engine.page_size"),  # the disabled arm refuses it at start-up
+    (["-q", "fp8"], "model.quantization"), (["--quantization", "fp8"], "model.quantization"),
+    # More GPUs than engine.tp: world size is PP x TP x PCP; -n is --nnodes
+    (["-pcp", "2"], "the harness"), (["--prefill-context-parallel-size", "2"], "the harness"),
+    (["-n", "2"], "the harness"),
 ])
 def test_extra_args_may_not_say_which_cache_or_which_server(extra: list[str], owner: str) -> None:
-    with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0]}, which {owner}"):
+    with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0].split('=')[0]}, which {owner}"):
         cmd("disabled", V032, EngineCfg(tp=4, extra_args=extra))
 
 
@@ -164,3 +174,14 @@ def test_extra_args_may_not_say_which_cache_or_which_server(extra: list[str], ow
 def test_short_flags_with_their_value_attached_are_refused_too(extra: list[str], needle: str) -> None:
     with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {needle}"):
         cmd("disabled", V032, EngineCfg(tp=4, extra_args=extra))
+
+
+def test_model_quantization_reaches_vllm() -> None:
+    """SGLang got --quantization from model.quantization and vLLM did not: a bf16 checkpoint served in bf16 while the
+    plan, the forecast (one-byte weights) and the record said fp8."""
+    fp8 = ModelCfg(name="qwen3.5-9b", hf_id="Qwen/Qwen3.5-9B", quantization="fp8")
+    for help_text in (V032, MAIN):
+        full = vllm_command(python=PY, model=fp8, engine=EngineCfg(tp=1), arm=plan_arm("lru"), port=8000,
+                            help_text=help_text)
+        assert full[full.index("--quantization") + 1] == "fp8"
+    assert "--quantization" not in cmd("lru", V032)  # unset: the checkpoint's own dtype

@@ -46,7 +46,7 @@ def resolve(engine_argv: list[str]) -> dict[str, object]:
     m = args.mapping
     return {"error": "", "world_size": m.world_size, "attn_tp": m.attn.tp_size, "attn_dp": m.attn.dp_size,
             "prefix_caching": args.enable_prefix_caching, "kvstore": args.enable_kvstore,
-            "mamba_l2": getattr(args, "enable_mamba_l2", False)}
+            "mamba_l2": getattr(args, "enable_mamba_l2", False), "quantization": args.quantization}
 
 
 def main() -> None:

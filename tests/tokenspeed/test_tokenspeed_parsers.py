@@ -57,9 +57,10 @@ def live_help(version: str) -> str:
     return _help[version]
 
 
-def build(version: str, arm: str, *, hybrid: bool = True, extra: tuple[str, ...] = ()) -> list[str]:
+def build(version: str, arm: str, *, hybrid: bool = True, extra: tuple[str, ...] = (),
+          quantization: str = "") -> list[str]:
     return tokenspeed_command(
-        python="/venv/bin/python", model=ModelCfg(hf_id="/models/tiny", hybrid=hybrid),
+        python="/venv/bin/python", model=ModelCfg(hf_id="/models/tiny", hybrid=hybrid, quantization=quantization),
         engine=EngineCfg(name="tokenspeed", extra_args=list(extra), page_size=64, kv_tokens=60000,
                          max_mamba_cache_size=40 if version == "0.1.0" else 0),
         arm=plan_arm(arm, ArmCfg()), port=30000, control_port=30001, prometheus_port=30002,
@@ -99,7 +100,7 @@ def test_every_planned_arm_is_accepted_by_both_parsers(version: str) -> None:
         # The engine's own start-up resolution runs the arm hybridbench means, on engine.tp GPUs.
         assert r["resolved"] == {"error": "", "world_size": 1, "attn_tp": 1, "attn_dp": 1,
                                  "prefix_caching": arm != "disabled", "kvstore": arm == "l2",
-                                 "mamba_l2": arm == "l2" and version == "0.1.0"}, (arm, r)
+                                 "mamba_l2": arm == "l2" and version == "0.1.0", "quantization": None}, (arm, r)
 
 
 def test_what_hybridbench_refuses_on_0_1_1_the_gateway_would_have_refused_late() -> None:
@@ -203,3 +204,10 @@ def test_a_host_tier_size_in_extra_args_leaves_the_disabled_arm_startable(versio
     assert r_off["resolved"]["error"] == "" and not r_off["resolved"]["kvstore"], r_off
     assert not r_off["resolved"]["prefix_caching"]
     assert r_on["resolved"]["kvstore"] and r_on["resolved"]["prefix_caching"], r_on  # a host tier of one's own
+
+
+@pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
+def test_model_quantization_reaches_the_engine(version: str) -> None:
+    """model.quantization=fp8 is what the forecast and the record say: the engine resolves it (it got no flag)."""
+    [r] = routed(version, build(version, "branching", quantization="fp8"))
+    assert (r["engine_error"], r["resolved"]["error"], r["resolved"]["quantization"]) == ("", "", "fp8"), r
