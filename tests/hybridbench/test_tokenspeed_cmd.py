@@ -214,3 +214,14 @@ def test_model_quantization_reaches_ts_serve(version: str) -> None:
         with_quant("awq")  # an SGLang name ts serve does not list: refused at plan time, not at start-up
     with pytest.raises(ConfigError, match=r"^engine\.extra_args has --quantization, which model\.quantization"):
         command("branching", version, extra=("--quantization", "fp8"))
+
+
+def test_engine_tokenspeed_plans_the_page_tokenspeed_runs() -> None:
+    """Without a page flag both releases run 64-token pages (tests/tokenspeed resolves it): engine=tokenspeed's page
+    is that one, given explicitly, not the 1 the plan, the pool check and the record used to say."""
+    from hybridbench.preview.compose import compose_run
+
+    cfg = compose_run(["engine=tokenspeed"]).cfg
+    assert cfg.engine.page_size == 64
+    for version, flag in (("0.1.0", "--block-size"), ("0.1.1", "--prefix-granularity")):
+        assert value(command("branching", version, page_size=cfg.engine.page_size), flag) == "64"

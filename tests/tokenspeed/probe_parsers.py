@@ -46,7 +46,8 @@ def resolve(engine_argv: list[str]) -> dict[str, object]:
     m = args.mapping
     return {"error": "", "world_size": m.world_size, "attn_tp": m.attn.tp_size, "attn_dp": m.attn.dp_size,
             "prefix_caching": args.enable_prefix_caching, "kvstore": args.enable_kvstore,
-            "mamba_l2": getattr(args, "enable_mamba_l2", False), "quantization": args.quantization}
+            "mamba_l2": getattr(args, "enable_mamba_l2", False), "quantization": args.quantization,
+            "page": getattr(args, "prefix_granularity", None) or args.block_size}
 
 
 def main() -> None:

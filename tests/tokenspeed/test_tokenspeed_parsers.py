@@ -100,7 +100,8 @@ def test_every_planned_arm_is_accepted_by_both_parsers(version: str) -> None:
         # The engine's own start-up resolution runs the arm hybridbench means, on engine.tp GPUs.
         assert r["resolved"] == {"error": "", "world_size": 1, "attn_tp": 1, "attn_dp": 1,
                                  "prefix_caching": arm != "disabled", "kvstore": arm == "l2",
-                                 "mamba_l2": arm == "l2" and version == "0.1.0", "quantization": None}, (arm, r)
+                                 "mamba_l2": arm == "l2" and version == "0.1.0", "quantization": None,
+                                 "page": 64}, (arm, r)
 
 
 def test_what_hybridbench_refuses_on_0_1_1_the_gateway_would_have_refused_late() -> None:
@@ -211,3 +212,19 @@ def test_model_quantization_reaches_the_engine(version: str) -> None:
     """model.quantization=fp8 is what the forecast and the record say: the engine resolves it (it got no flag)."""
     [r] = routed(version, build(version, "branching", quantization="fp8"))
     assert (r["engine_error"], r["resolved"]["error"], r["resolved"]["quantization"]) == ("", "", "fp8"), r
+
+
+@pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
+def test_the_configured_page_is_the_page_tokenspeed_runs(version: str) -> None:
+    """engine.page_size=1 passes no page flag, and TokenSpeed then runs 64-token pages while the plan, the pool check
+    and the record said 1: conf/engine/tokenspeed.yaml's page is the one the engine resolves without a flag."""
+    from hybridbench.preview.compose import compose_run
+
+    page = compose_run(["engine=tokenspeed"]).cfg.engine.page_size
+    unflagged = tokenspeed_command(
+        python="/venv/bin/python", model=ModelCfg(hf_id="/models/tiny"), engine=EngineCfg(name="tokenspeed"),
+        arm=plan_arm("branching", ArmCfg()), port=30000, control_port=30001, prometheus_port=30002,
+        version=TOKENSPEED_VERSIONS[version], help_text=live_help(version))
+    configured = build(version, "branching")  # build() sets page_size=64: the flag given
+    r_none, r_conf = routed(version, unflagged, configured)
+    assert r_none["resolved"]["page"] == r_conf["resolved"]["page"] == page == 64, (r_none, r_conf)
