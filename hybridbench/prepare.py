@@ -66,11 +66,12 @@ def prepare_run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> Prepare
     data_notes = apply_data(cfg, resolved)  # data.* into the workloads' sources, before the plan records them
     note_kept_sessions(cfg, resolved)  # a load cut to its first sessions says so in the report
     plan = build_plan(cfg, run_dir, resolved)
+    engine = make_engine(cfg.engine.name)
+    engine.validate(cfg, plan)
+    # after the engine: an arm it cannot run is the first thing to say; then whether the arms feed every check
     validate_subjects(cfg.checks.enabled, plan.arms, plan.baseline_arm,
                       frozenset(s.name for s in plan.arm_specs if not s.cache_on),
                       [w.judged_by for w in cfg.workloads.values()])
-    engine = make_engine(cfg.engine.name)
-    engine.validate(cfg, plan)
     check_unread_keys(cfg)  # after the engine: an experiment made for another engine is refused by what it runs
     probes = plan_probes(cfg, engine.name, engine.traits)  # a probe the engine cannot serve: exit 2, here
     return PreparedRun(plan, engine, tuple(probes), machine_findings(cfg), data_notes)
