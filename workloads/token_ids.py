@@ -46,13 +46,19 @@ class TokenIds(Sequence[int]):
     def join(cls, parts: Sequence[TokenIds]) -> TokenIds:
         """The ids of ``parts`` one after another (``a + b + c`` copies ``a`` twice). The parts' width is kept: parts
         all held as int64 stay int64 even where every id would fit int32, as with ``+``."""
-        if not parts:
+        return cls.splice([(part, 0, len(part)) for part in parts])
+
+    @classmethod
+    def splice(cls, pieces: Sequence[tuple[TokenIds, int, int]]) -> TokenIds:
+        """``ids[start:stop]`` of each ``(ids, start, stop)``, one after another, each id copied once (a slice, then
+        a concatenation, copies it twice). The width is kept as in ``join``."""
+        if not pieces:
             return cls()
-        out = array(parts[0].typecode)
-        for part in parts:
-            if part.typecode != out.typecode:
-                return TokenIds([i for p in parts for i in p])  # mixed widths: the constructor picks one
-            out += part._a
+        out = array(pieces[0][0].typecode)
+        if any(ids.typecode != out.typecode for ids, _, _ in pieces):
+            return TokenIds([i for ids, start, stop in pieces for i in ids._a[start:stop]])  # the constructor picks
+        for ids, start, stop in pieces:
+            out.frombytes(memoryview(ids._a)[start:stop].cast("B"))
         return cls.from_array(out)
 
     def __len__(self) -> int:

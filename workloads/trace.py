@@ -28,8 +28,9 @@ from typing import Any
 
 from workloads.atomic_file import atomic_writer
 from workloads.token_ids import TokenIds, as_token_ids
-from workloads.trace_cache import MIN_BYTES, trace_cache
+from workloads.trace_cache import MIN_BYTES, Pieces, trace_cache
 from workloads.trace_fast import cut_row
+from workloads.trace_lines import trace_lines
 from workloads.trace_reuse import EarlierTurns
 
 __all__ = [
@@ -50,6 +51,7 @@ INT64_LIMIT = 1 << 63  # token ids travel as int64 (torch, SGLang's input_ids)
 # A SWE-bench row of 128K input tokens is ~1 MB of JSON; 64 MB bounds what one line may hold in memory.
 MAX_LINE_CHARS = 64 << 20
 REQUIRED_KEYS = ("session_id", "turn_id", "input_tokens", "output_tokens")
+_BRACE = ord("{")
 
 
 class TraceError(ValueError):
@@ -228,33 +230,27 @@ def _await_writer(fd: int, p: Path) -> None:
         raise TraceError(f"{p}: a pipe with no writer (nothing written in {PIPE_WAIT_S:g} s); not a trace file")
 
 
-def _iter_open(fh: io.BufferedReader, p: Path, vocab_size: int | None) -> Iterator[TraceRow | dict[str, Any]]:
-    """``iter_trace`` over an open file."""
+def _iter_open(fh: io.BufferedReader, p: Path, vocab_size: int | None,
+               taken: list[Pieces | None] | None = None) -> Iterator[TraceRow | dict[str, Any]]:
+    """``iter_trace`` over an open file. ``taken``: where each row's input ids were spliced from is appended to it
+    (``EarlierTurns.taken``), for the trace cache."""
     seen: dict[tuple[int | str, int], int] = {}
     limit = _limit(vocab_size)
     earlier = EarlierTurns()  # a session's next turn re-sends its history: only what is new is parsed
-    lineno = 0
-    while True:
-        lineno += 1
-        try:
-            raw = fh.readline(MAX_LINE_CHARS + 1)
-        except OSError as exc:
-            raise TraceError(f"{p}:{lineno}: cannot read ({exc.strerror or exc})") from None
-        if not raw:
-            break
-        if len(raw) > MAX_LINE_CHARS:
-            raise TraceError(f"{p}:{lineno}: line longer than {MAX_LINE_CHARS} characters")
-        if raw[:1] != b"{" and not raw.strip():  # strip() copies the line: only when it may be blank
+    for lineno, (buf, start, stop) in enumerate(trace_lines(fh, p, MAX_LINE_CHARS, TraceError), 1):
+        if buf[start] != _BRACE and not buf[start:stop].strip():  # strip() copies the line: only when it may be blank
             continue
         where = f"{p}:{lineno}"
-        fast = cut_row(raw, limit, earlier) if lineno > 1 else None
+        fast = cut_row(buf, limit, earlier, start, stop) if lineno > 1 else None
         if fast is not None:
             row = _parse_row(fast[0], where, vocab_size, fast[1:])
             _check_once(seen, row, lineno, where)
+            if taken is not None:
+                taken.append(earlier.taken)
             yield row
             continue
         try:
-            line = raw.decode("utf-8")
+            line = buf[start:stop].decode("utf-8")
         except UnicodeDecodeError:
             raise TraceError(f"{p}:{lineno}: not UTF-8 text") from None
         try:
@@ -271,6 +267,8 @@ def _iter_open(fh: io.BufferedReader, p: Path, vocab_size: int | None) -> Iterat
             continue
         row = _parse_row(obj, where, vocab_size)
         _check_once(seen, row, lineno, where)
+        if taken is not None:
+            taken.append(None)
         yield row
 
 
@@ -303,7 +301,8 @@ def read_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> T
             return Trace(tuple(TraceRow(*part) for part in parts), meta)
         rows: list[TraceRow] = []
         metadata: dict[str, Any] = {}
-        for item in _iter_open(fh, p, vocab_size):
+        taken: list[Pieces | None] | None = [] if cache is not None else None
+        for item in _iter_open(fh, p, vocab_size, taken):
             if isinstance(item, TraceRow):
                 rows.append(item)
             else:
@@ -312,7 +311,7 @@ def read_trace(path: str | os.PathLike[str], vocab_size: int | None = None) -> T
             raise TraceError(f"{path}: the trace has no rows")
         if cache is not None:
             parts = [(r.session_id, r.turn_id, r.ts, r.input_tokens, r.output_tokens, dict(r.extra)) for r in rows]
-            cache.keep(fh, st, started_ns=started, metadata=metadata, rows=parts)
+            cache.keep(fh, st, started_ns=started, metadata=metadata, rows=parts, taken=taken)
     return Trace(tuple(rows), metadata)
 
 

@@ -30,34 +30,27 @@ import io
 import json
 import os
 import re
-import struct
 import sys
 import time
-import zlib
-from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from workloads import trace_fast
 from workloads.atomic_file import atomic_bytes_writer
-from workloads.token_ids import TokenIds, largest_id
+from workloads.trace_cache_entry import CachedRow, Pieces, read_entry, write_entry
 
-__all__ = ["ENV", "MAX_BYTES", "MIN_BYTES", "RACY_NS", "STAMP", "CachedRow", "TraceCache", "trace_cache"]
+__all__ = ["ENV", "MAX_BYTES", "MIN_BYTES", "RACY_NS", "STAMP", "CachedRow", "Pieces", "TraceCache", "trace_cache"]
 
 ENV = "HYBRIDBENCH_TRACE_CACHE"
 MIN_BYTES = 16 << 20
 MAX_BYTES = 8 << 30
 RACY_NS = 2_000_000_000  # FAT and HFS+ keep times to 1-2 s; Linux filesystems to a clock tick
-_MAGIC = b"hybridbench trace cache 3\n"
-_LEN = struct.Struct("<Q")
-_CRC = struct.Struct("<I")
 # The reader's rules live in these modules; the stamp is taken once, from the source this process imported.
-_READER_MODULES = ("trace.py", "trace_fast.py", "trace_reuse.py", "token_ids.py", "trace_cache.py")
+_READER_MODULES = ("trace.py", "trace_lines.py", "trace_fast.py", "trace_reuse.py", "token_ids.py", "trace_cache.py",
+                   "trace_cache_entry.py")
 
-# (session_id, turn_id, ts, input ids, output ids, extra): a row's fields, as TraceRow takes them.
-CachedRow = tuple[int | str, int, float, TokenIds, TokenIds, dict[str, Any]]
 
 
 def _reader_stamp() -> str | None:
@@ -100,7 +93,7 @@ class TraceCache:
         entry = self._entry(st)
         try:
             with entry.open("rb") as fh:
-                loaded = _read_entry(fh, _identity(st))
+                loaded = read_entry(fh, _identity(st))
             if loaded is not None:
                 with contextlib.suppress(OSError):  # another user's entry in a shared folder is still good
                     os.utime(entry)  # recency, for pruning
@@ -114,8 +107,9 @@ class TraceCache:
         return None
 
     def keep(self, fh: io.BufferedReader, before: os.stat_result, *, started_ns: int, metadata: dict[str, Any],
-             rows: Sequence[CachedRow]) -> None:
-        """Store the rows read through ``fh`` (stat ``before`` the read, which began at ``started_ns``).
+             rows: Sequence[CachedRow], taken: Sequence[Pieces | None] | None = None) -> None:
+        """Store the rows read through ``fh`` (stat ``before`` the read, which began at ``started_ns``); ``taken``:
+        where each row's input ids were spliced from, if known (stored as references to the rows before).
 
         Nothing is kept for a file that changed while it was read, nor for one modified too recently to be told
         apart from a later write."""
@@ -124,17 +118,18 @@ class TraceCache:
             racy = max(after.st_mtime_ns, after.st_ctime_ns) > started_ns - RACY_NS
             if racy or _identity(after) != _identity(before):
                 return
-            self._store(after, metadata, rows)
+            self._store(after, metadata, rows, taken)
             self._prune()
 
-    def _store(self, st: os.stat_result, metadata: dict[str, Any], rows: Sequence[CachedRow]) -> None:
+    def _store(self, st: os.stat_result, metadata: dict[str, Any], rows: Sequence[CachedRow],
+               taken: Sequence[Pieces | None] | None) -> None:
         if trace_fast.np is None:
             return  # the largest id is found with numpy
         entry = self._entry(st)
         entry.parent.mkdir(parents=True, exist_ok=True)
         # Another process's copy, stored meanwhile, is replaced whole; so is a link planted under the entry's name.
         with atomic_bytes_writer(entry, follow=False) as out:
-            _write_entry(out, _identity(st), metadata, rows)
+            write_entry(out, _identity(st), metadata, rows, taken)
 
     def _prune(self) -> None:
         # Only files by this cache's own names: the variable may name any folder (a home directory's dotfiles are
@@ -166,45 +161,3 @@ def trace_cache() -> TraceCache | None:
     return None if root is None or STAMP is None else TraceCache(root, STAMP)
 
 
-def _write_entry(out: BinaryIO, identity: tuple[int, ...], metadata: dict[str, Any], rows: Sequence[CachedRow]) -> None:
-    fields = [[r[0], r[1], r[2], r[3].typecode, len(r[3]), r[4].typecode, len(r[4]), r[5]] for r in rows]
-    top = max((largest_id(ids) for r in rows for ids in (r[3], r[4]) if len(ids)), default=-1)
-    header = json.dumps({"identity": list(identity), "metadata": metadata, "rows": fields, "max_id": top},
-                        allow_nan=False).encode()
-    head = _MAGIC + _LEN.pack(len(header)) + header
-    out.write(head)
-    crc = zlib.crc32(head)
-    for row in rows:
-        for ids in (row[3], row[4]):
-            view = ids.view().cast("B")
-            out.write(view)
-            crc = zlib.crc32(view, crc)
-    out.write(_CRC.pack(crc))
-
-
-def _read_entry(fh: io.BufferedReader, identity: tuple[int, ...]) -> tuple[dict[str, Any], list[CachedRow], int] | None:
-    size = os.fstat(fh.fileno()).st_size
-    magic = fh.read(len(_MAGIC))
-    if magic != _MAGIC:
-        return None
-    packed = fh.read(_LEN.size)
-    (length,) = _LEN.unpack(packed)
-    raw = fh.read(length)
-    crc = zlib.crc32(raw, zlib.crc32(magic + packed))
-    header = json.loads(raw)
-    arrays = sum(n * array(code).itemsize for r in header["rows"] for code, n in ((r[3], r[4]), (r[5], r[6])))
-    if len(magic) + len(packed) + length + arrays + _CRC.size != size:
-        return None  # a damaged count: never allocate what the file does not hold
-    rows: list[CachedRow] = []
-    for session, turn, ts, in_code, n_in, out_code, n_out, extra in header["rows"]:
-        ids = []
-        for code, n in ((in_code, n_in), (out_code, n_out)):
-            values = array(code, [0]) * n
-            view = memoryview(values).cast("B")
-            fh.readinto(view)  # a short read leaves zeros: the CRC below tells
-            crc = zlib.crc32(view, crc)
-            ids.append(TokenIds.from_array(values))
-        rows.append((session, turn, float(ts), ids[0], ids[1], extra))
-    if fh.read(_CRC.size) != _CRC.pack(crc) or header["identity"] != list(identity):
-        return None
-    return header["metadata"], rows, int(header["max_id"])

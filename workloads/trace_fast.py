@@ -39,28 +39,28 @@ _ID_BYTES = b"0123456789, "
 # Past 18 digits an id may overflow int64 on the way in; such a (nonsensical) row takes the full path.
 _FAST_LIMIT = 10**18
 _SMALL_LIMIT = 10**9
-_COMMA, _SPACE = ord(","), ord(" ")
+_COMMA, _SPACE, _COLON, _OPEN = ord(","), ord(" "), ord(":"), ord("[")
 
 
-def _span(line: bytes, key: bytes, start: int) -> tuple[int, int] | None:
-    """Where the array after ``key`` (searched from ``start``) begins and ends, brackets excluded.
+def _span(line: Any, key: bytes, start: int, stop: int) -> tuple[int, int] | None:
+    """Where the array after ``key`` (searched in ``line[start:stop]``) begins and ends, brackets excluded.
 
     A JSON string cannot hold ``"input_tokens"`` (its inner quotes would be escaped), so an occurrence is an
     object key; that it is the row's own and only one is checked once the rest of the line is parsed."""
-    k = line.find(key, start)
+    k = line.find(key, start, stop)
     if k < 0:
         return None
     j = k + len(key)
-    while line[j : j + 1] == b" ":
+    while j < stop and line[j] == _SPACE:
         j += 1
-    if line[j : j + 1] != b":":
+    if j >= stop or line[j] != _COLON:
         return None
     j += 1
-    while line[j : j + 1] == b" ":
+    while j < stop and line[j] == _SPACE:
         j += 1
-    if line[j : j + 1] != b"[":
+    if j >= stop or line[j] != _OPEN:
         return None
-    end = line.find(b"]", j)
+    end = line.find(b"]", j, stop)
     return None if end < 0 else (j + 1, end)
 
 
@@ -135,25 +135,27 @@ def _parse(seg: bytes, dtype: Any, commas: int) -> Any:
 
 
 def cut_row(
-    line: bytes, limit: int, earlier: EarlierTurns | None = None
+    line: Any, limit: int, earlier: EarlierTurns | None = None, start: int = 0, stop: int | None = None
 ) -> tuple[dict[str, Any], TokenIds, TokenIds] | None:
     """The row's JSON object with both token arrays emptied, and the two arrays' ids; or ``None`` (read in full).
 
-    ``earlier``: the reader's memory of each session's last turn (workloads/trace_reuse.py), kept up to date here."""
+    ``line[start:stop]`` is the row (``line``: bytes, or the whole mapped file). ``earlier``: the reader's memory
+    of each session's last turn (workloads/trace_reuse.py), kept up to date here."""
     if np is None:
         return None  # without numpy, int() over split bytes was slower than the full JSON path (28 vs 14 CPU s)
-    first = _span(line, _INPUT, 0)
+    stop = len(line) if stop is None else stop
+    first = _span(line, _INPUT, start, stop)
     if first is None:
         return None
     # Rows are written input before output: look for the second key past the first array, else from the start.
-    second = _span(line, _OUTPUT, first[1]) or _span(line, _OUTPUT, 0)
+    second = _span(line, _OUTPUT, first[1], stop) or _span(line, _OUTPUT, start, stop)
     if second is None:
         return None
     (a0, a1), (b0, b1) = first, second
     if not (a1 < b0 or b1 < a0):
         return None
     lo, hi = sorted(((a0, a1), (b0, b1)))
-    rest = line[: lo[0]] + line[lo[1] : hi[0]] + line[hi[1] :]
+    rest = line[start : lo[0]] + line[lo[1] : hi[0]] + line[hi[1] : stop]
     if rest.count(_INPUT) != 1 or rest.count(_OUTPUT) != 1:
         return None  # a key twice (JSON keeps the last): the full reader sees what json sees
     try:
@@ -168,7 +170,7 @@ def cut_row(
         return None
     if not isinstance(obj, dict) or obj.get("input_tokens") != [] or obj.get("output_tokens") != []:
         return None
-    out = line[b0:b1]  # the input array is left in its line: a later turn is compared with it there
+    out = line[b0:b1]  # the input array is left where it lies: a later turn is compared with it there
     session = obj.get("session_id")
     inputs = parse_ids(line[a0:a1], limit) if earlier is None else earlier.inputs(session, line, limit, lo=a0, hi=a1)
     if inputs is None:

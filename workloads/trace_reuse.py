@@ -11,6 +11,9 @@ repeats. So a later turn's input is matched, byte for byte, against the session'
 exact byte match at token boundaries (just after ``", "``), so the ids are exactly what parsing the whole array
 gives; when a match fails the rest is parsed as it stands, and an array the fast path cannot judge still goes to
 the full reader, which names the fault.
+
+Lines may lie in one buffer (the reader maps the whole file): every comparison takes a buffer and offsets, and runs
+on numpy views of it, never on copies.
 """
 
 from __future__ import annotations
@@ -27,11 +30,17 @@ _SEP = b", "
 # chance; when that is not found, shorter, for a last message shorter than that. Only the first find is checked
 # (a false one costs a parse, never an id: every piece is checked byte for byte).
 _PROBES = (256, 32)
+# How much of what follows the shared head is looked for in the previous input, just past the head: where the
+# re-sent end begins, found by scanning only the (short) dropped span instead of the (long) re-sent end.
+_HEAD_PROBE = 64
 _COMMA = ord(",")
+_BLOCK = 1 << 14  # the first block compared; each next one 4x longer (most heads end within tens of KB)
+
+Buffer = Any  # bytes, or the mapped file (mmap): anything with find/rfind, slicing and the buffer protocol
 
 
 class _Turn(NamedTuple):
-    line: bytes  # the row's line, held whole: its input array is line[lo:hi], text between the brackets
+    line: Buffer  # the buffer the row's line lies in: its input array is line[lo:hi], text between the brackets
     lo: int
     hi: int
     input_ids: TokenIds
@@ -40,31 +49,34 @@ class _Turn(NamedTuple):
 
 
 class EarlierTurns:
-    """Each session's last turn (its line, its input's place in it, its output's bytes and both arrays' ids), so a
+    """Each session's last turn (its buffer, its input's place in it, its output's bytes and both arrays' ids), so a
     later turn parses only what is new.
 
-    Arrays are compared where they lie in their lines (``bytes.find``/``startswith`` over ranges, numpy views):
-    copying each ~100 KB array out of its line cost the preset's first read a tenth of its CPU time. The session
-    only picks which turn to compare against: every piece reused is checked byte for byte, so a wrong pick costs a
-    parse, never an id. Bounded: past ``budget`` bytes of lines and outputs held (the ids cost about as much
-    again), everything is forgotten."""
+    Arrays are compared where they lie (numpy views, ``find`` over ranges): copying each ~100 KB array out cost the
+    preset's first read a tenth of its CPU time. The session only picks which turn to compare against: every piece
+    reused is checked byte for byte, so a wrong pick costs a parse, never an id. Bounded: past ``budget`` bytes of
+    inputs and outputs held (the ids cost about as much again), everything is forgotten."""
 
     def __init__(self, budget: int = 64 << 20) -> None:
         self.budget = budget
         self.held = 0
         self.by_session: dict[int | str, _Turn] = {}
+        # What the last ``inputs`` call spliced its ids from, ``(ids, start, stop)`` each (earlier turns' arrays and
+        # what it parsed), or None when it parsed the array whole: the trace cache stores references, not copies.
+        self.taken: list[tuple[TokenIds, int, int]] | None = None
 
-    def inputs(self, session: object, line: bytes, limit: int, *, lo: int = 0,
+    def inputs(self, session: object, line: Buffer, limit: int, *, lo: int = 0,
                hi: int | None = None) -> TokenIds | None:
         """``trace_fast.parse_ids(line[lo:hi], limit)``, reusing what the session's previous turn already parsed."""
         hi = len(line) if hi is None else hi
+        self.taken = None
         prior = self.by_session.get(session) if _is_key(session) else None
         if prior is None or lo == hi:
             return trace_fast.parse_ids(line[lo:hi], limit)
-        prev = memoryview(prior.line)[prior.lo : prior.hi]
-        ids = prior.input_ids
-        if hi - lo == len(prev) and line.startswith(prev, lo):
-            return ids
+        size_prev = prior.hi - prior.lo
+        if hi - lo == size_prev and _differs_at(prior.line, prior.lo, line, lo, size_prev) == size_prev:
+            self.taken = [(prior.input_ids, 0, len(prior.input_ids))]
+            return prior.input_ids
         start = _shared_start(prior, line, lo, hi)
         reused = _resent(prior, line, lo, hi, start)
         parts, rest, q = reused if reused is not None else ([], line[lo + start : hi], -1)
@@ -72,32 +84,35 @@ class EarlierTurns:
             tail = trace_fast.parse_ids(rest, limit)
             if tail is None:
                 return None  # the full reader judges the line (and names the fault, if there is one)
-            parts.append(tail)
+            parts.append((tail, 0, len(tail)))
         elif reused is None:
             return None  # "1, 2, ": a trailing comma
+        ids = prior.input_ids
         # prev is a whole array's text, never ending in ", ": the ids before start are all but those after it.
         # Those were counted for the re-sent end from q on: only the (usually short) dropped span between is.
         if start and q >= 0:
-            after = len(parts[0]) - 1 + (_commas(prior, start, q) if q >= start else -_commas(prior, q, start))
+            after = len(ids) - parts[0][1] - 1 + (_commas(prior, start, q) if q >= start else -_commas(prior, q, start))
         else:
-            after = _commas(prior, start, len(prev)) if start else 0
-        parts.insert(0, ids[: len(ids) - 1 - after] if start else ids[:0])
-        if any(p.typecode != "i" for p in parts):
-            # A piece held as int64 (from a turn with an id past int32; its slices stay int64): a full parse picks
-            # int32 whenever every id fits, so the whole array is parsed to pick the width as it would.
+            after = _commas(prior, start, size_prev) if start else 0
+        if start:
+            parts.insert(0, (ids, 0, len(ids) - 1 - after))
+        if any(p[0].typecode != "i" for p in parts):
+            # A piece held as int64 (from a turn with an id past int32): a full parse picks int32 whenever every id
+            # fits, so the whole array is parsed to pick the width as it would.
             return trace_fast.parse_ids(line[lo:hi], limit)
-        return TokenIds.join(parts)
+        self.taken = parts
+        return TokenIds.splice(parts)
 
-    def remember(self, session: object, line: bytes, ids: TokenIds, out: bytes, out_ids: TokenIds, *,
+    def remember(self, session: object, line: Buffer, ids: TokenIds, out: bytes, out_ids: TokenIds, *,
                  lo: int = 0, hi: int | None = None) -> None:
         hi = len(line) if hi is None else hi
         if not _is_key(session) or lo == hi:
             return
         old = self.by_session.pop(session, None)
-        self.held += len(line) + len(out) - (len(old.line) + len(old.output_bytes) if old is not None else 0)
+        self.held += hi - lo + len(out) - (old.hi - old.lo + len(old.output_bytes) if old is not None else 0)
         if self.held > self.budget:
             self.by_session.clear()
-            self.held = len(line) + len(out)
+            self.held = hi - lo + len(out)
         self.by_session[session] = _Turn(line, lo, hi, ids, out, out_ids)
 
 
@@ -105,20 +120,34 @@ def _is_key(session: object) -> TypeGuard[int | str]:
     return isinstance(session, (int, str)) and not isinstance(session, bool)
 
 
-def _shared_start(prior: _Turn, line: bytes, lo: int, hi: int) -> int:
+def _differs_at(a: Buffer, a0: int, b: Buffer, b0: int, n: int) -> int:
+    """The first offset below ``n`` at which ``a[a0:]`` and ``b[b0:]`` differ, or ``n``: 8 bytes at a time over
+    numpy views, in growing blocks so that an early difference costs a short compare."""
+    np: Any = trace_fast.np
+    done, block = 0, _BLOCK
+    while n - done >= 8:
+        words = min(block, n - done) // 8
+        differs = np.frombuffer(a, np.uint64, words, a0 + done) != np.frombuffer(b, np.uint64, words, b0 + done)
+        word = int(differs.argmax())
+        if differs[word]:
+            done += word * 8
+            break
+        done += words * 8
+        block *= 4
+    end = min(n, done + 8)
+    if done == end:
+        return n
+    last = np.frombuffer(a, np.uint8, end - done, a0 + done) != np.frombuffer(b, np.uint8, end - done, b0 + done)
+    return done + int(last.argmax()) if last.any() else end
+
+
+def _shared_start(prior: _Turn, line: Buffer, lo: int, hi: int) -> int:
     """The longest prefix the previous input and ``line[lo:hi]`` share that ends at a token boundary (just after
     ``", "``), in bytes."""
-    prev, p0 = prior.line, prior.lo
-    n = min(prior.hi - p0, hi - lo)
-    np: Any = trace_fast.np
-    words = n // 8  # compared 8 bytes at a time, then byte by byte within the first word that differs
-    differs = np.frombuffer(prev, np.uint64, words, p0) != np.frombuffer(line, np.uint64, words, lo)
-    word = int(differs.argmax()) if words else 0
-    at = word * 8 if words and differs[word] else words * 8
-    first = next((i for i in range(at, n) if prev[p0 + i] != line[lo + i]), n)
+    first = _differs_at(prior.line, prior.lo, line, lo, min(prior.hi - prior.lo, hi - lo))
     # No byte differs: a token may still go on past the shorter one ("1, 2" then "1, 23"), so cut at a ", ".
-    cut = prev.rfind(_SEP, p0, p0 + first)
-    return 0 if cut < 0 else cut - p0 + len(_SEP)
+    cut = prior.line.rfind(_SEP, prior.lo, prior.lo + first)
+    return 0 if cut < 0 else cut - prior.lo + len(_SEP)
 
 
 def _commas(prior: _Turn, at: int, until: int) -> int:
@@ -127,40 +156,61 @@ def _commas(prior: _Turn, at: int, until: int) -> int:
     return int(np.count_nonzero(np.frombuffer(prior.line, np.uint8, until - at, prior.lo + at) == _COMMA))
 
 
-def _resent(prior: _Turn, line: bytes, lo: int, hi: int, start: int) -> tuple[list[TokenIds], bytes, int] | None:
-    """From ``start`` on (offsets within ``line[lo:hi]``, as every offset here): the previous input's end re-sent
-    after a dropped span, then maybe the previous output, as ids; the bytes left to parse; and ``q``, where in the
-    previous input its re-sent end begins (its ids: the first piece). ``None`` when the
-    previous input's end is not re-sent there, or its join to what follows is not ``", "`` and an id (the caller
-    then parses everything from ``start``).
+def _same(a: Buffer, a0: int, b: Buffer, b0: int, n: int) -> bool:
+    return _differs_at(a, a0, b, b0, n) == n
 
-    The end is found by the previous input's last bytes, then checked: ``seg[start:end] == prev[q:]`` with ``q``
-    at a token boundary of ``prev``."""
-    prev = memoryview(prior.line)[prior.lo : prior.hi]
-    ids, out, out_ids = prior.input_ids, prior.output_bytes, prior.output_ids
-    size_prev = len(prev)
+
+def _fits(prior: _Turn, line: Buffer, lo: int, hi: int, *, start: int, q: int) -> bool:
+    """Whether ``line[lo:hi]`` goes on at ``start`` with ``prev[q:]``, ``q`` at a token boundary of ``prev``."""
+    prev, p0, n = prior.line, prior.lo, prior.hi - prior.lo - q
+    return (q >= 0 and start + n <= hi - lo and (q == 0 or prev[p0 + q - len(_SEP) : p0 + q] == _SEP)
+            and _same(prev, p0 + q, line, lo + start, n))
+
+
+def _resent_from(prior: _Turn, line: Buffer, lo: int, hi: int, start: int) -> int:
+    """``q``: the previous input's end ``prev[q:]`` is what ``line[lo:hi]`` goes on with at ``start``; or -1.
+
+    First the bytes after the head are looked for in the previous input just past the head (the dropped span is what
+    lies between, usually short), then the previous input's last bytes in the line (scanning the re-sent end)."""
+    prev, p0, size_prev = prior.line, prior.lo, prior.hi - prior.lo
+    if size_prev <= start:
+        return -1
+    probe = line[lo + start : lo + start + min(_HEAD_PROBE, size_prev - start, hi - lo - start)]
+    q = prev.find(probe, p0 + start, prior.hi) - p0 if probe else -1
+    if q >= 0 and _fits(prior, line, lo, hi, start=start, q=q):
+        return q
     for size in _PROBES:
-        probe = prev[-min(size, size_prev - start):] if size_prev > start else b""
-        found = line.find(probe, lo + start, hi) - lo if probe else -1
+        tail = memoryview(prev)[prior.hi - min(size, size_prev - start) : prior.hi]
+        found = line.find(tail, lo + start, hi) - lo
         if found >= 0:
-            break
-    else:
+            q = size_prev - (found + len(tail) - start)
+            return q if _fits(prior, line, lo, hi, start=start, q=q) else -1
+    return -1
+
+
+def _resent(prior: _Turn, line: Buffer, lo: int, hi: int,
+            start: int) -> tuple[list[tuple[TokenIds, int, int]], Buffer, int] | None:
+    """From ``start`` on (offsets within ``line[lo:hi]``, as every offset here): the previous input's end re-sent
+    after a dropped span, then maybe the previous output, as id ranges; the bytes left to parse; and ``q``, where in
+    the previous input its re-sent end begins (its ids: the first range). ``None`` when the previous input's end is
+    not re-sent there, or its join to what follows is not ``", "`` and an id (the caller then parses everything from
+    ``start``)."""
+    size_prev = prior.hi - prior.lo
+    ids, out, out_ids = prior.input_ids, prior.output_bytes, prior.output_ids
+    q = _resent_from(prior, line, lo, hi, start)
+    if q < 0:
         return None
-    end = found + len(probe)
-    q = size_prev - (end - start)
-    if q < 0 or (q > 0 and prev[q - len(_SEP) : q] != _SEP) or not line.startswith(prev[q:], lo + start):
-        return None
-    parts = [ids[len(ids) - 1 - _commas(prior, q, size_prev) :] if q else ids]
-    seg_len = hi - lo
+    parts = [(ids, len(ids) - 1 - _commas(prior, q, size_prev) if q else 0, len(ids))]
+    end, seg_len = start + size_prev - q, hi - lo
     if end == seg_len:
         return parts, b"", q
     if line[lo + end : lo + end + len(_SEP)] != _SEP or end + len(_SEP) == seg_len:
         return None  # "..., 12" went on as "123", or a trailing ", "
     at = end + len(_SEP)
-    if out and line.startswith(out, lo + at, hi):
+    if out and at + len(out) <= seg_len and _same(out, 0, line, lo + at, len(out)):
         after = at + len(out)
         if after == seg_len:
-            return [*parts, out_ids], b"", q
+            return [*parts, (out_ids, 0, len(out_ids))], b"", q
         if line[lo + after : lo + after + len(_SEP)] == _SEP and after + len(_SEP) < seg_len:
-            return [*parts, out_ids], line[lo + after + len(_SEP) : hi], q
+            return [*parts, (out_ids, 0, len(out_ids))], line[lo + after + len(_SEP) : hi], q
     return parts, line[lo + at : hi], q

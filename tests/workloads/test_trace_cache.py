@@ -164,10 +164,10 @@ def test_an_entry_under_another_files_name_is_not_served(
 
 
 def _recount(data: bytearray, count: int) -> bytearray:
-    """The entry with the third row's input count (6) replaced, its header's length prefix kept right."""
-    magic = len(b"hybridbench trace cache 3\n")
+    """The entry with the first row's input count (3 ids stored) replaced, its header's length prefix kept right."""
+    magic = len(b"hybridbench trace cache 4\n")
     length = struct.unpack("<Q", data[magic:magic + 8])[0]
-    header = bytes(data[magic + 8:magic + 8 + length]).replace(b'"i", 6,', f'"i", {count},'.encode())
+    header = bytes(data[magic + 8:magic + 8 + length]).replace(b'"i", 3, "i"', f'"i", {count}, "i"'.encode())
     return bytearray(data[:magic] + struct.pack("<Q", len(header)) + header + data[magic + 8 + length:])
 
 
@@ -191,13 +191,13 @@ def test_the_earlier_layouts_memos_go_and_its_entries_are_never_read(
     read_trace(path)
     (entry,) = _entries(cache)
     old = bytearray(entry.read_bytes())
-    old[: len(b"hybridbench trace cache 3\n")] = b"hybridbench trace cache 2\n"  # CRC aside, the same entry
+    old[: len(b"hybridbench trace cache 4\n")] = b"hybridbench trace cache 2\n"  # CRC aside, the same entry
     entry.write_bytes(bytes(old))
     (cache / "by-stat").mkdir()
     memo = cache / "by-stat" / ("c" * 40)
     memo.write_text("d" * 64)
     assert read_trace(path) == _plain(path, monkeypatch)  # parsed, and stored anew
-    assert not memo.exists() and entry.read_bytes().startswith(b"hybridbench trace cache 3\n")
+    assert not memo.exists() and entry.read_bytes().startswith(b"hybridbench trace cache 4\n")
 
 
 def test_an_entry_of_other_rules_is_not_served(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -287,11 +287,11 @@ def test_a_fault_inside_the_cache_costs_a_parse_never_the_read(
         raise RecursionError("maximum recursion depth exceeded")  # json on a deeply nested extra
 
     with monkeypatch.context() as m:
-        m.setattr(workloads.trace_cache, "_write_entry", deep)
+        m.setattr(workloads.trace_cache, "write_entry", deep)
         assert len(read_trace(path).rows) == 3
     assert _entries(cache) == []
     read_trace(path)
-    monkeypatch.setattr(workloads.trace_cache, "_read_entry", deep)
+    monkeypatch.setattr(workloads.trace_cache, "read_entry", deep)
     assert read_trace(path) == _plain(path, monkeypatch)
 
 

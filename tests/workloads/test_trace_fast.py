@@ -81,8 +81,8 @@ def test_fast_path_reads_what_the_json_path_reads(
     taken: list[bool] = []
     real = workloads.trace_fast.cut_row
 
-    def spy(raw: bytes, limit: int, earlier: object = None) -> object:
-        out = real(raw, limit, earlier)  # type: ignore[arg-type]
+    def spy(raw: bytes, limit: int, *rest: object) -> object:
+        out = real(raw, limit, *rest)  # type: ignore[arg-type]
         taken.append(out is not None)
         return out
 
