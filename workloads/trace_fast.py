@@ -42,11 +42,13 @@ _SMALL_LIMIT = 10**9
 _COMMA, _SPACE, _COLON, _OPEN = ord(","), ord(" "), ord(":"), ord("[")
 
 
-def _span(line: Any, key: bytes, start: int, stop: int) -> tuple[int, int] | None:
+def _span(line: Any, key: bytes, start: int, stop: int, before: int = -1) -> tuple[int, int] | None:
     """Where the array after ``key`` (searched in ``line[start:stop]``) begins and ends, brackets excluded.
 
     A JSON string cannot hold ``"input_tokens"`` (its inner quotes would be escaped), so an occurrence is an
-    object key; that it is the row's own and only one is checked once the rest of the line is parsed."""
+    object key; that it is the row's own and only one is checked once the rest of the line is parsed.
+    ``before``: where the next key begins, if past the array; its end is then looked for back from there instead of
+    through its ~100 KB (a ``]`` inside is no id: such an array fails the id check either way)."""
     k = line.find(key, start, stop)
     if k < 0:
         return None
@@ -60,7 +62,7 @@ def _span(line: Any, key: bytes, start: int, stop: int) -> tuple[int, int] | Non
         j += 1
     if j >= stop or line[j] != _OPEN:
         return None
-    end = line.find(b"]", j, stop)
+    end = line.rfind(b"]", j, before) if before > j else line.find(b"]", j, stop)
     return None if end < 0 else (j + 1, end)
 
 
@@ -144,7 +146,7 @@ def cut_row(
     if np is None:
         return None  # without numpy, int() over split bytes was slower than the full JSON path (28 vs 14 CPU s)
     stop = len(line) if stop is None else stop
-    first = _span(line, _INPUT, start, stop)
+    first = _span(line, _INPUT, start, stop, line.rfind(_OUTPUT, start, stop))
     if first is None:
         return None
     # Rows are written input before output: look for the second key past the first array, else from the start.

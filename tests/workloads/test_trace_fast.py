@@ -30,6 +30,9 @@ LINES = [
     ("dumps", HEAD + '"input_tokens": [1, 22, 333, 0], "output_tokens": [4, 5]}', True),
     ("compact", HEAD.replace(" ", "") + '"input_tokens":[1,22,333,0],"output_tokens":[]}', True),
     ("output-first", HEAD + '"output_tokens": [4], "input_tokens": [7, 8]}', True),
+    # The input's end is looked for back from the output key: a "]" between sends the row the full way.
+    ("bracket-between", HEAD + '"input_tokens": [7, 8], "note": "]", "output_tokens": [4]}', False),
+    ("list-between", HEAD + '"input_tokens": [7, 8], "note": [1], "output_tokens": [4]}', False),
     ("extra-fields", HEAD + '"input_tokens": [9], "output_tokens": [1], "note": "a,b ]", "k": [1, 2]}', True),
     ("big-id", HEAD + f'"input_tokens": [{2**40}, 9999999999, 1], "output_tokens": [1]}}', True),
     ("leading-zero", HEAD + '"input_tokens": [1, 007], "output_tokens": [1]}', False),
