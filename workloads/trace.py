@@ -30,7 +30,7 @@ from workloads.atomic_file import atomic_writer
 from workloads.token_ids import TokenIds, as_token_ids
 from workloads.trace_cache import MIN_BYTES, Pieces, trace_cache
 from workloads.trace_fast import cut_row
-from workloads.trace_lines import trace_lines
+from workloads.trace_lines import TraceLines
 from workloads.trace_reuse import EarlierTurns
 
 __all__ = [
@@ -234,10 +234,20 @@ def _iter_open(fh: io.BufferedReader, p: Path, vocab_size: int | None,
                taken: list[Pieces | None] | None = None) -> Iterator[TraceRow | dict[str, Any]]:
     """``iter_trace`` over an open file. ``taken``: where each row's input ids were spliced from is appended to it
     (``EarlierTurns.taken``), for the trace cache."""
+    lines = TraceLines(fh, p, MAX_LINE_CHARS, TraceError)
+    try:
+        yield from _rows(lines, p, vocab_size, taken)
+    except TraceError:
+        lines.check()  # a file that changed meanwhile: that is the fault, not the line a truncation cut
+        raise
+
+
+def _rows(lines: TraceLines, p: Path, vocab_size: int | None,
+          taken: list[Pieces | None] | None) -> Iterator[TraceRow | dict[str, Any]]:
     seen: dict[tuple[int | str, int], int] = {}
     limit = _limit(vocab_size)
     earlier = EarlierTurns()  # a session's next turn re-sends its history: only what is new is parsed
-    for lineno, (buf, start, stop) in enumerate(trace_lines(fh, p, MAX_LINE_CHARS, TraceError), 1):
+    for lineno, (buf, start, stop) in enumerate(lines, 1):
         if buf[start] != _BRACE and not buf[start:stop].strip():  # strip() copies the line: only when it may be blank
             continue
         where = f"{p}:{lineno}"

@@ -141,8 +141,8 @@ def cut_row(
 ) -> tuple[dict[str, Any], TokenIds, TokenIds] | None:
     """The row's JSON object with both token arrays emptied, and the two arrays' ids; or ``None`` (read in full).
 
-    ``line[start:stop]`` is the row (``line``: bytes, or the whole mapped file). ``earlier``: the reader's memory
-    of each session's last turn (workloads/trace_reuse.py), kept up to date here."""
+    ``line[start:stop]`` is the row (``line``: the line, or the chunk of the file it lies in). ``earlier``: the
+    reader's memory of each session's last turn (workloads/trace_reuse.py), kept up to date here."""
     if np is None:
         return None  # without numpy, int() over split bytes was slower than the full JSON path (28 vs 14 CPU s)
     stop = len(line) if stop is None else stop

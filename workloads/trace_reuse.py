@@ -12,7 +12,7 @@ exact byte match at token boundaries (just after ``", "``), so the ids are exact
 gives; when a match fails the rest is parsed as it stands, and an array the fast path cannot judge still goes to
 the full reader, which names the fault.
 
-Lines may lie in one buffer (the reader maps the whole file): every comparison takes a buffer and offsets, and runs
+Lines lie in large buffers (the reader's chunks of the file): every comparison takes a buffer and offsets, and runs
 on numpy views of it, never on copies.
 """
 
@@ -36,7 +36,7 @@ _HEAD_PROBE = 64
 _COMMA = ord(",")
 _BLOCK = 1 << 14  # the first block compared; each next one 4x longer (most heads end within tens of KB)
 
-Buffer = Any  # bytes, or the mapped file (mmap): anything with find/rfind, slicing and the buffer protocol
+Buffer = Any  # bytes: a line, or a chunk of the file with many lines (anything with find, slicing, buffer protocol)
 
 
 class _Turn(NamedTuple):
@@ -54,13 +54,17 @@ class EarlierTurns:
 
     Arrays are compared where they lie (numpy views, ``find`` over ranges): copying each ~100 KB array out cost the
     preset's first read a tenth of its CPU time. The session only picks which turn to compare against: every piece
-    reused is checked byte for byte, so a wrong pick costs a parse, never an id. Bounded: past ``budget`` bytes of
-    inputs and outputs held (the ids cost about as much again), everything is forgotten."""
+    reused is checked byte for byte, so a wrong pick costs a parse, never an id. Bounded: a turn holds the whole
+    buffer its line lies in (a chunk of the file, workloads/trace_lines.py); past ``budget`` bytes of buffers and
+    outputs held, the sessions whose last turn lies in the oldest buffers are forgotten (their next turn is parsed
+    whole), until the rest fits or only the newest buffer is left."""
 
     def __init__(self, budget: int = 64 << 20) -> None:
         self.budget = budget
         self.held = 0
         self.by_session: dict[int | str, _Turn] = {}
+        # Each buffer held, oldest first: the sessions whose last turn lies in it (by id: a chunk is no dict key).
+        self.buffers: dict[int, tuple[Buffer, set[int | str]]] = {}
         # What the last ``inputs`` call spliced its ids from, ``(ids, start, stop)`` each (earlier turns' arrays and
         # what it parsed), or None when it parsed the array whole: the trace cache stores references, not copies.
         self.taken: list[tuple[TokenIds, int, int]] | None = None
@@ -108,12 +112,29 @@ class EarlierTurns:
         hi = len(line) if hi is None else hi
         if not _is_key(session) or lo == hi:
             return
-        old = self.by_session.pop(session, None)
-        self.held += hi - lo + len(out) - (old.hi - old.lo + len(old.output_bytes) if old is not None else 0)
-        if self.held > self.budget:
-            self.by_session.clear()
-            self.held = hi - lo + len(out)
+        self._forget(session)
+        held = self.buffers.get(id(line))
+        if held is None:
+            held = self.buffers[id(line)] = (line, set())
+            self.held += len(line)
+        held[1].add(session)
+        self.held += len(out)
         self.by_session[session] = _Turn(line, lo, hi, ids, out, out_ids)
+        while self.held > self.budget and len(self.buffers) > 1:
+            _, (_, sessions) = next(iter(self.buffers.items()))
+            for key in list(sessions):
+                self._forget(key)
+
+    def _forget(self, session: int | str) -> None:
+        old = self.by_session.pop(session, None)
+        if old is None:
+            return
+        self.held -= len(old.output_bytes)
+        _, sessions = self.buffers[id(old.line)]
+        sessions.discard(session)
+        if not sessions:
+            del self.buffers[id(old.line)]
+            self.held -= len(old.line)
 
 
 def _is_key(session: object) -> TypeGuard[int | str]:

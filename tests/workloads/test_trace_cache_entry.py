@@ -107,8 +107,8 @@ def test_a_reference_that_cannot_be_followed_is_a_miss(
     assert again["rows"][row][4] != spec  # the entry was dropped and written anew by the parse
 
 
-def test_a_pipe_and_a_mapped_file_read_the_same_lines(tmp_path: Path) -> None:
-    """A regular file is mapped and read in place (workloads.trace_lines); a pipe is read line by line."""
+def test_a_pipe_and_a_regular_file_read_the_same_lines(tmp_path: Path) -> None:
+    """A regular file is read in chunks, its lines left in them (workloads.trace_lines); a pipe line by line."""
     path = _write(tmp_path / "t.jsonl")
     with path.open("a") as fh:
         fh.write("\n" + json.dumps({**ROWS[0], "turn_id": 9}))  # a blank line, then a last line with no newline
