@@ -84,16 +84,42 @@ def parse_ids(seg: bytes, limit: int) -> TokenIds | None:
     # wrapped 10-digit id) is a byte no id's digits account for; only an empty element adds a digit, read as an id 0.
     # So no 0 read and an equal count leave nothing but JSON's ids and spacing ("1 , 2" is JSON too), without a
     # per-byte character check in Python (bytes.translate or .count cost as much as numpy's parse; numpy's are SIMD).
+    small = _small(seg, limit)
+    return _int32(small) if small is not None else _ids_checked(seg, limit)
+
+
+def parse_pair(first: bytes, second: bytes, limit: int) -> tuple[TokenIds, TokenIds] | None:
+    """``parse_ids`` of both (a row's new input ids and its output), in one parse of ``first + ", " + second`` when
+    that passes the common row's check; ``None`` when it does not (parse them one by one then).
+
+    Half of the per-call cost of a parse is numpy's per-call overhead, and outputs are short. The joined text
+    passes only if it is plain ids and spacing throughout, so each part is: the same ids, split where
+    ``second``'s begin, as each part's own parse reads them."""
+    if not first or not second:
+        return None
+    small = _small(first + b", " + second, limit)
+    if small is None:
+        return None
+    split = len(small) - second.count(b",") - 1
+    return _int32(small[:split]), _int32(small[split:])
+
+
+def _small(seg: bytes, limit: int) -> Any:
+    """The ids of the common row (see ``parse_ids``) as uint32, or ``None``: every other id list."""
     raw = np.frombuffer(seg, np.uint8)
     commas = int(np.count_nonzero(raw == _COMMA))
     small = _parse(seg, np.uint32, commas)
     if small is not None:
         high, digits = int(small.max()), len(seg) - commas - int(np.count_nonzero(raw == _SPACE))
         if high < min(limit, _SMALL_LIMIT) and int(small.min()) > 0 and _digits(small, high) == digits:
-            out = array("i")
-            out.frombytes(memoryview(small.view(np.int32)).cast("B"))  # no intermediate bytes copy
-            return TokenIds.from_array(out)
-    return _ids_checked(seg, limit)
+            return small
+    return None
+
+
+def _int32(small: Any) -> TokenIds:
+    out = array("i")
+    out.frombytes(memoryview(small.view(np.int32)).cast("B"))  # no intermediate bytes copy
+    return TokenIds.from_array(out)
 
 
 def _ids_checked(seg: bytes, limit: int) -> TokenIds | None:
@@ -174,10 +200,13 @@ def cut_row(
         return None
     out = line[b0:b1]  # the input array is left where it lies: a later turn is compared with it there
     session = obj.get("session_id")
-    inputs = parse_ids(line[a0:a1], limit) if earlier is None else earlier.inputs(session, line, limit, lo=a0, hi=a1)
+    if earlier is None:
+        inputs = parse_ids(line[a0:a1], limit)
+    else:
+        inputs = earlier.inputs(session, line, limit, lo=a0, hi=a1, out=out)
     if inputs is None:
         return None
-    outputs = parse_ids(out, limit)
+    outputs = earlier.out_ids if earlier is not None and earlier.out_ids is not None else parse_ids(out, limit)
     if outputs is None:
         return None
     if earlier is not None:

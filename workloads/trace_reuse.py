@@ -68,12 +68,14 @@ class EarlierTurns:
         # What the last ``inputs`` call spliced its ids from, ``(ids, start, stop)`` each (earlier turns' arrays and
         # what it parsed), or None when it parsed the array whole: the trace cache stores references, not copies.
         self.taken: list[tuple[TokenIds, int, int]] | None = None
+        self.out_ids: TokenIds | None = None  # the output's ids, when the last ``inputs`` call parsed them too
 
-    def inputs(self, session: object, line: Buffer, limit: int, *, lo: int = 0,
-               hi: int | None = None) -> TokenIds | None:
-        """``trace_fast.parse_ids(line[lo:hi], limit)``, reusing what the session's previous turn already parsed."""
+    def inputs(self, session: object, line: Buffer, limit: int, *, lo: int = 0, hi: int | None = None,
+               out: bytes = b"") -> TokenIds | None:
+        """``trace_fast.parse_ids(line[lo:hi], limit)``, reusing what the session's previous turn already parsed.
+        ``out``: the row's output array, parsed with what is new where it can be (``out_ids``)."""
         hi = len(line) if hi is None else hi
-        self.taken = None
+        self.taken = self.out_ids = None
         prior = self.by_session.get(session) if _is_key(session) else None
         if prior is None or lo == hi:
             return trace_fast.parse_ids(line[lo:hi], limit)
@@ -84,8 +86,10 @@ class EarlierTurns:
         start = _shared_start(prior, line, lo, hi)
         reused = _resent(prior, line, lo, hi, start)
         parts, rest, q = reused if reused is not None else ([], line[lo + start : hi], -1)
+        pair = None
         if rest:
-            tail = trace_fast.parse_ids(rest, limit)
+            pair = trace_fast.parse_pair(rest, out, limit)
+            tail = trace_fast.parse_ids(rest, limit) if pair is None else pair[0]
             if tail is None:
                 return None  # the full reader judges the line (and names the fault, if there is one)
             parts.append((tail, 0, len(tail)))
@@ -105,6 +109,7 @@ class EarlierTurns:
             # fits, so the whole array is parsed to pick the width as it would.
             return trace_fast.parse_ids(line[lo:hi], limit)
         self.taken = parts
+        self.out_ids = pair[1] if pair is not None else None
         return TokenIds.splice(parts)
 
     def remember(self, session: object, line: Buffer, ids: TokenIds, out: bytes, out_ids: TokenIds, *,

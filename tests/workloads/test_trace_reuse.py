@@ -53,9 +53,20 @@ def _ids(n: int, start: int) -> str:
 
 
 @pytest.fixture
-def parsed(calls_to: Callable[[ModuleType, str], list[bytes]]) -> list[bytes]:
-    """Every array body ``trace_fast.parse_ids`` is given, in order."""
-    return calls_to(workloads.trace_fast, "parse_ids")
+def parsed(calls_to: Callable[[ModuleType, str], list[bytes]], monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Every array body parsed, in order: given to ``trace_fast.parse_ids``, or as either part of a
+    ``parse_pair`` that read both (one that did not leaves them to ``parse_ids``)."""
+    seen = calls_to(workloads.trace_fast, "parse_ids")
+    real = workloads.trace_fast.parse_pair
+
+    def spy(first: bytes, second: bytes, limit: int) -> object:
+        got = real(first, second, limit)
+        if got is not None:
+            seen.extend((first, second))
+        return got
+
+    monkeypatch.setattr(workloads.trace_fast, "parse_pair", spy)
+    return seen
 
 
 def test_a_later_turn_parses_only_what_it_appends(tmp_path: Path, parsed: list[bytes]) -> None:
