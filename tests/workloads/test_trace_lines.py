@@ -44,6 +44,10 @@ def changing(*args, **kwargs):
                 fh.seek(size // 3)
                 fh.write(b"x" * (size - size // 3))
             os.utime(path, ns=(1, 1))  # a modification time that differs however coarse the file system's clock
+        elif change == "replace":  # as the generators write: a new file renamed over the path
+            with open(path + ".new", "wb") as fh:
+                fh.write(b'{"session_id": 99, "turn_id": 0, "input_tokens": [1], "output_tokens": [2]}\\n')
+            os.replace(path + ".new", path)
         else:
             with open(path, "ab") as fh:
                 fh.write(b'{"session_id": 99, "turn_id": 0, "input_tokens": [1], "output_tokens": [2]}\\n')
@@ -73,6 +77,20 @@ def _write(path: Path, rows: list[dict[str, object]], tail: str = "\n") -> Path:
     return path
 
 
+def _consume(path: Path, change: str, chunk: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", CHILD, str(path), change, str(chunk)], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "HYBRIDBENCH_TRACE_CACHE": "off"},
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("chunk", [0, 4096])
+def test_a_file_replaced_whole_while_read_is_read_as_opened(tmp_path: Path, chunk: int) -> None:
+    path = _write(tmp_path / "t.jsonl", _rows())
+    proc = _consume(path, "replace", chunk)
+    assert proc.returncode == 0, proc.stderr
+    assert f" {len(_rows())} in 6 sessions" in proc.stdout, proc.stdout  # the file as opened, not its replacement
+
+
 @pytest.mark.parametrize(("change", "chunk"), [
     ("truncate", 0),  # the whole file in the first read: the change is seen when the read ends
     ("truncate", 4096),  # a read meets the end of the file before its size: seen there
@@ -84,9 +102,7 @@ def _write(path: Path, rows: list[dict[str, object]], tail: str = "\n") -> Path:
 def test_a_file_changed_while_read_is_one_line_exit_2(tmp_path: Path, change: str, chunk: int) -> None:
     path = _write(tmp_path / "t.jsonl", _rows())
     size = path.stat().st_size
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(path), change, str(chunk)], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "HYBRIDBENCH_TRACE_CACHE": "off"},
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = _consume(path, change, chunk)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)  # mapped, a truncation was SIGBUS: -7
     assert proc.stdout == ""
     err = proc.stderr.strip()
