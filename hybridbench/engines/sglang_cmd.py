@@ -213,7 +213,9 @@ def sglang_command(
 ) -> list[str]:
     """``python -m sglang.launch_server ...`` for one arm (SGLang's server_args.py).
 
-    Order: ``--model-path --host --port --tp-size --page-size --chunked-prefill-size --mem-fraction-static``,
+    Order: ``--model-path --host --port --tp-size --page-size --chunked-prefill-size --mem-fraction-static``
+    (``--chunked-prefill-size`` is engine.chunked_prefill_size times the ``--enable-dp-attention`` groups: SGLang
+    divides it among them),
     then ``--max-mamba-cache-size`` (if engine.max_mamba_cache_size > 0) and ``--max-total-tokens`` (if
     engine.kv_tokens > 0), ``--enable-metrics`` (``/metrics``) and ``--enable-cache-report``
     (``cached_tokens`` in OpenAI usage), the arm's flags (:func:`sglang_arm_flags`), and finally
@@ -227,13 +229,18 @@ def sglang_command(
         raise ConfigError(f"engine.tp must be >= 1, got {engine.tp}")
     if not model.hf_id:
         raise ConfigError("model.hf_id is empty; the SGLang server needs a model path or Hugging Face id")
+    extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
+    # SGLang divides --chunked-prefill-size by the DP attention groups (0.5.9/0.5.16 ServerArgs
+    # _handle_data_parallelism, 0.5.23 arg_groups/parallel_hook.py): given times the groups, each group's scheduler
+    # runs engine.chunked_prefill_size, the value the plan, the forecast and the record carry.
+    groups = data_parallel_groups(extra, SGLANG_REPLICAS, "--enable-dp-attention")
     flags = [
         Flag("--model-path", model.hf_id, "model.hf_id"),
         Flag("--host", engine.host or "127.0.0.1", "engine.host"),
         Flag("--port", str(port), "engine.port"),
         Flag("--tp-size", str(engine.tp), "engine.tp"),
         Flag("--page-size", str(max(engine.page_size, 1)), "engine.page_size"),
-        Flag("--chunked-prefill-size", str(engine.chunked_prefill_size), "engine.chunked_prefill_size"),
+        Flag("--chunked-prefill-size", str(engine.chunked_prefill_size * groups), "engine.chunked_prefill_size"),
         Flag("--mem-fraction-static", fmt_number(engine.mem_fraction_static), "engine.mem_fraction_static"),
     ]
     if model.quantization:
@@ -250,7 +257,6 @@ def sglang_command(
         flags.append(Flag("--enable-cache-report", None, "per-request cached_tokens"))
     flags.extend(sglang_arm_flags(arm, engine, helped))
     check_mamba_chunk(model, engine, arm)
-    extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
     refuse_owned(extra, SGLANG_OWNED)
     refuse_replicas(extra, SGLANG_REPLICAS, "--enable-dp-attention")
     sglang_metrics_ranks(engine)  # a DP size that does not split engine.tp is refused now, not after the weights load

@@ -23,6 +23,21 @@ __all__ = ["sglang_refusal", "startup_refusal"]
 # (RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND: 0.5.16 server_args.py, 0.5.23 arg_groups/choices.py)
 _DETERMINISTIC_RADIX_BACKENDS = ("ascend", "fa3", "fa4", "triton")
 _HICACHE_DEFAULTS = {"--hicache-io-backend": "kernel", "--hicache-mem-layout": "page_first"}  # SGLang's own
+# Flags that ask for another prefix cache than the arm's. SGLang's create_tree_cache (mem_cache/registry.py, 0.5.16 and
+# 0.5.23) builds a registered backend's cache for --radix-cache-backend; 0.5.23's default chain builds LMCache's or
+# FlexKV's; 0.5.16's returns the unified cache for a hybrid model first, ignoring the last two flags, which still
+# appear in the run's record.
+_OTHER_CACHE = ("--radix-cache-backend", "--enable-lmcache", "--enable-flexkv")
+# Host-tier storage backends whose layout SGLang rewrites from layer_first (0.5.16 ServerArgs
+# _resolve_storage_layout_compatibility: mooncake; 0.5.23 hicache_hook.resolve_storage_layout_compatibility: also
+# npu_memcache), to this layout per io backend.
+_LAYER_FIRST_REWRITTEN = ("mooncake", "npu_memcache")
+_STORAGE_LAYOUT = {"direct": "page_first_direct", "kernel": "page_first"}
+# The draft tokens SGLang fills in when only --speculative-algorithm is given (speculative_hook.py, 0.5.16 and 0.5.23):
+# NGRAM's _handle_ngram sets 12; the EAGLE family takes _auto_choose_speculative_params' (steps 3, top-k 1) for every
+# architecture but Llama's and Grok's (no hybrid model), and with top-k 1 the draft tokens are always steps + 1.
+_EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+_NGRAM_DRAFTS, _AUTO_STEPS = 12, 3
 
 
 def _last(args: Sequence[str], name: str) -> str | None:
@@ -49,6 +64,28 @@ def _who(args: Sequence[str], extra: Sequence[str], flag: str, key: str) -> str:
     return f"{key}={value}" if value else f"{key}='' (SGLang's default {_HICACHE_DEFAULTS[flag]})"
 
 
+def _int(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isascii() and value.isdigit() else None
+
+
+def _draft_tokens(args: Sequence[str]) -> tuple[int | None, str]:
+    """The draft tokens SGLang verifies per step with ``args``, and how they came ("" when given): None where the plan
+    cannot know them (DFLASH's and DSPARK's come from the draft model's config; --speculative-adaptive picks steps)."""
+    given = _int(_last(args, "--speculative-num-draft-tokens"))
+    algorithm = (_last(args, "--speculative-algorithm") or "").upper()
+    if algorithm == "NGRAM" and given is None:
+        return _NGRAM_DRAFTS, "SGLang fills in 12 for NGRAM"
+    if algorithm in _EAGLE_FAMILY and not _has(args, "--speculative-adaptive"):
+        steps, topk = _int(_last(args, "--speculative-num-steps")), _int(_last(args, "--speculative-eagle-topk"))
+        auto = steps is None
+        if auto:  # _auto_choose_speculative_params (SGLang asserts top-k and draft tokens are unset then)
+            steps, topk = _AUTO_STEPS, 1
+        if topk == 1 and steps is not None and steps + 1 != given:
+            how = f"its automatic {steps} steps" if auto else f"--speculative-num-steps {steps}"
+            return steps + 1, f"SGLang gives {algorithm} {how} + 1 with top-k 1"
+    return given, ""
+
+
 def _cache_turned_off(args: Sequence[str], engine: EngineCfg) -> str:
     """The engine.extra_args flag with which SGLang runs with the radix cache off whatever the arm says ("": none)."""
     decode = _last(args, "--disaggregation-mode") == "decode"
@@ -73,8 +110,16 @@ def startup_refusal(args: Sequence[str], extra: Sequence[str], arm: ArmSpec, eng
     """Why SGLang 0.5.16 and 0.5.23 refuse ``args`` (the planned server flags) at start-up, or run it as another
     arm than ``arm`` ("" when they run it as planned). ``extra`` (engine.extra_args) only says who set a flag."""
     owner = f"arm {arm.name}"
+    if other := next((f for f in _OTHER_CACHE if _has(args, f)), ""):
+        return (f"{owner}: engine.extra_args has {other}, which asks SGLang for another prefix cache than the arm's "
+                "(0.5.23 builds that one; 0.5.16 ignores it for a hybrid model while the record would name it)")
     if arm.cache_on and (why := _cache_turned_off(args, engine)):
         return f"{owner}: engine.extra_args has {why}; the arm would be served with no prefix cache"
+    if arm.cache_on and (cap := _last(args, "--mamba-max-states-per-path")) not in (None, "-1"):
+        # 0.5.23 mem_cache/unified_cache/components/mamba.py _evict_excess_path_states, after every insert
+        return (f"{owner}: engine.extra_args has --mamba-max-states-per-path {cap}, with which SGLang drops a path's "
+                f"shallower mamba states after each insert: not the {arm.strategy} the arm, its forecast and the "
+                "reference model run")
     if arm.extra_buffer:
         # ServerArgs._validate_mamba_extra_buffer (0.5.16) / mamba_hook.validate_mamba_extra_buffer (0.5.23):
         # supports_mamba_cache_extra_buffer holds only on the triton linear-attention backend.
@@ -84,12 +129,15 @@ def startup_refusal(args: Sequence[str], extra: Sequence[str], arm: ArmSpec, eng
         if _has(args, "--enable-linear-replayssm"):  # its own check: 'requires ... no_buffer'
             return (f"{owner} ({arm.strategy}): engine.extra_args has --enable-linear-replayssm, which SGLang runs "
                     "only with --mamba-radix-cache-strategy no_buffer")
-        drafts = _last(args, "--speculative-num-draft-tokens")
-        if drafts is not None and drafts.isdigit() and int(drafts) > engine.track_interval:
-            # the same validators: assert mamba_track_interval >= speculative_num_draft_tokens
+        drafts, filled = _draft_tokens(args)
+        if drafts is not None and drafts > engine.track_interval:
+            # the same validators: assert mamba_track_interval >= speculative_num_draft_tokens. They run before the
+            # speculative defaults are filled in, so a filled-in count slips past them (the server starts anyway).
+            given = (f"--speculative-algorithm {_last(args, '--speculative-algorithm')} ({filled})" if filled else
+                     f"--speculative-num-draft-tokens {drafts}")
             return (f"engine.track_interval={engine.track_interval}: {owner} ({arm.strategy}) with engine.extra_args "
-                    f"--speculative-num-draft-tokens {drafts} needs a track interval of at least the draft tokens "
-                    "(SGLang asserts it at start-up)")
+                    f"{given} needs a track interval of at least its {drafts} draft tokens (SGLang asserts it at "
+                    "start-up when they are given)")
     if arm.host_tier:
         if _has(args, "--enable-int8-mamba-checkpoint"):  # 0.5.16 ServerArgs, 0.5.23 handle_int8_mamba_checkpoint
             return (f"{owner}: engine.extra_args has --enable-int8-mamba-checkpoint, which SGLang refuses with the "
@@ -105,6 +153,15 @@ def startup_refusal(args: Sequence[str], extra: Sequence[str], arm: ArmSpec, eng
         if layout == "page_first" and io == "direct":
             return (f"{_who(args, extra, layout_flag, 'arm.l2.hicache_mem_layout')}: {owner}'s direct io backend "
                     "takes the page_first_direct layout, and SGLang would switch to it; set page_first_direct")
+        storage = _last(args, "--hicache-storage-backend")
+        if storage in _LAYER_FIRST_REWRITTEN and layout == "layer_first" and io in _STORAGE_LAYOUT:
+            return (f"{_who(args, extra, layout_flag, 'arm.l2.hicache_mem_layout')}: with engine.extra_args' "
+                    f"--hicache-storage-backend {storage} SGLang switches {owner}'s layer_first layout to "
+                    f"{_STORAGE_LAYOUT[io]}; set {_STORAGE_LAYOUT[io]}")
+        if _has(args, "--enable-unified-memory") and layout == "page_first_direct":
+            # 0.5.23 hicache_hook.resolve_unified_memory_layout_io (0.5.16 refuses the pair: sglang_refusal)
+            return (f"{owner}: engine.extra_args has --enable-unified-memory, with which SGLang switches the host "
+                    "tier's page_first_direct layout and direct io backend to page_first and kernel")
     return ""
 
 
@@ -138,6 +195,11 @@ def sglang_refusal(model: ModelCfg, arm: ArmSpec, version: str, extra_args: Sequ
         if arm.strategy == "extra_buffer" and arch.lower().startswith(("nemotron-h", "nemotronhfor")):
             # 0.5.9 server_args.py:1548-1551 passes support_mamba_cache_extra_buffer=False for NemotronH.
             return f"arm {arm.name}: SGLang {version} refuses extra_buffer for NemotronHForCausalLM"
+    if arm.host_tier and release < (0, 5, 23) and _has(extra, "--enable-unified-memory"):
+        # 0.5.16 ServerArgs._handle_unified_memory_pool asserts it is "not yet compatible with hierarchical /
+        # host-tiered KV cache"; 0.5.23 runs the pair (rewriting a page_first_direct layout: startup_refusal)
+        return (f"arm {arm.name}: engine.extra_args has --enable-unified-memory, which SGLang {version} refuses with "
+                "the host tier")
     if arm.strategy == "extra_buffer_lazy":
         spec = next((f for f in ("--speculative-algorithm", "--speculative-num-draft-tokens") if _has(extra, f)), "")
         if spec and release < (0, 5, 23):

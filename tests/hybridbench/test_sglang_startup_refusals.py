@@ -42,6 +42,13 @@ REFUSED = [
     ("lazy+l2", ["--enable-int8-mamba-checkpoint"], "arm lazy+l2: engine.extra_args has --enable-int8-mamba-check"),
     ("lazy+l2", ["--hicache-io-backend", "kernel"], "engine.extra_args has --hicache-io-backend kernel: arm lazy+l2"),
     ("l2", ["--hicache-size", "64"], "engine.extra_args has --hicache-size, which arm.l2.hicache_ratio sets"),
+    ("branching", ["--enable-lmcache"], "arm branching: engine.extra_args has --enable-lmcache, which asks SGLang for"),
+    ("lru", ["--enable-flexkv"], "arm lru: engine.extra_args has --enable-flexkv, which asks SGLang for another"),
+    ("disabled", ["--radix-cache-backend=flexkv"], "arm disabled: engine.extra_args has --radix-cache-backend, which"),
+    ("branching", ["--mamba-max-states-per-path", "4"], "arm branching: engine.extra_args has --mamba-max-states-per"),
+    ("l2", ["--enable-unified-memory"], "arm l2: engine.extra_args has --enable-unified-memory, with which SGLang sw"),
+    ("l2", ["--hicache-storage-backend", "mooncake", "--hicache-io-backend", "kernel", "--hicache-mem-layout",
+            "layer_first"], "engine.extra_args has --hicache-mem-layout layer_first: with engine.extra_args' --hica"),
 ]
 # Their neighbours SGLang runs as planned: each must still plan.
 ACCEPTED = [
@@ -55,6 +62,13 @@ ACCEPTED = [
     ("branching", ["--speculative-num-draft-tokens", "256"]),
     ("branching", ["--enable-int8-mamba-checkpoint"]),  # without the host tier
     ("lazy+l2", ["--hicache-io-backend", "kernel", "--hicache-mem-layout", "layer_first"]),
+    ("branching", ["--mamba-max-states-per-path", "-1"]),  # unlimited: SGLang's default
+    ("disabled", ["--mamba-max-states-per-path", "4"]),  # no states to cap
+    ("branching", ["--enable-unified-memory", "--attention-backend", "triton"]),  # no host tier to rewrite
+    ("l2", ["--hicache-storage-backend", "mooncake", "--hicache-mem-layout", "page_first_direct"]),
+    ("l2", ["--hicache-storage-backend", "file", "--hicache-io-backend", "kernel", "--hicache-mem-layout",
+            "layer_first"]),  # only mooncake's (and npu_memcache's) layout is rewritten
+    ("branching", ["--speculative-algorithm", "NGRAM"]),  # 12 draft tokens, interval 256
 ]
 
 
@@ -83,6 +97,44 @@ def test_draft_tokens_are_held_against_the_planned_track_interval() -> None:
         command("lazy", ["--speculative-num-draft-tokens", "128"], track_interval=64)
 
 
+@pytest.mark.parametrize(("extra", "interval", "line"), [
+    (["--speculative-algorithm", "NGRAM"], 8, "--speculative-algorithm NGRAM (SGLang fills in 12 for NGRAM) needs a "
+     "track interval of at least its 12 draft tokens"),
+    (["--speculative-algorithm", "EAGLE"], 2, "EAGLE (SGLang gives EAGLE its automatic 3 steps + 1 with top-k 1)"),
+    (["--speculative-algorithm", "nextn", "--speculative-num-steps", "9", "--speculative-eagle-topk", "1",
+      "--speculative-num-draft-tokens", "4"], 8,
+     "(SGLang gives NEXTN --speculative-num-steps 9 + 1 with top-k 1) needs a track interval of at least its 10"),
+    (["--speculative-algorithm", "NGRAM"], 12, ""),
+    (["--speculative-algorithm", "EAGLE"], 4, ""),
+    (["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "4",
+      "--speculative-num-draft-tokens", "8"], 8, ""),  # top-k 4 keeps the draft tokens given
+])
+def test_the_draft_tokens_sglang_fills_in_are_held_against_the_track_interval(
+        extra: list[str], interval: int, line: str) -> None:
+    # SGLang's validator runs before it fills them in, so it starts the line and checkpoints off the interval.
+    if not line:
+        assert command("branching", extra, track_interval=interval)[-len(extra):] == extra
+        return
+    with pytest.raises(ConfigError) as err:
+        command("branching", extra, track_interval=interval)
+    assert str(err.value).startswith(f"engine.track_interval={interval}: arm branching (extra_buffer)"), err.value
+    assert line in str(err.value), err.value
+    command("lru", extra, track_interval=interval)  # no_buffer tracks nothing
+
+
+def test_dp_attention_groups_each_run_the_planned_chunked_prefill_size() -> None:
+    # SGLang divides --chunked-prefill-size among the DP attention groups (8192 -> 4096 with two): the plan gives it
+    # times the groups, so each group runs engine.chunked_prefill_size, the value the forecast and the record carry.
+    def chunk(extra: list[str]) -> str:
+        argv = command("branching", extra)
+        return argv[argv.index("--chunked-prefill-size") + 1]
+
+    assert chunk([]) == "8192"
+    assert chunk(["--enable-dp-attention", "--dp-size", "2"]) == "16384"
+    assert chunk(["--enable-dp-attention", "--dp-size=4"]) == "32768"
+    assert chunk(["--enable-dp-attention"]) == "8192"  # one group
+
+
 @pytest.mark.parametrize(("io", "layout", "line"), [
     ("kernel", "page_first_direct", "arm.l2.hicache_io_backend=kernel: arm l2's page_first_direct layout"),
     ("", "page_first_direct", "arm.l2.hicache_io_backend='' (SGLang's default kernel): arm l2's"),
@@ -109,6 +161,15 @@ def test_lazy_combinations_one_release_refuses(version: str, extra: list[str], w
     got = sglang_refusal(ModelCfg(), plan_arm("lazy", ArmCfg()), version, extra)
     assert got.startswith(f"arm lazy: {why}") if why else got == "", got
     assert sglang_refusal(ModelCfg(), plan_arm("branching", ArmCfg()), version, extra) == ""  # lazy's alone
+
+
+@pytest.mark.parametrize(("version", "why"), [
+    ("0.5.16", "arm l2: engine.extra_args has --enable-unified-memory, which SGLang 0.5.16 refuses with the host tier"),
+    ("0.5.23", ""),  # it runs the pair, rewriting only a page_first_direct layout (startup_refusal)
+])
+def test_unified_memory_with_the_host_tier_is_refused_where_the_release_refuses_it(version: str, why: str) -> None:
+    assert sglang_refusal(ModelCfg(), plan_arm("l2", ArmCfg()), version, ["--enable-unified-memory"]) == why
+    assert sglang_refusal(ModelCfg(), plan_arm("branching", ArmCfg()), version, ["--enable-unified-memory"]) == ""
 
 
 def test_the_plan_refuses_lazy_with_speculative_decoding_on_0_5_16(tmp_path: Path) -> None:

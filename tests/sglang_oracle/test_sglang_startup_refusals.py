@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,7 +42,7 @@ RELEASES = ("0.5.16", "0.5.23")
 HICACHE_DEFAULTS = {"hicache_io_backend": "kernel", "hicache_mem_layout": "page_first"}
 
 # (arm, engine.extra_args, the releases that depart from the arm with them)
-CASES: list[tuple[str, list[str], set[str]]] = [
+_CASES: list[tuple[str, list[str], set[str]]] = [
     ("lazy", ["--speculative-algorithm", "EAGLE"], {"0.5.16"}),  # starts, unsupported; PR #30437 in 0.5.23
     ("lazy", ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8"], {"0.5.16"}),  # refused
     ("branching", ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8"], set()),
@@ -65,11 +66,46 @@ CASES: list[tuple[str, list[str], set[str]]] = [
     ("lazy+l2", ["--hicache-io-backend", "kernel"], {"0.5.16", "0.5.23"}),  # with page_first_direct: io -> direct
     ("l2", ["--hicache-mem-layout", "page_first"], {"0.5.16", "0.5.23"}),  # with direct: layout -> page_first_direct
     ("lazy+l2", ["--hicache-io-backend", "kernel", "--hicache-mem-layout", "layer_first"], set()),
+    # another prefix cache than the arm's: 0.5.23 builds it, 0.5.16 ignores it for a hybrid model (still asked for)
+    ("branching", ["--enable-lmcache"], {"0.5.16", "0.5.23"}),
+    ("lru", ["--enable-flexkv"], {"0.5.16", "0.5.23"}),
+    ("disabled", ["--radix-cache-backend", "flexkv"], {"0.5.16", "0.5.23"}),  # replaces the chunk cache too
+    ("branching", ["--mamba-max-states-per-path", "4"], {"0.5.16", "0.5.23"}),  # 0.5.16 has no such flag
+    ("disabled", ["--mamba-max-states-per-path", "4"], {"0.5.16"}),  # no states to cap
+    ("branching", ["--mamba-max-states-per-path", "-1"], {"0.5.16"}),
+    # the unified pool needs the triton attention backend (0.5.16); with the host tier 0.5.16 refuses it and 0.5.23
+    # switches a page_first_direct layout to page_first with the kernel io backend
+    ("l2", ["--enable-unified-memory", "--attention-backend", "triton"], {"0.5.16", "0.5.23"}),
+    ("l2", ["--enable-unified-memory", "--attention-backend", "triton", "--hicache-io-backend", "kernel",
+            "--hicache-mem-layout", "page_first"], {"0.5.16"}),
+    ("branching", ["--enable-unified-memory", "--attention-backend", "triton"], set()),
+    ("l2", ["--hicache-storage-backend", "mooncake", "--hicache-io-backend", "kernel", "--hicache-mem-layout",
+            "layer_first"], {"0.5.16", "0.5.23"}),  # -> page_first
+    ("l2", ["--hicache-storage-backend", "mooncake", "--hicache-mem-layout", "page_first_direct"], set()),
+    ("l2", ["--hicache-storage-backend", "file", "--hicache-io-backend", "kernel", "--hicache-mem-layout",
+            "layer_first"], set()),
+    # DP attention divides the chunked prefill size among the groups: the plan gives it times the groups
+    ("branching", ["--enable-dp-attention", "--dp-size", "2"], set()),
 ]
-IDS = [f"{arm}:{' '.join(extra)}" for arm, extra, _ in CASES]
+# The same arms with a small engine.track_interval: the draft tokens SGLang fills in are held against it.
+# (arm, engine.extra_args, engine.track_interval, the releases that depart)
+_SMALL_INTERVAL: list[tuple[str, list[str], int, set[str]]] = [
+    ("branching", ["--speculative-algorithm", "NGRAM"], 8, {"0.5.16", "0.5.23"}),  # 12 draft tokens
+    ("branching", ["--speculative-algorithm", "NGRAM"], 12, set()),
+    ("branching", ["--speculative-algorithm", "EAGLE"], 2, {"0.5.16", "0.5.23"}),  # 3 steps, top-k 1: 4
+    ("branching", ["--speculative-algorithm", "EAGLE"], 4, set()),
+    ("branching", ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "9", "--speculative-eagle-topk", "1",
+                   "--speculative-num-draft-tokens", "4"], 8, {"0.5.16", "0.5.23"}),  # steps + 1 = 10 wins
+    ("lru", ["--speculative-algorithm", "NGRAM"], 8, set()),  # no tracking interval
+]
+CASES: list[tuple[str, list[str], set[str], dict[str, int]]] = [
+    *((arm, extra, expected, {}) for arm, extra, expected in _CASES),
+    *((arm, extra, expected, {"track_interval": ti}) for arm, extra, ti, expected in _SMALL_INTERVAL),
+]
+IDS = [f"{arm}:{' '.join(extra)}" + (f"@{eng['track_interval']}" if eng else "") for arm, extra, _, eng in CASES]
 
 RESOLVE = """
-import json, sys
+import importlib, json, sys, types
 try:  # an H100 supports extra_buffer; this CPU's platform says it does not
     import sglang.srt.arg_groups.mamba_hook as hook
     hook._platform_supports_mamba_cache_extra_buffer = lambda: True
@@ -77,29 +113,92 @@ except ImportError:
     import sglang.srt.server_args as sa_module
     sa_module.is_cuda = lambda: True
 from sglang.srt.server_args import prepare_server_args
+import sglang.srt.mem_cache.registry as registry
+import sglang.srt.mem_cache.storage.flexkv as flexkv
 KEYS = ("disable_radix_cache", "mamba_radix_cache_strategy", "enable_hierarchical_cache", "hicache_io_backend",
-        "hicache_mem_layout", "speculative_num_draft_tokens")
+        "hicache_mem_layout", "speculative_num_draft_tokens", "chunked_prefill_size", "radix_cache_backend",
+        "enable_lmcache", "enable_flexkv", "mamba_max_states_per_path")
 SPEC = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+
+class Picked(Exception):
+    pass
+
+def picker(name):
+    def build(*args, **kwargs):
+        raise Picked(name)
+    return build
+
+# Which prefix cache the release's own create_tree_cache builds: every cache its chain can construct raises
+# Picked(its name) instead (registered backends too), so the chain's code, not this script, chooses.
+LEAVES = {"sglang.srt.mem_cache.chunk_cache": ("ChunkCache", "SWAChunkCache", "PureSWAChunkCache"),
+          "sglang.srt.mem_cache.radix_cache": ("RadixCache",),
+          "sglang.srt.mem_cache.pure_swa_radix_cache": ("PureSWARadixCache",),
+          "sglang.srt.mem_cache.hiradix_cache": ("HiRadixCache",)}
+loaded = {}
+for name in LEAVES:  # all imported before any is replaced: one subclasses another
+    try:
+        loaded[name] = importlib.import_module(name)
+    except ImportError:
+        pass
+for name, module in loaded.items():
+    for cls in LEAVES[name]:
+        if hasattr(module, cls):
+            setattr(module, cls, picker(cls))
+for fn in ("_create_unified_radix_cache", "create_unified_radix_cache"):
+    if hasattr(registry, fn):
+        setattr(registry, fn, picker("UnifiedRadixCache"))
+flexkv._flexkv_factory = picker("FlexKV")
+for name in list(registry._RADIX_CACHE_REGISTRY):
+    registry._RADIX_CACHE_REGISTRY[name] = picker(f"registered backend {name}")
+for name, cls in (("lmc_radix_cache", "LMCRadixCache"), ("lmcache_unified_radix_cache", "LMCacheUnifiedRadixCache")):
+    module = types.ModuleType(f"sglang.srt.mem_cache.storage.lmcache.{name}")  # LMCache itself is not installed
+    setattr(module, cls, picker(cls))
+    sys.modules[module.__name__] = module
+
+def tree_cache(raw, view):
+    try:
+        from sglang.srt.runtime_context import publish  # 0.5.23 reads the config through it
+        publish(raw, role="scheduler")
+    except ImportError:
+        pass
+    kw = dict(server_args=raw, params=types.SimpleNamespace(), is_hybrid_swa=False, is_hybrid_ssm=True,
+              enable_hierarchical_cache=view.enable_hierarchical_cache, disable_radix_cache=view.disable_radix_cache,
+              tp_worker=types.SimpleNamespace(model_runner=types.SimpleNamespace(forward_stream=None)),
+              model_config=None, tp_size=view.tp_size, tp_rank=0, tp_group=None)
+    if "effective_chunked_prefill_size" in registry.TreeCacheBuildContext.__dataclass_fields__:
+        kw["effective_chunked_prefill_size"] = view.chunked_prefill_size
+    try:
+        registry.create_tree_cache(registry.TreeCacheBuildContext(**kw))
+    except Picked as picked:
+        return str(picked)
+    except Exception as exc:
+        return f"refused: {type(exc).__name__}: {exc}"[:300]
+    return "none"
+
 def resolve(argv):
     try:
-        args = prepare_server_args(argv)
-        getattr(args, "resolve_once", lambda: None)()
+        raw = prepare_server_args(argv)
+        getattr(raw, "resolve_once", lambda: None)()
+        args = raw
         try:
             from sglang.srt.arg_groups.overrides import resolving_view
-            args = resolving_view(args)
+            args = resolving_view(raw)
         except ImportError:
             pass
     except (AssertionError, ValueError, NotImplementedError, SystemExit) as exc:
-        return {"refused": f"{type(exc).__name__}: {exc}"[:300]}
-    return {k: getattr(args, k, None) for k in (*KEYS, *SPEC)}
+        return {"refused": f"{type(exc).__name__}: {exc}"[:300]}, None
+    return {k: getattr(args, k, None) for k in (*KEYS, *SPEC)}, (raw, args)
 out = []
 for argv in json.load(sys.stdin):
-    got = resolve(argv)
+    got, built = resolve(argv)
+    if built is not None:
+        got["tree_cache"] = tree_cache(*built)
     drafts = got.get("speculative_num_draft_tokens")
-    if drafts is not None and "--speculative-num-draft-tokens" not in argv:
-        # the speculative settings filled in after validation: would the validator take the line with them given?
+    asked = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--speculative-num-draft-tokens"]
+    if drafts is not None and asked[-1:] != [str(drafts)]:
+        # the speculative settings filled in (or changed) after validation: would the validator take them given?
         given = [x for k in SPEC if got[k] is not None for x in ("--" + k.replace("_", "-"), str(got[k]))]
-        again = resolve([*argv, *given])
+        again, _ = resolve([*argv, *given])
         got["refused_once_drafts_given"] = again.get("refused", "")
     out.append(got)
 print(json.dumps(out))
@@ -111,14 +210,22 @@ def _last(argv: list[str], flag: str) -> str | None:
     return values[-1] if values else None
 
 
-def _departs(arm: str, argv: list[str], got: dict[str, Any]) -> str:
-    """How SGLang's resolution departs from ``arm`` planned as ``argv`` ("" when it runs the arm as planned)."""
+def _departs(arm: str, argv: list[str], got: dict[str, Any], base: dict[str, Any]) -> str:
+    """How SGLang's resolution departs from ``arm`` planned as ``argv`` ("" when it runs the arm as planned); ``base``
+    is the release's resolution of the arm's line without engine.extra_args."""
     if "refused" in got:
         return str(got["refused"])
     spec = plan_arm(arm, ArmCfg())
-    claims: dict[str, Any] = {"disable_radix_cache": not spec.cache_on, "enable_hierarchical_cache": spec.host_tier}
+    claims: dict[str, Any] = {
+        "disable_radix_cache": not spec.cache_on, "enable_hierarchical_cache": spec.host_tier,
+        # the prefix cache the arm's own line builds, and nothing else asked for
+        "tree_cache": base["tree_cache"], "radix_cache_backend": None, "enable_lmcache": False, "enable_flexkv": False,
+        # what each scheduler runs is engine.chunked_prefill_size, which the plan and the record carry
+        "chunked_prefill_size": EngineCfg().chunked_prefill_size,
+    }
     if spec.cache_on:
         claims["mamba_radix_cache_strategy"] = spec.strategy
+        claims["mamba_max_states_per_path"] = base["mamba_max_states_per_path"]  # -1 (unlimited) where it exists
     if spec.host_tier:
         for key, default in HICACHE_DEFAULTS.items():
             claims[key] = _last(argv, "--" + key.replace("_", "-")) or default
@@ -128,6 +235,13 @@ def _departs(arm: str, argv: list[str], got: dict[str, Any]) -> str:
     if refused := got.get("refused_once_drafts_given"):
         return f"starts a line its own validator refuses with the speculative settings it filled in given ({refused})"
     return ""
+
+
+def _on_cpu(args: list[str], root: Path) -> list[str]:
+    """The server's flags with the model swapped for the tiny config at ``root``, on the CPU."""
+    rest = list(args)
+    rest[rest.index("--model-path") + 1] = str(root)
+    return [*rest, "--device", "cpu"]
 
 
 @pytest.fixture(scope="module")
@@ -142,27 +256,33 @@ def decided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[st
         python = str(env_python(version))
         help_text = installed_help(sglang_help_argv(python, []), "sglang", python)
         ours, argvs = [], []
-        for arm, extra, _ in CASES:
+        arms = sorted({arm for arm, _, _, _ in CASES})
+        for arm, extra, _, eng in CASES:
             spec = plan_arm(arm, ArmCfg())
-            base = sglang_command(python=python, model=model, engine=EngineCfg(tp=4), arm=spec, port=0,
+            base = sglang_command(python=python, model=model, engine=EngineCfg(tp=4, **eng), arm=spec, port=0,
                                   help_text=help_text)
             why = sglang_refusal(model, spec, version, extra)
             if not why:
                 try:
-                    sglang_command(python=python, model=model, engine=EngineCfg(tp=4, extra_args=extra), arm=spec,
-                                   port=0, help_text=help_text)
+                    sglang_command(python=python, model=model, engine=EngineCfg(tp=4, extra_args=extra, **eng),
+                                   arm=spec, port=0, help_text=help_text)
                 except ConfigError as exc:
                     why = str(exc)
-            rest = base[3:] + extra  # what merge_extra gives SGLang; argparse keeps the last value of a flag
-            rest[rest.index("--model-path") + 1] = str(root)
+            rest = _on_cpu(base[3:] + extra, root)  # what merge_extra gives SGLang; argparse keeps a flag's last value
+            if "--enable-dp-attention" in extra:  # the plan's own --chunked-prefill-size for these groups
+                rest = _on_cpu(sglang_command(python=python, model=model, engine=EngineCfg(tp=4, extra_args=extra),
+                                              arm=spec, port=0, help_text=None)[3:], root)
             ours.append(why)
-            argvs.append([*rest, "--device", "cpu"])
-        proc = subprocess.run([python, "-c", RESOLVE], input=json.dumps(argvs), capture_output=True, text=True,
+            argvs.append(rest)
+        bases = [_on_cpu(sglang_command(python=python, model=model, engine=EngineCfg(tp=4), arm=plan_arm(arm, ArmCfg()),
+                                        port=0, help_text=help_text)[3:], root) for arm in arms]
+        proc = subprocess.run([python, "-c", RESOLVE], input=json.dumps(argvs + bases), capture_output=True, text=True,
                               timeout=600, check=False, cwd=root, env=env)
         assert proc.returncode == 0 and proc.stdout.strip(), f"SGLang {version} resolve failed: {proc.stderr[-1500:]}"
         got = json.loads(proc.stdout.strip().splitlines()[-1])
-        arms = [arm for arm, _, _ in CASES]
-        out[version] = [(why, _departs(arm, argv, g)) for why, arm, argv, g in zip(ours, arms, argvs, got, strict=True)]
+        base_of = dict(zip(arms, got[len(argvs):], strict=True))
+        out[version] = [(why, _departs(arm, argv, g, base_of[arm]))
+                        for why, (arm, *_), argv, g in zip(ours, CASES, argvs, got[:len(argvs)], strict=True)]
     return out
 
 
@@ -173,7 +293,7 @@ def test_the_plan_refuses_exactly_what_the_release_refuses_or_rewrites_at_start_
     if version not in decided:
         (pytest.fail if os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG") else pytest.skip)(
             f"SGLang {version} venv not built (tests/sglang_oracle/build_env.sh)")
-    arm, extra, expected = CASES[case]
+    arm, extra, expected, _ = CASES[case]
     ours, theirs = decided[version][case]
     assert bool(theirs) == (version in expected), f"SGLang {version} on {arm} + {extra}: {theirs or 'as planned'}"
     assert bool(ours) == bool(theirs), f"SGLang {version}: {theirs or 'runs it as planned'}; plan: {ours or 'runs it'}"
