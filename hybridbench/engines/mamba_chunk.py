@@ -3,12 +3,14 @@ plan time, since the server refuses both only once it starts (one of them after 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 from reference_impl.models import MODELS
 
-__all__ = ["check_mamba_chunk"]
+__all__ = ["check_mamba_chunk", "short_chunk_warning"]
 
 
 def check_mamba_chunk(model: ModelCfg, engine: EngineCfg, arm: ArmSpec) -> None:
@@ -38,3 +40,23 @@ def check_mamba_chunk(model: ModelCfg, engine: EngineCfg, arm: ArmSpec) -> None:
         raise ConfigError(f"engine.track_interval={engine.track_interval}: arm {arm.name} ({arm.strategy}) on model "
                           f"{model.name} (Mamba2) needs at least its {chunk}-token mamba chunk (SGLang asserts "
                           f"mamba_track_interval >= mamba_chunk_size once the weights are loaded)")
+
+
+def short_chunk_warning(model: ModelCfg, engine: EngineCfg, arms: Sequence[ArmSpec]) -> str:
+    """A plan warning ("" for none) for extra_buffer arms whose prefill chunks are shorter than the model's checkpoint
+    grid (its mamba chunk, or the page when larger). SGLang tracks a state only in a forward of at least one grid
+    step (0.5.23 ``ScheduleBatch._mamba_radix_cache_v2_req_prepare_for_extend``: ``extend_len >= checkpoint_grid``;
+    0.5.16 alike), so such an arm checkpoints nothing while prefilling, only in decode. 0.5.23 starts it with a warning
+    (``mamba_hook.validate_mamba_extra_buffer``); the reference model and the simulator do the same (a forward shorter
+    than the chunk tracks nothing), so the forecast already shows it: warned, not refused."""
+    names = [a.name for a in arms if a.extra_buffer]
+    known = MODELS.get(model.name)
+    if not names or not model.hybrid or known is None:
+        return ""
+    grid = max(known.mamba_chunk_size, engine.page_size, 1)
+    if engine.chunked_prefill_size >= grid:
+        return ""
+    return (f"engine.chunked_prefill_size={engine.chunked_prefill_size} is below the {grid}-token checkpoint grid of "
+            f"model {model.name}: arm {', '.join(names)} checkpoints no mamba state while prefilling (a forward "
+            "shorter than the grid tracks none; SGLang 0.5.23 warns so at start-up), only in decode, and the "
+            "forecast models that")

@@ -14,6 +14,7 @@ from hybridbench.config.redact import scrub_obj, secret_values
 from hybridbench.config.schema import EngineCfg, RunCfg
 from hybridbench.engines.base import Engine
 from hybridbench.engines.kv_pool import refuse_unfit_requests
+from hybridbench.engines.mamba_chunk import short_chunk_warning
 from hybridbench.engines.owned_flags import data_parallel_groups
 from hybridbench.engines.server import ServerEngine
 from hybridbench.engines.sglang_cmd import SGLANG_REPLICAS
@@ -99,6 +100,9 @@ def build_preview(composed: Composed, *, forecast: bool = True,
     warnings += counter_warnings(cfg.checks.enabled, prepared.engine.name, prepared.engine.traits.counters,
                                  any(spec.host_tier for spec in prepared.plan.arm_specs))
     warnings += host_tier_warnings(cfg, prepared.plan.arm_specs)  # vLLM's GiB against the device pool
+    if prepared.engine.traits.track_interval and (short := short_chunk_warning(cfg.model, cfg.engine,
+                                                                               prepared.plan.arm_specs)):
+        warnings.append(short)  # SGLang, the reference server and the simulator alike
     if not prepared.engine.traits.track_interval and cfg.engine.track_interval != EngineCfg().track_interval:
         warnings.append(f"engine.track_interval={cfg.engine.track_interval} has no effect on engine={cfg.engine.name}: "
                         "its server takes no tracking interval (vLLM's states follow its block size, engine.page_size)")

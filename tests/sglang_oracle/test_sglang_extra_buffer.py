@@ -98,6 +98,9 @@ EDGES: list[Case] = [
     # a forward shorter than a chunk tracks nothing; so does a short last chunk
     _case(prompt=40, n=5), _case(prefix=64, prompt=100, n=3), _case(prompt=150, s=128, n=4),
     _case(c=128, p=64, prefix=128, prompt=192, n=2),
+    # engine.chunked_prefill_size below the chunk (0.5.23 warns it "can skip Mamba state checkpoints"; the plan warns):
+    # no prefill chunk tracks, decode still does
+    _case(prompt=300, s=32, n=4), _case(prompt=300, s=48, n=220), _case(c=128, p=64, prompt=500, s=64, n=3),
     # branch point on a chunk boundary of the forward (tracked), off it (prefix 96), at the forward's end
     _case(prompt=300, b=128), _case(prefix=96, prompt=400, b=128), _case(prefix=96, prompt=400, b=224),
     _case(prompt=256, b=256), _case(prompt=300, s=128, b=192), _case(p=16, prefix=32, prompt=500, s=160, b=192),
