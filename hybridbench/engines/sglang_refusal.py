@@ -5,7 +5,7 @@ plan, the forecast and the record were made.
 :func:`startup_refusal` reads the planned command line (``engine.extra_args`` last, so an extra_args flag wins as
 argparse's last value does) and holds for every release that has the flags: SGLang 0.5.16's ``ServerArgs`` checks
 (server_args.py) and 0.5.23's ``arg_groups`` hooks agree on each of them. :func:`sglang_refusal` is one release's.
-tests/sglang_oracle/test_sglang_startup_refusals.py runs each case through both releases' own resolution.
+tests/sglang_oracle/test_sglang_startup_departures.py runs each case through both releases' own resolution.
 """
 
 from __future__ import annotations

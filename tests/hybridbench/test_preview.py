@@ -179,10 +179,10 @@ def test_the_plan_warns_of_a_check_the_engine_has_no_counter_for(tmp_path: Path)
     python = fake_sglang(tmp_path)
     out = json.loads(plan(*l2, "engine=sglang", f"engine.python={python}").stdout)["warnings"]
     assert not [w for w in out if "it will be inconclusive" in w]
-    # host_hits without an arm with a host tier judges nothing (a skip row): no warning for it
-    out = json.loads(plan("--no-forecast", "--json", "+experiment=smoke", "engine=vllm", "engine.tp=1",
-                          f"engine.python={vllm}", "checks.enabled=[survival,host_hits]").stdout)["warnings"]
-    assert not [w for w in out if "it will be inconclusive" in w]
+    # host_hits without an arm with a host tier would judge nothing: refused (hybridbench.checks.subjects), not warned
+    done = plan("--no-forecast", "--json", "+experiment=smoke", "engine=vllm", "engine.tp=1", f"engine.python={vllm}",
+                "checks.enabled=[survival,host_hits]")
+    assert done.returncode == 2 and "checks.enabled: host_hits judges the arms with a host tier" in done.stderr
 
 
 def test_the_pools_line_says_where_a_kv_pool_size_came_from_once(tmp_path: Path) -> None:

@@ -151,7 +151,8 @@ def test_metrics_and_cache_report_can_be_left_out() -> None:
 
 def test_extra_args_replace_a_built_flag() -> None:
     # Tuning flags no config key feeds the plan with: the host tier's write policy, I/O backend and layout (a pair
-    # SGLang keeps: kernel with page_first_direct it would switch to direct, test_sglang_startup_refusals.py).
+    # SGLang keeps: kernel with page_first_direct it would switch to direct, as
+    # tests/sglang_oracle/test_sglang_startup_departures.py shows).
     engine = EngineCfg(tp=4, extra_args=["--hicache-write-policy", "write_back", "--hicache-io-backend=kernel",
                                          "--hicache-mem-layout", "layer_first"])
     part = cmd("l2", NEW, engine)[len(HEAD):]

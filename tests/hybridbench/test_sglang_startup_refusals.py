@@ -1,7 +1,7 @@
 """Combinations SGLang refuses or rewrites at start-up, refused at plan time (hybridbench.engines.sglang_refusal).
 
 Each case here is run through SGLang 0.5.16's and 0.5.23's own resolution in
-tests/sglang_oracle/test_sglang_startup_refusals.py; this tier checks the plan side without the release venvs.
+tests/sglang_oracle/test_sglang_startup_departures.py; this tier checks the plan side without the release venvs.
 """
 
 from __future__ import annotations
