@@ -18,10 +18,10 @@ import plotly.offline
 
 from hybridbench.dashboard import charts
 from hybridbench.dashboard.compare_file import read_compare
+from hybridbench.dashboard.compared import Compared, Side, compared
 from hybridbench.dashboard.html import PLOTLY_JS, Markup, Page, chart, command, fragment, link, table, verdict_badge
 from hybridbench.dashboard.trends import trend_page
-from hybridbench.errors import ConfigError
-from hybridbench.results import Run, ServerUsage, UsageSeries, read_run, read_usage
+from hybridbench.results import Run, ServerUsage, UsageSeries, read_usage
 from hybridbench.results.baselines import BRANCH
 from hybridbench.results.marks import verdict_marks
 from hybridbench.results.redaction import run_secrets, scrub
@@ -70,7 +70,7 @@ def _run_command(run: Run) -> str:
     return f"python -m hybridbench +experiment={run.plan.name} engine={run.plan.engine}  # resolved config: plan.json"
 
 
-def _index(store: Store, root: Path, out: Path, compares: list[tuple[str, dict[str, Any]]]) -> str:
+def _index(store: Store, root: Path, out: Path, compares: list[tuple[str, Compared]]) -> str:
     rows = []
     for r in store.runs.sort_values("created", ascending=False).to_dict("records"):
         name = r["run"] if r["branch"] == BRANCH else link(page_name("run", r["run"]), r["run"])  # no run page
@@ -86,12 +86,12 @@ def _index(store: Store, root: Path, out: Path, compares: list[tuple[str, dict[s
                    rows),
              command(f"python -m hybridbench.dashboard {shlex.quote(str(root))} -o {shlex.quote(str(out))}"))
     if compares:
-        page.add("<h2>Pull-request comparisons</h2>", table(
+        page.add(Markup("<h2>Pull-request comparisons</h2>"), table(
             ["comparison", "verdict", "baseline", "candidate"],
-            [[link(page_name("compare", name), name), verdict_badge(str(c.get("verdict", ""))), str(c.get("base", "")),
-              str(c.get("candidate", ""))] for name, c in compares]))
+            [[link(page_name("compare", name), name), _verdict(c), _side(c.base), _side(c.cand)]
+             for name, c in compares]))
     if store.skipped:
-        page.add("<h2>Skipped</h2>", table(["directory"], [[s] for s in store.skipped]))
+        page.add(Markup("<h2>Skipped</h2>"), table(["directory"], [[s] for s in store.skipped]))
     return page.render()
 
 
@@ -166,19 +166,29 @@ def _run_page(run: Run, name: str) -> str:
     return page.render()
 
 
-def _compare_page(name: str, cmp: Mapping[str, Any], base: Run | None, cand: Run | None) -> tuple[str, str]:
+def _verdict(c: Compared) -> Markup:
+    """The comparison's verdict as the dashboard shows it, with why it is not compare.json's when it is not."""
+    return verdict_badge(c.shown, marks=c.notes)
+
+
+def _side(s: Side) -> Markup:
+    """A compared run: its name, its own verdict and marks (as they are now, when its directory still holds it)."""
+    return fragment("{{ label }}{% if verdict %} · its own run {{ badge }}{% endif %}", label=s.label,
+                    verdict=s.verdict, badge=verdict_badge(s.verdict, marks=s.marks))
+
+
+def _compare_page(name: str, cmp: Mapping[str, Any], c: Compared) -> tuple[str, str]:
     """The comparison page and its chart-free summary (the PR comment's PNG is taken of the latter)."""
-    verdict = str(cmp.get("verdict", ""))
     cmd = str(cmp.get("command", "")) or "python -m hybridbench.compare BASELINE CANDIDATE"
-    head = fragment('<p class="verdict-line">verdict {{ badge }} · baseline {{ b }}{{ bm }} · candidate {{ c }}{{ cm }}'
-                    "</p>", badge=verdict_badge(verdict), b=str(cmp.get("base", "")), c=str(cmp.get("candidate", "")),
-                    bm=_marks(cmp.get("base_marks")), cm=_marks(cmp.get("candidate_marks")))
+    head = fragment('<p class="verdict-line">verdict {{ badge }} · baseline {{ b }} · candidate {{ c }}</p>',
+                    badge=_verdict(c), b=_side(c.base), c=_side(c.cand))
     deltas = table(["workload", "arm", "metric", "baseline", "candidate", "change (CI)", "verdict"],
                    [[str(d.get("workload")), str(d.get("arm")), str(d.get("metric")), _fmt(d.get("base")),
                      _fmt(d.get("candidate")), str(d.get("detail", "")), verdict_badge(str(d.get("status")))]
                     for d in cmp["deltas"]])
     summary = Page(f"compare {name}", charts=False).add(head, deltas, command(cmd)).render()
     page = Page(f"compare {name}").add(head, deltas, command(cmd))
+    base, cand = c.base.run, c.cand.run
     if base is not None and cand is not None:
         for workload, arm in cmp["pairs"]:
             series = {f"{label} · {arm}": [r.ttft_ms for r in run.records_of(workload, arm) if r.ttft_ms is not None]
@@ -188,29 +198,6 @@ def _compare_page(name: str, cmp: Mapping[str, Any], base: Run | None, cand: Run
         page.add(Markup('<p class="muted">run directories not found beside compare.json, or holding other runs '
                         'than it compared: no distributions</p>'))
     return page.render(), summary
-
-
-def _marks(value: object) -> Markup:
-    marks = [str(m) for m in value] if isinstance(value, list) else []
-    return fragment('{% for m in ms %}<span class="mark">[{{ m }}]</span>{% endfor %}', ms=marks)
-
-
-def _maybe_run(path: object, root: Path, run_id: object = "") -> Run | None:
-    """The run a compare.json names, when it is a run directory inside the results root (a compare.json is
-    data too: it must not point the dashboard at any other directory on the machine) that still holds the run it
-    compared (``run_id``, where compare.json recorded one: a directory overwritten since holds another run)."""
-    if not isinstance(path, str) or not path:
-        return None
-    real, base = Path(path).resolve(), root.resolve()
-    if not (real == base or base in real.parents) or not real.is_dir():
-        return None
-    try:
-        run = read_run(real)
-    except ConfigError:
-        return None
-    if isinstance(run_id, str) and run_id and (run.bundle is None or run.bundle.run_id != run_id):
-        return None
-    return run
 
 
 def _write(out: Path, name: str, text: str, secrets: frozenset[str]) -> None:
@@ -230,13 +217,11 @@ def build_site(root: Path, out: Path) -> Site:
             skipped.append(f"skipped {path}: {problem}")
             continue
         key = str(path.parent.parent.relative_to(root))
-        base, cand = (_maybe_run(cmp.get(f"{side}_dir"), root, cmp.get(f"{side}_run_id"))
-                      for side in ("base", "candidate"))
-        cmp_secrets = secrets | frozenset().union(*(run_secrets(r) for r in (base, cand) if r is not None))
-        secrets = cmp_secrets
+        c = compared(cmp, root)
+        secrets = secrets | frozenset().union(*(run_secrets(s.run) for s in c.sides if s.run is not None))
         name = page_name("compare", key)
-        rendered[name], rendered[name.replace("compare-", "summary-", 1)] = _compare_page(key, cmp, base, cand)
-        compares.append((key, cmp))
+        rendered[name], rendered[name.replace("compare-", "summary-", 1)] = _compare_page(key, cmp, c)
+        compares.append((key, c))
     for rel, run in store.loaded.items():
         rendered[page_name("run", rel)] = _run_page(run, rel)
     store.skipped[:] = skipped

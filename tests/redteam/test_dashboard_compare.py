@@ -1,0 +1,87 @@
+"""The dashboard's pull-request comparisons against what a reviewer could misread: a comparison whose runs were
+since replaced, what the index, the page and its PNG summary say of it."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+from hostile import clean, cli, load, make_run, save, second_repeat
+
+pytestmark = pytest.mark.redteam
+
+
+def _compared(tmp_path: Path) -> tuple[Path, Path, Path]:
+    root = tmp_path / "runs"
+    base = second_repeat(make_run(root, "main", night=1))
+    cand = second_repeat(make_run(root, "pr", night=2), stretch=1.02)
+    proc = cli("hybridbench.compare", base, cand)
+    clean(proc)
+    assert proc.returncode == 0 and load(cand / "compare" / "compare.json")["verdict"] == "pass", proc.stderr
+    return root, base, cand
+
+
+def _site(root: Path, out: Path) -> Path:
+    proc = cli("hybridbench.dashboard", root, "-o", out)
+    clean(proc)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _comparison_rows(index: str) -> list[str]:
+    table = index.split("Pull-request comparisons", 1)[1].split("</table>", 1)[0]
+    return re.findall(r"<tr><td><a href=\"compare-.*?</tr>", table)
+
+
+def _verdict_line(page: str) -> str:
+    return page.split('<p class="verdict-line">', 1)[1].split("</p>", 1)[0]
+
+
+@pytest.mark.parametrize("replaced", ["main", "pr"])
+def test_a_pass_over_a_directory_since_overwritten_is_inconclusive_on_the_index_and_the_summary(
+        tmp_path: Path, replaced: str) -> None:
+    # A newer nightly into runs/main, or the pull request re-run into runs/pr (compare/ left beside it): the index
+    # and the summary PNG kept compare's green "pass" of runs no longer there; only the page's muted note said so.
+    root, _, _ = _compared(tmp_path)
+    fresh = _site(root, tmp_path / "fresh")
+    (row,) = _comparison_rows((fresh / "index.html").read_text())
+    assert '<span class="v-pass">pass</span>' in row.split("</td>")[1]
+    bundle = load(root / replaced / "bundle.json")
+    old = bundle["run_id"]
+    bundle["run_id"] = uuid.uuid4().hex  # another run's bundle.json: what the harness writes into a reused directory
+    save(root / replaced / "bundle.json", bundle)
+    out = _site(root, tmp_path / "site")
+    (row,) = _comparison_rows((out / "index.html").read_text())
+    verdict = row.split("</td>")[1]
+    assert "v-pass" not in verdict and '<span class="v-inconclusive">inconclusive</span>' in verdict, row
+    role = "baseline" if replaced == "main" else "candidate"
+    assert f"{role} {replaced} now holds another run ({bundle['run_id'][:12]}; compared {old[:12]})" in verdict
+    for page in ("compare-pr.html", "summary-pr.html"):
+        line = _verdict_line((out / page).read_text())
+        assert line.startswith('verdict <span class="v-inconclusive">inconclusive</span>'), (page, line)
+        assert "compare said pass of runs since replaced" in line
+
+
+def test_a_fail_over_a_replaced_directory_stays_a_fail(tmp_path: Path) -> None:
+    root, _, cand = _compared(tmp_path)
+    cmp = load(cand / "compare" / "compare.json")
+    cmp["verdict"] = "fail"
+    save(cand / "compare" / "compare.json", cmp)
+    bundle = load(root / "main" / "bundle.json")
+    bundle["run_id"] = uuid.uuid4().hex
+    save(root / "main" / "bundle.json", bundle)
+    out = _site(root, tmp_path / "site")
+    (row,) = _comparison_rows((out / "index.html").read_text())
+    assert '<span class="v-fail">fail</span>' in row and "baseline main now holds another run" in row
+
+
+def test_the_index_headings_are_headings_not_escaped_text(tmp_path: Path) -> None:
+    # page.add() escapes a plain str: "<h2>Pull-request comparisons</h2>" showed as literal text.
+    root, _, _ = _compared(tmp_path)
+    (root / "broken").mkdir()
+    (root / "broken" / "plan.json").write_text("{")
+    index = (_site(root, tmp_path / "site") / "index.html").read_text()
+    assert "&lt;h2&gt;" not in index
+    assert "<h2>Pull-request comparisons</h2>" in index and "<h2>Skipped</h2>" in index
