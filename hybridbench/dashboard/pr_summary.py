@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.errors import ConfigError
-from hybridbench.report.compare import COMPARE_SCHEMA_VERSION
+from hybridbench.report.compare_schema import COMPARE_SCHEMA_VERSION
 from workloads.closed_stdout import quiet_on_closed_stdout
 
 __all__ = ["main", "summary_markdown"]

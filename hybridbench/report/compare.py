@@ -8,10 +8,10 @@ from dataclasses import asdict
 from typing import Any
 
 from hybridbench.compare import Comparison
+from hybridbench.report.compare_schema import COMPARE_SCHEMA_VERSION
 
 __all__ = ["COMPARE_SCHEMA_VERSION", "comparison_json", "render_comparison"]
 
-COMPARE_SCHEMA_VERSION = 1
 _FORMATS = {"ttft": "{:.1f} ms", "throughput": "{:.3f} req/s", "token_hit_rate": "{:.3f}", "survival": "{:.0f} lost"}
 
 

@@ -80,6 +80,16 @@ def test_a_real_looking_comparison_is_summarised(tmp_path: Path) -> None:
     assert proc.stdout.startswith("**hybridbench verdict: PASS**")
 
 
+def test_it_runs_with_the_standard_library_alone(tmp_path: Path) -> None:
+    # ci/pr.yml's publish job runs it with the runner's python3 and nothing installed: it imported compare (numpy,
+    # through its statistics), and the job summary said "compare.json missing or unreadable" instead of a verdict.
+    (tmp_path / "compare.json").write_text(json.dumps(_cmp("pass", "fail")))
+    proc = subprocess.run([sys.executable, "-S", "-m", "hybridbench.dashboard.pr_summary",  # -S: no site-packages
+                           str(tmp_path / "compare.json")], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("**hybridbench verdict: FAIL**")
+
+
 def _git(*args: str, cwd: Path | None = None) -> str:
     return subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=cwd).stdout
 
