@@ -132,8 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         # Each side's bundle run id: a directory later overwritten by another run is not drawn as the one compared.
         ids = {f"{side}_run_id": r.run.bundle.run_id if r.run.bundle is not None else ""
                for side, r in (("base", base), ("candidate", cand))}
+        # Each run's own verdict: a PR summary must not read "pass" over a pull request whose own checks failed.
+        own = {f"{side}_verdict": r.run.bundle.verdict if r.run.bundle is not None else ""
+               for side, r in (("base", base), ("candidate", cand))}
         data = {**comparison_json(cmp), "base_dir": str(args.baseline.resolve()),
-                "candidate_dir": str(args.candidate.resolve()), "command": command, **marks, **ids}
+                "candidate_dir": str(args.candidate.resolve()), "command": command, **marks, **ids, **own}
         # The secrets are the runs' own (their configs): compare.json's field names are not config keys (its
         # config_changes rows have a "key" field, which redact_config would mask as if it were an API key).
         secrets = secret_values(base.run.plan.config) | secret_values(cand.run.plan.config)

@@ -4,8 +4,10 @@ and the verdict the dashboard shows for the comparison.
 
 A directory overwritten since (a newer nightly into ``runs/main``, the pull request re-run into ``runs/pr``)
 holds runs compare never read: a ``pass`` over them is shown ``inconclusive``, on the index as on the page and
-its PNG, with the reason; a ``fail`` stands. A directory outside the results root (compare.json is data too: it
-must not point the dashboard at any other directory) or gone is not read, and contradicts nothing.
+its PNG, with the reason; a ``fail`` stands. So is a ``pass`` over a candidate whose own run failed (``fail``) or
+decided nothing (``inconclusive``): the pull request's job fails on it, as its PR summary says. A directory
+outside the results root (compare.json is data too: it must not point the dashboard at any other directory) or
+gone is not read, and contradicts nothing.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Compared:
     notes: tuple[str, ...]  # why ``shown`` is not ``verdict``
     base: Side
     cand: Side
+    not_compared: tuple[str, ...]  # what only one run has (compare lists it, never judges it)
 
     @property
     def sides(self) -> tuple[Side, Side]:
@@ -79,9 +82,21 @@ def _side(cmp: Mapping[str, Any], side: str, root: Path) -> Side:
 def compared(cmp: Mapping[str, Any], root: Path) -> Compared:
     base, cand = (_side(cmp, side, root) for side in ROLES)
     verdict = str(cmp.get("verdict", ""))
-    notes = tuple(f"{s.role} {s.changed}" for s in (base, cand) if s.changed)
-    # Compare judged runs that are no longer there: its pass cannot be shown as this store's; a fail stands.
-    shown = "inconclusive" if notes and verdict == "pass" else verdict
+    changed = tuple(f"{s.role} {s.changed}" for s in (base, cand) if s.changed)
+    # Compare judged runs that are no longer there: its pass cannot be shown as this store's; a fail stands. A pull
+    # request whose own run failed (or decided nothing) is not shown passing for a comparison that passed.
+    shown = _worst(verdict, *(["inconclusive"] if changed else []), cand.verdict)
+    why = []
     if shown != verdict:
-        notes = (f"compare said {verdict} of runs since replaced", *notes)
-    return Compared(verdict, shown, notes, base, cand)
+        why.append(f"compare said {verdict}" + (" of runs since replaced" if changed else ""))
+        if _RANK.get(cand.verdict, 0) > _RANK.get(verdict, 0):
+            why.append(f"the candidate's own run: {cand.verdict}")
+    return Compared(verdict, shown, (*why, *changed), base, cand, _strings(cmp.get("not_compared")))
+
+
+_RANK = {"fail": 3, "inconclusive": 2, "pass": 1}
+
+
+def _worst(verdict: str, *others: str) -> str:
+    """The worst of ``verdict`` and ``others`` by fail > inconclusive > pass; a word outside those ranks nothing."""
+    return max((verdict, *(o for o in others if o in _RANK)), key=lambda v: _RANK.get(v, 0))

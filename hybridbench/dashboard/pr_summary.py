@@ -1,6 +1,8 @@
 """``python -m hybridbench.dashboard.pr_summary COMPARE_JSON --png-url URL --site-url URL [--append FILE]``: the
 Markdown a pull-request job puts in its summary (``$GITHUB_STEP_SUMMARY``) or a PR comment: the verdict line
-first, the failed verdicts, then the PR summary PNG and a link to the whole site.
+first (the worst of the comparison's and the pull request's own run's), what it rests on, the verdicts not passed,
+then the PR summary PNG and a link to the whole site. The standard library alone runs it (the publish job installs
+nothing).
 
 GitHub shows an image in a job summary or comment only from an https URL: it strips ``data:`` URIs and cannot
 reach a file on the runner. ci/publish_png.sh commits the PNG to an assets branch and prints such a URL; without
@@ -10,19 +12,19 @@ Exit 2 with one line for bad input.
 
 from __future__ import annotations
 
-import argparse
 import json
+import re
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hybridbench.errors import ConfigError
+from hybridbench.errors import ConfigError, OneLineParser
 from hybridbench.report.compare_schema import COMPARE_SCHEMA_VERSION
 from workloads.closed_stdout import quiet_on_closed_stdout
 
-__all__ = ["main", "summary_markdown"]
+__all__ = ["main", "replaced_runs", "summary_markdown"]
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -50,36 +52,105 @@ def _https(flag: str, url: str) -> str:
     return url
 
 
+# Markdown that a name or a detail could carry into the PR's page: links and images ([...](...)), HTML (<img>),
+# emphasis (a fake **PASS**), code spans, table cells (|), entities. Escaped, each shows as itself.
+_ACTIVE = re.compile(r"([\\`*_\[\]<>|~&])")
+_RANK = {"fail": 3, "inconclusive": 2, "pass": 1}
+
+
 def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text from compare.json as plain text in a Markdown line or table cell."""
+    return _ACTIVE.sub(r"\\\1", " ".join(str(text).split()))
 
 
-def summary_markdown(cmp: Mapping[str, Any], *, png_url: str, site_url: str, png_name: str) -> str:
+def _code(text: object) -> str:
+    """A code span that ``text`` cannot close: fenced by more backticks than it holds in a row."""
+    text = " ".join(str(text).split())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _worst(*verdicts: str) -> str:
+    known = [v for v in verdicts if v in _RANK]
+    return max(known, key=_RANK.__getitem__) if known else verdicts[0]
+
+
+def replaced_runs(path: Path, cmp: Mapping[str, Any]) -> list[str]:
+    """The compared run directories found here that now hold another run than compare read (compare.json records
+    both bundles' run ids): the directory recorded, and for the candidate the one compare.json sits in by
+    default (RUN/compare/compare.json: an artifact downloaded elsewhere keeps that layout)."""
+    found = []
+    for side, role in (("base", "baseline"), ("candidate", "candidate")):
+        pinned, recorded = cmp.get(f"{side}_run_id"), cmp.get(f"{side}_dir")
+        if not isinstance(pinned, str) or not pinned or not isinstance(recorded, str) or not recorded:
+            continue
+        places = [Path(recorded)]
+        if side == "candidate" and path.parent.name == "compare" and path.parent.parent.name == Path(recorded).name:
+            places.insert(0, path.parent.parent)
+        for place in places:
+            try:
+                now = json.loads((place / "bundle.json").read_text(encoding="utf-8")).get("run_id")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(now, str) and now != pinned:
+                found.append(f"{role} {place} now holds another run ({now[:12] or 'unfinished'}; compared "
+                             f"{pinned[:12]})")
+            break
+    return found
+
+
+def summary_markdown(cmp: Mapping[str, Any], *, png_url: str, site_url: str, png_name: str,
+                     replaced: Sequence[str] = ()) -> str:
+    """The verdict line first: the worst of the comparison's verdict, its rows (a hand-edited verdict does not
+    outrank them), the candidate's own run (a pull request whose own checks failed is not a pass) and runs since
+    replaced (a pass over them is inconclusive); then why, each on its own line."""
     deltas = [d for d in cmp.get("deltas", []) if isinstance(d, Mapping)]
     counts = Counter(str(d.get("status")) for d in deltas)
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    lines = [f"**hybridbench verdict: {_cell(cmp['verdict']).upper()}** · candidate `{_cell(cmp.get('candidate'))}` "
-             f"against baseline `{_cell(cmp.get('base'))}` · {len(deltas)} verdict(s): {tally or 'none'}", ""]
-    failed = [d for d in deltas if d.get("status") == "fail"]
-    if failed:
-        lines += ["| workload | arm | metric | change (CI) |", "|---|---|---|---|"]
+    compared = str(cmp["verdict"])
+    own = {side: str(cmp.get(f"{side}_verdict") or "") for side in ("base", "candidate")}
+    verdict = _worst(compared, *(s for s in counts if s in ("fail", "inconclusive")), own["candidate"],
+                     *(["inconclusive"] if replaced else []))
+    lines = [f"**hybridbench verdict: {_cell(verdict).upper()}** · candidate {_code(cmp.get('candidate'))} against "
+             f"baseline {_code(cmp.get('base'))} · {len(deltas)} verdict(s): {_cell(tally) or 'none'}", ""]
+    notes = []
+    if verdict != compared:
+        notes.append(f"The comparison alone said {_cell(compared).upper()}.")
+    for side, role in (("candidate", "The pull request's own run"), ("base", "The baseline's own run")):
+        if own[side] and own[side] != "pass":
+            notes.append(f"{role}: **{_cell(own[side]).upper()}** (its checks; its report.md says which).")
+        marks = cmp.get(f"{side}_marks")
+        if isinstance(marks, list) and marks:
+            notes.append(f"{role}'s verdict is marked: " + "; ".join(_cell(m) for m in marks) + ".")
+    notes += [f"Since replaced: {_cell(r)}: this comparison is not of what is there now." for r in replaced]
+    not_compared = cmp.get("not_compared")
+    if isinstance(not_compared, list) and not_compared:
+        notes.append("**Not compared**: " + "; ".join(_cell(n) for n in not_compared) + ".")
+    if cmp.get("modelled"):
+        notes.append(f"**Modelled** (engine {_code(cmp.get('engine'))}): times come from a cost model, not a GPU.")
+    if notes:
+        lines += [f"- {n}" for n in notes] + [""]
+    unpassed = [d for d in deltas if d.get("status") in ("fail", "inconclusive")]
+    if unpassed:
+        lines += ["| workload | arm | metric | change (CI) | verdict |", "|---|---|---|---|---|"]
         lines += [f"| {_cell(d.get('workload'))} | {_cell(d.get('arm'))} | {_cell(d.get('metric'))} | "
-                  f"{_cell(d.get('detail', ''))} |" for d in failed]
+                  f"{_cell(d.get('detail', ''))} | {_cell(d.get('status'))} |" for d in unpassed]
         lines.append("")
     site = f"[the dashboard]({site_url})" if site_url else "the dashboard artifact"
     if png_url:
-        image = f"![hybridbench PR summary: {_cell(cmp['verdict'])}]({png_url})"
+        image = f"![hybridbench PR summary: {_cell(verdict)}]({png_url})"
         lines.append(f"[{image}]({site_url})" if site_url else image)
     else:
-        lines.append(f"The PR summary PNG (`{png_name}`) has no public URL: it is in {site}.")
+        lines.append(f"The PR summary PNG ({_code(png_name)}) has no public URL: it is in {site}.")
     lines += ["", f"PR page with both runs' TTFT CDFs per arm, run pages, trends: {site} (open `index.html`)."]
     if cmp.get("command"):
-        lines += ["", f"`{_cell(cmp['command'])}`"]
+        lines += ["", _code(cmp["command"])]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m hybridbench.dashboard.pr_summary",
+    p = OneLineParser(prog="python -m hybridbench.dashboard.pr_summary",
                                 description=__doc__.split("\n")[0])
     p.add_argument("compare", type=Path, help="a compare.json (python -m hybridbench.compare writes it)")
     p.add_argument("--png-url", default="", help="https URL of the summary PNG (ci/publish_png.sh prints one)")
@@ -89,8 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                "instead of printing")
     args = p.parse_args(argv)
     try:
-        text = summary_markdown(_read(args.compare), png_url=_https("--png-url", args.png_url),
-                                site_url=_https("--site-url", args.site_url), png_name=args.png_name)
+        cmp = _read(args.compare)
+        text = summary_markdown(cmp, png_url=_https("--png-url", args.png_url),
+                                site_url=_https("--site-url", args.site_url), png_name=args.png_name,
+                                replaced=replaced_runs(args.compare, cmp))
         if args.append is None:
             sys.stdout.write(text)
         else:

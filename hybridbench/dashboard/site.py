@@ -88,7 +88,9 @@ def _index(store: Store, root: Path, out: Path, compares: list[tuple[str, Compar
     if compares:
         page.add(Markup("<h2>Pull-request comparisons</h2>"), table(
             ["comparison", "verdict", "baseline", "candidate"],
-            [[link(page_name("compare", name), name), _verdict(c), _side(c.base), _side(c.cand)]
+            [[link(page_name("compare", name), name),
+              verdict_badge(c.shown, marks=(*c.notes, *(f"not compared: {n}" for n in c.not_compared))),
+              _side(c.base), _side(c.cand)]
              for name, c in compares]))
     if store.skipped:
         page.add(Markup("<h2>Skipped</h2>"), table(["directory"], [[s] for s in store.skipped]))
@@ -177,6 +179,23 @@ def _side(s: Side) -> Markup:
                     verdict=s.verdict, badge=verdict_badge(s.verdict, marks=s.marks))
 
 
+def _scope(cmp: Mapping[str, Any], c: Compared) -> Markup:
+    """What was compared, under the verdict and on the PNG: the engine and model, a modelled clock, and what only
+    one run has (a pull request's own arm, such as seglen beside main's branching, is listed, never compared)."""
+    return fragment('<p class="scope">engine {{ e }} · model {{ m }}{% if modelled %} · <b>modelled</b>: times come '
+                    "from a cost model, not a GPU{% endif %}</p>{% if nc %}<p class=\"not-compared\"><b>Not compared"
+                    "</b>: {{ nc | join('; ') }}</p>{% endif %}", e=str(cmp.get("engine", "")),
+                    m=str(cmp.get("model", "")), modelled=bool(cmp.get("modelled")), nc=c.not_compared)
+
+
+def _config_changes(cmp: Mapping[str, Any]) -> Markup:
+    rows = [[str(r.get("key", "")), _fmt(r.get("baseline")), _fmt(r.get("candidate"))]
+            for r in cmp.get("config_changes") or [] if isinstance(r, Mapping)]
+    if not rows:
+        return Markup("")
+    return Markup("<h2>What differs in the resolved config</h2>") + table(["key", "baseline", "candidate"], rows)
+
+
 def _compare_page(name: str, cmp: Mapping[str, Any], c: Compared) -> tuple[str, str]:
     """The comparison page and its chart-free summary (the PR comment's PNG is taken of the latter)."""
     cmd = str(cmp.get("command", "")) or "python -m hybridbench.compare BASELINE CANDIDATE"
@@ -186,8 +205,9 @@ def _compare_page(name: str, cmp: Mapping[str, Any], c: Compared) -> tuple[str, 
                    [[str(d.get("workload")), str(d.get("arm")), str(d.get("metric")), _fmt(d.get("base")),
                      _fmt(d.get("candidate")), str(d.get("detail", "")), verdict_badge(str(d.get("status")))]
                     for d in cmp["deltas"]])
-    summary = Page(f"compare {name}", charts=False).add(head, deltas, command(cmd)).render()
-    page = Page(f"compare {name}").add(head, deltas, command(cmd))
+    scope = _scope(cmp, c)
+    summary = Page(f"compare {name}", charts=False).add(head, scope, deltas, command(cmd)).render()
+    page = Page(f"compare {name}").add(head, scope, deltas, command(cmd), _config_changes(cmp))
     base, cand = c.base.run, c.cand.run
     if base is not None and cand is not None:
         for workload, arm in cmp["pairs"]:

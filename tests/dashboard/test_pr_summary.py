@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from markdown_it import MarkdownIt
 
 from hybridbench.dashboard.pr_summary import summary_markdown
 
@@ -26,15 +27,97 @@ def _cmp(*statuses: str) -> dict[str, object]:
                         "detail": f"+{i}% (CI a | b)"} for i, s in enumerate(statuses)]}
 
 
-def test_the_verdict_line_comes_first_and_names_every_failure() -> None:
-    text = summary_markdown(_cmp("pass", "fail", "skip", "fail"), png_url="https://x.test/a.png",
-                            site_url="https://x.test/site", png_name="summary-pr.png")
+def _md(cmp: dict[str, object], **kw: object) -> str:
+    return summary_markdown(cmp, png_url="https://x.test/a.png", site_url="https://x.test/site",
+                            png_name="summary-pr.png", **kw)  # type: ignore[arg-type]
+
+
+def test_the_verdict_line_comes_first_and_names_every_verdict_not_passed() -> None:
+    text = _md(_cmp("pass", "fail", "skip", "fail", "inconclusive"))
     lines = text.splitlines()
     assert lines[0] == ("**hybridbench verdict: FAIL** · candidate `pr · sglang 0.5.24` against baseline "
-                        "`main · sglang 0.5.23` · 4 verdict(s): 2 fail, 1 pass, 1 skip")
+                        "`main · sglang 0.5.23` · 5 verdict(s): 2 fail, 1 inconclusive, 1 pass, 1 skip")
+    # Inconclusive rows were left out: "INCONCLUSIVE · 1 inconclusive" never said which (workload, arm, metric).
     failed = [line for line in lines if line.startswith("| gsp")]
-    assert failed == ["| gsp | arm1 | ttft | +1% (CI a \\| b) |", "| gsp | arm3 | ttft | +3% (CI a \\| b) |"]
+    assert failed == [f"| gsp | arm{i} | ttft | +{i}% (CI a \\| b) | {s} |"
+                      for i, s in ((1, "fail"), (3, "fail"), (4, "inconclusive"))]
     assert "[![hybridbench PR summary: fail](https://x.test/a.png)](https://x.test/site)" in lines
+
+
+@pytest.mark.parametrize(("own", "verdict"), [("fail", "FAIL"), ("inconclusive", "INCONCLUSIVE")])
+def test_a_pull_request_whose_own_run_did_not_pass_is_not_summarised_as_a_pass(own: str, verdict: str) -> None:
+    # compare judges the two builds' figures only: a pull request whose own checks failed (its cache_hits, its
+    # accuracy) passed against main, and the summary's first line read "PASS" while the job failed.
+    lines = _md({**_cmp("pass"), "candidate_verdict": own, "base_verdict": "pass"}).splitlines()
+    assert lines[0].startswith(f"**hybridbench verdict: {verdict}**"), lines[0]
+    assert "- The comparison alone said PASS." in lines
+    assert f"- The pull request's own run: **{verdict}** (its checks; its report.md says which)." in lines
+    assert "[![hybridbench PR summary: " + own + "](https://x.test/a.png)](https://x.test/site)" in lines
+
+
+def test_what_was_not_compared_a_modelled_clock_and_a_failed_baseline_are_said() -> None:
+    cmp = {**_cmp("pass"), "not_compared": ["arm 'seglen' only in the candidate run"], "modelled": True,
+           "engine": "sim", "base_verdict": "fail", "candidate_verdict": "pass",
+           "base_marks": ["re-scored, limits changed: checks.ttft_regression=0.9"]}
+    lines = _md(cmp).splitlines()
+    assert lines[0].startswith("**hybridbench verdict: PASS**")  # the comparison's; what it rests on follows
+    assert "- **Not compared**: arm 'seglen' only in the candidate run." in lines
+    assert "- **Modelled** (engine `sim`): times come from a cost model, not a GPU." in lines
+    assert "- The baseline's own run: **FAIL** (its checks; its report.md says which)." in lines
+    assert ("- The baseline's own run's verdict is marked: re-scored, limits changed: checks.ttft\\_regression=0.9."
+            in lines)
+
+
+def test_a_pass_beside_a_failed_row_is_not_summarised_as_a_pass() -> None:
+    # compare never writes it, but a hand-edited or damaged compare.json did lead with PASS over a failed row.
+    assert _md({**_cmp("pass", "fail"), "verdict": "pass"}).startswith("**hybridbench verdict: FAIL**")
+
+
+def test_names_and_details_cannot_inject_markdown() -> None:
+    # A run's label carries the build's version string (a pull request's own code reports it) and its directory
+    # name; a workload, arm or detail comes from a config: none may close its code span or add an image, a link,
+    # HTML or emphasis to the PR's page. Rendered as CommonMark (GitHub's base) with GFM tables.
+    evil = "x` ![PASS](https://evil.test/p.png) **PASS** <img src=x> [ok](https://evil.test) `y"
+    cmp = {**_cmp("pass", "fail"), "candidate": evil, "base": "``", "command": f"python -m c {evil}",
+           "not_compared": [evil], "candidate_marks": [evil]}
+    cmp["deltas"][1].update(workload=evil, arm="a|b", detail=evil)  # type: ignore[index]
+    html = MarkdownIt("commonmark").enable("table").render(_md(cmp))
+    assert "evil.test" in html  # the text is there, as text
+    assert "<img" not in html.replace('<img src="https://x.test/a.png"', "")
+    assert 'href="https://evil' not in html and "<strong>PASS</strong>" not in html
+    assert "<td>a|b</td>" in html  # the cell kept whole
+    assert html.count("<code>") == 4  # candidate, baseline, command, index.html: none closed early
+    assert "<code>x` ![PASS](https://evil.test/p.png) **PASS** &lt;img src=x&gt; [ok](https://evil.test) `y</code>" \
+           in html
+
+
+def test_a_candidate_directory_since_re_run_makes_its_pass_inconclusive(tmp_path: Path) -> None:
+    # The pull request re-run into runs/pr with the old compare/ beside it: its pass is of a run no longer there.
+    run = tmp_path / "pr"
+    (run / "compare").mkdir(parents=True)
+    (run / "bundle.json").write_text(json.dumps({"run_id": "b" * 32}))
+    cmp = {**_cmp("pass"), "candidate_dir": "/elsewhere/on/the/runner/pr", "candidate_run_id": "a" * 32}
+    (run / "compare" / "compare.json").write_text(json.dumps(cmp))
+    proc = subprocess.run([sys.executable, "-m", "hybridbench.dashboard.pr_summary",
+                           str(run / "compare" / "compare.json")], capture_output=True, text=True, check=False,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("**hybridbench verdict: INCONCLUSIVE**"), lines[0]
+    where = str(run).replace("_", "\\_")  # as Markdown text
+    assert (f"- Since replaced: candidate {where} now holds another run (bbbbbbbbbbbb; compared aaaaaaaaaaaa): this "
+            "comparison is not of what is there now.") in lines
+    (run / "bundle.json").write_text(json.dumps({"run_id": "a" * 32}))  # the run compared: nothing to say
+    again = subprocess.run([sys.executable, "-m", "hybridbench.dashboard.pr_summary",
+                            str(run / "compare" / "compare.json")], capture_output=True, text=True, check=False,
+                           cwd=ROOT)
+    assert again.stdout.startswith("**hybridbench verdict: PASS**") and "Since replaced" not in again.stdout
+
+
+def test_a_usage_error_is_one_line() -> None:
+    proc = subprocess.run([sys.executable, "-m", "hybridbench.dashboard.pr_summary", "--bogus"],
+                          capture_output=True, text=True, check=False, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: "), proc.stderr
 
 
 def test_without_a_url_the_summary_says_where_the_png_is() -> None:

@@ -85,3 +85,52 @@ def test_the_index_headings_are_headings_not_escaped_text(tmp_path: Path) -> Non
     index = (_site(root, tmp_path / "site") / "index.html").read_text()
     assert "&lt;h2&gt;" not in index
     assert "<h2>Pull-request comparisons</h2>" in index and "<h2>Skipped</h2>" in index
+
+
+def _rescore_to_fail(run: Path) -> None:
+    proc = cli("hybridbench.rescore", run, "checks.min_token_hit_rate=0.99")
+    clean(proc)
+    assert proc.returncode in (0, 1) and load(run / "bundle.json")["verdict"] == "fail", proc.stderr
+
+
+@pytest.mark.parametrize("when", ["before compare", "after compare"])
+def test_a_candidate_whose_own_run_failed_is_not_shown_passing(tmp_path: Path, when: str) -> None:
+    # compare judges the two builds' figures, not the pull request's own checks: its pass stood green on the index
+    # and the PNG beside a candidate run that failed (before compare: compare.json now records it; re-scored after:
+    # the run as it is now).
+    root = tmp_path / "runs"
+    base = second_repeat(make_run(root, "main", night=1))
+    cand = second_repeat(make_run(root, "pr", night=2), stretch=1.02)
+    if when == "before compare":
+        _rescore_to_fail(cand)
+    proc = cli("hybridbench.compare", base, cand)
+    clean(proc)
+    cmp = load(cand / "compare" / "compare.json")
+    assert proc.returncode == 0 and cmp["verdict"] == "pass", proc.stderr
+    assert (cmp["base_verdict"], cmp["candidate_verdict"]) == ("pass", "fail" if when == "before compare" else "pass")
+    if when == "after compare":
+        _rescore_to_fail(cand)
+    out = _site(root, tmp_path / "site")
+    (row,) = _comparison_rows((out / "index.html").read_text())
+    assert row.split("</td>")[1].startswith('<td><span class="v-fail">fail</span><span class="mark">[compare said '
+                                            "pass]</span><span class=\"mark\">[the candidate&#39;s own run: fail]")
+    line = _verdict_line((out / "summary-pr.html").read_text())
+    assert line.startswith('verdict <span class="v-fail">fail</span>'), line
+    assert "candidate pr · sim reference_impl · its own run <span class=\"v-fail\">fail</span>" \
+           '<span class="mark">[re-scored, limits changed: checks.min_token_hit_rate=0.99]</span>' in line
+
+
+def test_what_only_one_run_has_is_said_on_the_index_and_the_summary_escaped(tmp_path: Path) -> None:
+    root, _, cand = _compared(tmp_path)
+    cmp = load(cand / "compare" / "compare.json")
+    cmp["not_compared"] = ["arm 'seglen' only in the candidate run", "<img src=x onerror=window.__pwned=1>"]
+    save(cand / "compare" / "compare.json", cmp)
+    out = _site(root, tmp_path / "site")
+    summary = (out / "summary-pr.html").read_text()
+    assert ("<p class=\"not-compared\"><b>Not compared</b>: arm &#39;seglen&#39; only in the candidate run; "
+            "&lt;img src=x onerror=window.__pwned=1&gt;</p>") in summary
+    assert '<p class="scope">engine sim · model ' in summary
+    (row,) = _comparison_rows((out / "index.html").read_text())
+    assert "[not compared: arm &#39;seglen&#39; only in the candidate run]" in row
+    for page in out.glob("*.html"):
+        assert "<img src=x" not in page.read_text(), page.name
