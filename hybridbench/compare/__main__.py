@@ -18,6 +18,7 @@ from hybridbench.config.redact import redact, scrub, scrub_obj, secret_values
 from hybridbench.config.validate import RULES
 from hybridbench.errors import ConfigError, OneLineParser
 from hybridbench.report.compare import comparison_json, render_comparison
+from hybridbench.report.md_text import md_forms
 from hybridbench.results import read_run
 from hybridbench.results.marks import refuse_incomplete, verdict_marks
 from hybridbench.results.text import visible
@@ -140,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         # The secrets are the runs' own (their configs): compare.json's field names are not config keys (its
         # config_changes rows have a "key" field, which redact_config would mask as if it were an API key).
         secrets = secret_values(base.run.plan.config) | secret_values(cand.run.plan.config)
-        text = scrub(render_comparison(cmp), secrets)
+        # compare.md shows run text escaped as Markdown: a secret is masked in the form it is written there too.
+        text = scrub(render_comparison(cmp), md_forms(secrets))
         _write_both(out, scrub_obj(data, secrets), text)
     except ConfigError as exc:
         print(f"error: {visible(exc)}", file=sys.stderr)

@@ -13,7 +13,6 @@ Exit 2 with one line for bad input.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ from typing import Any
 
 from hybridbench.errors import ConfigError, OneLineParser
 from hybridbench.report.compare_schema import COMPARE_SCHEMA_VERSION
+from hybridbench.report.md_text import md_code, md_text
 from workloads.closed_stdout import quiet_on_closed_stdout
 
 __all__ = ["main", "replaced_runs", "summary_markdown"]
@@ -52,23 +52,8 @@ def _https(flag: str, url: str) -> str:
     return url
 
 
-# Markdown that a name or a detail could carry into the PR's page: links and images ([...](...)), HTML (<img>),
-# emphasis (a fake **PASS**), code spans, table cells (|), entities. Escaped, each shows as itself.
-_ACTIVE = re.compile(r"([\\`*_\[\]<>|~&])")
 _RANK = {"fail": 3, "inconclusive": 2, "pass": 1}
-
-
-def _cell(text: object) -> str:
-    """Text from compare.json as plain text in a Markdown line or table cell."""
-    return _ACTIVE.sub(r"\\\1", " ".join(str(text).split()))
-
-
-def _code(text: object) -> str:
-    """A code span that ``text`` cannot close: fenced by more backticks than it holds in a row."""
-    text = " ".join(str(text).split())
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+_cell, _code = md_text, md_code
 
 
 def _worst(*verdicts: str) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 from hybridbench.metrics.noise import noise_floor
 from hybridbench.metrics.summary import client_delay_flagged
 from hybridbench.report.forecast import forecast_section
+from hybridbench.report.md_text import md_code, md_text
 from hybridbench.results.marks import scoring_overrides
 
 __all__ = ["render_report"]
@@ -74,8 +75,9 @@ def _accuracy(rows: list[dict[str, Any]]) -> list[str]:
            "|---|---|---|---|---|---|---|"]
     for r in rows:
         cached = "unmeasured" if r.get("cached_tokens") is None else str(r["cached_tokens"])
-        diff = r.get("error") or r.get("first_difference") or ("—" if "lost" in r else "(baseline)")
-        out.append(f"| {r['arm']} | {r['pass']} | {r['correct']}/{r['questions']} | {cached} | {diff} | "
+        # The model's own answer text and an evaluator's error: shown as text, never as Markdown.
+        diff = md_text(r.get("error") or r.get("first_difference") or ("—" if "lost" in r else "(baseline)"))
+        out.append(f"| {md_text(r['arm'])} | {r['pass']} | {r['correct']}/{r['questions']} | {cached} | {diff} | "
                    f"{', '.join(r.get('lost', [])) or '—'} | {', '.join(r.get('gained', [])) or '—'} |")
     return [*out, ""]
 
@@ -115,7 +117,9 @@ def render_report(bundle: dict[str, Any]) -> str:
         lines += [f"**Modelled** (engine `{engine}`): times come from a cost model, not a GPU.", ""]
     prov = bundle["provenance"]
     lines += [
-        f"engine `{prov['engine']['name']}` {prov['engine']['version']} · git `{prov['git_sha'][:12] or 'n/a'}`"
+        # The version is the build's own string (a pull request's code reports it): text, never Markdown.
+        f"engine {md_code(prov['engine']['name'])} {md_text(prov['engine']['version'])} · git "
+        f"{md_code(prov['git_sha'][:12] or 'n/a')}"
         f"{' (dirty)' if prov['git_dirty'] else ''} · plan `{prov['plan_fingerprint']}` · baseline arm `{baseline}`",
         "",
     ]
@@ -158,10 +162,12 @@ def render_report(bundle: dict[str, Any]) -> str:
     lines += ["## checks", "", "| check | workload | arm | verdict | observed | expected |", "|---" * 6 + "|"]
     for c in bundle["checks"]:
         mark = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "inconclusive": "**INCONCLUSIVE**"}[c["status"]]
-        detail = str(c["detail"]).replace("|", "\\|")  # a server log tail must not split the table row
-        lines.append(f"| {c['check']} | {c['workload']} | {c['arm']} | {mark} | {detail} | {c['expected']} |")
+        # A detail can hold a server log's tail (the build's own output): it must not split the row, nor add
+        # markup (``<!--`` hid every row and the verdict below it on GitHub).
+        lines.append(f"| {c['check']} | {md_text(c['workload'])} | {md_text(c['arm'])} | {mark} | "
+                     f"{md_text(c['detail'])} | {md_text(c['expected'])} |")
     if bundle.get("infrastructure_error"):  # the whole message: the survival row keeps only its head and tail
-        lines += ["", f"**Infrastructure failure** (exit 3): {bundle['infrastructure_error']}"]
+        lines += ["", f"**Infrastructure failure** (exit 3): {md_text(bundle['infrastructure_error'])}"]
     own = scoring_overrides(str((bundle.get("provenance") or {}).get("command", "")))
     if own:  # as results ls and the dashboard mark it: not the experiment's verdict as written
         lines += ["", f"Scoring set on its command line: {' '.join(f'`{o}`' for o in own)}."]

@@ -64,7 +64,7 @@ def test_what_was_not_compared_a_modelled_clock_and_a_failed_baseline_are_said()
     assert "- **Not compared**: arm 'seglen' only in the candidate run." in lines
     assert "- **Modelled** (engine `sim`): times come from a cost model, not a GPU." in lines
     assert "- The baseline's own run: **FAIL** (its checks; its report.md says which)." in lines
-    assert ("- The baseline's own run's verdict is marked: re-scored, limits changed: checks.ttft\\_regression=0.9."
+    assert ("- The baseline's own run's verdict is marked: re-scored, limits changed: checks.ttft_regression=0.9."
             in lines)
 
 
@@ -104,8 +104,7 @@ def test_a_candidate_directory_since_re_run_makes_its_pass_inconclusive(tmp_path
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("**hybridbench verdict: INCONCLUSIVE**"), lines[0]
-    where = str(run).replace("_", "\\_")  # as Markdown text
-    assert (f"- Since replaced: candidate {where} now holds another run (bbbbbbbbbbbb; compared aaaaaaaaaaaa): this "
+    assert (f"- Since replaced: candidate {run} now holds another run (bbbbbbbbbbbb; compared aaaaaaaaaaaa): this "
             "comparison is not of what is there now.") in lines
     (run / "bundle.json").write_text(json.dumps({"run_id": "a" * 32}))  # the run compared: nothing to say
     again = subprocess.run([sys.executable, "-m", "hybridbench.dashboard.pr_summary",
