@@ -21,7 +21,7 @@ EVIL = "0.5.24` ![PASS](https://evil.test/p.png) <img src=https://evil.test/i.pn
 
 
 def _html(md: str) -> str:
-    return MarkdownIt("commonmark").enable("table").render(md)
+    return str(MarkdownIt("commonmark").enable("table").render(md))
 
 
 def _clean_html(html: str) -> None:
