@@ -221,7 +221,8 @@ def _compare_page(name: str, cmp: Mapping[str, Any], c: Compared) -> tuple[str, 
 
 
 def _write(out: Path, name: str, text: str, secrets: frozenset[str]) -> None:
-    write_text_atomic(out / name, scrub(text, secrets))
+    # The page holds every string HTML-escaped: a secret with a ``&`` or a quote is masked in that form too.
+    write_text_atomic(out / name, scrub(text, secrets | {str(Markup.escape(v)) for v in secrets}))
 
 
 def build_site(root: Path, out: Path) -> Site:

@@ -308,3 +308,22 @@ def test_png_kills_every_process_of_a_hung_browser_before_removing_its_profile(t
         screenshot(browser, page, tmp_path / "page.png", timeout_s=2)
     assert not _processes_mentioning(str(profiles)), _processes_mentioning(str(profiles))
     assert not list(profiles.iterdir())
+
+
+def test_a_secret_with_html_special_characters_is_masked_as_the_page_writes_it(tmp_path: Path) -> None:
+    # Every page is scrubbed after rendering, where the secret is HTML-escaped: "hf_a&b'c" was written as
+    # "hf_a&amp;b&#39;c" and matched no mask.
+    secret = "hf_abc&def'0123456789"
+
+    def plan(p: dict[str, object]) -> None:
+        p["config"]["engine"]["hf_token"] = secret  # type: ignore[index]
+
+    def bundle(b: dict[str, object]) -> None:
+        b["checks"][0]["detail"] = f"leaked {secret}"  # type: ignore[index]
+
+    make_run(tmp_path / "runs", "night", night=1, plan=plan, bundle=bundle)
+    proc = cli("hybridbench.dashboard", tmp_path / "runs", "-o", tmp_path / "site")
+    clean(proc)
+    assert proc.returncode == 0, proc.stderr
+    page = next((tmp_path / "site").glob("run-*.html")).read_text()
+    assert "leaked " in page and "0123456789" not in page
