@@ -85,12 +85,17 @@ def compared(cmp: Mapping[str, Any], root: Path) -> Compared:
     changed = tuple(f"{s.role} {s.changed}" for s in (base, cand) if s.changed)
     # Compare judged runs that are no longer there: its pass cannot be shown as this store's; a fail stands. A pull
     # request whose own run failed (or decided nothing) is not shown passing for a comparison that passed.
-    shown = _worst(verdict, *(["inconclusive"] if changed else []), cand.verdict)
+    # A verdict row outranks a verdict beside it that says better (compare never writes that; a hand edit can).
+    rows = [str(d.get("status")) for d in cmp.get("deltas", []) if isinstance(d, Mapping)]
+    worst_row = _worst("pass", *rows)
+    shown = _worst(verdict, *(["inconclusive"] if changed else []), cand.verdict, worst_row)
     why = []
     if shown != verdict:
         why.append(f"compare said {verdict}" + (" of runs since replaced" if changed else ""))
         if _RANK.get(cand.verdict, 0) > _RANK.get(verdict, 0):
             why.append(f"the candidate's own run: {cand.verdict}")
+        if _RANK[worst_row] > _RANK.get(verdict, 0):
+            why.append(f"a verdict row says {worst_row}")
     return Compared(verdict, shown, (*why, *changed), base, cand, _strings(cmp.get("not_compared")))
 
 

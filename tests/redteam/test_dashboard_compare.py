@@ -134,3 +134,15 @@ def test_what_only_one_run_has_is_said_on_the_index_and_the_summary_escaped(tmp_
     assert "[not compared: arm &#39;seglen&#39; only in the candidate run]" in row
     for page in out.glob("*.html"):
         assert "<img src=x" not in page.read_text(), page.name
+
+
+def test_a_pass_beside_a_failed_row_is_not_shown_passing(tmp_path: Path) -> None:
+    # compare never writes it; a hand-edited or damaged compare.json did show a green pass over a failed row.
+    root, _, cand = _compared(tmp_path)
+    cmp = load(cand / "compare" / "compare.json")
+    cmp["deltas"][0]["status"] = "fail"
+    save(cand / "compare" / "compare.json", cmp)
+    out = _site(root, tmp_path / "site")
+    line = _verdict_line((out / "summary-pr.html").read_text())
+    assert line.startswith('verdict <span class="v-fail">fail</span><span class="mark">[compare said pass]</span>'
+                           '<span class="mark">[a verdict row says fail]</span>'), line
