@@ -103,5 +103,6 @@ _RANK = {"fail": 3, "inconclusive": 2, "pass": 1}
 
 
 def _worst(verdict: str, *others: str) -> str:
-    """The worst of ``verdict`` and ``others`` by fail > inconclusive > pass; a word outside those ranks nothing."""
-    return max((verdict, *(o for o in others if o in _RANK)), key=lambda v: _RANK.get(v, 0))
+    """``verdict``, or the worst of ``others`` that is worse (``fail`` > ``inconclusive``): another's pass never
+    stands in for a verdict that is not one."""
+    return max((verdict, *(o for o in others if o in ("fail", "inconclusive"))), key=lambda v: _RANK.get(v, 0))

@@ -56,9 +56,10 @@ _RANK = {"fail": 3, "inconclusive": 2, "pass": 1}
 _cell, _code = md_text, md_code
 
 
-def _worst(*verdicts: str) -> str:
-    known = [v for v in verdicts if v in _RANK]
-    return max(known, key=_RANK.__getitem__) if known else verdicts[0]
+def _worst(verdict: str, *others: str) -> str:
+    """``verdict``, or the worst of ``others`` that is worse (``fail`` > ``inconclusive``): another's pass never
+    stands in for a verdict that is not one."""
+    return max((verdict, *(o for o in others if o in ("fail", "inconclusive"))), key=lambda v: _RANK.get(v, 0))
 
 
 def replaced_runs(path: Path, cmp: Mapping[str, Any]) -> list[str]:

@@ -73,6 +73,11 @@ def test_a_pass_beside_a_failed_row_is_not_summarised_as_a_pass() -> None:
     assert _md({**_cmp("pass", "fail"), "verdict": "pass"}).startswith("**hybridbench verdict: FAIL**")
 
 
+def test_a_verdict_compare_never_writes_is_not_read_as_the_candidates_pass() -> None:
+    text = _md({**_cmp("pass"), "verdict": "unknown", "candidate_verdict": "pass"})
+    assert text.startswith("**hybridbench verdict: UNKNOWN**"), text.splitlines()[0]
+
+
 def test_names_and_details_cannot_inject_markdown() -> None:
     # A run's label carries the build's version string (a pull request's own code reports it) and its directory
     # name; a workload, arm or detail comes from a config: none may close its code span or add an image, a link,

@@ -146,3 +146,12 @@ def test_a_pass_beside_a_failed_row_is_not_shown_passing(tmp_path: Path) -> None
     line = _verdict_line((out / "summary-pr.html").read_text())
     assert line.startswith('verdict <span class="v-fail">fail</span><span class="mark">[compare said pass]</span>'
                            '<span class="mark">[a verdict row says fail]</span>'), line
+
+
+def test_a_verdict_compare_never_writes_is_not_shown_as_the_candidates_pass(tmp_path: Path) -> None:
+    root, _, cand = _compared(tmp_path)
+    cmp = load(cand / "compare" / "compare.json")
+    cmp["verdict"] = "unknown"
+    save(cand / "compare" / "compare.json", cmp)
+    line = _verdict_line((_site(root, tmp_path / "site") / "summary-pr.html").read_text())
+    assert line.startswith('verdict <span class="v-unknown">unknown</span> · '), line
