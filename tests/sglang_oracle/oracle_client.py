@@ -39,6 +39,16 @@ from reference_impl.radix.tree import MambaRadixTree
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+# The start of a script that resolves server args in a release's venv as on a GPU host: the platform check that
+# extra_buffer makes (0.5.23 arg_groups/mamba_hook.py, older server_args.is_cuda) answered as an H100 answers it.
+PRETEND_H100 = """
+try:  # an H100 supports extra_buffer; this CPU's platform says it does not
+    import sglang.srt.arg_groups.mamba_hook as hook
+    hook._platform_supports_mamba_cache_extra_buffer = lambda: True
+except ImportError:
+    import sglang.srt.server_args as sa_module
+    sa_module.is_cuda = lambda: True
+"""
 DRIVER = HERE / "sglang_driver.py"
 VERSIONS = ("0.5.23", "0.5.9")
 

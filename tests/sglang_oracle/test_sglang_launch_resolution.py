@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import pytest
 import yaml
-from oracle_client import REPO, env_python, env_ready
+from oracle_client import PRETEND_H100, REPO, env_python, env_ready
 from tiny_configs import BY_ARCHITECTURE
 
 from hybridbench.preview.__main__ import main as plan_main
@@ -58,14 +58,7 @@ CANNOT_EXPRESS: dict[str, tuple[tuple[int, ...] | None, str]] = {
 # checkpoint (no config.json, model.architecture empty), so engine=sglang is refused whole, before its arms.
 REPLAY_ONLY = {"marconi": "model.architecture is empty for model marconi-7b"}
 
-RESOLVE = """
-import json, sys
-try:  # an H100 supports extra_buffer; this CPU's platform says it does not
-    import sglang.srt.arg_groups.mamba_hook as hook
-    hook._platform_supports_mamba_cache_extra_buffer = lambda: True
-except ImportError:
-    import sglang.srt.server_args as sa_module
-    sa_module.is_cuda = lambda: True
+RESOLVE = "import json, sys" + PRETEND_H100 + """
 from sglang.srt.server_args import prepare_server_args
 KEYS = ("disable_radix_cache", "mamba_radix_cache_strategy", "mamba_scheduler_strategy", "disable_overlap_schedule",
         "enable_hierarchical_cache", "mamba_track_interval", "page_size", "tp_size", "chunked_prefill_size",

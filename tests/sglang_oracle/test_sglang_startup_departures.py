@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from oracle_client import env_python, env_ready
+from oracle_client import PRETEND_H100, env_python, env_ready
 from tiny_configs import QWEN3_NEXT
 
 from hybridbench.config.schema import ArmCfg, EngineCfg, ModelCfg
@@ -104,14 +104,7 @@ CASES: list[tuple[str, list[str], set[str], dict[str, int]]] = [
 ]
 IDS = [f"{arm}:{' '.join(extra)}" + (f"@{eng['track_interval']}" if eng else "") for arm, extra, _, eng in CASES]
 
-RESOLVE = """
-import importlib, json, sys, types
-try:  # an H100 supports extra_buffer; this CPU's platform says it does not
-    import sglang.srt.arg_groups.mamba_hook as hook
-    hook._platform_supports_mamba_cache_extra_buffer = lambda: True
-except ImportError:
-    import sglang.srt.server_args as sa_module
-    sa_module.is_cuda = lambda: True
+RESOLVE = "import importlib, json, sys, types" + PRETEND_H100 + """
 from sglang.srt.server_args import prepare_server_args
 import sglang.srt.mem_cache.registry as registry
 import sglang.srt.mem_cache.storage.flexkv as flexkv
