@@ -20,12 +20,14 @@ from pathlib import Path
 import pytest
 from test_experiment_sizing import EXPERIMENTS, composed
 
+from hybridbench.checks.registry import validate_subjects
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.sglang_cmd import sglang_command, sglang_help_argv, sglang_refusal
 from hybridbench.engines.tokenspeed_cmd import TOKENSPEED_VERSIONS, tokenspeed_command, tokenspeed_help_argv
 from hybridbench.engines.vllm_cmd import vllm_command, vllm_help_argv
 from hybridbench.errors import ConfigError
-from hybridbench.plan.arms import plan_arms
+from hybridbench.plan.arms import default_baseline, plan_arms
+from hybridbench.plan.build import build_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -49,12 +51,39 @@ def build(engine: str, help_text: str, cfg: RunCfg, arm: object, version: str = 
                               version=TOKENSPEED_VERSIONS[version])
 
 
-def expressed(engine: str, help_text: str, experiment: str, version: str = "") -> tuple[str, dict[str, str]]:
-    """The table's cell for one experiment on one build ("runs", "arms=[...]" for the subset that builds, or "—"),
-    and each refused arm's reason."""
+def _model(engine: str) -> list[str]:
     # TokenSpeed has no Qwen3-Next (the default model): its columns are for a Qwen3.5 model it serves.
-    model = ["model=qwen3.5-122b-a10b"] if engine == "tokenspeed" else []
-    cfg = composed(f"+experiment={experiment}", f"engine={engine}", *model)
+    return ["model=qwen3.5-122b-a10b"] if engine == "tokenspeed" else []
+
+
+def also_needed(cfg: RunCfg, arms: list[str]) -> list[str]:
+    """The overrides a run of only ``arms`` needs besides them, as the plan would refuse it otherwise: a baseline arm
+    among them when the experiment's is not, and checks.enabled without the checks they leave nothing to judge
+    (host_hits with no l2 arm left)."""
+    specs = plan_arms(arms, cfg.arm)
+    out, baseline = [], cfg.checks.baseline_arm
+    if baseline and baseline not in arms:
+        baseline = default_baseline(specs)
+        out.append(f"checks.baseline_arm={baseline}")
+    baseline = baseline or default_baseline(specs)
+    off = frozenset(s.name for s in specs if not s.cache_on)
+    judged = [w.judged_by for w in cfg.workloads.values()]
+    kept = []
+    for name in cfg.checks.enabled:
+        try:
+            validate_subjects([name], arms, baseline, off, judged)
+        except ConfigError:
+            continue
+        kept.append(name)
+    if kept != list(cfg.checks.enabled):
+        out.append(f"checks.enabled=[{','.join(kept)}]")
+    return out
+
+
+def expressed(engine: str, help_text: str, experiment: str, version: str = "") -> tuple[str, dict[str, str]]:
+    """The table's cell for one experiment on one build ("runs", "arms=[...]" for the subset that builds, with what
+    else such a run must set, or "—"), and each refused arm's reason."""
+    cfg = composed(f"+experiment={experiment}", f"engine={engine}", *_model(engine))
     ok, refused = [], {}
     for spec in plan_arms(list(cfg.arms), cfg.arm):
         try:
@@ -65,7 +94,7 @@ def expressed(engine: str, help_text: str, experiment: str, version: str = "") -
             continue
         assert not set(POOL_FLAGS) & set(cmd), cmd
         ok.append(spec.name)
-    cell = "runs" if not refused else f"arms=[{','.join(ok)}]" if ok else "—"
+    cell = "runs" if not refused else " ".join([f"arms=[{','.join(ok)}]", *also_needed(cfg, ok)]) if ok else "—"
     return cell, refused
 
 
@@ -108,6 +137,22 @@ def test_the_docs_table_is_what_each_build_expresses(column: str) -> None:
     engine, help_text, version = FIXTURE_BUILDS[column]
     got = {e: expressed(engine, help_text(), e, version)[0] for e in EXPERIMENTS}
     assert got == doc_table()[column]
+
+
+@pytest.mark.parametrize("column", sorted(FIXTURE_BUILDS))
+def test_each_cell_of_the_docs_table_is_a_run_the_plan_accepts(column: str, tmp_path: Path) -> None:
+    """A cell's overrides are what a reader copies: the experiment with them passes the plan's own checks of the
+    arms, the baseline and what each enabled check has to judge (l2 with arms=[branching] alone left host_hits with
+    no host-tier arm, refused at plan time, while the table said it ran)."""
+    engine = FIXTURE_BUILDS[column][0]
+    for experiment, cell in doc_table()[column].items():
+        if not cell.startswith("arms="):
+            continue
+        cfg = composed(f"+experiment={experiment}", f"engine={engine}", *_model(engine), *cell.split())
+        plan = build_plan(cfg, tmp_path / experiment, {})
+        validate_subjects(cfg.checks.enabled, plan.arms, plan.baseline_arm,
+                          frozenset(s.name for s in plan.arm_specs if not s.cache_on),
+                          [w.judged_by for w in cfg.workloads.values()])
 
 
 def _real(column: str, engine: str, argv: list[str], env: dict[str, str] | None = None) -> str:
