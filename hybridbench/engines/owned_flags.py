@@ -55,11 +55,12 @@ def refuse_replicas(extra: Sequence[str], names: Sequence[str], within: str | No
                               f"GPUs each; the harness plans, checks and records one server on engine.tp GPUs{keep}")
 
 
-def data_parallel_groups(extra: Sequence[str], names: Sequence[str], within: str) -> int:
+def data_parallel_groups(extra: Sequence[str], names: Sequence[str], within: str | None) -> int:
     """How many data-parallel groups ``extra`` splits the engine.tp GPUs into: the last of ``names`` given, when
-    ``within`` (SGLang's ``--enable-dp-attention``) is also given; 1 otherwise. ConfigError for a value that is not a
-    positive integer (argparse would refuse it only after the harness had planned and recorded the run)."""
-    if within not in extra:
+    ``within`` (SGLang's ``--enable-dp-attention``; None: the names alone say so) is also given; 1 otherwise.
+    ConfigError for a value that is not a positive integer (argparse would refuse it only after the harness had
+    planned and recorded the run)."""
+    if within is not None and within not in extra:
         return 1
     found: tuple[str, str] | None = None
     for i, arg in enumerate(extra):

@@ -47,6 +47,7 @@ __all__ = [
     "fmt_number",
     "merge_extra",
     "parse_help",
+    "sglang_attention_dp_groups",
     "sglang_command",
     "sglang_env",
     "sglang_help_argv",
@@ -98,6 +99,8 @@ SGLANG_OWNED = {
                      HICACHE_FLAG, HICACHE_FLAG_ALIAS), OWNED_BY_ARM),
 }
 SGLANG_REPLICAS = ("--dp-size", "--data-parallel-size", "--dp")
+# 0.5.23's attention data parallelism (arg_groups/fields/parallel.py attn_dp_size): groups inside engine.tp, no replica
+SGLANG_ATTN_DP = ("--attn-dp-size", "--attention-data-parallel-size")
 
 
 def _pick(help_text: HelpText | None, preferred: str, *older: str) -> tuple[str, tuple[str, ...]]:
@@ -233,7 +236,7 @@ def sglang_command(
     # SGLang divides --chunked-prefill-size by the DP attention groups (0.5.9/0.5.16 ServerArgs
     # _handle_data_parallelism, 0.5.23 arg_groups/parallel_hook.py): given times the groups, each group's scheduler
     # runs engine.chunked_prefill_size, the value the plan, the forecast and the record carry.
-    groups = data_parallel_groups(extra, SGLANG_REPLICAS, "--enable-dp-attention")
+    groups = sglang_attention_dp_groups(extra)
     flags = [
         Flag("--model-path", model.hf_id, "model.hf_id"),
         Flag("--host", engine.host or "127.0.0.1", "engine.host"),
@@ -272,11 +275,19 @@ def sglang_metrics_ranks(engine: EngineCfg) -> int:
     """How many scheduler processes add into one of 0.5.9's and 0.5.16's unlabelled cache counters: every TP rank
     runs a cache, and the ranks of one data-parallel attention group count the same tokens (each group its own
     requests), so the sum is (TP / DP) x the groups' total (0.5.9 layers/dp_attention.py:230-244)."""
-    groups = data_parallel_groups([str(a) for a in engine.extra_args], SGLANG_REPLICAS, "--enable-dp-attention")
+    groups = sglang_attention_dp_groups([str(a) for a in engine.extra_args])
     if engine.tp % groups:
         raise ConfigError(f"engine.extra_args asks for {groups} data-parallel attention groups, which do not divide "
                           f"engine.tp={engine.tp}; SGLang requires tp_size % dp_size == 0")
     return engine.tp // groups
+
+
+def sglang_attention_dp_groups(extra: Sequence[str]) -> int:
+    """The data-parallel attention groups ``engine.extra_args`` splits engine.tp into: 0.5.23's ``--attn-dp-size``
+    (the spelling it asks for; no --enable-dp-attention beside it), else ``--dp-size`` with ``--enable-dp-attention``
+    (which 0.5.23 rewrites to the former)."""
+    return data_parallel_groups(extra, SGLANG_ATTN_DP, None) if extra_flag_names(extra) & set(SGLANG_ATTN_DP) else (
+        data_parallel_groups(extra, SGLANG_REPLICAS, "--enable-dp-attention"))
 
 
 def sglang_env(arm: ArmSpec) -> dict[str, str]:

@@ -15,9 +15,8 @@ from hybridbench.config.schema import EngineCfg, RunCfg
 from hybridbench.engines.base import Engine
 from hybridbench.engines.kv_pool import refuse_unfit_requests
 from hybridbench.engines.mamba_chunk import short_chunk_warning
-from hybridbench.engines.owned_flags import data_parallel_groups
 from hybridbench.engines.server import ServerEngine
-from hybridbench.engines.sglang_cmd import SGLANG_REPLICAS
+from hybridbench.engines.sglang_cmd import sglang_attention_dp_groups
 from hybridbench.engines.vllm_host_tier import host_tier_warnings
 from hybridbench.errors import ConfigError
 from hybridbench.load.trial import ServerTrials
@@ -88,7 +87,7 @@ def _load(load: Any) -> dict[str, Any]:
 def _dp_attention_groups(cfg: RunCfg) -> int:
     if cfg.engine.name != "sglang":
         return 1
-    return data_parallel_groups([str(a) for a in cfg.engine.extra_args], SGLANG_REPLICAS, "--enable-dp-attention")
+    return sglang_attention_dp_groups([str(a) for a in cfg.engine.extra_args])
 
 
 def build_preview(composed: Composed, *, forecast: bool = True,

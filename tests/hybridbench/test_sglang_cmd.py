@@ -25,6 +25,7 @@ from hybridbench.engines.sglang_cmd import (
     sglang_command,
     sglang_env,
     sglang_help_argv,
+    sglang_metrics_ranks,
     sglang_refusal,
 )
 from hybridbench.errors import ConfigError
@@ -346,7 +347,21 @@ def test_data_parallel_attention_stays_on_engine_tp_gpus() -> None:
     assert cmd("lru", None, EngineCfg(tp=4, extra_args=extra))[-3:] == extra
 
 
+@pytest.mark.parametrize("extra", [
+    ["--attn-dp-size", "2"],  # SGLang 0.5.23's spelling of attention DP (--enable-dp-attention is deprecated there)
+    ["--attention-data-parallel-size=2"],  # its alias
+    ["--enable-dp-attention", "--dp-size", "2"],
+])
+def test_each_attention_dp_group_runs_engine_chunked_prefill_size(extra: list[str]) -> None:
+    # SGLang divides --chunked-prefill-size among the attention DP groups (0.5.23 parallel_hook.py): given twice
+    # 8192, each group's scheduler runs the 8192 the plan, the forecast and the record carry
+    argv = cmd("lru", None, EngineCfg(tp=4, chunked_prefill_size=8192, extra_args=extra))
+    assert argv[argv.index("--chunked-prefill-size") + 1] == "16384"
+    assert sglang_metrics_ranks(EngineCfg(tp=4, extra_args=extra)) == 2
+
+
 @pytest.mark.parametrize(("extra", "why"), [
+    (["--attn-dp-size", "3"], "3 data-parallel attention groups, which do not divide engine.tp=4"),
     (["--enable-dp-attention", "--dp-size", "3"], "3 data-parallel attention groups, which do not divide engine.tp=4"),
     (["--enable-dp-attention", "--dp-size=two"], "engine.extra_args has --dp-size 'two'; give a positive integer"),
     (["--enable-dp-attention", "--dp-size", "0"], "engine.extra_args has --dp-size '0'; give a positive integer"),

@@ -86,6 +86,7 @@ _CASES: list[tuple[str, list[str], set[str]]] = [
             "layer_first"], set()),
     # DP attention divides the chunked prefill size among the groups: the plan gives it times the groups
     ("branching", ["--enable-dp-attention", "--dp-size", "2"], set()),
+    ("branching", ["--attn-dp-size", "2"], {"0.5.16"}),  # 0.5.23's own spelling; 0.5.16 has no such flag
 ]
 # The same arms with a small engine.track_interval: the draft tokens SGLang fills in are held against it.
 # (arm, engine.extra_args, engine.track_interval, the releases that depart)
@@ -262,7 +263,7 @@ def decided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[st
                 except ConfigError as exc:
                     why = str(exc)
             rest = _on_cpu(base[3:] + extra, root)  # what merge_extra gives SGLang; argparse keeps a flag's last value
-            if "--enable-dp-attention" in extra:  # the plan's own --chunked-prefill-size for these groups
+            if {"--enable-dp-attention", "--attn-dp-size"} & set(extra):  # the plan's --chunked-prefill-size for them
                 rest = _on_cpu(sglang_command(python=python, model=model, engine=EngineCfg(tp=4, extra_args=extra),
                                               arm=spec, port=0, help_text=None)[3:], root)
             ours.append(why)
