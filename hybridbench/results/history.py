@@ -20,7 +20,7 @@ import itertools
 import json
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -85,11 +85,14 @@ class Verdict:
     change_points: tuple[str, ...]  # the runs where a new level starts
     points: int = 0
     sizing_changes: tuple[str, ...] = ()  # "RUN: key old -> new, ..." for each run sized unlike the one before
+    # Nights sized otherwise than the latest had a baseline (>= 2 of one sizing) that the change left behind
+    baseline_left: bool = False
 
     @property
     def unjudged_after_resize(self) -> bool:
-        """Judged before, not now: a sizing change on main left the series without a baseline (history exits 1)."""
-        return self.status == "insufficient data" and bool(self.sizing_changes)
+        """A baseline before, none now: a sizing change on main left the series without one (history exits 1). A
+        series whose earlier sizing never had two nights had no baseline to lose (a new store, resized early)."""
+        return self.status == "insufficient data" and bool(self.sizing_changes) and self.baseline_left
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self.key), "points": self.points, "status": self.status, "detail": self.detail,
@@ -198,4 +201,5 @@ def judge(series: Series, *, tolerance: float, window: int = 5) -> Verdict:
                    f"changed: {'; '.join(changes)})")
     values = [p.value for p in finite]
     cps = tuple(finite[i].run for i in change_points(values))
-    return Verdict(series.key, status, detail, cps, len(values), changes)
+    earlier = Counter(p.sizing for p in finite if latest and p.sizing and p.sizing != latest)
+    return Verdict(series.key, status, detail, cps, len(values), changes, any(n >= 2 for n in earlier.values()))

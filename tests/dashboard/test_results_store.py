@@ -120,6 +120,11 @@ def test_history_judges_a_night_only_against_nights_sized_alike() -> None:
     # Nights whose sizing was not recorded count as alike; one sizing throughout changes nothing.
     assert judge(_series((100, ""), (100, ""), (100, wide), (125, wide), (126, wide)), tolerance=0.1).status \
         == "regression"
+    # The gate (history's exit 1, the trends badge) holds a series the change left without the baseline it had; one
+    # whose earlier sizing never had two nights (a new store resized on its second night) had none to lose.
+    assert step.unjudged_after_resize
+    young = judge(_series((100, wide), (125, narrow), (126, narrow)), tolerance=0.1)
+    assert young.status == "insufficient data" and young.sizing_changes and not young.unjudged_after_resize, young
     same = judge(_series(*[(v, wide) for v in (100, 101, 99, 100, 125, 130)]), tolerance=0.1)
     assert same.status == "regression" and same.sizing_changes == () and "sizing" not in same.detail
     assert same.to_json()["sizing_changes"] == []
