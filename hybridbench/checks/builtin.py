@@ -27,12 +27,15 @@ from hybridbench.records.hits import impossible_hit_detail, impossible_hits
 from hybridbench.records.schema import Record
 from hybridbench.records.timed import untimed, untimed_detail
 
-__all__ = ["UNEXERCISED", "cache_hits", "repeat_judgement", "survival", "throughput", "timing_key", "ttft"]
+__all__ = ["UNEXERCISED", "UNPAIRED", "cache_hits", "repeat_judgement", "survival", "throughput", "timing_key", "ttft"]
 
 # Why a timing row of a policy-only comparison (seglen against branching) on a modelled clock decided nothing: the
 # model's clock has no term for the policy itself, so with every request's hits alike the arms ran the same
 # computation; more repeats of the same load are not the remedy (hybridbench.plan.repeats earns none for it).
 UNEXERCISED = "the arms' cache hits are identical request for request"
+# Why a timing row of repeats one of which has no figure decided nothing: that repeat stays unmeasured, so more
+# repeats cannot decide it (hybridbench.plan.repeats earns none for it).
+UNPAIRED = "repeat(s) without a figure on a side"
 
 
 def _candidates(inp: CheckInput) -> list[str]:
@@ -168,7 +171,7 @@ def repeat_judgement(check: str, workload: str, arm: str, inp: CheckInput, *, ba
     # is unmeasured, not absent: the slow repeat may be the one left out, so the rest pass nothing. A fail stands.
     unpaired = max(len(base), len(cand)) - pairs
     if unpaired and row.status != "fail":
-        row = replace(row, status="inconclusive", detail=f"{unpaired} repeat(s) without a figure on a side, so not "
+        row = replace(row, status="inconclusive", detail=f"{unpaired} {UNPAIRED}, so not "
                       f"judged on the {pairs} others; {row.detail}")
     return row
 

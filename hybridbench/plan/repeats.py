@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from hybridbench.checks.base import CheckResult
-from hybridbench.checks.builtin import UNEXERCISED
+from hybridbench.checks.builtin import UNEXERCISED, UNPAIRED
 from hybridbench.config.schema import ChecksCfg, RunCfg
 from hybridbench.plan.build import repeat_trials
 from hybridbench.plan.types import RunPlan
@@ -84,9 +84,10 @@ def repeat_policy(cfg: RunCfg) -> RepeatPolicy:
 
 def undecided(rows: Iterable[CheckResult]) -> list[CheckResult]:
     """The timing rows that did not decide: more repeats could narrow their intervals (not a policy comparison whose
-    hits were identical request for request in every repeat so far: a tighter interval is not what it lacks)."""
+    hits were identical request for request in every repeat so far: a tighter interval is not what it lacks; nor a
+    row with a repeat that has no figure: it stays unmeasured however many repeats follow)."""
     return [r for r in rows if r.check in TIMING_CHECKS and r.status == "inconclusive"
-            and not r.detail.startswith(UNEXERCISED)]
+            and not r.detail.startswith(UNEXERCISED) and UNPAIRED not in r.detail]
 
 
 def stop_reason(policy: RepeatPolicy, rows: Sequence[CheckResult], durations_s: Sequence[float]) -> StopReason | None:

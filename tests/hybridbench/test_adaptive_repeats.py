@@ -64,6 +64,19 @@ def test_an_undecided_timing_row_earns_a_repeat_until_repeats_max(check: str) ->
     assert stop_reason(POLICY, rows, [1.0] * 6) == "repeats_max"
 
 
+def test_a_row_with_a_repeat_that_has_no_figure_earns_no_repeat() -> None:
+    # That repeat stays unmeasured whatever follows: the row cannot decide, and extra repeats ran to repeats_max
+    # (or the budget) for nothing.
+    from hybridbench.checks.builtin import throughput
+
+    sums = {("w", "lru"): [{"request_throughput": v} for v in (10.0, 20.0, 40.0)],
+            ("w", "seglen"): [{"request_throughput": v} for v in (9.5, math.nan, 38.5)]}
+    inp = CheckInput(ChecksCfg(), ("lru", "seglen"), "lru", ("w",), {}, sums, {}, 0, cache_off=frozenset())
+    (row,) = throughput(inp)
+    assert row.status == "inconclusive", row
+    assert stop_reason(POLICY, [row], [1.0] * 3) == "decided"
+
+
 def test_the_budget_stops_when_one_more_repeat_as_long_as_the_longest_would_pass_it() -> None:
     rows = [_row("ttft", "inconclusive")]
     policy = RepeatPolicy(minimum=3, maximum=10, budget_s=100.0, confidence=0.95)
