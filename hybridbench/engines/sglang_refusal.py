@@ -22,6 +22,8 @@ __all__ = ["sglang_refusal", "startup_refusal"]
 # --enable-deterministic-inference keeps the radix cache only on these attention backends
 # (RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND: 0.5.16 server_args.py, 0.5.23 arg_groups/choices.py)
 _DETERMINISTIC_RADIX_BACKENDS = ("ascend", "fa3", "fa4", "triton")
+# SM100 parts by engine.gpu's names (b200, gb200, b300, ...): SGLang's deterministic default backend differs there
+_BLACKWELL = re.compile(r"g?b\d")
 _HICACHE_DEFAULTS = {"--hicache-io-backend": "kernel", "--hicache-mem-layout": "page_first"}  # SGLang's own
 # Flags that ask for another prefix cache than the arm's. SGLang's create_tree_cache (mem_cache/registry.py, 0.5.16 and
 # 0.5.23) builds a registered backend's cache for --radix-cache-backend; 0.5.23's default chain builds LMCache's or
@@ -99,7 +101,7 @@ def _cache_turned_off(args: Sequence[str], engine: EngineCfg) -> str:
         return "--attention-backend dual_chunk_flash_attn (it turns the radix cache off)"
     if _has(args, "--enable-deterministic-inference"):
         if backend is None:  # 0.5.23 overrides._deterministic_attention_backend: flashinfer on Blackwell, else fa3
-            backend = "flashinfer" if engine.gpu.lower().startswith("b") else "fa3"
+            backend = "flashinfer" if _BLACKWELL.match(engine.gpu.lower()) else "fa3"
         if backend not in _DETERMINISTIC_RADIX_BACKENDS:  # ServerArgs._handle_deterministic_inference
             return (f"--enable-deterministic-inference with the {backend} attention backend (the radix cache stays "
                     f"on only with {', '.join(_DETERMINISTIC_RADIX_BACKENDS)})")
