@@ -67,6 +67,11 @@ def _published(rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def _ids(questions: list[Any]) -> str:
+    # question ids come from the data set's files (a user's local copy): text, never Markdown
+    return ", ".join(md_text(q) for q in questions) or "—"
+
+
 def _accuracy(rows: list[dict[str, Any]]) -> list[str]:
     """The accuracy probe's answers per arm and pass, with every question that flipped against cache-off."""
     if not rows:
@@ -78,7 +83,7 @@ def _accuracy(rows: list[dict[str, Any]]) -> list[str]:
         # The model's own answer text and an evaluator's error: shown as text, never as Markdown.
         diff = md_text(r.get("error") or r.get("first_difference") or ("—" if "lost" in r else "(baseline)"))
         out.append(f"| {md_text(r['arm'])} | {r['pass']} | {r['correct']}/{r['questions']} | {cached} | {diff} | "
-                   f"{', '.join(r.get('lost', [])) or '—'} | {', '.join(r.get('gained', [])) or '—'} |")
+                   f"{_ids(r.get('lost', []))} | {_ids(r.get('gained', []))} |")
     return [*out, ""]
 
 
@@ -164,12 +169,12 @@ def render_report(bundle: dict[str, Any]) -> str:
         mark = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "inconclusive": "**INCONCLUSIVE**"}[c["status"]]
         # A detail can hold a server log's tail (the build's own output): it must not split the row, nor add
         # markup (``<!--`` hid every row and the verdict below it on GitHub).
-        lines.append(f"| {c['check']} | {md_text(c['workload'])} | {md_text(c['arm'])} | {mark} | "
+        lines.append(f"| {md_text(c['check'])} | {md_text(c['workload'])} | {md_text(c['arm'])} | {mark} | "
                      f"{md_text(c['detail'])} | {md_text(c['expected'])} |")
     if bundle.get("infrastructure_error"):  # the whole message: the survival row keeps only its head and tail
         lines += ["", f"**Infrastructure failure** (exit 3): {md_text(bundle['infrastructure_error'])}"]
     own = scoring_overrides(str((bundle.get("provenance") or {}).get("command", "")))
     if own:  # as results ls and the dashboard mark it: not the experiment's verdict as written
-        lines += ["", f"Scoring set on its command line: {' '.join(f'`{o}`' for o in own)}."]
+        lines += ["", f"Scoring set on its command line: {' '.join(md_code(o) for o in own)}."]
     lines += ["", f"verdict: **{bundle['verdict']}**", ""]
     return "\n".join(lines)

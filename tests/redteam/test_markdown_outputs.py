@@ -75,3 +75,15 @@ def test_a_secret_is_masked_in_the_form_markdown_writes_it() -> None:
     text = f"| gsp | {md_text('token ' + secret)} | raw {secret} |"
     masked = scrub(text, md_forms(frozenset({secret})))
     assert "secret" not in masked, masked
+
+
+def test_question_ids_and_command_line_overrides_stay_text_in_report_md() -> None:
+    # A local data set's question ids (lost/gained against cache-off) and the run's own scoring overrides were
+    # pasted raw: an id could add an image; an override with a backtick closed its code span.
+    bundle = _bundle(accuracy=[{"arm": "lru", "pass": "cold", "correct": 1, "questions": 2, "cached_tokens": 0,
+                                "lost": ["q1 ![PASS](https://evil.test/p.png)"], "gained": []}])
+    bundle["provenance"]["command"] = f"python -m hybridbench +experiment=smoke checks.ttft_regression=0.5{EVIL}"
+    md = render_report(bundle)
+    html = _html(md)
+    _clean_html(html)
+    assert "evil.test/p.png" in html and "Scoring set on its command line" in md
