@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.errors import ConfigError
+from hybridbench.report.compare_schema import VERDICT_RANK, worst_verdict
 from hybridbench.results import Run, read_run
 from hybridbench.results.marks import verdict_marks
 
@@ -87,22 +88,13 @@ def compared(cmp: Mapping[str, Any], root: Path) -> Compared:
     # request whose own run failed (or decided nothing) is not shown passing for a comparison that passed.
     # A verdict row outranks a verdict beside it that says better (compare never writes that; a hand edit can).
     rows = [str(d.get("status")) for d in cmp.get("deltas", []) if isinstance(d, Mapping)]
-    worst_row = _worst("pass", *rows)
-    shown = _worst(verdict, *(["inconclusive"] if changed else []), cand.verdict, worst_row)
+    worst_row = worst_verdict("pass", *rows)
+    shown = worst_verdict(verdict, *(["inconclusive"] if changed else []), cand.verdict, worst_row)
     why = []
     if shown != verdict:
         why.append(f"compare said {verdict}" + (" of runs since replaced" if changed else ""))
-        if _RANK.get(cand.verdict, 0) > _RANK.get(verdict, 0):
+        if VERDICT_RANK.get(cand.verdict, 0) > VERDICT_RANK.get(verdict, 0):
             why.append(f"the candidate's own run: {cand.verdict}")
-        if _RANK[worst_row] > _RANK.get(verdict, 0):
+        if VERDICT_RANK[worst_row] > VERDICT_RANK.get(verdict, 0):
             why.append(f"a verdict row says {worst_row}")
     return Compared(verdict, shown, (*why, *changed), base, cand, _strings(cmp.get("not_compared")))
-
-
-_RANK = {"fail": 3, "inconclusive": 2, "pass": 1}
-
-
-def _worst(verdict: str, *others: str) -> str:
-    """``verdict``, or the worst of ``others`` that is worse (``fail`` > ``inconclusive``): another's pass never
-    stands in for a verdict that is not one."""
-    return max((verdict, *(o for o in others if o in ("fail", "inconclusive"))), key=lambda v: _RANK.get(v, 0))

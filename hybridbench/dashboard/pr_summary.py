@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.errors import ConfigError, OneLineParser
-from hybridbench.report.compare_schema import COMPARE_SCHEMA_VERSION
+from hybridbench.report.compare_schema import COMPARE_SCHEMA_VERSION, worst_verdict
 from hybridbench.report.md_text import md_code, md_text
 from workloads.closed_stdout import quiet_on_closed_stdout
 
@@ -52,14 +52,7 @@ def _https(flag: str, url: str) -> str:
     return url
 
 
-_RANK = {"fail": 3, "inconclusive": 2, "pass": 1}
 _cell, _code = md_text, md_code
-
-
-def _worst(verdict: str, *others: str) -> str:
-    """``verdict``, or the worst of ``others`` that is worse (``fail`` > ``inconclusive``): another's pass never
-    stands in for a verdict that is not one."""
-    return max((verdict, *(o for o in others if o in ("fail", "inconclusive"))), key=lambda v: _RANK.get(v, 0))
 
 
 def replaced_runs(path: Path, cmp: Mapping[str, Any]) -> list[str]:
@@ -96,7 +89,7 @@ def summary_markdown(cmp: Mapping[str, Any], *, png_url: str, site_url: str, png
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     compared = str(cmp["verdict"])
     own = {side: str(cmp.get(f"{side}_verdict") or "") for side in ("base", "candidate")}
-    verdict = _worst(compared, *(s for s in counts if s in ("fail", "inconclusive")), own["candidate"],
+    verdict = worst_verdict(compared, *(s for s in counts if s in ("fail", "inconclusive")), own["candidate"],
                      *(["inconclusive"] if replaced else []))
     lines = [f"**hybridbench verdict: {_cell(verdict).upper()}** · candidate {_code(cmp.get('candidate'))} against "
              f"baseline {_code(cmp.get('base'))} · {len(deltas)} verdict(s): {_cell(tally) or 'none'}", ""]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from hybridbench.errors import ConfigError
 
 __all__ = ["OWNED_BY_ARM", "OWNED_BY_GPU_COUNT", "OWNED_BY_HARNESS", "data_parallel_groups", "extra_flag_names",
-           "refuse_owned", "refuse_replicas"]
+           "last_flag", "refuse_owned", "refuse_replicas"]
 
 # Who sets a flag engine.extra_args may not give (refuse_owned's owners, shared by every engine's table).
 OWNED_BY_ARM = "the arm (choose arms=[...]; docs/reference/arms.md)"
@@ -24,6 +24,17 @@ OWNED_BY_GPU_COUNT = "the harness (it plans, checks and records one server on en
 
 def extra_flag_names(extra: Sequence[str]) -> set[str]:
     return {a.split("=", 1)[0] for a in extra if a.startswith("--")}
+
+
+def last_flag(args: Sequence[str], *names: str) -> tuple[str, str] | None:
+    """The last of ``names`` given in ``args`` and the value argparse keeps for it (``--name v`` or ``--name=v``;
+    "" for a flag at the end with no value); None when none is given."""
+    found = None
+    for i, arg in enumerate(args):
+        name, eq, rest = arg.partition("=")
+        if name in names:
+            found = (name, rest if eq else (args[i + 1] if i + 1 < len(args) else ""))
+    return found
 
 
 def _given(extra: Sequence[str]) -> set[str]:
@@ -62,11 +73,7 @@ def data_parallel_groups(extra: Sequence[str], names: Sequence[str], within: str
     planned and recorded the run)."""
     if within is not None and within not in extra:
         return 1
-    found: tuple[str, str] | None = None
-    for i, arg in enumerate(extra):
-        name, eq, rest = arg.partition("=")
-        if name in names:
-            found = (name, rest if eq else (extra[i + 1] if i + 1 < len(extra) else ""))
+    found = last_flag(extra, *names)
     if found is None:
         return 1
     name, value = found

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 
 from hybridbench.config.schema import EngineCfg, ModelCfg
-from hybridbench.engines.owned_flags import extra_flag_names
+from hybridbench.engines.owned_flags import extra_flag_names, last_flag
 from reference_impl.engine.arms import ArmSpec
 
 __all__ = ["sglang_refusal", "startup_refusal"]
@@ -43,14 +43,9 @@ _NGRAM_DRAFTS, _AUTO_STEPS = 12, 3
 
 
 def _last(args: Sequence[str], name: str) -> str | None:
-    """The value argparse keeps for ``name``: its last ``--name v`` or ``--name=v`` (None when not given)."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg == name:
-            value = args[i + 1] if i + 1 < len(args) else ""
-        elif arg.startswith(name + "="):
-            value = arg[len(name) + 1:]
-    return value
+    """The value argparse keeps for ``name`` (None when not given)."""
+    found = last_flag(args, name)
+    return found[1] if found else None
 
 
 def _has(args: Sequence[str], *names: str) -> bool:

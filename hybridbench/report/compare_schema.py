@@ -1,9 +1,18 @@
-"""compare.json's schema version, in a module of its own: the PR summary reads compare.json on a runner with
-nothing installed (ci/pr.yml's publish job runs ``python3 -m hybridbench.dashboard.pr_summary`` from the
-checkout), so it must not import compare itself (numpy, through its statistics)."""
+"""compare.json's schema version and how its verdicts rank, in a module of its own: the PR summary reads
+compare.json on a runner with nothing installed (ci/pr.yml's publish job runs ``python3 -m
+hybridbench.dashboard.pr_summary`` from the checkout), so it must not import compare itself (numpy, through its
+statistics); the dashboard's comparison pages show the same worst-of verdict."""
 
 from __future__ import annotations
 
-__all__ = ["COMPARE_SCHEMA_VERSION"]
+__all__ = ["COMPARE_SCHEMA_VERSION", "VERDICT_RANK", "worst_verdict"]
 
 COMPARE_SCHEMA_VERSION = 1
+
+VERDICT_RANK = {"fail": 3, "inconclusive": 2, "pass": 1}
+
+
+def worst_verdict(verdict: str, *others: str) -> str:
+    """``verdict``, or the worst of ``others`` that is worse (``fail`` > ``inconclusive``): another's pass never
+    stands in for a verdict that is not one."""
+    return max((verdict, *(o for o in others if o in ("fail", "inconclusive"))), key=lambda v: VERDICT_RANK.get(v, 0))
