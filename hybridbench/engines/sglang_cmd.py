@@ -266,7 +266,8 @@ def sglang_command(
     overridden = extra_flag_names(extra)
     check_flags([f for f in flags if f.name not in overridden], extra, helped, "SGLang")
     args = merge_extra(flags, extra)
-    if why := startup_refusal(args, extra, arm, engine):  # what every release with these flags refuses or rewrites
+    # what every release with these flags refuses or rewrites
+    if why := startup_refusal(args, extra, arm, engine, model):
         raise ConfigError(why)
     return [python or sys.executable, "-m", "sglang.launch_server", *args]
 

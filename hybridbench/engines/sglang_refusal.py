@@ -40,6 +40,29 @@ _STORAGE_LAYOUT = {"direct": "page_first_direct", "kernel": "page_first"}
 # architecture but Llama's and Grok's (no hybrid model), and with top-k 1 the draft tokens are always steps + 1.
 _EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 _NGRAM_DRAFTS, _AUTO_STEPS = 12, 3
+# The attention-backend flags whose trtllm_mha SGLang runs only on pages of these sizes, switching any other page size
+# to 64 (0.5.9 server_args.py:1894-1909, 0.5.16 arg_groups/overrides.py:1732-1742, 0.5.23 overrides.py:1174-1187,
+# which also takes 128 and reads the draft's backend).
+_TRTLLM_MHA_FLAGS = ("--attention-backend", "--prefill-attention-backend", "--decode-attention-backend")
+_TRTLLM_MHA_PAGES = (16, 32, 64)  # said so in the refusal
+# Decode context parallelism (0.5.23 arg_groups/fields/parallel.py dcp_size and its alias). 0.5.23 runs the host tier
+# with it for MLA models only (hicache_hook.resolve_hicache_dcp_compatibility) and then keeps Mooncake's layer_first
+# layout (resolve_storage_layout_compatibility); 0.5.16 rewrites that layout whatever the DCP size.
+_DCP_FLAGS = ("--dcp-size", "--decode-context-parallel-size")
+# The hybrid (mamba radix cache) architectures 0.5.23's ModelConfig gives MLA whatever their config says
+# (configs/model_config.py _derive_model_shapes; arg_groups/overrides.py _MAMBA_RADIX_CACHE_ARCHS, GigaChat35's spec)
+_MLA_HYBRIDS = ("KimiLinearForCausalLM", "KimiK3LinearForCausalLM", "KimiK3ForConditionalGeneration",
+                "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration",
+                "GigaChat35ForCausalLM")
+
+
+def _dcp(args: Sequence[str]) -> int:
+    found = last_flag(args, *_DCP_FLAGS)
+    return _int(found[1]) or 1 if found else 1
+
+
+def _mla_hybrid(model: ModelCfg) -> bool:
+    return model.architecture in _MLA_HYBRIDS
 
 
 def _last(args: Sequence[str], name: str) -> str | None:
@@ -83,6 +106,47 @@ def _draft_tokens(args: Sequence[str]) -> tuple[int | None, str]:
     return given, ""
 
 
+def _speculative_refusal(args: Sequence[str]) -> str:
+    """Why SGLang stops at start-up on ``args``' EAGLE-family settings ("" when it does not). With no
+    --speculative-num-steps it picks steps, top-k and draft tokens itself and asserts the other two were not given;
+    with steps but no --speculative-eagle-topk it fills in neither and compares the missing top-k with 1, a TypeError
+    (0.5.9 server_args.py:2422-2452; 0.5.16 arg_groups/speculative_hook.py:555-571 and :639-641; 0.5.23
+    speculative_hook.py:1159-1163 and :1273-1275). --speculative-adaptive picks them its own way (not checked)."""
+    algorithm = (_last(args, "--speculative-algorithm") or "").upper()
+    if algorithm not in _EAGLE_FAMILY or _has(args, "--speculative-adaptive"):
+        return ""
+    steps, topk = _has(args, "--speculative-num-steps"), _has(args, "--speculative-eagle-topk")
+    if not steps and (given := [f for f in ("--speculative-eagle-topk", "--speculative-num-draft-tokens")
+                                if _has(args, f)]):
+        return (f"engine.extra_args has --speculative-algorithm {algorithm} with {' and '.join(given)} but no "
+                "--speculative-num-steps: SGLang then picks all three itself and asserts at start-up that none was "
+                "given; give --speculative-num-steps and --speculative-eagle-topk too, or none of them")
+    if steps and not topk:
+        return (f"engine.extra_args has --speculative-algorithm {algorithm} with --speculative-num-steps but no "
+                "--speculative-eagle-topk: SGLang fills in no top-k then and stops at start-up comparing the missing "
+                "one; give --speculative-eagle-topk too (1 for a chain)")
+    return ""
+
+
+def _trtllm_mha_refusal(args: Sequence[str], arm: ArmSpec, engine: EngineCfg) -> str:
+    """Why SGLang does not run ``arm`` as planned with a trtllm_mha attention backend ("" when it does)."""
+    flag = next((f for f in _TRTLLM_MHA_FLAGS if _last(args, f) == "trtllm_mha"), "")
+    if not flag:
+        return ""
+    if arm.strategy == "no_buffer" and flag == "--attention-backend":
+        # 0.5.16 ServerArgs._validate_mamba_no_buffer (server_args.py:4827-4829), 0.5.23 mamba_hook.py:161-163
+        # validate_mamba_no_buffer; 0.5.9 turns the radix cache off instead (server_args.py:1752-1758)
+        return (f"arm {arm.name}: engine.extra_args has --attention-backend trtllm_mha, which SGLang refuses with "
+                "--mamba-radix-cache-strategy no_buffer (0.5.9 turns the radix cache off instead); use another "
+                "attention backend (triton, fa3)")
+    if max(engine.page_size, 1) not in _TRTLLM_MHA_PAGES:
+        return (f"engine.page_size={engine.page_size}: engine.extra_args has {flag} trtllm_mha, which runs pages of "
+                f"16, 32 or 64 tokens only: SGLang would run arm {arm.name} on pages of 64 while the plan, the "
+                f"forecast and the record say {engine.page_size}; set engine.page_size to one of them"
+                + (" (a no_buffer arm needs 1: use another attention backend)" if arm.strategy == "no_buffer" else ""))
+    return ""
+
+
 def _cache_turned_off(args: Sequence[str], engine: EngineCfg) -> str:
     """The engine.extra_args flag with which SGLang runs with the radix cache off whatever the arm says ("": none)."""
     decode = _last(args, "--disaggregation-mode") == "decode"
@@ -103,10 +167,13 @@ def _cache_turned_off(args: Sequence[str], engine: EngineCfg) -> str:
     return ""
 
 
-def startup_refusal(args: Sequence[str], extra: Sequence[str], arm: ArmSpec, engine: EngineCfg) -> str:
+def startup_refusal(args: Sequence[str], extra: Sequence[str], arm: ArmSpec, engine: EngineCfg,
+                    model: ModelCfg) -> str:
     """Why SGLang 0.5.16 and 0.5.23 refuse ``args`` (the planned server flags) at start-up, or run it as another
     arm than ``arm`` ("" when they run it as planned). ``extra`` (engine.extra_args) only says who set a flag."""
     owner = f"arm {arm.name}"
+    if why := _speculative_refusal(args) or _trtllm_mha_refusal(args, arm, engine):
+        return why
     if other := next((f for f in _OTHER_CACHE if _has(args, f)), ""):
         return (f"{owner}: engine.extra_args has {other}, which asks SGLang for another prefix cache than the arm's "
                 "(0.5.23 builds that one; 0.5.16 ignores it for a hybrid model while the record would name it)")
@@ -151,7 +218,8 @@ def startup_refusal(args: Sequence[str], extra: Sequence[str], arm: ArmSpec, eng
             return (f"{_who(args, extra, layout_flag, 'arm.l2.hicache_mem_layout')}: {owner}'s direct io backend "
                     "takes the page_first_direct layout, and SGLang would switch to it; set page_first_direct")
         storage = _last(args, "--hicache-storage-backend")
-        if storage in _LAYER_FIRST_REWRITTEN and layout == "layer_first" and io in _STORAGE_LAYOUT:
+        kept = storage == "mooncake" and _dcp(args) > 1 and _mla_hybrid(model)  # 0.5.23's; 0.5.16: sglang_refusal
+        if storage in _LAYER_FIRST_REWRITTEN and layout == "layer_first" and io in _STORAGE_LAYOUT and not kept:
             return (f"{_who(args, extra, layout_flag, 'arm.l2.hicache_mem_layout')}: with engine.extra_args' "
                     f"--hicache-storage-backend {storage} SGLang switches {owner}'s layer_first layout to "
                     f"{_STORAGE_LAYOUT[io]}; set {_STORAGE_LAYOUT[io]}")
@@ -197,6 +265,20 @@ def sglang_refusal(model: ModelCfg, arm: ArmSpec, version: str, extra_args: Sequ
         # host-tiered KV cache"; 0.5.23 runs the pair (rewriting a page_first_direct layout: startup_refusal)
         return (f"arm {arm.name}: engine.extra_args has --enable-unified-memory, which SGLang {version} refuses with "
                 "the host tier")
+    if arm.host_tier and (dcp := _dcp(extra)) > 1:
+        if release >= (0, 5, 23) and not _mla_hybrid(model):
+            # 0.5.23 hicache_hook.resolve_hicache_dcp_compatibility: only MLATokenToKVPoolHost translates DCP indices
+            return (f"arm {arm.name}: engine.extra_args has --dcp-size {dcp}, with which SGLang {version} runs the "
+                    f"host tier only for MLA models ({arch} is not one); leave decode context parallelism out")
+        l2 = arm.knobs.l2
+        layout = _last(extra, "--hicache-mem-layout") or (l2.hicache_mem_layout if l2 else "") or "page_first"
+        io = _last(extra, "--hicache-io-backend") or (l2.hicache_io_backend if l2 else "") or "kernel"
+        if (release < (0, 5, 23) and _last(extra, "--hicache-storage-backend") == "mooncake"
+                and layout == "layer_first" and io in _STORAGE_LAYOUT):
+            # 0.5.16 ServerArgs._resolve_storage_layout_compatibility (server_args.py:6269-6288) has no DCP exception
+            return (f"arm {arm.name}: with engine.extra_args' --hicache-storage-backend mooncake SGLang {version} "
+                    f"switches the layer_first layout to {_STORAGE_LAYOUT[io]} (0.5.23 keeps it with --dcp-size > 1); "
+                    f"set {_STORAGE_LAYOUT[io]}")
     if arm.strategy == "extra_buffer_lazy":
         spec = next((f for f in ("--speculative-algorithm", "--speculative-num-draft-tokens") if _has(extra, f)), "")
         if spec and release < (0, 5, 23):

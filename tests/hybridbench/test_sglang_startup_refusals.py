@@ -21,11 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 NEW_HELP = Path(__file__).parent / "fixtures" / "sglang_help_new.txt"
 
 
-def command(arm: str, extra: list[str], *, gpu: str = "h100", track_interval: int = 256,
-            l2: L2ArmCfg | None = None) -> list[str]:
-    engine = EngineCfg(tp=4, gpu=gpu, track_interval=track_interval, extra_args=extra)
+def command(arm: str, extra: list[str], *, gpu: str = "h100", track_interval: int = 256, page_size: int = 1,
+            l2: L2ArmCfg | None = None, model: ModelCfg | None = None) -> list[str]:
+    engine = EngineCfg(tp=4, gpu=gpu, track_interval=track_interval, page_size=page_size, extra_args=extra)
     spec = plan_arm(arm, ArmCfg(l2=l2 or L2ArmCfg()))
-    return sglang_command(python="python", model=ModelCfg(), engine=engine, arm=spec, port=30000, help_text=None)
+    return sglang_command(python="python", model=model or ModelCfg(), engine=engine, arm=spec, port=30000,
+                          help_text=None)
 
 
 # (arm, engine.extra_args, the start of the one-line refusal): what SGLang 0.5.16 and 0.5.23 both refuse or rewrite
@@ -49,6 +50,18 @@ REFUSED = [
     ("l2", ["--enable-unified-memory"], "arm l2: engine.extra_args has --enable-unified-memory, with which SGLang sw"),
     ("l2", ["--hicache-storage-backend", "mooncake", "--hicache-io-backend", "kernel", "--hicache-mem-layout",
             "layer_first"], "engine.extra_args has --hicache-mem-layout layer_first: with engine.extra_args' --hica"),
+    ("lru", ["--attention-backend", "trtllm_mha"], "arm lru: engine.extra_args has --attention-backend trtllm_mha, "
+     "which SGLang refuses with --mamba-radix-cache-strategy no_buffer"),
+    ("branching", ["--decode-attention-backend=trtllm_mha"], "engine.page_size=1: engine.extra_args has "
+     "--decode-attention-backend trtllm_mha, which runs pages of 16, 32 or 64 tokens only: SGLang would run arm "
+     "branching on pages of 64 while the plan, the forecast and the record say 1"),
+    ("disabled", ["--attention-backend", "trtllm_mha"], "engine.page_size=1: engine.extra_args has --attention-back"),
+    ("lru", ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "5"], "engine.extra_args has "
+     "--speculative-algorithm EAGLE with --speculative-num-steps but no --speculative-eagle-topk"),
+    ("branching", ["--speculative-algorithm", "nextn", "--speculative-eagle-topk", "1"], "engine.extra_args has "
+     "--speculative-algorithm NEXTN with --speculative-eagle-topk but no --speculative-num-steps"),
+    ("branching", ["--speculative-algorithm", "EAGLE", "--speculative-num-draft-tokens", "4"], "engine.extra_args "
+     "has --speculative-algorithm EAGLE with --speculative-num-draft-tokens but no --speculative-num-steps"),
 ]
 # Their neighbours SGLang runs as planned: each must still plan.
 ACCEPTED = [
@@ -69,6 +82,10 @@ ACCEPTED = [
     ("l2", ["--hicache-storage-backend", "file", "--hicache-io-backend", "kernel", "--hicache-mem-layout",
             "layer_first"]),  # only mooncake's (and npu_memcache's) layout is rewritten
     ("branching", ["--speculative-algorithm", "NGRAM"]),  # 12 draft tokens, interval 256
+    ("lru", ["--attention-backend", "triton"]),
+    ("lru", ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "5", "--speculative-eagle-topk", "1"]),
+    ("lru", ["--speculative-algorithm", "NGRAM", "--speculative-num-steps", "5"]),  # NGRAM derives its own steps
+    ("lru", ["--speculative-num-steps", "5"]),  # no speculative decoding
 ]
 
 
@@ -191,3 +208,46 @@ def test_the_plan_refuses_lazy_with_speculative_decoding_on_0_5_16(tmp_path: Pat
     lines = proc.stderr.strip().splitlines()
     assert lines == ["error: arm lazy: engine.extra_args has --speculative-algorithm; SGLang 0.5.16 does not support "
                      "extra_buffer_lazy with speculative decoding (PR #30437, in 0.5.23)"], proc.stderr
+
+
+def test_trtllm_mha_plans_on_its_own_page_sizes() -> None:
+    # SGLang switches any other page size to 64 (and no_buffer, page size 1 only, refuses it anyway)
+    extra = ["--attention-backend", "trtllm_mha"]
+    assert command("branching", extra, page_size=64)[-2:] == extra
+    with pytest.raises(ConfigError, match=r"^engine.page_size=128: .*--attention-backend trtllm_mha"):
+        command("branching", extra, page_size=128)
+
+
+@pytest.mark.parametrize(("version", "arch", "arm", "extra", "why"), [
+    # 0.5.23 runs the host tier with decode context parallelism for MLA models only
+    ("0.5.23", "Qwen3NextForCausalLM", "l2", ["--dcp-size", "2"], "arm l2: engine.extra_args has --dcp-size 2, with "
+     "which SGLang 0.5.23 runs the host tier only for MLA models (Qwen3NextForCausalLM is not one)"),
+    ("0.5.23", "NemotronHForCausalLM", "lazy+l2", ["--decode-context-parallel-size=4"], "arm lazy+l2: engine.extra_"),
+    ("0.5.23", "KimiLinearForCausalLM", "l2", ["--dcp-size", "2"], ""),
+    ("0.5.23", "Qwen3NextForCausalLM", "branching", ["--dcp-size", "2"], ""),  # no host tier
+    ("0.5.23", "Qwen3NextForCausalLM", "l2", ["--dcp-size", "1"], ""),
+    ("0.5.16", "Qwen3NextForCausalLM", "l2", ["--dcp-size", "2"], ""),  # 0.5.16 starts it
+    # with Mooncake, 0.5.16 switches layer_first whatever the DCP size; 0.5.23 keeps it with DCP (an MLA model)
+    ("0.5.16", "KimiLinearForCausalLM", "l2", ["--dcp-size", "2", "--hicache-storage-backend", "mooncake",
+                                              "--hicache-io-backend", "kernel", "--hicache-mem-layout", "layer_first"],
+     "arm l2: with engine.extra_args' --hicache-storage-backend mooncake SGLang 0.5.16 switches the layer_first "
+     "layout to page_first (0.5.23 keeps it with --dcp-size > 1); set page_first"),
+    ("0.5.23", "KimiLinearForCausalLM", "l2", ["--dcp-size", "2", "--hicache-storage-backend", "mooncake",
+                                              "--hicache-io-backend", "kernel", "--hicache-mem-layout", "layer_first"],
+     ""),
+])
+def test_decode_context_parallelism_with_the_host_tier_is_refused_where_the_release_refuses_it(
+        version: str, arch: str, arm: str, extra: list[str], why: str) -> None:
+    model = ModelCfg(architecture=arch)
+    got = sglang_refusal(model, plan_arm(arm, ArmCfg()), version, extra)
+    assert got.startswith(why) if why else got == "", got
+
+
+def test_mooncake_keeps_layer_first_with_decode_context_parallelism_on_an_mla_model_only() -> None:
+    # 0.5.23 hicache_hook.resolve_storage_layout_compatibility returns early for mooncake with --dcp-size > 1; it runs
+    # that host tier for MLA models only, so for any other model the plan still refuses (the layout, or sglang_refusal)
+    extra = ["--dcp-size", "2", "--hicache-storage-backend", "mooncake", "--hicache-io-backend", "kernel",
+             "--hicache-mem-layout", "layer_first"]
+    assert command("l2", extra, model=ModelCfg(architecture="KimiLinearForCausalLM"))[-len(extra):] == extra
+    with pytest.raises(ConfigError, match=r"--hicache-mem-layout layer_first: with engine\.extra_args' --hicache-sto"):
+        command("l2", extra)

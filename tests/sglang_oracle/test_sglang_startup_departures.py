@@ -5,7 +5,8 @@ case is an arm plus flags in ``engine.extra_args``. For every release: the plan 
 installed version, then ``sglang_command`` with the installed ``--help``), and the same command line, the arm's
 planned flags followed by the extra ones as ``merge_extra`` puts them, goes through ``prepare_server_args`` and the
 resolution the server does next, in the release's venv, on a tiny config of the model's architecture with
-``--device cpu`` (tests/sglang_oracle/tiny_configs.py; the "extra_buffer needs CUDA" probe answered as an H100 does).
+``--device cpu`` (tests/sglang_oracle/tiny_configs.py; the "extra_buffer needs CUDA" probe and trtllm_mha's SM90
+check answered as an H100 answers them).
 
 SGLang departs from the arm when it refuses the line, resolves it to another cache than the arm's (the strategy, the
 radix cache on or off, the host tier and its io backend and layout as planned), or starts a line its own validator
@@ -87,6 +88,23 @@ _CASES: list[tuple[str, list[str], set[str]]] = [
     # DP attention divides the chunked prefill size among the groups: the plan gives it times the groups
     ("branching", ["--enable-dp-attention", "--dp-size", "2"], set()),
     ("branching", ["--attn-dp-size", "2"], {"0.5.16"}),  # 0.5.23's own spelling; 0.5.16 has no such flag
+    # trtllm_mha: no_buffer refuses it; it runs pages of 16, 32 or 64 tokens and switches page size 1 to 64 (on an
+    # H100 0.5.16 refuses it for prefill outright: SM100 only)
+    ("lru", ["--attention-backend", "trtllm_mha"], {"0.5.16", "0.5.23"}),
+    ("disabled", ["--attention-backend", "trtllm_mha"], {"0.5.16", "0.5.23"}),
+    ("branching", ["--decode-attention-backend", "trtllm_mha"], {"0.5.16", "0.5.23"}),
+    ("lru", ["--attention-backend", "triton"], set()),
+    # EAGLE's steps, top-k and draft tokens: none (SGLang picks them) or steps and top-k
+    ("lru", ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "5"], {"0.5.16", "0.5.23"}),
+    ("branching", ["--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "1"], {"0.5.16", "0.5.23"}),
+    ("branching", ["--speculative-algorithm", "EAGLE", "--speculative-num-draft-tokens", "4"], {"0.5.16", "0.5.23"}),
+    ("lru", ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "5", "--speculative-eagle-topk", "1"],
+     set()),
+    # decode context parallelism: 0.5.23 runs the host tier with it for MLA models only
+    ("l2", ["--dcp-size", "2"], {"0.5.23"}),
+    ("l2", ["--hicache-storage-backend", "mooncake", "--hicache-io-backend", "kernel", "--hicache-mem-layout",
+            "layer_first", "--dcp-size", "2"], {"0.5.16", "0.5.23"}),  # 0.5.16: -> page_first
+    ("branching", ["--dcp-size", "2"], set()),
 ]
 # The same arms with a small engine.track_interval: the draft tokens SGLang fills in are held against it.
 # (arm, engine.extra_args, engine.track_interval, the releases that depart)
@@ -99,19 +117,34 @@ _SMALL_INTERVAL: list[tuple[str, list[str], int, set[str]]] = [
                    "--speculative-num-draft-tokens", "4"], 8, {"0.5.16", "0.5.23"}),  # steps + 1 = 10 wins
     ("lru", ["--speculative-algorithm", "NGRAM"], 8, set()),  # no tracking interval
 ]
+# (arm, engine.extra_args, engine.page_size, the releases that depart): trtllm_mha's own page sizes run as planned
+_PAGED: list[tuple[str, list[str], int, set[str]]] = [
+    ("branching", ["--decode-attention-backend", "trtllm_mha"], 64, set()),
+]
 CASES: list[tuple[str, list[str], set[str], dict[str, int]]] = [
     *((arm, extra, expected, {}) for arm, extra, expected in _CASES),
     *((arm, extra, expected, {"track_interval": ti}) for arm, extra, ti, expected in _SMALL_INTERVAL),
+    *((arm, extra, expected, {"page_size": page}) for arm, extra, page, expected in _PAGED),
 ]
-IDS = [f"{arm}:{' '.join(extra)}" + (f"@{eng['track_interval']}" if eng else "") for arm, extra, _, eng in CASES]
+IDS = [f"{arm}:{' '.join(extra)}" + "".join(f"@{k}={v}" for k, v in eng.items()) for arm, extra, _, eng in CASES]
+# trtllm_mha's platform checks answered as an H100 (SM90) answers them: this CPU is none of SM90, SM100, SM120
+PRETEND_SM90 = """
+try:
+    from sglang.srt.runtime_context import override_platform  # 0.5.23
+    override_platform(is_sm90=True).install()
+except ImportError:
+    import sglang.srt.server_args as sa_module
+    import sglang.srt.arg_groups.overrides as overrides_module
+    sa_module.is_sm90_supported = overrides_module.is_sm90_supported = lambda: True
+"""
 
-RESOLVE = "import importlib, json, sys, types" + PRETEND_H100 + """
+RESOLVE = "import importlib, json, sys, types" + PRETEND_H100 + PRETEND_SM90 + """
 from sglang.srt.server_args import prepare_server_args
 import sglang.srt.mem_cache.registry as registry
 import sglang.srt.mem_cache.storage.flexkv as flexkv
 KEYS = ("disable_radix_cache", "mamba_radix_cache_strategy", "enable_hierarchical_cache", "hicache_io_backend",
         "hicache_mem_layout", "speculative_num_draft_tokens", "chunked_prefill_size", "radix_cache_backend",
-        "enable_lmcache", "enable_flexkv", "mamba_max_states_per_path")
+        "enable_lmcache", "enable_flexkv", "mamba_max_states_per_path", "page_size")
 SPEC = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
 class Picked(Exception):
@@ -179,7 +212,7 @@ def resolve(argv):
             args = resolving_view(raw)
         except ImportError:
             pass
-    except (AssertionError, ValueError, NotImplementedError, SystemExit) as exc:
+    except (AssertionError, ValueError, NotImplementedError, TypeError, SystemExit) as exc:  # TypeError: a value unset
         return {"refused": f"{type(exc).__name__}: {exc}"[:300]}, None
     return {k: getattr(args, k, None) for k in (*KEYS, *SPEC)}, (raw, args)
 out = []
@@ -204,9 +237,9 @@ def _last(argv: list[str], flag: str) -> str | None:
     return values[-1] if values else None
 
 
-def _departs(arm: str, argv: list[str], got: dict[str, Any], base: dict[str, Any]) -> str:
+def _departs(arm: str, argv: list[str], got: dict[str, Any], base: dict[str, Any], engine: EngineCfg) -> str:
     """How SGLang's resolution departs from ``arm`` planned as ``argv`` ("" when it runs the arm as planned); ``base``
-    is the release's resolution of the arm's line without engine.extra_args."""
+    is the release's resolution of the arm's line without engine.extra_args, ``engine`` the case's engine options."""
     if "refused" in got:
         return str(got["refused"])
     spec = plan_arm(arm, ArmCfg())
@@ -215,7 +248,7 @@ def _departs(arm: str, argv: list[str], got: dict[str, Any], base: dict[str, Any
         # the prefix cache the arm's own line builds, and nothing else asked for
         "tree_cache": base["tree_cache"], "radix_cache_backend": None, "enable_lmcache": False, "enable_flexkv": False,
         # what each scheduler runs is engine.chunked_prefill_size, which the plan and the record carry
-        "chunked_prefill_size": EngineCfg().chunked_prefill_size,
+        "chunked_prefill_size": engine.chunked_prefill_size, "page_size": max(engine.page_size, 1),
     }
     if spec.cache_on:
         claims["mamba_radix_cache_strategy"] = spec.strategy
@@ -275,8 +308,8 @@ def decided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[st
         assert proc.returncode == 0 and proc.stdout.strip(), f"SGLang {version} resolve failed: {proc.stderr[-1500:]}"
         got = json.loads(proc.stdout.strip().splitlines()[-1])
         base_of = dict(zip(arms, got[len(argvs):], strict=True))
-        out[version] = [(why, _departs(arm, argv, g, base_of[arm]))
-                        for why, (arm, *_), argv, g in zip(ours, CASES, argvs, got[:len(argvs)], strict=True)]
+        out[version] = [(why, _departs(arm, argv, g, base_of[arm], EngineCfg(**eng)))
+                        for why, (arm, _, _, eng), argv, g in zip(ours, CASES, argvs, got[:len(argvs)], strict=True)]
     return out
 
 
