@@ -16,6 +16,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from hybridbench.report.compare_schema import COMPARE_SCHEMA_VERSION, worst_verd
 from hybridbench.report.md_text import md_code, md_text
 from workloads.closed_stdout import quiet_on_closed_stdout
 
-__all__ = ["main", "replaced_runs", "summary_markdown"]
+__all__ = ["RunsNow", "main", "runs_now", "summary_markdown"]
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -55,11 +56,32 @@ def _https(flag: str, url: str) -> str:
 _cell, _code = md_text, md_code
 
 
-def replaced_runs(path: Path, cmp: Mapping[str, Any]) -> list[str]:
-    """The compared run directories found here that now hold another run than compare read (compare.json records
-    both bundles' run ids): the directory recorded, and for the candidate the one compare.json sits in by
-    default (RUN/compare/compare.json: an artifact downloaded elsewhere keeps that layout)."""
-    found = []
+@dataclass(frozen=True, slots=True)
+class RunsNow:
+    """The compared directories as they are now: those that hold another run than compare read, and the own
+    verdict (with its re-scoring's overrides) of each run still there — re-scored since, its verdict is not the
+    one compare.json recorded, and the dashboard shows the run as it is now."""
+
+    replaced: tuple[str, ...] = ()
+    verdicts: Mapping[str, str] = field(default_factory=dict)  # side (base | candidate) -> the run's verdict now
+    rescored: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # side -> its re-scoring's overrides
+
+
+def _bundle(place: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((place / "bundle.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def runs_now(path: Path, cmp: Mapping[str, Any]) -> RunsNow:
+    """Each compared run directory found here (compare.json records both bundles' run ids): the directory
+    recorded, and for the candidate the one compare.json sits in by default (RUN/compare/compare.json: an artifact
+    downloaded elsewhere keeps that layout)."""
+    replaced: list[str] = []
+    verdicts: dict[str, str] = {}
+    rescored: dict[str, tuple[str, ...]] = {}
     for side, role in (("base", "baseline"), ("candidate", "candidate")):
         pinned, recorded = cmp.get(f"{side}_run_id"), cmp.get(f"{side}_dir")
         if not isinstance(pinned, str) or not pinned or not isinstance(recorded, str) or not recorded:
@@ -68,27 +90,37 @@ def replaced_runs(path: Path, cmp: Mapping[str, Any]) -> list[str]:
         if side == "candidate" and path.parent.name == "compare" and path.parent.parent.name == Path(recorded).name:
             places.insert(0, path.parent.parent)
         for place in places:
-            try:
-                now = json.loads((place / "bundle.json").read_text(encoding="utf-8")).get("run_id")
-            except (OSError, ValueError, AttributeError):
+            bundle = _bundle(place)
+            if bundle is None:
                 continue
+            now = bundle.get("run_id")
             if isinstance(now, str) and now != pinned:
-                found.append(f"{role} {place} now holds another run ({now[:12] or 'unfinished'}; compared "
-                             f"{pinned[:12]})")
+                replaced.append(f"{role} {place} now holds another run ({now[:12] or 'unfinished'}; compared "
+                                f"{pinned[:12]})")
+            elif now == pinned and isinstance(verdict := bundle.get("verdict"), str) and verdict:
+                verdicts[side] = verdict
+                again = bundle.get("rescored")
+                if isinstance(again, dict):
+                    overrides = again.get("overrides")
+                    rescored[side] = tuple(str(o) for o in overrides) if isinstance(overrides, list) else ()
             break
-    return found
+    return RunsNow(tuple(replaced), verdicts, rescored)
 
 
 def summary_markdown(cmp: Mapping[str, Any], *, png_url: str, site_url: str, png_name: str,
-                     replaced: Sequence[str] = ()) -> str:
+                     now: RunsNow | None = None) -> str:
     """The verdict line first: the worst of the comparison's verdict, its rows (a hand-edited verdict does not
-    outrank them), the candidate's own run (a pull request whose own checks failed is not a pass) and runs since
+    outrank them), the candidate's own run as it is now (a pull request whose own checks failed is not a pass;
+    one re-scored since the comparison is judged by its new verdict, as the dashboard shows it) and runs since
     replaced (a pass over them is inconclusive); then why, each on its own line."""
+    now = now or RunsNow()
+    replaced = now.replaced
     deltas = [d for d in cmp.get("deltas", []) if isinstance(d, Mapping)]
     counts = Counter(str(d.get("status")) for d in deltas)
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     compared = str(cmp["verdict"])
-    own = {side: str(cmp.get(f"{side}_verdict") or "") for side in ("base", "candidate")}
+    recorded = {side: str(cmp.get(f"{side}_verdict") or "") for side in ("base", "candidate")}
+    own = {side: now.verdicts.get(side) or recorded[side] for side in recorded}
     verdict = worst_verdict(compared, *(s for s in counts if s in ("fail", "inconclusive")), own["candidate"],
                      *(["inconclusive"] if replaced else []))
     lines = [f"**hybridbench verdict: {_cell(verdict).upper()}** · candidate {_code(cmp.get('candidate'))} against "
@@ -99,6 +131,11 @@ def summary_markdown(cmp: Mapping[str, Any], *, png_url: str, site_url: str, png
     for side, role in (("candidate", "The pull request's own run"), ("base", "The baseline's own run")):
         if own[side] and own[side] != "pass":
             notes.append(f"{role}: **{_cell(own[side]).upper()}** (its checks; its report.md says which).")
+        if side in now.verdicts and own[side] != recorded[side]:
+            how = ("re-scored since the comparison" + (f": {' '.join(now.rescored[side])}" if now.rescored[side]
+                                                       else "")) if side in now.rescored else "changed since"
+            notes.append(f"{role}'s verdict is now {_cell(own[side]).upper()} ({_cell(how)}); compare recorded "
+                         f"{_cell(recorded[side] or 'none').upper()}.")
         marks = cmp.get(f"{side}_marks")
         if isinstance(marks, list) and marks:
             notes.append(f"{role}'s verdict is marked: " + "; ".join(_cell(m) for m in marks) + ".")
@@ -142,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cmp = _read(args.compare)
         text = summary_markdown(cmp, png_url=_https("--png-url", args.png_url),
                                 site_url=_https("--site-url", args.site_url), png_name=args.png_name,
-                                replaced=replaced_runs(args.compare, cmp))
+                                now=runs_now(args.compare, cmp))
         if args.append is None:
             sys.stdout.write(text)
         else:

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hostile import clean, cli, load, make_run, save, second_repeat
+from hostile import clean, cli, load, make_run, save, second_repeat, subprocess_cli
 
 pytestmark = pytest.mark.redteam
 
@@ -155,3 +155,26 @@ def test_a_verdict_compare_never_writes_is_not_shown_as_the_candidates_pass(tmp_
     save(cand / "compare" / "compare.json", cmp)
     line = _verdict_line((_site(root, tmp_path / "site") / "summary-pr.html").read_text())
     assert line.startswith('verdict <span class="v-unknown">unknown</span> · '), line
+
+
+@pytest.mark.parametrize(("rescore", "now"), [("checks.min_token_hit_rate=0.99", "fail"), ("", "pass")])
+def test_a_candidate_re_scored_since_the_comparison_reads_alike_on_the_dashboard_and_the_pr_summary(
+        tmp_path: Path, rescore: str, now: str) -> None:
+    # python -m hybridbench.rescore on the pull request's run after compare: the dashboard showed its new verdict
+    # (FAIL), the PR summary the one compare.json recorded (PASS): two views of one run, one of them a pass.
+    root, _, cand = _compared(tmp_path)
+    if now == "pass":  # the other way: compare saw a failed candidate, a re-scoring with its own settings passes it
+        cmp = load(cand / "compare" / "compare.json")
+        save(cand / "compare" / "compare.json", {**cmp, "candidate_verdict": "fail"})
+    proc = cli("hybridbench.rescore", cand, *([rescore] if rescore else []))
+    clean(proc)
+    assert load(cand / "bundle.json")["verdict"] == now, proc.stdout[-800:]
+    line = _verdict_line((_site(root, tmp_path / "site") / "compare-pr.html").read_text())
+    assert line.startswith(f'verdict <span class="v-{now}">{now}</span>'), line
+    summary = subprocess_cli("hybridbench.dashboard.pr_summary", cand / "compare" / "compare.json")
+    assert summary.returncode == 0, summary.stderr
+    first, *rest = summary.stdout.splitlines()
+    assert first.startswith(f"**hybridbench verdict: {now.upper()}**"), first
+    why = f"re-scored since the comparison: {rescore}" if rescore else "re-scored since the comparison"
+    was = "PASS" if now == "fail" else "FAIL"
+    assert f"- The pull request's own run's verdict is now {now.upper()} ({why}); compare recorded {was}." in rest
