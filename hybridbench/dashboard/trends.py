@@ -10,7 +10,7 @@ from pathlib import Path
 from hybridbench.dashboard import charts
 from hybridbench.dashboard.html import Markup, Page, chart, table, verdict_badge
 from hybridbench.results.baselines import BRANCH
-from hybridbench.results.history import Series, Verdict, history, judge
+from hybridbench.results.history import Series, Verdict, history, judge_all
 from hybridbench.results.store import Store
 
 __all__ = ["TOLERANCE", "trend_page"]
@@ -29,8 +29,8 @@ def _published(store: Store) -> dict[tuple[str, str, str, str, str], float]:
 
 
 def _badge(v: Verdict) -> Markup:
-    # A series a sizing change left unjudged fails the history gate (exit 1) as an inconclusive one does.
-    return verdict_badge("inconclusive" if v.unjudged_after_resize else _STATUS_CLASS[v.status], v.status)
+    # A series a sizing or load change left unjudged fails the history gate (exit 1) as an inconclusive one does.
+    return verdict_badge("inconclusive" if v.unjudged else _STATUS_CLASS[v.status], v.status)
 
 
 def trend_page(store: Store, root: Path) -> str:
@@ -40,14 +40,16 @@ def trend_page(store: Store, root: Path) -> str:
     main = store.runs[store.runs["branch"] == "main"]
     nightly = Store(store.root, main, store.aggregates[store.aggregates["run"].isin(set(main["run"]))], store.trials,
                     store.checks)
-    for s in history(nightly):
+    every = history(nightly)
+    judged = {v.key: v for v in judge_all(every, tolerance=TOLERANCE)}  # across loads: a load change names both
+    for s in every:
         k = s.key
         groups[(k.experiment, k.workload, k.metric, k.model, k.gpu, k.engine, k.load)].append(s)
     cmd = f"python -m hybridbench.results history {shlex.quote(str(root))} --tolerance {TOLERANCE}"
     rows = []
     for i, (g, series) in enumerate(sorted(groups.items())):
         experiment, workload, metric, model, gpu, engine, load = g
-        verdicts = [judge(s, tolerance=TOLERANCE) for s in series]
+        verdicts = [judged[s.key] for s in series]
         cps = sorted({run for v in verdicts for run in v.change_points})
         when = {p.run: p.created for s in series for p in s.points}
         # The first arm (by name) with a published figure for this experiment, workload, metric and model.

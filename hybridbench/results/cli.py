@@ -28,7 +28,7 @@ from typing import Any
 import duckdb
 
 from hybridbench.errors import ConfigError, OneLineParser
-from hybridbench.results.history import history, judge
+from hybridbench.results.history import history, judge_all
 from hybridbench.results.index import INDEX_NAME, index_entry
 from hybridbench.results.marks import verdict_marks
 from hybridbench.results.reader import read_run
@@ -183,7 +183,7 @@ def _history(args: argparse.Namespace) -> int:
     keep = set(store.select(f)["run"])
     sub = Store(store.root, store.runs[store.runs["run"].isin(keep)], store.restrict(store.aggregates, f),
                 store.trials, store.checks)
-    verdicts = [judge(s, tolerance=args.tolerance, window=args.window) for s in history(sub)]
+    verdicts = judge_all(history(sub), tolerance=args.tolerance, window=args.window)
     for v in verdicts:
         k = v.key
         cps = f"; change points at {', '.join(v.change_points)}" if v.change_points else ""
@@ -200,13 +200,16 @@ def _history(args: argparse.Namespace) -> int:
     # Too few points to judge: a new store, or a sizing change on main (its nights are judged only among themselves).
     young = [v for v in verdicts if v.status == "insufficient data"]
     resized = sum(1 for v in young if v.unjudged_after_resize)
+    reloaded = sum(1 for v in young if v.unjudged and not v.unjudged_after_resize)
     print(f"{len(verdicts)} series, {len(regressed)} regressed, {len(undecided)} inconclusive, {len(no_data)} without "
-          f"data on their latest run, {len(young)} with too few points to judge ({resized} after a sizing change)",
-          file=sys.stderr)
+          f"data on their latest run, {len(young)} with too few points to judge ({resized} after a sizing change, "
+          f"{reloaded} after a load change)", file=sys.stderr)
     # A series main's sizing change left without a baseline was judged before and is not now: exit 0 read "no
     # regression" for nights nobody judged, and slower code landing with the change became the new baseline. A
-    # series too young to have a baseline at all (a new store, arm or load) has no earlier main to regress from.
-    return 1 if regressed or no_data or undecided or resized else 0  # an undecided trailing set is never a pass
+    # series too young to have a baseline at all (a new store, arm or load added) has no earlier main to regress
+    # from; one whose load replaced a judged load's on main is held as a resized one is. An undecided trailing
+    # set is never a pass.
+    return 1 if regressed or no_data or undecided or resized or reloaded else 0
 
 
 def _check_output(args: argparse.Namespace) -> None:

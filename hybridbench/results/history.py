@@ -22,7 +22,7 @@ import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -42,6 +42,8 @@ __all__ = [
     "history",
     "hud_rule",
     "judge",
+    "judge_all",
+    "load_changes",
     "sizing_changes",
 ]
 
@@ -87,6 +89,8 @@ class Verdict:
     sizing_changes: tuple[str, ...] = ()  # "RUN: key old -> new, ..." for each run sized unlike the one before
     # Nights sized otherwise than the latest had a baseline (>= 2 of one sizing) that the change left behind
     baseline_left: bool = False
+    # "RUN: load OLD -> NEW ..." when this series took over from one of another load that had a baseline (load_changes)
+    load_change: str = ""
 
     @property
     def unjudged_after_resize(self) -> bool:
@@ -94,9 +98,16 @@ class Verdict:
         series whose earlier sizing never had two nights had no baseline to lose (a new store, resized early)."""
         return self.status == "insufficient data" and bool(self.sizing_changes) and self.baseline_left
 
+    @property
+    def unjudged(self) -> bool:
+        """Without the baseline it had (a sizing change) or its load's series had (a load change on main): no
+        earlier night judges the latest, which is not "no regression" (history exits 1; the trends badge)."""
+        return self.unjudged_after_resize or (self.status == "insufficient data" and bool(self.load_change))
+
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self.key), "points": self.points, "status": self.status, "detail": self.detail,
-                "change_points": list(self.change_points), "sizing_changes": list(self.sizing_changes)}
+                "change_points": list(self.change_points), "sizing_changes": list(self.sizing_changes),
+                "load_change": self.load_change}
 
 
 def _violates(value: float, base: float, tolerance: float, higher_is_worse: bool) -> bool:
@@ -203,3 +214,48 @@ def judge(series: Series, *, tolerance: float, window: int = 5) -> Verdict:
     cps = tuple(finite[i].run for i in change_points(values))
     earlier = Counter(p.sizing for p in finite if latest and p.sizing and p.sizing != latest)
     return Verdict(series.key, status, detail, cps, len(values), changes, any(n >= 2 for n in earlier.values()))
+
+
+def _unloaded(key: SeriesKey) -> tuple[str, ...]:
+    return key.experiment, key.workload, key.arm, key.metric, key.model, key.gpu, key.engine
+
+
+def load_changes(series: Sequence[Series]) -> dict[SeriesKey, tuple[str, SeriesKey]]:
+    """Series that took over from a series of another load (same experiment, workload, arm, metric, model, GPU and
+    engine) which had >= 2 nights and ended before this one's first: the load changed on main. Each is a new series
+    (another load sends other requests), so its first nights have no baseline; unlike a load added beside one still
+    running, the latest nights are then judged by nothing while the old load's last verdict still reads ok.
+    Maps each to ("RUN: load OLD -> NEW; ...", the series it took over from)."""
+    groups: dict[tuple[str, ...], list[Series]] = defaultdict(list)
+    for s in series:
+        if s.points:
+            groups[_unloaded(s.key)].append(s)
+    out = {}
+    for group in groups.values():
+        for s in group:
+            first = (s.points[0].created, s.points[0].run)
+            before = [t for t in group if t is not s and (t.points[-1].created, t.points[-1].run) < first
+                      and sum(math.isfinite(p.value) for p in t.points) >= 2]
+            if before:
+                t = max(before, key=lambda t: (t.points[-1].created, t.points[-1].run))
+                out[s.key] = (f"{s.points[0].run}: load {t.key.load} -> {s.key.load}; the earlier load's series had "
+                              f"{len(t.points)} night(s), the last {t.points[-1].run}", t.key)
+    return out
+
+
+def judge_all(series: Sequence[Series], *, tolerance: float, window: int = 5) -> list[Verdict]:
+    """:func:`judge` of each series; one that took over from another load's (:func:`load_changes`) says so, and so
+    does the series it took over from (its verdict is of nights before the change, not of the latest)."""
+    changed = load_changes(series)
+    ended = {old: (new, why) for new, (why, old) in changed.items()}
+    out = []
+    for s in series:
+        v = judge(s, tolerance=tolerance, window=window)
+        if s.key in changed:
+            v = replace(v, load_change=changed[s.key][0],
+                        detail=f"{v.detail}; the load changed on main at {changed[s.key][0]}")
+        elif s.key in ended:
+            v = replace(v, detail=f"{v.detail}; ended at {s.points[-1].run}: later nights ran load "
+                                  f"{ended[s.key][0].load}")
+        out.append(v)
+    return out

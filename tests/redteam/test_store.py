@@ -290,3 +290,34 @@ def test_an_export_that_fails_half_way_leaves_the_last_export_whole(tmp_path: Pa
     assert rc == 2 and err.count("\n") == 1, err
     assert {f.name: f.read_bytes() for f in out.glob("*.parquet")} == before
     assert sorted(p.name for p in out.iterdir()) == sorted(before)  # no temporary folder left behind
+
+
+def _load(concurrency: int) -> Any:
+    return lambda p: p["config"]["load"].update(max_concurrency=concurrency)
+
+
+def test_a_load_changed_on_main_leaves_its_first_nights_unjudged_not_passed(tmp_path: Path) -> None:
+    # Four nights of one load, then main's load changed (another concurrency: another series) and the code slowed
+    # by half with it: the new series had no baseline ("insufficient data"), the old one still read "ok" of its last
+    # nights, and history exited 0 -- the nights since the change judged by nothing, the slower code its baseline.
+    for i in range(4):
+        make_run(tmp_path, f"n{i}", night=i, bundle=set_metric(100.0), plan=_load(4))
+    make_run(tmp_path, "n4", night=4, bundle=set_metric(150.0), plan=_load(2))
+    rc, out, err = results("history", tmp_path, "--json", tmp_path / "h.json")
+    ttft = [ln for ln in out.splitlines() if " mean_ttft_ms " in ln]
+    new = [ln for ln in ttft if ln.startswith("insufficient data")]
+    assert new and all("the load changed on main at n4: load " in ln for ln in new), ttft
+    assert all("ended at n3: later nights ran load " in ln for ln in ttft if ln.startswith("ok")), ttft
+    assert rc == 1 and "after a load change)" in err, err
+    assert {s["load_change"] != "" for s in load(tmp_path / "h.json")["series"] if s["status"] != "ok"} == {True}
+    # A load added beside one still running (both ran on night 4) has no earlier main to regress from: exit 0.
+    make_run(tmp_path, "n4-old-load", night=4, bundle=set_metric(100.0), plan=_load(4))
+    rc, out, err = results("history", tmp_path)
+    assert rc == 0 and "the load changed" not in out, out + err
+    shutil.rmtree(tmp_path / "n4-old-load")
+    # Four nights at the new load judge themselves again (two of baseline, two judged).
+    for i in range(5, 8):
+        make_run(tmp_path, f"n{i}", night=i, bundle=set_metric(150.0), plan=_load(2))
+    rc, out, err = results("history", tmp_path)
+    assert rc == 0 and "insufficient data" not in out, out + err
+    assert [ln.split()[0] for ln in out.splitlines() if " mean_ttft_ms " in ln and "load changed" in ln] == ["ok"] * 2
