@@ -9,6 +9,8 @@ prints them as warnings.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from hybridbench.engines.base import Engine
 from hybridbench.engines.registry import make_engine
 from hybridbench.errors import ConfigError
 from hybridbench.load.progress import env_mode
+from hybridbench.plan.arms import plan_arm
 from hybridbench.plan.build import build_plan
 from hybridbench.plan.data import apply_data
 from hybridbench.plan.sessions import note_kept_sessions
@@ -71,10 +74,22 @@ def prepare_run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> Prepare
     # after the engine: an arm it cannot run is the first thing to say; then whether the arms feed every check
     validate_subjects(cfg.checks.enabled, plan.arms, plan.baseline_arm,
                       frozenset(s.name for s in plan.arm_specs if not s.cache_on),
-                      [w.judged_by for w in cfg.workloads.values()])
+                      [w.judged_by for w in cfg.workloads.values()], refusal=_arm_refusal(cfg, plan, engine))
     check_unread_keys(cfg)  # after the engine: an experiment made for another engine is refused by what it runs
     probes = plan_probes(cfg, engine.name, engine.traits)  # a probe the engine cannot serve: exit 2, here
     return PreparedRun(plan, engine, tuple(probes), machine_findings(cfg), data_notes)
+
+
+def _arm_refusal(cfg: RunCfg, plan: RunPlan, engine: Engine) -> Callable[[str], str]:
+    """Why ``engine`` cannot run an arm the plan does not have ("" when it can): asked only to word a refusal."""
+    def why(name: str) -> str:
+        try:
+            spec = plan_arm(name, cfg.arm)
+            engine.validate(cfg, dataclasses.replace(plan, arms=(spec.name,), arm_specs=(spec,)))
+        except ConfigError as exc:
+            return str(exc)
+        return ""
+    return why
 
 
 def refuse_on_machine(prepared: PreparedRun) -> None:

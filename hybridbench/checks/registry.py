@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
 from hybridbench.checks.accuracy import accuracy
@@ -12,7 +12,7 @@ from hybridbench.checks.builtin import cache_hits, survival, throughput, ttft
 from hybridbench.checks.correctness import kl, prefill_overhead
 from hybridbench.checks.evictions import evictions, host_hits
 from hybridbench.checks.marconi import marconi_trends
-from hybridbench.checks.subjects import nothing_to_judge
+from hybridbench.checks.subjects import SUGGESTED_ARMS, nothing_to_judge
 from hybridbench.config.schema import ChecksCfg, WorkloadCfg
 from hybridbench.errors import ConfigError
 from hybridbench.records.kl import KL_VARIANTS
@@ -63,14 +63,23 @@ def validate_judged_by(workloads: Mapping[str, WorkloadCfg]) -> None:
 
 
 def validate_subjects(enabled: Sequence[str], arms: Sequence[str], baseline: str, cache_off: Collection[str],
-                      judged_by: Sequence[Sequence[str]] = ()) -> None:
+                      judged_by: Sequence[Sequence[str]] = (), *,
+                      refusal: Callable[[str], str] | None = None) -> None:
     """ConfigError for the first enabled check the run's arms give nothing to judge (hybridbench.checks.subjects):
     said before a server starts, not as a verdict after every trial ran. ``judged_by``: each workload's
-    ``judged_by`` (empty: every check); a check no workload is judged by is not asked anything, so not refused."""
+    ``judged_by`` (empty: every check); a check no workload is judged by is not asked anything, so not refused.
+    ``refusal``: why the engine cannot run an arm ("" when it can): where it can run none of the arms the advice
+    would add (an l2 arm on SGLang 0.5.9 with a hybrid model), the advice is to drop the check, with the reason."""
     for name in enabled:
         if judged_by and all(j and name not in j for j in judged_by):
             continue
         if why := nothing_to_judge(name, arms, baseline, cache_off):
+            suggested = SUGGESTED_ARMS.get(name, ())
+            refused = [r for a in suggested if (r := refusal(a))] if refusal is not None and suggested else []
+            if suggested and len(refused) == len(suggested):
+                reason = why.split(": add ", 1)[0]
+                raise ConfigError(f"checks.enabled: {name} {reason}, nor can this engine run one ({refused[0]}): drop "
+                                  f"{name} from checks.enabled (arms [{', '.join(arms)}])")
             raise ConfigError(f"checks.enabled: {name} {why}, or drop {name} from checks.enabled "
                               f"(arms [{', '.join(arms)}])")
 

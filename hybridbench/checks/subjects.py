@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-__all__ = ["MARCONI_BASELINES", "candidate_arms", "host_tier_arms", "marconi_arms", "marconi_baselines",
-           "nothing_to_judge"]
+__all__ = ["MARCONI_BASELINES", "SUGGESTED_ARMS", "candidate_arms", "host_tier_arms", "marconi_arms",
+           "marconi_baselines", "nothing_to_judge"]
 
 # Marconi's baselines by its paper's names (arXiv 2411.19379): the arms a marconi arm is compared with.
 MARCONI_BASELINES = ("sglang_plus", "vllm_plus")
+# The arms a refusal suggests adding, where one arm kind is the only way to give the check a subject: the plan asks
+# the engine whether it can run any of them, and where it can run none says so instead (advice the user can follow).
+SUGGESTED_ARMS = {"host_hits": ("l2", "branching+l2")}
 
 
 def _parts(arm: str) -> list[str]:

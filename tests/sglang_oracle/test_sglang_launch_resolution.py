@@ -270,3 +270,30 @@ def test_every_arm_of_an_experiments_gpu_plan_passes_the_releases_own_startup_re
         if diff:
             wrong[arm] = f"resolved otherwise than planned (claim, resolved): {diff}"
     assert not wrong, f"SGLang {version}, experiment {experiment}: {wrong}"
+
+
+@pytest.mark.parametrize(("version", "extra", "refused"), [
+    ("0.5.9", [], "arm l2: SGLang 0.5.9 has no host tier for hybrid models"),  # hiradix_cache.py:69-97
+    ("0.5.16", ["engine.extra_args=[--enable-unified-memory]"],  # ServerArgs._handle_unified_memory_pool
+     "arm l2: engine.extra_args has --enable-unified-memory, which SGLang 0.5.16 refuses with the host tier"),
+    ("0.5.16", [], ""),  # it runs l2: adding it is advice the user can follow
+])
+def test_host_hits_without_a_host_tier_arm_advises_only_what_the_release_runs(
+        version: str, extra: list[str], refused: str) -> None:
+    # l2 with arms=[branching] on a release that refuses an l2 arm: the plan said "add one (e.g. l2, or
+    # branching+l2)", and the user who did was refused next for the arm it suggested.
+    if not env_ready(version):
+        (pytest.fail if os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG") else pytest.skip)(
+            f"SGLang {version} venv not built (tests/sglang_oracle/build_env.sh)")
+    rc, _, err = _plan(version, "+experiment=l2", "arms=[branching]", *extra)
+    (line,) = err.strip().splitlines()[-1:]
+    assert rc == 2 and line.startswith("error: checks.enabled: host_hits judges the arms with a host tier"), err
+    if refused:
+        assert "add one" not in line and f"nor can this engine run one ({refused}" in line, line
+        assert line.endswith("): drop host_hits from checks.enabled (arms [branching])"), line
+        # The advice as given plans (the engines-and-experiments table's cell for this release).
+        checks = "checks.enabled=[survival,ttft,throughput,cache_hits,evictions]"
+        assert _plan(version, "+experiment=l2", "arms=[branching]", *extra, checks)[0] == 0
+    else:
+        assert "add one (e.g. l2, or branching+l2), or drop host_hits" in line, line
+        assert _plan(version, "+experiment=l2", "arms=[branching,l2]", *extra)[0] == 0
