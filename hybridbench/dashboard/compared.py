@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.errors import ConfigError
-from hybridbench.report.compare_schema import VERDICT_RANK, worst_verdict
+from hybridbench.report.compare_schema import VERDICT_RANK, unbacked_pass, worst_verdict
 from hybridbench.results import Run, read_run
 from hybridbench.results.marks import verdict_marks
 
@@ -89,10 +89,13 @@ def compared(cmp: Mapping[str, Any], root: Path) -> Compared:
     # A verdict row outranks a verdict beside it that says better (compare never writes that; a hand edit can).
     rows = [str(d.get("status")) for d in cmp.get("deltas", []) if isinstance(d, Mapping)]
     worst_row = worst_verdict("pass", *rows)
-    shown = worst_verdict(verdict, *(["inconclusive"] if changed else []), cand.verdict, worst_row)
+    # A pass no row backs (every row skipped, or none): the PR summary refuses that file; shown, it is no pass.
+    unbacked = unbacked_pass(verdict, rows)
+    shown = worst_verdict(verdict, *(["inconclusive"] if changed or unbacked else []), cand.verdict, worst_row)
     why = []
     if shown != verdict:
-        why.append(f"compare said {verdict}" + (" of runs since replaced" if changed else ""))
+        why.append(f"compare said {verdict}" + (" with no passing verdict row" if unbacked else "")
+                   + (" of runs since replaced" if changed else ""))
         if VERDICT_RANK.get(cand.verdict, 0) > VERDICT_RANK.get(verdict, 0):
             why.append(f"the candidate's own run: {cand.verdict}")
         if VERDICT_RANK[worst_row] > VERDICT_RANK.get(verdict, 0):

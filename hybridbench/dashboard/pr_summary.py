@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.errors import ConfigError, OneLineParser
-from hybridbench.report.compare_schema import COMPARE_SCHEMA_VERSION, worst_verdict
+from hybridbench.report.compare_schema import COMPARE_SCHEMA_VERSION, unbacked_pass, worst_verdict
 from hybridbench.report.md_text import md_code, md_text
 from workloads.closed_stdout import quiet_on_closed_stdout
 
@@ -42,7 +42,7 @@ def _read(path: Path) -> dict[str, Any]:
     if data.get("schema_version") != COMPARE_SCHEMA_VERSION:
         raise ConfigError(f"{path}: compare.json schema_version {data.get('schema_version')!r}, this reader takes "
                           f"{COMPARE_SCHEMA_VERSION}")
-    if data["verdict"] == "pass" and not any(isinstance(d, dict) and d.get("status") == "pass" for d in data["deltas"]):
+    if unbacked_pass(data["verdict"], (str(d.get("status")) for d in data["deltas"] if isinstance(d, dict))):
         raise ConfigError(f"{path}: verdict pass with no passing verdict row; compare never writes that")
     return data
 

@@ -5,7 +5,9 @@ statistics); the dashboard's comparison pages show the same worst-of verdict."""
 
 from __future__ import annotations
 
-__all__ = ["COMPARE_SCHEMA_VERSION", "VERDICT_RANK", "worst_verdict"]
+from collections.abc import Iterable
+
+__all__ = ["COMPARE_SCHEMA_VERSION", "VERDICT_RANK", "unbacked_pass", "worst_verdict"]
 
 COMPARE_SCHEMA_VERSION = 1
 
@@ -16,3 +18,9 @@ def worst_verdict(verdict: str, *others: str) -> str:
     """``verdict``, or the worst of ``others`` that is worse (``fail`` > ``inconclusive``): another's pass never
     stands in for a verdict that is not one."""
     return max((verdict, *(o for o in others if o in ("fail", "inconclusive"))), key=lambda v: VERDICT_RANK.get(v, 0))
+
+
+def unbacked_pass(verdict: str, row_statuses: Iterable[str]) -> bool:
+    """A ``pass`` that no passing verdict row backs (none, or every row skipped): compare never writes it (such a
+    comparison is inconclusive); a hand-edited or damaged compare.json can, and no view may show it as a pass."""
+    return verdict == "pass" and "pass" not in set(row_statuses)

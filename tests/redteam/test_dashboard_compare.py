@@ -178,3 +178,22 @@ def test_a_candidate_re_scored_since_the_comparison_reads_alike_on_the_dashboard
     why = f"re-scored since the comparison: {rescore}" if rescore else "re-scored since the comparison"
     was = "PASS" if now == "fail" else "FAIL"
     assert f"- The pull request's own run's verdict is now {now.upper()} ({why}); compare recorded {was}." in rest
+
+
+@pytest.mark.parametrize("rows", ["skipped", "none"])
+def test_a_pass_no_verdict_row_backs_is_no_pass_on_the_dashboard_as_in_the_pr_summary(
+        tmp_path: Path, rows: str) -> None:
+    # compare never writes it; a hand-edited or damaged compare.json can. The PR summary refused the file (exit 2),
+    # while the index, the page and the summary PNG showed a green pass over nothing judged.
+    root, _, cand = _compared(tmp_path)
+    cmp = load(cand / "compare" / "compare.json")
+    cmp["deltas"] = [{**d, "status": "skip"} for d in cmp["deltas"]] if rows == "skipped" else []
+    save(cand / "compare" / "compare.json", cmp)
+    summary = subprocess_cli("hybridbench.dashboard.pr_summary", cand / "compare" / "compare.json")
+    assert summary.returncode == 2 and "verdict pass with no passing verdict row" in summary.stderr, summary.stderr
+    out = _site(root, tmp_path / "site")
+    (row,) = _comparison_rows((out / "index.html").read_text())
+    assert "v-pass" not in row.split("</td>")[1] and "compare said pass with no passing verdict row" in row, row
+    for page in ("compare-pr.html", "summary-pr.html"):
+        line = _verdict_line((out / page).read_text())
+        assert line.startswith('verdict <span class="v-inconclusive">inconclusive</span>'), (page, line)
