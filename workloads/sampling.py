@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 import random
-import struct
+from array import array
+from typing import Any
+
+import numpy as np
 
 from workloads.errors import WorkloadError, require
 
@@ -19,6 +22,7 @@ __all__ = [
     "compute_random_lens",
     "distinct_tokens",
     "poisson",
+    "random_token_array",
     "random_tokens",
 ]
 
@@ -41,16 +45,27 @@ def compute_random_lens(full_len: int, range_ratio: float, num: int, rng: random
     return [rng.randint(low, full_len) for _ in range(num)]
 
 
-def random_tokens(rng: random.Random, n: int, vocab_size: int) -> tuple[int, ...]:
-    """``n`` token ids drawn uniformly from ``[0, vocab_size)`` (fast: one ``getrandbits`` call)."""
-    if n <= 0:
-        return ()
+def _draw(rng: random.Random, n: int, vocab_size: int) -> Any:
+    """``n`` ids in ``[0, vocab_size)`` as a numpy array: one ``getrandbits`` call, its little-endian 32-bit words
+    each taken modulo ``vocab_size`` (numpy does the modulo: a Python int per id cost most of a plan's time)."""
     if n > MAX_SEQUENCE_TOKENS:
         raise WorkloadError(f"a sequence of {n} tokens is longer than any model's context "
                             f"(at most {MAX_SEQUENCE_TOKENS}): check the workload's lengths")
-    raw = rng.getrandbits(32 * n).to_bytes(4 * n, "little")
-    words = struct.unpack(f"<{n}I", raw)
-    return tuple(w % vocab_size for w in words)
+    words = np.frombuffer(rng.getrandbits(32 * n).to_bytes(4 * n, "little"), "<u4")
+    return words % np.uint32(vocab_size) if vocab_size < MAX_VOCAB else words
+
+
+def random_tokens(rng: random.Random, n: int, vocab_size: int) -> tuple[int, ...]:
+    """``n`` token ids drawn uniformly from ``[0, vocab_size)`` (one ``getrandbits`` call)."""
+    return tuple(_draw(rng, n, vocab_size).tolist()) if n > 0 else ()
+
+
+def random_token_array(rng: random.Random, n: int, vocab_size: int) -> array[int]:
+    """``random_tokens`` as an ``array("I")``: the same ids from the same draw, with no Python int per id."""
+    out: array[int] = array("I")
+    if n > 0:
+        out.frombytes(_draw(rng, n, vocab_size).astype(np.uint32).tobytes())
+    return out
 
 
 def distinct_tokens(rng: random.Random, k: int, vocab_size: int, what: str) -> list[int]:

@@ -29,8 +29,9 @@ from typing import Any
 from workloads.errors import WorkloadError, require
 from workloads.limits import MAX_STREAMED_TOKENS, check_expected, check_sessions, check_size, check_start_span
 from workloads.params import param
-from workloads.sampling import clipped_lognormal, distinct_tokens, poisson, random_tokens
+from workloads.sampling import clipped_lognormal, distinct_tokens, poisson, random_token_array
 from workloads.text_tokens import Tokenizer, make_tokenizer
+from workloads.token_ids import TokenIds
 from workloads.trace import TraceRow, TraceStream
 from workloads.trace_file import open_trace_file
 from workloads.trajectories import Round, load_trajectory
@@ -145,7 +146,7 @@ def expected_synthetic_tokens(params: SwebenchParams, shape: SyntheticShape) -> 
 def _synthetic_sessions(
     params: SwebenchParams, shape: SyntheticShape, vocab_size: int, rng: random.Random
 ) -> list[list[TokenRound]]:
-    shared = array("I", random_tokens(rng, shape.shared_prefix_len, vocab_size))
+    shared = random_token_array(rng, shape.shared_prefix_len, vocab_size)
     firsts = distinct_tokens(rng, params.num_sessions, vocab_size, "synthetic sessions")
     if vocab_size < 2:
         raise WorkloadError("vocab size must be >= 2 so collapsed observations can diverge")
@@ -153,17 +154,17 @@ def _synthetic_sessions(
     for sid in range(params.num_sessions):
         n_rounds = clipped_lognormal(rng, shape.turns_mean, shape.turns_sigma, 1, params.max_turns)
         task_len = clipped_lognormal(rng, shape.task_mean, shape.task_sigma, 1, shape.max_segment)
-        task = array("I", (firsts[sid], *random_tokens(rng, task_len - 1, vocab_size)))
+        task = array("I", (firsts[sid],)) + random_token_array(rng, task_len - 1, vocab_size)
         rounds = []
         for r in range(n_rounds):
             act_len = clipped_lognormal(rng, shape.action_mean, shape.action_sigma, 1, shape.max_segment)
-            action = array("I", random_tokens(rng, act_len, vocab_size))
+            action = random_token_array(rng, act_len, vocab_size)
             if r == 0:
                 obs = shared + task
             else:
                 mean, sigma = shape.observation_mean, shape.observation_sigma
                 obs_len = clipped_lognormal(rng, mean, sigma, 1, shape.max_segment)
-                obs = array("I", random_tokens(rng, obs_len, vocab_size))
+                obs = random_token_array(rng, obs_len, vocab_size)
                 if obs[0] == action[0]:  # dropping this observation must change the next token
                     obs[0] = (obs[0] + 1) % vocab_size
             rounds.append(TokenRound(obs, action))
@@ -213,7 +214,7 @@ def _rows(sessions: Sequence[Sequence[TokenRound]], params: SwebenchParams, rng:
         ts, sid, tid = heapq.heappop(plan)
         rounds = sessions[sid]
         inputs = turn_input(rounds, tid, params.keep_observations)
-        yield TraceRow(sid, tid, float(ts), tuple(inputs), tuple(rounds[tid].action))
+        yield TraceRow(sid, tid, float(ts), TokenIds.from_uint32(inputs), TokenIds.from_uint32(rounds[tid].action))
 
 
 def generate_swebench(

@@ -75,7 +75,8 @@ def _no_draws(*_args: object) -> tuple[int, ...]:
 def test_synthetic_sessions_over_the_cap_are_refused_before_the_first_draw(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workload: str, values: dict[str, object],
         message: str) -> None:
-    monkeypatch.setattr(f"workloads.{workload}.random_tokens", _no_draws)
+    draw = "random_token_array" if workload == "swebench" else "random_tokens"
+    monkeypatch.setattr(f"workloads.{workload}.{draw}", _no_draws)
     with pytest.raises(WorkloadError, match=message) as e:
         generate_trace(workload, values, vocab_size=200_000, seed=1, output=str(tmp_path / "t.jsonl"))
     assert "\n" not in str(e.value) and not (tmp_path / "t.jsonl").exists()
