@@ -9,8 +9,6 @@ import math
 from dataclasses import replace
 from typing import Any
 
-import aiohttp
-
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.server_logs import scrape_metrics, vllm_state_block
 from hybridbench.engines.traits import TOKENSPEED_STATES, EngineTraits
@@ -91,6 +89,8 @@ class Kl:
         branch_points = cache_traits(ctx).branch_points
 
         async def run() -> None:
+            import aiohttp  # noqa: PLC0415 - here, not at import: a plan or a run without kl never pays for it
+
             async with aiohttp.ClientSession() as session:
                 probe = KlProbe(session, ctx.base_url, c.kl_max_new_tokens, c.kl_temperature, effective_vocab(cfg),
                                 ctx.trial.seed, interval or cfg.engine.track_interval, cfg.engine.request_timeout_s,

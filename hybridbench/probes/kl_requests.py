@@ -25,11 +25,12 @@ import asyncio
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import aiohttp
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hybridbench.records.kl import KlSample, KlVariant
+
+if TYPE_CHECKING:  # imported where a probe runs: every plan and every run without kl imported it for nothing
+    import aiohttp
 
 __all__ = ["KL_PROTOCOLS", "KlProbe", "ProbeError", "output_logprobs_of_replay", "parse_generate_answer",
            "probe_prompts"]
@@ -116,6 +117,8 @@ class KlProbe:
         raise ProbeError(f"{self.flush_path} refused for 30 s")
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        import aiohttp  # noqa: PLC0415 - see the module's imports
+
         async with self.session.post(f"{self.base_url}{path}", json=body,
                                      timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as resp:
             if resp.status != 200:
@@ -174,6 +177,8 @@ class KlProbe:
         if skip or unmeasured:
             return KlSample(variant=variant, sample=index, prompt_tokens=len(prompt), cached_tokens=None,
                             min_cached=0, skipped=skip, unmeasured=unmeasured, **identity)
+        import aiohttp  # noqa: PLC0415 - see the module's imports
+
         seed = self.seed * 1_000_003 + index
         runs = {"prefill": self._prefill, "decode": self._decode, "branch": self._branch}
         probed: list[int] = prompt
