@@ -67,9 +67,9 @@ class ServerSpec:
     # --modelled-lockstep-ms); the client then says which finishes have none (POST vacate_path, load/driver.py)
     lockstep: Callable[[RunCfg], bool] | None = None
     vacate_path: str = "/lockstep/vacate"
-    # (model, arm, installed version, engine.extra_args) -> why that release cannot run the arm though its --help has
-    # the flags ("")
-    refusal: Callable[[ModelCfg, ArmSpec, str, Sequence[object]], str] | None = None
+    # (model, arm, installed version, engine.extra_args, engine.gpu) -> why that release cannot run the arm (on that
+    # GPU) though its --help has the flags ("")
+    refusal: Callable[[ModelCfg, ArmSpec, str, Sequence[object], str], str] | None = None
     # (engine.gpu, installed version) -> why that build cannot serve the run at all ("": it can), e.g. a CPU build
     # of the server behind a GPU run
     build_refusal: Callable[[str, str], str] | None = None
@@ -141,7 +141,8 @@ class ServerEngine:
             raise ConfigError(why)
         for spec in plan.arm_specs:
             refusal = self.spec.refusal
-            if refusal is not None and (why := refusal(cfg.model, spec, self._version, cfg.engine.extra_args)):
+            if refusal is not None and (why := refusal(cfg.model, spec, self._version, cfg.engine.extra_args,
+                                                       cfg.engine.gpu)):
                 raise ConfigError(why)
             self._commands[spec.name] = self.build(cfg, spec, 0)  # raises ConfigError naming the arm or flag
 

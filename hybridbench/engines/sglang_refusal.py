@@ -4,7 +4,8 @@ plan, the forecast and the record were made.
 
 :func:`startup_refusal` reads the planned command line (``engine.extra_args`` last, so an extra_args flag wins as
 argparse's last value does) and holds for every release that has the flags: SGLang 0.5.16's ``ServerArgs`` checks
-(server_args.py) and 0.5.23's ``arg_groups`` hooks agree on each of them. :func:`sglang_refusal` is one release's.
+(server_args.py) and 0.5.23's ``arg_groups`` hooks agree on each of them. :func:`sglang_refusal` is one release's, on
+the planned ``engine.gpu``.
 tests/sglang_oracle/test_sglang_startup_departures.py runs each case through both releases' own resolution.
 """
 
@@ -45,6 +46,13 @@ _NGRAM_DRAFTS, _AUTO_STEPS = 12, 3
 # which also takes 128 and reads the draft's backend).
 _TRTLLM_MHA_FLAGS = ("--attention-backend", "--prefill-attention-backend", "--decode-attention-backend")
 _TRTLLM_MHA_PAGES = (16, 32, 64)  # said so in the refusal
+# engine.gpu -> the CUDA capability major SGLang's is_sm90/is_sm100/is_sm120 probes answer for it (Blackwell's names
+# by _BLACKWELL). trtllm_mha runs on some majors only; a GPU not named here is left to the server.
+_SM_MAJOR = {"a100": 8, "h100": 9, "h200": 9}
+_BLACKWELL_ONLY: tuple[int, ...] = (10,)
+_SM90_ON: tuple[int, ...] = (9, 10, 12)
+_SMS_SAID = {_BLACKWELL_ONLY: "Blackwell (SM100) GPUs", _SM90_ON: "Hopper (SM90) and Blackwell (SM100, SM120) GPUs"}
+_ATTN_CP_FLAGS = ("--attn-cp-size", "--attention-context-parallel-size")  # 0.5.23 prefill context parallelism
 # Decode context parallelism (0.5.23 arg_groups/fields/parallel.py dcp_size and its alias). 0.5.23 runs the host tier
 # with it for MLA models only (hicache_hook.resolve_hicache_dcp_compatibility) and then keeps Mooncake's layer_first
 # layout (resolve_storage_layout_compatibility); 0.5.16 rewrites that layout whatever the DCP size.
@@ -147,6 +155,47 @@ def _trtllm_mha_refusal(args: Sequence[str], arm: ArmSpec, engine: EngineCfg) ->
     return ""
 
 
+def _sm_major(gpu: str) -> int | None:
+    name = gpu.lower()
+    return 10 if _BLACKWELL.match(name) else _SM_MAJOR.get(name)
+
+
+def _trtllm_mha_gpu_refusal(extra: Sequence[str], release: tuple[int, ...], version: str, gpu: str) -> str:
+    """Why SGLang ``version`` refuses ``extra``'s trtllm_mha attention backend on engine.gpu at start-up ("" when it
+    runs it, or when the plan does not know the GPU). A stage's backend is its own flag's, else --attention-backend's.
+    0.5.9 (server_args.py:1894-1902) takes any of the three flags it reads naming it on Blackwell only; 0.5.16
+    (server_args.py:5022-5032) prefill on Blackwell only and decode on SM90 too; 0.5.23 (attention_hook.py:197-233)
+    both on SM90 too, prefill with context parallelism on Blackwell only (its SM90 kernel cannot mask CP shards)."""
+    major = _sm_major(gpu)
+    if major is None:
+        return ""
+    given = {f: _last(extra, f) for f in _TRTLLM_MHA_FLAGS}
+    if release < (0, 5, 16):  # equal prefill and decode backends replace --attention-backend first (:1776-1779)
+        prefill, decode = given["--prefill-attention-backend"], given["--decode-attention-backend"]
+        named = {**given, "--attention-backend": prefill} if prefill and prefill == decode else given
+        stages = [("any", f) for f in _TRTLLM_MHA_FLAGS if named[f] == "trtllm_mha"][:1]
+    else:
+        own = {stage: f"--{stage}-attention-backend" for stage in ("prefill", "decode")}
+        deciding = {stage: flag if given[flag] else "--attention-backend" for stage, flag in own.items()}
+        stages = [(stage, flag) for stage, flag in deciding.items() if given[flag] == "trtllm_mha"]
+    cp = last_flag(extra, *_ATTN_CP_FLAGS)
+    for stage, flag in stages:
+        runs_on, why, fix = _SM90_ON, "", "use another attention backend (triton, flashinfer)"
+        if release < (0, 5, 16) or (stage == "prefill" and release < (0, 5, 23)):
+            runs_on = _BLACKWELL_ONLY
+            if major in _SM90_ON and stage == "prefill":  # 0.5.16 on an H100: decode may keep it
+                fix = ("give --prefill-attention-backend another backend (fa3, triton) to keep trtllm_mha for decode, "
+                       "or use SGLang 0.5.23 (it runs trtllm_mha prefill on SM90)")
+        elif stage == "prefill" and cp and (_int(cp[1]) or 1) > 1 and major in _SM90_ON:
+            runs_on, why = _BLACKWELL_ONLY, f" with prefill context parallelism ({cp[0]} {cp[1]})"
+            fix = f"leave {cp[0]} out, or give --prefill-attention-backend another backend (fa3, triton)"
+        if major not in runs_on:
+            used = "" if stage == "any" else f" for {stage}"
+            return (f"engine.gpu={gpu}: engine.extra_args has {flag} trtllm_mha, which SGLang {version} runs{used} "
+                    f"on {_SMS_SAID[runs_on]} only{why}: the server would refuse it at start-up; {fix}")
+    return ""
+
+
 def _cache_turned_off(args: Sequence[str], engine: EngineCfg) -> str:
     """The engine.extra_args flag with which SGLang runs with the radix cache off whatever the arm says ("": none)."""
     decode = _last(args, "--disaggregation-mode") == "decode"
@@ -203,6 +252,12 @@ def startup_refusal(args: Sequence[str], extra: Sequence[str], arm: ArmSpec, eng
                     f"{given} needs a track interval of at least its {drafts} draft tokens (SGLang asserts it at "
                     "start-up when they are given)")
     if arm.host_tier:
+        if _last(args, "--hicache-host-memory-mode") == "buffer_only":
+            # 0.5.23 hicache_hook.validate_hicache_host_memory_mode (0.5.16 has no such flag: its parser refuses it)
+            return (f"{owner}: engine.extra_args has --hicache-host-memory-mode buffer_only, with which SGLang keeps "
+                    "no host tier: host memory only stages pages for the storage backend (write_back runs as "
+                    "write_through; with no --hicache-storage-backend it refuses to start), not the host tier the "
+                    "plan, the forecast and the record say; leave the flag out (cache, its default, is the host tier)")
         if _has(args, "--enable-int8-mamba-checkpoint"):  # 0.5.16 ServerArgs, 0.5.23 handle_int8_mamba_checkpoint
             return (f"{owner}: engine.extra_args has --enable-int8-mamba-checkpoint, which SGLang refuses with the "
                     "host tier (its host-offload path is not int8-aware)")
@@ -236,14 +291,17 @@ def _release(version: str) -> tuple[int, ...] | None:
     return tuple(int(g) for g in m.groups()) if m else None
 
 
-def sglang_refusal(model: ModelCfg, arm: ArmSpec, version: str, extra_args: Sequence[object] = ()) -> str:
-    """Why the installed SGLang ``version`` cannot run ``arm`` on ``model`` (with ``engine.extra_args``) although
-    its ``--help`` has every flag ("" when it can, or when the version is unknown): the server would die at start-up
-    or after loading the weights, or run something else."""
+def sglang_refusal(model: ModelCfg, arm: ArmSpec, version: str, extra_args: Sequence[object] = (),
+                   gpu: str = "") -> str:
+    """Why the installed SGLang ``version`` cannot run ``arm`` on ``model`` (with ``engine.extra_args``, on
+    ``engine.gpu``: "" is none the plan knows) although its ``--help`` has every flag ("" when it can, or when the
+    version is unknown): the server would die at start-up or after loading the weights, or run something else."""
     release = _release(version)
     if release is None or not model.hybrid:
         return ""
     extra = [str(a) for a in extra_args]  # YAML may give numbers
+    if why := _trtllm_mha_gpu_refusal(extra, release, version, gpu):
+        return why
     # The architecture names the class SGLang loads; a renamed model (model.name=my-nemotron) keeps it. Without one
     # (architecture ""), the name is all there is to go by.
     arch = model.architecture or model.name

@@ -42,7 +42,7 @@ def build(engine: str, help_text: str, cfg: RunCfg, arm: object, version: str = 
               "help_text": help_text}
     if engine == "sglang":
         # What the release cannot run though its --help has the flags (the run refuses it at plan time too)
-        if why := sglang_refusal(cfg.model, arm, version):  # type: ignore[arg-type]
+        if why := sglang_refusal(cfg.model, arm, version, cfg.engine.extra_args, cfg.engine.gpu):  # type: ignore[arg-type]
             raise ConfigError(why)
         return sglang_command(**common)  # type: ignore[arg-type]
     if engine == "vllm":

@@ -58,6 +58,9 @@ REFUSED = [
     ("disabled", ["--attention-backend", "trtllm_mha"], "engine.page_size=1: engine.extra_args has --attention-back"),
     ("lru", ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "5"], "engine.extra_args has "
      "--speculative-algorithm EAGLE with --speculative-num-steps but no --speculative-eagle-topk"),
+    ("l2", ["--hicache-storage-backend", "file", "--hicache-host-memory-mode", "buffer_only"], "arm l2: engine.extra_"
+     "args has --hicache-host-memory-mode buffer_only, with which SGLang keeps no host tier"),
+    ("lazy+l2", ["--hicache-host-memory-mode=buffer_only"], "arm lazy+l2: engine.extra_args has --hicache-host-memory"),
     ("branching", ["--speculative-algorithm", "nextn", "--speculative-eagle-topk", "1"], "engine.extra_args has "
      "--speculative-algorithm NEXTN with --speculative-eagle-topk but no --speculative-num-steps"),
     ("branching", ["--speculative-algorithm", "EAGLE", "--speculative-num-draft-tokens", "4"], "engine.extra_args "
@@ -208,6 +211,71 @@ def test_the_plan_refuses_lazy_with_speculative_decoding_on_0_5_16(tmp_path: Pat
     lines = proc.stderr.strip().splitlines()
     assert lines == ["error: arm lazy: engine.extra_args has --speculative-algorithm; SGLang 0.5.16 does not support "
                      "extra_buffer_lazy with speculative decoding (PR #30437, in 0.5.23)"], proc.stderr
+
+
+def test_buffer_only_host_memory_is_refused_for_host_tier_arms_only() -> None:
+    # without the host tier SGLang 0.5.23 skips its host-memory validation: the flag changes nothing there
+    extra = ["--hicache-storage-backend", "file", "--hicache-host-memory-mode", "buffer_only"]
+    assert command("branching", extra)[-4:] == extra
+    assert command("l2", ["--hicache-host-memory-mode", "cache"])[-2:] == ["--hicache-host-memory-mode", "cache"]
+
+
+# (version, engine.gpu, engine.extra_args, the start of the refusal or ""): trtllm_mha on the planned GPU
+TRTLLM_MHA_ON_GPU = [
+    ("0.5.16", "h100", ["--attention-backend", "trtllm_mha"], "engine.gpu=h100: engine.extra_args has "
+     "--attention-backend trtllm_mha, which SGLang 0.5.16 runs for prefill on Blackwell (SM100) GPUs only"),
+    ("0.5.16", "H200", ["--prefill-attention-backend=trtllm_mha"], "engine.gpu=H200: engine.extra_args has --prefill"),
+    ("0.5.16", "h100", ["--attention-backend", "trtllm_mha", "--prefill-attention-backend", "fa3"], ""),
+    ("0.5.16", "h100", ["--decode-attention-backend", "trtllm_mha"], ""),
+    ("0.5.16", "a100", ["--decode-attention-backend", "trtllm_mha"], "engine.gpu=a100: engine.extra_args has "
+     "--decode-attention-backend trtllm_mha, which SGLang 0.5.16 runs for decode on Hopper (SM90)"),
+    ("0.5.16", "b200", ["--attention-backend", "trtllm_mha"], ""),
+    ("0.5.16", "gb200", ["--attention-backend", "trtllm_mha"], ""),
+    ("0.5.16", "l40s", ["--attention-backend", "trtllm_mha"], ""),  # a GPU the plan does not know: the server decides
+    ("0.5.23", "h100", ["--attention-backend", "trtllm_mha"], ""),  # SM90's fmha_v2 prefill
+    ("0.5.23", "a100", ["--attention-backend", "trtllm_mha"], "engine.gpu=a100: engine.extra_args has --attention-"
+     "backend trtllm_mha, which SGLang 0.5.23 runs for prefill on Hopper (SM90) and Blackwell (SM100, SM120) GPUs"),
+    ("0.5.23", "h100", ["--attention-backend", "trtllm_mha", "--attention-context-parallel-size", "2"], "engine.gpu="
+     "h100: engine.extra_args has --attention-backend trtllm_mha, which SGLang 0.5.23 runs for prefill on Blackwell "
+     "(SM100) GPUs only with prefill context parallelism (--attention-context-parallel-size 2)"),
+    ("0.5.23", "h100", ["--decode-attention-backend", "trtllm_mha", "--attn-cp-size", "2"], ""),
+    ("0.5.23", "b200", ["--attention-backend", "trtllm_mha", "--attn-cp-size", "2"], ""),
+    ("0.5.9", "h100", ["--decode-attention-backend", "trtllm_mha"], "engine.gpu=h100: engine.extra_args has --decode-"
+     "attention-backend trtllm_mha, which SGLang 0.5.9 runs on Blackwell (SM100) GPUs only"),
+    ("0.5.9", "h100", ["--attention-backend", "trtllm_mha", "--prefill-attention-backend", "triton",
+                       "--decode-attention-backend", "triton"], ""),
+]
+
+
+@pytest.mark.parametrize(("version", "gpu", "extra", "why"), TRTLLM_MHA_ON_GPU)
+def test_trtllm_mha_is_refused_where_the_release_refuses_it_on_the_planned_gpu(
+        version: str, gpu: str, extra: list[str], why: str) -> None:
+    for arm in ("branching", "disabled"):  # whatever the arm: the server refuses the backend
+        got = sglang_refusal(ModelCfg(), plan_arm(arm, ArmCfg()), version, extra, gpu)
+        assert got.startswith(why) if why else got == "", got
+
+
+def test_the_plan_refuses_trtllm_mha_prefill_on_an_h100_with_0_5_16(tmp_path: Path) -> None:
+    # The run's engine.gpu reaches the refusal: an interpreter that says it has SGLang 0.5.16 installed
+    help_text = tmp_path / "help.txt"
+    help_text.write_text(NEW_HELP.read_text() + "  --attention-backend {triton,fa3,trtllm_mha}\n"
+                         "                        The attention backend.\n")
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\ncase "$*" in *--help*) cat {help_text};; *) echo 0.5.16;; esac\n')
+    fake.chmod(0o755)
+    base = [sys.executable, "-m", "hybridbench.cli", "plan", "--no-forecast", "+experiment=branching",
+            "arms=[branching]", "checks.baseline_arm=branching", "engine=sglang", f"engine.python={fake}",
+            "engine.page_size=64", "engine.extra_args=[--attention-backend,trtllm_mha]"]
+    proc = subprocess.run(base, capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: engine.gpu=h100: engine.extra_args has --attention-backend trtllm_mha, which SGLang 0.5.16 runs for "
+        "prefill on Blackwell (SM100) GPUs only: the server would refuse it at start-up; give "
+        "--prefill-attention-backend another backend (fa3, triton) to keep trtllm_mha for decode, or use SGLang "
+        "0.5.23 (it runs trtllm_mha prefill on SM90)"], proc.stderr
+    proc = subprocess.run([*base, "engine.gpu=b200"], capture_output=True, text=True, timeout=300, check=False,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr  # a B200 runs it
 
 
 def test_trtllm_mha_plans_on_its_own_page_sizes() -> None:

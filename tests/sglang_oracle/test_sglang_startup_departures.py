@@ -5,16 +5,16 @@ case is an arm plus flags in ``engine.extra_args``. For every release: the plan 
 installed version, then ``sglang_command`` with the installed ``--help``), and the same command line, the arm's
 planned flags followed by the extra ones as ``merge_extra`` puts them, goes through ``prepare_server_args`` and the
 resolution the server does next, in the release's venv, on a tiny config of the model's architecture with
-``--device cpu`` (tests/sglang_oracle/tiny_configs.py; the "extra_buffer needs CUDA" probe and trtllm_mha's SM90
-check answered as an H100 answers them).
+``--device cpu`` (tests/sglang_oracle/tiny_configs.py; the "extra_buffer needs CUDA" probe answered as an H100
+answers it, and the SM90/SM100/SM120 probes as the case's engine.gpu answers them: an H100 unless it names another).
 
 SGLang departs from the arm when it refuses the line, resolves it to another cache than the arm's (the strategy, the
-radix cache on or off, the host tier and its io backend and layout as planned), or starts a line its own validator
-refuses once the speculative settings it filled in (draft tokens, steps, top-k) are given explicitly (0.5.16's
-``ServerArgs._validate_mamba_extra_buffer`` runs before the algorithm's defaults fill them in, so
+radix cache on or off, the host tier caching with its io backend, layout and write policy as planned), or starts a
+line its own validator refuses once the speculative settings it filled in (draft tokens, steps, top-k) are given
+explicitly (0.5.16's ``ServerArgs._validate_mamba_extra_buffer`` runs before the algorithm's defaults fill them in, so
 ``--speculative-algorithm`` alone slips past its "extra_buffer_lazy unsupported with spec"). The plan must refuse
-exactly the cases a release departs from, and each case says where it expects that, so a case that stops
-exercising anything fails too. Overlap scheduling is not compared: speculative decoding on a CPU turns it off.
+exactly the cases a release departs from, and each case says where it expects that, so a case that stops exercising
+anything fails too. Overlap scheduling is not compared: speculative decoding on a CPU turns it off.
 
 Needs the venvs from ``tests/sglang_oracle/build_env.sh``; skipped with a reason when they are absent, except in CI.
 """
@@ -105,6 +105,15 @@ _CASES: list[tuple[str, list[str], set[str]]] = [
     ("l2", ["--hicache-storage-backend", "mooncake", "--hicache-io-backend", "kernel", "--hicache-mem-layout",
             "layer_first", "--dcp-size", "2"], {"0.5.16", "0.5.23"}),  # 0.5.16: -> page_first
     ("branching", ["--dcp-size", "2"], set()),
+    # 0.5.23's buffer_only host memory: a staging buffer for the storage backend, no host tier (and write_back becomes
+    # write_through; without a storage backend it refuses). 0.5.16 has no such flag.
+    ("l2", ["--hicache-storage-backend", "file", "--hicache-host-memory-mode", "buffer_only"], {"0.5.16", "0.5.23"}),
+    ("lazy+l2", ["--hicache-storage-backend", "file", "--hicache-host-memory-mode=buffer_only",
+                 "--hicache-write-policy", "write_back"], {"0.5.16", "0.5.23"}),
+    ("l2", ["--hicache-host-memory-mode", "buffer_only"], {"0.5.16", "0.5.23"}),
+    ("l2", ["--hicache-host-memory-mode", "cache"], {"0.5.16"}),
+    ("l2", ["--hicache-write-policy", "write_back"], set()),
+    ("branching", ["--hicache-storage-backend", "file", "--hicache-host-memory-mode", "buffer_only"], {"0.5.16"}),
 ]
 # The same arms with a small engine.track_interval: the draft tokens SGLang fills in are held against it.
 # (arm, engine.extra_args, engine.track_interval, the releases that depart)
@@ -117,34 +126,58 @@ _SMALL_INTERVAL: list[tuple[str, list[str], int, set[str]]] = [
                    "--speculative-num-draft-tokens", "4"], 8, {"0.5.16", "0.5.23"}),  # steps + 1 = 10 wins
     ("lru", ["--speculative-algorithm", "NGRAM"], 8, set()),  # no tracking interval
 ]
-# (arm, engine.extra_args, engine.page_size, the releases that depart): trtllm_mha's own page sizes run as planned
-_PAGED: list[tuple[str, list[str], int, set[str]]] = [
-    ("branching", ["--decode-attention-backend", "trtllm_mha"], 64, set()),
+# (arm, engine.extra_args, engine options, the releases that depart): trtllm_mha on its own page sizes, on the GPU the
+# plan names. Prefill on it takes SM100 on 0.5.16 and SM90 too on 0.5.23; decode takes SM90 on both; an A100 neither.
+_ON_GPU: list[tuple[str, list[str], dict[str, Any], set[str]]] = [
+    ("branching", ["--decode-attention-backend", "trtllm_mha"], {"page_size": 64}, set()),
+    ("branching", ["--attention-backend", "trtllm_mha"], {"page_size": 64}, {"0.5.16"}),
+    ("lazy", ["--prefill-attention-backend", "trtllm_mha"], {"page_size": 32}, {"0.5.16"}),
+    ("branching", ["--attention-backend", "trtllm_mha", "--prefill-attention-backend", "triton"], {"page_size": 64},
+     set()),
+    ("branching", ["--attention-backend", "trtllm_mha"], {"page_size": 64, "gpu": "b200"}, set()),
+    # 0.5.23's SM90 prefill kernel has no context-parallel masking: SM100 only with --attn-cp-size > 1
+    ("branching", ["--attention-backend", "trtllm_mha", "--attn-cp-size", "2"], {"page_size": 64},
+     {"0.5.16", "0.5.23"}),
+    ("lazy", ["--prefill-attention-backend", "trtllm_mha", "--attention-context-parallel-size", "2"],
+     {"page_size": 64, "gpu": "b200"}, set()),
+    ("branching", ["--decode-attention-backend", "trtllm_mha"], {"page_size": 64, "gpu": "a100"},
+     {"0.5.16", "0.5.23"}),
+    ("branching", ["--prefill-attention-backend", "trtllm_mha"], {"page_size": 64, "gpu": "a100"},
+     {"0.5.16", "0.5.23"}),
 ]
-CASES: list[tuple[str, list[str], set[str], dict[str, int]]] = [
+CASES: list[tuple[str, list[str], set[str], dict[str, Any]]] = [
     *((arm, extra, expected, {}) for arm, extra, expected in _CASES),
     *((arm, extra, expected, {"track_interval": ti}) for arm, extra, ti, expected in _SMALL_INTERVAL),
-    *((arm, extra, expected, {"page_size": page}) for arm, extra, page, expected in _PAGED),
+    *((arm, extra, expected, eng) for arm, extra, eng, expected in _ON_GPU),
 ]
 IDS = [f"{arm}:{' '.join(extra)}" + "".join(f"@{k}={v}" for k, v in eng.items()) for arm, extra, _, eng in CASES]
-# trtllm_mha's platform checks answered as an H100 (SM90) answers them: this CPU is none of SM90, SM100, SM120
-PRETEND_SM90 = """
-try:
-    from sglang.srt.runtime_context import override_platform  # 0.5.23
-    override_platform(is_sm90=True).install()
-except ImportError:
-    import sglang.srt.server_args as sa_module
-    import sglang.srt.arg_groups.overrides as overrides_module
-    sa_module.is_sm90_supported = overrides_module.is_sm90_supported = lambda: True
+# The CUDA major of each engine.gpu a case names: SGLang's is_sm90/is_sm100/is_sm120 probes (trtllm_mha's platform
+# checks, 0.5.16 server_args.py and 0.5.23 attention_hook.py) are answered as that GPU answers them, every one of the
+# three set (this CPU is none of them)
+SM_MAJOR = {"a100": 8, "h100": 9, "b200": 10}
+PRETEND_PLATFORM = """
+def pretend_platform(major):
+    facts = {"is_sm90": major == 9, "is_sm100": major == 10, "is_sm120": major == 12}
+    try:
+        from sglang.srt.runtime_context import override_platform  # 0.5.23: every reader goes through it
+        override_platform(**facts).install()
+    except ImportError:  # 0.5.16: the names server_args and its overrides imported
+        import sglang.srt.server_args as sa_module
+        import sglang.srt.arg_groups.overrides as overrides_module
+        for module in (sa_module, overrides_module):
+            for fact, value in facts.items():
+                if hasattr(module, fact + "_supported"):
+                    setattr(module, fact + "_supported", lambda value=value: value)
 """
 
-RESOLVE = "import importlib, json, sys, types" + PRETEND_H100 + PRETEND_SM90 + """
+RESOLVE = "import importlib, json, sys, types" + PRETEND_H100 + PRETEND_PLATFORM + """
 from sglang.srt.server_args import prepare_server_args
 import sglang.srt.mem_cache.registry as registry
 import sglang.srt.mem_cache.storage.flexkv as flexkv
 KEYS = ("disable_radix_cache", "mamba_radix_cache_strategy", "enable_hierarchical_cache", "hicache_io_backend",
         "hicache_mem_layout", "speculative_num_draft_tokens", "chunked_prefill_size", "radix_cache_backend",
-        "enable_lmcache", "enable_flexkv", "mamba_max_states_per_path", "page_size")
+        "enable_lmcache", "enable_flexkv", "mamba_max_states_per_path", "page_size", "hicache_host_memory_mode",
+        "hicache_write_policy")
 SPEC = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
 class Picked(Exception):
@@ -216,7 +249,8 @@ def resolve(argv):
         return {"refused": f"{type(exc).__name__}: {exc}"[:300]}, None
     return {k: getattr(args, k, None) for k in (*KEYS, *SPEC)}, (raw, args)
 out = []
-for argv in json.load(sys.stdin):
+for major, argv in json.load(sys.stdin):
+    pretend_platform(major)
     got, built = resolve(argv)
     if built is not None:
         got["tree_cache"] = tree_cache(*built)
@@ -256,6 +290,9 @@ def _departs(arm: str, argv: list[str], got: dict[str, Any], base: dict[str, Any
     if spec.host_tier:
         for key, default in HICACHE_DEFAULTS.items():
             claims[key] = _last(argv, "--" + key.replace("_", "-")) or default
+        # a host tier that caches (where the release has the mode: 0.5.23), written back as the line says
+        claims["hicache_host_memory_mode"] = base["hicache_host_memory_mode"]
+        claims["hicache_write_policy"] = _last(argv, "--hicache-write-policy")
     diff = {k: (v, got.get(k)) for k, v in claims.items() if got.get(k) != v}
     if diff:
         return f"resolved otherwise (planned, resolved): {diff}"
@@ -282,13 +319,13 @@ def decided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[st
     for version in (v for v in RELEASES if env_ready(v)):
         python = str(env_python(version))
         help_text = installed_help(sglang_help_argv(python, []), "sglang", python)
-        ours, argvs = [], []
+        ours, argvs, majors = [], [], []
         arms = sorted({arm for arm, _, _, _ in CASES})
         for arm, extra, _, eng in CASES:
             spec = plan_arm(arm, ArmCfg())
             base = sglang_command(python=python, model=model, engine=EngineCfg(tp=4, **eng), arm=spec, port=0,
                                   help_text=help_text)
-            why = sglang_refusal(model, spec, version, extra)
+            why = sglang_refusal(model, spec, version, extra, EngineCfg(**eng).gpu)
             if not why:
                 try:
                     sglang_command(python=python, model=model, engine=EngineCfg(tp=4, extra_args=extra, **eng),
@@ -301,9 +338,11 @@ def decided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[st
                                               arm=spec, port=0, help_text=None)[3:], root)
             ours.append(why)
             argvs.append(rest)
+            majors.append(SM_MAJOR[EngineCfg(**eng).gpu])
         bases = [_on_cpu(sglang_command(python=python, model=model, engine=EngineCfg(tp=4), arm=plan_arm(arm, ArmCfg()),
                                         port=0, help_text=help_text)[3:], root) for arm in arms]
-        proc = subprocess.run([python, "-c", RESOLVE], input=json.dumps(argvs + bases), capture_output=True, text=True,
+        lines = [*zip(majors, argvs, strict=True), *((SM_MAJOR["h100"], argv) for argv in bases)]  # each on its GPU
+        proc = subprocess.run([python, "-c", RESOLVE], input=json.dumps(lines), capture_output=True, text=True,
                               timeout=600, check=False, cwd=root, env=env)
         assert proc.returncode == 0 and proc.stdout.strip(), f"SGLang {version} resolve failed: {proc.stderr[-1500:]}"
         got = json.loads(proc.stdout.strip().splitlines()[-1])
