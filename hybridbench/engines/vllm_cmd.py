@@ -33,6 +33,7 @@ from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines import owned_flags as owned
 from hybridbench.engines.arm_table import ArmTable, nothing
 from hybridbench.engines.server_flags import Flag, check_flags, fmt_number, merge_extra, parse_help
+from hybridbench.engines.vllm_page import refuse_replaced_page
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 
@@ -157,10 +158,10 @@ def vllm_command(
     Order: ``<hf_id> --host --port --tensor-parallel-size``, ``--max-num-batched-tokens`` (engine.
     chunked_prefill_size, the per-step token budget that sets the prefill chunk; align mode needs chunked
     prefill), ``--gpu-memory-utilization`` (engine.mem_fraction_static), ``--block-size`` (only when
-    engine.page_size > 1: vLLM sizes hybrid blocks itself), ``--mamba-ssm-cache-dtype`` and ``--quantization``
-    (model.mamba_ssm_dtype and model.quantization, when set), ``--enable-prompt-tokens-details`` (per-request
-    ``cached_tokens`` in usage, docs/engines/vllm.md), the arm's flags, then ``engine.extra_args``; a flag
-    that appears in extra_args is left out of the built part.
+    engine.page_size > 1, and only a block vLLM serves as given: it raises a hybrid model's, vllm_page.py),
+    ``--mamba-ssm-cache-dtype`` and ``--quantization`` (model.mamba_ssm_dtype and model.quantization, when set),
+    ``--enable-prompt-tokens-details`` (per-request ``cached_tokens`` in usage, docs/engines/vllm.md), the arm's
+    flags, then ``engine.extra_args``; a flag that appears in extra_args is left out of the built part.
 
     engine.max_mamba_cache_size and engine.kv_tokens have no vLLM flag in the research notes; a non-zero value
     is a ConfigError rather than a silently different experiment (pass vLLM's own options via extra_args).
@@ -186,6 +187,7 @@ def vllm_command(
         flags.append(Flag("--max-num-batched-tokens", str(engine.chunked_prefill_size), "engine.chunked_prefill_size"))
     flags.append(Flag("--gpu-memory-utilization", fmt_number(engine.mem_fraction_static), "engine.mem_fraction_static"))
     if engine.page_size > 1:
+        refuse_replaced_page(model, engine)  # a hybrid model's block is vLLM's to raise (vllm_page.py)
         flags.append(Flag("--block-size", str(engine.page_size), "engine.page_size"))
     if model.mamba_ssm_dtype:  # vLLM's name for SGLang's --mamba-ssm-dtype (CacheConfig.mamba_ssm_cache_dtype)
         flags.append(Flag("--mamba-ssm-cache-dtype", model.mamba_ssm_dtype, "model.mamba_ssm_dtype"))

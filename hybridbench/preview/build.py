@@ -18,6 +18,7 @@ from hybridbench.engines.mamba_chunk import short_chunk_warning
 from hybridbench.engines.server import ServerEngine
 from hybridbench.engines.sglang_cmd import sglang_attention_dp_groups
 from hybridbench.engines.vllm_host_tier import host_tier_warnings
+from hybridbench.engines.vllm_page import vllm_page
 from hybridbench.errors import ConfigError
 from hybridbench.load.trial import ServerTrials
 from hybridbench.plan.build import effective_vocab
@@ -65,6 +66,14 @@ def _arms(prepared: PreparedRun) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _page(cfg: RunCfg) -> dict[str, Any]:
+    """The page the server runs: vLLM sizes its own (vllm_page.py), so engine.page_size=1 is not what it serves."""
+    if cfg.engine.name != "vllm":
+        return {"page_size": cfg.engine.page_size}
+    page = vllm_page(cfg.model, cfg.engine)
+    return {"page_size": page.tokens or "sized by vLLM at start-up", "page_size_set_by": page.why}
+
+
 def _pools(composed: Composed, prepared: PreparedRun) -> dict[str, Any]:
     e = composed.cfg.engine
     pool = prepared.engine.kv_pool(composed.cfg)
@@ -72,7 +81,7 @@ def _pools(composed: Composed, prepared: PreparedRun) -> dict[str, Any]:
         "kv_tokens": pool.tokens if pool is not None else (e.kv_tokens or "sized by the server from memory"),
         "kv_tokens_set_by": pool.key if pool is not None else ("engine.kv_tokens" if e.kv_tokens else "the server"),
         "max_mamba_cache_size": e.max_mamba_cache_size or "sized by the server from memory",
-        "mem_fraction_static": e.mem_fraction_static, "page_size": e.page_size,
+        "mem_fraction_static": e.mem_fraction_static, **_page(composed.cfg),
         "track_interval": e.track_interval if prepared.engine.traits.track_interval else
         f"not used by engine={e.name} (its server takes no tracking interval)",
         "chunked_prefill_size": e.chunked_prefill_size,

@@ -90,6 +90,8 @@ def render_text(p: Preview) -> str:
     set_by = pools.pop("kv_tokens_set_by", "the server")
     if set_by != "the server":  # what a number came from; "sized by the server from memory" says it already
         pools["kv_tokens"] = f"{pools['kv_tokens']} (set by {set_by})"
+    if page_by := pools.pop("page_size_set_by", ""):  # vLLM's own block: how it sizes it, or why it is not known
+        pools["page_size"] = f"{pools['page_size']} ({page_by})"
     lines.append("pools: " + ", ".join(f"{k} {v}" for k, v in pools.items()))
     for name, w in p.workloads.items():
         sessions = f"{w['sessions']:,} sessions"

@@ -82,13 +82,13 @@ def test_l2_needs_a_host_tier_size() -> None:
 
 
 def test_engine_options() -> None:
-    engine = EngineCfg(tp=1, page_size=64, chunked_prefill_size=0, mem_fraction_static=0.5,
+    engine = EngineCfg(tp=1, page_size=2048, chunked_prefill_size=0, mem_fraction_static=0.5,
                        extra_args=["--max-model-len", "2048"])  # fmt: skip
     assert vllm_command(python=PY, model=MODEL, engine=engine, arm=plan_arm("lru"), port=8011, help_text=V032,
                         cache_report=False) == [
         PY, "-m", "vllm.entrypoints.cli.main", "serve", "nvidia/Nemotron-H-8B-Base-8K",
         "--host", "127.0.0.1", "--port", "8011", "--tensor-parallel-size", "1",
-        "--gpu-memory-utilization", "0.5", "--block-size", "64",
+        "--gpu-memory-utilization", "0.5", "--block-size", "2048",
         "--enable-prefix-caching", "--mamba-cache-mode", "align", "--max-model-len", "2048",
     ]  # fmt: skip
 
@@ -185,3 +185,4 @@ def test_model_quantization_reaches_vllm() -> None:
                             help_text=help_text)
         assert full[full.index("--quantization") + 1] == "fp8"
     assert "--quantization" not in cmd("lru", V032)  # unset: the checkpoint's own dtype
+
