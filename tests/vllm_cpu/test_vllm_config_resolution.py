@@ -9,18 +9,22 @@ refused at start-up (an exit 3 on a GPU runner, after the plan had passed).
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 import vllm_run
+from real_configs import REAL_CONFIGS, TWINNED, resolvable, write_real_model
 from vllm_run import HERE, LLAMA, NEMOTRONH, PYTHON, needs
 
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines.launchers import installed_help
 from hybridbench.engines.vllm_cmd import VLLM_MODULE, vllm_command, vllm_help_argv
+from hybridbench.engines.vllm_page import KERNEL_BLOCK, vllm_page
 from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arm
 
@@ -28,17 +32,19 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow, needs(LLAMA, NEMOTRONH)]
 vllm_env_required = vllm_run.vllm_env_required  # the fixture needs() names: found in this namespace
 
 
-def build(model: Path, arm: str, *, hybrid: bool, extra: tuple[str, ...] = (), quantization: str = "") -> list[str]:
+def build(model: Path, arm: str, *, hybrid: bool, extra: tuple[str, ...] = (), quantization: str = "",
+          name: str = "", gpu: str = "cpu", tp: int = 1, mamba_ssm_dtype: str = "") -> list[str]:
     """The planned command's part after ``serve``, as hybridbench builds it against the env's own --help=all."""
     help_text = installed_help(vllm_help_argv(str(PYTHON)), "vllm", str(PYTHON))
-    argv = vllm_command(python=str(PYTHON), model=ModelCfg(hf_id=str(model), hybrid=hybrid, quantization=quantization),
-                        engine=EngineCfg(name="vllm", gpu="cpu", tp=1, extra_args=list(extra)), arm=plan_arm(arm),
+    argv = vllm_command(python=str(PYTHON), model=ModelCfg(name=name or ModelCfg.name, hf_id=str(model), hybrid=hybrid,
+                                                           quantization=quantization, mamba_ssm_dtype=mamba_ssm_dtype),
+                        engine=EngineCfg(name="vllm", gpu=gpu, tp=tp, extra_args=list(extra)), arm=plan_arm(arm),
                         port=8000, help_text=help_text)
     assert argv[1:4] == ["-m", VLLM_MODULE, "serve"]
     return argv[4:]
 
 
-def resolved(*argvs: list[str]) -> list[dict[str, Any]]:
+def resolved(*argvs: list[str] | dict[str, Any]) -> list[dict[str, Any]]:
     proc = subprocess.run([str(PYTHON), str(HERE / "resolve_config.py"), *(json.dumps(a) for a in argvs)],
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -49,11 +55,36 @@ def resolved(*argvs: list[str]) -> list[dict[str, Any]]:
 
 # (model, hybrid, arm): what the 0.32.0 wheel can express (branching needs `all`, refused at plan time)
 PLANNED = [(NEMOTRONH, True, "disabled"), (NEMOTRONH, True, "lru"), (LLAMA, False, "disabled"), (LLAMA, False, "lru")]
+# The block a CUDA server serves each hybrid model hybridbench knows with (hybridbench.engines.vllm_page), on the
+# real model's config: (model, engine.tp, arm, --block-size given (0: none), model.mamba_ssm_dtype)
+BLOCKS = [*((name, 4, "lru", 0, "") for name in REAL_CONFIGS),
+          ("qwen3-next-80b-a3b", 1, "lru", 0, ""), ("qwen3-next-80b-a3b", 8, "lru", 0, ""),  # 8 ranks: KV heads copied
+          ("qwen3-next-80b-a3b", 4, "disabled", 0, ""),  # the block is the KV pool's: the cache-off arm's too
+          ("qwen3-next-80b-a3b", 4, "lru", 16, ""), ("qwen3-next-80b-a3b", 4, "lru", 256, ""),  # raised: 272, 512
+          ("qwen3-next-80b-a3b", 4, "lru", 288, ""),  # holds a state: served as given
+          ("nemotron-h-8b", 8, "lru", 0, ""), ("nemotron-h-8b", 4, "lru", 0, "bfloat16")]
 
 
-def test_every_planned_arm_resolves_to_what_it_means() -> None:
-    for (model, hybrid, arm), r in zip(PLANNED, resolved(*(build(m, a, hybrid=h) for m, h, a in PLANNED)),
-                                       strict=True):
+@pytest.fixture(scope="module")
+def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    """Every planned command of this module's checks resolved by one interpreter (importing vLLM costs seconds)."""
+    real = {name: write_real_model(name, tmp_path_factory.mktemp(name), LLAMA) for name in REAL_CONFIGS}
+    groups: dict[str, list[list[str] | dict[str, Any]]] = {
+        "planned": [build(m, a, hybrid=h) for m, h, a in PLANNED],
+        "blocks": [{"cuda": True, "hook": resolvable(name)[1],
+                    "argv": [*build(real[name], arm, hybrid=True, name=name, gpu="h100", tp=tp, mamba_ssm_dtype=dtype),
+                             *(["--block-size", str(p)] if p else [])]}
+                   for name, tp, arm, p, dtype in BLOCKS] + [{"cuda": True, "argv": build(LLAMA, "lru", hybrid=False)}],
+    }
+    flat = resolved(*(a for argvs in groups.values() for a in argvs))
+    out, i = {}, 0
+    for key, argvs in groups.items():
+        out[key], i = flat[i:i + len(argvs)], i + len(argvs)
+    return out
+
+
+def test_every_planned_arm_resolves_to_what_it_means(resolutions: dict[str, list[dict[str, Any]]]) -> None:
+    for (model, hybrid, arm), r in zip(PLANNED, resolutions["planned"], strict=True):
         assert (r["parse_error"], r["error"]) == ("", ""), (model.name, arm, r)
         got = r["resolved"]
         assert got["enable_prefix_caching"] is (arm != "disabled"), (model.name, arm, got)
@@ -61,6 +92,43 @@ def test_every_planned_arm_resolves_to_what_it_means() -> None:
         # engine.chunked_prefill_size, chunked; engine.mem_fraction_static; engine.tp GPUs and no more
         assert (got["max_num_batched_tokens"], got["enable_chunked_prefill"]) == (8192, True), got
         assert (got["gpu_memory_utilization"], got["world_size"], got["quantization"]) == (0.85, 1, None), got
+
+
+def test_the_recorded_page_is_the_block_vllm_aligns_the_real_models_to(
+        resolutions: dict[str, list[dict[str, Any]]]) -> None:
+    """vllm_page against ``Platform._align_hybrid_block_size``, run on each real model's config with the tensor
+    parallelism, --block-size and state dtype a plan can give: the block the plan records is vLLM's, and a
+    --block-size vLLM raises (16 on Qwen3-Next at TP 4: 272) is one hybridbench refuses naming engine.page_size."""
+    *hybrid, dense = resolutions["blocks"]
+    for (name, tp, arm, asked, dtype), r in zip(BLOCKS, hybrid, strict=True):
+        assert (r["parse_error"], r["error"]) == ("", ""), (name, r)
+        cuda = r["cuda"]
+        assert cuda["kernel_block"] == KERNEL_BLOCK, cuda  # FlashAttention's smallest block, as on SM80/SM90
+        page = vllm_page(ModelCfg(name=name, mamba_ssm_dtype=dtype), EngineCfg(tp=tp, page_size=asked or 1))
+        assert page.tokens == cuda["block_size"], (name, tp, arm, asked, dtype, cuda, page)
+        if arm == "lru":  # align mode keeps its states at the ends of that block: where hits land
+            assert cuda["mamba_block_size"] == cuda["block_size"], (name, cuda)
+        if asked and asked != page.tokens:
+            with pytest.raises(ConfigError, match=rf"^engine\.page_size={asked}: vLLM 0\.32\.0 would serve model "
+                                                  rf"{name} on {tp} x h100 with {page.tokens}-token blocks"):
+                vllm_command(python=str(PYTHON), model=ModelCfg(name=name), arm=plan_arm(arm), port=8000,
+                             engine=EngineCfg(name="vllm", tp=tp, page_size=asked), help_text=None)
+    assert [r["cuda"]["block_size"] for r in hybrid[:len(REAL_CONFIGS)]] == [1040, 272, 528, 1056, 80]
+    assert {resolvable(name)[1] for name in REAL_CONFIGS} >= set(TWINNED)
+    assert len(_state_functions("qwen3_next")) == 2 and _state_functions("qwen3_5") == _state_functions("qwen3_next"), (
+        "UPSTREAM CHANGE in vLLM: Qwen3.5's mamba state functions are no longer Qwen3-Next's, so its twin "
+        "(real_configs.py) no longer stands for it")
+    assert dense["cuda"]["block_size"] == vllm_page(ModelCfg(hybrid=False), EngineCfg()).tokens == 16
+
+
+def _state_functions(module: str) -> set[str]:
+    """The source of every ``get_mamba_state_{shape,dtype}_from_config`` in the env's vllm/model_executor/models/
+    ``module``.py, read as text (Qwen3.5's module cannot be imported here: real_configs.py)."""
+    [path] = PYTHON.parent.parent.glob(f"lib/python3*/site-packages/vllm/model_executor/models/{module}.py")
+    text = path.read_text()
+    return {textwrap.dedent(ast.get_source_segment(text, node) or "") for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.FunctionDef) and node.name in ("get_mamba_state_shape_from_config",
+                                                                   "get_mamba_state_dtype_from_config")}
 
 
 # engine.extra_args hybridbench refuses, appended to the planned command as they would have launched: vLLM's own
