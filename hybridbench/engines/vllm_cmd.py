@@ -43,12 +43,13 @@ __all__ = ["VLLM_ARMS", "vllm_arm_flags", "vllm_build_refusal", "vllm_command", 
 # why), those adding GPUs and the arms' cache switches (the offloading size and backend may be tuned there).
 # --mamba-cache-mode is the arm (lru is align, branching all; on a dense model it killed 0.32.0's worker);
 # --no-enable-chunked-prefill fails an align arm at start-up ("Chunked prefill is required for mamba cache mode
-# 'align'") and unchunks the prefill the record calls chunked; align mode sets --mamba-block-size to the block size
-# and the disabled arm refuses it at start-up; --prefill-context-parallel-size multiplies the GPUs (world size =
-# PP x TP x PCP); -n is --nnodes.
+# 'align'") and unchunks the prefill the record calls chunked (--enable-chunked-prefill is vLLM's default for a
+# generative model: given, it resolves to the server planned, tests/vllm_cpu); align mode sets --mamba-block-size
+# to the block size and the disabled arm refuses it at start-up; --prefill-context-parallel-size multiplies the
+# GPUs (world size = PP x TP x PCP); -n is --nnodes.
 VLLM_OWNED = {"--host": "engine.host", "--port": owned.OWNED_BY_HARNESS, "--model": "model.hf_id",
               **dict.fromkeys(("--tensor-parallel-size", "-tp"), "engine.tp"),
-              **dict.fromkeys(("--max-num-batched-tokens", "--enable-chunked-prefill", "--no-enable-chunked-prefill"),
+              **dict.fromkeys(("--max-num-batched-tokens", "--no-enable-chunked-prefill"),
                               "engine.chunked_prefill_size"),
               **dict.fromkeys(("--block-size", "--mamba-block-size"), "engine.page_size"),
               "--gpu-memory-utilization": "engine.mem_fraction_static",
@@ -65,6 +66,15 @@ VLLM_MODULE = "vllm.entrypoints.cli.main"
 # A positional model for the help call that carries engine.extra_args: vLLM looks for one before argparse runs
 # (with --served-model-name, or a --config without model:, it stops there); the help text does not depend on it.
 VLLM_HELP_MODEL = "model"
+
+
+def _refuse_switch_value(extra: Sequence[str], switch: str = "--enable-chunked-prefill") -> None:
+    """ConfigError for a value given to ``switch`` in engine.extra_args (``=false``, or a word after it): vLLM's
+    parser exits 2 at start-up on either (tests/vllm_cpu), after the plan had passed."""
+    for i, arg in enumerate(extra):
+        if arg.startswith(f"{switch}=") or (arg == switch and i + 1 < len(extra) and not extra[i + 1].startswith("-")):
+            raise ConfigError(f"engine.extra_args gives {switch} a value, which vLLM refuses at start-up (it is a "
+                              "switch); give it alone, or leave it out: chunked prefill is vLLM's default")
 
 
 def vllm_help_argv(python: str, extra: Sequence[str] = ()) -> list[str]:
@@ -197,6 +207,7 @@ def vllm_command(
         flags.append(Flag("--enable-prompt-tokens-details", None, "per-request cached_tokens"))
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
     owned.refuse_owned(extra, VLLM_OWNED)
+    _refuse_switch_value(extra)
     owned.refuse_replicas(extra, VLLM_REPLICAS, None)
     flags.extend(vllm_arm_flags(arm, extra, hybrid=model.hybrid))
     overridden = owned.extra_flag_names(extra)

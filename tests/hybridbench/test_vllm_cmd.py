@@ -186,3 +186,12 @@ def test_model_quantization_reaches_vllm() -> None:
         assert full[full.index("--quantization") + 1] == "fp8"
     assert "--quantization" not in cmd("lru", V032)  # unset: the checkpoint's own dtype
 
+
+def test_enable_chunked_prefill_in_extra_args_is_passed() -> None:
+    """vLLM's default for a generative model, which the plan relies on: given, it resolves to the planned server
+    (tests/vllm_cpu/test_vllm_config_resolution.py), so it is not refused as its --no- form is."""
+    full = cmd("lru", V032, EngineCfg(tp=4, extra_args=["--enable-chunked-prefill"]))
+    assert full[-1] == "--enable-chunked-prefill" and full.count("--enable-chunked-prefill") == 1
+    for valued in (["--enable-chunked-prefill=false"], ["--enable-chunked-prefill", "False"]):  # vLLM: exit 2
+        with pytest.raises(ConfigError, match=r"^engine\.extra_args gives --enable-chunked-prefill a value, which"):
+            cmd("lru", V032, EngineCfg(tp=4, extra_args=valued))

@@ -55,6 +55,10 @@ def resolved(*argvs: list[str] | dict[str, Any]) -> list[dict[str, Any]]:
 
 # (model, hybrid, arm): what the 0.32.0 wheel can express (branching needs `all`, refused at plan time)
 PLANNED = [(NEMOTRONH, True, "disabled"), (NEMOTRONH, True, "lru"), (LLAMA, False, "disabled"), (LLAMA, False, "lru")]
+# The planned lru arms with --enable-chunked-prefill in engine.extra_args: hybridbench lets it through
+CHUNKED = [(NEMOTRONH, True), (LLAMA, False)]
+# ... but not with a value, which vLLM's parser refuses
+VALUED = [("--enable-chunked-prefill=false",), ("--enable-chunked-prefill", "false")]
 # The block a CUDA server serves each hybrid model hybridbench knows with (hybridbench.engines.vllm_page), on the
 # real model's config: (model, engine.tp, arm, --block-size given (0: none), model.mamba_ssm_dtype)
 BLOCKS = [*((name, 4, "lru", 0, "") for name in REAL_CONFIGS),
@@ -71,6 +75,8 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict
     real = {name: write_real_model(name, tmp_path_factory.mktemp(name), LLAMA) for name in REAL_CONFIGS}
     groups: dict[str, list[list[str] | dict[str, Any]]] = {
         "planned": [build(m, a, hybrid=h) for m, h, a in PLANNED],
+        "chunked": [[*build(m, "lru", hybrid=h), "--enable-chunked-prefill"] for m, h in CHUNKED],
+        "valued": [[*build(LLAMA, "lru", hybrid=False), *v] for v in VALUED],
         "blocks": [{"cuda": True, "hook": resolvable(name)[1],
                     "argv": [*build(real[name], arm, hybrid=True, name=name, gpu="h100", tp=tp, mamba_ssm_dtype=dtype),
                              *(["--block-size", str(p)] if p else [])]}
@@ -92,6 +98,22 @@ def test_every_planned_arm_resolves_to_what_it_means(resolutions: dict[str, list
         # engine.chunked_prefill_size, chunked; engine.mem_fraction_static; engine.tp GPUs and no more
         assert (got["max_num_batched_tokens"], got["enable_chunked_prefill"]) == (8192, True), got
         assert (got["gpu_memory_utilization"], got["world_size"], got["quantization"]) == (0.85, 1, None), got
+
+
+def test_enable_chunked_prefill_in_extra_args_resolves_to_the_planned_server(
+        resolutions: dict[str, list[dict[str, Any]]]) -> None:
+    """hybridbench plans chunked prefill (``--max-num-batched-tokens``, vLLM's default ``enable_chunked_prefill``
+    for a generative model): saying ``--enable-chunked-prefill`` too changes nothing vLLM resolves."""
+    planned = {(m, h): r for (m, h, a), r in zip(PLANNED, resolutions["planned"], strict=True) if a == "lru"}
+    for (model, hybrid), r in zip(CHUNKED, resolutions["chunked"], strict=True):
+        assert (r["parse_error"], r["error"], r["parsed"]["enable_chunked_prefill"]) == ("", "", True), r
+        assert planned[model, hybrid]["parsed"]["enable_chunked_prefill"] is None  # the planned command leaves it
+        assert r["resolved"] == planned[model, hybrid]["resolved"], (model.name, r)
+    build(NEMOTRONH, "lru", hybrid=True, extra=("--enable-chunked-prefill",))  # planned, not refused
+    for extra, r in zip(VALUED, resolutions["valued"], strict=True):  # a value: vLLM stops at start-up
+        assert r["parse_error"] == "exit 2", (extra, r)
+        with pytest.raises(ConfigError, match=r"^engine\.extra_args gives --enable-chunked-prefill a value"):
+            build(LLAMA, "lru", hybrid=False, extra=extra)
 
 
 def test_the_recorded_page_is_the_block_vllm_aligns_the_real_models_to(
