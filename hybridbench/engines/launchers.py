@@ -11,6 +11,7 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.engines.gpu_pool import fixed_gpu_kv_pool
 from hybridbench.engines.help_cache import cache_path, read_cached, write_cached
 from hybridbench.engines.server import CommandBuilder, ServerEngine, ServerSpec
+from hybridbench.engines.server_logs import vllm_served_block
 from hybridbench.engines.sglang_cmd import (
     sglang_command,
     sglang_env,
@@ -98,5 +99,6 @@ def make_vllm_engine() -> ServerEngine:
         name="vllm", build=_builder("vllm", vllm_help_argv, vllm_command), client="openai",
         env_for=vllm_env, flush_path="/reset_prefix_cache", package="vllm",  # vllm_env mounts the flush endpoint
         build_refusal=vllm_build_refusal,  # a CPU build (X+cpu) behind a GPU run
+        served_page=vllm_served_block,  # the block it aligned, from its /metrics (the plan computes it: vllm_page.py)
         traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, greedy_deterministic=True,
                             track_interval=False, decode_states="block")))  # its states follow the block size

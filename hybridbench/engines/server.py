@@ -76,6 +76,9 @@ class ServerSpec:
     # how many processes add into one unlabelled /metrics counter series (SGLang 0.5.9 and 0.5.16: its TP ranks, each
     # counting the same tokens; hybridbench.engines.evictions reads one rank's count)
     metrics_ranks: Callable[[RunCfg], int] | None = None
+    # base URL -> the block (page) the ready server reports it serves with (vLLM sizes its own: vllm_page.py), or
+    # None; kept per arm in the record beside what the plan computed
+    served_page: Callable[[str], int | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,7 @@ class ServerEngine:
         self._gpus: list[str] = []
         self._metrics_ranks = 1
         self._cache_impl: dict[str, str] = {}
+        self._served_page: dict[str, int] = {}
         # Per log file: the bytes and lines already counted, so a mark reads only what was appended since.
         self._log_seen: dict[Path, tuple[int, int]] = {}
 
@@ -177,6 +181,8 @@ class ServerEngine:
         impl = startup_cache_impl(server.log_path)
         if impl:
             self._cache_impl[arm] = impl
+        if self.spec.served_page is not None and (page := self.spec.served_page(server.base_url)):
+            self._served_page[arm] = page
         return server
 
     # ------------------------------------------------------------------ cold start
@@ -287,6 +293,8 @@ class ServerEngine:
             extra["gpus"] = list(self._gpus)  # what nvidia-smi named, beside the configured engine.gpu label
         if self._cache_impl:
             extra["cache_impl"] = dict(self._cache_impl)  # per arm, from the server's "Tree cache initialized" line
+        if self._served_page:
+            extra["served_page"] = dict(self._served_page)  # per arm, the block the server says it serves with
         return EngineInfo(name=self.name, version=self._version, command=command, extra=extra)
 
     def close(self) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "scrape_counters",
     "scrape_metrics",
     "startup_cache_impl",
+    "vllm_served_block",
     "vllm_state_block",
 ]
 
@@ -292,6 +293,12 @@ def vllm_state_block(text: str) -> int | None:
             if value.isascii() and value.isdigit() and int(value) > 0:
                 return int(value)
     return None
+
+
+def vllm_served_block(base_url: str) -> int | None:
+    """:func:`vllm_state_block` of a running vLLM server's /metrics (None when it does not answer or name one)."""
+    text = scrape_metrics(base_url)
+    return vllm_state_block(text) if text is not None else None
 
 
 def scrape_metrics(base_url: str, timeout: float = 10.0) -> str | None:

@@ -74,6 +74,8 @@ def test_smoke_on_real_vllm_hybrid_align_mode_hits(tmp_path: Path) -> None:
     hits = [r["cached_tokens"] for r in map(json.loads, (tmp_path / "records.jsonl").read_text().splitlines())
             if r["arm"] == "lru"]
     assert set(hits) <= {0, 256} and hits.count(256) >= len(hits) // 2, hits
+    # The record keeps the block each arm's server said it serves with (its /metrics): the one hits land on
+    assert bundle["provenance"]["engine"]["extra"]["served_page"] == {"disabled": 128, "lru": 128}, bundle
 
 
 @needs_hybrid
