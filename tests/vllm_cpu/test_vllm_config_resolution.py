@@ -81,6 +81,9 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict
                     "argv": [*build(real[name], arm, hybrid=True, name=name, gpu="h100", tp=tp, mamba_ssm_dtype=dtype),
                              *(["--block-size", str(p)] if p else [])]}
                    for name, tp, arm, p, dtype in BLOCKS] + [{"cuda": True, "argv": build(LLAMA, "lru", hybrid=False)}],
+        # conf/model/qwen3-next-80b-a3b-fp8: fp8 weights, the KV cache and the states still in the model dtype
+        "fp8": [{"cuda": True, "argv": build(real["qwen3-next-80b-a3b"], "lru", hybrid=True, name="qwen3-next-80b-a3b",
+                                             gpu="h100", tp=4, quantization="fp8")}],
     }
     flat = resolved(*(a for argvs in groups.values() for a in argvs))
     out, i = {}, 0
@@ -141,6 +144,9 @@ def test_the_recorded_page_is_the_block_vllm_aligns_the_real_models_to(
         "UPSTREAM CHANGE in vLLM: Qwen3.5's mamba state functions are no longer Qwen3-Next's, so its twin "
         "(real_configs.py) no longer stands for it")
     assert dense["cuda"]["block_size"] == vllm_page(ModelCfg(hybrid=False), EngineCfg()).tokens == 16
+    [fp8] = resolutions["fp8"]
+    assert (fp8["error"], fp8["resolved"]["quantization"]) == ("", "fp8"), fp8
+    assert fp8["cuda"]["block_size"] == vllm_page(ModelCfg(quantization="fp8"), EngineCfg(tp=4)).tokens == 272
 
 
 def _state_functions(module: str) -> set[str]:
