@@ -53,9 +53,7 @@ def commands(workflow: Path, inputs_set: dict[str, str] | None = None, **env_set
     env = {k: str(v) for k, v in (doc.get("env") or {}).items()} | env_set
     # Left as written, as the tests below expect to find them (a file named so in the working directory).
     shell_env = {"PATH": os.environ.get("PATH", ""), "GITHUB_STEP_SUMMARY": "$GITHUB_STEP_SUMMARY"}
-    def expand(text: str) -> str:
-        """GitHub's own pass over the text before any shell sees it: inputs, and an earlier step's or job's output
-        (a URL: a sample https URL)."""
+    def expand(text: str) -> str:  # GitHub's pass before any shell: inputs, an earlier step's output (a URL)
         text = re.sub(r"\$\{\{\s*inputs\.(\w+)\s*\}\}", lambda m: inputs[m.group(1)], text)
         return re.sub(r"\$\{\{\s*(?:steps|needs)\.[\w-]+\.outputs\.([\w-]+)\s*\}\}",
                       lambda m: PNG_URL if m.group(1) == "url" else f"https://example.invalid/{m.group(1)}", text)
@@ -397,37 +395,3 @@ def test_the_pull_requests_own_failures_fail_the_job_and_the_comparison_still_ru
     assert "||" not in line and "continue-on-error" not in pr_step
     for st in steps[names.index("pull request") + 1:]:
         assert str(st.get("if", "")).replace(" ", "") in ("${{!cancelled()}}", "always()"), st
-
-
-def test_no_run_script_pastes_an_expression() -> None:
-    """GitHub expands `${{ ... }}` in a `run:` script before bash reads it, so a dispatch input holding `$(...)` would
-    run as code on the self-hosted runner: every value reaches the scripts through `env:`."""
-    for workflow in WORKFLOWS:
-        doc: dict[Any, Any] = yaml.safe_load(workflow.read_text())
-        for job in doc["jobs"].values():
-            for step in job["steps"]:
-                assert "${{" not in str(step.get("run", "")), (workflow.name, step.get("name"))
-
-
-def test_hostile_inputs_stay_data() -> None:
-    """An override that is shell code reaches hybridbench as words (which it then refuses as overrides), never run;
-    overrides still split at whitespace into separate overrides."""
-    hostile = {"overrides": "engine.tp=1 $(printf INJECTED) `printf TICKS`", "pr_arms": "[lru]$(printf X)"}
-    runs = dict(commands(ROOT / "ci" / "pr.yml", hostile))
-    for step in ("main", "pull request"):
-        argv = runs[step]
-        assert "engine.tp=1" in argv and "$(printf" in argv and "INJECTED)" in argv and "`printf" in argv, argv
-        assert "INJECTED" not in argv and "TICKS" not in argv, argv
-    assert "arms=[lru]$(printf X)" in runs["pull request"]
-
-
-@pytest.mark.parametrize(("number", "code"), [("22172", 0), ("22172; echo hi", 2), ("$(id)", 2), ("", 2)])
-def test_the_pull_request_number_must_be_digits(number: str, code: int) -> None:
-    """It becomes part of a git ref and a URL: anything but digits stops the job before an install."""
-    doc: dict[Any, Any] = yaml.safe_load((ROOT / "ci" / "pr.yml").read_text())
-    (step,) = [st for st in doc["jobs"]["compare"]["steps"] if "SGLANG_PR" in (st.get("env") or {})]
-    check = str(step["run"]).splitlines()[0]
-    proc = subprocess.run(["bash", "-c", check], capture_output=True, text=True, check=False,
-                          env={"PATH": os.environ.get("PATH", ""), "SGLANG_PR": number})
-    assert proc.returncode == code, proc.stderr
-    assert ("sglang_pr must be a pull request number" in proc.stderr) == (code == 2)
