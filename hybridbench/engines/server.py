@@ -69,7 +69,7 @@ class ServerSpec:
     vacate_path: str = "/lockstep/vacate"
     # (model, arm, installed version, engine.extra_args, engine.gpu) -> why that release cannot run the arm (on that
     # GPU) though its --help has the flags ("")
-    refusal: Callable[[ModelCfg, ArmSpec, str, Sequence[object], str], str] | None = None
+    refusal: Callable[[ModelCfg, ArmSpec, str, Sequence[object], str, int], str] | None = None
     # (engine.gpu, installed version) -> why that build cannot serve the run at all ("": it can), e.g. a CPU build
     # of the server behind a GPU run
     build_refusal: Callable[[str, str], str] | None = None
@@ -146,7 +146,7 @@ class ServerEngine:
         for spec in plan.arm_specs:
             refusal = self.spec.refusal
             if refusal is not None and (why := refusal(cfg.model, spec, self._version, cfg.engine.extra_args,
-                                                       cfg.engine.gpu)):
+                                                       cfg.engine.gpu, cfg.engine.page_size)):
                 raise ConfigError(why)
             self._commands[spec.name] = self.build(cfg, spec, 0)  # raises ConfigError naming the arm or flag
 

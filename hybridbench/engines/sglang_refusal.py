@@ -43,9 +43,10 @@ _EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 _NGRAM_DRAFTS, _AUTO_STEPS = 12, 3
 # The attention-backend flags whose trtllm_mha SGLang runs only on pages of these sizes, switching any other page size
 # to 64 (0.5.9 server_args.py:1894-1909, 0.5.16 arg_groups/overrides.py:1732-1742, 0.5.23 overrides.py:1174-1187,
-# which also takes 128 and reads the draft's backend).
+# which also takes 128 and reads the draft's backend: sglang_refusal, which knows the release).
 _TRTLLM_MHA_FLAGS = ("--attention-backend", "--prefill-attention-backend", "--decode-attention-backend")
-_TRTLLM_MHA_PAGES = (16, 32, 64)  # said so in the refusal
+_TRTLLM_MHA_PAGES = (16, 32, 64)  # said so in the refusals
+_DRAFT_BACKEND = "--speculative-draft-attention-backend"
 # engine.gpu -> the CUDA capability major SGLang's is_sm90/is_sm100/is_sm120 probes answer for it (Blackwell's names
 # by _BLACKWELL). trtllm_mha runs on some majors only; a GPU not named here is left to the server.
 _SM_MAJOR = {"a100": 8, "h100": 9, "h200": 9}
@@ -147,12 +148,32 @@ def _trtllm_mha_refusal(args: Sequence[str], arm: ArmSpec, engine: EngineCfg) ->
         return (f"arm {arm.name}: engine.extra_args has --attention-backend trtllm_mha, which SGLang refuses with "
                 "--mamba-radix-cache-strategy no_buffer (0.5.9 turns the radix cache off instead); use another "
                 "attention backend (triton, fa3)")
-    if max(engine.page_size, 1) not in _TRTLLM_MHA_PAGES:
-        return (f"engine.page_size={engine.page_size}: engine.extra_args has {flag} trtllm_mha, which runs pages of "
-                f"16, 32 or 64 tokens only: SGLang would run arm {arm.name} on pages of 64 while the plan, the "
-                f"forecast and the record say {engine.page_size}; set engine.page_size to one of them"
-                + (" (a no_buffer arm needs 1: use another attention backend)" if arm.strategy == "no_buffer" else ""))
+    if max(engine.page_size, 1) not in (*_TRTLLM_MHA_PAGES, 128):  # 128: a release's own rule (sglang_refusal)
+        return _trtllm_mha_page_said(engine.page_size, flag, "SGLang", "16, 32 or 64 (0.5.23: or 128)", arm)
     return ""
+
+
+def _trtllm_mha_page_said(page: int, flag: str, who: str, pages: str, arm: ArmSpec) -> str:
+    return (f"engine.page_size={page}: engine.extra_args has {flag} trtllm_mha, with which {who} runs pages of "
+            f"{pages} tokens only: it would run arm {arm.name} on pages of 64 while the plan, the forecast and the "
+            f"record say {page}; set engine.page_size to one of them"
+            + (" (a no_buffer arm needs 1: use another attention backend)" if arm.strategy == "no_buffer" else ""))
+
+
+def _trtllm_mha_page_refusal(extra: Sequence[str], release: tuple[int, ...], version: str, arm: ArmSpec,
+                             page_size: int) -> str:
+    """The page rule's release-dependent half: 0.5.9 and 0.5.16 switch 128 to 64; 0.5.23 keeps 128 and also reads
+    the draft model's backend (overrides.py:1174-1187), which the rule for every release does not."""
+    newest = release >= (0, 5, 23)
+    flags = (*_TRTLLM_MHA_FLAGS, _DRAFT_BACKEND) if newest else _TRTLLM_MHA_FLAGS
+    flag = next((f for f in flags if _last(extra, f) == "trtllm_mha"), "")
+    page = max(page_size, 1)
+    if not flag or page in _TRTLLM_MHA_PAGES or (newest and page == 128):
+        return ""
+    if page != 128 and flag != _DRAFT_BACKEND:
+        return ""  # startup_refusal says it, for every release
+    return _trtllm_mha_page_said(page_size, flag, f"SGLang {version}",
+                                 "16, 32, 64 or 128" if newest else "16, 32 or 64 (0.5.23: or 128)", arm)
 
 
 def _sm_major(gpu: str) -> int | None:
@@ -291,17 +312,22 @@ def _release(version: str) -> tuple[int, ...] | None:
     return tuple(int(g) for g in m.groups()) if m else None
 
 
-def sglang_refusal(model: ModelCfg, arm: ArmSpec, version: str, extra_args: Sequence[object] = (),
-                   gpu: str = "") -> str:
+def sglang_refusal(  # noqa: PLR0917 - the positional hook server.EngineSpec.refusal calls
+        model: ModelCfg, arm: ArmSpec, version: str, extra_args: Sequence[object] = (), gpu: str = "",
+        page_size: int = 1) -> str:
     """Why the installed SGLang ``version`` cannot run ``arm`` on ``model`` (with ``engine.extra_args``, on
     ``engine.gpu``: "" is none the plan knows) although its ``--help`` has every flag ("" when it can, or when the
     version is unknown): the server would die at start-up or after loading the weights, or run something else."""
     release = _release(version)
-    if release is None or not model.hybrid:
+    if release is None:
         return ""
     extra = [str(a) for a in extra_args]  # YAML may give numbers
-    if why := _trtllm_mha_gpu_refusal(extra, release, version, gpu):
+    # the attention backend's rules hold for every model, hybrid or dense
+    if why := _trtllm_mha_gpu_refusal(extra, release, version, gpu) or _trtllm_mha_page_refusal(
+            extra, release, version, arm, page_size):
         return why
+    if not model.hybrid:
+        return ""
     # The architecture names the class SGLang loads; a renamed model (model.name=my-nemotron) keeps it. Without one
     # (architecture ""), the name is all there is to go by.
     arch = model.architecture or model.name

@@ -53,8 +53,8 @@ REFUSED = [
     ("lru", ["--attention-backend", "trtllm_mha"], "arm lru: engine.extra_args has --attention-backend trtllm_mha, "
      "which SGLang refuses with --mamba-radix-cache-strategy no_buffer"),
     ("branching", ["--decode-attention-backend=trtllm_mha"], "engine.page_size=1: engine.extra_args has "
-     "--decode-attention-backend trtllm_mha, which runs pages of 16, 32 or 64 tokens only: SGLang would run arm "
-     "branching on pages of 64 while the plan, the forecast and the record say 1"),
+     "--decode-attention-backend trtllm_mha, with which SGLang runs pages of 16, 32 or 64 (0.5.23: or 128) tokens "
+     "only: it would run arm branching on pages of 64 while the plan, the forecast and the record say 1"),
     ("disabled", ["--attention-backend", "trtllm_mha"], "engine.page_size=1: engine.extra_args has --attention-back"),
     ("lru", ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "5"], "engine.extra_args has "
      "--speculative-algorithm EAGLE with --speculative-num-steps but no --speculative-eagle-topk"),
@@ -282,8 +282,24 @@ def test_trtllm_mha_plans_on_its_own_page_sizes() -> None:
     # SGLang switches any other page size to 64 (and no_buffer, page size 1 only, refuses it anyway)
     extra = ["--attention-backend", "trtllm_mha"]
     assert command("branching", extra, page_size=64)[-2:] == extra
-    with pytest.raises(ConfigError, match=r"^engine.page_size=128: .*--attention-backend trtllm_mha"):
-        command("branching", extra, page_size=128)
+    assert command("branching", extra, page_size=128)[-2:] == extra  # 0.5.23 runs 128: the release decides
+    with pytest.raises(ConfigError, match=r"^engine.page_size=256: .*--attention-backend trtllm_mha"):
+        command("branching", extra, page_size=256)
+
+
+@pytest.mark.parametrize(("version", "extra", "page", "refused"), [
+    ("0.5.16", ["--decode-attention-backend", "trtllm_mha"], 128, True),  # switched to 64
+    ("0.5.23", ["--decode-attention-backend", "trtllm_mha"], 128, False),  # kept
+    ("0.5.9", ["--attention-backend", "trtllm_mha"], 128, True),
+    ("0.5.23", ["--speculative-draft-attention-backend", "trtllm_mha"], 256, True),  # 0.5.23 reads the draft's too
+    ("0.5.23", ["--speculative-draft-attention-backend", "trtllm_mha"], 64, False),
+    ("0.5.16", ["--speculative-draft-attention-backend", "trtllm_mha"], 256, False),  # 0.5.16 does not
+])
+def test_trtllm_mha_pages_by_release(version: str, extra: list[str], page: int, refused: bool) -> None:
+    why = sglang_refusal(ModelCfg(), plan_arm("branching", ArmCfg()), version, extra, "b200", page)
+    assert bool(why) == refused, why
+    if refused:
+        assert why.startswith(f"engine.page_size={page}: engine.extra_args has ") and f"SGLang {version}" in why
 
 
 @pytest.mark.parametrize(("version", "arch", "arm", "extra", "why"), [

@@ -144,6 +144,10 @@ _ON_GPU: list[tuple[str, list[str], dict[str, Any], set[str]]] = [
      {"0.5.16", "0.5.23"}),
     ("branching", ["--prefill-attention-backend", "trtllm_mha"], {"page_size": 64, "gpu": "a100"},
      {"0.5.16", "0.5.23"}),
+    # pages of 128: 0.5.23 keeps them, 0.5.16 switches them to 64; 0.5.23 also reads the draft model's backend
+    ("branching", ["--decode-attention-backend", "trtllm_mha"], {"page_size": 128}, {"0.5.16"}),
+    ("branching", ["--decode-attention-backend", "trtllm_mha"], {"page_size": 256}, {"0.5.16", "0.5.23"}),
+    ("branching", ["--speculative-draft-attention-backend", "trtllm_mha"], {"page_size": 256}, {"0.5.23"}),
 ]
 CASES: list[tuple[str, list[str], set[str], dict[str, Any]]] = [
     *((arm, extra, expected, {}) for arm, extra, expected in _CASES),
@@ -325,7 +329,7 @@ def decided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[st
             spec = plan_arm(arm, ArmCfg())
             base = sglang_command(python=python, model=model, engine=EngineCfg(tp=4, **eng), arm=spec, port=0,
                                   help_text=help_text)
-            why = sglang_refusal(model, spec, version, extra, EngineCfg(**eng).gpu)
+            why = sglang_refusal(model, spec, version, extra, EngineCfg(**eng).gpu, EngineCfg(**eng).page_size)
             if not why:
                 try:
                     sglang_command(python=python, model=model, engine=EngineCfg(tp=4, extra_args=extra, **eng),
