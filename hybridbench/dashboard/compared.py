@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.errors import ConfigError
-from hybridbench.report.compare_schema import VERDICT_RANK, unbacked_pass, worst_verdict
+from hybridbench.report.compare_schema import VERDICT_RANK, current_verdict, unbacked_pass, worst_verdict
 from hybridbench.results import Run, read_run
 from hybridbench.results.marks import verdict_marks
 
@@ -76,8 +76,11 @@ def _side(cmp: Mapping[str, Any], side: str, root: Path) -> Side:
     if pinned and now != pinned:
         changed = f"{where} now holds another run ({now[:12] or 'unfinished'}; compared {pinned[:12]})"
         return Side(ROLES[side], label, None, changed, *recorded)
-    return Side(ROLES[side], label, run, "", run.bundle.verdict if run.bundle is not None else "",
-                verdict_marks(run))
+    if run.bundle is None:
+        return Side(ROLES[side], label, run, "", "", verdict_marks(run))
+    overrides = (run.bundle.rescored or {}).get("overrides")
+    return Side(ROLES[side], label, run, "", current_verdict(run.bundle.verdict, recorded[0],
+                                                              _strings(overrides)), verdict_marks(run))
 
 
 def compared(cmp: Mapping[str, Any], root: Path) -> Compared:

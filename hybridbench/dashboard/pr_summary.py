@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridbench.errors import ConfigError, OneLineParser
-from hybridbench.report.compare_schema import COMPARE_SCHEMA_VERSION, unbacked_pass, worst_verdict
+from hybridbench.report.compare_schema import COMPARE_SCHEMA_VERSION, current_verdict, unbacked_pass, worst_verdict
 from hybridbench.report.md_text import md_code, md_text
 from workloads.closed_stdout import quiet_on_closed_stdout
 
@@ -120,7 +120,8 @@ def summary_markdown(cmp: Mapping[str, Any], *, png_url: str, site_url: str, png
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     compared = str(cmp["verdict"])
     recorded = {side: str(cmp.get(f"{side}_verdict") or "") for side in ("base", "candidate")}
-    own = {side: now.verdicts.get(side) or recorded[side] for side in recorded}
+    own = {side: current_verdict(now.verdicts[side], recorded[side], now.rescored.get(side, ()))
+           if side in now.verdicts else recorded[side] for side in recorded}
     verdict = worst_verdict(compared, *(s for s in counts if s in ("fail", "inconclusive")), own["candidate"],
                      *(["inconclusive"] if replaced else []))
     lines = [f"**hybridbench verdict: {_cell(verdict).upper()}** · candidate {_code(cmp.get('candidate'))} against "

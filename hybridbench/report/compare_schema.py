@@ -5,9 +5,9 @@ statistics); the dashboard's comparison pages show the same worst-of verdict."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-__all__ = ["COMPARE_SCHEMA_VERSION", "VERDICT_RANK", "unbacked_pass", "worst_verdict"]
+__all__ = ["COMPARE_SCHEMA_VERSION", "VERDICT_RANK", "current_verdict", "unbacked_pass", "worst_verdict"]
 
 COMPARE_SCHEMA_VERSION = 1
 
@@ -24,3 +24,13 @@ def unbacked_pass(verdict: str, row_statuses: Iterable[str]) -> bool:
     """A ``pass`` that no passing verdict row backs (none, or every row skipped): compare never writes it (such a
     comparison is inconclusive); a hand-edited or damaged compare.json can, and no view may show it as a pass."""
     return verdict == "pass" and "pass" not in set(row_statuses)
+
+
+def current_verdict(now: str, recorded: str, overrides: Sequence[str]) -> str:
+    """A compared run's verdict as the views show it: ``now`` (its bundle's, re-scored since the comparison or not)
+    unless that cannot stand for it. A verdict that is none of pass/fail/inconclusive is inconclusive; a re-scoring
+    with overrides (checks dropped, limits widened) cannot lift the ``recorded`` verdict the comparison saw, only
+    lower it: a narrowed re-score turning a failing pull request green is exactly a wrong pass."""
+    if now not in VERDICT_RANK:
+        return "inconclusive"
+    return worst_verdict(now, recorded) if overrides else now

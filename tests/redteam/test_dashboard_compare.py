@@ -180,6 +180,21 @@ def test_a_candidate_re_scored_since_the_comparison_reads_alike_on_the_dashboard
     assert f"- The pull request's own run's verdict is now {now.upper()} ({why}); compare recorded {was}." in rest
 
 
+def test_a_re_scoring_with_overrides_cannot_lift_a_failed_candidate_to_a_pass(tmp_path: Path) -> None:
+    # compare saw the pull request's own run fail; `rescore RUN checks.min_token_hit_rate=0` (a limit widened until
+    # it passes) made its bundle say pass, and both views then said PASS: a narrowed re-score is no new evidence.
+    root, _, cand = _compared(tmp_path)
+    cmp = load(cand / "compare" / "compare.json")
+    save(cand / "compare" / "compare.json", {**cmp, "candidate_verdict": "fail"})
+    clean(cli("hybridbench.rescore", cand, "checks.min_token_hit_rate=0"))
+    assert load(cand / "bundle.json")["verdict"] == "pass"
+    line = _verdict_line((_site(root, tmp_path / "site") / "compare-pr.html").read_text())
+    assert line.startswith('verdict <span class="v-fail">fail</span>'), line
+    summary = subprocess_cli("hybridbench.dashboard.pr_summary", cand / "compare" / "compare.json")
+    assert summary.returncode == 0, summary.stderr
+    assert summary.stdout.startswith("**hybridbench verdict: FAIL**"), summary.stdout[:300]
+
+
 @pytest.mark.parametrize("rows", ["skipped", "none"])
 def test_a_pass_no_verdict_row_backs_is_no_pass_on_the_dashboard_as_in_the_pr_summary(
         tmp_path: Path, rows: str) -> None:
