@@ -104,3 +104,9 @@ def test_a_dense_model_keeps_its_block() -> None:
     with pytest.raises(ConfigError, match=r"^engine\.page_size=24: vLLM's attention backends on h100 take blocks of "
                                           r"a multiple of 16 tokens, not 24"):
         command(EngineCfg(tp=1, page_size=24), dense)
+
+
+def test_the_gpu_name_is_read_as_the_sglang_rules_read_it() -> None:
+    # engine.gpu=H100 is the same GPU as h100: its block is computed, not left to "vLLM at start-up"
+    assert vllm_page(QWEN3_NEXT, EngineCfg(tp=4, gpu="H100")) == vllm_page(QWEN3_NEXT, EngineCfg(tp=4, gpu="h100"))
+    assert vllm_page(QWEN3_NEXT, EngineCfg(tp=4, gpu="H100")).tokens == 272
