@@ -194,14 +194,19 @@ def test_unified_memory_with_the_host_tier_is_refused_where_the_release_refuses_
     assert sglang_refusal(ModelCfg(), plan_arm("branching", ArmCfg()), version, ["--enable-unified-memory"]) == ""
 
 
-def test_the_plan_refuses_lazy_with_speculative_decoding_on_0_5_16(tmp_path: Path) -> None:
-    # An interpreter that says it has SGLang 0.5.16 installed, with a --help that has every flag asked for.
+def _sglang_0_5_16(tmp_path: Path, more_help: str) -> Path:
+    """An interpreter that says it has SGLang 0.5.16 installed, with a --help that has every flag asked for."""
     help_text = tmp_path / "help.txt"
-    help_text.write_text(NEW_HELP.read_text() + "  --speculative-algorithm SPECULATIVE_ALGORITHM\n"
-                         "                        Speculative algorithm.\n")
+    help_text.write_text(NEW_HELP.read_text() + more_help)
     fake = tmp_path / "python"
     fake.write_text(f'#!/bin/sh\ncase "$*" in *--help*) cat {help_text};; *) echo 0.5.16;; esac\n')
     fake.chmod(0o755)
+    return fake
+
+
+def test_the_plan_refuses_lazy_with_speculative_decoding_on_0_5_16(tmp_path: Path) -> None:
+    fake = _sglang_0_5_16(tmp_path, "  --speculative-algorithm SPECULATIVE_ALGORITHM\n"
+                                    "                        Speculative algorithm.\n")
     proc = subprocess.run([sys.executable, "-m", "hybridbench.cli", "plan", "--no-forecast", "+experiment=branching",
                            "arms=[branching,lazy]", "checks.baseline_arm=branching", "engine=sglang",
                            f"engine.python={fake}",
@@ -256,13 +261,9 @@ def test_trtllm_mha_is_refused_where_the_release_refuses_it_on_the_planned_gpu(
 
 
 def test_the_plan_refuses_trtllm_mha_prefill_on_an_h100_with_0_5_16(tmp_path: Path) -> None:
-    # The run's engine.gpu reaches the refusal: an interpreter that says it has SGLang 0.5.16 installed
-    help_text = tmp_path / "help.txt"
-    help_text.write_text(NEW_HELP.read_text() + "  --attention-backend {triton,fa3,trtllm_mha}\n"
-                         "                        The attention backend.\n")
-    fake = tmp_path / "python"
-    fake.write_text(f'#!/bin/sh\ncase "$*" in *--help*) cat {help_text};; *) echo 0.5.16;; esac\n')
-    fake.chmod(0o755)
+    # The run's engine.gpu reaches the refusal
+    fake = _sglang_0_5_16(tmp_path, "  --attention-backend {triton,fa3,trtllm_mha}\n"
+                                    "                        The attention backend.\n")
     base = [sys.executable, "-m", "hybridbench.cli", "plan", "--no-forecast", "+experiment=branching",
             "arms=[branching]", "checks.baseline_arm=branching", "engine=sglang", f"engine.python={fake}",
             "engine.page_size=64", "engine.extra_args=[--attention-backend,trtllm_mha]"]
