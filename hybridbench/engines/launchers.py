@@ -21,6 +21,7 @@ from hybridbench.engines.sglang_cmd import (
 )
 from hybridbench.engines.traits import EngineTraits
 from hybridbench.engines.vllm_cmd import vllm_build_refusal, vllm_command, vllm_env, vllm_help_argv
+from hybridbench.engines.vllm_page import planned_block
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 
@@ -100,5 +101,6 @@ def make_vllm_engine() -> ServerEngine:
         env_for=vllm_env, flush_path="/reset_prefix_cache", package="vllm",  # vllm_env mounts the flush endpoint
         build_refusal=vllm_build_refusal,  # a CPU build (X+cpu) behind a GPU run
         served_page=vllm_served_block,  # the block it aligned, from its /metrics (the plan computes it: vllm_page.py)
+        planned_page=planned_block,  # ... and the one the plan computed, recorded beside it
         traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, greedy_deterministic=True,
                             track_interval=False, decode_states="block")))  # its states follow the block size

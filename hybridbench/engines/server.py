@@ -79,6 +79,9 @@ class ServerSpec:
     # base URL -> the block (page) the ready server reports it serves with (vLLM sizes its own: vllm_page.py), or
     # None; kept per arm in the record beside what the plan computed
     served_page: Callable[[str], int | None] | None = None
+    # cfg -> the block the plan computed for the servers (0: unknown until start-up), kept per arm beside served_page
+    # so a run that served another block is marked (hybridbench.results.served_block)
+    planned_page: Callable[[RunCfg], int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,7 @@ class ServerEngine:
         self._metrics_ranks = 1
         self._cache_impl: dict[str, str] = {}
         self._served_page: dict[str, int] = {}
+        self._planned_page: dict[str, int] = {}
         # Per log file: the bytes and lines already counted, so a mark reads only what was appended since.
         self._log_seen: dict[Path, tuple[int, int]] = {}
 
@@ -149,6 +153,8 @@ class ServerEngine:
                                                        cfg.engine.gpu, cfg.engine.page_size)):
                 raise ConfigError(why)
             self._commands[spec.name] = self.build(cfg, spec, 0)  # raises ConfigError naming the arm or flag
+            if self.spec.planned_page is not None and (page := self.spec.planned_page(cfg)):
+                self._planned_page[spec.name] = page
 
     def kv_pool(self, cfg: RunCfg) -> KVPool | None:
         return self.spec.kv_pool(cfg) if self.spec.kv_pool is not None else None
@@ -295,6 +301,8 @@ class ServerEngine:
             extra["cache_impl"] = dict(self._cache_impl)  # per arm, from the server's "Tree cache initialized" line
         if self._served_page:
             extra["served_page"] = dict(self._served_page)  # per arm, the block the server says it serves with
+        if self._planned_page:
+            extra["planned_page"] = dict(self._planned_page)  # per arm, the block the plan computed for it
         return EngineInfo(name=self.name, version=self._version, command=command, extra=extra)
 
     def close(self) -> None:

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.config.schema import EngineCfg, ModelCfg, RunCfg
 from hybridbench.errors import ConfigError
 from reference_impl.model_spec import STATE_DTYPES
 from reference_impl.models import MODELS
 
-__all__ = ["KERNEL_BLOCK", "PAGE_FLAGS", "SSM_DTYPES", "VllmPage", "refuse_replaced_page", "vllm_page"]
+__all__ = ["KERNEL_BLOCK", "PAGE_FLAGS", "SSM_DTYPES", "VllmPage", "planned_block", "refuse_replaced_page", "vllm_page"]
 
 KERNEL_BLOCK = 16  # the smallest block of every attention backend vLLM 0.32.0 picks on SM80/SM90 (and its default)
 _CUDA_GPUS = frozenset({"a100", "h100", "h200"})
@@ -106,6 +106,12 @@ def vllm_page(model: ModelCfg, engine: EngineCfg) -> VllmPage:
     if block == engine.page_size:
         return VllmPage(block, f"engine.page_size={block}, whose attention page holds {state}")
     return VllmPage(block, f"raised by vLLM until one attention page holds {state}")
+
+
+def planned_block(cfg: RunCfg) -> int:
+    """The block a run's plan computed for its vLLM servers (0: sized by vLLM at start-up), recorded per arm beside
+    the block each server reports (``served_page``) so a run that served another is marked (results/served_block.py)."""
+    return vllm_page(cfg.model, cfg.engine).tokens
 
 
 def refuse_replaced_page(model: ModelCfg, engine: EngineCfg) -> None:

@@ -10,6 +10,7 @@ from hybridbench.metrics.summary import client_delay_flagged
 from hybridbench.report.forecast import forecast_section
 from hybridbench.report.md_text import md_code, md_text
 from hybridbench.results.marks import scoring_overrides
+from hybridbench.results.served_block import block_mismatches
 
 __all__ = ["render_report"]
 
@@ -113,6 +114,19 @@ def _noise(bundle: dict[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def _served_block(prov: dict[str, Any]) -> list[str]:
+    """A server that served another block than the plan computed (results/served_block.py), above everything
+    measured: the verdict below is marked for it."""
+    extra = (prov.get("engine") or {}).get("extra")
+    mismatches = block_mismatches(extra) if isinstance(extra, dict) else ()
+    if not mismatches:
+        return []
+    arms = "; ".join(f"arm {md_code(m.arm)} served {m.served}-token blocks, the plan computed {m.planned}"
+                     for m in mismatches)
+    return [f"**Served another block than planned** ({arms}; `served_page` and `planned_page` in bundle.json): the "
+            "plan's hit granularity and forecast describe a server that did not run, so the verdict is marked.", ""]
+
+
 def render_report(bundle: dict[str, Any]) -> str:
     arms: list[str] = bundle["arms"]
     baseline: str = bundle["baseline_arm"]
@@ -128,6 +142,7 @@ def render_report(bundle: dict[str, Any]) -> str:
         f"{' (dirty)' if prov['git_dirty'] else ''} · plan `{prov['plan_fingerprint']}` · baseline arm `{baseline}`",
         "",
     ]
+    lines += _served_block(prov)
     if isinstance(rep := bundle.get("repeats"), dict):  # adaptive repeats (hybridbench/plan/repeats.py)
         lines += [_repeats_line(rep), ""]
     rescored = bundle.get("rescored")

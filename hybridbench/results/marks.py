@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from hybridbench.config.scoring_keys import marks_verdict
 from hybridbench.errors import ConfigError
+from hybridbench.results.served_block import block_mark, block_mismatches
 from hybridbench.results.types import Run
 
 __all__ = ["INCOMPLETE_VERDICTS", "complete", "refuse_incomplete", "scoring_overrides", "verdict_marks"]
@@ -77,6 +78,8 @@ def verdict_marks(run: Run) -> tuple[str, ...]:
         marks.append("trials missing")
     if b.verdict == "pass" and not any(c.status in ("pass", "fail") for c in b.checks):
         marks.append("no check decided")
+    if served := block_mark(block_mismatches(b.provenance.engine.extra)):
+        marks.append(served)
     return tuple(marks)
 
 

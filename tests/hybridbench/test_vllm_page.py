@@ -21,9 +21,11 @@ from hybridbench.engines.vllm_cmd import vllm_command
 from hybridbench.engines.vllm_page import vllm_page
 from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arm
+from hybridbench.prepare import prepare_run
 from hybridbench.preview.build import build_preview
 from hybridbench.preview.compose import compose_run
 from hybridbench.preview.render import render_text
+from hybridbench.results.bundle import build_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 V032 = (Path(__file__).parent / "fixtures" / "vllm_help_0_32.txt").read_text()
@@ -110,3 +112,21 @@ def test_the_gpu_name_is_read_as_the_sglang_rules_read_it() -> None:
     # engine.gpu=H100 is the same GPU as h100: its block is computed, not left to "vLLM at start-up"
     assert vllm_page(QWEN3_NEXT, EngineCfg(tp=4, gpu="H100")) == vllm_page(QWEN3_NEXT, EngineCfg(tp=4, gpu="h100"))
     assert vllm_page(QWEN3_NEXT, EngineCfg(tp=4, gpu="H100")).tokens == 272
+
+
+def test_a_run_records_the_planned_block_per_arm_beside_the_served_one(vllm_python: Path, tmp_path: Path) -> None:
+    # The block the plan computed goes into the run's engine provenance (bundle.json), per arm, where the block each
+    # server reports (served_page) is written: results compare the two from the saved files (test_served_block.py).
+    def recorded(*overrides: str) -> tuple[dict[str, object], tuple[str, ...]]:
+        composed = compose_run(["+experiment=radix", "engine=vllm", f"engine.python={vllm_python}", *overrides])
+        prepared = prepare_run(composed.cfg, tmp_path / "run", composed.resolved)
+        bundle = build_bundle(prepared.plan, prepared.engine.info(), [], {}, [])
+        assert set(prepared.plan.arms) >= {"disabled", "lru"}, prepared.plan.arms
+        return bundle["provenance"]["engine"]["extra"], prepared.plan.arms
+
+    extra, arms = recorded()  # Qwen3-Next on 4 x H100: vLLM's own 272 for every arm
+    assert extra["planned_page"] == dict.fromkeys(arms, 272), extra
+    extra, arms = recorded("engine.page_size=512")
+    assert extra["planned_page"] == dict.fromkeys(arms, 512), extra
+    # Unknown from the config (the CPU build sizes its own): nothing recorded, so nothing is compared
+    assert "planned_page" not in recorded("engine.gpu=cpu")[0]
