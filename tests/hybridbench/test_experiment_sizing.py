@@ -117,11 +117,13 @@ def test_the_reference_engines_main_job_is_unchanged(experiment: str) -> None:
         assert cfg.workloads["sharegpt"].params["output_len"] == want["sharegpt_output"]
     if "sessions" in want:
         assert cfg.workloads["swebench"].params["num_sessions"] == want["sessions"]
-    # Every check judges every CPU load, but timing checks on a one-repeat run, which could never decide them
-    # (test_no_default_engine_run_is_inconclusive_by_design): there the load says so in its note.
-    for w in cfg.workloads.values():
+    # Every check judges every CPU load, but timing checks where they could never be decided, and the load says why
+    # in its note: a one-repeat run (test_no_default_engine_run_is_inconclusive_by_design), or seglen's ShareGPT
+    # first turns, whose arms hit alike request for request on a clock that charges a policy nothing.
+    undecidable = {("seglen", "sharegpt")}
+    for name, w in cfg.workloads.items():
         left_out = set(cfg.checks.enabled) - set(w.judged_by or cfg.checks.enabled) - {"survival"}
-        if cfg.repeats >= 2:
+        if cfg.repeats >= 2 and (experiment, name) not in undecidable:
             assert not (w.judged_by or w.note)
         else:
             assert left_out <= TIMING_CHECKS and bool(w.note) == bool(left_out)
