@@ -87,7 +87,9 @@ def shared_prefix_concurrent(server: Server) -> list[int]:
     rng = random.Random(3)
     prefix = toks(rng, 300)
     server.generate({"input_ids": prefix + toks(rng, 10), "sampling_params": {"max_new_tokens": 1}})  # caches 256
-    bodies = [{"input_ids": prefix + toks(rng, 10), "sampling_params": {"max_new_tokens": 30, "ignore_eos": True}}
+    # Long enough decodes that the four overlap however late a thread's request arrives on a loaded machine (at 30
+    # tokens the first could finish before the others connected: each then found the engine idle, and hit)
+    bodies = [{"input_ids": prefix + toks(rng, 10), "sampling_params": {"max_new_tokens": 300, "ignore_eos": True}}
               for _ in range(4)]
     return [r["meta_info"]["cached_tokens"] for _, r in blast(server, bodies)]
 
