@@ -67,8 +67,8 @@ class ServerSpec:
     # --modelled-lockstep-ms); the client then says which finishes have none (POST vacate_path, load/driver.py)
     lockstep: Callable[[RunCfg], bool] | None = None
     vacate_path: str = "/lockstep/vacate"
-    # (model, arm, installed version, engine.extra_args, engine.gpu) -> why that release cannot run the arm (on that
-    # GPU) though its --help has the flags ("")
+    # (model, arm, installed version, engine.extra_args, engine.gpu, engine.page_size) -> why that release cannot run
+    # the arm (on that GPU, on those pages) though its --help has the flags ("")
     refusal: Callable[[ModelCfg, ArmSpec, str, Sequence[object], str, int], str] | None = None
     # (engine.gpu, installed version) -> why that build cannot serve the run at all ("": it can), e.g. a CPU build
     # of the server behind a GPU run
