@@ -51,6 +51,8 @@ def _draw(rng: random.Random, n: int, vocab_size: int) -> Any:
     if n > MAX_SEQUENCE_TOKENS:
         raise WorkloadError(f"a sequence of {n} tokens is longer than any model's context "
                             f"(at most {MAX_SEQUENCE_TOKENS}): check the workload's lengths")
+    # numpy's modulo by 0 gives 0 with a warning where Python's raised: every caller validates, this keeps it so
+    require(1 <= vocab_size <= MAX_VOCAB, f"vocab size must be in [1, 2**32], got {vocab_size}")
     words = np.frombuffer(rng.getrandbits(32 * n).to_bytes(4 * n, "little"), "<u4")
     return words % np.uint32(vocab_size) if vocab_size < MAX_VOCAB else words
 

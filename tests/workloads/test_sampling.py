@@ -36,6 +36,9 @@ def test_nothing_is_drawn_for_no_tokens_and_too_many_are_refused() -> None:
     assert rng.getstate() == state
     with pytest.raises(Exception, match="longer than any model's context"):
         random_token_array(rng, MAX_SEQUENCE_TOKENS + 1, 10)
+    for vocab in (0, MAX_VOCAB + 1):  # numpy would give ids of 0 (or wrap) where Python's modulo raised
+        with pytest.raises(Exception, match=r"vocab size must be in \[1, 2\*\*32\]"):
+            random_token_array(rng, 3, vocab)
 
 
 def test_uint32_ids_become_int32_unless_one_is_past_it() -> None:
