@@ -148,7 +148,8 @@ def _job(cfg: DictConfig) -> int:
         secrets = secret_values(resolved)
         if hydra_cfg.mode == RunMode.MULTIRUN:  # Hydra wrote the sweep's config and overrides verbatim
             scrub_file(Path(hydra_cfg.sweep.dir) / "multirun.yaml", secrets)
-        run_cfg, _ = typed_config(cfg)  # what `hybridbench plan` checks too (hybridbench.prepare)
+        # what `hybridbench plan` checks too (hybridbench.prepare); its resolved dict has engine.gpu normalised
+        run_cfg, resolved = typed_config(cfg)
         code = run(run_cfg, run_dir, resolved)
         sys.stdout.flush()  # the report, while a closed stdout can still be told from a failure (below)
     except RunInterrupted as exc:  # what ran is on disk; a sweep stops here too

@@ -18,6 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from hybridbench.checks.registry import validate_checks, validate_judged_by, validate_subjects
+from hybridbench.config.gpu_kind import normalise_gpu
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.strict import reject_unknown_keys
 from hybridbench.config.validate import check_unread_keys
@@ -52,12 +53,13 @@ class PreparedRun:
 
 
 def typed_config(cfg: DictConfig) -> tuple[RunCfg, dict[str, Any]]:
-    """Hydra's composed config -> (the typed config, the resolved dict); unknown keys are a ConfigError."""
+    """Hydra's composed config -> (the typed config, the resolved dict), engine.gpu in its one spelling in both;
+    unknown keys and an unknown GPU kind are a ConfigError."""
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     reject_unknown_keys(cfg, RunCfg)
     run_cfg = OmegaConf.to_object(cfg)
     assert isinstance(run_cfg, RunCfg)
-    return run_cfg, resolved
+    return normalise_gpu(run_cfg, resolved)
 
 
 def prepare_run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> PreparedRun:

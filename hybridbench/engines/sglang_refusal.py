@@ -177,8 +177,7 @@ def _trtllm_mha_page_refusal(extra: Sequence[str], release: tuple[int, ...], ver
 
 
 def _sm_major(gpu: str) -> int | None:
-    name = gpu.lower()
-    return 10 if _BLACKWELL.match(name) else _SM_MAJOR.get(name)
+    return 10 if _BLACKWELL.match(gpu) else _SM_MAJOR.get(gpu)  # engine.gpu comes lowercased (config.gpu_kind)
 
 
 def _trtllm_mha_gpu_refusal(extra: Sequence[str], release: tuple[int, ...], version: str, gpu: str) -> str:
@@ -230,7 +229,7 @@ def _cache_turned_off(args: Sequence[str], engine: EngineCfg) -> str:
         return "--attention-backend dual_chunk_flash_attn (it turns the radix cache off)"
     if _has(args, "--enable-deterministic-inference"):
         if backend is None:  # 0.5.23 overrides._deterministic_attention_backend: flashinfer on Blackwell, else fa3
-            backend = "flashinfer" if _BLACKWELL.match(engine.gpu.lower()) else "fa3"
+            backend = "flashinfer" if _BLACKWELL.match(engine.gpu) else "fa3"
         if backend not in _DETERMINISTIC_RADIX_BACKENDS:  # ServerArgs._handle_deterministic_inference
             return (f"--enable-deterministic-inference with the {backend} attention backend (the radix cache stays "
                     f"on only with {', '.join(_DETERMINISTIC_RADIX_BACKENDS)})")

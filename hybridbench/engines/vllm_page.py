@@ -67,7 +67,7 @@ def _unknown(model: ModelCfg, engine: EngineCfg) -> str:
     given = sorted(set(PAGE_FLAGS) & {a.split("=", 1)[0] for a in map(str, engine.extra_args) if a.startswith("-")})
     if given:
         return f"engine.extra_args has {given[0]}, which changes the block vLLM sizes at start-up"
-    cuda, asked = engine.gpu.lower() in _CUDA_GPUS, engine.page_size
+    cuda, asked = engine.gpu in _CUDA_GPUS, engine.page_size  # engine.gpu comes lowercased (config.gpu_kind)
     if cuda and asked > 1 and asked % KERNEL_BLOCK:  # no backend is valid for it: vLLM stops at start-up
         return (f"vLLM's attention backends on {engine.gpu} take blocks of a multiple of {KERNEL_BLOCK} tokens, "
                 f"not {asked}")

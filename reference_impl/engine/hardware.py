@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["GPUS", "NVIDIA_SMI_MODELS", "GPUSpec", "get_gpu", "gpu_key"]
+__all__ = ["GPUS", "GPU_KINDS", "NVIDIA_SMI_MODELS", "GPUSpec", "get_gpu", "gpu_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,11 @@ GPUS: dict[str, GPUSpec] = {
 # PCIe", "NVIDIA H100 NVL"; "NVIDIA A100-SXM4-40GB", "NVIDIA A100 80GB PCIe"): how much memory a GPU has is read from
 # nvidia-smi, not from GPUS. b200 has no GPUSpec (the simulator cannot forecast it), but a B200 run is a b200 run.
 NVIDIA_SMI_MODELS: dict[str, str] = {"H100": "h100", "H200": "h200", "A100": "a100", "B200": "b200"}
+
+# Every GPU key engine.gpu may name (lowercase): the simulator's, nvidia-smi's, and the Blackwell parts the SGLang
+# start-up rules know by name (hybridbench.engines.sglang_refusal; docs/engines/sglang.md names gb200), which the
+# doctor cannot confirm from nvidia-smi.
+GPU_KINDS: frozenset[str] = frozenset({*GPUS, *NVIDIA_SMI_MODELS.values(), "gb200", "b300"})
 
 
 def gpu_key(smi_name: str) -> str | None:

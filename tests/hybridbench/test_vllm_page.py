@@ -109,9 +109,11 @@ def test_a_dense_model_keeps_its_block() -> None:
 
 
 def test_the_gpu_name_is_read_as_the_sglang_rules_read_it() -> None:
-    # engine.gpu=H100 is the same GPU as h100: its block is computed, not left to "vLLM at start-up"
-    assert vllm_page(QWEN3_NEXT, EngineCfg(tp=4, gpu="H100")) == vllm_page(QWEN3_NEXT, EngineCfg(tp=4, gpu="h100"))
-    assert vllm_page(QWEN3_NEXT, EngineCfg(tp=4, gpu="H100")).tokens == 272
+    # engine.gpu=H100 is the same GPU as h100 (lowercased where the config is composed: config.gpu_kind): its block
+    # is computed, not left to "vLLM at start-up"
+    engine = compose_run(["engine=vllm", "engine.tp=4", "engine.gpu=H100"]).cfg.engine
+    assert vllm_page(QWEN3_NEXT, engine) == vllm_page(QWEN3_NEXT, EngineCfg(tp=4, gpu="h100"))
+    assert vllm_page(QWEN3_NEXT, engine).tokens == 272
 
 
 def test_a_run_records_the_planned_block_per_arm_beside_the_served_one(vllm_python: Path, tmp_path: Path) -> None:
