@@ -11,6 +11,7 @@ from typing import Any
 
 from hybridbench.compare.runs import SavedRun
 from hybridbench.config.comparable_keys import flatten, must_match, with_defaults
+from hybridbench.config.gpu_kind import gpu_kind
 from hybridbench.config.schema import SERVING_ENGINES
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import MODELLED_ENGINES
@@ -58,7 +59,7 @@ def check_comparable(base: SavedRun, cand: SavedRun) -> list[str]:
 
 def _served_on_cpu(run: SavedRun) -> bool:
     engine = run.config.get("engine")
-    return isinstance(engine, dict) and engine.get("gpu") == "cpu"
+    return isinstance(engine, dict) and gpu_kind(engine.get("gpu") or "") == "cpu"  # "CPU" saved before normalising
 
 
 def unknown_gpus(base: SavedRun, cand: SavedRun) -> str:

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from functools import cache
 from typing import Any
 
+from hybridbench.config.gpu_kind import gpu_kind
 from hybridbench.config.schema import EngineCfg, ModelCfg
 
 __all__ = ["fixed_settings", "flatten", "must_match", "sizing", "with_defaults"]
@@ -37,8 +38,12 @@ def _defaults() -> dict[str, Any]:
 def with_defaults(flat: Mapping[str, Any]) -> dict[str, Any]:
     """A flattened config with each sizing key it lacks at its schema default: a run saved before a key existed
     ran with what it now defaults to (such a run read as resized against every later night, and history then
-    judged the later nights only among themselves, a regression included)."""
-    return {**_defaults(), **flat}
+    judged the later nights only among themselves, a regression included). engine.gpu is read in its one spelling:
+    a run saved before it was normalised may hold "H100", the same GPU as a later run's "h100"."""
+    out = {**_defaults(), **flat}
+    if isinstance(out.get("engine.gpu"), str):
+        out["engine.gpu"] = gpu_kind(out["engine.gpu"])
+    return out
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:

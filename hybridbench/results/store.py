@@ -25,6 +25,7 @@ import duckdb
 import pandas as pd
 
 from hybridbench.config.comparable_keys import fixed_settings, sizing
+from hybridbench.config.gpu_kind import NO_GPU, gpu_kind
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import MODELLED_ENGINES
 from hybridbench.results.baselines import published_rows
@@ -40,8 +41,8 @@ def _engine_version(run: Run) -> str:
     return run.bundle.provenance.engine.version if run.bundle is not None else ""
 
 
-# engine.gpu values that name no GPU (the reference server's and the vLLM CPU build's "cpu", replay's "none")
-_NO_GPU = frozenset({"", "cpu", "none"})
+# engine.gpu values that name no GPU (config.gpu_kind's, and "" of a run saved without one)
+_NO_GPU = frozenset({"", *NO_GPU})
 
 
 def _gpu(run: Run) -> str:
@@ -52,10 +53,11 @@ def _gpu(run: Run) -> str:
     engine = run.plan.config.get("engine", {})
     if not isinstance(engine, Mapping):
         return "cpu"
-    gpu, tp = str(engine.get("gpu", "") or ""), engine.get("tp", 1)
+    # a run saved before engine.gpu was normalised may hold "H100": the same label (and baseline) as "h100"
+    gpu, tp = gpu_kind(engine.get("gpu", "") or ""), engine.get("tp", 1)
     if run.plan.engine == "sim":
         return f"{tp}x {gpu} (modelled)"
-    if gpu.lower() not in _NO_GPU and run.plan.engine not in MODELLED_ENGINES:
+    if gpu not in _NO_GPU and run.plan.engine not in MODELLED_ENGINES:
         # A GPU run whose provenance names no GPU was labelled "cpu" and drawn beside CPU runs; marked, it is
         # never another GPU run's baseline either (latest_passing_main matches this label).
         return f"{tp}x {gpu} (unrecorded)"

@@ -199,6 +199,10 @@ def test_a_run_file_that_is_not_json_is_named_with_its_position_once(tmp_path: P
     ("sglang", "h100", ["NVIDIA H100 80GB HBM3"] * 4, "4x NVIDIA H100 80GB HBM3"),
     ("sglang", "h100", None, "4x h100 (unrecorded)"),  # was "cpu": drawn beside CPU runs in history
     ("sim", "h100", None, "4x h100 (modelled)"),
+    # saved before engine.gpu was normalised: the same label (and latest:ROOT baseline) as a new run's h100
+    ("sglang", "H100", None, "4x h100 (unrecorded)"),
+    ("sim", " H100", None, "4x h100 (modelled)"),
+    ("vllm", "CPU", None, "cpu"),
 ])
 def test_a_runs_gpu_label_says_what_ran_it(tmp_path: Path, engine: str, gpu: str, names: list[str] | None,
                                            label: str) -> None:

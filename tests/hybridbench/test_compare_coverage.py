@@ -92,6 +92,10 @@ def test_gpu_runs_that_both_name_no_gpus_are_inconclusive(tmp_path: Path) -> Non
     e = run("eeeee", "cpu", EPYC, ttft_ms=145.0)
     assert main([str(c), str(e)]) == 1
     assert "whether both ran on the same CPU is unknown" in str(verdicts(e)[("-", "survival")]["detail"])
+    # A baseline saved before engine.gpu was normalised holds "CPU": the same label, read case-blind (it was "not
+    # comparable: engine.gpu is 'CPU' in the baseline and 'cpu' in the candidate", and no CPU run)
+    f = run("ffffff", "CPU", XEON, ttft_ms=150.0)
+    assert main([str(f), str(d)]) == 0
 
 
 def test_a_hit_count_missing_from_some_requests_is_unknown_not_zero(tmp_path: Path) -> None:

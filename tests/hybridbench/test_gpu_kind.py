@@ -14,6 +14,7 @@ import pytest
 from machine_fakes import fake_sglang
 from test_sglang_real_help_plans import venv_python
 
+from hybridbench.config.comparable_keys import fixed_settings
 from hybridbench.config.validate import validate_config
 from hybridbench.engines.launchers import installed_help
 from hybridbench.engines.sglang_cmd import sglang_help_argv
@@ -72,3 +73,8 @@ def test_a_run_records_the_one_spelling(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "plan.json").read_text())["config"]["engine"]["gpu"] == "h100"
 
+
+def test_a_saved_run_in_the_old_spelling_still_compares_with_a_new_one() -> None:
+    # runs saved before engine.gpu was normalised may hold "H100": the same sizing as a later run's "h100"
+    old, new = {"engine": {"name": "sglang", "gpu": "H100"}}, {"engine": {"name": "sglang", "gpu": "h100"}}
+    assert fixed_settings(old) == fixed_settings(new)
