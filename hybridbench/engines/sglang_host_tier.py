@@ -12,7 +12,7 @@ from hybridbench.engines.owned_flags import extra_flag_names, last_flag
 from hybridbench.engines.planned_line import flag_value, has_flag, int_value
 from reference_impl.engine.arms import ArmSpec
 
-__all__ = ["dcp_size", "host_tier_refusal", "host_tier_release_refusal"]
+__all__ = ["dcp_flag", "dcp_size", "host_tier_refusal", "host_tier_release_refusal"]
 
 _HICACHE_DEFAULTS = {"--hicache-io-backend": "kernel", "--hicache-mem-layout": "page_first"}  # SGLang's own
 # Host-tier storage backends whose layout SGLang rewrites from layer_first (0.5.16 ServerArgs
@@ -35,6 +35,12 @@ def dcp_size(args: Sequence[str]) -> int:
     """The decode context parallel size ``args`` asks for (1 when none)."""
     found = last_flag(args, *_DCP_FLAGS)
     return int_value(found[1]) or 1 if found else 1
+
+
+def dcp_flag(args: Sequence[str]) -> str:
+    """The spelling of the decode context parallel size ``args`` gives last (--dcp-size when none)."""
+    found = last_flag(args, *_DCP_FLAGS)
+    return found[0] if found else _DCP_FLAGS[0]
 
 
 def _mla_hybrid(model: ModelCfg) -> bool:
@@ -102,9 +108,19 @@ def host_tier_release_refusal(extra: Sequence[str], release: tuple[int, ...], ve
                 "the host tier")
     if (dcp := dcp_size(extra)) <= 1:
         return ""
+    dcp_said = f"{dcp_flag(extra)} {dcp}"
+    spec = flag_value(extra, "--speculative-algorithm")
+    if release >= (0, 5, 23) and spec not in (None, "DSPARK"):
+        # 0.5.23 hicache_hook.resolve_hicache_dcp_compatibility compares the value as given: "dspark" is refused too
+        return (f"arm {arm.name}: engine.extra_args has --speculative-algorithm {spec} with {dcp_said}, which SGLang "
+                f"{version} refuses with the host tier (only DSPARK's draft host pool translates DCP indices); leave "
+                "decode context parallelism out, or use --speculative-algorithm DSPARK")
+    if release >= (0, 5, 23) and has_flag(extra, "--enable-hisparse"):  # the same hook: its host pool has no DCP
+        return (f"arm {arm.name}: engine.extra_args has --enable-hisparse with {dcp_said}, which SGLang {version} "
+                "refuses with the host tier (the HiSparse host pool translates no DCP indices); leave one of them out")
     if release >= (0, 5, 23) and not _mla_hybrid(model):
         # 0.5.23 hicache_hook.resolve_hicache_dcp_compatibility: only MLATokenToKVPoolHost translates DCP indices
-        return (f"arm {arm.name}: engine.extra_args has --dcp-size {dcp}, with which SGLang {version} runs the "
+        return (f"arm {arm.name}: engine.extra_args has {dcp_said}, with which SGLang {version} runs the "
                 f"host tier only for MLA models ({model.architecture or model.name} is not one); leave decode "
                 "context parallelism out")
     l2 = arm.knobs.l2

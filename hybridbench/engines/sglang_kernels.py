@@ -1,7 +1,7 @@
 """What SGLang's kernels run on, read from the planned line: trtllm_mha attention only on some page sizes and some
-GPUs (engine.page_size, engine.gpu). A line off them is refused at plan time with one line naming the key, not
-left to a server that refuses it at start-up or silently switches the page size the plan, the forecast and the
-record carry.
+GPUs (engine.page_size, engine.gpu), the mamba cache's stochastic rounding only on float16 states and, with the triton
+mamba backend, on SM100 GPUs. A line off them is refused at plan time with one line naming the key, not left to a
+server that refuses it at start-up or silently switches the page size the plan, the forecast and the record carry.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from hybridbench.config.schema import EngineCfg
 from hybridbench.engines.gpus import cuda_major
 from hybridbench.engines.owned_flags import last_flag
-from hybridbench.engines.planned_line import flag_value, int_value
+from hybridbench.engines.planned_line import flag_value, has_flag, int_value
 from reference_impl.engine.arms import ArmSpec
 
-__all__ = ["trtllm_mha_gpu_refusal", "trtllm_mha_page_refusal", "trtllm_mha_refusal"]
+__all__ = ["mamba_rounding_refusal", "trtllm_mha_gpu_refusal", "trtllm_mha_page_refusal", "trtllm_mha_refusal"]
 
 # The attention-backend flags whose trtllm_mha SGLang runs only on pages of these sizes, switching any other page size
 # to 64 (0.5.9 server_args.py:1894-1909, 0.5.16 arg_groups/overrides.py:1732-1742, 0.5.23 overrides.py:1174-1187,
@@ -28,6 +28,27 @@ _BLACKWELL_ONLY: tuple[int, ...] = (10,)
 _SM90_ON: tuple[int, ...] = (9, 10, 12)
 _SMS_SAID = {_BLACKWELL_ONLY: "Blackwell (SM100) GPUs", _SM90_ON: "Hopper (SM90) and Blackwell (SM100, SM120) GPUs"}
 _ATTN_CP_FLAGS = ("--attn-cp-size", "--attention-context-parallel-size")  # 0.5.23 prefill context parallelism
+_ROUNDING = "--enable-mamba-cache-stochastic-rounding"  # 0.5.16 and 0.5.23 (0.5.9 has no such flag)
+
+
+def mamba_rounding_refusal(args: Sequence[str], engine: EngineCfg) -> str:
+    """Why SGLang refuses the mamba cache's stochastic rounding in ``args`` at start-up ("" when it runs it, or when
+    the plan does not know engine.gpu). 0.5.16 ServerArgs._handle_mamba_backend and 0.5.23 mamba_hook.py
+    handle_mamba_backend: float16 SSM states (--mamba-ssm-dtype, which model.mamba_ssm_dtype gives), and with the
+    triton mamba backend (the default) an SM100 GPU (its cvt.rs.f16x2.f32 PTX instruction)."""
+    if not has_flag(args, _ROUNDING):
+        return ""
+    if (dtype := flag_value(args, "--mamba-ssm-dtype")) != "float16":
+        said = dtype or "'' (the checkpoint's)"
+        return (f"model.mamba_ssm_dtype={said}: engine.extra_args has {_ROUNDING}, which SGLang runs on float16 "
+                "SSM states only and refuses at start-up otherwise; set model.mamba_ssm_dtype=float16, or leave the "
+                "flag out")
+    major = cuda_major(engine.gpu)
+    if (flag_value(args, "--mamba-backend") or "triton") == "triton" and major is not None and major != 10:
+        return (f"engine.gpu={engine.gpu}: engine.extra_args has {_ROUNDING}, which SGLang runs with the triton mamba "
+                "backend (its default) on Blackwell (SM100) GPUs only: the server would refuse it at start-up; give "
+                "--mamba-backend flashinfer (FlashInfer with its mamba module), or leave the flag out")
+    return ""
 
 
 def trtllm_mha_refusal(args: Sequence[str], arm: ArmSpec, engine: EngineCfg) -> str:

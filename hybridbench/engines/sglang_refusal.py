@@ -19,8 +19,19 @@ from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines.gpus import cuda_major
 from hybridbench.engines.planned_line import flag_value, has_flag
 from hybridbench.engines.sglang_host_tier import host_tier_refusal, host_tier_release_refusal
-from hybridbench.engines.sglang_kernels import trtllm_mha_gpu_refusal, trtllm_mha_page_refusal, trtllm_mha_refusal
-from hybridbench.engines.sglang_speculative import draft_tokens, lazy_speculative_refusal, speculative_refusal
+from hybridbench.engines.sglang_kernels import (
+    mamba_rounding_refusal,
+    trtllm_mha_gpu_refusal,
+    trtllm_mha_page_refusal,
+    trtllm_mha_refusal,
+)
+from hybridbench.engines.sglang_speculative import (
+    dcp_speculative_refusal,
+    draft_tokens,
+    lazy_speculative_refusal,
+    no_buffer_speculative_refusal,
+    speculative_refusal,
+)
 from reference_impl.engine.arms import ArmSpec
 
 __all__ = ["sglang_refusal", "startup_refusal"]
@@ -82,7 +93,8 @@ def startup_refusal(args: Sequence[str], extra: Sequence[str], arm: ArmSpec, eng
     """Why SGLang 0.5.16 and 0.5.23 refuse ``args`` (the planned server flags) at start-up, or run it as another
     arm than ``arm`` ("" when they run it as planned). ``extra`` (engine.extra_args) only says who set a flag."""
     owner = f"arm {arm.name}"
-    if why := speculative_refusal(args) or trtllm_mha_refusal(args, arm, engine):
+    if why := (speculative_refusal(args) or trtllm_mha_refusal(args, arm, engine)
+               or mamba_rounding_refusal(args, engine)):
         return why
     if other := next((f for f in _OTHER_CACHE if has_flag(args, f)), ""):
         return (f"{owner}: engine.extra_args has {other}, which asks SGLang for another prefix cache than the arm's "
@@ -115,9 +127,10 @@ def sglang_refusal(  # noqa: PLR0917 - the positional hook server.EngineSpec.ref
     if release is None:
         return ""
     extra = [str(a) for a in extra_args]  # YAML may give numbers
-    # the attention backend's rules hold for every model, hybrid or dense
-    if why := trtllm_mha_gpu_refusal(extra, release, version, gpu) or trtllm_mha_page_refusal(
-            extra, release, version, arm, page_size):
+    # the attention backend's and decode context parallelism's rules hold for every model, hybrid or dense
+    if why := (trtllm_mha_gpu_refusal(extra, release, version, gpu)
+               or trtllm_mha_page_refusal(extra, release, version, arm, page_size)
+               or dcp_speculative_refusal(extra, release, version, gpu)):
         return why
     if not model.hybrid:
         return ""
@@ -137,6 +150,8 @@ def sglang_refusal(  # noqa: PLR0917 - the positional hook server.EngineSpec.ref
         if arm.strategy == "extra_buffer" and arch.lower().startswith(("nemotron-h", "nemotronhfor")):
             # 0.5.9 server_args.py:1548-1551 passes support_mamba_cache_extra_buffer=False for NemotronH.
             return f"arm {arm.name}: SGLang {version} refuses extra_buffer for NemotronHForCausalLM"
+        if why := no_buffer_speculative_refusal(extra, release, version, arm):
+            return why
     elif why := host_tier_release_refusal(extra, release, version, arm, model):
         return why
     if why := lazy_speculative_refusal(extra, release, version, arm):

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hybridbench.engines.gpus import cuda_major
 from hybridbench.engines.planned_line import flag_value, has_flag, int_value
+from hybridbench.engines.sglang_host_tier import dcp_flag, dcp_size
 from reference_impl.engine.arms import ArmSpec
 
-__all__ = ["draft_tokens", "lazy_speculative_refusal", "speculative_refusal"]
+__all__ = ["dcp_speculative_refusal", "draft_tokens", "lazy_speculative_refusal", "no_buffer_speculative_refusal",
+           "speculative_refusal"]
 
 # The draft tokens SGLang fills in when only --speculative-algorithm is given (speculative_hook.py, 0.5.16 and 0.5.23):
 # NGRAM's _handle_ngram sets 12; the EAGLE family takes _auto_choose_speculative_params' (steps 3, top-k 1) for every
@@ -71,3 +74,30 @@ def lazy_speculative_refusal(extra: Sequence[str], release: tuple[int, ...], ver
     # decoding came with PR #30437 (0.5.23 has it).
     return (f"arm {arm.name}: engine.extra_args has {spec}; SGLang {version} does not support extra_buffer_lazy with "
             "speculative decoding (PR #30437, in 0.5.23)")
+
+
+def no_buffer_speculative_refusal(extra: Sequence[str], release: tuple[int, ...], version: str, arm: ArmSpec) -> str:
+    """Why SGLang ``version`` serves the no_buffer ``arm`` of a hybrid model with the radix cache off ("" when not)."""
+    spec = flag_value(extra, "--speculative-algorithm")
+    if arm.strategy != "no_buffer" or spec is None or release >= (0, 5, 16):
+        return ""
+    # 0.5.9 server_args.py:1760-1764 (_handle_mamba_radix_cache, which reads the algorithm as given, before
+    # _handle_speculative_decoding): "Disabling radix cache since speculative decoding for <arch> is not supported
+    # with radix cache yet". 0.5.16 runs no_buffer with speculative decoding.
+    return (f"arm {arm.name}: engine.extra_args has --speculative-algorithm {spec}, with which SGLang {version} turns "
+            "the radix cache off for a hybrid model's no_buffer strategy: the run would measure a cache-off server "
+            f"under the arm's name; leave speculative decoding out, use an extra_buffer arm (branching), or use "
+            "SGLang 0.5.16 or later")
+
+
+def dcp_speculative_refusal(extra: Sequence[str], release: tuple[int, ...], version: str, gpu: str) -> str:
+    """Why SGLang ``version`` refuses decode context parallelism with speculative decoding on engine.gpu ("" when it
+    runs them, or when the plan does not know the GPU: 0.5.16 runs them on AMD's HIP)."""
+    spec = flag_value(extra, "--speculative-algorithm")
+    if spec is None or (dcp := dcp_size(extra)) <= 1 or release >= (0, 5, 23) or cuda_major(gpu) is None:
+        return ""
+    # 0.5.16 ServerArgs._handle_dcp: on CUDA "does not support any speculative algorithm", whatever the model or arm
+    # (0.5.23 refuses the pair only with the host tier: sglang_host_tier)
+    return (f"engine.gpu={gpu}: engine.extra_args has --speculative-algorithm {spec} with {dcp_flag(extra)} {dcp}, "
+            f"which SGLang {version} refuses on CUDA GPUs at start-up; leave decode context parallelism or "
+            "speculative decoding out (0.5.23 runs the pair on arms without the host tier)")

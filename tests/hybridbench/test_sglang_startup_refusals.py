@@ -336,3 +336,53 @@ def test_mooncake_keeps_layer_first_with_decode_context_parallelism_on_an_mla_mo
     assert command("l2", extra, model=ModelCfg(architecture="KimiLinearForCausalLM"))[-len(extra):] == extra
     with pytest.raises(ConfigError, match=r"--hicache-mem-layout layer_first: with engine\.extra_args' --hicache-sto"):
         command("l2", extra)
+
+
+_NGRAM = ["--speculative-algorithm", "NGRAM"]
+
+
+@pytest.mark.parametrize(("version", "arch", "arm", "extra", "gpu", "why"), [
+    # 0.5.23: DCP with the host tier of an MLA model takes no speculative algorithm but DSPARK, and no HiSparse
+    ("0.5.23", "KimiLinearForCausalLM", "l2", ["--dcp-size", "2", *_NGRAM], "h100", "arm l2: engine.extra_args has "
+     "--speculative-algorithm NGRAM with --dcp-size 2, which SGLang 0.5.23 refuses with the host tier"),
+    ("0.5.23", "KimiLinearForCausalLM", "l2", ["--dcp-size", "2", "--speculative-algorithm", "DSPARK"], "h100", ""),
+    ("0.5.23", "KimiLinearForCausalLM", "l2", ["--decode-context-parallel-size=2", "--enable-hisparse"], "h100",
+     "arm l2: engine.extra_args has --enable-hisparse with --decode-context-parallel-size 2, which SGLang 0.5.23"),
+    ("0.5.23", "KimiLinearForCausalLM", "branching", ["--dcp-size", "2", *_NGRAM], "h100", ""),  # no host tier
+    # 0.5.16: DCP with any speculative algorithm on CUDA, whatever the arm; a GPU the plan does not know is left to it
+    ("0.5.16", "Qwen3NextForCausalLM", "branching", ["--dcp-size", "2", *_NGRAM], "h100", "engine.gpu=h100: engine."
+     "extra_args has --speculative-algorithm NGRAM with --dcp-size 2, which SGLang 0.5.16 refuses on CUDA GPUs"),
+    ("0.5.16", "Qwen3NextForCausalLM", "branching", ["--dcp-size", "2", *_NGRAM], "mi300x", ""),
+    ("0.5.16", "Qwen3NextForCausalLM", "branching", ["--dcp-size", "1", *_NGRAM], "h100", ""),
+    # 0.5.9 turns the radix cache off for no_buffer with speculative decoding
+    ("0.5.9", "Qwen3NextForCausalLM", "lru", _NGRAM, "h100", "arm lru: engine.extra_args has --speculative-algorithm "
+     "NGRAM, with which SGLang 0.5.9 turns the radix cache off for a hybrid model's no_buffer strategy"),
+    ("0.5.9", "Qwen3NextForCausalLM", "branching", _NGRAM, "h100", ""),
+    ("0.5.9", "Qwen3NextForCausalLM", "lru", ["--speculative-num-draft-tokens", "8"], "h100", ""),
+    ("0.5.16", "Qwen3NextForCausalLM", "lru", _NGRAM, "h100", ""),
+])
+def test_speculative_decoding_is_refused_where_the_release_refuses_it_or_turns_the_cache_off(
+        version: str, arch: str, arm: str, extra: list[str], *, gpu: str, why: str) -> None:
+    got = sglang_refusal(ModelCfg(architecture=arch), plan_arm(arm, ArmCfg()), version, extra, gpu)
+    assert got.startswith(why) if why else got == "", got
+
+
+@pytest.mark.parametrize(("gpu", "dtype", "extra", "why"), [
+    ("h100", "float16", [], "engine.gpu=h100: engine.extra_args has --enable-mamba-cache-stochastic-rounding, which "
+     "SGLang runs with the triton mamba backend (its default) on Blackwell (SM100) GPUs only"),
+    ("a100", "float16", ["--mamba-backend", "triton"], "engine.gpu=a100: "),
+    ("b200", "", [], "model.mamba_ssm_dtype='' (the checkpoint's): engine.extra_args has --enable-mamba-cache-stoch"),
+    ("h100", "bfloat16", ["--mamba-backend", "flashinfer"], "model.mamba_ssm_dtype=bfloat16: "),
+    ("b200", "float16", [], ""),
+    ("h100", "float16", ["--mamba-backend", "flashinfer"], ""),
+    ("l40s", "float16", [], ""),  # a GPU the plan does not know: left to the server
+])
+def test_stochastic_rounding_takes_float16_states_and_sm100_with_triton(gpu: str, dtype: str, extra: list[str],
+                                                                          why: str) -> None:
+    args = ["--enable-mamba-cache-stochastic-rounding", *extra]
+    if not why:
+        assert command("lru", args, gpu=gpu, model=ModelCfg(mamba_ssm_dtype=dtype))[-len(args):] == args
+        return
+    with pytest.raises(ConfigError) as err:
+        command("lru", args, gpu=gpu, model=ModelCfg(mamba_ssm_dtype=dtype))
+    assert str(err.value).startswith(why) and "\n" not in str(err.value), err.value

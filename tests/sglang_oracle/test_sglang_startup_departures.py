@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from oracle_client import PRETEND_H100, env_python, env_ready
-from tiny_configs import QWEN3_NEXT
+from oracle_client import env_python, env_ready
+from startup_resolution import RESOLVE
+from tiny_configs import KIMI_LINEAR, QWEN3_NEXT
 
 from hybridbench.config.schema import ArmCfg, EngineCfg, ModelCfg
 from hybridbench.engines.launchers import installed_help
@@ -149,125 +150,46 @@ _ON_GPU: list[tuple[str, list[str], dict[str, Any], set[str]]] = [
     ("branching", ["--decode-attention-backend", "trtllm_mha"], {"page_size": 256}, {"0.5.16", "0.5.23"}),
     ("branching", ["--speculative-draft-attention-backend", "trtllm_mha"], {"page_size": 256}, {"0.5.23"}),
 ]
-CASES: list[tuple[str, list[str], set[str], dict[str, Any]]] = [
-    *((arm, extra, expected, {}) for arm, extra, expected in _CASES),
-    *((arm, extra, expected, {"track_interval": ti}) for arm, extra, ti, expected in _SMALL_INTERVAL),
-    *((arm, extra, expected, eng) for arm, extra, eng, expected in _ON_GPU),
+# (arm, engine.extra_args, engine options, model options, the releases that depart): on Kimi-Linear (an MLA hybrid:
+# tiny_configs.KIMI_LINEAR) or with model.mamba_ssm_dtype, on the GPU the plan names.
+_KIMI = {"architecture": "KimiLinearForCausalLM"}
+_FP16 = {"mamba_ssm_dtype": "float16"}
+_NGRAM = ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8"]
+_ON_MODEL: list[tuple[str, list[str], dict[str, Any], dict[str, Any], set[str]]] = [
+    # decode context parallelism with the host tier of an MLA model: 0.5.23 refuses a speculative algorithm other than
+    # DSPARK (which needs a CUDA device: not run here) and HiSparse; 0.5.16 refuses DCP with any speculative algorithm
+    # on CUDA, host tier or not
+    ("l2", ["--dcp-size", "2"], {}, _KIMI, set()),
+    ("l2", ["--dcp-size", "2", *_NGRAM], {}, _KIMI, {"0.5.16", "0.5.23"}),
+    ("l2", ["--decode-context-parallel-size", "2", "--speculative-algorithm", "dspark"], {}, _KIMI,
+     {"0.5.16", "0.5.23"}),  # DSPARK's own spelling only
+    ("l2", _NGRAM, {}, _KIMI, set()),
+    ("l2", ["--dcp-size", "2", "--enable-hisparse"], {}, _KIMI, {"0.5.23"}),
+    ("l2", ["--enable-hisparse"], {}, _KIMI, set()),
+    ("branching", ["--dcp-size", "2", "--enable-hisparse"], {}, _KIMI, set()),
+    ("branching", ["--dcp-size", "2", *_NGRAM], {}, _KIMI, {"0.5.16"}),
+    ("branching", ["--dcp-size", "2", *_NGRAM], {}, {}, {"0.5.16"}),
+    # stochastic rounding of the SSM cache: float16 states only, and with the triton mamba backend (its default) on
+    # SM100 only
+    ("lru", ["--enable-mamba-cache-stochastic-rounding"], {}, _FP16, {"0.5.16", "0.5.23"}),
+    ("branching", ["--enable-mamba-cache-stochastic-rounding", "--mamba-backend", "triton"], {"gpu": "a100"}, _FP16,
+     {"0.5.16", "0.5.23"}),
+    ("lru", ["--enable-mamba-cache-stochastic-rounding"], {"gpu": "b200"}, _FP16, set()),
+    ("lru", ["--enable-mamba-cache-stochastic-rounding"], {"gpu": "b200"}, {}, {"0.5.16", "0.5.23"}),
+    ("lru", [], {}, _FP16, set()),
 ]
-IDS = [f"{arm}:{' '.join(extra)}" + "".join(f"@{k}={v}" for k, v in eng.items()) for arm, extra, _, eng in CASES]
-# The CUDA major of each engine.gpu a case names: SGLang's is_sm90/is_sm100/is_sm120 probes (trtllm_mha's platform
-# checks, 0.5.16 server_args.py and 0.5.23 attention_hook.py) are answered as that GPU answers them, every one of the
-# three set (this CPU is none of them)
+CASES: list[tuple[str, list[str], set[str], dict[str, Any], dict[str, Any]]] = [
+    *((arm, extra, expected, {}, {}) for arm, extra, expected in _CASES),
+    *((arm, extra, expected, {"track_interval": ti}, {}) for arm, extra, ti, expected in _SMALL_INTERVAL),
+    *((arm, extra, expected, eng, {}) for arm, extra, eng, expected in _ON_GPU),
+    *((arm, extra, expected, eng, mdl) for arm, extra, eng, mdl, expected in _ON_MODEL),
+]
+IDS = [f"{arm}:{' '.join(extra)}" + "".join(f"@{k}={v}" for k, v in {**eng, **mdl}.items())
+       for arm, extra, _, eng, mdl in CASES]
+# The tiny config of each model.architecture a case names ("": the default model's, Qwen3-Next)
+CONFIGS = {"": QWEN3_NEXT, "KimiLinearForCausalLM": KIMI_LINEAR}
+# The CUDA major of each engine.gpu a case names (startup_resolution answers the platform probes as it does)
 SM_MAJOR = {"a100": 8, "h100": 9, "b200": 10}
-PRETEND_PLATFORM = """
-def pretend_platform(major):
-    facts = {"is_sm90": major == 9, "is_sm100": major == 10, "is_sm120": major == 12}
-    try:
-        from sglang.srt.runtime_context import override_platform  # 0.5.23: every reader goes through it
-        override_platform(**facts).install()
-    except ImportError:  # 0.5.16: the names server_args and its overrides imported
-        import sglang.srt.server_args as sa_module
-        import sglang.srt.arg_groups.overrides as overrides_module
-        for module in (sa_module, overrides_module):
-            for fact, value in facts.items():
-                if hasattr(module, fact + "_supported"):
-                    setattr(module, fact + "_supported", lambda value=value: value)
-"""
-
-RESOLVE = "import importlib, json, sys, types" + PRETEND_H100 + PRETEND_PLATFORM + """
-from sglang.srt.server_args import prepare_server_args
-import sglang.srt.mem_cache.registry as registry
-import sglang.srt.mem_cache.storage.flexkv as flexkv
-KEYS = ("disable_radix_cache", "mamba_radix_cache_strategy", "enable_hierarchical_cache", "hicache_io_backend",
-        "hicache_mem_layout", "speculative_num_draft_tokens", "chunked_prefill_size", "radix_cache_backend",
-        "enable_lmcache", "enable_flexkv", "mamba_max_states_per_path", "page_size", "hicache_host_memory_mode",
-        "hicache_write_policy")
-SPEC = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
-
-class Picked(Exception):
-    pass
-
-def picker(name):
-    def build(*args, **kwargs):
-        raise Picked(name)
-    return build
-
-# Which prefix cache the release's own create_tree_cache builds: every cache its chain can construct raises
-# Picked(its name) instead (registered backends too), so the chain's code, not this script, chooses.
-LEAVES = {"sglang.srt.mem_cache.chunk_cache": ("ChunkCache", "SWAChunkCache", "PureSWAChunkCache"),
-          "sglang.srt.mem_cache.radix_cache": ("RadixCache",),
-          "sglang.srt.mem_cache.pure_swa_radix_cache": ("PureSWARadixCache",),
-          "sglang.srt.mem_cache.hiradix_cache": ("HiRadixCache",)}
-loaded = {}
-for name in LEAVES:  # all imported before any is replaced: one subclasses another
-    try:
-        loaded[name] = importlib.import_module(name)
-    except ImportError:
-        pass
-for name, module in loaded.items():
-    for cls in LEAVES[name]:
-        if hasattr(module, cls):
-            setattr(module, cls, picker(cls))
-for fn in ("_create_unified_radix_cache", "create_unified_radix_cache"):
-    if hasattr(registry, fn):
-        setattr(registry, fn, picker("UnifiedRadixCache"))
-flexkv._flexkv_factory = picker("FlexKV")
-for name in list(registry._RADIX_CACHE_REGISTRY):
-    registry._RADIX_CACHE_REGISTRY[name] = picker(f"registered backend {name}")
-for name, cls in (("lmc_radix_cache", "LMCRadixCache"), ("lmcache_unified_radix_cache", "LMCacheUnifiedRadixCache")):
-    module = types.ModuleType(f"sglang.srt.mem_cache.storage.lmcache.{name}")  # LMCache itself is not installed
-    setattr(module, cls, picker(cls))
-    sys.modules[module.__name__] = module
-
-def tree_cache(raw, view):
-    try:
-        from sglang.srt.runtime_context import publish  # 0.5.23 reads the config through it
-        publish(raw, role="scheduler")
-    except ImportError:
-        pass
-    kw = dict(server_args=raw, params=types.SimpleNamespace(), is_hybrid_swa=False, is_hybrid_ssm=True,
-              enable_hierarchical_cache=view.enable_hierarchical_cache, disable_radix_cache=view.disable_radix_cache,
-              tp_worker=types.SimpleNamespace(model_runner=types.SimpleNamespace(forward_stream=None)),
-              model_config=None, tp_size=view.tp_size, tp_rank=0, tp_group=None)
-    if "effective_chunked_prefill_size" in registry.TreeCacheBuildContext.__dataclass_fields__:
-        kw["effective_chunked_prefill_size"] = view.chunked_prefill_size
-    try:
-        registry.create_tree_cache(registry.TreeCacheBuildContext(**kw))
-    except Picked as picked:
-        return str(picked)
-    except Exception as exc:
-        return f"refused: {type(exc).__name__}: {exc}"[:300]
-    return "none"
-
-def resolve(argv):
-    try:
-        raw = prepare_server_args(argv)
-        getattr(raw, "resolve_once", lambda: None)()
-        args = raw
-        try:
-            from sglang.srt.arg_groups.overrides import resolving_view
-            args = resolving_view(raw)
-        except ImportError:
-            pass
-    except (AssertionError, ValueError, NotImplementedError, TypeError, SystemExit) as exc:  # TypeError: a value unset
-        return {"refused": f"{type(exc).__name__}: {exc}"[:300]}, None
-    return {k: getattr(args, k, None) for k in (*KEYS, *SPEC)}, (raw, args)
-out = []
-for major, argv in json.load(sys.stdin):
-    pretend_platform(major)
-    got, built = resolve(argv)
-    if built is not None:
-        got["tree_cache"] = tree_cache(*built)
-    drafts = got.get("speculative_num_draft_tokens")
-    asked = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--speculative-num-draft-tokens"]
-    if drafts is not None and asked[-1:] != [str(drafts)]:
-        # the speculative settings filled in (or changed) after validation: would the validator take them given?
-        given = [x for k in SPEC if got[k] is not None for x in ("--" + k.replace("_", "-"), str(got[k]))]
-        again, _ = resolve([*argv, *given])
-        got["refused_once_drafts_given"] = again.get("refused", "")
-    out.append(got)
-print(json.dumps(out))
-"""
 
 
 def _last(argv: list[str], flag: str) -> str | None:
@@ -316,17 +238,20 @@ def _on_cpu(args: list[str], root: Path) -> list[str]:
 def decided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, str]]]:
     """Per built release, per case: (the plan's refusal or "", how SGLang departs from the arm or "")."""
     root = tmp_path_factory.mktemp("startup")
-    (root / "config.json").write_text(json.dumps(QWEN3_NEXT))
+    roots = {arch: root / (arch or "default") for arch in CONFIGS}
+    for arch, path in roots.items():
+        path.mkdir()
+        (path / "config.json").write_text(json.dumps(CONFIGS[arch]))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    model = ModelCfg()  # Qwen3-Next: the tiny config's architecture
+    # each arm's own line on each model a case names: what the arm resolves to there
+    plain = sorted({(arm, json.dumps(mdl, sort_keys=True)) for arm, _, _, _, mdl in CASES})
     out = {}
     for version in (v for v in RELEASES if env_ready(v)):
         python = str(env_python(version))
         help_text = installed_help(sglang_help_argv(python, []), "sglang", python)
         ours, argvs, majors = [], [], []
-        arms = sorted({arm for arm, _, _, _ in CASES})
-        for arm, extra, _, eng in CASES:
-            spec = plan_arm(arm, ArmCfg())
+        for arm, extra, _, eng, mdl in CASES:
+            spec, model, at = plan_arm(arm, ArmCfg()), ModelCfg(**mdl), roots[mdl.get("architecture", "")]
             base = sglang_command(python=python, model=model, engine=EngineCfg(tp=4, **eng), arm=spec, port=0,
                                   help_text=help_text)
             why = sglang_refusal(model, spec, version, extra, EngineCfg(**eng).gpu, EngineCfg(**eng).page_size)
@@ -336,23 +261,28 @@ def decided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[st
                                    arm=spec, port=0, help_text=help_text)
                 except ConfigError as exc:
                     why = str(exc)
-            rest = _on_cpu(base[3:] + extra, root)  # what merge_extra gives SGLang; argparse keeps a flag's last value
+            rest = _on_cpu(base[3:] + extra, at)  # what merge_extra gives SGLang; argparse keeps a flag's last value
             if {"--enable-dp-attention", "--attn-dp-size"} & set(extra):  # the plan's --chunked-prefill-size for them
                 rest = _on_cpu(sglang_command(python=python, model=model, engine=EngineCfg(tp=4, extra_args=extra),
-                                              arm=spec, port=0, help_text=None)[3:], root)
+                                              arm=spec, port=0, help_text=None)[3:], at)
             ours.append(why)
             argvs.append(rest)
             majors.append(SM_MAJOR[EngineCfg(**eng).gpu])
-        bases = [_on_cpu(sglang_command(python=python, model=model, engine=EngineCfg(tp=4), arm=plan_arm(arm, ArmCfg()),
-                                        port=0, help_text=help_text)[3:], root) for arm in arms]
+        bases = []
+        for arm, key in plain:
+            mdl = json.loads(key)
+            bases.append(_on_cpu(sglang_command(python=python, model=ModelCfg(**mdl), engine=EngineCfg(tp=4),
+                                                arm=plan_arm(arm, ArmCfg()), port=0, help_text=help_text)[3:],
+                                 roots[mdl.get("architecture", "")]))
         lines = [*zip(majors, argvs, strict=True), *((SM_MAJOR["h100"], argv) for argv in bases)]  # each on its GPU
         proc = subprocess.run([python, "-c", RESOLVE], input=json.dumps(lines), capture_output=True, text=True,
                               timeout=600, check=False, cwd=root, env=env)
         assert proc.returncode == 0 and proc.stdout.strip(), f"SGLang {version} resolve failed: {proc.stderr[-1500:]}"
         got = json.loads(proc.stdout.strip().splitlines()[-1])
-        base_of = dict(zip(arms, got[len(argvs):], strict=True))
-        out[version] = [(why, _departs(arm, argv, g, base_of[arm], EngineCfg(**eng)))
-                        for why, (arm, _, _, eng), argv, g in zip(ours, CASES, argvs, got[:len(argvs)], strict=True)]
+        base_of = dict(zip(plain, got[len(argvs):], strict=True))
+        out[version] = [(why, _departs(arm, argv, g, base_of[arm, json.dumps(mdl, sort_keys=True)], EngineCfg(**eng)))
+                        for why, (arm, _, _, eng, mdl), argv, g in zip(ours, CASES, argvs, got[:len(argvs)],
+                                                                         strict=True)]
     return out
 
 
@@ -363,7 +293,7 @@ def test_the_plan_refuses_exactly_what_the_release_refuses_or_rewrites_at_start_
     if version not in decided:
         (pytest.fail if os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG") else pytest.skip)(
             f"SGLang {version} venv not built (tests/sglang_oracle/build_env.sh)")
-    arm, extra, expected, _ = CASES[case]
+    arm, extra, expected, _, _ = CASES[case]
     ours, theirs = decided[version][case]
     assert bool(theirs) == (version in expected), f"SGLang {version} on {arm} + {extra}: {theirs or 'as planned'}"
     assert bool(ours) == bool(theirs), f"SGLang {version}: {theirs or 'runs it as planned'}; plan: {ours or 'runs it'}"

@@ -34,6 +34,20 @@ QWEN3_5: dict[str, Any] = {
     "vision_config": {"depth": 1, "hidden_size": 64, "num_heads": 1, "intermediate_size": 64, "out_hidden_size": 128},
 }
 
+# Kimi-Linear: an MLA hybrid (SGLang 0.5.23's ModelConfig gives its architecture MLA), 3 KDA layers and 1 MLA layer
+# (configs/kimi_linear.py: layers counted from 1). No conf/model has it; the start-up departures run DCP on it.
+KIMI_LINEAR: dict[str, Any] = {
+    "architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "hidden_size": 128, "head_dim": 72,
+    "intermediate_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
+    "q_lora_rank": None, "kv_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
+    "mla_use_nope": True, "num_experts": 4, "num_experts_per_token": 2, "moe_intermediate_size": 64,
+    "num_shared_experts": 1, "first_k_dense_replace": 1,
+    "linear_attn_config": {"kda_layers": [1, 2, 3], "full_attn_layers": [4], "head_dim": 32, "num_heads": 4,
+                           "short_conv_kernel_size": 4},
+    "max_position_embeddings": 4096, "rope_theta": 10000.0, "rms_norm_eps": 1e-06, "vocab_size": 1024,
+    "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+}
+
 # conf/model/*.yaml ``architecture`` -> its tiny config. An experiment defaulting to a model not here fails the test.
 BY_ARCHITECTURE: dict[str, dict[str, Any]] = {
     "Qwen3NextForCausalLM": QWEN3_NEXT,
