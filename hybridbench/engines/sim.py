@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hybridbench.config.schema import RunCfg
@@ -53,29 +54,36 @@ class SimEngine:
     name = "sim"
     traits = EngineTraits(counters=COUNTERS)  # no server: no probe can be served; its tree counts everything
 
-    def __init__(self) -> None:
+    def __init__(self, *, block: int = 0) -> None:
+        """``block`` > 0: a server whose cache keeps mamba states and hits on whole blocks of that many tokens only
+        (vLLM's align mode; hybridbench.preview.forecast_page). Every cache-on arm is then simulated as SGLang's
+        extra_buffer with its page, checkpoint grid and decode tracking all on the block: no_buffer would keep a
+        state at each prompt's unaligned end, which such a server never hits."""
         self._configs: dict[str, EngineConfig] = {}
         self._timer: CostModel | None = None
+        self._block = block
 
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         try:
             model = get_model(cfg.model.name, temporal_dtype=cfg.model.mamba_ssm_dtype)
             gpu = get_gpu(cfg.engine.gpu)
             self._timer = CostModel(model, gpu, tp=cfg.engine.tp, quantization=cfg.model.quantization)
+            block = self._block
             for spec in plan.arm_specs:
                 knobs = dict(SIM_ARMS.express(spec, None))
-                self._configs[spec.name] = engine_config(
-                    spec,
+                config = engine_config(
+                    replace(spec, strategy="extra_buffer") if block and spec.strategy == "no_buffer" else spec,
                     self._timer,
                     mem_fraction_static=cfg.engine.mem_fraction_static,
                     kv_tokens=cfg.engine.kv_tokens or None,
                     state_slots=cfg.engine.max_mamba_cache_size or None,
                     chunked_prefill_size=cfg.engine.chunked_prefill_size,
-                    page_size=cfg.engine.page_size,
-                    track_interval=cfg.engine.track_interval,
+                    page_size=block or cfg.engine.page_size,
+                    track_interval=block or cfg.engine.track_interval,
                     eff_weight=knobs.get("eff_weight"),
                     hicache_ratio=knobs.get("hicache_ratio"),
                 )
+                self._configs[spec.name] = replace(config, mamba_chunk_size=block) if block else config
         except KeyError as exc:
             raise ConfigError(f"engine sim: {exc.args[0]}") from None
         except ValueError as exc:

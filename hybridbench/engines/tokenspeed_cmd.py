@@ -36,10 +36,13 @@ from hybridbench.engines.server_flags import Flag, check_flags, fmt_number, pars
 from hybridbench.errors import ConfigError
 from reference_impl.engine.arms import ArmSpec
 
-__all__ = ["TOKENSPEED_ARMS", "TOKENSPEED_VERSIONS", "TokenSpeedVersion", "kv_only_host_tier", "tokenspeed_command",
-           "tokenspeed_help_argv", "tokenspeed_version"]
+__all__ = ["TOKENSPEED_ARMS", "TOKENSPEED_DEFAULT_PAGE", "TOKENSPEED_VERSIONS", "TokenSpeedVersion",
+           "kv_only_host_tier", "tokenspeed_command", "tokenspeed_help_argv", "tokenspeed_version"]
 
 TS_MODULE = "tokenspeed.cli"  # the module behind the `ts` console script
+# The page both releases serve when no --block-size / --prefix-granularity is given (engine.page_size <= 1):
+# tests/tokenspeed/test_tokenspeed_parsers.py resolves it with each release's own parser.
+TOKENSPEED_DEFAULT_PAGE = 64
 # The flags built from a config key, and the model the gateway serves (owned_flags.py says why they are refused).
 TOKENSPEED_KEYED = {
     **dict.fromkeys(("--model", "--model-path"), "model.hf_id"),

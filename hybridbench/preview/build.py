@@ -27,6 +27,7 @@ from hybridbench.prepare import PreparedRun, generate_rows, prepare_run
 from hybridbench.preview.accuracy_forecast import with_accuracy
 from hybridbench.preview.compose import Composed
 from hybridbench.preview.forecast import DEFAULT_MAX_REQUESTS, forecast_run
+from hybridbench.preview.forecast_page import forecast_page
 from hybridbench.preview.forecast_warnings import forecast_warnings
 from workloads.trace import TraceRow
 
@@ -67,11 +68,15 @@ def _arms(prepared: PreparedRun) -> dict[str, dict[str, Any]]:
 
 
 def _page(cfg: RunCfg) -> dict[str, Any]:
-    """The page the server runs: vLLM sizes its own (vllm_page.py), so engine.page_size=1 is not what it serves."""
-    if cfg.engine.name != "vllm":
-        return {"page_size": cfg.engine.page_size}
-    page = vllm_page(cfg.model, cfg.engine)
-    return {"page_size": page.tokens or "sized by vLLM at start-up", "page_size_set_by": page.why}
+    """The page the server runs: vLLM sizes its own (vllm_page.py), so engine.page_size=1 is not what it serves;
+    nor is it on TokenSpeed, which runs its own page without a flag (forecast_page.py)."""
+    if cfg.engine.name == "vllm":
+        page = vllm_page(cfg.model, cfg.engine)
+        return {"page_size": page.tokens or "sized by vLLM at start-up", "page_size_set_by": page.why}
+    served = forecast_page(cfg)
+    if served.tokens != cfg.engine.page_size:
+        return {"page_size": served.tokens, "page_size_set_by": served.set_by}
+    return {"page_size": cfg.engine.page_size}
 
 
 def _pools(composed: Composed, prepared: PreparedRun) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from hybridbench.errors import ConfigError
 from hybridbench.plan.build import build_plan, effective_vocab
 from hybridbench.plan.types import MODELLED_ENGINES
 from hybridbench.prepare import materialize
+from hybridbench.preview.forecast_page import forecast_page
 from hybridbench.preview.sampling import SendPhase, sample_load, whole_wall_s
 from hybridbench.records.schema import Record
 from reference_impl.engine.calibration import SEED_RADIX_TARGETS, TOLERANCE
@@ -77,6 +78,10 @@ class Forecast:
     known_error: str
     compute_s: float  # how long the forecast itself took
     simulated_whole: tuple[str, ...] = ()  # one line per workload over the budget simulated whole, and why
+    page_size: int = 1  # the page (hit granularity) simulated: the server's own where the plan knows it
+    page_size_set_by: str = ""
+    cache_model: str = ""  # engine=vllm: what the simulator models of its cache, in one line
+    page_unknown: str = ""  # why the server's own page is not known (the forecast's is then engine.page_size's)
 
     @property
     def total_s(self) -> float:
@@ -100,7 +105,9 @@ class Forecast:
         return {"gpu": self.gpu, "model": self.model, "tp": self.tp, "repeats": self.repeats,
                 "total_s": self.total_s, "trials": [asdict(t) for t in self.trials], "arms": self.arm_summary(),
                 "sampled": list(self.sampled), "simulated_whole": list(self.simulated_whole),
-                "known_error": self.known_error, "compute_s": self.compute_s}
+                "known_error": self.known_error, "compute_s": self.compute_s, "page_size": self.page_size,
+                "page_size_set_by": self.page_size_set_by, "cache_model": self.cache_model,
+                "page_unknown": self.page_unknown}
 
 
 def known_error() -> str:
@@ -150,7 +157,10 @@ def forecast_run(cfg: RunCfg, resolved: dict[str, Any], *, traces: Mapping[str, 
     # The server's interpreter and extra flags are the run's, not the simulator's (it refuses them as inputs); the
     # data-parallel groups among those flags are read from the run's own config (preview/build.py).
     sim_cfg.engine.python, sim_cfg.engine.extra_args = "", []
-    engine = SimEngine()
+    page = forecast_page(cfg)  # the page the server serves, where the plan knows it (vLLM's block)
+    if not page.block:
+        sim_cfg.engine.page_size = page.tokens
+    engine = SimEngine(block=page.block)
     with tempfile.TemporaryDirectory(prefix="hybridbench-forecast-") as tmp:
         plan = build_plan(sim_cfg, Path(tmp), resolved)
         engine.validate(sim_cfg, plan)
@@ -185,7 +195,8 @@ def forecast_run(cfg: RunCfg, resolved: dict[str, Any], *, traces: Mapping[str, 
                                             None if own else hits, None if own else ttft, failed, own,
                                             _slowest_s(records, wall, last)))
     return Forecast(cfg.engine.gpu, cfg.model.name, cfg.engine.tp, tuple(trials), cfg.repeats, tuple(sampled),
-                    known_error(), time.monotonic() - started, tuple(whole))
+                    known_error(), time.monotonic() - started, tuple(whole), page.tokens, page.set_by,
+                    page.cache_model, page.unknown)
 
 
 def run_forecast(cfg: RunCfg, resolved: dict[str, Any], traces: Mapping[str, Sequence[TraceRow]]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """What a forecast warns of, said the same by ``hybridbench plan`` and by a GPU run as it starts: requests the
 modelled server refused, requests that would wait past engine.request_timeout_s, accuracy passes past
-checks.accuracy_timeout_s. Each would leave verdicts failed or inconclusive for a reason the run could have named
-before its first GPU hour."""
+checks.accuracy_timeout_s, a vLLM block not known before the server starts (hits simulated at a finer page). Each
+would leave verdicts failed or inconclusive, or a forecast off, for a reason the run could have named before its
+first GPU hour."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ def forecast_warnings(fc: dict[str, Any], cfg: RunCfg) -> list[str]:
     out = [f"forecast: {t['failed']} of {t['simulated']} simulated requests of {t['workload']} failed on "
            f"arm {t['arm']} (longer than the pools this config fixes?)" for t in fc["trials"] if t["failed"]]
     out += timeout_warnings(fc["trials"], cfg.engine.request_timeout_s)
+    if why := fc.get("page_unknown"):  # vLLM hits only at whole blocks: a finer page overstates its hits
+        out.append(f"forecast: its hits are at engine.page_size's {fc.get('page_size', cfg.engine.page_size)}-token "
+                   f"granularity, not at the block vLLM serves, which is not known before it starts ({why}); vLLM "
+                   "hits whole blocks only, so the forecast hit rate may be above the run's")
     if (acc := fc.get("accuracy")) is not None:
         out += [f"forecast: accuracy passes none ({acc['none']})"] if "none" in acc else pass_timeout_warnings(acc)
     return out

@@ -73,6 +73,8 @@ def _forecast(fc: dict[str, Any]) -> list[str]:
     lines += _accuracy(acc) if acc is not None else []
     lines += [f"  sampled: {s}" for s in fc["sampled"]]
     lines += [f"  simulated whole: {s}" for s in fc.get("simulated_whole", ())]
+    if cache := fc.get("cache_model"):  # engine=vllm: the simulator is SGLang's cache at vLLM's block
+        lines.append(f"  cache model: {cache}")
     lines.append(f"  known error: {fc['known_error']}")
     return lines
 
@@ -90,7 +92,7 @@ def render_text(p: Preview) -> str:
     set_by = pools.pop("kv_tokens_set_by", "the server")
     if set_by != "the server":  # what a number came from; "sized by the server from memory" says it already
         pools["kv_tokens"] = f"{pools['kv_tokens']} (set by {set_by})"
-    if page_by := pools.pop("page_size_set_by", ""):  # vLLM's own block: how it sizes it, or why it is not known
+    if page_by := pools.pop("page_size_set_by", ""):  # the server's own page (vLLM's block, TokenSpeed's unflagged)
         pools["page_size"] = f"{pools['page_size']} ({page_by})"
     lines.append("pools: " + ", ".join(f"{k} {v}" for k, v in pools.items()))
     for name, w in p.workloads.items():

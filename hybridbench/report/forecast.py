@@ -28,6 +28,8 @@ def forecast_section(bundle: dict[str, Any]) -> list[str]:
     lines = ["## forecast vs measured", "",
              f"Simulator forecast for {fc.get('model')} on {fc.get('tp')} x {fc.get('gpu')}, made before the run; "
              f"known error: {fc.get('known_error', 'n/a')}.", ""]
+    if fc.get("cache_model"):  # engine=vllm: the simulator is SGLang's cache at the block vLLM serves
+        lines += [f"Cache model: {fc['cache_model']}.", ""]
     lines += [f"Sampled: {s}." for s in fc.get("sampled", [])]
     if fc.get("sampled"):
         lines.append("A sampled workload's hit rate and TTFT are not forecast: the sample is a lighter load.")

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from hybridbench.config.schema import ArmCfg, EngineCfg, ModelCfg
-from hybridbench.engines.tokenspeed_cmd import TOKENSPEED_VERSIONS, tokenspeed_command
+from hybridbench.engines.tokenspeed_cmd import TOKENSPEED_DEFAULT_PAGE, TOKENSPEED_VERSIONS, tokenspeed_command
 from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arm
 
@@ -217,7 +217,8 @@ def test_model_quantization_reaches_the_engine(version: str) -> None:
 @pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
 def test_the_configured_page_is_the_page_tokenspeed_runs(version: str) -> None:
     """engine.page_size=1 passes no page flag, and TokenSpeed then runs 64-token pages while the plan, the pool check
-    and the record said 1: conf/engine/tokenspeed.yaml's page is the one the engine resolves without a flag."""
+    and the record said 1: conf/engine/tokenspeed.yaml's page is the one the engine resolves without a flag, and the
+    one the plan and the forecast give engine.page_size=1 (TOKENSPEED_DEFAULT_PAGE, preview/forecast_page.py)."""
     from hybridbench.preview.compose import compose_run
 
     page = compose_run(["engine=tokenspeed"]).cfg.engine.page_size
@@ -227,4 +228,5 @@ def test_the_configured_page_is_the_page_tokenspeed_runs(version: str) -> None:
         version=TOKENSPEED_VERSIONS[version], help_text=live_help(version))
     configured = build(version, "branching")  # build() sets page_size=64: the flag given
     r_none, r_conf = routed(version, unflagged, configured)
-    assert r_none["resolved"]["page"] == r_conf["resolved"]["page"] == page == 64, (r_none, r_conf)
+    assert r_none["resolved"]["page"] == r_conf["resolved"]["page"] == page == TOKENSPEED_DEFAULT_PAGE == 64, (
+        r_none, r_conf)

@@ -1,0 +1,50 @@
+"""The page a forecast simulates at: the one the run's server really serves, where the plan knows it.
+
+SGLang and the reference server serve ``engine.page_size``. vLLM sizes a hybrid model's block itself
+(hybridbench.engines.vllm_page: 272 tokens for Qwen3-Next on 4 x H100) and its align mode keeps mamba states at the
+ends of blocks only, so its prefix cache hits whole blocks only: a forecast at ``engine.page_size`` (1) would
+overstate its hits. The simulator then runs every cache-on arm as SGLang's extra_buffer with its page, checkpoint
+grid and decode tracking all on that block (``SimEngine(block=...)``): SGLang's radix-cache semantics at vLLM's
+block, which the forecast says in one line. Where the block cannot be said from the config the forecast keeps
+``engine.page_size`` and warns. TokenSpeed serves ``engine.page_size`` when it is above 1 (``--block-size`` /
+``--prefix-granularity``) and its own 64-token page when no flag is passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hybridbench.config.schema import RunCfg
+from hybridbench.engines.tokenspeed_cmd import TOKENSPEED_DEFAULT_PAGE
+from hybridbench.engines.vllm_page import vllm_page
+
+__all__ = ["ForecastPage", "forecast_page"]
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastPage:
+    tokens: int  # the page (hit granularity) the simulator runs at
+    set_by: str  # where that page comes from
+    block: int = 0  # > 0: states and hits on whole blocks of this many tokens only (vLLM's align mode)
+    cache_model: str = ""  # one line: what the simulator models of the server's cache ("" nothing to add)
+    unknown: str = ""  # why the server's own page is not known, so the forecast's is engine.page_size's
+
+
+def forecast_page(cfg: RunCfg) -> ForecastPage:
+    e = cfg.engine
+    asked = max(e.page_size, 1)
+    if e.name == "tokenspeed" and e.page_size <= 1:  # no page flag is passed: both releases run their own
+        return ForecastPage(TOKENSPEED_DEFAULT_PAGE, f"TokenSpeed's own page: engine.page_size={e.page_size} passes "
+                            "no page flag")
+    if e.name != "vllm":
+        return ForecastPage(asked, f"engine.page_size={e.page_size}")
+    page = vllm_page(cfg.model, e)
+    if not page.tokens:
+        return ForecastPage(asked, f"engine.page_size={e.page_size}",
+                            cache_model=f"SGLang's radix-cache semantics at engine.page_size's {asked}-token page, not "
+                                        "at the block vLLM serves (not known before it starts)",
+                            unknown=page.why)
+    return ForecastPage(page.tokens, page.why, block=page.tokens,
+                        cache_model=f"SGLang's radix-cache semantics at the {page.tokens}-token block vLLM serves: "
+                                    "each cache-on arm keeps mamba states and hits on whole blocks only, as vLLM's "
+                                    "align mode does (vLLM's scheduler and pools are not modelled)")
