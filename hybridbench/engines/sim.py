@@ -23,6 +23,7 @@ from reference_impl.engine.hardware import get_gpu
 from reference_impl.engine.simulator import simulate
 from reference_impl.engine.sizing import engine_config
 from reference_impl.models import get_model
+from reference_impl.radix.tree import cache_chunk_size
 
 __all__ = ["SimEngine"]
 
@@ -83,7 +84,12 @@ class SimEngine:
                     eff_weight=knobs.get("eff_weight"),
                     hicache_ratio=knobs.get("hicache_ratio"),
                 )
-                self._configs[spec.name] = replace(config, mamba_chunk_size=block) if block else config
+                self._configs[spec.name] = config = replace(config, mamba_chunk_size=block) if block else config
+                chunk = cache_chunk_size(config.mamba_chunk_size, config.semantics)
+                if max(chunk, config.page_size) % min(chunk, config.page_size):  # the tree refuses it mid-trial
+                    raise ConfigError(f"engine.page_size={config.page_size}: model {cfg.model.name}'s {chunk}-token "
+                                      "mamba chunk and the page must divide one another (SGLang refuses it at "
+                                      f"start-up); use a page size that divides {chunk} or a multiple of it")
         except KeyError as exc:
             raise ConfigError(f"engine sim: {exc.args[0]}") from None
         except ValueError as exc:
