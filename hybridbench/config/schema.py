@@ -34,7 +34,7 @@ __all__ = [
 class EngineCfg:
     name: str = "sim"  # sim | reference | sglang | vllm
     # The GPU kind the run is planned, forecast and judged for: a100, b200, b300, gb200, h100 or h200, or cpu / none
-    # (no GPU). Read case-blind (H100 is h100, recorded as h100); another kind is refused at plan time.
+    # (no GPU). Read case-blind (H100 is h100, recorded as h100); another kind plans with a warning (no forecast).
     gpu: str = "h100"
     tp: int = 1
     # interpreter for server engines ("" = this one); lets a PR build run beside main's. sim and replay run in the

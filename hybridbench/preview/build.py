@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hybridbench.checks.evictions import counter_warnings
+from hybridbench.config.gpu_kind import unknown_gpu_warning
 from hybridbench.config.redact import scrub_obj, secret_values
 from hybridbench.config.schema import EngineCfg, RunCfg
 from hybridbench.engines.base import Engine
@@ -110,6 +111,8 @@ def build_preview(composed: Composed, *, forecast: bool = True,
     cfg = composed.cfg
     prepared = prepare_run(cfg, composed.run_dir, composed.resolved)
     warnings = [f"{f.check}: {f.message}" for f in prepared.machine if not f.ok] + list(prepared.data_notes)
+    if gpu_warning := unknown_gpu_warning(cfg.engine.gpu):
+        warnings.append(gpu_warning)
     warnings += counter_warnings(cfg.checks.enabled, prepared.engine.name, prepared.engine.traits.counters,
                                  any(spec.host_tier for spec in prepared.plan.arm_specs))
     warnings += host_tier_warnings(cfg, prepared.plan.arm_specs)  # vLLM's GiB against the device pool

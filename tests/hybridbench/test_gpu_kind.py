@@ -1,7 +1,7 @@
-"""engine.gpu is read once, where the config is composed (hybridbench.config.gpu_kind): lowercased and stripped, an
-unknown kind refused with one line. Before, ``engine.gpu=CPU`` slipped past every ``!= "cpu"`` rule, ``H100`` planned
-another fingerprint than ``h100`` (and the simulator refused it), and a typo such as ``l40s`` planned a GPU run no
-rule, forecast or doctor check could place."""
+"""engine.gpu is read once, where the config is composed (hybridbench.config.gpu_kind): lowercased and stripped, a
+value that is no one-word kind refused with one line, a kind the harness does not list planned with a warning.
+Before, ``engine.gpu=CPU`` slipped past every ``!= "cpu"`` rule, and ``H100`` planned another fingerprint than
+``h100`` (and the simulator refused it)."""
 
 from __future__ import annotations
 
@@ -52,16 +52,31 @@ def test_upper_and_lower_case_h100_plan_the_same_sglang_run(tmp_path: Path) -> N
     assert upper[2] == "h100"  # what plan.json and bundle.json record
 
 
-def test_an_unknown_gpu_kind_is_refused_with_one_line() -> None:
+def test_a_gpu_value_that_is_no_kind_is_refused_with_one_line() -> None:
     proc = subprocess.run([sys.executable, "-m", "hybridbench.cli", "plan", "--no-forecast", "+experiment=smoke",
-                           "engine=reference", "engine.gpu=l40s"],
+                           "engine=reference", "engine.gpu='h100 x4'"],
                           capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        "error: engine.gpu must be a GPU kind (a100, b200, b300, gb200, h100, h200) or cpu / none (no GPU), "
-        "got 'l40s'"], proc.stderr
-    with pytest.raises(ConfigError, match=r"^engine\.gpu must be a GPU kind .*got ''$"):
+        "error: engine.gpu must be one word naming a GPU kind (a100, b200, b300, gb200, h100, h200, or another the "
+        "server runs on) or cpu / none (no GPU), got 'h100 x4'"], proc.stderr
+    with pytest.raises(ConfigError, match=r"^engine\.gpu must be one word .*got ''$"):
         compose_run(["+experiment=smoke", "engine=reference", "engine.gpu="])
+
+
+def test_a_gpu_kind_the_harness_does_not_list_plans_with_a_warning() -> None:
+    # SGLang and vLLM serve on L40S, H20, MI300X...: refusing them would lock their users out; the plan says what
+    # it cannot do for them (and a typo of a listed kind shows up there)
+    proc = subprocess.run([sys.executable, "-m", "hybridbench.cli", "plan", "--json", "--no-forecast",
+                           "+experiment=smoke", "engine=reference", "engine.gpu=L40S"],
+                          capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    warnings = json.loads(proc.stdout)["warnings"]
+    assert [w for w in warnings if w.startswith("engine.gpu=l40s is a GPU kind the harness does not list")], warnings
+    listed = subprocess.run([sys.executable, "-m", "hybridbench.cli", "plan", "--json", "--no-forecast",
+                             "+experiment=smoke", "engine=reference", "engine.gpu=cpu"],
+                            capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+    assert not [w for w in json.loads(listed.stdout)["warnings"] if w.startswith("engine.gpu=")]
 
 
 def test_a_run_records_the_one_spelling(tmp_path: Path) -> None:
