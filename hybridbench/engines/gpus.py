@@ -9,7 +9,6 @@ there is nothing to check and the functions say so with None / an empty list.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -19,15 +18,15 @@ from hybridbench.errors import EngineError
 __all__ = ["ServerGpu", "busy_gpus", "cuda_major", "server_gpus", "visible_gpus", "wait_for_free_gpus"]
 
 
-# engine.gpu -> the CUDA capability major SGLang's is_sm90/is_sm100/is_sm120 probes answer for it: Blackwell's SM100
-# parts by name (b200, gb200, b300, ...), the rest listed. A GPU not named here is one the plan does not know.
-_SM_MAJOR = {"a100": 8, "h100": 9, "h200": 9}
-_BLACKWELL = re.compile(r"g?b\d")
+# engine.gpu -> the CUDA capability major SGLang's is_sm90/is_sm100/is_sm120 probes answer for it, listed one by one:
+# not every "b<digit>" is SM100 (B40 and RTX Blackwell are SM120, GB10 SM121). A GPU not named here is one the plan
+# does not know, and its rules are left to the server.
+_SM_MAJOR = {"a100": 8, "h100": 9, "h200": 9, "b200": 10, "b300": 10, "gb200": 10}
 
 
 def cuda_major(gpu: str) -> int | None:
     """The CUDA capability major of the GPU ``engine.gpu`` names (None when the plan does not know it)."""
-    return 10 if _BLACKWELL.match(gpu) else _SM_MAJOR.get(gpu)  # engine.gpu comes lowercased (config.gpu_kind)
+    return _SM_MAJOR.get(gpu)  # engine.gpu comes lowercased (config.gpu_kind)
 
 
 @dataclass(frozen=True, slots=True)

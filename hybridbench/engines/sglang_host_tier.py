@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from hybridbench.config.schema import ModelCfg
 from hybridbench.engines.owned_flags import extra_flag_names, last_flag
-from hybridbench.engines.planned_line import flag_value, has_flag, int_value
+from hybridbench.engines.planned_line import flag_value, has_flag, int_value, speculative_algorithm
 from reference_impl.engine.arms import ArmSpec
 
 __all__ = ["dcp_flag", "dcp_size", "host_tier_refusal", "host_tier_release_refusal"]
@@ -109,7 +109,7 @@ def host_tier_release_refusal(extra: Sequence[str], release: tuple[int, ...], ve
     if (dcp := dcp_size(extra)) <= 1:
         return ""
     dcp_said = f"{dcp_flag(extra)} {dcp}"
-    spec = flag_value(extra, "--speculative-algorithm")
+    spec = speculative_algorithm(extra)  # None with 0.5.23's aux-hidden-state capture, which resets it first
     if release >= (0, 5, 23) and spec not in (None, "DSPARK"):
         # 0.5.23 hicache_hook.resolve_hicache_dcp_compatibility compares the value as given: "dspark" is refused too
         return (f"arm {arm.name}: engine.extra_args has --speculative-algorithm {spec} with {dcp_said}, which SGLang "

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hybridbench.engines.gpus import cuda_major
-from hybridbench.engines.planned_line import flag_value, has_flag, int_value
+from hybridbench.engines.planned_line import flag_value, has_flag, int_value, speculative_algorithm
 from hybridbench.engines.sglang_host_tier import dcp_flag, dcp_size
 from reference_impl.engine.arms import ArmSpec
 
@@ -26,7 +26,7 @@ def draft_tokens(args: Sequence[str]) -> tuple[int | None, str]:
     """The draft tokens SGLang verifies per step with ``args``, and how they came ("" when given): None where the plan
     cannot know them (DFLASH's and DSPARK's come from the draft model's config; --speculative-adaptive picks steps)."""
     given = int_value(flag_value(args, "--speculative-num-draft-tokens"))
-    algorithm = (flag_value(args, "--speculative-algorithm") or "").upper()
+    algorithm = (speculative_algorithm(args) or "").upper()
     if algorithm == "NGRAM" and given is None:
         return _NGRAM_DRAFTS, "SGLang fills in 12 for NGRAM"
     if algorithm in _EAGLE_FAMILY and not has_flag(args, "--speculative-adaptive"):
@@ -47,7 +47,7 @@ def speculative_refusal(args: Sequence[str]) -> str:
     with steps but no --speculative-eagle-topk it fills in neither and compares the missing top-k with 1, a TypeError
     (0.5.9 server_args.py:2422-2452; 0.5.16 arg_groups/speculative_hook.py:555-571 and :639-641; 0.5.23
     speculative_hook.py:1159-1163 and :1273-1275). --speculative-adaptive picks them its own way (not checked)."""
-    algorithm = (flag_value(args, "--speculative-algorithm") or "").upper()
+    algorithm = (speculative_algorithm(args) or "").upper()
     if algorithm not in _EAGLE_FAMILY or has_flag(args, "--speculative-adaptive"):
         return ""
     steps, topk = has_flag(args, "--speculative-num-steps"), has_flag(args, "--speculative-eagle-topk")
@@ -78,7 +78,7 @@ def lazy_speculative_refusal(extra: Sequence[str], release: tuple[int, ...], ver
 
 def no_buffer_speculative_refusal(extra: Sequence[str], release: tuple[int, ...], version: str, arm: ArmSpec) -> str:
     """Why SGLang ``version`` serves the no_buffer ``arm`` of a hybrid model with the radix cache off ("" when not)."""
-    spec = flag_value(extra, "--speculative-algorithm")
+    spec = speculative_algorithm(extra)
     if arm.strategy != "no_buffer" or spec is None or release >= (0, 5, 16):
         return ""
     # 0.5.9 server_args.py:1760-1764 (_handle_mamba_radix_cache, which reads the algorithm as given, before
@@ -93,7 +93,7 @@ def no_buffer_speculative_refusal(extra: Sequence[str], release: tuple[int, ...]
 def dcp_speculative_refusal(extra: Sequence[str], release: tuple[int, ...], version: str, gpu: str) -> str:
     """Why SGLang ``version`` refuses decode context parallelism with speculative decoding on engine.gpu ("" when it
     runs them, or when the plan does not know the GPU: 0.5.16 runs them on AMD's HIP)."""
-    spec = flag_value(extra, "--speculative-algorithm")
+    spec = speculative_algorithm(extra)
     if spec is None or (dcp := dcp_size(extra)) <= 1 or release >= (0, 5, 23) or cuda_major(gpu) is None:
         return ""
     # 0.5.16 ServerArgs._handle_dcp: on CUDA "does not support any speculative algorithm", whatever the model or arm

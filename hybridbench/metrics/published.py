@@ -65,7 +65,7 @@ def _setup_differs(config: Mapping[str, Any], workload: Mapping[str, Any], p: Ma
     GPUs nvidia-smi named where the run recorded them), TP, quantization, arrivals."""
     engine, model = config.get("engine", {}) or {}, config.get("model", {}) or {}
     out = []
-    if p.get("gpu") and str(engine.get("gpu", "")).lower() != str(p["gpu"]).lower():
+    if p.get("gpu") and str(engine.get("gpu", "")).strip().lower() != str(p["gpu"]).strip().lower():
         out.append(f"GPU {engine.get('gpu', '?')} vs {p['gpu']}")
     elif p.get("gpu") and (other := next((g for g in gpus if gpu_key(g) != str(p["gpu"]).lower()), None)):
         out.append(f"GPU {other} (nvidia-smi; engine.gpu={engine.get('gpu', '?')}) vs {p['gpu']}")

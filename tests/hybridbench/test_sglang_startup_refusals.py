@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hybridbench.config.schema import ArmCfg, EngineCfg, L2ArmCfg, ModelCfg
+from hybridbench.engines.gpus import cuda_major
 from hybridbench.engines.sglang_cmd import sglang_command, sglang_refusal
 from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arm
@@ -250,6 +251,13 @@ TRTLLM_MHA_ON_GPU = [
     ("0.5.9", "h100", ["--attention-backend", "trtllm_mha", "--prefill-attention-backend", "triton",
                        "--decode-attention-backend", "triton"], ""),
 ]
+
+
+@pytest.mark.parametrize(("gpu", "major"), [("h100", 9), ("gb200", 10), ("b300", 10), ("gb10", None), ("b40", None)])
+def test_only_listed_gpus_have_a_cuda_major(gpu: str, major: int | None) -> None:
+    # GB10 (SM121) and B40 (SM120) are no SM100 parts, whatever their "b<digit>" names: their rules (trtllm_mha
+    # prefill, stochastic rounding with triton) are left to the server like every kind the plan does not list
+    assert cuda_major(gpu) == major
 
 
 @pytest.mark.parametrize(("version", "gpu", "extra", "why"), TRTLLM_MHA_ON_GPU)

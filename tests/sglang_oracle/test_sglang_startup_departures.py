@@ -165,6 +165,10 @@ _ON_MODEL: list[tuple[str, list[str], dict[str, Any], dict[str, Any], set[str]]]
      {"0.5.16", "0.5.23"}),  # DSPARK's own spelling only
     ("l2", _NGRAM, {}, _KIMI, set()),
     ("l2", ["--dcp-size", "2", "--enable-hisparse"], {}, _KIMI, {"0.5.23"}),
+    # 0.5.23's aux-hidden-state capture: the algorithm only names the capture convention and is reset first, so the
+    # host tier's DCP rule sees none (0.5.9 and 0.5.16 have no such flag)
+    ("l2", ["--dcp-size", "2", "--speculative-algorithm", "EAGLE3", "--enable-return-aux-hidden-states"], {}, _KIMI,
+     {"0.5.9", "0.5.16"}),
     ("l2", ["--enable-hisparse"], {}, _KIMI, set()),
     ("branching", ["--dcp-size", "2", "--enable-hisparse"], {}, _KIMI, set()),
     ("branching", ["--dcp-size", "2", *_NGRAM], {}, _KIMI, {"0.5.16"}),
