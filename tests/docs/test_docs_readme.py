@@ -36,7 +36,11 @@ def test_the_ci_blocks_are_the_commands_ci_runs() -> None:
     assert block("main") == ("python3 -m venv .venv && .venv/bin/pip install -q torch==2.13.0 && .venv/bin/pip install "
                              "-q -e . && .venv/bin/python -m hybridbench +experiment=seglen")
     test = block("test")
-    assert "pip install -q -e '.[test]'" in test and "-m pytest -q -m \"not slow\"" in test
+    assert "pip install -q -e '.[test]'" in test and "-m pytest -q -m \"not slow or vllm or tokenspeed\"" in test
+    # every tier runs, and a missing tier env fails it instead of skipping it
+    for tier in ("SGLANG", "VLLM", "TOKENSPEED"):
+        assert f"HYBRIDBENCH_REQUIRE_{tier}=1" in test, tier
+    assert test.index("tests/vllm_cpu/build_env.sh") < test.index("-m pytest")  # the envs are built first
     extras = re.search(r'test = \[\s*"hybridbench\[([^\]]*)\]"', (ROOT / "pyproject.toml").read_text())
     assert extras and "docs" in extras.group(1).split(","), "the test extra must pull the docs extra (the site build)"
 
