@@ -5,7 +5,9 @@ vLLM's own alignment in tests/vllm_cpu) and its align mode keeps mamba states, a
 The forecast used to simulate engine.page_size (1) with SGLang's no_buffer for the lru arm (vLLM's align mode):
 a state at each prompt's unaligned end and hits at any token. vLLM 0.32.0's scheduler instead stops a prefill at
 block boundaries and at a shared prefix's junction floored to the block (``Scheduler._mamba_block_aligned_split``),
-which is SGLang's extra_buffer on a 272-token grid.
+which is SGLang's extra_buffer on a 272-token grid. Real vLLM is held to the same model, request by request, in
+tests/vllm_cpu/test_vllm_engine.py::test_smoke_on_real_vllm_hybrid_align_mode_hits (its run replayed through the
+simulator at the served block).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 import vllm_run
+from sim_replay import real_hits, simulated_hits
 from vllm_run import CPU_MAMBA_PATCH, LLAMA, NEMOTRONH, check_real_run, needs, run_hybridbench, tagged_pids
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -36,6 +37,10 @@ UPSTREAM_CRASH = re.compile(r"IndexError: index \d+ is out of bounds for dimensi
 needs_env = needs(LLAMA)
 needs_hybrid = needs(NEMOTRONH)
 SMOKE_LENS = {340}  # gsp smoke: 300-token system prompt + 40-token question
+# The hybrid test's load: a shared prefix whose junction, floored to the 128-token block, lies below the prompt's
+# last block boundary (256 < 384), and which half or twice the block would floor elsewhere (320; 256 = 384 floored)
+JUNCTION_LOAD = ("workloads.gsp.params.system_prompt_len=350", "workloads.gsp.params.question_len=70")
+JUNCTION_LENS = {420}
 
 
 @needs_env
@@ -59,23 +64,36 @@ def test_smoke_on_real_vllm_hybrid_align_mode_hits(tmp_path: Path) -> None:
     Generator does not use offset"); align mode splits every prefill at the block boundary.
     One request at a time: with concurrent requests on a loaded machine, vLLM's hit counter once counted one
     256-token hit fewer than the requests' usage reported (3840 vs 4096 over 18 requests), so the two
-    agree exactly only sequentially (the dense test keeps the smoke load's concurrency)."""
+    agree exactly only sequentially (the dense test keeps the smoke load's concurrency).
+
+    The smoke load with a 350-token system prompt and 70-token questions (JUNCTION_LENS), so that the forecast's
+    model of align mode is put to the test: at vLLM's 128-token block a group's first prompt keeps its state at
+    384, past the shared prefix; the second hits nothing and checkpoints the junction floored to the block (256);
+    the third on hit 256. The run's own trace is replayed through the simulator the forecast uses, at the block
+    the server served, and must give every request vLLM's cached tokens. The same replay at half the block (the
+    junction floored to 320), at twice the block (the prompt's own state at 256: a hit from the second request)
+    or with the forecast's former model (no_buffer at page 1: no hit at all) must not: the load tells them apart."""
     proc, tag = run_hybridbench(tmp_path, "arms=[disabled,lru]", f"model.hf_id={NEMOTRONH}", "model.hybrid=true",
                                 "model.name=tiny-nemotronh", "checks.enabled=[survival,cache_hits]",
-                                "load.max_concurrency=1", site=CPU_MAMBA_PATCH)
+                                "load.max_concurrency=1", *JUNCTION_LOAD, site=CPU_MAMBA_PATCH)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    bundle = check_real_run(tmp_path, tag, NEMOTRONH, SMOKE_LENS)
+    bundle = check_real_run(tmp_path, tag, NEMOTRONH, JUNCTION_LENS)
     commands = bundle["provenance"]["engine"]["extra"]["commands"]
     lru = commands["lru"]
     assert lru[lru.index("--mamba-cache-mode") + 1] == "align"
     assert "--mamba-cache-mode" not in commands["disabled"]
-    # Align mode keeps Mamba states at attention-block boundaries only (128 tokens on CPU): a hit on the
-    # 300-token shared system prompt is 256 tokens, never a partial block.
-    hits = [r["cached_tokens"] for r in map(json.loads, (tmp_path / "records.jsonl").read_text().splitlines())
-            if r["arm"] == "lru"]
-    assert set(hits) <= {0, 256} and hits.count(256) >= len(hits) // 2, hits
     # The record keeps the block each arm's server said it serves with (its /metrics): the one hits land on
     assert bundle["provenance"]["engine"]["extra"]["served_page"] == {"disabled": 128, "lru": 128}, bundle
+    # Align mode keeps Mamba states at attention-block boundaries only (128 tokens on CPU): a hit on the
+    # 350-token shared system prompt is 256 tokens, never a partial block; the first two of each group miss.
+    real = real_hits(tmp_path, "lru")
+    hits = [cached for _, cached in real]
+    assert set(hits) <= {0, 256} and hits.count(256) == len(hits) - 2 * 3, hits  # 3 groups
+    # The forecast's model (SimEngine(block=128), as forecast_run builds it for a vLLM plan), request by request
+    served = bundle["provenance"]["engine"]["extra"]["served_page"]["lru"]
+    assert simulated_hits(tmp_path, "lru", served) == real
+    for wrong in (served // 2, served * 2, 0):
+        assert simulated_hits(tmp_path, "lru", wrong) != real, f"the load cannot tell block {wrong} from {served}"
 
 
 @needs_hybrid
