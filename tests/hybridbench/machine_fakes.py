@@ -28,6 +28,16 @@ def fake_sglang(tmp_path: Path, help_file: str = "sglang_help_new.txt", version:
     return python
 
 
+def fake_vllm(tmp_path: Path) -> Path:
+    """An interpreter that is a vLLM 0.32.0 build as far as the plan can tell: its version and its recorded
+    ``serve --help=all``."""
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\ncase "$*" in *--help=all*) cat "{FIXTURES / "vllm_help_0_32.txt"}";; '
+                      '*) echo 0.32.0;; esac\n')
+    python.chmod(0o755)
+    return python
+
+
 def fake_server(tmp_path: Path, help_file: str, version: str, calls: Path) -> Path:
     """An interpreter that is any GPU engine's build as far as the plan can tell: its help (SGLang's and vLLM's
     ``--help``, TokenSpeed's ``print_help()`` one-liner) prints ``help_file`` (a name under fixtures/), the version

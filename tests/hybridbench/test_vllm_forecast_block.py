@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from machine_fakes import fake_vllm
 
 from hybridbench.preview.build import build_preview
 from hybridbench.preview.compose import compose_run
@@ -39,11 +40,7 @@ def forecast(*overrides: str) -> Forecast:
 
 @pytest.fixture
 def vllm_python(tmp_path: Path) -> Path:
-    fake = tmp_path / "python"  # a vLLM 0.32.0 build: its version and its `serve --help=all`
-    fake.write_text(f'#!/bin/sh\ncase "$*" in *--help=all*) cat "{ROOT}/tests/hybridbench/fixtures/'
-                    'vllm_help_0_32.txt";; *) echo 0.32.0;; esac\n')
-    fake.chmod(0o755)
-    return fake
+    return fake_vllm(tmp_path)
 
 
 def test_a_vllm_forecast_hits_whole_272_token_blocks_of_a_shared_prefix() -> None:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from machine_fakes import fake_vllm
 
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines.vllm_cmd import vllm_command
@@ -34,11 +35,7 @@ QWEN3_NEXT = ModelCfg(name="qwen3-next-80b-a3b", hf_id="Qwen/Qwen3-Next-80B-A3B-
 
 @pytest.fixture
 def vllm_python(tmp_path: Path) -> Path:
-    fake = tmp_path / "python"  # a vLLM 0.32.0 build: its version and its `serve --help=all`
-    fake.write_text(f'#!/bin/sh\ncase "$*" in *--help=all*) cat "{ROOT}/tests/hybridbench/fixtures/'
-                    'vllm_help_0_32.txt";; *) echo 0.32.0;; esac\n')
-    fake.chmod(0o755)
-    return fake
+    return fake_vllm(tmp_path)
 
 
 def pools(python: Path, *overrides: str) -> tuple[dict[str, object], str]:
