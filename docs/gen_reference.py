@@ -256,6 +256,8 @@ ENV_VARS = {
     "HYBRIDBENCH_REQUIRE_SGLANG": "tests: a missing SGLang venv fails instead of skipping (CI sets it)",
     "HYBRIDBENCH_REQUIRE_VLLM": "tests: a missing vLLM env or model fails the vLLM tier instead of skipping",
     "HYBRIDBENCH_REQUIRE_TOKENSPEED": "tests: a missing TokenSpeed env fails the tier instead of skipping",
+    "HYBRIDBENCH_TEST_TIMES": "benchmarks/ci_time_by_file.py's pytest plugin: the folder it writes each test's wall, "
+                              "own CPU and children's CPU seconds into (unset: it writes nothing)",
     "HYBRIDBENCH_ORACLE_VERBOSE": "differential tier: print every operation sent to SGLang's cache",
     "HYBRIDBENCH_PROMETHEUS_CLIENT": "differential tier: a site-packages folder holding `prometheus_client`, for the "
                                      "load-back metrics oracle when the SGLang venv lacks it (default: the vLLM env's)",
