@@ -26,7 +26,9 @@ def test_the_plugin_splits_own_and_children_cpu_and_the_script_ranks_files(tmp_p
     (tmp_path / "test_sample.py").write_text(SUITE)
     times = tmp_path / "times"
     times.mkdir()
-    env = {**os.environ, "HYBRIDBENCH_TEST_TIMES": str(times), "PYTHONPATH": str(ROOT / "benchmarks")}
+    # not this session's xdist worker name (gw0...): the inner pytest runs in one process of its own
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")},
+           "HYBRIDBENCH_TEST_TIMES": str(times), "PYTHONPATH": str(ROOT / "benchmarks")}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "ci_time_by_file", "-p", "no:cacheprovider",
                            str(tmp_path / "test_sample.py")], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120, check=False)
