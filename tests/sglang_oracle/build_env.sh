@@ -5,7 +5,7 @@
 #   bash tests/sglang_oracle/build_env.sh 0.5.23     # one version
 #
 # Each env lives OUTSIDE the repo, in ${HYBRIDBENCH_SGLANG_HOME:-~/.cache/hybridbench}/sglang-<version>.
-# Idempotent: an env whose stamp matches this script's pins (and that still imports) is reused; a
+# Idempotent: an env whose stamp matches this script's pins (and that still holds the cache module) is reused; a
 # missing, partial or stale one is deleted and rebuilt. Everything is installed with --no-deps from
 # an exact pin list (docs/concepts/reference-cache.md), so pip can never pull a CUDA torch or
 # nvidia-* wheels; the torch pin is the local CPU wheel. Two tiny import stubs are generated here
@@ -176,7 +176,8 @@ build_one() {
   local module="sglang.srt.mem_cache.unified_radix_cache"
   [ "$version" = "0.5.9" ] && module="sglang.srt.mem_cache.mamba_radix_cache"
   if [ -f "$env/.hybridbench-stamp" ] && [ "$(cat "$env/.hybridbench-stamp")" = "$stamp_want" ] \
-    && "$env/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('${module}') is None)" \
+    && "$env/bin/python" -c "import os, sys, sysconfig
+sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()['purelib'], *'${module}'.split('.')) + '.py'))" \
       >/dev/null 2>&1; then
     echo "sglang-$version: reusing $env"
     return 0
