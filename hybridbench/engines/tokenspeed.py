@@ -5,15 +5,24 @@ the cold protocol (0.1.0's ``/flush_cache`` acknowledges and does nothing, so ev
 0.1.1's clears the cache and answers ``success: false`` while requests are in flight or blocks are pinned, so it
 is retried until it says true); readiness is the gateway's ``/readiness`` (what ``ts serve`` itself waits for
 before printing "ts serve ready"); hits come from ``usage.prompt_tokens_details.cached_tokens``.
+
+The page: the plan's (engine.page_size, always passed) is recorded per arm as ``planned_page`` and the one each
+server's scheduler says it runs at start-up (its "Scheduler config: block_size=N" on 0.1.0, "prefix_granularity=N" on
+0.1.1) as ``served_page``. A model can make the release run another page than the flag's (0.1.0 on a flat-KV
+scheduler build raises a GDN model's page until it holds a state row, runtime/layers/attention/registry.py; 0.1.1's
+Qwen3.5 and Mamba2 cache recipes fix 128, kv_cache/recipes/qwen35.py): results mark a run that did
+(hybridbench.results.served_block).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from hybridbench.config.schema import RunCfg
@@ -32,7 +41,19 @@ from hybridbench.plan.types import RunPlan
 from hybridbench.records.schema import LOG_COUNTS_USAGE_HITS
 from reference_impl.engine.arms import ArmSpec
 
-__all__ = ["TokenSpeedEngine"]
+__all__ = ["TokenSpeedEngine", "scheduler_page"]
+
+# The scheduler's page as it logs its config once per rank (runtime/engine/event_loop.py of each release).
+_SCHEDULER_PAGE = re.compile(rb"Scheduler config: (?:block_size|prefix_granularity)=(\d+)\b")
+
+
+def scheduler_page(log_path: Path) -> int | None:
+    """The page the server's scheduler says it runs (None: no such line, or ranks that disagree)."""
+    try:
+        pages = {int(m) for m in _SCHEDULER_PAGE.findall(log_path.read_bytes())}
+    except OSError:
+        return None
+    return pages.pop() if len(pages) == 1 else None
 
 
 class TokenSpeedEngine(ServerEngine):
@@ -43,6 +64,7 @@ class TokenSpeedEngine(ServerEngine):
         super().__init__(ServerSpec(
             name="tokenspeed", build=self._command, client="openai", flush_path="/flush_cache",
             package="tokenspeed", health_paths=("/readiness", "/health"), kv_pool=fixed_gpu_kv_pool,
+            planned_page=lambda cfg: cfg.engine.page_size,  # always passed (tokenspeed_command refuses <= 1)
             # 0.1.0's --mamba-track-interval is read nowhere, and its scheduler checkpoints prefill forwards only
             # (docs/engines/tokenspeed.md: nothing is tracked during decode)
             traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, track_interval=False,
@@ -65,6 +87,13 @@ class TokenSpeedEngine(ServerEngine):
         super().validate(cfg, plan)
         assert self._ts is not None  # the build above resolved it
         self._flush_absent = not self._ts.flush_works  # 0.1.0: a fresh server per trial is the only cold cache
+
+    def launch(self, cfg: RunCfg, spec: ArmSpec) -> ServerProcess:
+        server = super().launch(cfg, spec)
+        # Its ranks log it before /readiness; read once per arm (0.1.0 restarts each trial into the same log).
+        if spec.name not in self._served_page and (page := scheduler_page(server.log_path)) is not None:
+            self._served_page[spec.name] = page
+        return server
 
     def snapshot(self, server: ServerProcess, mark: SnapshotMark) -> dict[str, Any]:
         # The "#cached-token" log total and usage cached_tokens both count each request's first

@@ -40,8 +40,9 @@ __all__ = ["TOKENSPEED_ARMS", "TOKENSPEED_DEFAULT_PAGE", "TOKENSPEED_VERSIONS", 
            "kv_only_host_tier", "tokenspeed_command", "tokenspeed_help_argv", "tokenspeed_version"]
 
 TS_MODULE = "tokenspeed.cli"  # the module behind the `ts` console script
-# The page both releases serve when no --block-size / --prefix-granularity is given (engine.page_size <= 1):
-# tests/tokenspeed/test_tokenspeed_parsers.py resolves it with each release's own parser.
+# The page both releases' parsers resolve when no --block-size / --prefix-granularity is given (tests/tokenspeed
+# resolves it): engine.page_size <= 1 would pass no flag and run it while the plan and the record said 1, so it is
+# refused (conf/engine/tokenspeed.yaml gives this one).
 TOKENSPEED_DEFAULT_PAGE = 64
 # The flags built from a config key, and the model the gateway serves (owned_flags.py says why they are refused).
 TOKENSPEED_KEYED = {
@@ -192,9 +193,10 @@ def tokenspeed_command(
 
     Order: ``--model --host --port --control-port --prometheus-port`` (gateway and orchestrator), then the
     engine's: ``--tensor-parallel-size``, ``--chunked-prefill-size``, ``--gpu-memory-utilization``
-    (engine.mem_fraction_static), the page size (``--block-size`` / ``--prefix-granularity``, when engine.page_size
-    > 1), ``--max-total-tokens`` (engine.kv_tokens), ``--max-mamba-cache-size`` (0.1.0), ``--mamba-ssm-dtype`` and
-    ``--quantization`` (model.mamba_ssm_dtype, model.quantization, when set), the arm's flags, then
+    (engine.mem_fraction_static), the page size (``--block-size`` / ``--prefix-granularity``: engine.page_size,
+    which must be > 1), ``--max-total-tokens`` (engine.kv_tokens), ``--max-mamba-cache-size`` (0.1.0),
+    ``--mamba-ssm-dtype`` and ``--quantization`` (model.mamba_ssm_dtype, model.quantization, when set), the arm's
+    flags, then
     ``engine.extra_args``, which win over a built flag of the same name. ``--enable-metrics`` keeps the engine's
     cache counters. engine.track_interval has no effect on TokenSpeed (0.1.0's --mamba-track-interval is read
     nowhere) and is not passed.
@@ -222,6 +224,11 @@ def tokenspeed_command(
         raise ConfigError(f"engine.extra_args asks for a KV-only host tier ({flag}) on a hybrid model: a hit needs a "
                           "Mamba state as well, so after device eviction it can never hit; add --enable-mamba-l2 "
                           "(TokenSpeed 0.1.0) or use arm l2")
+    if engine.page_size <= 1:  # no flag: TokenSpeed would serve its own page under the name of this one
+        raise ConfigError(f"engine.page_size={engine.page_size} gives ts serve no {version.granularity_flag}: "
+                          f"TokenSpeed would run its own {TOKENSPEED_DEFAULT_PAGE}-token pages while the plan and the "
+                          f"record said {engine.page_size}; set engine.page_size={TOKENSPEED_DEFAULT_PAGE} "
+                          "(conf/engine/tokenspeed.yaml's) or another page > 1")
     if engine.max_mamba_cache_size > 0 and not version.mamba_cache_size_flag:
         raise ConfigError(f"engine.max_mamba_cache_size={engine.max_mamba_cache_size} has no flag on TokenSpeed "
                           f"{version.version}; set it to 0 (size the cache with engine.mem_fraction_static)")
@@ -230,8 +237,7 @@ def tokenspeed_command(
     if engine.chunked_prefill_size > 0:
         flags.append(Flag("--chunked-prefill-size", str(engine.chunked_prefill_size), "engine.chunked_prefill_size"))
     flags.append(Flag("--gpu-memory-utilization", fmt_number(engine.mem_fraction_static), "engine.mem_fraction_static"))
-    if engine.page_size > 1:
-        flags.append(Flag(version.granularity_flag, str(engine.page_size), "engine.page_size"))
+    flags.append(Flag(version.granularity_flag, str(engine.page_size), "engine.page_size"))
     if engine.kv_tokens > 0:
         flags.append(Flag("--max-total-tokens", str(engine.kv_tokens), "engine.kv_tokens"))
     if engine.max_mamba_cache_size > 0:

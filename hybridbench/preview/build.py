@@ -69,8 +69,8 @@ def _arms(prepared: PreparedRun) -> dict[str, dict[str, Any]]:
 
 
 def _page(cfg: RunCfg) -> dict[str, Any]:
-    """The page the server runs: vLLM sizes its own (vllm_page.py), so engine.page_size=1 is not what it serves;
-    nor is it on TokenSpeed, which runs its own page without a flag (forecast_page.py)."""
+    """The page the server runs: vLLM sizes its own (vllm_page.py), so engine.page_size=1 is not what it serves
+    (TokenSpeed refuses a page <= 1: tokenspeed_cmd.py)."""
     if cfg.engine.name == "vllm":
         page = vllm_page(cfg.model, cfg.engine)
         return {"page_size": page.tokens or "sized by vLLM at start-up", "page_size_set_by": page.why}

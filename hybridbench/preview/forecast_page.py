@@ -6,8 +6,8 @@ ends of blocks only, so its prefix cache hits whole blocks only: a forecast at `
 overstate its hits. The simulator then runs every cache-on arm as SGLang's extra_buffer with its page, checkpoint
 grid and decode tracking all on that block (``SimEngine(block=...)``): SGLang's radix-cache semantics at vLLM's
 block, which the forecast says in one line. Where the block cannot be said from the config the forecast keeps
-``engine.page_size`` and warns. TokenSpeed serves ``engine.page_size`` when it is above 1 (``--block-size`` /
-``--prefix-granularity``) and its own 64-token page when no flag is passed.
+``engine.page_size`` and warns. TokenSpeed is given ``engine.page_size`` (``--block-size`` /
+``--prefix-granularity``; a page <= 1, which passed no flag, is refused: tokenspeed_cmd.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hybridbench.config.schema import RunCfg
-from hybridbench.engines.tokenspeed_cmd import TOKENSPEED_DEFAULT_PAGE
 from hybridbench.engines.vllm_page import vllm_page
 
 __all__ = ["ForecastPage", "forecast_page"]
@@ -33,9 +32,6 @@ class ForecastPage:
 def forecast_page(cfg: RunCfg) -> ForecastPage:
     e = cfg.engine
     asked = max(e.page_size, 1)
-    if e.name == "tokenspeed" and e.page_size <= 1:  # no page flag is passed: both releases run their own
-        return ForecastPage(TOKENSPEED_DEFAULT_PAGE, f"TokenSpeed's own page: engine.page_size={e.page_size} passes "
-                            "no page flag")
     if e.name != "vllm":
         return ForecastPage(asked, f"engine.page_size={e.page_size}")
     page = vllm_page(cfg.model, e)

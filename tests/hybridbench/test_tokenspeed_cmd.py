@@ -20,6 +20,7 @@ HELP = {v: (FIXTURES / f"tokenspeed_help_{v.replace('.', '_')}.txt").read_text()
 
 def command(arm: str, version: str = "0.1.0", *, hybrid: bool = True, extra: tuple[str, ...] = (),
             **engine: object) -> list[str]:
+    engine = {"page_size": 64, **engine}  # conf/engine/tokenspeed.yaml's page (a page <= 1 is refused)
     eng = EngineCfg(name="tokenspeed", python="/venv/bin/python", extra_args=list(extra), **engine)  # type: ignore[arg-type]
     return tokenspeed_command(python="/venv/bin/python", model=ModelCfg(hf_id="/models/tiny", hybrid=hybrid),
                               engine=eng, arm=plan_arm(arm, ArmCfg()), port=30000, control_port=30001,
@@ -163,7 +164,8 @@ def test_mamba_ssm_dtype_takes_the_choices_ts_serve_lists(version: str) -> None:
     def with_dtype(dtype: str) -> list[str]:
         return tokenspeed_command(python="/venv/bin/python",
                                   model=ModelCfg(hf_id="/models/tiny", mamba_ssm_dtype=dtype),
-                                  engine=EngineCfg(name="tokenspeed"), arm=plan_arm("branching", ArmCfg()),
+                                  engine=EngineCfg(name="tokenspeed", page_size=64),
+                                  arm=plan_arm("branching", ArmCfg()),
                                   port=30000, control_port=30001, prometheus_port=30002,
                                   version=TOKENSPEED_VERSIONS[version], help_text=HELP[version])
 
@@ -204,7 +206,8 @@ def test_model_quantization_reaches_ts_serve(version: str) -> None:
     """SGLang got --quantization from model.quantization and TokenSpeed did not: bf16 served, fp8 recorded."""
     def with_quant(name: str) -> list[str]:
         return tokenspeed_command(python="/venv/bin/python", model=ModelCfg(hf_id="/models/tiny", quantization=name),
-                                  engine=EngineCfg(name="tokenspeed"), arm=plan_arm("branching", ArmCfg()),
+                                  engine=EngineCfg(name="tokenspeed", page_size=64),
+                                  arm=plan_arm("branching", ArmCfg()),
                                   port=30000, control_port=30001, prometheus_port=30002,
                                   version=TOKENSPEED_VERSIONS[version], help_text=HELP[version])
 
@@ -225,3 +228,16 @@ def test_engine_tokenspeed_plans_the_page_tokenspeed_runs() -> None:
     assert cfg.engine.page_size == 64
     for version, flag in (("0.1.0", "--block-size"), ("0.1.1", "--prefix-granularity")):
         assert value(command("branching", version, page_size=cfg.engine.page_size), flag) == "64"
+
+
+@pytest.mark.parametrize(("version", "flag"), [("0.1.0", "--block-size"), ("0.1.1", "--prefix-granularity")])
+def test_a_page_that_passes_no_page_flag_is_refused(version: str, flag: str) -> None:
+    """engine.page_size <= 1 gave ts serve no page flag: TokenSpeed ran its own 64-token pages (tests/tokenspeed
+    resolves it) while the plan, the forecast and the run's config said 1. One line naming the key, at plan time."""
+    with pytest.raises(ConfigError, match=rf"^engine\.page_size=1 gives ts serve no {flag}: TokenSpeed would run "
+                                          r"its own 64-token pages while the plan and the record said 1; set "
+                                          r"engine\.page_size=64 \(conf/engine/tokenspeed\.yaml's\) or another page "
+                                          r"> 1$") as err:
+        command("branching", version, page_size=1)
+    assert "\n" not in str(err.value)
+    assert value(command("branching", version, page_size=2), flag) == "2"  # every page > 1 is passed as asked

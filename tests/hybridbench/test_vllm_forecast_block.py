@@ -24,7 +24,6 @@ from hybridbench.preview.forecast_warnings import forecast_warnings
 from hybridbench.preview.render import render_text
 from hybridbench.report.forecast import forecast_section
 
-ROOT = Path(__file__).resolve().parents[2]
 # One group of six prompts sent one at a time: a 1000-token system prompt (not a multiple of 272) and 200-token
 # questions, so each prompt is 1200 tokens and shares 1000 with the others.
 SMALL = ["+experiment=radix", "arms=[lru]", "repeats=1", "load.max_concurrency=1",
@@ -82,26 +81,3 @@ def test_plan_and_report_say_the_simulator_models_sglangs_cache_at_vllms_block_o
     # The run's report sets the same line above its forecast-vs-measured table.
     report = forecast_section({"forecast": forecast("engine=vllm").to_json()})
     assert "Cache model: SGLang's radix-cache semantics at the 272-token block vLLM serves: " in "\n".join(report)
-
-
-def test_tokenspeeds_own_page_is_forecast_where_engine_page_size_passes_no_flag() -> None:
-    """engine.page_size=1 gives ts serve no page flag and both releases run 64-token pages (tests/tokenspeed)."""
-    fc = forecast("engine=tokenspeed", "model=qwen3.5-9b", "engine.tp=1", "arms=[branching]",
-                  "engine.page_size=1")
-    assert fc.page_size == 64 and fc.page_size_set_by.startswith("TokenSpeed's own page: engine.page_size=1")
-    assert not fc.cache_model and forecast("engine=tokenspeed", "model=qwen3.5-9b", "engine.tp=1",
-                                           "arms=[branching]").page_size == 64
-
-
-def test_tokenspeeds_own_page_is_the_page_the_plan_records_for_engine_page_size_1(tmp_path: Path) -> None:
-    fake = tmp_path / "python"  # TokenSpeed 0.1.1: its version and its engine parser's help
-    fake.write_text(f'#!/bin/sh\ncase "$*" in *ServerArgs*) cat "{ROOT}/tests/hybridbench/fixtures/'
-                    'tokenspeed_help_0_1_1.txt";; *) echo 0.1.1;; esac\n')
-    fake.chmod(0o755)
-    overrides = [*SMALL, "engine=tokenspeed", f"engine.python={fake}", "model=qwen3.5-9b", "engine.tp=1",
-                 "arms=[branching]", "model.architecture=Qwen3_5ForConditionalGeneration"]
-    assert build_preview(compose_run(overrides), forecast=False).pools["page_size"] == 64
-    preview = build_preview(compose_run([*overrides, "engine.page_size=1"]), forecast=False)
-    assert preview.pools["page_size"] == 64, preview.pools  # the plan said 1 where the server ran 64
-    assert "--prefix-granularity" not in preview.arms["branching"]["argv"]  # no flag: TokenSpeed's own page
-    assert str(preview.pools["page_size_set_by"]).startswith("TokenSpeed's own page")

@@ -216,17 +216,47 @@ def test_model_quantization_reaches_the_engine(version: str) -> None:
 
 @pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
 def test_the_configured_page_is_the_page_tokenspeed_runs(version: str) -> None:
-    """engine.page_size=1 passes no page flag, and TokenSpeed then runs 64-token pages while the plan, the pool check
-    and the record said 1: conf/engine/tokenspeed.yaml's page is the one the engine resolves without a flag, and the
-    one the plan and the forecast give engine.page_size=1 (TOKENSPEED_DEFAULT_PAGE, preview/forecast_page.py)."""
+    """engine.page_size=1 passed no page flag, and TokenSpeed then ran 64-token pages while the plan, the pool check
+    and the record said 1: it is refused, naming the page the release resolves without the flag (the configured
+    command with its page flag taken out), which is conf/engine/tokenspeed.yaml's page, always passed."""
     from hybridbench.preview.compose import compose_run
 
     page = compose_run(["engine=tokenspeed"]).cfg.engine.page_size
-    unflagged = tokenspeed_command(
-        python="/venv/bin/python", model=ModelCfg(hf_id="/models/tiny"), engine=EngineCfg(name="tokenspeed"),
-        arm=plan_arm("branching", ArmCfg()), port=30000, control_port=30001, prometheus_port=30002,
-        version=TOKENSPEED_VERSIONS[version], help_text=live_help(version))
+    flag = TOKENSPEED_VERSIONS[version].granularity_flag
+    with pytest.raises(ConfigError, match=rf"^engine\.page_size=1 gives ts serve no {flag}: TokenSpeed would run "
+                                          rf"its own {TOKENSPEED_DEFAULT_PAGE}-token pages"):
+        tokenspeed_command(
+            python="/venv/bin/python", model=ModelCfg(hf_id="/models/tiny"), engine=EngineCfg(name="tokenspeed"),
+            arm=plan_arm("branching", ArmCfg()), port=30000, control_port=30001, prometheus_port=30002,
+            version=TOKENSPEED_VERSIONS[version], help_text=live_help(version))
     configured = build(version, "branching")  # build() sets page_size=64: the flag given
+    at = configured.index(flag)
+    unflagged = configured[:at] + configured[at + 2:]  # what engine.page_size=1 used to pass
     r_none, r_conf = routed(version, unflagged, configured)
     assert r_none["resolved"]["page"] == r_conf["resolved"]["page"] == page == TOKENSPEED_DEFAULT_PAGE == 64, (
         r_none, r_conf)
+
+
+@pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
+def test_the_served_page_is_read_from_the_line_the_scheduler_writes(version: str, tmp_path: Path) -> None:
+    """The run's served_page is the page the release's scheduler logs at start-up: the "Scheduler config" call of its
+    own runtime/engine/event_loop.py (0.1.0 %-formats block_size, 0.1.1 f-formats prefix_granularity), rendered
+    with a page its flag did not give, is read back by hybridbench.engines.tokenspeed.scheduler_page."""
+    import ast
+
+    from hybridbench.engines.tokenspeed import scheduler_page
+
+    source = (HOME / f"tokenspeed-{version}" / "tokenspeed" / "runtime" / "engine" / "event_loop.py").read_text()
+    [call] = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call) and n.args
+              and "Scheduler config" in ast.unparse(n.args[0]) and ast.unparse(n.func) == "logger.info"]
+    fmt = call.args[0]
+    if isinstance(fmt, ast.JoinedStr):  # f-string: each field rendered as the page, the first one being it
+        line = "".join(v.value if isinstance(v, ast.Constant) else "128" for v in fmt.values)
+    else:  # %-format: the arguments after it, the first being the page
+        assert isinstance(fmt, ast.Constant) and isinstance(fmt.value, str), ast.dump(fmt)
+        line = fmt.value % tuple(["128"] * (len(call.args) - 1))
+    assert line.startswith("Scheduler config: " + ("block_size=128 " if version == "0.1.0" else
+                                                   "prefix_granularity=128 ")), line
+    log = tmp_path / "server-branching.log"
+    log.write_text(f"[2026-11-30 10:00:00 TP0] {line}\n[2026-11-30 10:00:00 TP1] {line}\n")
+    assert scheduler_page(log) == 128
