@@ -58,7 +58,7 @@ class HostTier:
         m = self.tree.match_prefix(tokens)
         if m.prefix_len == 0 or m.last_node.state is None:
             return 0, None
-        return m.prefix_len, self.tree.state_pool.content.get(m.last_node.state)
+        return m.prefix_len, self.tree.state_pool.read(m.last_node.state)
 
     def write_back(self, tokens: Sequence[int], state: StateContent) -> bool:
         """Copy ``tokens`` (KV) and the state at their end to the host; False if it cannot fit."""

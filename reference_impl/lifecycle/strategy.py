@@ -280,7 +280,8 @@ class Strategy(ABC):
             req.kv_len = committed
             self._on_decode(req, old_committed, committed)
             assert req.live_state is not None
-            self.tree.state_pool.write(req.live_state, req.fingerprint(committed))
+            # Deferred: the live state is rewritten every step and its content read rarely (a copy, a write-back).
+            self.tree.state_pool.write_prefix(req.live_state, req, committed)
 
     def _on_forward(self, req: CachedRequest, start: int, end: int) -> None:
         """A prefill forward over ``tokens[start:end]`` ran; track states if the strategy does."""

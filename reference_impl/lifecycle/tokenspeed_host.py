@@ -55,7 +55,7 @@ def host_state(host: MambaRadixTree, tokens: Sequence[int]) -> tuple[int, StateC
     nodes = [n for n in _host_nodes(host, tokens) if n.state is not None]
     if not nodes:
         return 0, None
-    return nodes[-1].depth, host.state_pool.content.get(nodes[-1].state)  # type: ignore[arg-type]
+    return nodes[-1].depth, host.state_pool.read(nodes[-1].state)
 
 
 def mirror_walk(host: MambaRadixTree, tokens: Sequence[int], tick: int) -> None:

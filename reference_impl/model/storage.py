@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from reference_impl.model.model import HybridModel, RecState
-from reference_impl.radix.pools import StateContent, StatePool
+from reference_impl.radix.pools import Prefixed, StateContent, StatePool
 
 __all__ = ["KVStore", "StateMaterializationError", "TensorStatePool", "rolling_keys"]
 
@@ -111,18 +111,20 @@ class TensorStatePool(StatePool):
             )
         self._copy_from(found[0], found[1], slot, content)
 
+    def write_prefix(self, slot: int, source: Prefixed, n: int) -> None:
+        self.write(slot, source.fingerprint(n))  # never deferred: the tensors follow the label at once
+
     def copy(self, src: int, dst: int) -> None:
-        if src not in self.content:
+        content = self.read(src)
+        if content is None:
             return
-        content = self.content[src]
         StatePool.write(self, dst, content)
-        source = self._wrong_source(src) if self.stale_cow_source else src
+        source = self._wrong_source(src, content) if self.stale_cow_source else src
         # Under the fault the label stays right while the tensors are another node's: the
         # bookkeeping cannot see the bug, only the logits can (SGLang #35821's stale COW source).
         self._copy_from(self, source, dst, content)
 
-    def _wrong_source(self, src: int) -> int:
-        want = self.content[src]
+    def _wrong_source(self, src: int, want: StateContent) -> int:
         others = [
             (c.num_tokens, s) for s, c in self.held.items() if s != src and c != want and c.num_tokens > 0
         ]

@@ -7,9 +7,12 @@ copy-on-write hands a request exactly the state of the prefix it matched.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Protocol
 
-__all__ = ["KVPool", "PoolExhausted", "StateContent", "StatePool"]
+__all__ = ["KVPool", "PoolExhausted", "Prefixed", "StateContent", "StatePool"]
 
 
 class PoolExhausted(RuntimeError):
@@ -20,6 +23,13 @@ class PoolExhausted(RuntimeError):
 class StateContent:
     num_tokens: int
     fingerprint: int
+
+
+class Prefixed(Protocol):
+    """What a deferred write names: a sequence whose first ``n`` tokens never change once written
+    (``lifecycle.CachedRequest``: its tokens only grow)."""
+
+    def fingerprint(self, n: int) -> StateContent: ...
 
 
 class KVPool:
@@ -53,7 +63,11 @@ class StatePool:
         self._fresh = 0
         self._free: list[int] = []  # released slots, reused last-freed first
         self._in_use: set[int] = set()
-        self.content: dict[int, StateContent] = {}
+        self._known: dict[int, StateContent] = {}
+        # Slots written by ``write_prefix``, their content computed when first read: a decoding request's live
+        # state is rewritten every step and read rarely (a copy, a host write-back), and its fingerprint was a
+        # sixth of a GPU-scale forecast. An entry here shadows ``_known``.
+        self._deferred: dict[int, tuple[Prefixed, int]] = {}
 
     @property
     def available(self) -> int:
@@ -74,18 +88,46 @@ class StatePool:
         if slot not in self._in_use:
             raise ValueError(f"state slot {slot} is not allocated (double free?)")
         self._in_use.remove(slot)
-        self.content.pop(slot, None)
+        self._known.pop(slot, None)
+        self._deferred.pop(slot, None)
         self._free.append(slot)
 
     def write(self, slot: int, content: StateContent) -> None:
         if slot not in self._in_use:
             raise ValueError(f"write to unallocated state slot {slot}")
-        self.content[slot] = content
+        self._known[slot] = content
+        self._deferred.pop(slot, None)
+
+    def write_prefix(self, slot: int, source: Prefixed, n: int) -> None:
+        """``write(slot, source.fingerprint(n))``, the fingerprint computed only if the slot is read before it is
+        written again or freed. ``n`` is kept, not read from ``source`` later: the state is the one after ``n``."""
+        if slot not in self._in_use:
+            raise ValueError(f"write to unallocated state slot {slot}")
+        self._deferred[slot] = (source, n)
+
+    def read(self, slot: int | None) -> StateContent | None:
+        """What ``slot`` holds (None: never written since it was allocated, or no slot)."""
+        if slot is None:
+            return None
+        deferred = self._deferred.pop(slot, None)
+        if deferred is not None:
+            source, n = deferred
+            content = self._known[slot] = source.fingerprint(n)
+            return content
+        return self._known.get(slot)
+
+    @property
+    def content(self) -> Mapping[int, StateContent]:
+        """Every written slot's content, the deferred ones computed now (a whole-pool view: tests, comparisons)."""
+        for slot in list(self._deferred):
+            self.read(slot)
+        return MappingProxyType(self._known)
 
     def copy(self, src: int, dst: int) -> None:
         """Copy-on-write: the request's slot gets the cached state's content."""
-        if src in self.content:
-            self.write(dst, self.content[src])
+        content = self.read(src)
+        if content is not None:
+            self.write(dst, content)
 
     def is_allocated(self, slot: int) -> bool:
         return slot in self._in_use
