@@ -307,6 +307,10 @@ class Strategy(ABC):
         if result.state_exists:
             self.counters.states_duplicate += 1
             tree.state_pool.free(slot)
+        else:
+            # A deferred label (no_buffer's finish donates the live state) is computed now: kept in the tree, it
+            # would keep the finished request's tokens alive (the radix plan's peak memory doubled).
+            tree.state_pool.read(slot)
         # The tree now owns KV up to cache_len (duplicates went back to the pool).
         match = tree.rematch(result.node)  # SGLang re-matches the key it inserted: the same refresh, no token walk
         if match.prefix_len != cache_len:

@@ -88,6 +88,22 @@ def test_a_hit_on_a_state_decoded_step_by_step_gets_the_finished_prefix() -> Non
     assert s.tree.state_pool.read(hit.live_state) == fingerprint(sequence, committed)
 
 
+def test_a_state_the_tree_keeps_no_longer_reads_its_finished_request() -> None:
+    # The finish computes the donated live state's label, so the tree's slot does not keep the request (its
+    # tokens: the radix plan's peak memory doubled) alive: nothing done to that object afterwards reaches the label.
+    s = make_strategy("no_buffer", MambaRadixTree(KVPool(1 << 16), StatePool(16), make_policy("lru")))
+    turn1, outputs = list(range(1, 301)), list(range(1000, 1040))
+    req = s.admit(turn1)
+    s.prefill(req, finishes_after_prefill=False)
+    for token in outputs:
+        s.decode(req, [token])
+    s.finish(req)
+    committed = len(turn1) + len(outputs) - 1
+    (slot,) = [n.state for n in s.tree.nodes.values() if n.depth == committed]
+    req.tokens[len(turn1):] = [0] * len(outputs)  # were the label still deferred, it would be computed from these
+    assert s.tree.state_pool.read(slot) == fingerprint(turn1 + outputs, committed)
+
+
 def eager_write_prefix(self: StatePool, slot: int, source: Prefixed, n: int) -> None:
     """What every decode step did before the label was deferred."""
     self.write(slot, source.fingerprint(n))
