@@ -20,12 +20,14 @@ __all__ = ["MARGIN", "fixed_gpu_kv_pool"]
 MARGIN = 8  # max_req_len = kv - 1, input below max_req_len - 5: 7 tokens, and one more for the first new token
 
 
-def fixed_gpu_kv_pool(cfg: RunCfg) -> KVPool | None:
+def fixed_gpu_kv_pool(cfg: RunCfg, page: int = 0, page_by: str = "") -> KVPool | None:
     """The pool ``engine.kv_tokens`` fixes for an SGLang-lineage server, in tokens a request may use; None when the
-    server sizes its pool from memory."""
+    server sizes its pool from memory. ``page``: the page the server serves when it is not ``engine.page_size``
+    (TokenSpeed's cache recipe), ``page_by`` what says so."""
     kv = cfg.engine.kv_tokens
     if kv <= 0:
         return None
-    page = max(cfg.engine.page_size, 1)
+    page = page or max(cfg.engine.page_size, 1)
     usable = kv // page * page - MARGIN  # the pool is allocated in whole pages
-    return KVPool(max(usable, 0), f"engine.kv_tokens={kv}, less the server's {MARGIN}-token margin")
+    whole = f", in whole {page}-token pages ({page_by})" if page_by else ""
+    return KVPool(max(usable, 0), f"engine.kv_tokens={kv}{whole}, less the server's {MARGIN}-token margin")

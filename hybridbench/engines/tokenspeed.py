@@ -6,11 +6,11 @@ the cold protocol (0.1.0's ``/flush_cache`` acknowledges and does nothing, so ev
 is retried until it says true); readiness is the gateway's ``/readiness`` (what ``ts serve`` itself waits for
 before printing "ts serve ready"); hits come from ``usage.prompt_tokens_details.cached_tokens``.
 
-The page: the plan's (engine.page_size, always passed) is recorded per arm as ``planned_page`` and the one each
-server's scheduler says it runs at start-up (its "Scheduler config: block_size=N" on 0.1.0, "prefix_granularity=N" on
-0.1.1) as ``served_page``. A model can make the release run another page than the flag's (0.1.0 on a flat-KV
-scheduler build raises a GDN model's page until it holds a state row, runtime/layers/attention/registry.py; 0.1.1's
-Qwen3.5 and Mamba2 cache recipes fix 128, kv_cache/recipes/qwen35.py): results mark a run that did
+The page: engine.page_size is always passed, but the page the release serves for the model
+(hybridbench.engines.tokenspeed_page: 0.1.1's Qwen3.5 and Mamba2 cache recipes fix 128) is what the plan records per
+arm as ``planned_page`` (none where it cannot be said: 0.1.0 on a GDN model), rounds a fixed KV pool to and forecasts
+at; the one each server's scheduler says it runs at start-up (its "Scheduler config: block_size=N" on 0.1.0,
+"prefix_granularity=N" on 0.1.1) is ``served_page``. Results mark a run where they differ
 (hybridbench.results.served_block).
 """
 
@@ -27,6 +27,7 @@ from typing import Any
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.gpu_pool import fixed_gpu_kv_pool
+from hybridbench.engines.kv_pool import KVPool
 from hybridbench.engines.launchers import check_extra_args, installed_help
 from hybridbench.engines.process import ServerProcess, free_port
 from hybridbench.engines.server import FlushOutcome, ServerEngine, ServerSpec, SnapshotMark, installed_version
@@ -36,6 +37,7 @@ from hybridbench.engines.tokenspeed_cmd import (
     tokenspeed_help_argv,
     tokenspeed_version,
 )
+from hybridbench.engines.tokenspeed_page import TokenSpeedPage, planned_tokenspeed_page
 from hybridbench.engines.traits import TOKENSPEED_STATES, EngineTraits
 from hybridbench.plan.types import RunPlan
 from hybridbench.records.schema import LOG_COUNTS_USAGE_HITS
@@ -63,8 +65,8 @@ class TokenSpeedEngine(ServerEngine):
         self._checked: set[tuple[str, ...]] = set()
         super().__init__(ServerSpec(
             name="tokenspeed", build=self._command, client="openai", flush_path="/flush_cache",
-            package="tokenspeed", health_paths=("/readiness", "/health"), kv_pool=fixed_gpu_kv_pool,
-            planned_page=lambda cfg: cfg.engine.page_size,  # always passed (tokenspeed_command refuses <= 1)
+            package="tokenspeed", health_paths=("/readiness", "/health"), kv_pool=self._kv_pool,
+            planned_page=lambda cfg: self._page(cfg).tokens,  # 0 (not recorded) where the config cannot say
             # 0.1.0's --mamba-track-interval is read nowhere, and its scheduler checkpoints prefill forwards only
             # (docs/engines/tokenspeed.md: nothing is tracked during decode)
             traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, track_interval=False,
@@ -82,6 +84,18 @@ class TokenSpeedEngine(ServerEngine):
         return tokenspeed_command(python=python, model=cfg.model, engine=cfg.engine, arm=arm, port=port,
                                   control_port=control, prometheus_port=prometheus, version=self._ts,
                                   help_text=self._help[python])
+
+    def _page(self, cfg: RunCfg) -> TokenSpeedPage:
+        """The page the release serves for the model: the flag's, or its cache recipe's (tokenspeed_page.py)."""
+        return planned_tokenspeed_page(cfg, self._ts)
+
+    def _kv_pool(self, cfg: RunCfg) -> KVPool | None:
+        # An unknown page is a multiple of the one passed (0.1.0 raises in steps of it): engine.page_size's whole
+        # pages bound the pool from above, so what they refuse cannot fit the served one either.
+        page = self._page(cfg)
+        if page.tokens and page.tokens != cfg.engine.page_size:
+            return fixed_gpu_kv_pool(cfg, page.tokens, page.why)
+        return fixed_gpu_kv_pool(cfg)
 
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         super().validate(cfg, plan)

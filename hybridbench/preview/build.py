@@ -69,12 +69,14 @@ def _arms(prepared: PreparedRun) -> dict[str, dict[str, Any]]:
 
 
 def _page(cfg: RunCfg) -> dict[str, Any]:
-    """The page the server runs: vLLM sizes its own (vllm_page.py), so engine.page_size=1 is not what it serves
-    (TokenSpeed refuses a page <= 1: tokenspeed_cmd.py)."""
+    """The page the server runs: vLLM sizes its own (vllm_page.py), so engine.page_size=1 is not what it serves;
+    TokenSpeed's cache recipe may fix another than the one passed (tokenspeed_page.py)."""
     if cfg.engine.name == "vllm":
         page = vllm_page(cfg.model, cfg.engine)
         return {"page_size": page.tokens or "sized by vLLM at start-up", "page_size_set_by": page.why}
     served = forecast_page(cfg)
+    if served.unknown:  # TokenSpeed 0.1.0 on a GDN model: the scheduler build decides (tokenspeed_page.py)
+        return {"page_size": f"sized by {cfg.engine.name} at start-up", "page_size_set_by": served.unknown}
     if served.tokens != cfg.engine.page_size:
         return {"page_size": served.tokens, "page_size_set_by": served.set_by}
     return {"page_size": cfg.engine.page_size}

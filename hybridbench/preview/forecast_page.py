@@ -7,7 +7,10 @@ overstate its hits. The simulator then runs every cache-on arm as SGLang's extra
 grid and decode tracking all on that block (``SimEngine(block=...)``): SGLang's radix-cache semantics at vLLM's
 block, which the forecast says in one line. Where the block cannot be said from the config the forecast keeps
 ``engine.page_size`` and warns. TokenSpeed is given ``engine.page_size`` (``--block-size`` /
-``--prefix-granularity``; a page <= 1, which passed no flag, is refused: tokenspeed_cmd.py).
+``--prefix-granularity``; a page <= 1, which passed no flag, is refused: tokenspeed_cmd.py) but serves its cache
+recipe's page where the model's recipe fixes one (hybridbench.engines.tokenspeed_page: 128 tokens for Qwen3.5 and
+Nemotron-H on 0.1.1), its pages and hits whole pages of it as SGLang's are: the simulator runs at that page. On
+0.1.0 a Qwen3.5 model's page depends on the scheduler build: the forecast keeps ``engine.page_size`` and warns.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hybridbench.config.schema import RunCfg
+from hybridbench.engines.tokenspeed_page import planned_tokenspeed_page
 from hybridbench.engines.vllm_page import vllm_page
 
 __all__ = ["ForecastPage", "forecast_page"]
@@ -32,6 +36,11 @@ class ForecastPage:
 def forecast_page(cfg: RunCfg) -> ForecastPage:
     e = cfg.engine
     asked = max(e.page_size, 1)
+    if e.name == "tokenspeed":
+        served = planned_tokenspeed_page(cfg)
+        if not served.tokens:
+            return ForecastPage(asked, f"engine.page_size={e.page_size}", unknown=served.why)
+        return ForecastPage(served.tokens, served.why if served.tokens != asked else f"engine.page_size={asked}")
     if e.name != "vllm":
         return ForecastPage(asked, f"engine.page_size={e.page_size}")
     page = vllm_page(cfg.model, e)

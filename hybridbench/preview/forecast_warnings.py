@@ -22,10 +22,16 @@ def forecast_warnings(fc: dict[str, Any], cfg: RunCfg) -> list[str]:
     out = [f"forecast: {t['failed']} of {t['simulated']} simulated requests of {t['workload']} failed on "
            f"arm {t['arm']} (longer than the pools this config fixes?)" for t in fc["trials"] if t["failed"]]
     out += timeout_warnings(fc["trials"], cfg.engine.request_timeout_s)
-    if why := fc.get("page_unknown"):  # vLLM hits only at whole blocks: a finer page overstates its hits
-        out.append(f"forecast: its hits are at engine.page_size's {fc.get('page_size', cfg.engine.page_size)}-token "
-                   f"granularity, not at the block vLLM serves, which is not known before it starts ({why}); vLLM "
-                   "hits whole blocks only, so the forecast hit rate may be above the run's")
+    if why := fc.get("page_unknown"):  # hits come in whole served pages: a finer page overstates them
+        page = fc.get("page_size", cfg.engine.page_size)
+        if cfg.engine.name == "vllm":
+            out.append(f"forecast: its hits are at engine.page_size's {page}-token granularity, not at the block vLLM "
+                       f"serves, which is not known before it starts ({why}); vLLM hits whole blocks only, so the "
+                       "forecast hit rate may be above the run's")
+        else:  # TokenSpeed: a page it raises is a multiple of the one passed
+            out.append(f"forecast: its hits are at engine.page_size's {page}-token granularity, and the page "
+                       f"engine={cfg.engine.name} serves is not known before it starts ({why}); a larger page hits "
+                       "whole pages of it only, so the forecast hit rate may be above the run's")
     if (acc := fc.get("accuracy")) is not None:
         out += [f"forecast: accuracy passes none ({acc['none']})"] if "none" in acc else pass_timeout_warnings(acc)
     return out
