@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from hybridbench.errors import ConfigError
 
 __all__ = ["OWNED_BY_ARM", "OWNED_BY_GPU_COUNT", "OWNED_BY_HARNESS", "data_parallel_groups", "extra_flag_names",
-           "last_flag", "refuse_owned", "refuse_replicas"]
+           "given_flags", "last_flag", "refuse_owned", "refuse_replicas"]
 
 # Who sets a flag engine.extra_args may not give (refuse_owned's owners, shared by every engine's table).
 OWNED_BY_ARM = "the arm (choose arms=[...]; docs/reference/arms.md)"
@@ -37,7 +37,7 @@ def last_flag(args: Sequence[str], *names: str) -> tuple[str, str] | None:
     return found
 
 
-def _given(extra: Sequence[str]) -> set[str]:
+def given_flags(extra: Sequence[str]) -> set[str]:
     """Every flag ``extra`` gives, short ones too: argparse reads ``-dp=2`` as ``-dp 2``."""
     return {a.split("=", 1)[0] for a in extra if a.startswith("-")}
 
@@ -46,7 +46,7 @@ def refuse_owned(extra: Sequence[str], owned: Mapping[str, str]) -> None:
     """ConfigError for an ``engine.extra_args`` flag that says which server this is (model, address, TP) or which cache
     an arm runs: given there it would run something other than what is planned, forecast and recorded (a ``lru``
     arm run as ``extra_buffer``, every arm with the cache off, TP 8 recorded as TP 4, a port never polled)."""
-    for name in sorted(_given(extra)):
+    for name in sorted(given_flags(extra)):
         if name in owned:
             owner = owned[name]
             where = "; set that key instead" if owner.startswith(("engine.", "model.")) else ""
@@ -58,7 +58,7 @@ def refuse_replicas(extra: Sequence[str], names: Sequence[str], within: str | No
     """ConfigError for data parallelism in ``engine.extra_args`` that serves more than one copy of the model, each
     on engine.tp GPUs (``within``: the flag that keeps the copies inside those GPUs instead, SGLang's
     ``--enable-dp-attention``; None where none does)."""
-    given = _given(extra)
+    given = given_flags(extra)
     for name in sorted(given & set(names)):
         if within is None or within not in extra:
             keep = f" (with {within} the data-parallel groups share those GPUs)" if within else ""

@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass
 
 from hybridbench.config.schema import EngineCfg, ModelCfg, RunCfg
+from hybridbench.engines.owned_flags import given_flags
 from hybridbench.engines.server import installed_version
 from hybridbench.engines.tokenspeed_cmd import TokenSpeedVersion, tokenspeed_version
 from hybridbench.errors import ConfigError
@@ -54,7 +55,7 @@ class TokenSpeedPage:
 def tokenspeed_page(model: ModelCfg, engine: EngineCfg, version: TokenSpeedVersion) -> TokenSpeedPage:
     """The page TokenSpeed ``version`` serves ``model`` with when given ``engine.page_size`` (> 1, always passed)."""
     asked, flag, arch = engine.page_size, version.granularity_flag, model.architecture
-    given = sorted(set(PAGE_FLAGS) & {a.split("=", 1)[0] for a in map(str, engine.extra_args) if a.startswith("-")})
+    given = sorted(set(PAGE_FLAGS) & given_flags([str(a) for a in engine.extra_args]))
     if given:
         return TokenSpeedPage(0, f"engine.extra_args has {given[0]}, which can change the cache recipe TokenSpeed "
                                  "picks for the model at start-up")

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hybridbench.config.schema import EngineCfg, ModelCfg, RunCfg
+from hybridbench.engines.owned_flags import given_flags
 from hybridbench.errors import ConfigError
 from reference_impl.model_spec import STATE_DTYPES
 from reference_impl.models import MODELS
@@ -64,7 +65,7 @@ def _ceil(a: int, b: int) -> int:
 
 def _unknown(model: ModelCfg, engine: EngineCfg) -> str:
     """Why the block cannot be said from the config ("" when it can)."""
-    given = sorted(set(PAGE_FLAGS) & {a.split("=", 1)[0] for a in map(str, engine.extra_args) if a.startswith("-")})
+    given = sorted(set(PAGE_FLAGS) & given_flags([str(a) for a in engine.extra_args]))
     if given:
         return f"engine.extra_args has {given[0]}, which changes the block vLLM sizes at start-up"
     cuda, asked = engine.gpu in _CUDA_GPUS, engine.page_size  # engine.gpu comes lowercased (config.gpu_kind)

@@ -1,11 +1,12 @@
 """Whether each arm's server served the block (page) its plan computed, from the saved engine provenance.
 
-vLLM sizes a hybrid model's block itself (hybridbench/engines/vllm_page.py computes it for the plan); a run records
-the block the plan computed per arm (``planned_page``) beside the one each server reports on its /metrics
-(``served_page``); a TokenSpeed run records the page it passed beside the one its scheduler logs at start-up
-(hybridbench/engines/tokenspeed.py). Where both are known and differ, the plan's hit granularity, its forecast and
-any expectation built on the page described a server that never ran: the verdict is marked (results/marks.py) and
-report.md says so. An arm where either side is unknown (absent, or not a positive integer) says nothing.
+vLLM sizes a hybrid model's block itself (hybridbench/engines/vllm_page.py computes it for the plan); a run records the
+block the plan computed per arm (``planned_page``) beside the one each server reports on its /metrics (``served_page``);
+a TokenSpeed run records the page the plan computed for its model (engines/tokenspeed_page.py) beside the one its
+scheduler logs at start-up (hybridbench/engines/tokenspeed.py). Where both are known and differ, the plan's hit
+granularity, its forecast and any expectation built on the page described a server that never ran: the verdict is marked
+(results/marks.py) and report.md says so. An arm where either side is unknown (absent, or not a positive integer) says
+nothing.
 """
 
 from __future__ import annotations
