@@ -30,6 +30,10 @@ CPU_ISA = HERE / "cpu_isa"  # sitecustomize: reports vLLM's native build; HYBRID
 REQUIRED = os.environ.get("HYBRIDBENCH_REQUIRE_VLLM") == "1"  # CI: a missing env is a failure, not a skip
 # A server start takes ~1 min on a quiet 2-core machine; a machine shared with other heavy jobs can need far more.
 STARTUP_S = int(os.environ.get("HYBRIDBENCH_VLLM_STARTUP_S") or 400)
+# vLLM 0.32.0's CPU build cannot reload its own torch.compile cache ("'function' object has no attribute
+# 'finalize_loading'"), so every start compiled the model again: 35-48 CPU s to ready against 26 eager, on 2 cores.
+# Compilation decides how the forward pass runs, not what the scheduler caches, which is what these tests read.
+EAGER = "engine.extra_args=[--enforce-eager]"
 
 
 def needs(*models: Path) -> pytest.MarkDecorator:
@@ -83,7 +87,7 @@ def run_hybridbench(run_dir: Path, *args: str, timeout: float = 1200, experiment
     argv = [sys.executable, "-m", "hybridbench", f"+experiment={experiment}", "engine=vllm", f"engine.python={PYTHON}",
             "model=vllm-tiny-llama", "engine.tp=1", "engine.gpu=cpu", f"engine.startup_timeout_s={STARTUP_S}",
             # one repeat: the tests compare one trial's records with its server's counters (smoke runs three)
-            "repeats=1", f"hydra.run.dir={run_dir}", *args]
+            "repeats=1", f"hydra.run.dir={run_dir}", EAGER, *args]
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     return proc, tag
 
