@@ -69,6 +69,18 @@ BLOCKS = [*((name, 4, "lru", 0, "") for name in REAL_CONFIGS),
           ("nemotron-h-8b", 8, "lru", 0, ""), ("nemotron-h-8b", 4, "lru", 0, "bfloat16")]
 
 
+# engine.extra_args hybridbench refuses, appended to the planned command as they would have launched: vLLM's own
+# resolution runs another server than the plan records, or stops at start-up.
+OTHER_SERVER: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
+    ("lru", ("--no-enable-chunked-prefill",), {"error": "Chunked prefill is required for mamba cache mode 'align'"}),
+    ("disabled", ("--mamba-block-size", "256"), {"error": "--mamba-block-size can only be set with "
+                                                          "--enable-prefix-caching"}),
+    ("lru", ("-q", "fp8"), {"quantization": "fp8"}),  # the record would say the checkpoint's dtype
+    ("lru", ("-pcp", "2"), {"prefill_context_parallel_size": 2}),  # world size PP x TP x PCP: 2 GPUs, 1 planned
+    ("lru", ("-n", "2"), {"nnodes": 2}),
+]
+
+
 @pytest.fixture(scope="module")
 def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     """Every planned command of this module's checks resolved by one interpreter (importing vLLM costs seconds)."""
@@ -84,6 +96,9 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict
         # conf/model/qwen3-next-80b-a3b-fp8: fp8 weights, the KV cache and the states still in the model dtype
         "fp8": [{"cuda": True, "argv": build(real["qwen3-next-80b-a3b"], "lru", hybrid=True, name="qwen3-next-80b-a3b",
                                              gpu="h100", tp=4, quantization="fp8")}],
+        "other": [[*build(NEMOTRONH, arm, hybrid=True), *extra] for arm, extra, _ in OTHER_SERVER],
+        "dense_align": [[*build(LLAMA, "lru", hybrid=False), "--mamba-cache-mode", "align"]],
+        "quantized": [build(LLAMA, "lru", hybrid=False, quantization="fp8")],
     }
     flat = resolved(*(a for argvs in groups.values() for a in argvs))
     out, i = {}, 0
@@ -159,25 +174,11 @@ def _state_functions(module: str) -> set[str]:
                                                                    "get_mamba_state_dtype_from_config")}
 
 
-# engine.extra_args hybridbench refuses, appended to the planned command as they would have launched: vLLM's own
-# resolution runs another server than the plan records, or stops at start-up.
-OTHER_SERVER: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
-    ("lru", ("--no-enable-chunked-prefill",), {"error": "Chunked prefill is required for mamba cache mode 'align'"}),
-    ("disabled", ("--mamba-block-size", "256"), {"error": "--mamba-block-size can only be set with "
-                                                          "--enable-prefix-caching"}),
-    ("lru", ("-q", "fp8"), {"quantization": "fp8"}),  # the record would say the checkpoint's dtype
-    ("lru", ("-pcp", "2"), {"prefill_context_parallel_size": 2}),  # world size PP x TP x PCP: 2 GPUs, 1 planned
-    ("lru", ("-n", "2"), {"nnodes": 2}),
-]
-
-
-def test_extra_args_that_run_another_server_are_refused() -> None:
-    argvs = []
+def test_extra_args_that_run_another_server_are_refused(resolutions: dict[str, list[dict[str, Any]]]) -> None:
     for arm, extra, _ in OTHER_SERVER:
         with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0]}, which "):
             build(NEMOTRONH, arm, hybrid=True, extra=extra)
-        argvs.append([*build(NEMOTRONH, arm, hybrid=True), *extra])
-    for (arm, extra, differs), r in zip(OTHER_SERVER, resolved(*argvs), strict=True):
+    for (arm, extra, differs), r in zip(OTHER_SERVER, resolutions["other"], strict=True):
         assert r["parse_error"] == "", (extra, r)  # vLLM's parser takes every one
         if "error" in differs:
             assert differs["error"] in r["error"], (arm, extra, r)
@@ -187,11 +188,11 @@ def test_extra_args_that_run_another_server_are_refused() -> None:
     # request (docs/engines/vllm.md), which is why hybridbench gives a dense model no mode.
     with pytest.raises(ConfigError, match=r"^engine\.extra_args has --mamba-cache-mode, which the arm"):
         build(LLAMA, "lru", hybrid=False, extra=("--mamba-cache-mode", "align"))
-    [r] = resolved([*build(LLAMA, "lru", hybrid=False), "--mamba-cache-mode", "align"])
+    [r] = resolutions["dense_align"]
     assert (r["error"], r["resolved"]["mamba_cache_mode"]) == ("", "align"), r
 
 
-def test_model_quantization_reaches_vllm() -> None:
+def test_model_quantization_reaches_vllm(resolutions: dict[str, list[dict[str, Any]]]) -> None:
     """model.quantization=fp8 is what the forecast and the record say: vLLM resolves it, as SGLang gets it."""
-    [r] = resolved(build(LLAMA, "lru", hybrid=False, quantization="fp8"))
+    [r] = resolutions["quantized"]
     assert r["error"] == "" and r["resolved"]["quantization"] == "fp8", r
