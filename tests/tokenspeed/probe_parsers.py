@@ -6,6 +6,8 @@ default memory shares and kernel backends, none of the cache, parallelism or val
 
     python probe_parsers.py help            # the engine parser's help (what hybridbench reads at plan time)
     python probe_parsers.py '<json argv>'...  # argvs after ``ts serve``: one JSON line each
+    python probe_parsers.py -                # the same for each JSON line read from stdin ("help" too), answered
+                                             # line by line: one interpreter for a whole test module
 """
 
 from __future__ import annotations
@@ -65,14 +67,20 @@ def main() -> None:
     from smg.launch_router import parse_router_args
     from tokenspeed.cli._argsplit import split_argv
 
+    def route(argv: list[str]) -> dict[str, object]:
+        split = split_argv(argv)
+        return {"engine": split.engine, "gateway": split.gateway, "control_port": split.opts.control_port,
+                "engine_error": parse(lambda: engine_parser.parse_args(split.engine)),
+                "gateway_error": parse(lambda: parse_router_args(split.gateway)),
+                "resolved": resolve(split.engine)}
+
+    if sys.argv[1:] == ["-"]:
+        for line in sys.stdin:
+            asked = json.loads(line)
+            print(json.dumps({"help": engine_parser.format_help()} if asked == "help" else route(asked)), flush=True)
+        return
     for arg in sys.argv[1:]:  # one interpreter for many: importing the parsers costs seconds
-        split = split_argv(json.loads(arg))
-        print(json.dumps({
-            "engine": split.engine, "gateway": split.gateway, "control_port": split.opts.control_port,
-            "engine_error": parse(lambda s=split: engine_parser.parse_args(s.engine)),
-            "gateway_error": parse(lambda s=split: parse_router_args(s.gateway)),
-            "resolved": resolve(split.engine),
-        }))
+        print(json.dumps(route(json.loads(arg))))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,22 +41,68 @@ if _missing:
     pytest.skip("no TokenSpeed parser env: run `bash tests/tokenspeed/build_env.sh`", allow_module_level=True)
 
 
-def probe(version: str, *args: str) -> str:
+def _probe_env(version: str) -> dict[str, str]:
     path = os.pathsep.join([str(HERE / "kernel_stub"), str(HOME / f"tokenspeed-{version}")])
-    env = {**os.environ, "PYTHONPATH": path}
-    proc = subprocess.run([str(PYTHON), str(HERE / "probe_parsers.py"), *args], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
+    return {**os.environ, "PYTHONPATH": path}
 
 
-_help: dict[str, str] = {}
+class _Prober:
+    """One ``probe_parsers.py -`` per release for the whole module, asked line by line (each interpreter imports
+    the parsers for 3-4 CPU s; the module asks some twenty times). Its stderr goes to a file, so a chatty parser
+    cannot fill a pipe and stall it."""
+
+    def __init__(self, version: str, stderr: Path) -> None:
+        self.stderr = stderr
+        with stderr.open("w") as err:
+            self.proc = subprocess.Popen([str(PYTHON), str(HERE / "probe_parsers.py"), "-"], env=_probe_env(version),
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+
+    def ask(self, asked: object) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(asked) + "\n")
+        self.proc.stdin.flush()
+        if not select.select([self.proc.stdout], [], [], 300)[0]:
+            self.proc.kill()
+            raise AssertionError(f"probe_parsers.py gave no answer in 300 s to {asked}")
+        line = self.proc.stdout.readline()
+        assert line, f"probe_parsers.py exited {self.proc.wait()}: {self.stderr.read_text()[-2000:]}"
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+class _Probers:
+    """The module's probers, one per release, started when first asked and stopped when the module ends."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, _Prober] = {}
+        self.folder: Path | None = None
+
+    def __call__(self, version: str) -> _Prober:
+        if version not in self.running:
+            assert self.folder is not None, "asked outside the module's tests"
+            self.running[version] = _Prober(version, self.folder / f"stderr-{version}.txt")
+        return self.running[version]
+
+
+_prober = _Probers()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _probers_for_the_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    _prober.folder = tmp_path_factory.mktemp("probe_parsers")
+    yield
+    while _prober.running:
+        _prober.running.popitem()[1].close()
 
 
 def live_help(version: str) -> str:
-    if version not in _help:
-        _help[version] = probe(version, "help")
-    return _help[version]
+    text: str = _prober(version).ask("help")["help"]
+    return text
 
 
 def build(version: str, arm: str, *, hybrid: bool = True, extra: tuple[str, ...] = (),
@@ -70,8 +118,7 @@ def build(version: str, arm: str, *, hybrid: bool = True, extra: tuple[str, ...]
 
 def routed(version: str, *argvs: list[str]) -> list[dict[str, Any]]:
     assert all(argv[2:4] == ["tokenspeed.cli", "serve"] for argv in argvs)
-    out = probe(version, *(json.dumps(argv[4:]) for argv in argvs)).splitlines()
-    return [json.loads(line) for line in out]
+    return [_prober(version).ask(argv[4:]) for argv in argvs]
 
 
 @pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
