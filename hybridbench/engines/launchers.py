@@ -10,6 +10,7 @@ from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.gpu_pool import fixed_gpu_kv_pool
 from hybridbench.engines.help_cache import cache_path, read_cached, write_cached
+from hybridbench.engines.log_level import SGLANG_LOG_READS
 from hybridbench.engines.server import CommandBuilder, ServerEngine, ServerSpec
 from hybridbench.engines.server_logs import vllm_served_block
 from hybridbench.engines.sglang_cmd import (
@@ -86,7 +87,7 @@ def make_sglang_engine() -> ServerEngine:
     return ServerEngine(ServerSpec(
         name="sglang", build=_builder("sglang", sglang_help_argv, sglang_command), client="sglang",
         env_for=sglang_env, flush_path="/flush_cache", package="sglang", refusal=sglang_refusal,
-        kv_pool=fixed_gpu_kv_pool,
+        kv_pool=fixed_gpu_kv_pool, log_reads=SGLANG_LOG_READS,  # its batch lines feed the record's usage numbers
         metrics_ranks=lambda cfg: sglang_metrics_ranks(cfg.engine),  # a cache per TP rank, each its own counters
         # SGLang also serves /v1/completions; its cache is the one reference_impl models.
         traits=EngineTraits(protocols=frozenset({"sglang", "openai"}), flushable=True, greedy_deterministic=True,

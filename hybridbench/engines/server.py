@@ -10,6 +10,7 @@ restarted instead, so every trial still starts cold. What differs between engine
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from hybridbench.engines.base import EngineInfo
 from hybridbench.engines.evictions import Evictions, read_evictions
 from hybridbench.engines.gpus import visible_gpus, wait_for_free_gpus
 from hybridbench.engines.kv_pool import KVPool
+from hybridbench.engines.log_level import LogReads, log_level_refusal
 from hybridbench.engines.process import ServerProcess, bindable, free_port, port_in_use
 from hybridbench.engines.server_logs import (
     CacheCounters,
@@ -82,6 +84,9 @@ class ServerSpec:
     # cfg -> the block the plan computed for the servers (0: unknown until start-up), kept per arm beside served_page
     # so a run that served another block is marked (hybridbench.results.served_block)
     planned_page: Callable[[RunCfg], int] | None = None
+    # the info-level lines hybridbench reads from the server's log: a log level (engine.extra_args) or logging config
+    # (the inherited environment) that hides them is refused at plan time (hybridbench.engines.log_level)
+    log_reads: LogReads | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +157,10 @@ class ServerEngine:
             if refusal is not None and (why := refusal(cfg.model, spec, self._version, cfg.engine.extra_args,
                                                        cfg.engine.gpu, cfg.engine.page_size)):
                 raise ConfigError(why)
+            if self.spec.log_reads is not None:
+                env = {**os.environ, **(self.spec.env_for(spec) if self.spec.env_for else {})}  # what launch gives
+                if why := log_level_refusal(self.spec.log_reads, [str(a) for a in cfg.engine.extra_args], env):
+                    raise ConfigError(why)
             self._commands[spec.name] = self.build(cfg, spec, 0)  # raises ConfigError naming the arm or flag
             if self.spec.planned_page is not None and (page := self.spec.planned_page(cfg)):
                 self._planned_page[spec.name] = page

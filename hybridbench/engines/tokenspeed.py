@@ -29,6 +29,7 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.engines.gpu_pool import fixed_gpu_kv_pool
 from hybridbench.engines.kv_pool import KVPool
 from hybridbench.engines.launchers import check_extra_args, installed_help
+from hybridbench.engines.log_level import TOKENSPEED_LOG_READS
 from hybridbench.engines.process import ServerProcess, free_port
 from hybridbench.engines.server import FlushOutcome, ServerEngine, ServerSpec, SnapshotMark, installed_version
 from hybridbench.engines.tokenspeed_cmd import (
@@ -63,10 +64,12 @@ class TokenSpeedEngine(ServerEngine):
         self._ts: TokenSpeedVersion | None = None
         self._help: dict[str, str] = {}
         self._checked: set[tuple[str, ...]] = set()
+        self._page_read: set[str] = set()  # arms whose server log was read for its scheduler page
         super().__init__(ServerSpec(
             name="tokenspeed", build=self._command, client="openai", flush_path="/flush_cache",
             package="tokenspeed", health_paths=("/readiness", "/health"), kv_pool=self._kv_pool,
             planned_page=lambda cfg: self._page(cfg).tokens,  # 0 (not recorded) where the config cannot say
+            log_reads=TOKENSPEED_LOG_READS,  # its served page and the log side of the cache_hits cross-check
             # 0.1.0's --mamba-track-interval is read nowhere, and its scheduler checkpoints prefill forwards only
             # (docs/engines/tokenspeed.md: nothing is tracked during decode)
             traits=EngineTraits(protocols=frozenset({"openai"}), flushable=True, track_interval=False,
@@ -104,9 +107,15 @@ class TokenSpeedEngine(ServerEngine):
 
     def launch(self, cfg: RunCfg, spec: ArmSpec) -> ServerProcess:
         server = super().launch(cfg, spec)
-        # Its ranks log it before /readiness; read once per arm (0.1.0 restarts each trial into the same log).
-        if spec.name not in self._served_page and (page := scheduler_page(server.log_path)) is not None:
-            self._served_page[spec.name] = page
+        # Its ranks log it before /readiness: read once per arm, found or not (0.1.0 restarts each trial into the same,
+        # growing log, and a later start logs what the first did).
+        if spec.name not in self._page_read:
+            self._page_read.add(spec.name)
+            if (page := scheduler_page(server.log_path)) is not None:
+                self._served_page[spec.name] = page
+            else:
+                print(f"tokenspeed: arm {spec.name}'s server logged no single \"Scheduler config\" page: the page it "
+                      "served is not recorded", file=sys.stderr, flush=True)
         return server
 
     def snapshot(self, server: ServerProcess, mark: SnapshotMark) -> dict[str, Any]:
