@@ -12,13 +12,14 @@ log at ``info`` the lines hybridbench reads:
   (the cache_hits cross-check against usage). Without them the served page is silently missing and the cross-check
   decides nothing.
 
-So a level above ``info`` given in ``engine.extra_args`` (``--log-level warning`` or ``--log-level=warning``) is refused
-at plan time, as is a value neither server can resolve (it stops at start-up on it); ``info``, ``debug`` and
-``notset`` are allowed. ``--log-level-http`` (SGLang, TokenSpeed 0.1.0) sets only the HTTP server's logger, which
-hybridbench does not read. Both servers replace their logging config wholesale with the JSON file their
-``*_LOGGING_CONFIG_PATH`` variable names, which the server inherits from hybridbench's environment: set there, the
-level is that file's, so it is refused too. SGLang's ``--config`` YAML can give any flag (``log-level`` included) and is
-refused with the same reason. vLLM: hybridbench reads nothing from its log (its hits, pages and evictions come from
+So a level above ``info`` given in ``engine.extra_args`` (``--log-level warning`` or ``--log-level=warning``; the last
+one given counts, as argparse keeps it) is refused at plan time, as is a value neither server can resolve (it stops at
+start-up on it); ``info``, ``debug`` and ``notset`` are allowed. ``--log-level-http`` (SGLang, TokenSpeed 0.1.0) sets
+only the HTTP server's logger, which hybridbench does not read. Both servers replace their logging config wholesale
+with the JSON file their ``*_LOGGING_CONFIG_PATH`` variable names, which the server inherits from hybridbench's
+environment: set there, the level is that file's, so it is refused too. SGLang's ``--config`` YAML can give any flag
+(``log-level`` included) and is refused with the same reason. The reference server writes SGLang's batch lines and is
+held to the same rule. vLLM: hybridbench reads nothing from its log (its hits, block and evictions come from
 ``/metrics``), so its ``--uvicorn-log-level`` and ``VLLM_LOGGING_LEVEL`` are left alone. tests/sglang_oracle and
 tests/tokenspeed run each release's parser and ``configure_logger`` over these flags.
 """
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 
 from hybridbench.engines.owned_flags import given_flags, last_flag
 
-__all__ = ["LEVELS", "SGLANG_LOG_READS", "TOKENSPEED_LOG_READS", "LogReads", "log_level_refusal"]
+__all__ = ["LEVELS", "REFERENCE_LOG_READS", "SGLANG_LOG_READS", "TOKENSPEED_LOG_READS", "LogReads", "log_level_refusal"]
 
 # The names getattr(logging, value.upper()) resolves to a level; any other value stops the server at start-up.
 LEVELS = {name: getattr(logging, name) for name in
@@ -45,7 +46,7 @@ class LogReads:
     engine: str  # as messages name it
     lines: str  # the info-level lines hybridbench reads, and what for
     flags: tuple[str, ...]  # the flags that set those loggers' level
-    config_env: str  # the variable whose file replaces the server's logging config
+    config_env: str  # the variable whose file replaces the server's logging config ("" none)
     flag_files: tuple[str, ...] = ()  # flags whose file can give any flag, the level included
 
 
@@ -55,6 +56,12 @@ SGLANG_LOG_READS = LogReads(
 TOKENSPEED_LOG_READS = LogReads(
     "TokenSpeed", 'its info-level "Scheduler config" line (the page the run served) and "#cached-token" prefill lines '
                   "(the cache_hits cross-check)", ("--log-level",), "TOKENSPEED_LOGGING_CONFIG_PATH")
+
+# reference_impl's server writes SGLang's batch lines (server/engine_loop.py) at the level of its --log-level
+# (server/__main__.py: logging.basicConfig), which its parser limits to debug, info, warning and error.
+REFERENCE_LOG_READS = LogReads(
+    "the reference server", 'its info-level "Prefill batch" / "Decode batch" lines (the record\'s log hits, usage '
+                            "series and peak usage)", ("--log-level",), "")
 
 
 def log_level_refusal(reads: LogReads, extra: Sequence[str], environ: Mapping[str, str]) -> str:
@@ -74,7 +81,7 @@ def log_level_refusal(reads: LogReads, extra: Sequence[str], environ: Mapping[st
         if level > logging.INFO:
             return (f"engine.extra_args has {name} {value}, which hides {reads.lines}, and hybridbench reads them; "
                     "give info or debug, or leave it out")
-    if environ.get(reads.config_env):
+    if reads.config_env and environ.get(reads.config_env):
         return (f"{reads.config_env} is set in the environment the {reads.engine} server inherits: its logging config "
                 f"replaces --log-level and decides whether the server logs {reads.lines}, which hybridbench reads; "
                 "unset it")

@@ -128,3 +128,12 @@ def test_a_server_that_logs_no_page_is_said_so_once_per_arm(tmp_path: Path, caps
     engine.launch(composed.cfg, next(s for s in prepared.plan.arm_specs if s.name == "disabled"))
     engine._server = None
     assert prepared.engine.info().extra["served_page"] == {"disabled": 128}
+
+
+def test_the_reference_server_is_held_to_the_same_rule() -> None:
+    """reference_impl's server writes SGLang's batch lines at its --log-level (server/__main__.py), which the record's
+    usage numbers come from as SGLang's do."""
+    reference = ("+experiment=smoke", "engine=reference", "repeats=1")
+    why = refusal(*reference, "engine.extra_args=[--log-level,warning]")
+    assert why.startswith('engine.extra_args has --log-level warning, which hides its info-level "Prefill batch"'), why
+    plans(*reference, "engine.extra_args=[--log-level,debug]")
