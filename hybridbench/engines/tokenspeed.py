@@ -40,6 +40,7 @@ from hybridbench.engines.tokenspeed_cmd import (
 )
 from hybridbench.engines.tokenspeed_page import TokenSpeedPage, planned_tokenspeed_page
 from hybridbench.engines.traits import TOKENSPEED_STATES, EngineTraits
+from hybridbench.errors import ConfigError
 from hybridbench.plan.types import RunPlan
 from hybridbench.records.schema import LOG_COUNTS_USAGE_HITS
 from reference_impl.engine.arms import ArmSpec
@@ -103,7 +104,25 @@ class TokenSpeedEngine(ServerEngine):
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         super().validate(cfg, plan)
         assert self._ts is not None  # the build above resolved it
+        self._check_chunk(cfg)
         self._flush_absent = not self._ts.flush_works  # 0.1.0: a fresh server per trial is the only cold cache
+
+    def _check_chunk(self, cfg: RunCfg) -> None:
+        """A prefill chunk holds a whole page of the one served (config/validate.py says why), not of the one passed:
+        0.1.1's Qwen3.5 recipe serves 128 under a flag of 64. Where the page served is unknown the one passed is
+        checked, the least it can be on 0.1.0 (a flat-KV build raises it in steps of it)."""
+        page, asked, chunk = self._page(cfg), cfg.engine.page_size, cfg.engine.chunked_prefill_size
+        if chunk >= (page.tokens or asked):
+            return
+        if page.tokens == asked:
+            why = f"a page (engine.page_size={asked})"
+        elif page.tokens:
+            why = f"the page TokenSpeed serves for model {cfg.model.name}, {page.tokens} ({page.why})"
+        else:
+            why = (f"the page passed (engine.page_size={asked}; the one served is not known before it starts: "
+                   f"{page.why})")
+        raise ConfigError(f"engine.chunked_prefill_size {chunk} is smaller than {why}; a prefill chunk holds whole "
+                          f"pages: set it to at least {page.tokens or asked}")
 
     def launch(self, cfg: RunCfg, spec: ArmSpec) -> ServerProcess:
         server = super().launch(cfg, spec)
