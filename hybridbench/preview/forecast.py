@@ -158,6 +158,12 @@ def forecast_run(cfg: RunCfg, resolved: dict[str, Any], *, traces: Mapping[str, 
     # data-parallel groups among those flags are read from the run's own config (preview/build.py).
     sim_cfg.engine.python, sim_cfg.engine.extra_args = "", []
     page = forecast_page(cfg)  # the page the server serves, where the plan knows it (vLLM's block)
+    if page.block > cfg.engine.chunked_prefill_size:
+        # vLLM advances a block wider than the chunk in sub-block steps (Scheduler._mamba_block_aligned_split); the
+        # simulator's chunks are whole pages, so every prompt longer than the chunk would fail in it
+        raise ConfigError(f"engine.chunked_prefill_size {cfg.engine.chunked_prefill_size} is shorter than the "
+                          f"{page.block}-token block vLLM serves, which vLLM prefills in sub-block chunks and the "
+                          "simulator, chunking whole pages, cannot")
     if not page.block:
         sim_cfg.engine.page_size = page.tokens
     engine = SimEngine(block=page.block)

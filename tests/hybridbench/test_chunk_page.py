@@ -6,7 +6,8 @@ passed 64 and served 128 (its cache recipe's page, hybridbench/engines/tokenspee
 planned, and its forecast (at 128) said only "none". TokenSpeed now checks the page the plan computed (the one passed
 where that is unknown: on 0.1.0 the least it can be). vLLM 0.32.0 advances a block wider than the chunk in sub-block
 steps (Scheduler._mamba_block_aligned_split), so its check is dropped: a 256-token chunk under Qwen3-Next's 272-token
-block was refused when engine.page_size said 272 and planned when it said 1 (vLLM's own block, the same 272).
+block was refused when engine.page_size said 272 and planned when it said 1 (vLLM's own block, the same 272), whose
+forecast then failed every simulated request (the simulator chunks whole pages): it now says why it has none.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from test_tokenspeed_page import SMALL, fake_tokenspeed
 from hybridbench.errors import ConfigError
 from hybridbench.preview.build import build_preview
 from hybridbench.preview.compose import compose_run
+from hybridbench.preview.forecast import forecast_run
 
 
 def plans(*overrides: str) -> dict[str, object]:
@@ -63,6 +65,12 @@ def test_vllm_takes_a_chunk_shorter_than_its_block_whichever_way_the_block_is_gi
             "engine.chunked_prefill_size=256")  # Qwen3-Next on 4 x H100: a 272-token block
     for page in ("engine.page_size=1", "engine.page_size=272"):
         assert plans(*vllm, page)["page_size"] == 272
+        # the simulator chunks whole pages: its forecast says why it has none (it used to fail every request)
+        composed = compose_run([*vllm, page])
+        with pytest.raises(ConfigError, match=r"^engine\.chunked_prefill_size 256 is shorter than the 272-token block "
+                                              r"vLLM serves, which vLLM prefills in sub-block chunks and the "
+                                              r"simulator, chunking whole pages, cannot$"):
+            forecast_run(composed.cfg, composed.resolved)
 
 
 def test_engines_that_serve_engine_page_size_still_check_it() -> None:
