@@ -77,6 +77,15 @@ def _refuse_switch_value(extra: Sequence[str], switch: str = "--enable-chunked-p
                               "switch); give it alone, or leave it out: chunked prefill is vLLM's default")
 
 
+def _refuse_silent_metrics(extra: Sequence[str]) -> None:
+    """ConfigError for --disable-log-stats: vLLM then builds no stat loggers (``AsyncLLM``: ``log_stats=not
+    engine_args.disable_log_stats``), so its /metrics has no ``vllm:`` series, and the run would record no served
+    block (``vllm:cache_config_info``), no hit counters, and leave the kl probe without its block."""
+    if "--disable-log-stats" in owned.given_flags(extra):
+        raise ConfigError("engine.extra_args has --disable-log-stats, which empties vLLM's /metrics, where hybridbench "
+                          "reads the block each arm served, its hit counters and the kl probe's block; leave it out")
+
+
 def vllm_help_argv(python: str, extra: Sequence[str] = ()) -> list[str]:
     """The command whose stdout is the ``help_text`` :func:`vllm_command` expects. Plain ``--help`` in recent vLLM
     prints only the argument groups, hence ``--help=all``; ``extra`` (engine.extra_args) goes before it, read first
@@ -208,6 +217,7 @@ def vllm_command(
     extra = [str(a) for a in engine.extra_args]  # YAML may give numbers
     owned.refuse_owned(extra, VLLM_OWNED)
     _refuse_switch_value(extra)
+    _refuse_silent_metrics(extra)
     owned.refuse_replicas(extra, VLLM_REPLICAS, None)
     flags.extend(vllm_arm_flags(arm, extra, hybrid=model.hybrid))
     overridden = owned.extra_flag_names(extra)

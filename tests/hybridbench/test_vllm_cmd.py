@@ -176,6 +176,15 @@ def test_short_flags_with_their_value_attached_are_refused_too(extra: list[str],
         cmd("disabled", V032, EngineCfg(tp=4, extra_args=extra))
 
 
+def test_disable_log_stats_is_refused_as_it_empties_the_metrics_the_run_reads() -> None:
+    for extra in (["--disable-log-stats"], ["--enable-log-requests", "--disable-log-stats"]):
+        for help_text in (V032, MAIN, None):
+            with pytest.raises(ConfigError, match=r"^engine\.extra_args has --disable-log-stats, which empties vLLM's "
+                                                  r"/metrics, where hybridbench reads the block each arm served"):
+                cmd("lru", help_text, EngineCfg(tp=4, extra_args=extra))
+    assert "--disable-log-stats" not in cmd("lru", V032)  # never the harness's own choice either
+
+
 def test_model_quantization_reaches_vllm() -> None:
     """SGLang got --quantization from model.quantization and vLLM did not: a bf16 checkpoint served in bf16 while the
     plan, the forecast (one-byte weights) and the record said fp8."""

@@ -24,7 +24,8 @@ from typing import Any
 
 PARSED = ("enable_prefix_caching", "mamba_cache_mode", "mamba_block_size", "block_size", "max_num_batched_tokens",
           "enable_chunked_prefill", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
-          "prefill_context_parallel_size", "nnodes", "quantization", "mamba_ssm_cache_dtype")
+          "prefill_context_parallel_size", "nnodes", "quantization", "mamba_ssm_cache_dtype",
+          "disable_log_stats")
 
 
 @contextmanager
