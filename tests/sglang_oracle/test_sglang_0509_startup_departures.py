@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from typing import Any
 
 import pytest
+import warm_release
 from oracle_client import PRETEND_H100, env_python, env_ready
 from tiny_configs import QWEN3_NEXT
 
@@ -114,9 +114,8 @@ def decided(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str]]:
                               help_text=help_text)[3:] + extra
         args[args.index("--model-path") + 1] = str(root)
         lines.append((engine.gpu == "b200", [*args, "--device", "cpu"]))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([python, "-c", RESOLVE], input=json.dumps(lines), capture_output=True, text=True,
-                          timeout=600, check=False, cwd=root, env=env)
+    proc = warm_release.run(env_python(VERSION), ["-c", RESOLVE], input=json.dumps(lines), timeout=600, cwd=root,
+                            env=warm_release.oracle_env())
     assert proc.returncode == 0 and proc.stdout.strip(), f"SGLang {VERSION} resolve failed: {proc.stderr[-1500:]}"
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     return [(why, _departs(arm, g)) for why, (arm, _, _, _), g in zip(ours, CASES, got, strict=True)]

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import warm_release
 from oracle_client import env_python, env_ready
 
 from hybridbench.plan.arms import plan_arm
@@ -32,10 +32,10 @@ RUN = "evict-0.5.16"
 
 
 def sglang_0516(requests: list[list[Any]], kv: int, states: int, chunk: int) -> list[int | None]:
-    proc = subprocess.run([str(env_python("0.5.16")), str(HERE / "lifecycle_0516.py")],
-                          input=json.dumps({"kv_size": kv, "mamba_size": states, "chunk": chunk,
-                                            "requests": requests}),
-                          capture_output=True, text=True, timeout=900, check=False)
+    proc = warm_release.run(env_python("0.5.16"), [str(HERE / "lifecycle_0516.py")],
+                            input=json.dumps({"kv_size": kv, "mamba_size": states, "chunk": chunk,
+                                              "requests": requests}),
+                            timeout=900, env=warm_release.oracle_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     result: list[int | None] = json.loads(proc.stdout)
     return result

@@ -16,11 +16,11 @@ from __future__ import annotations
 import functools
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import warm_release
 from oracle_client import env_python, env_ready
 
 from reference_impl.engine.config import EngineConfig
@@ -64,11 +64,11 @@ def case(name: str) -> dict[str, Any]:
 
 @functools.cache
 def _sglang_all(release: str) -> dict[str, dict[str, Any]]:
-    """Every case through the release's own code, in one process (importing SGLang is most of its time)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")}
+    """Every case through the release's own code, in one run (a fork of the release's warm server,
+    warm_release.py: importing SGLang was most of a fresh process's time)."""
     request = {"cases": {name: case(name) for name in CASES}}
-    proc = subprocess.run([str(env_python(release)), str(HERE / "batch_oracle.py")], input=json.dumps(request),
-                          capture_output=True, text=True, timeout=600, check=False, env=env, cwd=str(HERE))
+    proc = warm_release.run(env_python(release), [str(HERE / "batch_oracle.py")], input=json.dumps(request),
+                            timeout=600, env=warm_release.oracle_env(), cwd=HERE)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results: dict[str, dict[str, Any]] = json.loads(proc.stdout)["cases"]
     return results

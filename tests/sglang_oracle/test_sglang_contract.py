@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 from typing import Any
 
 import pytest
+import warm_release
 from oracle_client import env_python, env_ready
 
 from reference_impl.server.contract import SAMPLING_FIELDS, sampling_contract_problem
@@ -61,8 +61,8 @@ def test_the_gate_agrees_with_sglang_0_5_23_text_for_text() -> None:
         (pytest.fail if os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG") else pytest.skip)(
             "SGLang 0.5.23 venv missing: run bash tests/sglang_oracle/build_env.sh 0.5.23")
     cases = HAND + _random_cases(600)
-    proc = subprocess.run([str(env_python("0.5.23")), "-c", REAL_GATE], input=json.dumps(cases),
-                          capture_output=True, text=True, timeout=600, check=False)
+    proc = warm_release.run(env_python("0.5.23"), ["-c", REAL_GATE], input=json.dumps(cases), timeout=600,
+                            env=warm_release.oracle_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     real = json.loads(proc.stdout.strip().splitlines()[-1])
     mine = [sampling_contract_problem(sp) for sp in json.loads(json.dumps(cases))]

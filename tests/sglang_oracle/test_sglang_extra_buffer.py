@@ -22,12 +22,12 @@ import json
 import math
 import os
 import random
-import subprocess
 import types
 from pathlib import Path
 from typing import Any
 
 import pytest
+import warm_release
 from oracle_client import env_python, env_ready
 
 from reference_impl.lifecycle.request import CachedRequest
@@ -41,7 +41,7 @@ pytestmark = pytest.mark.sglang
 HERE = Path(__file__).resolve().parent
 SEED = 20261129
 # Per release: its oracle and how many life cases are sampled from the grid (with the edges and the match cases,
-# ~9 s a release on 2 cores, most of it SGLang's import).
+# ~9 s a release on 2 cores in a fresh process, most of it SGLang's import, which warm_release.py's server does once).
 RELEASES = {"0.5.23": (HERE / "extra_buffer_oracle.py", 1500), "0.5.16": (HERE / "extra_buffer_oracle_0516.py", 1500),
             "0.5.9": (HERE / "extra_buffer_oracle_0509.py", 1500)}
 
@@ -247,9 +247,8 @@ def oracle(request: pytest.FixtureRequest) -> dict[str, Any]:
         (pytest.fail if os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG") else pytest.skip)(
             f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
     cases = {"life": life_cases(version), "match": match_cases()}
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")}
-    proc = subprocess.run([str(env_python(version)), str(RELEASES[version][0])], input=json.dumps(cases),
-                          capture_output=True, text=True, timeout=600, check=False, env=env)
+    proc = warm_release.run(env_python(version), [str(RELEASES[version][0])], input=json.dumps(cases), timeout=600,
+                            env=warm_release.oracle_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     reply: dict[str, Any] = json.loads(proc.stdout)
     assert reply["version"] == version

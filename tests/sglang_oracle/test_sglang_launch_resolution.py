@@ -10,8 +10,9 @@ flag stay as planned. Only the platform's "extra_buffer needs CUDA" probe is ans
 resolved settings must be what the arm claims (``reference_impl.engine.arms``) with the plan's values; an arm a
 release cannot express must be refused at plan time (exit 2, one line).
 
-Cost: one plan per experiment and release (in process), one resolve subprocess per release (importing SGLang is
-the cost), each started as soon as its release is planned, over the distinct command lines only.
+Cost: one plan per experiment and release (in process), one resolve per release (a fork of the release's warm server,
+warm_release.py, which imported SGLang once), each started as soon as its release is planned, over the distinct
+command lines only.
 
 Needs the venvs from ``tests/sglang_oracle/build_env.sh``; skipped with a reason when they are absent, except
 in CI.
@@ -24,12 +25,12 @@ import io
 import json
 import os
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
+import warm_release
 import yaml
 from oracle_client import PRETEND_H100, REPO, env_python, env_ready
 from tiny_configs import BY_ARCHITECTURE
@@ -163,9 +164,7 @@ class Release:
     planned: dict[str, Planned]
     argv_on_cpu: dict[tuple[str, ...], tuple[str, ...]]  # a planned command line -> the one resolved
     keys: dict[tuple[str, ...], str]  # a distinct command line -> its key in the resolve's input
-    proc: subprocess.Popen[str]
-    stdout: IO[str]
-    stderr: IO[str]
+    resolve: warm_release.Pending
     resolved: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -179,26 +178,20 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Release]:
         (root / arch / "config.json").write_text(json.dumps(cfg))
         configs[arch] = root / arch
     archs, out = _architectures(), {}
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     for version in (v for v in RELEASES if env_ready(v)):
         planned = {e: _plan_experiment(version, e) for e in PLANS}
         keys: dict[tuple[str, ...], str] = {}
         on_cpu = {tuple(a): tuple(_on_cpu(a, configs, archs)) for p in planned.values() for a in p.argvs.values()}
         for argv in on_cpu.values():
             keys.setdefault(argv, str(len(keys)))
-        stdout, stderr = (open(root / f"{version}.{s}", "w+") for s in ("out", "err"))  # noqa: SIM115
-        proc = subprocess.Popen([str(env_python(version)), "-c", RESOLVE], stdin=subprocess.PIPE, stdout=stdout,
-                                stderr=stderr, text=True, cwd=root, env=env)
-        assert proc.stdin is not None
-        proc.stdin.write(json.dumps({k: list(argv) for argv, k in keys.items()}))
-        proc.stdin.close()
-        out[version] = Release(planned, on_cpu, keys, proc, stdout, stderr)
+        resolve = warm_release.start(env_python(version), ["-c", RESOLVE], timeout=600, cwd=root,
+                                     input=json.dumps({k: list(argv) for argv, k in keys.items()}),
+                                     env=warm_release.oracle_env())
+        out[version] = Release(planned, on_cpu, keys, resolve)
     for version, release in out.items():
-        rc = release.proc.wait(timeout=600)
-        release.stdout.seek(0)
-        release.stderr.seek(0)
-        text = release.stdout.read().strip()
-        assert rc == 0 and text, f"SGLang {version} resolve failed: {release.stderr.read()[-1500:]}"
+        proc = release.resolve.wait()
+        text = proc.stdout.strip()
+        assert proc.returncode == 0 and text, f"SGLang {version} resolve failed: {proc.stderr[-1500:]}"
         release.resolved = json.loads(text.splitlines()[-1])
     return out
 

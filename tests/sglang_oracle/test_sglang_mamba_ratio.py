@@ -12,11 +12,11 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import warm_release
 from oracle_client import env_python, env_ready
 
 from reference_impl.engine.config import EngineConfig, state_ratio
@@ -43,9 +43,8 @@ def test_state_slots_per_running_request_equal_sglangs(version: str) -> None:
     if not env_ready(version):
         (pytest.fail if os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG") else pytest.skip)(
             f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")}
-    proc = subprocess.run([str(env_python(version)), str(ORACLE)], input=json.dumps(CASES), capture_output=True,
-                          text=True, timeout=300, check=False, env=env)
+    proc = warm_release.run(env_python(version), [str(ORACLE)], input=json.dumps(CASES), timeout=300,
+                            env=warm_release.oracle_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     reply = json.loads(proc.stdout)
     assert reply["version"] == version

@@ -18,11 +18,11 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import warm_release
 from oracle_client import env_python, env_ready
 
 from reference_impl.engine.arms import ARMS
@@ -98,9 +98,8 @@ def test_gpu_pool_sizes_equal_sglang_0_5_23() -> None:
         (pytest.fail if os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG") else pytest.skip)(
             "SGLang 0.5.23 venv missing: run bash tests/sglang_oracle/build_env.sh 0.5.23")
     pairs = cases()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")}
-    proc = subprocess.run([str(env_python("0.5.23")), str(ORACLE)], input=json.dumps([c for c, _ in pairs]),
-                          capture_output=True, text=True, timeout=600, check=False, env=env)
+    proc = warm_release.run(env_python("0.5.23"), [str(ORACLE)], input=json.dumps([c for c, _ in pairs]),
+                            timeout=600, env=warm_release.oracle_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     reply: dict[str, Any] = json.loads(proc.stdout)
     assert reply["version"] == "0.5.23"

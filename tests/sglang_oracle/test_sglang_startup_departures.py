@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import warm_release
 from oracle_client import env_python, env_ready
 from startup_resolution import RESOLVE
 from tiny_configs import KIMI_LINEAR, QWEN3_NEXT
@@ -246,7 +246,6 @@ def decided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[st
     for arch, path in roots.items():
         path.mkdir()
         (path / "config.json").write_text(json.dumps(CONFIGS[arch]))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # each arm's own line on each model a case names: what the arm resolves to there
     plain = sorted({(arm, json.dumps(mdl, sort_keys=True)) for arm, _, _, _, mdl in CASES})
     out = {}
@@ -279,8 +278,8 @@ def decided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[st
                                                 arm=plan_arm(arm, ArmCfg()), port=0, help_text=help_text)[3:],
                                  roots[mdl.get("architecture", "")]))
         lines = [*zip(majors, argvs, strict=True), *((SM_MAJOR["h100"], argv) for argv in bases)]  # each on its GPU
-        proc = subprocess.run([python, "-c", RESOLVE], input=json.dumps(lines), capture_output=True, text=True,
-                              timeout=600, check=False, cwd=root, env=env)
+        proc = warm_release.run(env_python(version), ["-c", RESOLVE], input=json.dumps(lines), timeout=600, cwd=root,
+                                env=warm_release.oracle_env())
         assert proc.returncode == 0 and proc.stdout.strip(), f"SGLang {version} resolve failed: {proc.stderr[-1500:]}"
         got = json.loads(proc.stdout.strip().splitlines()[-1])
         base_of = dict(zip(plain, got[len(argvs):], strict=True))
