@@ -264,6 +264,8 @@ ENV_VARS = {
     "HYBRIDBENCH_ORACLE_LIFECYCLE_EXAMPLES": "differential tier: random request lifecycles per run (default 60)",
     "HYBRIDBENCH_ORACLE_EXAMPLES": "differential tier: random operation sequences per SGLang version (default 200)",
     "HYBRIDBENCH_ORACLE_PREV_EXAMPLES": "differential tier: random `prev_prefix_len` sequences (default 150)",
+    "HYBRIDBENCH_WARM_SGLANG": "differential tier: `0` runs each oracle script in a fresh interpreter, not a fork of "
+    "the release's warm one (`tests/sglang_oracle/warm_release.py`); `compare` runs both, failing on a difference",
     "HYBRIDBENCH_VLLM_HOME": "where the vLLM tier's env lives (default `~/.cache/hybridbench`)",
     "HYBRIDBENCH_VLLM_STARTUP_S": "vLLM tier: seconds a server may take to start (default 400)",
     "HYBRIDBENCH_FORCE_ISA": "vLLM tier: `avx2` puts the server on vLLM's AVX2-only CPU path (tests/vllm_cpu/cpu_isa)",

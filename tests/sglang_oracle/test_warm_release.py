@@ -24,7 +24,9 @@ LIGHT = ("json",)  # what the server imports before forking, for these tests
 
 @pytest.fixture(autouse=True)
 def _warm(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(warm_release.SWITCH, "1")  # the server itself is under test, whatever the session's switch
+    # the server itself is under test, whatever the session's switch (unset, not "1": the key of the release's server
+    # is the environment, which then stays the one the oracle tests share)
+    monkeypatch.delenv(warm_release.SWITCH, raising=False)
 
 
 def warm(args: list[str], *, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60,
