@@ -15,7 +15,10 @@ What a script does before importing SGLang happens in the server before its fork
 ``oracle_env()``, without ``SGLANG_USE_CPU_ENGINE`` (the scripts pop it before importing SGLang, which it breaks on
 a CPU) and ``PYTHONPATH``; a server is kept per distinct environment, so one that differs is never served from
 another's imports. ``warnings.filterwarnings("ignore")`` before the import only hid the import's warnings, which now
-go to the server's log.
+go to the server's log. The scripts' patches (``PRETEND_H100``, the resolve codes' platform answers) rebind module
+attributes read when called, never bound by an import, so a module imported before them sees them as one imported
+after. A child differs from a fresh process in what no oracle reads: its parent, its session, and the string hash
+seed, shared by a server's children (``random`` reseeds at each fork).
 """
 
 from __future__ import annotations
