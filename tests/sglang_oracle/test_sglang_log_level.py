@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import warm_release
 from oracle_client import env_home, env_python, env_ready
 
 from hybridbench.engines.log_level import LEVELS, SGLANG_LOG_READS, log_level_refusal
@@ -45,8 +45,8 @@ def probe(version: str, argvs: list[list[str]], tmp_path: Path) -> dict[str, Any
     if not env_ready(version):
         pytest.skip(f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
     asked = {"argvs": argvs, "levels": LEVEL_VALUES, "config_path": str(tmp_path / "logging.json")}
-    proc = subprocess.run([str(env_python(version)), str(HERE / "log_level_probe.py")], input=json.dumps(asked),
-                          capture_output=True, text=True, timeout=600, check=False, cwd=HERE)
+    proc = warm_release.run(env_python(version), [str(HERE / "log_level_probe.py")], input=json.dumps(asked),
+                            timeout=600, env=warm_release.oracle_env(), cwd=HERE)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
