@@ -148,9 +148,10 @@ def _refuse_what_the_server_refuses(args: list[str], port: int, secrets: frozens
 
 def _server_reads(extra: list[str]) -> tuple[int | None, int | None] | None:
     """``--max-total-tokens`` and ``--context-length`` as the server's own parser reads ``engine.extra_args`` (None
-    for a flag not given): argparse takes a unique prefix of a flag (``--context-len``) and every spelling ``int``
-    takes (``1_000``), so matching the flag's exact text missed both. None when the parser refuses the arguments
-    (the server refuses them at launch, and plan time already has when it ran this parser on them)."""
+    for a flag not given): argparse takes every spelling ``int`` takes (``1_000``), which matching the flag's exact
+    text missed (the server's parser takes no abbreviation: ``--context-len`` is refused at plan time). None when
+    the parser refuses the arguments (the server refuses them at launch, and plan time already has when it ran this
+    parser on them)."""
     parser = build_parser()
     parser.set_defaults(max_total_tokens=None, context_length=None)
     try:

@@ -80,10 +80,15 @@ def _refuse_switch_value(extra: Sequence[str], switch: str = "--enable-chunked-p
 def _refuse_silent_metrics(extra: Sequence[str]) -> None:
     """ConfigError for --disable-log-stats: vLLM then builds no stat loggers (``AsyncLLM``: ``log_stats=not
     engine_args.disable_log_stats``), so its /metrics has no ``vllm:`` series, and the run would record no served
-    block (``vllm:cache_config_info``), no hit counters, and leave the kl probe without its block."""
-    if "--disable-log-stats" in owned.given_flags(extra):
+    block (``vllm:cache_config_info``), no hit counters, and leave the kl probe without its block; and for --config,
+    whose YAML can say it (or any flag the plan sets)."""
+    given = owned.given_flags(extra)
+    if "--disable-log-stats" in given:
         raise ConfigError("engine.extra_args has --disable-log-stats, which empties vLLM's /metrics, where hybridbench "
                           "reads the block each arm served, its hit counters and the kl probe's block; leave it out")
+    if "--config" in given:  # merged in whenever the flag is given (FlexibleArgumentParser), before the parse
+        raise ConfigError("engine.extra_args has --config, whose YAML can give any flag, --disable-log-stats and the "
+                          "ones hybridbench sets included; give its flags in engine.extra_args instead")
 
 
 def vllm_help_argv(python: str, extra: Sequence[str] = ()) -> list[str]:

@@ -47,10 +47,11 @@ SSM_DTYPES = {"nemotron-h-8b": "float32", "qwen3.5-9b": "float32", "qwen3.5-122b
 _MAMBA2_GROUPS = {"nemotron-h-8b": 8}
 # engine.extra_args flags that change an input of the block or of the hit granularity: the model or KV dtype, the
 # state dtype or shape (speculative tokens add conv rows, ReplaySSM adds buffers), the attention backend, the config
-# itself, decode context parallelism (attention blocks scaled by it), a finer prefix-match unit, a YAML of flags.
+# itself, decode context parallelism (attention blocks scaled by it), a finer prefix-match unit. (A --config YAML
+# of flags is refused outright: vllm_cmd.)
 PAGE_FLAGS = ("--dtype", "--kv-cache-dtype", "--kv-cache-dtype-skip-layers", "--mamba-cache-dtype", "--use-replayssm",
               "--speculative-config", "-sc", "--attention-backend", "--attention-config", "-ac", "--hf-overrides",
-              "--decode-context-parallel-size", "-dcp", "--prefix-match-unit", "--config")
+              "--decode-context-parallel-size", "-dcp", "--prefix-match-unit")
 
 
 @dataclass(frozen=True, slots=True)

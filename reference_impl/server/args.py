@@ -58,6 +58,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
+        # No abbreviations: hybridbench refuses the flags it sets (--policy, --log-level above info...) by their names,
+        # which "--pol seglen" or "--log warning" would otherwise slip past
+        allow_abbrev=False,
         prog="python -m reference_impl.server",
         description="CPU reference server: a tiny hybrid model behind SGLang's HTTP API and the reference cache.",
     )

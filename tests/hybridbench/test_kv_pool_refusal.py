@@ -19,8 +19,9 @@ from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.engines.gpu_pool import MARGIN, fixed_gpu_kv_pool
 from hybridbench.engines.kv_pool import KVPool, refuse_unfit_requests
-from hybridbench.engines.reference_cmd import reference_kv_pool
+from hybridbench.engines.reference_cmd import reference_command, reference_kv_pool
 from hybridbench.errors import ConfigError
+from hybridbench.plan.arms import plan_arm
 from reference_impl.engine.config import EngineConfig
 from reference_impl.engine.core import EngineCore
 from reference_impl.engine.cost_model import CostModel
@@ -99,6 +100,10 @@ def reference_pool(*overrides: str) -> KVPool | None:
     return reference_kv_pool(composed("+experiment=smoke", "engine=reference", *overrides))
 
 
+def reference_command_of(*overrides: str) -> list[str]:
+    return reference_command(composed("+experiment=smoke", "engine=reference", *overrides), plan_arm("disabled"), 0)
+
+
 def test_the_reference_pool_is_the_one_its_command_line_gives() -> None:
     # engine.extra_args come last on the server's command line, so their --max-total-tokens is the pool.
     given = KVPool(5000, "--max-total-tokens in engine.extra_args", *DEFAULT_CONTEXT)
@@ -124,16 +129,25 @@ def test_the_reference_context_length_is_the_one_its_server_derives() -> None:
 
 
 @pytest.mark.parametrize("extra", [
-    # argparse takes a unique prefix of a flag and int()'s spellings; the pool and context the server runs with
-    # are what its parser reads, not the flag's exact text
-    ["--context-len", "1000"], ["--context=2000"], ["--max-total", "5000"], ["--max-total-tokens", "1_000"],
-    ["--max-total-tokens", " 900"], ["--context-length", "1_500"], ["--max-total=4000", "--context-l", "3000"],
+    # argparse takes int()'s spellings; the pool and context the server runs with are what its parser reads, not the
+    # flag's exact text
+    ["--max-total-tokens", "1_000"], ["--max-total-tokens", " 900"], ["--context-length", "1_500"],
+    ["--max-total-tokens=4000", "--context-length", "3000"],
 ])
 def test_the_reference_pool_and_context_are_what_the_servers_parser_reads(extra: list[str]) -> None:
     pool = reference_pool("engine.kv_tokens=70000", f"engine.extra_args=[{','.join(map(repr, extra))}]")
     server = parse_config(["--max-total-tokens", "70000", *extra])
     assert pool is not None and pool.tokens == server.engine.kv_tokens, extra
     assert min(pool.context, pool.tokens) == server.context_length, extra
+
+
+@pytest.mark.parametrize("extra", [["--context-len", "1000"], ["--context=2000"], ["--max-total", "5000"]])
+def test_an_abbreviated_flag_is_refused_at_plan_time(extra: list[str]) -> None:
+    """The server's parser takes no abbreviation (the refusals of the flags hybridbench sets go by their names), so
+    the server would stop at launch on one: the plan stops first, naming it."""
+    with pytest.raises(ConfigError, match=r"^engine\.extra_args: the reference server refuses its command line: "
+                                          r"unrecognized arguments: --"):
+        reference_command_of("engine.kv_tokens=70000", f"engine.extra_args=[{','.join(map(repr, extra))}]")
 
 
 def test_a_request_longer_than_the_servers_context_is_refused_though_the_pool_holds_it(tmp_path: Path) -> None:

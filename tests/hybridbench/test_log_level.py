@@ -4,7 +4,7 @@
 scheduler's info-level "Scheduler config" line was never written, and nothing said so) and its cache_hits
 cross-check had no "#cached-token" line to compare; an SGLang run recorded 0 peak usage and an empty usage series
 from batch lines never written. The releases' own parsers and ``configure_logger`` are run over these flags in
-tests/sglang_oracle/test_sglang_log_level.py and tests/tokenspeed/test_tokenspeed_parsers.py.
+tests/sglang_oracle/test_sglang_log_level.py and tests/tokenspeed/test_tokenspeed_log_level.py.
 """
 
 from __future__ import annotations
@@ -137,3 +137,17 @@ def test_the_reference_server_is_held_to_the_same_rule() -> None:
     why = refusal(*reference, "engine.extra_args=[--log-level,warning]")
     assert why.startswith('engine.extra_args has --log-level warning, which hides its info-level "Prefill batch"'), why
     plans(*reference, "engine.extra_args=[--log-level,debug]")
+    # abbreviations name no flag the refusals know: the reference parser takes none ("--log warning" used to plan)
+    for abbreviated in ("[--log,warning]", "[--log-l,error]", "[--pol,seglen]"):
+        why = refusal(*reference, f"engine.extra_args={abbreviated}")
+        assert why.startswith("engine.extra_args: the reference server refuses its command line: unrecognized "
+                              "arguments: --"), why
+
+
+@pytest.mark.parametrize("extra", ["['--log-level=']", "[--log-level,'']", "[--log-level,info,'--log-level=']"])
+def test_an_empty_level_is_refused_as_no_level(tmp_path: Path, extra: str) -> None:
+    """argparse keeps "" for ``--log-level=``, and every release's getattr(logging, "") then stops it at start-up."""
+    for setup in (("+experiment=smoke", "engine=reference", "repeats=1"),
+                  (*SMALL, f"engine.python={fake_tokenspeed(tmp_path, '0.1.1')}")):
+        why = refusal(*setup, f"engine.extra_args={extra}")
+        assert why.startswith("engine.extra_args has --log-level '', which is not a logging level"), why

@@ -183,6 +183,9 @@ def test_disable_log_stats_is_refused_as_it_empties_the_metrics_the_run_reads() 
                                                   r"/metrics, where hybridbench reads the block each arm served"):
                 cmd("lru", help_text, EngineCfg(tp=4, extra_args=extra))
     assert "--disable-log-stats" not in cmd("lru", V032)  # never the harness's own choice either
+    for config in (["--config", "serve.yaml"], ["--config=serve.yaml"]):  # its YAML can say the same, or any flag
+        with pytest.raises(ConfigError, match=r"^engine\.extra_args has --config, whose YAML can give any flag"):
+            cmd("lru", V032, EngineCfg(tp=4, extra_args=config))
 
 
 def test_model_quantization_reaches_vllm() -> None:

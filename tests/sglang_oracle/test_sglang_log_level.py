@@ -25,7 +25,8 @@ pytestmark = pytest.mark.sglang
 HERE = Path(__file__).resolve().parent
 RELEASES = ("0.5.9", "0.5.16", "0.5.23")
 # Every name the plan knows, in the cases a user may write, and values no release resolves to a level.
-LEVEL_VALUES = [*LEVELS, *(n.lower() for n in LEVELS), "Warning", "verbose", "20", "basic_format", "trace"]
+LEVEL_VALUES = [*LEVELS, *(n.lower() for n in LEVELS), "Warning", "verbose", "20", "basic_format", "trace",
+                ""]
 # engine.extra_args -> the level the release keeps from it ("" for its default, None where its parser refuses them)
 CASES: list[tuple[list[str], str | None]] = [
     ([], "info"),

@@ -77,7 +77,8 @@ def main() -> None:
     if sys.argv[1:] == ["-"]:
         for line in sys.stdin:
             asked = json.loads(line)
-            print(json.dumps({"help": engine_parser.format_help()} if asked == "help" else route(asked)), flush=True)
+            answer = {"help": engine_parser.format_help()} if asked == "help" else route(asked)
+            print(json.dumps({"asked": asked, **answer}), flush=True)  # the caller checks it is its question's
         return
     for arg in sys.argv[1:]:  # one interpreter for many: importing the parsers costs seconds
         print(json.dumps(route(json.loads(arg))))

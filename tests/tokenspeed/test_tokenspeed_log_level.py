@@ -33,7 +33,8 @@ if not (PYTHON.exists() and all((HOME / f"tokenspeed-{v}" / ".hybridbench-stamp"
         raise RuntimeError(f"HYBRIDBENCH_REQUIRE_TOKENSPEED=1 but the TokenSpeed parser env is missing under {HOME}")
     pytest.skip("no TokenSpeed parser env: run `bash tests/tokenspeed/build_env.sh`", allow_module_level=True)
 
-LEVEL_VALUES = [*LEVELS, *(n.lower() for n in LEVELS), "Warning", "verbose", "20", "basic_format", "trace"]
+LEVEL_VALUES = [*LEVELS, *(n.lower() for n in LEVELS), "Warning", "verbose", "20", "basic_format", "trace",
+                ""]
 # engine.extra_args -> the level the engine keeps from them
 CASES: list[tuple[list[str], str]] = [
     ([], "info"),

@@ -67,12 +67,18 @@ class _Prober:
         line = self.proc.stdout.readline()
         assert line, f"probe_parsers.py exited {self.proc.wait()}: {self.stderr.read_text()[-2000:]}"
         answer: dict[str, Any] = json.loads(line)
+        # a stray line from a parser would shift every later answer onto the wrong question: caught, not passed on
+        assert answer.pop("asked") == asked, f"probe_parsers.py answered another question than {asked}: {line[:500]}"
         return answer
 
     def close(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 class _Probers:
@@ -95,9 +101,11 @@ _prober = _Probers()
 @pytest.fixture(scope="module", autouse=True)
 def _probers_for_the_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     _prober.folder = tmp_path_factory.mktemp("probe_parsers")
-    yield
-    while _prober.running:
-        _prober.running.popitem()[1].close()
+    try:
+        yield
+    finally:
+        while _prober.running:
+            _prober.running.popitem()[1].close()
 
 
 def live_help(version: str) -> str:

@@ -84,6 +84,12 @@ OTHER_SERVER: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
 ]
 
 
+def _yaml(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("config") / "serve.yaml"
+    path.write_text("disable-log-stats: true\n")
+    return path
+
+
 @pytest.fixture(scope="module")
 def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     """Every planned command of this module's checks resolved by one interpreter (importing vLLM costs seconds)."""
@@ -102,6 +108,7 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict
         "other": [[*build(NEMOTRONH, arm, hybrid=True), *extra] for arm, extra, _ in OTHER_SERVER],
         "dense_align": [[*build(LLAMA, "lru", hybrid=False), "--mamba-cache-mode", "align"]],
         "quantized": [build(LLAMA, "lru", hybrid=False, quantization="fp8")],
+        "config_file": [[*build(NEMOTRONH, "lru", hybrid=True), "--config", str(_yaml(tmp_path_factory))]],
     }
     flat = resolved(*(a for argvs in groups.values() for a in argvs))
     out, i = {}, 0
@@ -191,6 +198,11 @@ def test_extra_args_that_run_another_server_are_refused(resolutions: dict[str, l
     # request (docs/engines/vllm.md), which is why hybridbench gives a dense model no mode.
     with pytest.raises(ConfigError, match=r"^engine\.extra_args has --mamba-cache-mode, which the arm"):
         build(LLAMA, "lru", hybrid=False, extra=("--mamba-cache-mode", "align"))
+    # a --config YAML: vLLM merges it in whenever the flag is given, so it can say what engine.extra_args may not
+    with pytest.raises(ConfigError, match=r"^engine\.extra_args has --config, whose YAML can give any flag"):
+        build(NEMOTRONH, "lru", hybrid=True, extra=("--config", "serve.yaml"))
+    [r] = resolutions["config_file"]
+    assert (r["parse_error"], r["parsed"]["disable_log_stats"]) == ("", True), r
     [r] = resolutions["dense_align"]
     assert (r["error"], r["resolved"]["mamba_cache_mode"]) == ("", "align"), r
 
