@@ -104,15 +104,18 @@ class TokenSpeedEngine(ServerEngine):
     def validate(self, cfg: RunCfg, plan: RunPlan) -> None:
         super().validate(cfg, plan)
         assert self._ts is not None  # the build above resolved it
-        self._check_chunk(cfg)
+        self._check_chunk(cfg, plan)
         self._flush_absent = not self._ts.flush_works  # 0.1.0: a fresh server per trial is the only cold cache
 
-    def _check_chunk(self, cfg: RunCfg) -> None:
+    def _check_chunk(self, cfg: RunCfg, plan: RunPlan) -> None:
         """A prefill chunk holds a whole page of the one served (config/validate.py says why), not of the one passed:
         0.1.1's Qwen3.5 recipe serves 128 under a flag of 64. Where the page served is unknown the one passed is
-        checked, the least it can be on 0.1.0 (a flat-KV build raises it in steps of it)."""
+        checked, the least it can be on 0.1.0 (a flat-KV build raises it in steps of it). And on 0.1.1 a cache-on
+        server floors the chunk to its state grain (tokenspeed_page.py) while a disabled one keeps it: the arms
+        would prefill in different chunks than the plan and record say."""
         page, asked, chunk = self._page(cfg), cfg.engine.page_size, cfg.engine.chunked_prefill_size
         if chunk >= (page.tokens or asked):
+            self._check_grain(cfg, plan, page)
             return
         if page.tokens == asked:
             why = f"a page (engine.page_size={asked})"
@@ -123,6 +126,18 @@ class TokenSpeedEngine(ServerEngine):
                    f"{page.why})")
         raise ConfigError(f"engine.chunked_prefill_size {chunk} is smaller than {why}; a prefill chunk holds whole "
                           f"pages: set it to at least {page.tokens or asked}")
+
+    def _check_grain(self, cfg: RunCfg, plan: RunPlan, page: TokenSpeedPage) -> None:
+        chunk, grain = cfg.engine.chunked_prefill_size, page.state_grain
+        cache_on = [spec.name for spec in plan.arm_specs if spec.cache_on]
+        if not grain or not cache_on or chunk % grain == 0:
+            return
+        floor, release = chunk - chunk % grain, f"TokenSpeed {self._ts.version}" if self._ts else "TokenSpeed"
+        raise ConfigError(f"engine.chunked_prefill_size {chunk} is not a multiple of {grain}, the recurrent-state "
+                          f"checkpoint grain {release} serves model {cfg.model.name} with: with prefix caching on "
+                          f"(arms {', '.join(cache_on)}) it floors the chunk to {floor} and with it off keeps {chunk}, "
+                          f"so the plan and record would say a chunk those arms do not run: set it to a multiple of "
+                          f"{grain} ({floor} or {floor + grain})")
 
     def launch(self, cfg: RunCfg, spec: ArmSpec) -> ServerProcess:
         server = super().launch(cfg, spec)

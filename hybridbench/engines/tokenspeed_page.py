@@ -15,6 +15,13 @@ cache layout can override it:
   scheduler then takes the gcd of its groups' pages. Which build ``engine.python`` has is not read at plan time, so a
   Qwen3.5 model's page on 0.1.0 is unknown until the server logs it (``served_page``).
 
+The state grain: with prefix caching on, 0.1.1 floors ``--chunked-prefill-size`` to a multiple of the LCM of its
+recurrent-state cache groups' checkpoint spans (``runtime/execution/device.py``, ``runtime/engine/scheduler_utils.py``
+``aligned_max_scheduled_tokens``: a state snapshot registers only where a chunk ends on one) and refuses a chunk below
+it; with it off the chunk is left as given. Both state recipes checkpoint every prefix-granularity tokens
+(``recipes/spec.py`` ``_layer_group_spec``), so the grain is the served page, 128; a plain-attention model has no
+state group and 0.1.0 no such floor (grain 0: nothing floored, or not known).
+
 Only the architectures hybridbench's models name (conf/model) are computed; any other, or an ``engine.extra_args``
 flag that can change the architecture the release sees (``PAGE_FLAGS``), leaves the page unknown (0).
 tests/tokenspeed/test_tokenspeed_served_page.py runs each release's own recipe dispatch and layout (0.1.1) and
@@ -50,6 +57,7 @@ PAGE_FLAGS = ("--hf-overrides",)  # rewrites the checkpoint's config, architectu
 class TokenSpeedPage:
     tokens: int  # the page the server serves; 0 when it cannot be said from the config
     why: str  # how the release arrives at it, or why it cannot be said
+    state_grain: int = 0  # what a cache-on server floors the chunk to a multiple of; 0: nothing, or not known
 
 
 def tokenspeed_page(model: ModelCfg, engine: EngineCfg, version: TokenSpeedVersion) -> TokenSpeedPage:
@@ -65,10 +73,10 @@ def tokenspeed_page(model: ModelCfg, engine: EngineCfg, version: TokenSpeedVersi
         recipe = "Qwen3.5 GDN (qwen_gdn)" if arch in GDN_ARCHITECTURES else "Mamba2"
         if asked == RECIPE_PAGE_011:
             return TokenSpeedPage(asked, f"engine.page_size={asked}, the page TokenSpeed 0.1.1's {recipe} cache recipe "
-                                         "serves whatever the flag says")
+                                         "serves whatever the flag says", RECIPE_PAGE_011)
         return TokenSpeedPage(RECIPE_PAGE_011, f"TokenSpeed 0.1.1's {recipe} cache recipe serves "
                                                f"{RECIPE_PAGE_011}-token pages whatever {flag} says "
-                                               f"(engine.page_size={asked} is not read)")
+                                               f"(engine.page_size={asked} is not read)", RECIPE_PAGE_011)
     if version.version == "0.1.0" and arch in GDN_ARCHITECTURES:
         return TokenSpeedPage(0, f"TokenSpeed 0.1.0 serves engine.page_size={asked} with a radix tokenspeed-scheduler "
                                  "build but raises a GDN model's page until it holds a state row with a flat-KV one, "

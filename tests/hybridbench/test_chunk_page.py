@@ -8,6 +8,11 @@ where that is unknown: on 0.1.0 the least it can be). vLLM 0.32.0 advances a blo
 steps (Scheduler._mamba_block_aligned_split), so its check is dropped: a 256-token chunk under Qwen3-Next's 272-token
 block was refused when engine.page_size said 272 and planned when it said 1 (vLLM's own block, the same 272), whose
 forecast then failed every simulated request (the simulator chunks whole pages): it now says why it has none.
+
+TokenSpeed 0.1.1 with prefix caching on floors the chunk to a multiple of its recurrent-state checkpoint grain (128 for
+the Qwen3.5 and Nemotron-H recipes; tests/tokenspeed/test_tokenspeed_served_page.py runs the release's own floor), and
+with it off keeps it: a 200-token chunk planned, ran 128 on the cache-on arms and 200 on the disabled one, and the
+record said 200 for all. It is refused now where an arm has the cache on.
 """
 
 from __future__ import annotations
@@ -49,6 +54,24 @@ def test_tokenspeed_checks_the_page_its_release_serves(tmp_path: Path) -> None:
     assert refusal(*SMALL, *dense, "engine.chunked_prefill_size=60").startswith(
         "engine.chunked_prefill_size 60 is smaller than a page (engine.page_size=64)")
     plans(*SMALL, *dense, "engine.chunked_prefill_size=64")
+
+
+def test_tokenspeed_0_1_1_refuses_a_chunk_its_cache_on_arms_would_floor(tmp_path: Path) -> None:
+    ts = f"engine.python={fake_tokenspeed(tmp_path, '0.1.1')}"  # SMALL's arms: disabled, branching
+    assert refusal(*SMALL, ts, "engine.chunked_prefill_size=200") == (
+        "engine.chunked_prefill_size 200 is not a multiple of 128, the recurrent-state checkpoint grain TokenSpeed "
+        "0.1.1 serves model qwen3.5-9b with: with prefix caching on (arms branching) it floors the chunk to 128 and "
+        "with it off keeps 200, so the plan and record would say a chunk those arms do not run: set it to a multiple "
+        "of 128 (128 or 256)")
+    assert plans(*SMALL, ts, "engine.chunked_prefill_size=256")["page_size"] == 128
+    nemotron = ("model=nemotron-h-8b", "model.architecture=NemotronHForCausalLM")
+    assert "not a multiple of 128" in refusal(*SMALL, ts, *nemotron, "engine.chunked_prefill_size=8000")
+    # nothing to floor: prefix caching off on every arm, a plain-attention model, or 0.1.0 (no such floor)
+    plans(*SMALL, ts, "arms=[disabled]", "engine.chunked_prefill_size=200")
+    plans(*SMALL, ts, "model=vllm-tiny-llama", "model.architecture=LlamaForCausalLM", "engine.chunked_prefill_size=200")
+    plans(*SMALL, f"engine.python={fake_tokenspeed(tmp_path, '0.1.0')}", "engine.chunked_prefill_size=200")
+    # where the page (and so the grain) cannot be said, it is not guessed
+    plans(*SMALL, ts, "engine.extra_args=[--hf-overrides,{}]", "engine.chunked_prefill_size=200")
 
 
 def test_tokenspeed_checks_the_page_passed_where_the_one_served_is_unknown(tmp_path: Path) -> None:

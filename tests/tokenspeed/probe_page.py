@@ -7,7 +7,9 @@ and the page flag, the release's ``ModelConfig``, then
 
 * 0.1.1: ``registry._resolve_attn_side`` / ``_create_attn_config`` / ``_resolve_cache_family`` (the recipe
   dispatch), ``setup.cache_recipe`` and the recipe's ``setup()`` (the layout packed on a 16 GiB budget): prints the
-  family, the recipe's ``prefix_granularity`` and the packed plan's, the page the scheduler gets;
+  family, the recipe's ``prefix_granularity`` and the packed plan's, the page the scheduler gets; the state groups'
+  checkpoint grains, and what the release's ``aligned_max_scheduled_tokens`` (what a cache-on server does to
+  ``--chunked-prefill-size``) makes of each of ``case["chunks"]`` ("refused" where it raises);
 * 0.1.0: ``registry.create_attn_components`` itself, which raises ``server_args.block_size`` for a GDN model on a
   flat-KV scheduler build before it needs a GPU (it then stops at the first collective: no process group here).
   ``flat`` sets the installed ``tokenspeed_scheduler``'s ``FLAT_KVCACHE`` (what the release's own
@@ -68,8 +70,23 @@ def page_011(case: dict[str, Any]) -> dict[str, Any]:
     recipe = cache_recipe(family, server_args=args, model_config=model, attn_config=config, draft_model_config=None,
                           draft_attn_config=None, cache_budget_bytes=16 << 30, probe_batch_rows=None,
                           decode_input_tokens=1, overlap_schedule_depth=0)
-    plan = recipe.setup().spec.memory_plan
-    return {"family": family, "recipe_page": recipe.prefix_granularity, "page": plan.prefix_granularity}
+    spec = recipe.setup().spec
+    from tokenspeed.runtime.engine.scheduler_utils import aligned_max_scheduled_tokens
+    from tokenspeed.runtime.layers.attention.kv_cache.recipes import scheduler_bridge
+
+    # The two fields the release's cache_group_config copies from each spec and aligned_max_scheduled_tokens reads;
+    # its CacheGroupConfig is the (stubbed) C++ scheduler's struct, so they are carried in a namespace here.
+    groups = [types.SimpleNamespace(family=scheduler_bridge._FAMILY_MAP[g.family],
+                                    block_granularity=int(g.block_granularity)) for g in spec.cache_group_specs]
+    floors: dict[str, int | str] = {}
+    for chunk in case.get("chunks", ()):
+        try:
+            floors[str(chunk)] = aligned_max_scheduled_tokens(chunk, groups)
+        except ValueError:
+            floors[str(chunk)] = "refused"
+    return {"family": family, "recipe_page": recipe.prefix_granularity, "page": spec.memory_plan.prefix_granularity,
+            "state_grains": sorted(int(g.block_granularity) for g in spec.cache_group_specs if g.family == "state"),
+            "floors": floors}
 
 
 def page_010(case: dict[str, Any]) -> dict[str, Any]:

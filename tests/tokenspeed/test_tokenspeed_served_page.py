@@ -13,6 +13,7 @@ reference_impl/models.py cites), no weights.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -136,6 +137,29 @@ def test_the_page_planned_on_0_1_1_is_the_one_its_cache_recipe_gives(tmp_path: P
     assert families == {"qwen3.5-9b": "qwen_gdn", "qwen3.5-122b-a10b": "qwen_gdn", "nemotron-h-8b": "mamba2",
                         "tiny-llama": "mha"}, families
     assert {g["page"] for (m, _), g in zip(cases, results, strict=True) if m.name != "tiny-llama"} == {128}
+
+
+CHUNKS = (100, 128, 200, 256, 8000, 8192)  # below, on and between the 128-token grain, and the default 8192
+
+
+def test_the_chunk_0_1_1_plans_is_the_one_its_cache_on_server_runs(tmp_path: Path) -> None:
+    """Whether the plan takes a chunk (TokenSpeedEngine._check_chunk: a multiple of the state grain the page computed)
+    against what 0.1.1's own aligned_max_scheduled_tokens does to it on the recipe's cache groups with prefix caching
+    on: the plan takes exactly the chunks the server keeps, and its grain is the groups' LCM."""
+    models = served("0.1.1", tmp_path)
+    cases = [(m, {"model": str(d), "tp": 1 if m.name == "tiny-llama" else TP, "page": p, "chunks": list(CHUNKS)})
+             for m, d in models for p in PAGES]
+    floored = set()
+    for (model, case), got in zip(cases, probe("0.1.1", [c for _, c in cases]), strict=True):
+        planned = tokenspeed_page(model, EngineCfg(name="tokenspeed", page_size=case["page"], tp=case["tp"]),
+                                  TOKENSPEED_VERSIONS["0.1.1"])
+        assert planned.state_grain == (math.lcm(*got["state_grains"]) if got["state_grains"] else 0), (model, got)
+        for chunk in CHUNKS:
+            kept = got["floors"][str(chunk)] == chunk
+            assert kept == (not planned.state_grain or chunk % planned.state_grain == 0), (model.name, chunk, got)
+            if not kept:
+                floored.add(model.name)
+    assert floored == {"qwen3.5-9b", "qwen3.5-122b-a10b", "nemotron-h-8b"}, floored  # the hybrids; tiny-llama keeps
 
 
 def _raise_line() -> int:
