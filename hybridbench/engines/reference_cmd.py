@@ -103,12 +103,25 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
     if e.max_mamba_cache_size:
         cmd += ["--max-mamba-cache-size", str(e.max_mamba_cache_size)]
     refuse_owned([str(a) for a in e.extra_args], REFERENCE_OWNED)
+    _refuse_abbreviations([str(a) for a in e.extra_args])
     cmd += list(e.extra_args)
     # Another interpreter (engine.python) may hold another checkout's server, with other flags: its own parser
     # decides at launch. This one's decides now.
     if not e.python or _this_interpreter(e.python):
         _refuse_what_the_server_refuses(cmd[3:], port, secret_values({"engine": {"extra_args": list(e.extra_args)}}))
     return cmd
+
+
+def _refuse_abbreviations(extra: list[str]) -> None:
+    """ConfigError for a flag given by a prefix of one of the server's (``--pol`` for ``--policy``). This checkout's
+    parser takes none, but another checkout's (engine.python) may, and the refusals of the flags hybridbench sets go
+    by their full names: ``--pol seglen`` would run seglen under the planned arm's name."""
+    flags = {name for action in build_parser()._actions for name in action.option_strings}
+    for arg in extra:
+        name = arg.split("=", 1)[0]
+        if name.startswith("--") and name not in flags and (full := sorted(f for f in flags if f.startswith(name))):
+            raise ConfigError(f"engine.extra_args has {name}, an abbreviation of {full[0]}: give the reference "
+                              f"server's flags in full")
 
 
 def lockstepped(cfg: RunCfg) -> bool:

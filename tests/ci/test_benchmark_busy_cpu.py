@@ -45,8 +45,9 @@ def test_busy_cpu_counts_a_grandchild_left_to_init(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     m = re.search(r"wall ([\d.]+) s, busy CPU ([\d.]+) s", proc.stderr)
     assert m, proc.stderr
-    assert float(m.group(2)) >= 0.5, proc.stderr  # the orphan's 0.6 CPU s are counted
-    # ...which the command's own accounting, as /usr/bin/time reads it, does not see
+    # the orphan's 0.6 CPU s are counted (on a busy machine other work counts too: this bound alone proves little)
+    assert float(m.group(2)) >= 0.5, proc.stderr
+    # ...which the command's own accounting, as /usr/bin/time reads it, does not see: the bound that carries weight
     reaped = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     assert reaped < 0.45, reaped
 

@@ -145,8 +145,7 @@ def test_the_reference_pool_and_context_are_what_the_servers_parser_reads(extra:
 def test_an_abbreviated_flag_is_refused_at_plan_time(extra: list[str]) -> None:
     """The server's parser takes no abbreviation (the refusals of the flags hybridbench sets go by their names), so
     the server would stop at launch on one: the plan stops first, naming it."""
-    with pytest.raises(ConfigError, match=r"^engine\.extra_args: the reference server refuses its command line: "
-                                          r"unrecognized arguments: --"):
+    with pytest.raises(ConfigError, match=r"^engine\.extra_args has --[a-z-]+, an abbreviation of --"):
         reference_command_of("engine.kv_tokens=70000", f"engine.extra_args=[{','.join(map(repr, extra))}]")
 
 

@@ -79,9 +79,9 @@ def test_a_hung_child_is_killed_at_its_timeout_with_what_it_started_and_the_serv
             "time.sleep(600)\n")
     began = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired) as timed_out:
-        warm(["-c", hang], timeout=3)
-    assert time.monotonic() - began < 30
-    assert timed_out.value.timeout == 3
+        warm(["-c", hang], timeout=10)  # room for the child to start and print on a loaded 2-core runner
+    assert time.monotonic() - began < 60
+    assert timed_out.value.timeout == 10
     grandchild = int(str(timed_out.value.output).strip())  # what it printed before it was killed
     for _ in range(50):
         if not running(grandchild):

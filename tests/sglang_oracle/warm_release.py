@@ -17,8 +17,10 @@ a CPU) and ``PYTHONPATH``; a server is kept per distinct environment, so one tha
 another's imports. ``warnings.filterwarnings("ignore")`` before the import only hid the import's warnings, which now
 go to the server's log. The scripts' patches (``PRETEND_H100``, the resolve codes' platform answers) rebind module
 attributes read when called, never bound by an import, so a module imported before them sees them as one imported
-after. A child differs from a fresh process in what no oracle reads: its parent, its session, and the string hash
-seed, shared by a server's children (``random`` reseeds at each fork).
+after. A child differs from a fresh process in what no oracle reads: its parent, its session, ``sys.orig_argv``, the
+string hash seed and numpy's global random state, shared by a server's children (``random`` reseeds at each fork),
+and on 0.5.16 the ``sys.path`` entries ``pkg_resources`` added from the server's working directory (a stricter path,
+never a more lenient one).
 """
 
 from __future__ import annotations
@@ -135,8 +137,9 @@ class Server:
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], None if math.isinf(left) else left)[0]:
+                failed = self._failed("did not answer in time")  # its log's tail, before stop() removes it
                 self.stop()
-                raise self._failed("did not answer in time")
+                raise failed
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 raise self._failed(f"exited ({self.proc.wait()})")

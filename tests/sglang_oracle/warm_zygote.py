@@ -78,6 +78,9 @@ def serve(requests: int, replies: int) -> Request | None:
             continue
         chunk = os.read(requests, 1 << 16)
         open_ = bool(chunk)
+        if not open_:  # the client is gone or done: no one will collect a child still running, so none may outlive it
+            for _rid, pid, _deadline in running.values():
+                _kill(pid)
         pending += chunk
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
