@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,9 @@ LINES = ("Prefill batch", "Decode batch")
 
 def probe(version: str, argvs: list[list[str]], tmp_path: Path) -> dict[str, Any]:
     if not env_ready(version):
-        pytest.skip(f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
+        # CI (HYBRIDBENCH_REQUIRE_SGLANG): a missing env fails, never skips, as in the tier's other files
+        (pytest.fail if os.environ.get("CI") or os.environ.get("HYBRIDBENCH_REQUIRE_SGLANG") else pytest.skip)(
+            f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
     asked = {"argvs": argvs, "levels": LEVEL_VALUES, "config_path": str(tmp_path / "logging.json")}
     proc = warm_release.run(env_python(version), [str(HERE / "log_level_probe.py")], input=json.dumps(asked),
                             timeout=600, env=warm_release.oracle_env(), cwd=HERE)
