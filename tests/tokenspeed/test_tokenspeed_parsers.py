@@ -41,9 +41,13 @@ if _missing:
     pytest.skip("no TokenSpeed parser env: run `bash tests/tokenspeed/build_env.sh`", allow_module_level=True)
 
 
+def _release_path(version: str) -> str:
+    """The parser env's PYTHONPATH for a release: the kernel stubs, then the release."""
+    return os.pathsep.join([str(HERE / "kernel_stub"), str(HOME / f"tokenspeed-{version}")])
+
+
 def _probe_env(version: str) -> dict[str, str]:
-    path = os.pathsep.join([str(HERE / "kernel_stub"), str(HOME / f"tokenspeed-{version}")])
-    return {**os.environ, "PYTHONPATH": path}
+    return {**os.environ, "PYTHONPATH": _release_path(version)}
 
 
 class _Prober:
@@ -180,9 +184,8 @@ def test_what_hybridbench_refuses_on_0_1_1_the_gateway_would_have_refused_late()
 def _interpreter(tmp_path: Path, version: str) -> Path:
     """``engine.python`` for a release: the parser env's python with that release (and the kernel stubs) on its
     path, as a GPU machine's TokenSpeed venv would have it installed."""
-    path = os.pathsep.join([str(HERE / "kernel_stub"), str(HOME / f"tokenspeed-{version}")])
     wrapper = tmp_path / f"python-{version}"
-    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{path}" exec "{PYTHON}" "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{_release_path(version)}" exec "{PYTHON}" "$@"\n')
     wrapper.chmod(0o755)
     return wrapper
 
