@@ -8,7 +8,7 @@ the OpenAI API, shutdown of the whole process tree. Two models here: a dense Lla
 NemotronH (Mamba2 + attention, `--mamba-cache-mode align` on the lru arm), both built by build_env.sh; the
 gated-delta hybrid (Qwen3-Next's layout) is test_vllm_gated_delta.py's.
 Build the env first (`bash tests/vllm_cpu/build_env.sh`, about 3 minutes and 3.5 GB); each server run takes
-about a minute and a half (two server starts) on 2 cores.
+about a minute (two server starts) on 2 cores.
 
 The env is vLLM as published. Its CPU Mamba2 path dies on the first prompt longer than a block with prefix
 caching on (docs/engines/vllm.md); the survival test runs it that way and must see the death.
@@ -26,7 +26,16 @@ from pathlib import Path
 import pytest
 import vllm_run
 from sim_replay import real_hits, simulated_hits
-from vllm_run import CPU_MAMBA_PATCH, LLAMA, NEMOTRONH, check_real_run, needs, run_hybridbench, tagged_pids
+from vllm_run import (
+    CPU_MAMBA_PATCH,
+    LLAMA,
+    NEMOTRONH,
+    check_real_run,
+    needs,
+    run_hybridbench,
+    server_processes,
+    tagged_pids,
+)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 vllm_env_required = vllm_run.vllm_env_required  # the fixture needs() names: found in this namespace
@@ -116,7 +125,7 @@ def test_survival_reports_the_upstream_mamba2_crash_on_unpatched_vllm(tmp_path: 
     proc, tag = run_hybridbench(
         tmp_path, "arms=[lru]", f"model.hf_id={NEMOTRONH}", "model.hybrid=true", "model.name=tiny-nemotronh",
         "engine.kv_tokens=0", "engine.max_mamba_cache_size=0", "workloads.high_token_usage.scale=16",
-        experiment="survival", timeout=900)
+        experiment="survival", timeout=900, vllm_layout=True)
     report = (tmp_path / "report.md").read_text() if (tmp_path / "report.md").exists() else ""
     if proc.returncode != 3 or "IndexError" not in report:
         survived = proc.returncode in (0, 1) and "died" not in report
@@ -138,4 +147,6 @@ def test_survival_reports_the_upstream_mamba2_crash_on_unpatched_vllm(tmp_path: 
     assert records and all(r["status"] != "ok" and r["error"] for r in records), records[:2]
     assert len({r["request_index"] for r in records}) == len(records)
     assert "--mamba-cache-mode" in bundle["provenance"]["engine"]["extra"]["commands"]["lru"]
+    log = (tmp_path / "logs" / "server-lru.log").read_text(errors="replace")
+    assert server_processes(log) == {"APIServer", "EngineCore", "Worker"}  # vLLM's own layout (vllm_layout)
     assert not tagged_pids(tag)  # API server, engine core and worker all gone

@@ -26,7 +26,17 @@ from typing import Any
 
 import pytest
 import vllm_run
-from vllm_run import CPU_ISA, PYTHON, QWEN3NEXT, loaded_native, native_path, needs, run_hybridbench, tagged_pids
+from vllm_run import (
+    CPU_ISA,
+    PYTHON,
+    QWEN3NEXT,
+    loaded_native,
+    native_path,
+    needs,
+    run_hybridbench,
+    server_processes,
+    tagged_pids,
+)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 vllm_env_required = vllm_run.vllm_env_required  # the fixture needs() names: found in this namespace
@@ -50,7 +60,7 @@ def run_gdn(run_dir: Path, force_avx2: bool) -> tuple[int, str, dict[str, Any]]:
         "checks.kl_variants=[prefill,decode]",
         "load.max_concurrency=1", site=CPU_ISA, force_avx2=force_avx2)
     assert (run_dir / "bundle.json").exists(), proc.stderr[-2000:]
-    assert not tagged_pids(tag)  # API server, engine core and worker all gone
+    assert not tagged_pids(tag)  # API server and engine core (the worker runs in it: ONE_WORKER_PROCESS) gone
     return proc.returncode, proc.stderr, json.loads((run_dir / "bundle.json").read_text())
 
 
@@ -65,6 +75,7 @@ def check_gdn_path(run_dir: Path, code: int, stderr: str, bundle: dict[str, Any]
     log = (run_dir / "logs" / "server-lru.log").read_text(errors="replace")
     # The server's own account of its path: the native build its processes imported (vLLM's import_kernels, seen
     # by cpu_isa), the SSM dtype reset logged on the accelerated path only, and the block aligned to that dtype.
+    assert server_processes(log) == {"APIServer", "EngineCore"}  # ONE_WORKER_PROCESS: the worker in the engine core
     loaded = loaded_native(log)
     dtype = "float32" if RESET in log else "bfloat16"
     sizes = [int(s) for s in BLOCK_LINE.findall(log)]

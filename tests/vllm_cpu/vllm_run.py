@@ -34,6 +34,12 @@ STARTUP_S = int(os.environ.get("HYBRIDBENCH_VLLM_STARTUP_S") or 400)
 # 'finalize_loading'"), so every start compiled the model again: 35-48 CPU s to ready against 26 eager, on 2 cores.
 # Compilation decides how the forward pass runs, not what the scheduler caches, which is what these tests read.
 EAGER = "engine.extra_args=[--enforce-eager]"
+# vLLM's CPU platform runs its worker in a third process, spawned, that imports vLLM and torch again: 13 CPU s of
+# each start on 2 cores (the dense smoke test: 74.9 -> 48.8 busy CPU s without it). With V1 multiprocessing off the
+# worker runs inside the engine core (the uniproc executor); the API server still talks to a separate engine core
+# process, and the scheduler, its prefix cache and its counters are the same code. The survival test keeps vLLM's
+# own process layout: what it must see is how that layout dies.
+ONE_WORKER_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 def needs(*models: Path) -> pytest.MarkDecorator:
@@ -80,10 +86,16 @@ def _with_site(env: dict[str, str], site: Path | None, force_avx2: bool) -> dict
 
 
 def run_hybridbench(run_dir: Path, *args: str, timeout: float = 1200, experiment: str = "smoke",
-                    site: Path | None = None, force_avx2: bool = False) -> tuple[subprocess.CompletedProcess[str], str]:
-    """``site``: a directory whose sitecustomize every process of the server imports (CPU_MAMBA_PATCH, CPU_ISA)."""
+                    site: Path | None = None, force_avx2: bool = False,
+                    vllm_layout: bool = False) -> tuple[subprocess.CompletedProcess[str], str]:
+    """``site``: a directory whose sitecustomize every process of the server imports (CPU_MAMBA_PATCH, CPU_ISA).
+    ``vllm_layout``: the worker in a process of its own, as vLLM runs it; else in the engine core
+    (ONE_WORKER_PROCESS)."""
     tag = uuid.uuid4().hex
     env = _with_site({**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", TAG: tag}, site, force_avx2)
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    if not vllm_layout:
+        env.update(ONE_WORKER_PROCESS)
     argv = [sys.executable, "-m", "hybridbench", f"+experiment={experiment}", "engine=vllm", f"engine.python={PYTHON}",
             "model=vllm-tiny-llama", "engine.tp=1", "engine.gpu=cpu", f"engine.startup_timeout_s={STARTUP_S}",
             # one repeat: the tests compare one trial's records with its server's counters (smoke runs three)
@@ -111,6 +123,11 @@ def native_path(force_avx2: bool = False) -> dict[str, Any]:
 def loaded_native(log: str) -> set[str]:
     """The native builds the server's processes imported, as cpu_isa's sitecustomize reported them in its log."""
     return set(re.findall(r"hybridbench cpu_isa: vLLM loads (vllm\._C\w*) ", log))
+
+
+def server_processes(log: str) -> set[str]:
+    """The vLLM processes that wrote to a server log, by the name vLLM prefixes their lines with."""
+    return set(re.findall(r"^\((APIServer|EngineCore|Worker)\w* pid=\d+\)", log, re.MULTILINE))
 
 
 def check_real_run(run_dir: Path, tag: str, model: Path, prompt_lens: set[int]) -> dict[str, Any]:
@@ -145,5 +162,6 @@ def check_real_run(run_dir: Path, tag: str, model: Path, prompt_lens: set[int]) 
         log = (run_dir / "logs" / f"server-{arm}.log").read_text(errors="replace")
         assert "vLLM API server version 0.32.0" in log or "version 0.32.0" in log
         assert "Resetting prefix cache" in log or arm == "disabled"
+        assert server_processes(log) == {"APIServer", "EngineCore"}  # ONE_WORKER_PROCESS: engine core apart
     assert not tagged_pids(tag)  # the whole process group (API server, engine core, worker) is gone
     return bundle
