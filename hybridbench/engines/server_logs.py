@@ -94,8 +94,10 @@ class LogStats:
     decode_batches: int = 0
     cached_tokens: int = 0
     new_tokens: int = 0
-    peak_token_usage: float = 0.0
-    peak_mamba_usage: float = 0.0
+    # None until a batch line reports the usage: a log without them (thinned, filtered, another engine's format, a
+    # dense model's lines without "mamba usage") says nothing about the peak, which is not 0.
+    peak_token_usage: float | None = None
+    peak_mamba_usage: float | None = None
     max_running_req: int = 0
     max_queue_req: int = 0
     cache_impl: str | None = None
@@ -109,9 +111,9 @@ class LogStats:
         else:
             self.decode_batches += 1
         if sample.token_usage is not None:
-            self.peak_token_usage = max(self.peak_token_usage, sample.token_usage)
+            self.peak_token_usage = max(self.peak_token_usage or 0.0, sample.token_usage)
         if sample.mamba_usage is not None:
-            self.peak_mamba_usage = max(self.peak_mamba_usage, sample.mamba_usage)
+            self.peak_mamba_usage = max(self.peak_mamba_usage or 0.0, sample.mamba_usage)
         if sample.running_req is not None:
             self.max_running_req = max(self.max_running_req, sample.running_req)
         if sample.queue_req is not None:

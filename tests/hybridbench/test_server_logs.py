@@ -80,6 +80,16 @@ def test_log_stats_over_the_fixture() -> None:
     assert LogStats().token_hit_rate is None
 
 
+def test_peaks_are_unknown_until_a_line_reports_them() -> None:
+    """A log with no batch line (or lines without the usage fields) knows no peak: None, which the dashboard shows
+    blank, never 0.0, which reads as an idle pool."""
+    assert LogStats().feed_all(LOG[:2]).as_dict()["peak_token_usage"] is None
+    old = LogStats().feed_all([LOG[8]])  # a token usage, no mamba usage: a dense model's line
+    assert (old.peak_token_usage, old.peak_mamba_usage) == (0.01, None)
+    idle = LogStats().feed_all([LOG[8].replace("token usage: 0.01", "token usage: 0.00")])
+    assert idle.peak_token_usage == 0.0  # a reported 0 stays 0
+
+
 def test_tree_cache_impl_lines() -> None:
     assert parse_tree_cache_impl("Tree cache initialized: source=default impl=MambaRadixCache x=1") == "MambaRadixCache"
     assert parse_tree_cache_impl("[x TP0] Init Unified Radix Cache. Components: (FULL, MAMBA)") == "UnifiedRadixCache"
