@@ -30,6 +30,10 @@ def commands(work: Path, sglang: str | None) -> dict[str, list[str]]:
     out = {
         "run smoke on the simulator": [PY, "-m", "hybridbench", "+experiment=smoke", "engine=sim",
                                        f"hydra.run.dir={work}/smoke", "overwrite=true"],
+        # two reference servers (one per arm), each started, loaded and stopped: what server starts and stops cost
+        "run smoke on the reference server": [PY, "-m", "hybridbench", "+experiment=smoke", "engine=reference",
+                                              "model=reference-tiny", f"hydra.run.dir={work}/smoke-ref",
+                                              "overwrite=true"],
         "plan seglen on the simulator, no forecast": [PY, "-m", "hybridbench.preview", "+experiment=seglen",
                                                       "engine=sim", "--no-forecast"],
         "results ls over the fixture runs": [PY, "-m", "hybridbench.results", "ls", str(FIXTURE_RUNS)],

@@ -168,6 +168,7 @@ class ServerProcess:
 
     def wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
+        pause = 0.02  # doubling to 0.25 s: a CPU server is up in about a second, a GPU one in minutes
         while time.monotonic() < deadline:
             if not self.alive():
                 code = self.proc.returncode if self.proc else None
@@ -176,7 +177,8 @@ class ServerProcess:
                 with contextlib.suppress(OSError):
                     self.ready_offset = self.log_path.stat().st_size
                 return
-            time.sleep(0.25)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.25)
         raise EngineError(f"server not ready after {timeout_s:g} s (log: {self.log_path})")
 
     def _signal_group(self, sig: int) -> bool:
@@ -206,7 +208,7 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if proc.poll() is not None and not self._group_alive():
                 return
-            time.sleep(0.1)
+            time.sleep(0.02)
         self._signal_group(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)

@@ -90,3 +90,13 @@ def test_ready_is_logged_only_once_the_port_is_bound() -> None:
     with running_server() as server:  # and a server that binds says it, once
         server.request("GET", "/health")
     assert (server.proc.stdout.read() if server.proc.stdout else "").count("ready to roll") == 1
+
+
+def test_a_stopped_server_exits_0_with_every_line_it_wrote() -> None:
+    """The server skips the interpreter's teardown on the way out (os._exit, reference_impl.server.__main__): SIGTERM
+    still ends it with exit 0 and nothing it wrote lost, its last request's batch lines included."""
+    with running_server("--arm", "lru") as server:
+        server.generate({"input_ids": list(range(5, 40)), "sampling_params": {"max_new_tokens": 3}})
+    assert server.proc.returncode == 0
+    out = server.proc.stdout.read() if server.proc.stdout else ""
+    assert out.endswith("\n") and "Prefill batch, #new-seq: 1, #new-token: 35" in out, out[-1000:]
