@@ -53,18 +53,20 @@ BLOCK_LINE = re.compile(r"Setting attention block size to (\d+) tokens")
 NEWS = "UPSTREAM CHANGE in vLLM's CPU gated-delta path: update tests/vllm_cpu and docs/engines/vllm-cpu-notes.md"
 
 
-def run_gdn(run_dir: Path, force_avx2: bool) -> tuple[int, str, dict[str, Any]]:
+def run_gdn(run_dir: Path, force_avx2: bool, vllm_layout: bool = False) -> tuple[int, str, dict[str, Any]]:
     proc, tag = run_hybridbench(
         run_dir, "arms=[lru]", f"model.hf_id={QWEN3NEXT}", "model.hybrid=true", "model.name=tiny-qwen3next",
         "checks.enabled=[survival,cache_hits,kl]", "checks.kl_samples=2", "checks.kl_temperature=0",
         "checks.kl_variants=[prefill,decode]",
-        "load.max_concurrency=1", site=CPU_ISA, force_avx2=force_avx2)
+        "load.max_concurrency=1", site=CPU_ISA, force_avx2=force_avx2,
+        vllm_layout=vllm_layout)
     assert (run_dir / "bundle.json").exists(), proc.stderr[-2000:]
-    assert not tagged_pids(tag)  # API server and engine core (the worker runs in it: ONE_WORKER_PROCESS) gone
+    assert not tagged_pids(tag)  # every process of the server gone: API server, engine core (and worker)
     return proc.returncode, proc.stderr, json.loads((run_dir / "bundle.json").read_text())
 
 
-def check_gdn_path(run_dir: Path, code: int, stderr: str, bundle: dict[str, Any], path: dict[str, Any]) -> None:
+def check_gdn_path(run_dir: Path, code: int, stderr: str, bundle: dict[str, Any], path: dict[str, Any], *,
+                   processes: frozenset[str] = frozenset({"APIServer", "EngineCore"})) -> None:
     """What the path ``path`` (native_path()) must show; a run that differs fails naming the difference."""
     records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
     assert records and all(r["status"] == "ok" and r["output_tokens"] == 16 for r in records), records[:2]
@@ -75,7 +77,7 @@ def check_gdn_path(run_dir: Path, code: int, stderr: str, bundle: dict[str, Any]
     log = (run_dir / "logs" / "server-lru.log").read_text(errors="replace")
     # The server's own account of its path: the native build its processes imported (vLLM's import_kernels, seen
     # by cpu_isa), the SSM dtype reset logged on the accelerated path only, and the block aligned to that dtype.
-    assert server_processes(log) == {"APIServer", "EngineCore"}  # ONE_WORKER_PROCESS: the worker in the engine core
+    assert server_processes(log) == processes  # ONE_WORKER_PROCESS: the worker in the engine core, unless vllm_layout
     loaded = loaded_native(log)
     dtype = "float32" if RESET in log else "bfloat16"
     sizes = [int(s) for s in BLOCK_LINE.findall(log)]
@@ -111,7 +113,7 @@ def check_gdn_path(run_dir: Path, code: int, stderr: str, bundle: dict[str, Any]
     assert code == 0, stderr[-2000:]
     assert checks[("cache_hits", "gsp")]["status"] == "pass", checks[("cache_hits", "gsp")]
     # Greedy (temperature 0) hit and cache-free replays agree: every probe hits, mean k3 under the 0.003 gate
-    # (measured ~5e-5: bf16 rounding of a prefill resumed from a cached state, not a different answer).
+    # (measured 1e-6 to 5e-5: bf16 rounding of a prefill resumed from a cached state, not a different answer).
     c = kl["gsp/prefill"]
     assert c["status"] == "pass" and "over 2 hit(s) of 2" in c["detail"] and c["observed"] < 0.003, kl
 
@@ -132,5 +134,6 @@ def test_gated_delta_hybrid_on_the_forced_avx2_path_hits_whole_blocks(tmp_path: 
         pytest.skip("this CPU takes vLLM's AVX2 path unforced: the unforced test ran it")
     path = native_path(force_avx2=True)
     assert (path["native"], path["accelerated_gdn"], path["amx"]) == ("vllm._C_AVX2", False, False), path
-    code, stderr, bundle = run_gdn(tmp_path, force_avx2=True)
-    check_gdn_path(tmp_path, code, stderr, bundle, path)
+    # vLLM's own layout here (worker spawned apart): the one healthy server whose stop must take a worker with it
+    code, stderr, bundle = run_gdn(tmp_path, force_avx2=True, vllm_layout=True)
+    check_gdn_path(tmp_path, code, stderr, bundle, path, processes=frozenset({"APIServer", "EngineCore", "Worker"}))
