@@ -72,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def exit_now(code: int) -> None:
     """Exit without the interpreter's teardown of torch's modules, once every stream is flushed: the teardown took
     0.3-0.4 s of each stop (`import torch` then exit, against the same with os._exit), and the harness stops a
-    server per arm. Nothing here registers an atexit hook or holds a file other than the flushed streams."""
+    server per arm. The server registers no atexit hook of its own; those its imports register (logging's, run here
+    first; torch's, multiprocessing's) write nothing the harness reads, and its log is the flushed streams."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
