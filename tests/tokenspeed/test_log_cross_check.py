@@ -15,9 +15,9 @@ import os
 import subprocess
 from dataclasses import replace
 from functools import cache
-from pathlib import Path
 
 import pytest
+from tokenspeed_env import HERE, PYTHON, SCHEDULER_010, pythonpath, release, require
 
 from hybridbench.checks.base import CheckInput
 from hybridbench.checks.builtin import cache_hits
@@ -28,17 +28,9 @@ from hybridbench.records.schema import LOG_COUNTS_USAGE_HITS, Record
 
 pytestmark = [pytest.mark.tokenspeed, pytest.mark.slow]
 
-HERE = Path(__file__).resolve().parent
-HOME = Path(os.environ.get("HYBRIDBENCH_TOKENSPEED_HOME") or Path.home() / ".cache" / "hybridbench")
-PYTHON = HOME / "tokenspeed-parsers" / "bin" / "python"
-PATHS = [HERE / "kernel_stub", HOME / "tokenspeed-0.1.1", HOME / "tokenspeed-scheduler-0.1.0"]
+FOLDERS = (release("0.1.1"), SCHEDULER_010)
 
-_missing = not (PYTHON.exists() and all((p / ".hybridbench-stamp").exists() for p in PATHS[1:]))
-if _missing and os.environ.get("HYBRIDBENCH_REQUIRE_TOKENSPEED") == "1":  # CI: a missing env fails, never skips
-    raise RuntimeError(f"HYBRIDBENCH_REQUIRE_TOKENSPEED=1 but the TokenSpeed env is missing under {HOME}: "
-                       "run `bash tests/tokenspeed/build_env.sh`")
-if _missing:
-    pytest.skip("no TokenSpeed env: run `bash tests/tokenspeed/build_env.sh`", allow_module_level=True)
+require(*FOLDERS, what="env")
 
 A = list(range(1, 301))
 CONFIG = {"page_size": 64, "device_pages": 64, "chunk": 128, "host_pages": 0, "mamba": True, "state_slots": 64,
@@ -52,7 +44,7 @@ def served() -> tuple[tuple[int, ...], tuple[str, ...]]:
     payload = [{"config": CONFIG, "requests": [{"tokens": p, "outputs": list(range(900_000, 900_006))}
                                                for p in PROMPTS]}]
     proc = subprocess.run([str(PYTHON), str(HERE / "scheduler_driver.py"), "concurrent"], input=json.dumps(payload),
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(map(str, PATHS))}, capture_output=True,
+                          env={**os.environ, "PYTHONPATH": pythonpath(*FOLDERS)}, capture_output=True,
                           text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (run,) = json.loads(proc.stdout.splitlines()[-1])

@@ -16,26 +16,18 @@ import random
 import subprocess
 from dataclasses import asdict, dataclass
 from functools import cache
-from pathlib import Path
 
 import pytest
+from tokenspeed_env import HERE, PYTHON, SCHEDULER_010, require
 
 from reference_impl.engine.config import EngineConfig
 from reference_impl.engine.core import EngineCore
 
 pytestmark = [pytest.mark.tokenspeed, pytest.mark.slow]
 
-HERE = Path(__file__).resolve().parent
-HOME = Path(os.environ.get("HYBRIDBENCH_TOKENSPEED_HOME") or Path.home() / ".cache" / "hybridbench")
-PYTHON = HOME / "tokenspeed-parsers" / "bin" / "python"
-SCHEDULER = HOME / "tokenspeed-scheduler-0.1.0"
+SCHEDULER = SCHEDULER_010
 
-_missing = not (PYTHON.exists() and (SCHEDULER / ".hybridbench-stamp").exists())
-if _missing and os.environ.get("HYBRIDBENCH_REQUIRE_TOKENSPEED") == "1":  # CI: a missing env fails, never skips
-    raise RuntimeError(f"HYBRIDBENCH_REQUIRE_TOKENSPEED=1 but {SCHEDULER} is missing: "
-                       "run `bash tests/tokenspeed/build_env.sh`")
-if _missing:
-    pytest.skip("no tokenspeed-scheduler env: run `bash tests/tokenspeed/build_env.sh`", allow_module_level=True)
+require(SCHEDULER, what="scheduler env")
 
 PAGE = 64
 OUT = 900_000  # output token ids: far from every prompt's

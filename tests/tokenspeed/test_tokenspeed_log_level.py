@@ -18,20 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tokenspeed_env import HERE, PYTHON, pythonpath, release, require
 
 from hybridbench.engines.log_level import LEVELS, TOKENSPEED_LOG_READS, log_level_refusal
 from hybridbench.engines.tokenspeed_cmd import TOKENSPEED_VERSIONS
 
 pytestmark = [pytest.mark.tokenspeed, pytest.mark.slow]
 
-HERE = Path(__file__).resolve().parent
-HOME = Path(os.environ.get("HYBRIDBENCH_TOKENSPEED_HOME") or Path.home() / ".cache" / "hybridbench")
-PYTHON = HOME / "tokenspeed-parsers" / "bin" / "python"
-if not (PYTHON.exists() and all((HOME / f"tokenspeed-{v}" / ".hybridbench-stamp").exists()
-                                for v in TOKENSPEED_VERSIONS)):
-    if os.environ.get("HYBRIDBENCH_REQUIRE_TOKENSPEED") == "1":  # CI: a missing env fails, never skips
-        raise RuntimeError(f"HYBRIDBENCH_REQUIRE_TOKENSPEED=1 but the TokenSpeed parser env is missing under {HOME}")
-    pytest.skip("no TokenSpeed parser env: run `bash tests/tokenspeed/build_env.sh`", allow_module_level=True)
+require(*map(release, TOKENSPEED_VERSIONS), what="parser env")
 
 LEVEL_VALUES = [*LEVELS, *(n.lower() for n in LEVELS), "Warning", "verbose", "20", "basic_format", "trace",
                 ""]
@@ -51,7 +45,7 @@ LINES = {"0.1.0": {"Scheduler config": "runtime/engine/event_loop.py",
 
 
 def probe(version: str, argvs: list[list[str]], tmp_path: Path) -> dict[str, Any]:
-    path = os.pathsep.join([str(HERE / "kernel_stub"), str(HOME / f"tokenspeed-{version}")])
+    path = pythonpath(release(version))
     asked = {"argvs": argvs, "levels": LEVEL_VALUES, "config_path": str(tmp_path / "logging.json")}
     proc = subprocess.run([str(PYTHON), str(HERE / "probe_log_level.py")], input=json.dumps(asked),
                           env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=300,
@@ -92,4 +86,4 @@ def test_the_plan_refuses_exactly_the_levels_that_hide_the_scheduler_lines(versi
 @pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
 def test_the_lines_hybridbench_reads_are_info_records(version: str) -> None:
     for line, path in LINES[version].items():
-        assert logged_at(HOME / f"tokenspeed-{version}" / "tokenspeed" / path, line) == {"info"}, (version, line)
+        assert logged_at(release(version) / "tokenspeed" / path, line) == {"info"}, (version, line)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tokenspeed_env import HERE, PYTHON, pythonpath, release, require
 
 from hybridbench.config.schema import ArmCfg, EngineCfg, ModelCfg
 from hybridbench.engines.tokenspeed_cmd import TOKENSPEED_DEFAULT_PAGE, TOKENSPEED_VERSIONS, tokenspeed_command
@@ -27,23 +28,13 @@ from hybridbench.plan.arms import plan_arm
 
 pytestmark = [pytest.mark.tokenspeed, pytest.mark.slow]
 
-HERE = Path(__file__).resolve().parent
-HOME = Path(os.environ.get("HYBRIDBENCH_TOKENSPEED_HOME") or Path.home() / ".cache" / "hybridbench")
-PYTHON = HOME / "tokenspeed-parsers" / "bin" / "python"
 FIXTURES = HERE.parent / "hybridbench" / "fixtures"
 
-_missing = not (PYTHON.exists() and all((HOME / f"tokenspeed-{v}" / ".hybridbench-stamp").exists()
-                                        for v in TOKENSPEED_VERSIONS))
-if _missing and os.environ.get("HYBRIDBENCH_REQUIRE_TOKENSPEED") == "1":  # CI: a missing env fails, never skips
-    raise RuntimeError(f"HYBRIDBENCH_REQUIRE_TOKENSPEED=1 but the TokenSpeed parser env is missing under {HOME}: "
-                       "run `bash tests/tokenspeed/build_env.sh`")
-if _missing:
-    pytest.skip("no TokenSpeed parser env: run `bash tests/tokenspeed/build_env.sh`", allow_module_level=True)
+require(*map(release, TOKENSPEED_VERSIONS), what="parser env")
 
 
 def _release_path(version: str) -> str:
-    """The parser env's PYTHONPATH for a release: the kernel stubs, then the release."""
-    return os.pathsep.join([str(HERE / "kernel_stub"), str(HOME / f"tokenspeed-{version}")])
+    return pythonpath(release(version))
 
 
 def _probe_env(version: str) -> dict[str, str]:
@@ -304,7 +295,7 @@ def test_the_served_page_is_read_from_the_line_the_scheduler_writes(version: str
 
     from hybridbench.engines.tokenspeed import scheduler_page
 
-    source = (HOME / f"tokenspeed-{version}" / "tokenspeed" / "runtime" / "engine" / "event_loop.py").read_text()
+    source = (release(version) / "tokenspeed" / "runtime" / "engine" / "event_loop.py").read_text()
     [call] = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call) and n.args
               and "Scheduler config" in ast.unparse(n.args[0]) and ast.unparse(n.func) == "logger.info"]
     fmt = call.args[0]

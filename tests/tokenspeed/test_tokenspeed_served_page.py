@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tokenspeed_env import HERE, HOME, PYTHON, SCHEDULER_010, pythonpath, release, require
 
 from hybridbench.config.schema import EngineCfg, ModelCfg
 from hybridbench.engines.tokenspeed_cmd import TOKENSPEED_VERSIONS
@@ -28,19 +29,9 @@ from hybridbench.engines.tokenspeed_page import tokenspeed_page
 
 pytestmark = [pytest.mark.tokenspeed, pytest.mark.slow]
 
-HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-HOME = Path(os.environ.get("HYBRIDBENCH_TOKENSPEED_HOME") or Path.home() / ".cache" / "hybridbench")
-PYTHON = HOME / "tokenspeed-parsers" / "bin" / "python"
-SCHEDULER_010 = HOME / "tokenspeed-scheduler-0.1.0"
 
-_missing = not (PYTHON.exists() and (SCHEDULER_010 / ".hybridbench-stamp").exists()
-                and all((HOME / f"tokenspeed-{v}" / ".hybridbench-stamp").exists() for v in TOKENSPEED_VERSIONS))
-if _missing and os.environ.get("HYBRIDBENCH_REQUIRE_TOKENSPEED") == "1":  # CI: a missing env fails, never skips
-    raise RuntimeError(f"HYBRIDBENCH_REQUIRE_TOKENSPEED=1 but the TokenSpeed env is missing under {HOME}: "
-                       "run `bash tests/tokenspeed/build_env.sh`")
-if _missing:
-    pytest.skip("no TokenSpeed env: run `bash tests/tokenspeed/build_env.sh`", allow_module_level=True)
+require(SCHEDULER_010, *map(release, TOKENSPEED_VERSIONS), what="env")
 
 TP = 4  # conf/engine/tokenspeed.yaml's
 PAGES = (64, 256)  # conf/engine/tokenspeed.yaml's, and one above 0.1.1's recipe page
@@ -112,10 +103,10 @@ def served(version: str, tmp_path: Path) -> list[tuple[ModelCfg, Path]]:
 
 
 def probe(version: str, cases: list[dict[str, Any]], flat: bool | None = None) -> list[dict[str, Any]]:
-    paths = [HERE / "kernel_stub", HOME / f"tokenspeed-{version}"] + ([SCHEDULER_010] if version == "0.1.0" else [])
+    path = pythonpath(release(version), *([SCHEDULER_010] if version == "0.1.0" else []))
     proc = subprocess.run([str(PYTHON), str(HERE / "probe_page.py")],
                           input=json.dumps({"version": version, "flat": flat, "cases": cases}),
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths))}, capture_output=True,
+                          env={**os.environ, "PYTHONPATH": path}, capture_output=True,
                           text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(line) for line in proc.stdout.splitlines()]
@@ -164,7 +155,7 @@ def test_the_chunk_0_1_1_plans_is_the_one_its_cache_on_server_runs(tmp_path: Pat
 
 def _raise_line() -> int:
     """The line of 0.1.0's registry.py that sets the raised page (create_attn_components)."""
-    source = (HOME / "tokenspeed-0.1.0" / "tokenspeed" / "runtime" / "layers" / "attention" / "registry.py").read_text()
+    source = (release("0.1.0") / "tokenspeed" / "runtime" / "layers" / "attention" / "registry.py").read_text()
     (line,) = [i for i, text in enumerate(source.splitlines(), 1)
                if text.strip() == "server_args.block_size = equalized_block_size_value"]
     return line
