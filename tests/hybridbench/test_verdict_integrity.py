@@ -137,7 +137,9 @@ def test_ctrl_c_after_the_server_was_stopped_does_not_wait_for_it(tmp_path: Path
         proc = hb("+experiment=smoke", "model=reference-tiny", f"seed={seed}", "repeats=3", "load.max_concurrency=1",
                   f"hydra.run.dir={run}", stderr=fh)
     deadline = time.monotonic() + 120
-    while "[2/6]" not in log.read_text() and time.monotonic() < deadline:
+    # The second trial's server: "[2/6]" is printed before it starts, and the first one's has exited by then (the
+    # reference server exits at once), so wait for the new one to appear.
+    while not ("[2/6]" in log.read_text() and server_pids(seed)) and time.monotonic() < deadline:
         time.sleep(0.1)
     (pid,) = server_pids(seed)
     os.kill(pid, signal.SIGSTOP)
