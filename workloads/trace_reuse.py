@@ -13,7 +13,7 @@ gives; when a match fails the rest is parsed as it stands, and an array the fast
 the full reader, which names the fault.
 
 Lines lie in large buffers (the reader's chunks of the file): every comparison takes a buffer and offsets, and runs
-on numpy views of it, never on copies.
+in place (``memcmp``, ``find`` and numpy views over ranges of it), never on copies.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ _PROBES = (256, 32)
 _HEAD_PROBE = 64
 _COMMA = ord(",")
 _BLOCK = 1 << 14  # the first block compared; each next one 4x longer (most heads end within tens of KB)
+_SCAN = 32  # a differing block is halved down to this many bytes, then scanned byte by byte
 
 Buffer = Any  # bytes: a line, or a chunk of the file with many lines (anything with find, slicing, buffer protocol)
 
@@ -52,7 +53,7 @@ class EarlierTurns:
     """Each session's last turn (its buffer, its input's place in it, its output's bytes and both arrays' ids), so a
     later turn parses only what is new.
 
-    Arrays are compared where they lie (numpy views, ``find`` over ranges): copying each ~100 KB array out cost the
+    Arrays are compared where they lie (``memcmp`` and ``find`` over ranges): copying each ~100 KB array out cost the
     preset's first read a tenth of its CPU time. The session only picks which turn to compare against: every piece
     reused is checked byte for byte, so a wrong pick costs a parse, never an id. Bounded: a turn holds the whole
     buffer its line lies in (a chunk of the file, workloads/trace_lines.py); past ``budget`` bytes of buffers and
@@ -147,24 +148,30 @@ def _is_key(session: object) -> TypeGuard[int | str]:
 
 
 def _differs_at(a: Buffer, a0: int, b: Buffer, b0: int, n: int) -> int:
-    """The first offset below ``n`` at which ``a[a0:]`` and ``b[b0:]`` differ, or ``n``: 8 bytes at a time over
-    numpy views, in growing blocks so that an early difference costs a short compare."""
-    np: Any = trace_fast.np
+    """The first offset below ``n`` at which ``a[a0:]`` and ``b[b0:]`` differ, or ``n``.
+
+    ``memcmp`` in place (``bytes.startswith`` of a memoryview at an offset), in blocks growing 4x so that an early
+    difference costs a short compare; the block that differs is halved down to a few bytes, then scanned. Twice as
+    fast as comparing numpy views, which writes a bool per 8 bytes and then searches it."""
+    view = memoryview(b)
     done, block = 0, _BLOCK
-    while n - done >= 8:
-        words = min(block, n - done) // 8
-        differs = np.frombuffer(a, np.uint64, words, a0 + done) != np.frombuffer(b, np.uint64, words, b0 + done)
-        word = int(differs.argmax())
-        if differs[word]:
-            done += word * 8
-            break
-        done += words * 8
-        block *= 4
-    end = min(n, done + 8)
-    if done == end:
-        return n
-    last = np.frombuffer(a, np.uint8, end - done, a0 + done) != np.frombuffer(b, np.uint8, end - done, b0 + done)
-    return done + int(last.argmax()) if last.any() else end
+    while done < n:
+        size = min(block, n - done)
+        if a.startswith(view[b0 + done : b0 + done + size], a0 + done):
+            done += size
+            block *= 4
+            continue
+        lo, hi = done, done + size  # the first difference lies in [lo, hi)
+        while hi - lo > _SCAN:
+            mid = (lo + hi) // 2
+            if a.startswith(view[b0 + lo : b0 + mid], a0 + lo):
+                lo = mid
+            else:
+                hi = mid
+        while a[a0 + lo] == b[b0 + lo]:
+            lo += 1
+        return lo
+    return n
 
 
 def _shared_start(prior: _Turn, line: Buffer, lo: int, hi: int) -> int:

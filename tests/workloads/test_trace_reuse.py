@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import workloads.trace
 import workloads.trace_fast
+import workloads.trace_reuse
 from workloads.token_ids import TokenIds
 from workloads.trace import TraceError, read_trace
 from workloads.trace_reuse import EarlierTurns
@@ -212,3 +213,20 @@ def test_token_ids_join_matches_concatenation() -> None:
     assert TokenIds.join([a, b, a]) == (1, 2, 3, 1, 2) and TokenIds.join([a, b]).typecode == "i"
     assert TokenIds.join([a, wide]) == (1, 2, 2**40) and TokenIds.join([a, wide]).typecode == "q"
     assert TokenIds.join([]) == ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 300_000), at=st.integers(0, 300_000), offsets=st.tuples(st.integers(0, 9), st.integers(0, 9)),
+       flip=st.integers(1, 255))
+def test_the_first_difference_is_found_wherever_it_lies(n: int, at: int, offsets: tuple[int, int], flip: int) -> None:
+    """In the first block or a later, 4x longer one, at a bisection's edge or in its last bytes, or nowhere: the
+    offset is the first one at which the two ranges differ, as a byte-by-byte scan finds it."""
+    a0, b0 = offsets
+    base = bytes((i * 131 + 7) % 251 for i in range(n + 10))
+    a = base[:a0] + base[: n]
+    other = bytearray(base[:n])
+    if at < n:
+        other[at] ^= flip
+    b = b"\x00" * b0 + bytes(other)
+    want = next((i for i in range(n) if a[a0 + i] != b[b0 + i]), n)
+    assert workloads.trace_reuse._differs_at(a, a0, b, b0, n) == want
