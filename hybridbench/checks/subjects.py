@@ -67,6 +67,9 @@ def nothing_to_judge(check: str, arms: Sequence[str], baseline: str, cache_off: 
         return _both_sides(arms, cache_off, "each cache-on arm's answers")
     if check == "evictions" and all(a in cache_off for a in arms):
         return "judges the cache-on arms' evictions, and every arm has the cache off: add a cache-on arm"
+    if check == "kl" and all(a in cache_off for a in arms):  # the kl probe skips cache-off arms: nothing is measured
+        return ("compares logprobs after a cache hit with a cache-free replay's, and every arm has the cache off: add "
+                "a cache-on arm")
     if check == "host_hits" and not host_tier_arms(arms):
         return "judges the arms with a host tier, and no arm has one: add one (e.g. l2, or branching+l2)"
     if check == "marconi_trends":

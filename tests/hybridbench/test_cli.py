@@ -104,6 +104,17 @@ def test_a_check_no_workload_is_judged_by_is_not_refused_for_its_arms(tmp_path: 
     assert {c["status"] for c in checks if c["check"] in ("ttft", "host_hits")} == {"skip"}, checks
 
 
+
+def test_kl_with_every_arm_cache_off_is_refused_before_a_run(tmp_path: Path) -> None:
+    # The kl probe skips cache-off arms: +experiment=kl with arms=[disabled] measured no KL, its kl and cache_hits rows
+    # said "found nothing to judge" (skip), and the run passed on survival alone (exit 0).
+    proc = hb("+experiment=kl", "arms=[disabled]", "checks.baseline_arm=disabled", f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 2, proc.stdout[-500:] + proc.stderr[-500:]
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "error: checks.enabled: kl compares logprobs after a cache hit with a cache-free replay's, and every arm has "
+        "the cache off: add a cache-on arm"), proc.stderr
+    assert not (tmp_path / "bundle.json").exists()
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

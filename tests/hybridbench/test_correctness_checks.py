@@ -99,6 +99,18 @@ def test_a_kl_probe_that_ran_and_wrote_nothing_is_inconclusive_not_skipped() -> 
     assert res.status == "skip"
 
 
+
+def test_kl_rescored_on_cache_off_arms_alone_is_inconclusive_not_a_skip() -> None:
+    # A re-scoring's arms are fixed: kl enabled on a run of cache-off arms alone measured nothing (the probe skips
+    # them), which was a skip row beside which the run passed.
+    from hybridbench.checks.base import run_verdict
+    from hybridbench.checks.registry import run_checks
+
+    (row,) = run_checks(["kl"], kl_input([], arms=("disabled",)))
+    assert row.status == "inconclusive" and "every arm has the cache off" in row.detail, row
+    assert run_verdict(r.status for r in run_checks(["survival", "kl"], kl_input([], arms=("disabled",)))) \
+        == "inconclusive"
+
 def test_kl_samples_round_trip_through_kl_jsonl(tmp_path: Path) -> None:
     path = tmp_path / "kl.jsonl"
     with RecordWriter(path) as w:
