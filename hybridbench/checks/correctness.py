@@ -55,13 +55,15 @@ def kl(inp: CheckInput) -> Sequence[CheckResult]:
             continue
         variants = sorted(v for (w, a, v) in groups if (w, a) == (workload, arm))
         if not variants:
-            # The probe ran (its trial snapshots count what it wrote) and found nothing to probe: the KL the run
-            # asked for is unmeasured, which is not a pass by omission.
+            # No sample, so the KL the check asks about is unmeasured, never a pass by omission (nor a skip beside
+            # which the run passes): the probe ran and found nothing to probe (its trial snapshots count what it
+            # wrote), or it never ran (a re-scoring that enables kl; the plan refuses an engine it cannot serve).
             ran = any(isinstance(w := s.get(SAMPLES_WRITTEN), dict) and "kl" in w
                       for s in inp.snapshots.get((workload, arm), []))
-            out.append(CheckResult("kl", workload, arm, "inconclusive" if ran else "skip", None,
-                                   f"mean k3 < {inp.kl_threshold:g}",
-                                   "no KL samples: the engine has no prompt logprobs, or no prompt had >= 8 tokens"))
+            out.append(CheckResult("kl", workload, arm, "inconclusive", None, f"mean k3 < {inp.kl_threshold:g}",
+                                   "no KL samples: no prompt had >= 8 tokens" if ran else
+                                   "no KL samples: the kl probe did not run for this arm (kl not enabled when the run "
+                                   "was made)"))
             continue
         for variant in variants:
             status, value, detail = _kl_verdict(groups[(workload, arm, variant)], inp.kl_threshold,

@@ -73,8 +73,8 @@ def test_kl_fails_on_probe_errors_skips_by_design_and_ignores_the_disabled_arm()
     assert res.status == "fail" and "HTTP 500" in res.detail
     (res,) = kl(kl_input([sample("lru", skipped="no_buffer: by design", cached=None)]))
     assert res.status == "skip" and "by design" in res.detail
-    (res,) = kl(kl_input([sample("disabled")]))  # nothing for lru: the engine gave no logprobs
-    assert res.arm == "lru" and res.status == "skip"
+    (res,) = kl(kl_input([sample("disabled")]))  # nothing for lru: KL unmeasured, not skipped into a pass
+    assert res.arm == "lru" and res.status == "inconclusive"
     results = kl(kl_input([sample("lru", "prefill"), sample("lru", "branch", ref=(0.0, 0.0))]))
     assert {(r.workload, r.status) for r in results} == {("w/prefill", "pass"), ("w/branch", "fail")}
 
@@ -95,8 +95,8 @@ def test_a_kl_probe_that_ran_and_wrote_nothing_is_inconclusive_not_skipped() -> 
     ran = replace(base, snapshots={("w", "lru"): [{"samples_written": {"kl": 0}}]})
     (res,) = kl(ran)
     assert (res.arm, res.status) == ("lru", "inconclusive") and "no KL samples" in res.detail
-    (res,) = kl(base)  # nothing says the probe ran (a run saved before the count): as before
-    assert res.status == "skip"
+    (res,) = kl(base)  # nothing says the probe ran (a re-scoring enabling kl, a run saved before the count)
+    assert res.status == "inconclusive" and "did not run" in res.detail, res
 
 
 

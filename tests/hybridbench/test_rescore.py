@@ -99,10 +99,22 @@ def test_a_straddling_interval_rescores_inconclusive_not_pass(run_copy: Path) ->
 
 
 def test_checks_that_all_skip_rescore_inconclusive_not_pass(run_copy: Path) -> None:
-    # The sim has no KL samples: the kl check skips, and a verdict made of skips alone decided nothing.
-    assert main([str(run_copy), "checks.enabled=[kl]"]) == 1
+    # The run has no hit-rate floor: cache_hits shows the rates, judges nothing, and a verdict made of skips alone
+    # decided nothing.
+    assert main([str(run_copy), "checks.enabled=[cache_hits]"]) == 1
     assert {v[3] for v in _verdicts(run_copy)} == {"skip"}
     assert json.loads((run_copy / "bundle.json").read_text())["verdict"] == "inconclusive"
+
+
+def test_kl_enabled_on_a_run_that_never_ran_its_probe_rescores_inconclusive_not_pass(run_copy: Path) -> None:
+    # The run never ran the kl probe (kl was not enabled; the sim cannot serve it): a re-scoring that enables kl has
+    # no sample to judge. Its rows were skips ("the engine has no prompt logprobs"), and the run passed on survival.
+    assert main([str(run_copy), "checks.enabled=[survival,kl]"]) == 1
+    rows = [v for v in _verdicts(run_copy) if v[0] == "kl"]
+    assert rows and {v[3] for v in rows} == {"inconclusive"}, rows
+    bundle = json.loads((run_copy / "bundle.json").read_text())
+    assert bundle["verdict"] == "inconclusive"
+    assert all("did not run" in c["detail"] for c in bundle["checks"] if c["check"] == "kl"), bundle["checks"]
 
 
 def test_a_check_the_arms_give_nothing_to_judge_rescores_inconclusive_not_pass(run_copy: Path) -> None:
