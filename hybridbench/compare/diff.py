@@ -35,6 +35,7 @@ from hybridbench.compare.comparable import (
 )
 from hybridbench.compare.repeats import per_repeat, unmeasured_repeats
 from hybridbench.compare.runs import SavedRun
+from hybridbench.compare.uncompared import survival_alone
 from hybridbench.errors import ConfigError
 from hybridbench.metrics.decision import judge
 from hybridbench.metrics.stats import RelativeChange, paired_bootstrap, welch_relative_change
@@ -374,7 +375,7 @@ def compare_runs(base: SavedRun, cand: SavedRun, cfg: CompareCfg) -> Comparison:
               if (w, a) in planned[1] - planned[0]]
     if not pairs:
         raise ConfigError("not comparable: the runs share no (workload, arm) pair")
-    deltas = [d for w, a in pairs for d in _pair(base, cand, w, a, cfg)]
+    deltas = [d for w, a in pairs for d in survival_alone(_pair(base, cand, w, a, cfg))]
     # What the baseline ran and the candidate did not (a workload or arm dropped, perhaps the one that regressed)
     # is unjudged: the comparison is inconclusive, never a pass over what remains.
     deltas += [_undecided(("survival", w, a), "every (workload, arm) of the baseline in the candidate",

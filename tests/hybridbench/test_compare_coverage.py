@@ -193,3 +193,18 @@ def test_a_candidate_beside_another_runs_bundle_is_refused_not_compared(tmp_path
     capsys.readouterr()
     assert main([str(a), str(b)]) == 2
     assert "another run's bundle" in capsys.readouterr().err
+
+
+def test_a_pair_the_baseline_completed_nothing_of_compares_nothing_and_never_passes(tmp_path: Path) -> None:
+    # Main's seglen lost every request; the PR's completed them all. Survival passed and seglen's TTFT, throughput and
+    # hit-rate rows skipped (nothing to pair): beside lru's passes the comparison passed, exit 0, with seglen's timing
+    # and hits compared with nothing.
+    a, b = write_run(tmp_path / "a", lose=20), write_run(tmp_path / "b")
+    assert main([str(a), str(b)]) == 1
+    v = verdicts(b)
+    assert v[("seglen", "survival")]["status"] == "pass"
+    for metric in ("ttft", "throughput", "token_hit_rate"):
+        row = v[("seglen", metric)]
+        assert row["status"] == "inconclusive" and "compared nothing but survival" in str(row["detail"]), row
+    assert {d["status"] for (arm, _), d in v.items() if arm == "lru"} == {"pass"}
+    assert json.loads((b / "compare" / "compare.json").read_text())["verdict"] == "inconclusive"
