@@ -338,9 +338,17 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
                                        f"{rate:.1%} of prompt tokens cached; no floor set "
                                        "(checks.min_token_hit_rate=0), so not judged"))
             continue
-        verdict: Status = "pass" if rate >= floor and not impossible else "fail"
+        # A request with no hit count is unknown, never 0: the rate lies between its value with those hits none and
+        # with them whole prompts, and only a floor on one side of both bounds decides.
+        unknown = [r for r in ok if r.cached_tokens is None]
+        top = rate + sum(r.prompt_tokens for r in unknown) / prompt if prompt else 0.0
+        verdict: Status = "fail" if impossible or top < floor else "pass" if rate >= floor else "inconclusive"
         detail = f"{rate:.1%} of prompt tokens cached"
+        if unknown:
+            detail += (f" at least; {len(unknown)} of {len(ok)} completed request(s) reported no hit count, so up to "
+                       f"{top:.1%}")
         if impossible:
             detail += f"; {impossible_hit_detail(impossible)}"
-        out.append(CheckResult("cache_hits", workload, arm, verdict, rate, f"token hit rate >= {floor:.0%}", detail))
+        out.append(CheckResult("cache_hits", workload, arm, verdict, None if verdict == "inconclusive" else rate,
+                               f"token hit rate >= {floor:.0%}", detail))
     return out

@@ -287,3 +287,15 @@ def test_without_a_floor_the_hit_rate_is_shown_as_not_judged_never_as_nothing_to
     assert rows["lru"].detail == ("0.0% of prompt tokens cached; no floor set (checks.min_token_hit_rate=0), "
                                   "so not judged")
     assert rows["seglen"].observed == pytest.approx(0.6)
+
+
+def test_requests_with_no_hit_count_are_unknown_not_misses() -> None:
+    # An engine that sends no cached-token count: read as 0, the arm failed its floor ("0.0% of prompt tokens
+    # cached") for hits nobody measured. Unknown counts bound the rate; only a floor outside both bounds decides.
+    none = {("w", "lru"): [rec("lru", 100.0, cached=None), rec("lru", 100.0, i=1, cached=None)]}  # type: ignore[arg-type]
+    (row,) = cache_hits(make_input(none, min_token_hit_rate=0.5))
+    assert (row.status, row.observed) == ("inconclusive", None) and "2 of 2 completed request(s)" in row.detail
+    some = {("w", "lru"): [rec("lru", 100.0, cached=80), rec("lru", 100.0, i=1, cached=None)]}  # type: ignore[arg-type]
+    assert [r.status for r in cache_hits(make_input(some, min_token_hit_rate=0.3))] == ["pass"]  # >= 40% either way
+    assert [r.status for r in cache_hits(make_input(some, min_token_hit_rate=0.5))] == ["inconclusive"]  # 40%..90%
+    assert [r.status for r in cache_hits(make_input(some, min_token_hit_rate=0.95))] == ["fail"]  # 90% at most
