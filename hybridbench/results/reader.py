@@ -212,7 +212,12 @@ def read_bundle(path: Path) -> Bundle:
         state = tf.text("state", "engine died" if server.get("infrastructure_error") else "ran")
         if state not in TRIAL_STATES:
             raise ConfigError(f"{tf.where}: state {state!r} is not one of {', '.join(TRIAL_STATES)}")
-        trials.append(TrialResult(tf.text("trial_id"), tf.text("arm"), tf.text("workload"), tf.integer("repeat"),
+        trial_id = tf.text("trial_id")
+        # Listed twice (a merged or hand-edited bundle), a re-scoring took the trial's state from one entry and its
+        # server from the other, and compare read the first: a crashed trial could pass beside its clean twin.
+        if any(r.trial_id == trial_id for r in trials):
+            raise ConfigError(f"{tf.where}: trial {trial_id} is listed twice: a bundle lists each trial once")
+        trials.append(TrialResult(trial_id, tf.text("arm"), tf.text("workload"), tf.integer("repeat"),
                                   tf.mapping("summary", {}), server, state, tf.optional_integer("planned_requests"),
                                   tf.optional_integer("recorded_requests"), tf.optional_integer("duplicated_records"),
                                   tf.text("detail", "")))

@@ -92,6 +92,7 @@ def test_a_field_of_the_wrong_type_is_one_line_naming_file_line_and_field(tmp_pa
     (lambda b: b["checks"][0].update(status="maybe"), "checks[0]: status 'maybe'"),
     (lambda b: b["trials"][1].update(repeat="0"), "trials[1]: not a hybridbench bundle (repeat must be int"),
     (lambda b: b.update(schema_version="one"), "schema_version 'one' is not a bundle schema version"),
+    (lambda b: b["trials"].append({**b["trials"][0], "state": "engine died"}), "is listed twice"),
     (lambda b: b["provenance"].update(engine=[]), "provenance: engine: not a hybridbench bundle"),
 ])
 def test_a_malformed_bundle_is_one_line_naming_the_key(tmp_path: Path, edit, needle: str) -> None:  # type: ignore[no-untyped-def]
