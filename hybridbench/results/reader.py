@@ -205,7 +205,7 @@ def read_bundle(path: Path) -> Bundle:
     raw = read_json_object(path)
     f = _Fields(str(path), raw, "a hybridbench bundle")
     version = check_version(path, "bundle", raw.get("schema_version"))
-    trials = []
+    trials: list[TrialResult] = []
     for i, t in enumerate(f.array("trials")):
         tf = f.sub("trials", i, t)
         server = _snapshot(tf)
