@@ -42,7 +42,8 @@ class HelpText:
 
 
 _OPTION_LINE = re.compile(r"^ {0,6}--?[A-Za-z0-9]")  # options sit at indent 2; descriptions much deeper
-_INVOCATION = re.compile(r"(--[A-Za-z0-9][A-Za-z0-9_-]*)(?:[ =](\{[^}]*\}|[^\s,]+))?")
+# Short aliases too (vLLM's -tp, -q): a short spelling in engine.extra_args is checked against them as given.
+_INVOCATION = re.compile(r"(--?[A-Za-z0-9][A-Za-z0-9_-]*)(?:[ =](\{[^}]*\}|[^\s,]+))?")
 _ANY_FLAG = re.compile(r"(?<![\w-])(--[A-Za-z0-9][A-Za-z0-9_-]*)")
 
 
@@ -111,6 +112,21 @@ def check_flags(flags: Iterable[Flag], extra: Sequence[str], help_text: HelpText
     for name in sorted(extra_flag_names(extra)):
         if not help_text.offers(name):
             raise ConfigError(f"engine.extra_args has {name}, which this {engine_name} build does not offer")
+    for name in sorted(_short_spellings(extra)):
+        if not help_text.offers(name):
+            # argparse reads -qfp8 as -q fp8 and -t as -tp (the one short flag it begins): another flag than the
+            # owned-flag table and this check were shown (TP 8 served, TP 4 recorded), or one the server refuses
+            raise ConfigError(f"engine.extra_args has {name}, which this {engine_name} build does not offer as "
+                              "written (argparse may read it as another flag: a prefix of a longer one, or a short one "
+                              "with its value run in); give each flag whole, as its --help spells it, and its value "
+                              "apart")
+
+
+def _short_spellings(extra: Sequence[str]) -> set[str]:
+    """The single-dash options in ``extra`` as argparse will look them up (``-x=v`` as ``-x``); a negative number
+    is a value, not a flag."""
+    return {a.split("=", 1)[0] for a in extra
+            if a.startswith("-") and not a.startswith("--") and len(a) > 1 and not _NUMBER.match(a)}
 
 
 def merge_extra(flags: Sequence[Flag], extra: Sequence[str]) -> list[str]:

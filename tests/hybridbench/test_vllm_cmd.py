@@ -176,6 +176,22 @@ def test_short_flags_with_their_value_attached_are_refused_too(extra: list[str],
         cmd("disabled", V032, EngineCfg(tp=4, extra_args=extra))
 
 
+@pytest.mark.parametrize("extra", [
+    ["-qfp8"],  # argparse reads it as -q fp8: fp8 served, the checkpoint's dtype recorded
+    ["-t", "8"],  # a prefix of -tp, the only short flag it begins: TP 8 served, TP 4 recorded
+    ["-n2"],  # -n 2 (--nnodes)
+    ["-x"],  # no such flag: vLLM's parser would stop at start-up, after the plan had passed
+])
+def test_short_flags_argparse_would_read_as_another_are_refused(extra: list[str]) -> None:
+    """The owned-flag table and the build's flag list know whole names: a short flag with its value run in, or a
+    prefix of one, is another spelling argparse accepts (tests/vllm_cpu resolves each with vLLM's own parser)."""
+    with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0]}, which this vLLM build does not "
+                                          r"offer as written"):
+        cmd("disabled", V032, EngineCfg(tp=4, extra_args=extra))
+    assert cmd("disabled", V032, EngineCfg(tp=4, extra_args=["--max-model-len", "-1"]))[-2:] == [
+        "--max-model-len", "-1"]  # a negative number is a value, not a flag
+
+
 def test_disable_log_stats_is_refused_as_it_empties_the_metrics_the_run_reads() -> None:
     for extra in (["--disable-log-stats"], ["--enable-log-requests", "--disable-log-stats"]):
         for help_text in (V032, MAIN, None):

@@ -78,6 +78,10 @@ OTHER_SERVER: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
     ("lru", ("-q", "fp8"), {"quantization": "fp8"}),  # the record would say the checkpoint's dtype
     ("lru", ("-pcp", "2"), {"prefill_context_parallel_size": 2}),  # world size PP x TP x PCP: 2 GPUs, 1 planned
     ("lru", ("-n", "2"), {"nnodes": 2}),
+    # argparse's other spellings of those: a short flag with its value run in, and a prefix of a longer short flag
+    # (-t is -tp's, -pc -pcp's); each planned once, the owned-flag table knowing only the whole names
+    ("lru", ("-qfp8",), {"quantization": "fp8"}), ("lru", ("-n2",), {"nnodes": 2}),
+    ("lru", ("-t", "8"), {"tensor_parallel_size": 8}), ("lru", ("-pc", "2"), {"prefill_context_parallel_size": 2}),
     # AsyncLLM(log_stats=not disable_log_stats): no stat loggers, so /metrics has no vllm: series at all (seen on
     # this env's server: docs/engines/vllm.md), where the run reads its served block and hit counters
     ("lru", ("--disable-log-stats",), {"disable_log_stats": True}),
