@@ -77,6 +77,24 @@ def _refuse_switch_value(extra: Sequence[str], switch: str = "--enable-chunked-p
                               "switch); give it alone, or leave it out: chunked prefill is vLLM's default")
 
 
+# What gives vLLM a KV connector (a host tier): --kv-offloading-size (VllmConfig._post_init_kv_transfer_config) and a
+# connector named outright.
+_CONNECTOR_FLAGS = ("--kv-offloading-size", "--kv-transfer-config")
+
+
+def _refuse_connector(extra: Sequence[str], spec: ArmSpec) -> None:
+    """ConfigError for a KV connector in engine.extra_args, which reach every arm, given an arm without a host tier:
+    its engine core hashes a request's blocks for a connector with prefix caching off, and the scheduler asks the
+    connector for a hit all the same (v1/engine/core.py, v1/core/sched/scheduler.py; tests/vllm_cpu), so the cache-off
+    baseline, or a device-only arm, would hit a host tier under its own name."""
+    if spec.host_tier:
+        return
+    if given := sorted(owned.given_flags(extra) & set(_CONNECTOR_FLAGS)):
+        raise ConfigError(f"engine.extra_args has {given[0]}, which gives arm {spec.name} (no host tier) vLLM's KV "
+                          "connector, asked for hits even with prefix caching off; size the l2 arm's host tier "
+                          "with arm.l2.host_tier_gb instead")
+
+
 def _refuse_silent_metrics(extra: Sequence[str]) -> None:
     """ConfigError for --disable-log-stats: vLLM then builds no stat loggers (``AsyncLLM``: ``log_stats=not
     engine_args.disable_log_stats``), so its /metrics has no ``vllm:`` series, and the run would record no served
@@ -140,7 +158,7 @@ def _host_tier(spec: ArmSpec, ctx: _Ctx) -> list[Flag]:
     if gb <= 0 and "--kv-offloading-size" not in owned.extra_flag_names(ctx.extra):
         raise ConfigError(
             f"arm {spec.name} on vLLM needs a host tier size for --kv-offloading-size (GiB): set "
-            "arm.l2.host_tier_gb, or pass --kv-offloading-size in engine.extra_args"
+            "arm.l2.host_tier_gb, or pass --kv-offloading-size in engine.extra_args (with host-tier arms only)"
         )
     owner = f"arm {spec.name}"
     return [Flag("--kv-offloading-size", fmt_number(gb), owner), Flag("--kv-offloading-backend", "native", owner)]
@@ -224,6 +242,7 @@ def vllm_command(
     _refuse_switch_value(extra)
     _refuse_silent_metrics(extra)
     owned.refuse_replicas(extra, VLLM_REPLICAS, None)
+    _refuse_connector(extra, arm)
     flags.extend(vllm_arm_flags(arm, extra, hybrid=model.hybrid))
     overridden = owned.extra_flag_names(extra)
     check_flags([f for f in flags if f.name not in overridden], extra, helped, "vLLM")

@@ -81,6 +81,20 @@ def test_l2_needs_a_host_tier_size() -> None:
     assert via_extra == [*tier[:3], "--kv-offloading-backend", "native", "--kv-offloading-size", "32"]
 
 
+@pytest.mark.parametrize("extra", [
+    ["--kv-offloading-size", "32"], ["--kv-offloading-size=32"],
+    ["--kv-transfer-config", '{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}'],
+])
+@pytest.mark.parametrize("arm", ["disabled", "lru", "branching"])
+def test_a_kv_connector_is_refused_for_an_arm_without_a_host_tier(extra: list[str], arm: str) -> None:
+    """engine.extra_args reach every arm: a host-tier size there gave the cache-off and device-only arms vLLM's
+    offloading connector too, which it asks for hits whatever the arm's prefix caching (tests/vllm_cpu resolves it)."""
+    with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0].split('=')[0]}, which gives arm {arm} "
+                                          r"\(no host tier\) vLLM's KV connector"):
+        cmd(arm, MAIN, EngineCfg(tp=4, extra_args=extra))
+    assert "--kv-offloading-size" not in cmd(arm, MAIN)
+
+
 def test_engine_options() -> None:
     engine = EngineCfg(tp=1, page_size=2048, chunked_prefill_size=0, mem_fraction_static=0.5,
                        extra_args=["--max-model-len", "2048"])  # fmt: skip

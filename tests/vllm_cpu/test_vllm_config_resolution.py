@@ -88,6 +88,12 @@ OTHER_SERVER: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
 ]
 
 
+# engine.extra_args that give vLLM a KV connector (its host tier), hybridbench's l2 arm's own --kv-offloading-size
+# among them: given there they reach every arm, and vLLM asks the connector for hits whatever the arm's prefix caching.
+CONNECTOR = [("--kv-offloading-size", "10"),
+             ("--kv-transfer-config", '{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}')]
+
+
 def _yaml(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("config") / "serve.yaml"
     path.write_text("disable-log-stats: true\n")
@@ -113,6 +119,8 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict
         "dense_align": [[*build(LLAMA, "lru", hybrid=False), "--mamba-cache-mode", "align"]],
         "quantized": [build(LLAMA, "lru", hybrid=False, quantization="fp8")],
         "config_file": [[*build(NEMOTRONH, "lru", hybrid=True), "--config", str(_yaml(tmp_path_factory))]],
+        "connector": [[*build(NEMOTRONH, arm, hybrid=True), *extra]
+                      for arm in ("disabled", "lru") for extra in CONNECTOR],
     }
     flat = resolved(*(a for argvs in groups.values() for a in argvs))
     out, i = {}, 0
@@ -215,3 +223,22 @@ def test_model_quantization_reaches_vllm(resolutions: dict[str, list[dict[str, A
     """model.quantization=fp8 is what the forecast and the record say: vLLM resolves it, as SGLang gets it."""
     [r] = resolutions["quantized"]
     assert r["error"] == "" and r["resolved"]["quantization"] == "fp8", r
+
+
+def test_a_kv_connector_in_extra_args_is_refused_for_arms_without_a_host_tier(
+        resolutions: dict[str, list[dict[str, Any]]]) -> None:
+    """vLLM resolves either flag of CONNECTOR to its offloading connector for the cache-off arm as for lru, and its
+    engine core hashes a request's blocks for a connector with prefix caching off, the scheduler asking it for a hit
+    all the same (v1/engine/core.py, v1/core/sched/scheduler.py): the baseline would hit its host tier under the
+    name "disabled". hybridbench refuses them for every arm without a host tier, and plans l2's."""
+    runs = [(arm, extra) for arm in ("disabled", "lru") for extra in CONNECTOR]
+    for (arm, extra), r in zip(runs, resolutions["connector"], strict=True):
+        assert (r["parse_error"], r["error"]) == ("", ""), (arm, extra, r)
+        got = r["resolved"]
+        assert (got["enable_prefix_caching"], got["kv_connector"]) == (arm != "disabled", "OffloadingConnector"), r
+        with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {extra[0]}, which gives arm {arm} "):
+            build(NEMOTRONH, arm, hybrid=True, extra=extra)
+    [core] = PYTHON.parent.parent.glob("lib/python3*/site-packages/vllm/v1/engine/core.py")
+    assert "if vllm_config.cache_config.enable_prefix_caching or kv_connector is not None:" in core.read_text(), (
+        "UPSTREAM CHANGE in vLLM: the engine core no longer hashes blocks for a KV connector with prefix caching off")
+    assert all(r["resolved"]["kv_connector"] is None for r in resolutions["planned"])  # the planned arms have none
