@@ -11,10 +11,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from hybridbench.config.redact import scrub, secret_values
 from hybridbench.engines.owned_flags import extra_flag_names
 from hybridbench.errors import ConfigError
 
-__all__ = ["Flag", "HelpText", "check_flags", "fmt_number", "merge_extra", "parse_help"]
+__all__ = ["Flag", "HelpText", "check_flags", "fmt_number", "merge_extra", "parse_help", "unread_token"]
 
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
@@ -25,10 +26,12 @@ _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 @dataclass(frozen=True, slots=True)
 class HelpText:
-    """The flags an installed server offers, and the choices listed for those that have them."""
+    """The flags an installed server offers, the choices listed for those that have them, and how many values each
+    takes where its help line says (0: a switch, 1: one value; absent: optional or several)."""
 
     flags: frozenset[str]
     choices: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    takes: Mapping[str, int] = field(default_factory=dict)
 
     def offers(self, flag: str) -> bool:
         return flag in self.flags
@@ -45,6 +48,7 @@ _OPTION_LINE = re.compile(r"^ {0,6}--?[A-Za-z0-9]")  # options sit at indent 2; 
 # Short aliases too (vLLM's -tp, -q): a short spelling in engine.extra_args is checked against them as given.
 _INVOCATION = re.compile(r"(--?[A-Za-z0-9][A-Za-z0-9_-]*)(?:[ =](\{[^}]*\}|[^\s,]+))?")
 _ANY_FLAG = re.compile(r"(?<![\w-])(--[A-Za-z0-9][A-Za-z0-9_-]*)")
+_ONE_VALUE = re.compile(r"\{[^}]*\}|[^\s\[\].]+")  # METAVAR or {a,b}; "[X]" and "X [X ...]" take a varying number
 
 
 def parse_help(text: str) -> HelpText:
@@ -58,6 +62,7 @@ def parse_help(text: str) -> HelpText:
     """
     flags: set[str] = set()
     choices: dict[str, frozenset[str]] = {}
+    takes: dict[str, int] = {}
     for line in text.splitlines():
         if not _OPTION_LINE.match(line):
             continue
@@ -70,10 +75,13 @@ def parse_help(text: str) -> HelpText:
             metavar = m.group(2)
             if metavar and metavar.startswith("{"):
                 choices[m.group(1)] = frozenset(c.strip() for c in metavar[1:-1].split(",") if c.strip())
+            rest = part.strip()[len(m.group(1)):].lstrip(" =")
+            if not rest or _ONE_VALUE.fullmatch(rest):
+                takes[m.group(1)] = 1 if rest else 0
     if not flags:
         flags = set(_ANY_FLAG.findall(text))
-        choices = {}
-    return HelpText(frozenset(flags), choices)
+        choices, takes = {}, {}
+    return HelpText(frozenset(flags), choices, takes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +128,45 @@ def check_flags(flags: Iterable[Flag], extra: Sequence[str], help_text: HelpText
                               "written (argparse may read it as another flag: a prefix of a longer one, or a short one "
                               "with its value run in); give each flag whole, as its --help spells it, and its value "
                               "apart")
+    if found := unread_token(extra, help_text):
+        token, before = found
+        where = (f"after {before}, which takes {'no value' if help_text.takes[before] == 0 else 'one value'}"
+                 if before else "before any flag")
+        raise ConfigError(f"engine.extra_args has {scrub(token, secret_values({'engine': {'extra_args': extra}}))!r} "
+                          f"where no flag reads it ({where} on this {engine_name} build), so the server would stop at "
+                          "start-up on it")
+
+
+def _is_flag(arg: str) -> bool:
+    """Whether argparse reads ``arg`` as an option (a negative number is a value)."""
+    return arg.startswith("-") and len(arg) > 1 and not _NUMBER.match(arg)
+
+
+def unread_token(extra: Sequence[str], help_text: HelpText) -> tuple[str, str] | None:
+    """The first token of ``extra`` the server's argparse would leave unread, and the flag before it ("" if none):
+    one after a switch, after the one value its flag takes, or before any flag. argparse refuses such a token
+    ("unrecognized arguments") only once every argument is read, so the plan's parser call, which ends in
+    ``--help``, exits on the help first. A flag whose help line gives no fixed count (``[X]``, ``X [X ...]``), or
+    a help text read without option lines, leaves the tokens after it unjudged."""
+    if not help_text.takes:
+        return None
+    left, before = 0, ""  # values the flag before still takes (-1: any number)
+    for arg in extra:
+        if _is_flag(arg):
+            name, eq, _ = arg.partition("=")
+            taken = help_text.takes.get(name)
+            left, before = (-1 if taken is None else 0 if eq else taken), name
+        elif left == 0:
+            return arg, before
+        elif left > 0:
+            left -= 1
+    return None
 
 
 def _short_spellings(extra: Sequence[str]) -> set[str]:
     """The single-dash options in ``extra`` as argparse will look them up (``-x=v`` as ``-x``); a negative number
     is a value, not a flag."""
-    return {a.split("=", 1)[0] for a in extra
-            if a.startswith("-") and not a.startswith("--") and len(a) > 1 and not _NUMBER.match(a)}
+    return {a.split("=", 1)[0] for a in extra if _is_flag(a) and not a.startswith("--")}
 
 
 def merge_extra(flags: Sequence[Flag], extra: Sequence[str]) -> list[str]:

@@ -131,6 +131,21 @@ def kv_only_host_tier(extra: Sequence[str], version: TokenSpeedVersion) -> str:
     return next((f for f in _KV_HOST_TIER_FLAGS if f in names), "")
 
 
+def _engine_part(extra: Sequence[str]) -> list[str]:
+    """``extra`` less the flags ``ts serve`` hands the gateway, with their values (each takes one): what the
+    engine's parser reads."""
+    out: list[str] = []
+    skip = False
+    for arg in extra:
+        if skip:
+            skip = False
+        elif arg in _GATEWAY_FLAGS:
+            skip = True
+        elif arg.split("=", 1)[0] not in _GATEWAY_FLAGS:
+            out.append(arg)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class _Ctx:
     version: TokenSpeedVersion
@@ -254,7 +269,7 @@ def tokenspeed_command(
         # ServerArgs refuses a KV store without prefix caching at start-up ("mutually exclusive").
         flags = [f for f in flags if f.name != "--disable-kvstore"]
     helped = parse_help(help_text) if help_text is not None else None
-    extra_engine = [a for a in extra if a.split("=", 1)[0] not in _GATEWAY_FLAGS]
+    extra_engine = _engine_part(extra)
     check_flags([f for f in flags if f.name not in overridden], extra_engine, helped, f"TokenSpeed {version.version}")
     served = [
         Flag("--host", host, "engine.host"),

@@ -7,7 +7,10 @@ lines below are checked against the flags those versions really accept, not agai
 from __future__ import annotations
 
 import functools
+import json
 import os
+import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -129,3 +132,41 @@ def test_extra_args_the_builds_own_parser_refuses_are_refused_at_plan_time(
     cfg.engine.extra_args = ["--max-running-requests", "8"]
     cmd = engine.build(cfg, plan_arm("branching"), 30000)  # type: ignore[attr-defined]
     assert cmd[-2:] == ["--max-running-requests", "8"]
+
+
+# Tokens argparse leaves unread, which SGLang's parser refuses at launch ("unrecognized arguments"), while the plan's
+# parser call, ending in --help, exits on the help before argparse looks for them: (extra_args, the token).
+UNREAD = [(["--disable-cuda-graph", "True"], "True"),  # a switch given a value (Hydra's true is "True")
+          (["bogus", "--max-running-requests", "8"], "bogus"),  # not a flag, not a value
+          (["--max-running-requests", "8", "16"], "16")]  # one value more than the flag takes
+
+
+def test_tokens_the_builds_own_parser_leaves_unread_are_refused_at_plan_time() -> None:
+    """SGLang's own parser, as launch_server reads its arguments (prepare_server_args: argparse over
+    ServerArgs.add_cli_args), stops on each UNREAD token; the plan refuses it first, naming it (exit 2, not a server
+    that died at start-up, exit 3), on every build; flags that take several values or none keep working."""
+    cfg, _ = engine_for("0.5.23")
+    code = ("import argparse, json, sys; from sglang.srt.server_args import ServerArgs\n"
+            "for argv in json.loads(sys.argv[1]):\n"
+            "    p = argparse.ArgumentParser(prog='sglang serve'); ServerArgs.add_cli_args(p)\n"
+            "    try: p.parse_args(['--model-path', 'm', *argv]); print('read')\n"
+            "    except SystemExit as e: print('exit', e.code)\n")
+    argvs = [extra for extra, _ in UNREAD] + [["--numa-node", "0", "1", "--disable-cuda-graph"]]
+    proc = subprocess.run([cfg.engine.python, "-c", code, json.dumps(argvs)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.stdout.split("\n")[:4] == ["exit 2", "exit 2", "exit 2", "read"], proc.stderr[-2000:]
+    for token in ("True", "bogus", "16"):
+        assert f"error: unrecognized arguments: {token}" in proc.stderr
+    for version in ("0.5.23", "0.5.16", "0.5.9"):  # the command against each build's own --help
+        python, text, _ = quantization_help(version)
+
+        def build(extra: list[str], python: Path = python, text: str = text) -> list[str]:
+            return sglang_command(python=str(python), model=cfg.model, engine=replace(cfg.engine, extra_args=extra),
+                                  arm=plan_arm("branching"), port=30000, help_text=text)
+
+        for extra, token in UNREAD:
+            with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {token!r} where no flag reads it .* "
+                                                  "the server would stop at start-up on it"):
+                build(extra)
+        assert build(["--numa-node", "0", "1", "--disable-cuda-graph"])[-4:] == [  # nargs +, then a switch
+            "--numa-node", "0", "1", "--disable-cuda-graph"]

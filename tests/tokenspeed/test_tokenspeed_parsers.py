@@ -309,3 +309,19 @@ def test_the_served_page_is_read_from_the_line_the_scheduler_writes(version: str
     log = tmp_path / "server-branching.log"
     log.write_text(f"[2026-11-30 10:00:00 TP0] {line}\n[2026-11-30 10:00:00 TP1] {line}\n")
     assert scheduler_page(log) == 128
+
+
+@pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
+def test_a_switch_given_a_value_is_refused_and_a_gateway_flags_value_is_not_an_engine_token(version: str) -> None:
+    """``ts serve`` hands a switch's following word to the engine with it; the engine's parser takes the word for its
+    positional model, and start-up stops on the model given twice (the plan's parser call, ending in --help, never
+    got that far). A flag ``ts serve`` gives the gateway takes its value along: that value is no engine token."""
+    with pytest.raises(ConfigError, match=r"^engine\.extra_args has 'True' where no flag reads it \(after "
+                                          r"--enforce-eager, which takes no value"):
+        build(version, "branching", extra=("--enforce-eager", "True"))
+    gateway = ("--prometheus-host", "127.0.0.1", "--enforce-eager")
+    launched, given = routed(version, [*build(version, "branching"), "--enforce-eager", "True"],
+                             build(version, "branching", extra=gateway))
+    assert launched["engine"][-2:] == ["--enforce-eager", "True"], launched
+    assert "Cannot specify model both as a positional argument and --model" in launched["resolved"]["error"], launched
+    assert (given["engine_error"], given["gateway_error"]) == ("", ""), given

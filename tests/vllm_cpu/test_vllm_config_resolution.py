@@ -88,6 +88,10 @@ OTHER_SERVER: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
 ]
 
 
+# Tokens no flag reads (after a switch, after a flag's one value, before any flag): vLLM's parser stops at start-up
+# on them, and the plan's parser call, ending in --help=all, exits on the help before argparse looks for them.
+UNREAD = [(("--enforce-eager", "true"), "true"), (("--max-num-seqs", "8", "16"), "16"), (("bogus",), "bogus")]
+
 # engine.extra_args that give vLLM a KV connector (its host tier), hybridbench's l2 arm's own --kv-offloading-size
 # among them: given there they reach every arm, and vLLM asks the connector for hits whatever the arm's prefix caching.
 CONNECTOR = [("--kv-offloading-size", "10"),
@@ -119,6 +123,7 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict
         "dense_align": [[*build(LLAMA, "lru", hybrid=False), "--mamba-cache-mode", "align"]],
         "quantized": [build(LLAMA, "lru", hybrid=False, quantization="fp8")],
         "config_file": [[*build(NEMOTRONH, "lru", hybrid=True), "--config", str(_yaml(tmp_path_factory))]],
+        "unread": [[*build(LLAMA, "lru", hybrid=False), *extra] for extra, _ in UNREAD],
         "connector": [[*build(NEMOTRONH, arm, hybrid=True), *extra]
                       for arm in ("disabled", "lru") for extra in CONNECTOR],
     }
@@ -242,3 +247,11 @@ def test_a_kv_connector_in_extra_args_is_refused_for_arms_without_a_host_tier(
     assert "if vllm_config.cache_config.enable_prefix_caching or kv_connector is not None:" in core.read_text(), (
         "UPSTREAM CHANGE in vLLM: the engine core no longer hashes blocks for a KV connector with prefix caching off")
     assert all(r["resolved"]["kv_connector"] is None for r in resolutions["planned"])  # the planned arms have none
+
+
+def test_tokens_no_flag_reads_are_refused_at_plan_time(resolutions: dict[str, list[dict[str, Any]]]) -> None:
+    for (extra, token), r in zip(UNREAD, resolutions["unread"], strict=True):
+        assert r["parse_error"] == "exit 2", (extra, r)
+        with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {token!r} where no flag reads it"):
+            build(LLAMA, "lru", hybrid=False, extra=extra)
+    build(LLAMA, "lru", hybrid=False, extra=("--enforce-eager", "--max-num-seqs", "8"))  # planned
