@@ -31,6 +31,7 @@ from hybridbench.engines.owned_flags import (
     OWNED_BY_HARNESS,
     data_parallel_groups,
     extra_flag_names,
+    last_flag,
     refuse_owned,
     refuse_replicas,
 )
@@ -261,6 +262,7 @@ def sglang_command(
     flags.extend(sglang_arm_flags(arm, engine, helped))
     check_mamba_chunk(model, engine, arm)
     refuse_owned(extra, SGLANG_OWNED)
+    _refuse_other_device(extra, engine.gpu)
     refuse_replicas(extra, SGLANG_REPLICAS, "--enable-dp-attention")
     sglang_metrics_ranks(engine)  # a DP size that does not split engine.tp is refused now, not after the weights load
     overridden = extra_flag_names(extra)
@@ -270,6 +272,16 @@ def sglang_command(
     if why := startup_refusal(args, extra, arm, engine, model):
         raise ConfigError(why)
     return [python or sys.executable, "-m", "sglang.launch_server", *args]
+
+
+def _refuse_other_device(extra: Sequence[str], gpu: str) -> None:
+    """ConfigError for ``--device`` other than ``cuda`` on a GPU plan: the CPU recipe (``--device cpu``, as the
+    recorded fixtures ran) given without ``engine.gpu=cpu`` would serve on the CPU while the run, its pools and its
+    forecast say ``engine.gpu`` (CUDA is also what ROCm builds call their GPUs)."""
+    device = last_flag(extra, "--device")
+    if device is not None and gpu != "cpu" and device[1] != "cuda":
+        raise ConfigError(f"engine.extra_args has --device {device[1]}, but engine.gpu={gpu}: the server would not run "
+                          f"on the {gpu} the run records; drop --device, or set engine.gpu=cpu for a CPU run")
 
 
 def sglang_metrics_ranks(engine: EngineCfg) -> int:

@@ -416,3 +416,12 @@ def test_the_plan_refuses_l2_on_a_release_without_a_hybrid_host_tier(tmp_path: P
                           check=False, cwd=ROOT)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("error: arm l2: SGLang 0.5.9 has no host tier"), proc.stderr
+
+
+@pytest.mark.parametrize("extra", [["--device", "cpu"], ["--device=cpu"], ["--device", "npu"], ["--device", ""]])
+def test_another_device_than_the_gpu_recorded_is_refused(extra: list[str]) -> None:
+    # The CPU fixtures' recipe (--device cpu) without engine.gpu=cpu: a CPU server recorded as a 4 x H100 run.
+    with pytest.raises(ConfigError, match=r"^engine\.extra_args has --device .*, but engine\.gpu=h100"):
+        cmd("lru", None, EngineCfg(tp=4, extra_args=extra))  # no help check: this file's fixtures predate --device
+    assert cmd("lru", None, EngineCfg(tp=4, extra_args=["--device", "cuda"]))[-2:] == ["--device", "cuda"]
+    assert cmd("lru", None, EngineCfg(tp=1, gpu="cpu", extra_args=extra))[-len(extra):] == extra
