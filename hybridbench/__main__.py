@@ -26,6 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 from hybridbench import sweep_status
 from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.redact_files import scrub_file
+from hybridbench.config.group_choices import refuse_replaced_load
 from hybridbench.config.store import register
 from hybridbench.errors import HybridbenchError, Interrupted, RunInterrupted
 from workloads.closed_stdout import stdout_closed, stop_writing_stdout
@@ -150,6 +151,7 @@ def _job(cfg: DictConfig) -> int:
             scrub_file(Path(hydra_cfg.sweep.dir) / "multirun.yaml", secrets)
         # what `hybridbench plan` checks too (hybridbench.prepare); its resolved dict has engine.gpu normalised
         run_cfg, resolved = typed_config(cfg)
+        refuse_replaced_load(list(hydra_cfg.overrides.task), run_cfg.load.kind)
         code = run(run_cfg, run_dir, resolved)
         sys.stdout.flush()  # the report, while a closed stdout can still be told from a failure (below)
     except RunInterrupted as exc:  # what ran is on disk; a sweep stops here too

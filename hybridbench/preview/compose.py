@@ -18,6 +18,7 @@ from omegaconf import DictConfig, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from hybridbench.config.schema import RunCfg
+from hybridbench.config.group_choices import refuse_replaced_load
 from hybridbench.config.store import register
 from hybridbench.errors import ConfigError
 from hybridbench.prepare import typed_config
@@ -59,6 +60,7 @@ def compose_run(overrides: list[str]) -> Composed:
             with open_dict(raw):
                 del raw["hydra"]
             cfg, resolved = typed_config(raw)
+            refuse_replaced_load(overrides, cfg.load.kind)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(_one_line(exc)) from None
     finally:
