@@ -24,9 +24,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from hybridbench import sweep_status
+from hybridbench.config.group_choices import refuse_replaced_load
 from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.redact_files import scrub_file
-from hybridbench.config.group_choices import refuse_replaced_load
 from hybridbench.config.store import register
 from hybridbench.errors import HybridbenchError, Interrupted, RunInterrupted
 from workloads.closed_stdout import stdout_closed, stop_writing_stdout

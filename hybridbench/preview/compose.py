@@ -17,8 +17,8 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from hybridbench.config.schema import RunCfg
 from hybridbench.config.group_choices import refuse_replaced_load
+from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.errors import ConfigError
 from hybridbench.prepare import typed_config
