@@ -342,8 +342,9 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
         # with them whole prompts, and only a floor on one side of both bounds decides.
         unknown = [r for r in ok if r.cached_tokens is None]
         top = rate + sum(r.prompt_tokens for r in unknown) / prompt if prompt else 0.0
-        verdict: Status = "fail" if impossible or top < floor else "pass" if rate >= floor else "inconclusive"
-        detail = f"{rate:.1%} of prompt tokens cached"
+        verdict: Status = "fail" if impossible or (prompt and top < floor) else "pass" if prompt and rate >= floor \
+            else "inconclusive"
+        detail = f"{rate:.1%} of prompt tokens cached" if prompt else "no completed request: no hit rate to judge"
         if unknown:
             detail += (f" at least; {len(unknown)} of {len(ok)} completed request(s) reported no hit count, so up to "
                        f"{top:.1%}")

@@ -299,3 +299,6 @@ def test_requests_with_no_hit_count_are_unknown_not_misses() -> None:
     assert [r.status for r in cache_hits(make_input(some, min_token_hit_rate=0.3))] == ["pass"]  # >= 40% either way
     assert [r.status for r in cache_hits(make_input(some, min_token_hit_rate=0.5))] == ["inconclusive"]  # 40%..90%
     assert [r.status for r in cache_hits(make_input(some, min_token_hit_rate=0.95))] == ["fail"]  # 90% at most
+    lost = {("w", "lru"): [rec("lru", 100.0, status="error")]}  # nothing completed: no rate, not a 0% one
+    (row,) = cache_hits(make_input(lost, min_token_hit_rate=0.5))
+    assert (row.status, row.observed) == ("inconclusive", None) and "no completed request" in row.detail
