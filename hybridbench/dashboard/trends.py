@@ -29,7 +29,8 @@ def _published(store: Store) -> dict[tuple[str, str, str, str, str], float]:
 
 
 def _badge(v: Verdict) -> Markup:
-    # A series a sizing or load change left unjudged fails the history gate (exit 1) as an inconclusive one does.
+    # A series a change of sizing, load, GPU, model or engine left unjudged fails the history gate (exit 1) as an
+    # inconclusive one does.
     return verdict_badge("inconclusive" if v.unjudged else _STATUS_CLASS[v.status], v.status)
 
 
@@ -41,7 +42,7 @@ def trend_page(store: Store, root: Path) -> str:
     nightly = Store(store.root, main, store.aggregates[store.aggregates["run"].isin(set(main["run"]))], store.trials,
                     store.checks)
     every = history(nightly)
-    judged = {v.key: v for v in judge_all(every, tolerance=TOLERANCE)}  # across loads: a load change names both
+    judged = {v.key: v for v in judge_all(every, tolerance=TOLERANCE)}  # across loads and GPUs: a change names both
     for s in every:
         k = s.key
         groups[(k.experiment, k.workload, k.metric, k.model, k.gpu, k.engine, k.load)].append(s)

@@ -203,12 +203,12 @@ def _history(args: argparse.Namespace) -> int:
     reloaded = sum(1 for v in young if v.unjudged and not v.unjudged_after_resize)
     print(f"{len(verdicts)} series, {len(regressed)} regressed, {len(undecided)} inconclusive, {len(no_data)} without "
           f"data on their latest run, {len(young)} with too few points to judge ({resized} after a sizing change, "
-          f"{reloaded} after a load change)", file=sys.stderr)
+          f"{reloaded} after a load, GPU, model or engine change)", file=sys.stderr)
     # A series main's sizing change left without a baseline was judged before and is not now: exit 0 read "no
     # regression" for nights nobody judged, and slower code landing with the change became the new baseline. A
     # series too young to have a baseline at all (a new store, arm or load added) has no earlier main to regress
-    # from; one whose load replaced a judged load's on main is held as a resized one is. An undecided trailing
-    # set is never a pass.
+    # from; one that replaced a judged series on main (another load, GPU, model or engine) is held as a resized one
+    # is. An undecided trailing set is never a pass.
     return 1 if regressed or no_data or undecided or resized or reloaded else 0
 
 

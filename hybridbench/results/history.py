@@ -89,7 +89,7 @@ class Verdict:
     sizing_changes: tuple[str, ...] = ()  # "RUN: key old -> new, ..." for each run sized unlike the one before
     # Nights sized otherwise than the latest had a baseline (>= 2 of one sizing) that the change left behind
     baseline_left: bool = False
-    # "RUN: load OLD -> NEW ..." when this series took over from one of another load that had a baseline (load_changes)
+    # "RUN: gpu/model/engine/load OLD -> NEW ..." when this series took over from one that had a baseline (load_changes)
     load_change: str = ""
 
     @property
@@ -100,8 +100,9 @@ class Verdict:
 
     @property
     def unjudged(self) -> bool:
-        """Without the baseline it had (a sizing change) or its load's series had (a load change on main): no
-        earlier night judges the latest, which is not "no regression" (history exits 1; the trends badge)."""
+        """Without the baseline it had (a sizing change) or the series it took over from had (a load, GPU, model or
+        engine change on main): no earlier night judges the latest, which is not "no regression" (history exits 1;
+        the trends badge)."""
         return self.unjudged_after_resize or (self.status == "insufficient data" and bool(self.load_change))
 
     def to_json(self) -> dict[str, Any]:
@@ -216,20 +217,30 @@ def judge(series: Series, *, tolerance: float, window: int = 5) -> Verdict:
     return Verdict(series.key, status, detail, cps, len(values), changes, any(n >= 2 for n in earlier.values()))
 
 
-def _unloaded(key: SeriesKey) -> tuple[str, ...]:
-    return key.experiment, key.workload, key.arm, key.metric, key.model, key.gpu, key.engine
+def _measured(key: SeriesKey) -> tuple[str, ...]:
+    return key.experiment, key.workload, key.arm, key.metric
+
+
+# What else keys a series: a night that differs in one is another series, with no baseline of its own yet.
+_SETUP = ("gpu", "model", "engine", "load")
+
+
+def _setup_diff(old: SeriesKey, new: SeriesKey) -> str:
+    return ", ".join(f"{k} {getattr(old, k)} -> {getattr(new, k)}" for k in _SETUP
+                     if getattr(old, k) != getattr(new, k))
 
 
 def load_changes(series: Sequence[Series]) -> dict[SeriesKey, tuple[str, SeriesKey]]:
-    """Series that took over from a series of another load (same experiment, workload, arm, metric, model, GPU and
-    engine) which had >= 2 nights and ended before this one's first: the load changed on main. Each is a new series
-    (another load sends other requests), so its first nights have no baseline; unlike a load added beside one still
-    running, the latest nights are then judged by nothing while the old load's last verdict still reads ok.
-    Maps each to ("RUN: load OLD -> NEW; ...", the series it took over from)."""
+    """Series that took over from a series of the same experiment, workload, arm and metric but another GPU, model,
+    engine or load, which had >= 2 nights and ended before this one's first: main's setup changed. Each is a new
+    series (other hardware, another model or requests), so its first nights have no baseline; unlike one added
+    beside one still running (a second runner, a load added), the latest nights are then judged by nothing while the
+    old series' last verdict still reads ok. Maps each to ("RUN: gpu OLD -> NEW, ...; ...", the series it took over
+    from)."""
     groups: dict[tuple[str, ...], list[Series]] = defaultdict(list)
     for s in series:
         if s.points:
-            groups[_unloaded(s.key)].append(s)
+            groups[_measured(s.key)].append(s)
     out = {}
     for group in groups.values():
         for s in group:
@@ -238,24 +249,32 @@ def load_changes(series: Sequence[Series]) -> dict[SeriesKey, tuple[str, SeriesK
                       and sum(math.isfinite(p.value) for p in t.points) >= 2]
             if before:
                 t = max(before, key=lambda t: (t.points[-1].created, t.points[-1].run))
-                out[s.key] = (f"{s.points[0].run}: load {t.key.load} -> {s.key.load}; the earlier load's series had "
+                out[s.key] = (f"{s.points[0].run}: {_setup_diff(t.key, s.key)}; the earlier series had "
                               f"{len(t.points)} night(s), the last {t.points[-1].run}", t.key)
     return out
 
 
+def _changed(old: SeriesKey, new: SeriesKey) -> str:
+    """``the load`` or ``the GPU and load``: what changed, as the verdict's detail names it."""
+    names = {"gpu": "GPU", "model": "model", "engine": "engine", "load": "load"}
+    return "the " + " and ".join(names[k] for k in _SETUP if getattr(old, k) != getattr(new, k))
+
+
 def judge_all(series: Sequence[Series], *, tolerance: float, window: int = 5) -> list[Verdict]:
-    """:func:`judge` of each series; one that took over from another load's (:func:`load_changes`) says so, and so
-    does the series it took over from (its verdict is of nights before the change, not of the latest)."""
+    """:func:`judge` of each series; one that took over from another GPU's, model's, engine's or load's
+    (:func:`load_changes`) says so, and so does the series it took over from (its verdict is of nights before the
+    change, not of the latest)."""
     changed = load_changes(series)
     ended = {old: (new, why) for new, (why, old) in changed.items()}
     out = []
     for s in series:
         v = judge(s, tolerance=tolerance, window=window)
         if s.key in changed:
-            v = replace(v, load_change=changed[s.key][0],
-                        detail=f"{v.detail}; the load changed on main at {changed[s.key][0]}")
+            why, old = changed[s.key]
+            v = replace(v, load_change=why, detail=f"{v.detail}; {_changed(old, s.key)} changed on main at {why}")
         elif s.key in ended:
-            v = replace(v, detail=f"{v.detail}; ended at {s.points[-1].run}: later nights ran load "
-                                  f"{ended[s.key][0].load}")
+            new = ended[s.key][0]
+            later = ", ".join(f"{k} {getattr(new, k)}" for k in _SETUP if getattr(new, k) != getattr(s.key, k))
+            v = replace(v, detail=f"{v.detail}; ended at {s.points[-1].run}: later nights ran {later}")
         out.append(v)
     return out

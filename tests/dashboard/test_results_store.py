@@ -227,12 +227,14 @@ def test_history_exits_1_while_a_sizing_change_leaves_main_unjudged(tmp_path: Pa
         harness(root / name)
     young = results("history", str(root))
     assert young.returncode == 0, young.stderr  # a new store: nothing earlier to regress from, said on its last line
-    assert "with too few points to judge (0 after a sizing change, 0 after a load change)" in young.stderr
+    assert ("with too few points to judge (0 after a sizing change, 0 after a load, GPU, model or engine change)"
+            in young.stderr)
     for name in ("n4", "n5"):
         harness(root / name, "engine.chunked_prefill_size=4096")
     proc = results("history", str(root))
     assert proc.returncode == 1, proc.stderr
-    assert "10 with too few points to judge (10 after a sizing change, 0 after a load change)" in proc.stderr
+    assert ("10 with too few points to judge (10 after a sizing change, 0 after a load, GPU, model or engine change)"
+            in proc.stderr)
     assert "engine.chunked_prefill_size 8192 -> 4096" in proc.stdout
     # The trends page shows those series as the gate reads them: undecided, not a grey skip.
     page = trend_page(load_store(root), root)

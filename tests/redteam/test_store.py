@@ -308,7 +308,7 @@ def test_a_load_changed_on_main_leaves_its_first_nights_unjudged_not_passed(tmp_
     new = [ln for ln in ttft if ln.startswith("insufficient data")]
     assert new and all("the load changed on main at n4: load " in ln for ln in new), ttft
     assert all("ended at n3: later nights ran load " in ln for ln in ttft if ln.startswith("ok")), ttft
-    assert rc == 1 and "after a load change)" in err, err
+    assert rc == 1 and "after a load, GPU, model or engine change)" in err, err
     assert {s["load_change"] != "" for s in load(tmp_path / "h.json")["series"] if s["status"] != "ok"} == {True}
     # A load added beside one still running (both ran on night 4) has no earlier main to regress from: exit 0.
     make_run(tmp_path, "n4-old-load", night=4, bundle=set_metric(100.0), plan=_load(4))

@@ -1,0 +1,61 @@
+"""``python -m hybridbench.results history`` where main's series changed under it: a series that took over from one
+of another GPU, model or engine is held as one of another load is (the nights after the change are judged by
+nothing: exit 1, not "ok"), and a run whose time is unknown is never read as the latest night."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostile import clean, cli, make_run, set_metric
+
+pytestmark = pytest.mark.redteam
+
+
+def results(*args: object) -> tuple[int, str, str]:
+    proc = cli("hybridbench.results", *args)
+    clean(proc)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _gpu(p: dict[str, Any]) -> None:
+    p["config"]["engine"]["gpu"] = "a100"  # the sim's label: "4x a100 (modelled)" (a real run's: nvidia-smi's names)
+
+
+def _model(p: dict[str, Any]) -> None:
+    p["config"]["model"] = {**p["config"]["model"], "name": "qwen3.5-9b", "hf_id": "Qwen/Qwen3.5-9B"}
+
+
+@pytest.mark.parametrize(("change", "says"), [(_gpu, "gpu 4x h100 (modelled) -> 4x a100 (modelled)"),
+                                              (_model, "model qwen3-next-80b-a3b -> qwen3.5-9b")])
+def test_a_gpu_or_model_changed_on_main_leaves_its_first_nights_unjudged_not_passed(
+        tmp_path: Path, change: Any, says: str) -> None:
+    # Four nights on one GPU (or model), then main's runner (or the experiment's model) changed and the code slowed by
+    # half with it: the new series had no baseline ("insufficient data"), the old one still read "ok" of nights
+    # before the change, and history exited 0 -- the nights since judged by nothing, the slower code their baseline.
+    for i in range(4):
+        make_run(tmp_path, f"n{i}", night=i, bundle=set_metric(100.0))
+    for i in (4, 5):
+        make_run(tmp_path, f"n{i}", night=i, bundle=set_metric(150.0), plan=change)
+    rc, out, err = results("history", tmp_path, "--json", tmp_path / "h.json")
+    ttft = [ln for ln in out.splitlines() if " mean_ttft_ms " in ln]
+    new = [ln for ln in ttft if ln.startswith("insufficient data")]
+    assert len(new) == 2 and all(f"changed on main at n4: {says}" in ln for ln in new), ttft
+    assert all("ended at n3: later nights ran " in ln for ln in ttft if ln.startswith("ok")), ttft
+    assert rc == 1, out + err
+    # Four nights at the new setting judge themselves again (two of baseline, two judged).
+    for i in (6, 7):
+        make_run(tmp_path, f"n{i}", night=i, bundle=set_metric(150.0), plan=change)
+    rc, out, err = results("history", tmp_path)
+    assert rc == 0 and "insufficient data" not in out, out + err
+
+
+def test_a_gpu_series_beside_one_still_running_is_no_change(tmp_path: Path) -> None:
+    # Two runners (two GPUs) each running the nightly: neither series ended, so neither replaced the other.
+    for i in range(4):
+        make_run(tmp_path, f"h{i}", night=i, bundle=set_metric(100.0))
+    for i in (2, 3):
+        make_run(tmp_path, f"a{i}", night=i, bundle=set_metric(150.0), plan=_gpu)
+    rc, out, err = results("history", tmp_path)
+    assert rc == 0 and "changed on main" not in out, out + err
