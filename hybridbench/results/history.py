@@ -174,10 +174,12 @@ def history(store: Store, metrics: Sequence[str] = SERIES_METRICS) -> list[Serie
     agg = store.aggregates[store.aggregates["metric"].isin(list(metrics))]
     joined = agg.merge(runs, on="run")
     out: dict[SeriesKey, list[Point]] = defaultdict(list)
-    for row in joined.sort_values(["created", "run"]).to_dict("records"):
+    # A run without a time (a bundle without ``created``) first, as the oldest: sorted last (NaT), it was read as
+    # tonight's night, and its figure judged in the latest's place.
+    for row in joined.sort_values(["created", "run"], na_position="first").to_dict("records"):
         key = SeriesKey(row["experiment"], row["workload"], row["arm"], row["metric"], row["model"], row["gpu"],
                         row["engine"], row["load"])
-        created = row["created"].isoformat() if isinstance(row["created"], pd.Timestamp) else str(row["created"])
+        created = row["created"].isoformat() if isinstance(row["created"], pd.Timestamp) else ""
         sized = row.get("sizing")
         out[key].append(Point(row["run"], created, float(row["value"]), sized if isinstance(sized, str) else ""))
     return [Series(k, tuple(v)) for k, v in sorted(out.items())]

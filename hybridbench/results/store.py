@@ -335,4 +335,5 @@ def latest_passing_main(root: Path, candidate: Run) -> Path:
         raise ConfigError(f"latest:{root}: no passing main run of experiment {candidate.plan.name} with the "
                           f"candidate's load ({load}), engine, model and sizing on its GPUs ({gpu}) among {len(runs)} "
                           "run(s) there (a re-scored or incomplete run is never a baseline)")
-    return Path(str(pick.sort_values("created").iloc[-1]["path"]))
+    # A run without a time is never "the newest" (NaT sorted last, it was taken over last night's run).
+    return Path(str(pick.sort_values(["created", "run"], na_position="first").iloc[-1]["path"]))

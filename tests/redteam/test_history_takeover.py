@@ -59,3 +59,32 @@ def test_a_gpu_series_beside_one_still_running_is_no_change(tmp_path: Path) -> N
         make_run(tmp_path, f"a{i}", night=i, bundle=set_metric(150.0), plan=_gpu)
     rc, out, err = results("history", tmp_path)
     assert rc == 0 and "changed on main" not in out, out + err
+
+
+def _undated(b: dict[str, Any]) -> None:
+    set_metric(100.0)(b)
+    b["created"] = ""  # a bundle without its time (the reader takes one: "written before created existed")
+
+
+def test_a_run_without_a_time_is_never_the_latest_night(tmp_path: Path) -> None:
+    # Four nights at 100, then four at 150: a regression. A run without a time sorted after every dated night (pandas
+    # puts NaT last), so it was judged as tonight: the baseline median became the slow nights' and history said "ok".
+    for i, ttft in enumerate((100.0,) * 4 + (150.0,) * 4):
+        make_run(tmp_path, f"n{i}", night=i, bundle=set_metric(ttft))
+    make_run(tmp_path, "undated", bundle=_undated)
+    rc, out, err = results("history", tmp_path, "--arm", "branching")
+    ttft = [ln for ln in out.splitlines() if " mean_ttft_ms " in ln]
+    assert len(ttft) == 1 and ttft[0].startswith("regression"), ttft
+    assert rc == 1, out + err
+
+
+def test_latest_takes_the_newest_dated_main_run_not_one_without_a_time(tmp_path: Path) -> None:
+    from hybridbench.results import read_run
+    from hybridbench.results.store import latest_passing_main
+
+    root = tmp_path / "store"
+    make_run(root, "undated", bundle=_undated)
+    make_run(root, "n1", night=1)
+    newest = make_run(root, "n2", night=2)
+    candidate = make_run(tmp_path, "pr", night=3, bundle=lambda b: b["provenance"].update(pr_number=7))
+    assert latest_passing_main(root, read_run(candidate)) == newest
