@@ -3,7 +3,10 @@
 SGLang native ``/generate`` with ``input_ids`` (SSE; each chunk's ``text`` is cumulative and
 ``meta_info.completion_tokens`` is the running count): TTFT is the first chunk with new tokens, ITL
 is the gap between chunks divided by the tokens they added. OpenAI ``/v1/completions`` with a
-token-id prompt: TTFT at the first chunk with non-empty text, one ITL per chunk. Chunks are timed
+token-id prompt: TTFT at the first chunk with a choice, one ITL per such chunk, whatever its text: SGLang and
+vLLM stream each token as a chunk, and a special token (with ``ignore_eos``, the EOS a model decodes past) or
+the first bytes of a character stream as empty text; timed by text, such a request's TTFT was its second token's,
+or it had none and fell out of the TTFT mean. A chunk without a choice (the usage) is no token. Chunks are timed
 when their bytes arrive (hybridbench.load.http), not when a task gets round to reading them.
 
 A 200 stream is a success only when it finished: a finish reason arrived, and with ``ignore_eos`` every token
@@ -220,7 +223,7 @@ async def generate_openai(
                "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
     sent = time.perf_counter()
     res = ClientResult(sent=sent)
-    last_t, chunks = sent, 0  # time of the last text chunk, text chunks so far
+    last_t, chunks = sent, 0  # time of the last token chunk, token chunks so far
     finished = False
     given: int | None = None  # usage.completion_tokens; a chunk may carry several tokens, or none
 
@@ -230,8 +233,8 @@ async def generate_openai(
         if _in_band_error(chunk, res, now):
             return True
         choices = chunk.get("choices") or []
-        finished = finished or bool(choices and isinstance(choices[0], dict) and choices[0].get("finish_reason"))
-        if choices and choices[0].get("text"):
+        if choices:  # a token, its text possibly empty (a special token, part of a character)
+            finished = finished or bool(choices[0].get("finish_reason"))
             chunks += 1
             if res.first_token is None:
                 res.first_token = now
