@@ -173,8 +173,10 @@ async def generate_sglang(
     res = ClientResult(sent=sent)
     last_t, last_n = sent, 0  # time and completion_tokens of the last chunk that added tokens
     # The last chunk's list, converted to ints once the stream has ended, not per chunk: SGLang resends the
-    # whole list in every chunk, so converting each would cost time quadratic in the output length.
+    # whole list in every chunk, so converting each would cost time quadratic in the output length. With
+    # --incremental-streaming-output each chunk sends only the ids it adds: those pieces are kept too.
     output_ids: list[Any] | None = None
+    pieces: list[list[Any]] = []
     itl = res.itl_ms
     finished = False
 
@@ -188,6 +190,10 @@ async def generate_sglang(
             return True
         finished = finished or isinstance(meta.get("finish_reason"), dict)
         n = int(meta.get("completion_tokens", last_n))
+        if isinstance(ids := chunk.get("output_ids"), list):
+            output_ids = ids
+            if len(ids) == n - last_n:  # this chunk's new ids (a whole list only at the first token)
+                pieces.append(ids)
         if n > last_n:
             if res.first_token is None:
                 res.first_token = now
@@ -200,16 +206,19 @@ async def generate_sglang(
             res.cached_tokens = int(meta["cached_tokens"])
         if "modelled_finished_s" in meta:
             res.modelled = _modelled(meta)
-        if isinstance(ids := chunk.get("output_ids"), list):
-            output_ids = ids
         return False
 
     await _stream(pool, "/generate", payload, res, on_data, timeout_s=timeout_s)
     if output_ids is not None:
+        # The whole answer or none: a session's next turn carries it (hybridbench.load.driver), and a piece of it
+        # (the last chunk's new ids) made a conversation the server never had.
+        whole = output_ids if len(output_ids) == last_n else [t for piece in pieces for t in piece]
         try:
-            res.output_ids = [int(t) for t in output_ids]
+            ids = [int(t) for t in whole]
         except (TypeError, ValueError) as exc:
             res.status, res.error = "error", f"{type(exc).__name__}: {exc}"
+        else:
+            res.output_ids = ids if len(ids) == last_n else []
     _cut_short(res, finished, max_new_tokens, last_n)
     if res.status == "ok":
         res.output_tokens = last_n

@@ -67,7 +67,7 @@ def drive(lines: list[str], loop: event_loop.EventLoop) -> tuple[ClientResult, l
             await writer.drain()
         writer.write(b"0\r\n\r\n")
         await writer.drain()
-        await reader.read()
+        writer.close()
 
     async def run() -> ClientResult:
         server = await asyncio.start_server(handler, "127.0.0.1", 0)
