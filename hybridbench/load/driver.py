@@ -6,8 +6,8 @@ first), ``poisson``
 (bench_serving's exponential gap after each request), or ``trace`` (each row's ``ts`` × ``slowdown``).
 A session's turn t+1 is sent only after turn t finished; when turn t+1's recorded input extends turn t's
 input + recorded output, the output the server *actually* generated is substituted, so the server sees the
-conversation it produced. Every request is timed against its intended send time, so the client's own delay is
-measured and reported.
+conversation it produced. Every request is timed against its intended send time (its arrival; a later turn's no
+earlier than the previous turn's last byte), so the client's own delay is measured and reported.
 
 A turn that fails (an HTTP error, an error in the stream, a timeout, a dropped connection) ends its session, as it
 ends a real client's conversation: each later turn would re-send the conversation with an answer the server never
@@ -168,9 +168,10 @@ async def drive(
             i = turns[k]
             row = rows[i]
             prompt = list(row.input_tokens) if prev is None else _next_prompt(*prev, row)
-            # Open loops intend their arrival times; a closed loop intends the moment both a slot
-            # and this turn were ready, so client lag between then and now counts as delay.
-            intended = max(freed, times[i], prev_end) if closed else times[i]
+            # Open loops intend their arrival times, a session's later turn no earlier than its previous turn's
+            # last byte (that wait is the session's, not client lag; the simulator intends it so too); a closed loop
+            # intends the moment both a slot and this turn were ready, so client lag between then and now counts.
+            intended = max(freed, times[i], prev_end) if closed else max(times[i], prev_end)
             result = await send(prompt, max(1, len(row.output_tokens)))
             # The server was done at its last byte; a failure without one, when send returned.
             freed = (result.end if result.end is not None else clock()) - t0

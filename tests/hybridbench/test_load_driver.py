@@ -187,6 +187,26 @@ def test_open_loops_still_intend_their_arrival_times(load: LoadCfg) -> None:
     assert sorted((c.index, c.scheduled_s) for c in done) == list(enumerate(want))
 
 
+@pytest.mark.parametrize("load", [LoadCfg(kind="poisson", request_rate=1000.0), LoadCfg(kind="trace", slowdown=0.001)])
+def test_an_open_loops_next_turn_is_intended_when_its_previous_turn_ends(load: LoadCfg) -> None:
+    # A session's next turn arrives (ms after its first) while the first is still decoding (~200 ms): it could not go
+    # out before that turn's last byte, so that wait is the session's, not the client's. Counted as client delay it
+    # flagged every multi-turn open-loop run ("the client fell behind its schedule") on a client that never lagged,
+    # and disagreed with the simulator, which intends such a turn at max(arrival, previous end) too.
+    rows = [TraceRow(s, t, float(t), (s, t, 7), (0,)) for s in range(4) for t in range(2)]
+    done = asyncio.run(serve_and_drive(rows, load, Recorder(0.2)))
+    assert len(done) == 8 and all(c.result.status == "ok" for c in done)
+    want = intended_times(rows, load, 0)
+    for c in done:
+        if c.row.turn_id == 1:
+            first = next(d for d in done if d.row.session_id == c.row.session_id and d.row.turn_id == 0)
+            assert first.result.end is not None and want[c.index] < first.result.end - first.t0
+            assert c.scheduled_s == first.result.end - first.t0
+    summary = summarize(to_records(done))
+    assert summary["median_ttft_ms"] >= 200 and summary["p99_client_delay_ms"] < 20
+    assert summary["client_delay_flagged"] is False
+
+
 def test_poisson_and_trace_arrivals_are_seeded_and_scaled() -> None:
     rows = [TraceRow(i, 0, 10.0 + i, (1,), (1,)) for i in range(200)]
     a = intended_times(rows, LoadCfg(kind="poisson", request_rate=4.0), seed=1)
