@@ -98,7 +98,7 @@ def make_sglang_engine() -> ServerEngine:
 
 def make_vllm_engine() -> ServerEngine:
     return ServerEngine(ServerSpec(
-        name="vllm", build=_builder("vllm", vllm_help_argv, vllm_command), client="openai",
+        name="vllm", build=_builder("vllm", vllm_help_argv, vllm_command), client="openai", return_token_ids=True,
         env_for=vllm_env, flush_path="/reset_prefix_cache", package="vllm",  # vllm_env mounts the flush endpoint
         build_refusal=vllm_build_refusal,  # a CPU build (X+cpu) behind a GPU run
         served_page=vllm_served_block,  # the block it aligned, from its /metrics (the plan computes it: vllm_page.py)

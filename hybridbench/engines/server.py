@@ -59,6 +59,10 @@ class ServerSpec:
     client: str  # the protocol the load speaks to it: a hybridbench.load.client.CLIENTS name
     traits: EngineTraits
     flush_path: str = "/flush_cache"  # "" = no flush endpoint: every trial gets a freshly started server
+    # its /v1/completions answers `"return_token_ids": true` with the ids it generates (vLLM), so the openai client
+    # asks and a session's next turn carries them; False where that is unknown (TokenSpeed: its next turns carry the
+    # trace's recorded answer). SGLang's native client reads them from every answer unasked.
+    return_token_ids: bool = False
     env_for: Callable[[ArmSpec], dict[str, str]] | None = None  # arm -> extra environment
     package: str = ""  # the Python distribution whose version goes into provenance
     gpus: bool = True  # runs on GPUs (unless engine.gpu=cpu): check nvidia-smi for free ones before launching

@@ -13,6 +13,11 @@ A 200 stream is a success only when it finished: a finish reason arrived, and wi
 asked for (``_cut_short``). A stream that ends early is an answer the server never gave in full; counted as a
 success it would make a build that stops decoding look faster.
 
+A session's next turn carries the ids the server generated (hybridbench.load.driver): SGLang's native stream sends
+them (``output_ids``); on ``/v1/completions`` a server sends them only when asked, and only vLLM is known to answer
+the ask (``"return_token_ids": true``, per chunk ``choices[0].token_ids``, the ids that chunk added), so only a
+client made with ``return_token_ids`` asks (``client_for``). Either way the driver gets the whole answer or none.
+
 ``CLIENTS`` is the one registry of client protocols: an engine's spec names the one its server speaks.
 """
 
@@ -22,11 +27,12 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from hybridbench.load.http import DataHandler, StreamPool
 
-__all__ = ["CLIENTS", "ClientResult", "Generate", "generate_openai", "generate_sglang", "json_codec"]
+__all__ = ["CLIENTS", "ClientResult", "Generate", "client_for", "generate_openai", "generate_sglang", "json_codec"]
 
 
 @dataclass(slots=True)
@@ -227,14 +233,24 @@ async def generate_sglang(
 
 async def generate_openai(
     pool: StreamPool, input_ids: Sequence[int], max_tokens: int, timeout_s: float, *, model: str,
+    return_token_ids: bool = False,
 ) -> ClientResult:
-    payload = {"model": model, "prompt": _json_ids(input_ids), "max_tokens": max_tokens, "temperature": 0.0,
-               "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
+    """``return_token_ids``: ask for the generated ids (vLLM since its PR #22587, August 2025; an older vLLM ignores
+    a request field it lacks: its OpenAIBaseModel allows extras and logs them). A stream without them leaves
+    ``output_ids`` empty: a session's next turn then carries the trace's answer, as before."""
+    payload: dict[str, Any] = {
+        "model": model, "prompt": _json_ids(input_ids), "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
+        "ignore_eos": True, "stream_options": {"include_usage": True}}
+    if return_token_ids:
+        payload["return_token_ids"] = True
     sent = time.perf_counter()
     res = ClientResult(sent=sent)
     last_t, chunks = sent, 0  # time of the last token chunk, token chunks so far
     finished = False
     given: int | None = None  # usage.completion_tokens; a chunk may carry several tokens, or none
+    # Each chunk's own ids (vLLM sends the ids the chunk added), converted once the stream has ended; read only when
+    # asked. Whether they are the whole answer is decided then, against the count.
+    pieces: list[list[Any]] | None = [] if return_token_ids else None
 
     def on_data(data: bytes, now: float) -> bool:
         nonlocal last_t, chunks, finished, given
@@ -245,6 +261,8 @@ async def generate_openai(
         if choices:  # a token, its text possibly empty (a special token, part of a character)
             finished = finished or bool(choices[0].get("finish_reason"))
             chunks += 1
+            if pieces is not None and isinstance(ids := choices[0].get("token_ids"), list):
+                pieces.append(ids)
             if res.first_token is None:
                 res.first_token = now
             else:
@@ -264,7 +282,20 @@ async def generate_openai(
     _cut_short(res, finished, max_tokens, given)
     if res.status == "ok":
         res.output_tokens = res.output_tokens or chunks
+        if pieces:
+            _whole_answer(res, pieces)
     return res
+
+
+def _whole_answer(res: ClientResult, pieces: list[list[Any]]) -> None:
+    """Hand on the ids read when they add up to the tokens the server counted; none otherwise (a piece of the answer
+    makes a conversation the server never had). Ids that are not integers are a malformed answer."""
+    try:
+        ids = [int(t) for piece in pieces for t in piece]
+    except (TypeError, ValueError) as exc:
+        res.status, res.error = "error", f"{type(exc).__name__}: {exc}"
+        return
+    res.output_ids = ids if len(ids) == res.output_tokens else []
 
 
 class Generate(Protocol):
@@ -276,3 +307,16 @@ CLIENTS: dict[str, Generate] = {
     "sglang": generate_sglang,  # SGLang's native /generate with input_ids
     "openai": generate_openai,  # /v1/completions with a token-id prompt
 }
+
+
+def client_for(protocol: str, *, return_token_ids: bool = False) -> Generate:
+    """The load client for a server speaking ``protocol`` (a CLIENTS name). ``return_token_ids``: the server is known
+    to answer an OpenAI request's ``return_token_ids`` (an engine's ServerSpec says so), so the client asks for the
+    generated ids. A ValueError for a protocol no client speaks, or an ask the protocol has no field for."""
+    if protocol not in CLIENTS:
+        raise ValueError(f"unknown client {protocol!r}; choose one of {', '.join(CLIENTS)}")
+    if not return_token_ids:
+        return CLIENTS[protocol]
+    if CLIENTS[protocol] is not generate_openai:
+        raise ValueError(f"the {protocol} client has no return_token_ids to ask for (only openai's has)")
+    return partial(generate_openai, return_token_ids=True)

@@ -26,7 +26,7 @@ from hybridbench.engines.server import ServerEngine, ServerSpec
 from hybridbench.engines.traits import EngineTraits
 from hybridbench.errors import ConfigError, EngineError
 from hybridbench.load import event_loop
-from hybridbench.load.client import CLIENTS, ClientResult, Generate
+from hybridbench.load.client import ClientResult, Generate, client_for
 from hybridbench.load.driver import Completed, Vacate, drive
 from hybridbench.load.http import StreamPool
 from hybridbench.load.progress import TrialProgress
@@ -78,10 +78,10 @@ class ServerTrials:
     def __init__(self, engine: ServerEngine) -> None:
         self.engine = engine
         self.name = engine.name
-        if engine.spec.client not in CLIENTS:  # a registry mistake, caught when the engine is made
-            raise ConfigError(f"engine {engine.name}: unknown client {engine.spec.client!r}; "
-                              f"choose one of {', '.join(CLIENTS)}")
-        self.generate: Generate = CLIENTS[engine.spec.client]
+        try:  # a registry mistake, caught when the engine is made
+            self.generate: Generate = client_for(engine.spec.client, return_token_ids=engine.spec.return_token_ids)
+        except ValueError as exc:
+            raise ConfigError(f"engine {engine.name}: {exc}") from None
         self._why: str | None = None
 
     @property

@@ -5,7 +5,8 @@
 the launcher emits onto the reference server's arms (`--no-enable-prefix-caching` -> disabled,
 `--mamba-cache-mode align` -> lru, `all` -> branching) and runs it. The launcher, process lifecycle,
 `/health` readiness, `/reset_prefix_cache` flush and the OpenAI `/v1/completions` streaming client are
-all the real code paths.
+all the real code paths. The shim lets the client's `return_token_ids` through unanswered, as a vLLM older than the
+field does (tests/vllm_cpu/test_vllm_output_ids.py has a vLLM that answers it).
 """
 
 from __future__ import annotations
@@ -23,8 +24,12 @@ SHIM = '''
 import sys
 from pathlib import Path
 
+from reference_impl.server import fields
 from reference_impl.server.__main__ import main
 
+# engine=vllm's client asks for the generated ids (vLLM's return_token_ids), which the reference server, SGLang's
+# mirror, refuses; answered here as a vLLM before the field answers it: ignored, no ids in the stream.
+fields.COMPLETION.neutral["return_token_ids"] = fields.ANY
 args = sys.argv[1:]
 if args[:2] == ["serve", "--help=all"]:
     print(Path(HELP).read_text())
