@@ -9,9 +9,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +175,42 @@ def check_real_run(run_dir: Path, tag: str, model: Path, prompt_lens: set[int]) 
         assert server_processes(log) == {"APIServer", "EngineCore"}  # ONE_WORKER_PROCESS: engine core apart
     assert not tagged_pids(tag)  # the whole process group (API server, engine core) is gone
     return bundle
+
+
+@contextmanager
+def serving(model: Path, log: Path, *flags: str) -> Iterator[str]:
+    """``vllm serve model`` started directly, not through hybridbench (a test of the load client, not the launcher),
+    the way run_hybridbench's servers run (ONE_WORKER_PROCESS, eager, 1 GB of KV cache): its base URL until the
+    block ends, then its whole process group is stopped and must be gone."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tag = uuid.uuid4().hex
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", TAG: tag, **ONE_WORKER_PROCESS}
+    argv = [str(PYTHON), "-m", "vllm.entrypoints.cli.main", "serve", str(model), "--served-model-name", "m",
+            "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", *flags]
+    url = f"http://127.0.0.1:{port}"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + STARTUP_S
+        while True:
+            assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, f"vllm not ready in {STARTUP_S} s"
+                time.sleep(1)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+        deadline = time.monotonic() + 30
+        while tagged_pids(tag) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not tagged_pids(tag), "a process of the vllm server outlived it"
