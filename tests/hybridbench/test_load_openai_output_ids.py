@@ -143,3 +143,12 @@ def test_only_the_openai_client_can_be_asked_for_ids() -> None:
         client_for("sglang", return_token_ids=True)
     with pytest.raises(ValueError, match="unknown client 'grpc'"):
         client_for("grpc")
+
+
+def test_ids_that_are_not_integers_fail_the_request() -> None:
+    # As the native client: an answer whose ids cannot be read is malformed, not a success without ids.
+    lines = list(VLLM_TOKEN_IDS)
+    lines[1] = _ids(lines[1], ["w778"])
+    res, _ = drive(lines, client_for("openai", return_token_ids=True))
+    assert res.status == "error" and "ValueError" in res.error
+    assert res.output_ids == []
