@@ -9,18 +9,16 @@ The real-server side of this (a two-turn session on vLLM 0.32.0) is tests/vllm_c
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import pytest
+from sse_stub import stream_events
 
 from hybridbench.engines.launchers import make_vllm_engine
 from hybridbench.engines.server import ServerEngine
 from hybridbench.engines.tokenspeed import TokenSpeedEngine
-from hybridbench.load import event_loop
 from hybridbench.load.client import ClientResult, Generate, client_for, generate_openai
-from hybridbench.load.http import StreamPool
 from hybridbench.load.trial import ServerTrials
 
 PROMPT = [1, 5, 9, 200, 31]
@@ -62,34 +60,8 @@ def _ids(line: str, ids: Any) -> str:
 
 def drive(lines: list[str], generate: Generate) -> tuple[ClientResult, dict[str, Any]]:
     """``lines`` streamed one event at a time to ``generate``; its result and the request body it sent."""
-    bodies: list[dict[str, Any]] = []
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
-        bodies.append(json.loads(await reader.readexactly(length)))
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        for line in lines:
-            event = f"{line}\n\n".encode()
-            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
-            await writer.drain()
-            await asyncio.sleep(0.005)
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
-        writer.close()
-
-    async def run() -> ClientResult:
-        server = await asyncio.start_server(handler, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        try:
-            async with StreamPool(f"http://127.0.0.1:{port}") as pool:
-                return await generate(pool, PROMPT, 4, 30.0, model="m")
-        finally:
-            server.close()
-
-    res = event_loop.run(run(), event_loop.default())
-    [body] = bodies
-    return res, body
+    got = stream_events(lines, lambda pool: generate(pool, PROMPT, 4, 30.0, model="m"), gap_s=0.005)
+    return got.result, got.body
 
 
 def _engine_client(engine: ServerEngine) -> Generate:

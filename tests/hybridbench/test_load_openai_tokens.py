@@ -8,17 +8,15 @@ chunk below), or it had none at all while recorded ``ok`` (real vLLM's below), a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from sse_stub import stream_events
 
 from hybridbench.load import event_loop
 from hybridbench.load.client import ClientResult, generate_openai
-from hybridbench.load.http import StreamPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "sglang_cpu"))
 from replay_server import exchanges
@@ -51,34 +49,9 @@ GAP_S = 0.2  # between events, as a server decoding one token per step sends the
 
 def drive(lines: list[str], loop: event_loop.EventLoop) -> tuple[ClientResult, list[float]]:
     """``lines`` sent one event at a time, GAP_S apart; the client's result and when each event was written."""
-    written: list[float] = []
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
-        await reader.readexactly(length)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        for i, line in enumerate(lines):
-            if i:
-                await asyncio.sleep(GAP_S)
-            event = f"{line}\n\n".encode()
-            written.append(time.perf_counter())
-            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
-            await writer.drain()
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
-        writer.close()
-
-    async def run() -> ClientResult:
-        server = await asyncio.start_server(handler, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        try:
-            async with StreamPool(f"http://127.0.0.1:{port}") as pool:
-                return await generate_openai(pool, [100, 101, 102, 103], 4, 30.0, model="m")
-        finally:
-            server.close()
-
-    return event_loop.run(run(), loop), written
+    got = stream_events(lines, lambda pool: generate_openai(pool, [100, 101, 102, 103], 4, 30.0, model="m"),
+                        gap_s=GAP_S, loop=loop)
+    return got.result, got.written
 
 
 @pytest.mark.parametrize("stream", ["sglang-0.5.16", "sglang-0.5.23", "vllm-0.32.0"])

@@ -10,17 +10,15 @@ and its hits and TTFT measured that prompt.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sse_stub import stream_events
 
-from hybridbench.load import event_loop
 from hybridbench.load.client import ClientResult, generate_sglang
-from hybridbench.load.http import StreamPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "sglang_cpu"))
 from replay_server import exchanges
@@ -43,32 +41,9 @@ def incremental(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def drive(chunks: list[dict[str, Any]], prompt: list[int], asked: int) -> ClientResult:
-    sse = b"".join(b"data: %s\n\n" % json.dumps(c).encode() for c in chunks) + b"data: [DONE]\n\n"
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
-        await reader.readexactly(length)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        for line in sse.split(b"\n\n")[:-1]:  # one event per read, as a server streaming token by token
-            event = line + b"\n\n"
-            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
-            await writer.drain()
-            await asyncio.sleep(0.01)
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
-        writer.close()
-
-    async def run() -> ClientResult:
-        server = await asyncio.start_server(handler, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        try:
-            async with StreamPool(f"http://127.0.0.1:{port}") as pool:
-                return await generate_sglang(pool, prompt, asked, 30.0)
-        finally:
-            server.close()
-
-    return event_loop.run(run(), event_loop.default())
+    """``chunks`` streamed one event at a time, as a server streaming token by token."""
+    events = [f"data: {json.dumps(c)}" for c in chunks] + ["data: [DONE]"]
+    return stream_events(events, lambda pool: generate_sglang(pool, prompt, asked, 30.0), gap_s=0.01).result
 
 
 @pytest.mark.parametrize("version", ["0.5.16", "0.5.23"])
