@@ -246,14 +246,32 @@ def load_changes(series: Sequence[Series]) -> dict[SeriesKey, tuple[str, SeriesK
     out = {}
     for group in groups.values():
         for s in group:
-            first = (s.points[0].created, s.points[0].run)
-            before = [t for t in group if t is not s and (t.points[-1].created, t.points[-1].run) < first
+            first = _start(s)
+            before = [t for t in group if t is not s and _end(t) < first
                       and sum(math.isfinite(p.value) for p in t.points) >= 2]
-            if before:
-                t = max(before, key=lambda t: (t.points[-1].created, t.points[-1].run))
+            # The same GPU, model and engine on another load: that runner's load changed (two runners may switch
+            # loads on the same night, each its own change). Another GPU, model or engine only where nothing else
+            # took over the ended series first: a runner added beside one that replaced it long ago is no change.
+            hardware = [t for t in before if _hardware(t.key) == _hardware(s.key)]
+            other = [t for t in before if _hardware(t.key) != _hardware(s.key)
+                     and not any(r is not s and _end(t) < _start(r) < first for r in group)]
+            if hardware or other:
+                t = max(hardware or other, key=_end)
                 out[s.key] = (f"{s.points[0].run}: {_setup_diff(t.key, s.key)}; the earlier series had "
                               f"{len(t.points)} night(s), the last {t.points[-1].run}", t.key)
     return out
+
+
+def _start(s: Series) -> tuple[str, str]:
+    return s.points[0].created, s.points[0].run
+
+
+def _end(s: Series) -> tuple[str, str]:
+    return s.points[-1].created, s.points[-1].run
+
+
+def _hardware(key: SeriesKey) -> tuple[str, str, str]:
+    return key.gpu, key.model, key.engine
 
 
 def _changed(old: SeriesKey, new: SeriesKey) -> str:

@@ -156,7 +156,13 @@ def test_a_candidate_losing_more_than_the_baseline_fails_even_when_both_lose(tmp
     assert main([str(a), str(b)]) == 1
     v = verdicts(b)
     assert v[("seglen", "survival")]["status"] == "fail" and "60 loss(es)" in str(v[("seglen", "survival")]["detail"])
-    assert main([str(b), str(a), "-o", str(tmp_path / "back")]) == 0  # fewer losses than the baseline: no regression
+    # Back the other way, fewer losses than the baseline is no survival regression; but the baseline completed no
+    # seglen request, so seglen's timing and hits were compared with nothing: inconclusive (exit 1), never a pass.
+    back = tmp_path / "back"
+    assert main([str(b), str(a), "-o", str(back)]) == 1
+    rows = {(d["arm"], d["metric"]): d for d in json.loads((back / "compare.json").read_text())["deltas"]}
+    assert rows[("seglen", "survival")]["status"] == "skip" and rows[("seglen", "ttft")]["status"] == "inconclusive"
+    assert rows[("lru", "survival")]["status"] == "pass"
 
 
 def test_turns_not_sent_after_a_failure_are_not_counted_as_more_losses(tmp_path: Path) -> None:
@@ -198,7 +204,9 @@ def test_two_runs_that_lost_everything_decide_nothing_and_do_not_pass(tmp_path: 
         (run / "records.jsonl").write_text(text)
     assert main([str(a), str(b)]) == 1
     data = json.loads((b / "compare" / "compare.json").read_text())
-    assert {d["status"] for d in data["deltas"]} == {"skip"} and data["verdict"] == "inconclusive"
+    statuses = {(d["metric"], d["status"]) for d in data["deltas"]}
+    assert {s for m, s in statuses if m == "survival"} == {"skip"} and data["verdict"] == "inconclusive"
+    assert {s for m, s in statuses if m != "survival"} == {"inconclusive"}  # compared nothing, said so
 
 
 def test_a_candidate_missing_records_fails_survival_though_nothing_failed(tmp_path: Path) -> None:

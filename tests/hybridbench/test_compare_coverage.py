@@ -208,3 +208,10 @@ def test_a_pair_the_baseline_completed_nothing_of_compares_nothing_and_never_pas
         assert row["status"] == "inconclusive" and "compared nothing but survival" in str(row["detail"]), row
     assert {d["status"] for (arm, _), d in v.items() if arm == "lru"} == {"pass"}
     assert json.loads((b / "compare" / "compare.json").read_text())["verdict"] == "inconclusive"
+    # The PR lost a quarter of seglen's requests, each one main lost too: survival skips ("the baseline lost them
+    # too"), and with every other seglen row skipped the comparison passed, exit 0, all the same.
+    c = write_run(tmp_path / "c", lose=5)
+    assert main([str(a), str(c)]) == 1
+    v = verdicts(c)
+    assert v[("seglen", "survival")]["status"] == "skip"
+    assert {v[("seglen", m)]["status"] for m in ("ttft", "throughput", "token_hit_rate")} == {"inconclusive"}

@@ -61,6 +61,28 @@ def test_a_gpu_series_beside_one_still_running_is_no_change(tmp_path: Path) -> N
     assert rc == 0 and "changed on main" not in out, out + err
 
 
+def _gpu_as(name: str) -> Any:
+    return lambda p: p["config"]["engine"].update(gpu=name)
+
+
+def test_a_runner_added_long_after_a_change_is_no_change(tmp_path: Path) -> None:
+    # a100 nights, then main moved to h100 (a change, judged again after four nights), then a b200 runner added beside
+    # the h100 one still running: the a100 series ended long before and h100 took over from it, so b200 replaced
+    # nothing. Grouped across GPUs without that rule, b200 read as "the GPU changed on main" and held history at
+    # exit 1 for four nights.
+    for i in range(3):
+        make_run(tmp_path, f"a{i}", night=i, bundle=set_metric(100.0), plan=_gpu_as("a100"))
+    for i in range(3, 9):
+        make_run(tmp_path, f"h{i}", night=i, bundle=set_metric(100.0))
+    for i in (7, 8):
+        make_run(tmp_path, f"b{i}", night=i, bundle=set_metric(100.0), plan=_gpu_as("b200"))
+    rc, out, err = results("history", tmp_path)
+    ttft = [ln for ln in out.splitlines() if " mean_ttft_ms " in ln]
+    assert not any("changed on main at b7" in ln for ln in ttft), ttft
+    assert any("changed on main at h3" in ln for ln in ttft), ttft  # the real change is still named
+    assert rc == 0, out + err
+
+
 def _undated(b: dict[str, Any]) -> None:
     set_metric(100.0)(b)
     b["created"] = ""  # a bundle without its time (the reader takes one: "written before created existed")
