@@ -62,8 +62,9 @@ def kl(inp: CheckInput) -> Sequence[CheckResult]:
                       for s in inp.snapshots.get((workload, arm), []))
             out.append(CheckResult("kl", workload, arm, "inconclusive", None, f"mean k3 < {inp.kl_threshold:g}",
                                    "no KL samples: no prompt had >= 8 tokens" if ran else
-                                   "no KL samples: the kl probe did not run for this arm (kl not enabled when the run "
-                                   "was made)"))
+                                   "no KL samples: the kl probe did not run for this arm, or no trial counted what it "
+                                   "wrote (kl not enabled when the run was made, its trials ended before the probe, or "
+                                   "a run saved before trials counted them)"))
             continue
         for variant in variants:
             status, value, detail = _kl_verdict(groups[(workload, arm, variant)], inp.kl_threshold,

@@ -18,6 +18,8 @@ from hybridbench.errors import ConfigError
 __all__ = ["Flag", "HelpText", "check_flags", "fmt_number", "merge_extra", "parse_help", "unread_token"]
 
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+# What argparse takes for a negative number rather than an option (its _negative_number_matcher): "-1e5" is an option
+_NEGATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -127,7 +129,7 @@ def check_flags(flags: Iterable[Flag], extra: Sequence[str], help_text: HelpText
             raise ConfigError(f"engine.extra_args has {name}, which this {engine_name} build does not offer as "
                               "written (argparse may read it as another flag: a prefix of a longer one, or a short one "
                               "with its value run in); give each flag whole, as its --help spells it, and its value "
-                              "apart")
+                              f"apart{_SHORTHANDS.get(name[:2], '')}")
     if found := unread_token(extra, help_text):
         token, before = found
         where = (f"after {before}, which takes {'no value' if help_text.takes[before] == 0 else 'one value'}"
@@ -137,9 +139,13 @@ def check_flags(flags: Iterable[Flag], extra: Sequence[str], help_text: HelpText
                           "start-up on it")
 
 
+# Short forms a server rewrites before its parser runs, so its --help does not list them: the spelling to give instead
+_SHORTHANDS = {"-O": " (vLLM's -O<n> is --optimization-level <n>)"}
+
+
 def _is_flag(arg: str) -> bool:
     """Whether argparse reads ``arg`` as an option (a negative number is a value)."""
-    return arg.startswith("-") and len(arg) > 1 and not _NUMBER.match(arg)
+    return arg.startswith("-") and len(arg) > 1 and not _NEGATIVE.match(arg)
 
 
 def unread_token(extra: Sequence[str], help_text: HelpText) -> tuple[str, str] | None:

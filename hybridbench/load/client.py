@@ -1,13 +1,14 @@
 """Streaming HTTP clients timed the way bench_serving times them (https://github.com/sgl-project/sglang).
 
 SGLang native ``/generate`` with ``input_ids`` (SSE; each chunk's ``text`` is cumulative and
-``meta_info.completion_tokens`` is the running count): TTFT is the first chunk with new tokens, ITL
-is the gap between chunks divided by the tokens they added. OpenAI ``/v1/completions`` with a
-token-id prompt: TTFT at the first chunk with a choice, one ITL per such chunk, whatever its text: SGLang and
-vLLM stream each token as a chunk, and a special token (with ``ignore_eos``, the EOS a model decodes past) or
-the first bytes of a character stream as empty text; timed by text, such a request's TTFT was its second token's,
-or it had none and fell out of the TTFT mean. A chunk without a choice (the usage) is no token. Chunks are timed
-when their bytes arrive (hybridbench.load.http), not when a task gets round to reading them.
+``meta_info.completion_tokens`` is the running count): TTFT is the first chunk with new tokens, ITL is the gap
+between chunks divided by the tokens they added. OpenAI ``/v1/completions`` with a token-id prompt: TTFT at the
+first chunk with a choice, one ITL per such chunk, whatever its text: SGLang and vLLM stream each token as a chunk
+(several a chunk with vLLM's --stream-interval above 1 or speculative decoding, whose ITLs are then per chunk, where
+the native client's are per token), and a special token (with ``ignore_eos``, the EOS a model decodes past) or the
+first bytes of a character stream as empty text; timed by text, such a request's TTFT was its second token's, or it
+had none and fell out of the TTFT mean. A chunk without a choice (the usage) is no token. Chunks are timed when
+their bytes arrive (hybridbench.load.http), not when a task gets round to reading them.
 
 A 200 stream is a success only when it finished: a finish reason arrived, and with ``ignore_eos`` every token
 asked for (``_cut_short``). A stream that ends early is an answer the server never gave in full; counted as a
@@ -254,6 +255,8 @@ async def generate_openai(
 
     def on_data(data: bytes, now: float) -> bool:
         nonlocal last_t, chunks, finished, given
+        if pieces is not None and not chunks:
+            data = _without_prompt_echo(data)
         chunk = _object(data)
         if _in_band_error(chunk, res, now):
             return True
@@ -285,6 +288,19 @@ async def generate_openai(
         if pieces:
             _whole_answer(res, pieces)
     return res
+
+
+_ECHO = b'"prompt_token_ids":['
+
+
+def _without_prompt_echo(data: bytes) -> bytes:
+    """The first chunk without the prompt's ids vLLM sends back with the generated ones (``return_token_ids``): a
+    128k-token prompt is 0.8 MB of JSON, whose parse (5 ms with orjson) would hold up the timing of every other
+    stream on this loop. Ids hold no ``]``, so the array ends at the first one; a chunk spelt otherwise is parsed
+    whole, as before."""
+    at = data.find(_ECHO)
+    end = data.find(b"]", at) if at >= 0 else -1
+    return data if end < 0 else data[:at] + b'"prompt_token_ids":null' + data[end + 1 :]
 
 
 def _whole_answer(res: ClientResult, pieces: list[list[Any]]) -> None:

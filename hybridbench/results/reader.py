@@ -216,7 +216,7 @@ def read_bundle(path: Path) -> Bundle:
         # Listed twice (a merged or hand-edited bundle), a re-scoring took the trial's state from one entry and its
         # server from the other, and compare read the first: a crashed trial could pass beside its clean twin.
         if any(r.trial_id == trial_id for r in trials):
-            raise ConfigError(f"{tf.where}: trial {trial_id} is listed twice: a bundle lists each trial once")
+            raise ConfigError(f"{tf.where}: trial {trial_id!r} is listed twice: a bundle lists each trial once")
         trials.append(TrialResult(trial_id, tf.text("arm"), tf.text("workload"), tf.integer("repeat"),
                                   tf.mapping("summary", {}), server, state, tf.optional_integer("planned_requests"),
                                   tf.optional_integer("recorded_requests"), tf.optional_integer("duplicated_records"),

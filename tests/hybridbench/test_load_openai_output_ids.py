@@ -124,3 +124,18 @@ def test_ids_that_are_not_integers_fail_the_request() -> None:
     res, _ = drive(lines, client_for("openai", return_token_ids=True))
     assert res.status == "error" and "ValueError" in res.error
     assert res.output_ids == []
+
+
+def test_vllms_prompt_echo_is_not_parsed_and_the_answer_is_unchanged() -> None:
+    # vLLM sends the prompt's ids back on the first token's chunk: 0.8 MB of JSON at 128k tokens, parsed on the one
+    # loop that timestamps every stream. They are cut out as bytes; a chunk spelt otherwise is parsed whole.
+    from hybridbench.load.client import _without_prompt_echo
+
+    first = VLLM_TOKEN_IDS[0].removeprefix("data: ").encode()
+    cut = json.loads(_without_prompt_echo(first))
+    assert cut["choices"][0]["prompt_token_ids"] is None
+    assert {**cut, "choices": [{**cut["choices"][0], "prompt_token_ids": PROMPT}]} == json.loads(first)
+    spaced = first.replace(b'"prompt_token_ids":', b'"prompt_token_ids": ')
+    assert _without_prompt_echo(spaced) == spaced
+    res, _ = drive(VLLM_TOKEN_IDS, _engine_client(make_vllm_engine()))
+    assert res.output_ids == ANSWER and res.output_tokens == 4

@@ -204,7 +204,7 @@ def test_the_pools_line_says_where_a_kv_pool_size_came_from_once(tmp_path: Path)
 
 def test_a_load_group_the_experiment_replaces_is_refused_by_plan_and_run(tmp_path: Path) -> None:
     # l2's sizing sets load.kind=trace as a value, after the group: load=closed ran a trace replay, without a word.
-    needle = "load=closed: this configuration sets load.kind=trace after the load group is chosen"
+    needle = "load=closed: load.kind is trace once the experiment's values"
     proc = plan("+experiment=l2", "load=closed")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and needle in proc.stderr, proc.stderr
     run = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=l2", "engine=sim", "load=closed",
@@ -212,3 +212,4 @@ def test_a_load_group_the_experiment_replaces_is_refused_by_plan_and_run(tmp_pat
                          cwd=ROOT, check=False)
     assert run.returncode == 2 and needle in run.stderr and not (tmp_path / "run").exists()
     assert compose_run(["+experiment=l2", "engine=sim", "load=trace"]).cfg.load.kind == "trace"  # the same kind
+    assert compose_run(["+experiment=l2", "engine=sim", "load='trace'"]).cfg.load.kind == "trace"  # quoted

@@ -206,6 +206,14 @@ def test_short_flags_argparse_would_read_as_another_are_refused(extra: list[str]
         "--max-model-len", "-1"]  # a negative number is a value, not a flag
 
 
+def test_vllms_o_shorthand_is_refused_naming_the_flag_and_an_exponent_is_no_negative_number() -> None:
+    with pytest.raises(ConfigError, match=r"^engine\.extra_args has -O3, .*vLLM's -O<n> is --optimization-level <n>"):
+        cmd("disabled", V032, EngineCfg(tp=4, extra_args=["-O3"]))
+    # argparse takes "-1" and "-.5" as numbers, "-1e5" as an option: the server would stop on it at start-up
+    with pytest.raises(ConfigError, match=r"^engine\.extra_args has -1e5"):
+        cmd("disabled", V032, EngineCfg(tp=4, extra_args=["--max-model-len", "-1e5"]))
+
+
 def test_disable_log_stats_is_refused_as_it_empties_the_metrics_the_run_reads() -> None:
     for extra in (["--disable-log-stats"], ["--enable-log-requests", "--disable-log-stats"]):
         for help_text in (V032, MAIN, None):
