@@ -45,6 +45,7 @@ LONGEST_FIRST = (
     "tests/vllm_cpu/test_vllm_engine.py",
     "tests/hybridbench/test_accuracy_experiment.py",
     "tests/vllm_cpu/test_vllm_gated_delta.py",
+    "tests/vllm_cpu/test_vllm_output_ids.py",
     "tests/hybridbench/test_experiments_default_engine.py",
     "tests/vllm_cpu/test_vllm_config_resolution.py",
     "tests/dashboard/test_dashboard_browser.py",
