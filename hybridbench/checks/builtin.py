@@ -23,7 +23,7 @@ from hybridbench.metrics.stats import bootstrap_relative_change, paired_relative
 from hybridbench.plan.build import derive_seed
 from hybridbench.records.coverage import TrialOutcome, coverage
 from hybridbench.records.exact_hits import NOT_PREDICTABLE, ExactHitSample
-from hybridbench.records.hits import impossible_hit_detail, impossible_hits
+from hybridbench.records.hits import impossible_hit_detail, impossible_hits, unknown_hit_records
 from hybridbench.records.schema import Record
 from hybridbench.records.timed import untimed, untimed_detail
 
@@ -340,7 +340,7 @@ def cache_hits(inp: CheckInput) -> Sequence[CheckResult]:
             continue
         # A request with no hit count is unknown, never 0: the rate lies between its value with those hits none and
         # with them whole prompts, and only a floor on one side of both bounds decides.
-        unknown = [r for r in ok if r.cached_tokens is None]
+        unknown = unknown_hit_records(ok)
         top = rate + sum(r.prompt_tokens for r in unknown) / prompt if prompt else 0.0
         verdict: Status = "fail" if impossible or (prompt and top < floor) else "pass" if prompt and rate >= floor \
             else "inconclusive"

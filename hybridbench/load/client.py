@@ -216,16 +216,8 @@ async def generate_sglang(
         return False
 
     await _stream(pool, "/generate", payload, res, on_data, timeout_s=timeout_s)
-    if output_ids is not None:
-        # The whole answer or none: a session's next turn carries it (hybridbench.load.driver), and a piece of it
-        # (the last chunk's new ids) made a conversation the server never had.
-        whole = output_ids if len(output_ids) == last_n else [t for piece in pieces for t in piece]
-        try:
-            ids = [int(t) for t in whole]
-        except (TypeError, ValueError) as exc:
-            res.status, res.error = "error", f"{type(exc).__name__}: {exc}"
-        else:
-            res.output_ids = ids if len(ids) == last_n else []
+    if output_ids is not None:  # the last chunk's whole list, else (incremental streaming) the chunks' pieces
+        _whole_answer(res, [output_ids] if len(output_ids) == last_n else pieces, last_n)
     _cut_short(res, finished, max_new_tokens, last_n)
     if res.status == "ok":
         res.output_tokens = last_n
@@ -286,7 +278,7 @@ async def generate_openai(
     if res.status == "ok":
         res.output_tokens = res.output_tokens or chunks
         if pieces:
-            _whole_answer(res, pieces)
+            _whole_answer(res, pieces, res.output_tokens)
     return res
 
 
@@ -303,15 +295,16 @@ def _without_prompt_echo(data: bytes) -> bytes:
     return data if end < 0 else data[:at] + b'"prompt_token_ids":null' + data[end + 1 :]
 
 
-def _whole_answer(res: ClientResult, pieces: list[list[Any]]) -> None:
-    """Hand on the ids read when they add up to the tokens the server counted; none otherwise (a piece of the answer
-    makes a conversation the server never had). Ids that are not integers are a malformed answer."""
+def _whole_answer(res: ClientResult, pieces: list[list[Any]], counted: int) -> None:
+    """Hand on the ids read (``pieces`` one after another) when they are the ``counted`` tokens the server reported;
+    none otherwise: a session's next turn carries them (hybridbench.load.driver), and a piece of the answer makes a
+    conversation the server never had. Ids that are not integers are a malformed answer."""
     try:
         ids = [int(t) for piece in pieces for t in piece]
     except (TypeError, ValueError) as exc:
         res.status, res.error = "error", f"{type(exc).__name__}: {exc}"
         return
-    res.output_ids = ids if len(ids) == res.output_tokens else []
+    res.output_ids = ids if len(ids) == counted else []
 
 
 class Generate(Protocol):

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from hybridbench.records.schema import Record
 
-__all__ = ["impossible_hit_detail", "impossible_hits", "unknown_hits"]
+__all__ = ["impossible_hit_detail", "impossible_hits", "unknown_hit_records", "unknown_hits"]
 
 
 def impossible_hits(records: Iterable[Record]) -> list[Record]:
@@ -17,7 +17,12 @@ def impossible_hits(records: Iterable[Record]) -> list[Record]:
 def unknown_hits(records: Iterable[Record]) -> int:
     """Completed requests whose server sent no hit count: their hits are unknown, never 0 (read as 0, a baseline's
     missing counts lift whatever it is compared with)."""
-    return sum(1 for r in records if r.status == "ok" and r.cached_tokens is None)
+    return len(unknown_hit_records(records))
+
+
+def unknown_hit_records(records: Iterable[Record]) -> list[Record]:
+    """The completed requests :func:`unknown_hits` counts."""
+    return [r for r in records if r.status == "ok" and r.cached_tokens is None]
 
 
 def impossible_hit_detail(bad: list[Record], *, who: str = "", note: str = "") -> str:

@@ -227,9 +227,13 @@ def _measured(key: SeriesKey) -> tuple[str, ...]:
 _SETUP = ("gpu", "model", "engine", "load")
 
 
+def _differing(old: SeriesKey, new: SeriesKey) -> list[str]:
+    """The setup keys (_SETUP) in which two series differ."""
+    return [k for k in _SETUP if getattr(old, k) != getattr(new, k)]
+
+
 def _setup_diff(old: SeriesKey, new: SeriesKey) -> str:
-    return ", ".join(f"{k} {getattr(old, k)} -> {getattr(new, k)}" for k in _SETUP
-                     if getattr(old, k) != getattr(new, k))
+    return ", ".join(f"{k} {getattr(old, k)} -> {getattr(new, k)}" for k in _differing(old, new))
 
 
 def load_changes(series: Sequence[Series]) -> dict[SeriesKey, tuple[str, SeriesKey]]:
@@ -277,7 +281,7 @@ def _hardware(key: SeriesKey) -> tuple[str, str, str]:
 def _changed(old: SeriesKey, new: SeriesKey) -> str:
     """``the load`` or ``the GPU and load``: what changed, as the verdict's detail names it."""
     names = {"gpu": "GPU", "model": "model", "engine": "engine", "load": "load"}
-    return "the " + " and ".join(names[k] for k in _SETUP if getattr(old, k) != getattr(new, k))
+    return "the " + " and ".join(names[k] for k in _differing(old, new))
 
 
 def judge_all(series: Sequence[Series], *, tolerance: float, window: int = 5) -> list[Verdict]:
@@ -294,7 +298,7 @@ def judge_all(series: Sequence[Series], *, tolerance: float, window: int = 5) ->
             v = replace(v, load_change=why, detail=f"{v.detail}; {_changed(old, s.key)} changed on main at {why}")
         elif s.key in ended:
             new = ended[s.key][0]
-            later = ", ".join(f"{k} {getattr(new, k)}" for k in _SETUP if getattr(new, k) != getattr(s.key, k))
+            later = ", ".join(f"{k} {getattr(new, k)}" for k in _differing(s.key, new))
             v = replace(v, detail=f"{v.detail}; ended at {s.points[-1].run}: later nights ran {later}")
         out.append(v)
     return out
