@@ -131,7 +131,7 @@ async def _run(port: int, server_pid: int, n: int, concurrency: int) -> Cell:
         records.append(trial_record("client-overhead", trial, outcome(done), "uncontrolled"))
 
     async with StreamPool(f"http://127.0.0.1:{port}") as pool:
-        async def send(prompt: list[int], k: int) -> ClientResult:
+        async def send(prompt: list[int], k: int, answer_needed: bool) -> ClientResult:
             return await generate_sglang(pool, prompt, k, 30.0)
 
         server_cpu, cpu, start = _cpu_s(server_pid), time.process_time(), time.perf_counter()

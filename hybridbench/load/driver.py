@@ -50,7 +50,8 @@ from workloads.trace import TraceRow
 
 __all__ = ["Completed", "Vacate", "drive"]
 
-Send = Callable[[list[int], int], Awaitable[ClientResult]]
+# (prompt, max new tokens, whether the answer's ids are needed: the session has a next turn to carry them)
+Send = Callable[[list[int], int, bool], Awaitable[ClientResult]]
 Vacate = Callable[[], Awaitable[None]]
 
 
@@ -172,10 +173,10 @@ async def drive(
             # last byte (that wait is the session's, not client lag; the simulator intends it so too); a closed loop
             # intends the moment both a slot and this turn were ready, so client lag between then and now counts.
             intended = max(freed, times[i], prev_end) if closed else max(times[i], prev_end)
-            result = await send(prompt, max(1, len(row.output_tokens)))
+            more = k + 1 < len(turns)
+            result = await send(prompt, max(1, len(row.output_tokens)), more)
             # The server was done at its last byte; a failure without one, when send returned.
             freed = (result.end if result.end is not None else clock()) - t0
-            more = k + 1 < len(turns)
             if more and result.status == "ok":
                 # Ready when this turn finished: on the modelled clock when the server keeps one (closed loops).
                 finished = result.modelled[2] if closed and result.modelled is not None else freed

@@ -154,8 +154,9 @@ class ServerTrials:
 
         async def run() -> None:
             async with StreamPool(server.base_url) as pool:
-                async def send(prompt: list[int], max_new: int) -> ClientResult:
-                    return await self.generate(pool, prompt, max_new, timeout, model=cfg.model.hf_id)
+                async def send(prompt: list[int], max_new: int, answer_needed: bool) -> ClientResult:
+                    return await self.generate(pool, prompt, max_new, timeout, model=cfg.model.hf_id,
+                                               answer_needed=answer_needed)
 
                 told = vacate_call(self.engine.spec, cfg, pool, timeout)
                 task = asyncio.ensure_future(drive(ctx.rows, ctx.schedule, send, on_done, told))

@@ -30,7 +30,7 @@ async def serve_and_drive(rows: list[TraceRow], load: LoadCfg, server: Any,
     done: list[Completed] = []
     try:
         async with StreamPool(f"http://127.0.0.1:{port}") as pool:
-            async def send(prompt: list[int], n: int):  # type: ignore[no-untyped-def]
+            async def send(prompt: list[int], n: int, answer_needed: bool):  # type: ignore[no-untyped-def]
                 return await generate_sglang(pool, prompt, n, timeout_s)
 
             def on_done(c: Completed) -> None:

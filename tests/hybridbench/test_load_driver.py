@@ -175,7 +175,7 @@ def test_closed_loop_without_a_stall_has_small_client_delay_and_no_flag() -> Non
 def test_open_loops_still_intend_their_arrival_times(load: LoadCfg) -> None:
     rows = [TraceRow(i, 0, float(i), (1,), (1,)) for i in range(10)]
 
-    async def send(prompt: list[int], n: int) -> ClientResult:
+    async def send(prompt: list[int], n: int, answer_needed: bool) -> ClientResult:
         r = ClientResult(sent=time.perf_counter())
         await asyncio.sleep(0.005)
         r.first_token = r.end = time.perf_counter()
@@ -251,7 +251,7 @@ def test_a_sessions_next_turn_queues_behind_sessions_already_waiting() -> None:
             TraceRow("B", 0, 0.0, (3,), (7,))]
     sent: list[tuple[int, ...]] = []
 
-    async def send(prompt: list[int], n: int) -> ClientResult:
+    async def send(prompt: list[int], n: int, answer_needed: bool) -> ClientResult:
         sent.append(tuple(prompt))
         r = ClientResult(sent=time.perf_counter())
         await asyncio.sleep(0.002)
@@ -280,7 +280,7 @@ def test_a_closed_loop_fills_slots_freed_at_one_modelled_moment_the_same_way_whi
     wall = {1: 0.01, 3: 0.02} if a_ends_first else {1: 0.02, 3: 0.01}  # the later requests take longer (0.1 s)
     sent: list[int] = []
 
-    async def send(prompt: list[int], n: int) -> ClientResult:
+    async def send(prompt: list[int], n: int, answer_needed: bool) -> ClientResult:
         sent.append(prompt[0])
         r = ClientResult(sent=time.perf_counter())
         await asyncio.sleep(wall.get(prompt[0], 0.1))
@@ -297,7 +297,7 @@ def test_a_send_that_raises_ends_the_drive_and_stops_the_other_slots() -> None:
     rows = [TraceRow(i, 0, 0.0, (i,), (1,)) for i in range(50)]
     sent: list[int] = []
 
-    async def send(prompt: list[int], n: int) -> ClientResult:
+    async def send(prompt: list[int], n: int, answer_needed: bool) -> ClientResult:
         sent.append(prompt[0])
         await asyncio.sleep(0.001 * (1 + prompt[0] % 3))
         if prompt[0] == 5:
@@ -320,7 +320,7 @@ def test_the_heap_is_frozen_only_while_driving() -> None:
     rows = [TraceRow(i, 0, 0.0, (i,), (1,)) for i in range(3)]
     seen: list[int] = []
 
-    async def send(prompt: list[int], n: int) -> ClientResult:
+    async def send(prompt: list[int], n: int, answer_needed: bool) -> ClientResult:
         r = ClientResult(sent=time.perf_counter())
         r.first_token = r.end = time.perf_counter()
         return r
@@ -358,3 +358,22 @@ def test_every_record_field_is_filled_from_the_stream(loop: event_loop.EventLoop
     for i in range(3, 9):
         prev = by_index[i - 3]
         assert by_index[i].result.sent >= prev.result.end  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("kind", ["closed", "poisson"])
+def test_only_a_turn_with_a_next_turn_asks_for_its_answer(kind: str) -> None:
+    # The answer's ids are what a session's next turn carries; a last turn (or a single-turn session) needs none,
+    # and asking vLLM for them costs the prompt's echo inside the TTFT measured.
+    rows = [TraceRow("a", t, 0.0, (1, t), (7,)) for t in range(3)] + [TraceRow("b", 0, 0.0, (2,), (7,))]
+    asked: dict[tuple[object, int], bool] = {}
+
+    async def send(prompt: list[int], n: int, answer_needed: bool) -> ClientResult:
+        row = next(r for r in rows if list(r.input_tokens) == prompt)
+        asked[(row.session_id, row.turn_id)] = answer_needed
+        r = ClientResult(sent=time.perf_counter())
+        r.first_token = r.end = time.perf_counter()
+        return r
+
+    load = LoadCfg(kind=kind, max_concurrency=2, request_rate=500.0)
+    asyncio.run(drive(rows, arrival_schedule(rows, plan_load(load), 0), send, lambda _c: None))
+    assert asked == {("a", 0): True, ("a", 1): True, ("a", 2): False, ("b", 0): False}

@@ -139,3 +139,14 @@ def test_vllms_prompt_echo_is_not_parsed_and_the_answer_is_unchanged() -> None:
     assert _without_prompt_echo(spaced) == spaced
     res, _ = drive(VLLM_TOKEN_IDS, _engine_client(make_vllm_engine()))
     assert res.output_ids == ANSWER and res.output_tokens == 4
+
+
+def test_vllms_client_does_not_ask_when_no_turn_carries_the_answer() -> None:
+    # A session's last turn (every turn of a single-turn load): vLLM would encode the whole prompt's ids into the
+    # first token's chunk, inside the TTFT measured, for ids nothing uses.
+    client = _engine_client(make_vllm_engine())
+    unasked = [_ids(line, None) if '"choices":[{' in line else line for line in VLLM_TOKEN_IDS]
+    got = stream_events(unasked, lambda pool: client(pool, PROMPT, 4, 30.0, model="m", answer_needed=False),
+                        gap_s=0.005)
+    assert "return_token_ids" not in got.body
+    assert got.result.status == "ok" and got.result.output_tokens == 4 and got.result.output_ids == []

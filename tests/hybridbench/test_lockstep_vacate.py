@@ -76,7 +76,7 @@ def drive_seconds(cfg: RunCfg, *, told: bool) -> float:
     with reference_server(cfg) as port:
         async def go() -> float:
             async with StreamPool(f"http://127.0.0.1:{port}") as pool:
-                async def send(prompt: list[int], n: int):  # type: ignore[no-untyped-def]
+                async def send(prompt: list[int], n: int, answer_needed: bool):  # type: ignore[no-untyped-def]
                     return await generate_sglang(pool, prompt, n, 60.0)
 
                 def on_done(c: Completed) -> None:
@@ -136,7 +136,7 @@ def drive_failing(cfg: RunCfg, rows: list[TraceRow], fault: str, *,
                     calls += 1
                     await real()
 
-                async def send(prompt: list[int], n: int) -> ClientResult:
+                async def send(prompt: list[int], n: int, answer_needed: bool) -> ClientResult:
                     timeout = 0.3 if fault == "timeout" and prompt[-1] == rows[1].input_tokens[-1] else 60.0
                     r = await generate_sglang(pool, prompt, n, timeout)
                     if fault == "after_finish" and prompt == list(rows[0].input_tokens):

@@ -54,8 +54,8 @@ def run_session(url: str, generate: Generate, rows: tuple[TraceRow, TraceRow]) -
 
     async def run() -> None:
         async with StreamPool(url) as pool:
-            async def send(prompt: list[int], max_new: int) -> Any:
-                return await generate(pool, prompt, max_new, 60.0, model="m")
+            async def send(prompt: list[int], max_new: int, answer_needed: bool) -> Any:
+                return await generate(pool, prompt, max_new, 60.0, model="m", answer_needed=answer_needed)
             await drive(rows, SCHEDULE, send, done.append)
 
     event_loop.run(run())
@@ -87,6 +87,8 @@ def test_a_later_turn_carries_the_answer_vllm_generated(tmp_path: Path) -> None:
         assert second.prompt == [*first.prompt, *generated, *question]  # was the trace's recorded answer
         # vLLM's own cache agrees: the block it kept after turn one (the prompt, then half its answer) was hit
         assert second.result.cached_tokens == block
+        # The session's last turn has no next turn to carry its answer: the ids (and the prompt's echo) not asked for
+        assert second.result.output_ids == []
 
         # The client without the ask (TokenSpeed's: its gateway's handling of the field is unknown) reads no ids:
         # the later turn carries the trace's answer, and vLLM's cache has no block of it to hit.
