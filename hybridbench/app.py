@@ -47,6 +47,7 @@ from hybridbench.results.bundle import build_bundle
 from hybridbench.results.index import append_to_index
 from hybridbench.results.run_dir import claim_run_dir, release_run_dir
 from hybridbench.results.score import Scored, ScoreSettings, judged_by_of, score_trials
+from hybridbench.results.trace_digest import file_sha256
 from workloads.arrival import arrival_schedule
 from workloads.atomic_file import write_json_atomic, write_text_atomic
 from workloads.trace import TraceRow
@@ -110,6 +111,11 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
             try:
                 for w in plan.workloads:
                     traces[w.name] = materialize(w, cfg, effective_vocab(cfg))
+                # What each trace's bytes are, in plan.json before the first trial: history and compare tell two
+                # loads apart by it where a changed generator left the arguments as they were.
+                plan = plan.with_trace_digests({w.name: file_sha256(Path(w.trace_path), run_dir) or ""
+                                                for w in plan.workloads})
+                write_json_atomic(run_dir / "plan.json", scrub_obj(plan.to_json(), secrets))
                 if (pool := engine.kv_pool(cfg)) is not None:  # the plan fixed the pool: each request must fit it
                     refuse_unfit_requests(engine.name, pool, traces)
                 # Every trial's arrivals, fixed before the first server starts: the driver and the simulator follow

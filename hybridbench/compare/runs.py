@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hybridbench.errors import ConfigError
 from hybridbench.records.schema import Record
-from hybridbench.results import Run, TrialRun, read_run
-from hybridbench.results.safe_io import MAX_LINES_BYTES, open_regular
+from hybridbench.results import PlannedWorkload, Run, TrialRun, read_run
+from hybridbench.results.trace_digest import trace_digest
 
 __all__ = ["SavedRun", "WorkloadDigest", "load_run"]
 
@@ -25,7 +24,7 @@ __all__ = ["SavedRun", "WorkloadDigest", "load_run"]
 @dataclass(frozen=True, slots=True)
 class WorkloadDigest:
     argv: str  # sha256 of the generator arguments (without the output path)
-    trace: str | None  # sha256 of the trace file, when the run directory still has it
+    trace: str | None  # sha256 of the trace's bytes: recorded in plan.json, else the saved file's; None: neither
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,27 +93,15 @@ class SavedRun:
         return self.run.missing_trials(workload, arm)
 
 
-def _digest(trace: Path, argv: tuple[str, ...]) -> WorkloadDigest:
-    """The generator arguments without the output path; and the trace's bytes when the file is there (a run
-    copied without its traces still compares by arguments)."""
-    kept = [a for i, a in enumerate(argv) if a != "-o" and (i == 0 or argv[i - 1] != "-o")]
-    trace_digest = None
-    try:  # the bounded reader's rules: a FIFO, a device or a link out of the run is no trace (argv still compare)
-        fh = open_regular(trace, trace.parent.parent, limit=MAX_LINES_BYTES) if trace.exists() else None
-    except ConfigError:
-        fh = None
-    if fh is not None:
-        h = hashlib.sha256()
-        with fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        trace_digest = h.hexdigest()
-    return WorkloadDigest(hashlib.sha256(json.dumps(kept).encode()).hexdigest(), trace_digest)
+def _digest(run: Run, w: PlannedWorkload) -> WorkloadDigest:
+    """The generator arguments without the output path; and the trace's digest (results.trace_digest's one rule:
+    the one plan.json recorded, else the saved file's bytes; a run copied without its traces and from before the
+    digest was recorded still compares by arguments)."""
+    kept = [a for i, a in enumerate(w.argv) if a != "-o" and (i == 0 or w.argv[i - 1] != "-o")]
+    return WorkloadDigest(hashlib.sha256(json.dumps(kept).encode()).hexdigest(), trace_digest(run, w))
 
 
 def load_run(path: Path) -> SavedRun:
     run = read_run(path)
-    # Traces live under the run dir; a moved or copied run still finds its own.
-    digests = {w.name: _digest(path / "traces" / Path(w.trace_path or f"{w.name}.jsonl").name, w.argv)
-               for w in run.plan.workloads}
+    digests = {w.name: _digest(run, w) for w in run.plan.workloads}
     return SavedRun(run, digests)

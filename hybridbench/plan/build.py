@@ -126,7 +126,9 @@ def build_plan(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> RunPlan:
     config: dict[str, Any] = redact_config(resolved)
     # Whether the run replaced an earlier one in its directory does not change what it measures.
     measured = {k: v for k, v in config.items() if k != "overwrite"}
-    body = {"config": measured, "trials": [asdict(t) for t in trials], "workloads": [asdict(w) for w in workloads]}
+    # The fingerprint names the configuration, known before any trace is written: the traces' digests stay out.
+    body = {"config": measured, "trials": [asdict(t) for t in trials],
+            "workloads": [{k: v for k, v in asdict(w).items() if k != "trace_sha256"} for w in workloads]}
     fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return RunPlan(
         name=cfg.name,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from hybridbench.config.schema import MODELLED_ENGINES
@@ -23,6 +23,9 @@ class WorkloadPlan:
     argv: tuple[str, ...]  # the exact `python -m workloads.generate` arguments
     # The arrival process of this workload's trials: the run's load, at the workload's own rate if it has one.
     load: LoadSpec = field(kw_only=True)
+    # sha256 of the trace's bytes, recorded once the run wrote it (app): what history keys a series by, since the
+    # same arguments give other rows after a generator changes. "" until then (and in `hybridbench plan`).
+    trace_sha256: str = field(default="", kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,11 @@ class RunPlan:
             if spec.name == name:
                 return spec
         raise KeyError(f"arm {name!r} is not in the plan")
+
+    def with_trace_digests(self, digests: dict[str, str]) -> RunPlan:
+        """The plan with each workload's trace digest (workload name -> sha256) recorded."""
+        return replace(self, workloads=tuple(replace(w, trace_sha256=digests.get(w.name, w.trace_sha256))
+                                             for w in self.workloads))
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -181,8 +181,9 @@ def _history(args: argparse.Namespace) -> int:
     # The nightly series are main's; a pull request's run is judged by compare, not by the trend.
     f = replace(_filters(args), branch=args.branch or "main")
     keep = set(store.select(f)["run"])
+    # the typed runs go along: history reads each workload's trace digest from them
     sub = Store(store.root, store.runs[store.runs["run"].isin(keep)], store.restrict(store.aggregates, f),
-                store.trials, store.checks)
+                store.trials, store.checks, loaded=store.loaded)
     verdicts = judge_all(history(sub), tolerance=args.tolerance, window=args.window)
     for v in verdicts:
         k = v.key
@@ -207,8 +208,8 @@ def _history(args: argparse.Namespace) -> int:
     # A series main's sizing change left without a baseline was judged before and is not now: exit 0 read "no
     # regression" for nights nobody judged, and slower code landing with the change became the new baseline. A
     # series too young to have a baseline at all (a new store, arm or load added) has no earlier main to regress
-    # from; one that replaced a judged series on main (another load, GPU, model or engine) is held as a resized one
-    # is. An undecided trailing set is never a pass.
+    # from; one that replaced a judged series on main (another load, trace, GPU, model or engine) is held as a resized
+    # one is. An undecided trailing set is never a pass.
     return 1 if regressed or no_data or undecided or resized or reloaded else 0
 
 

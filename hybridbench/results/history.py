@@ -1,11 +1,13 @@
 """Nightly history: one series per (experiment, workload, arm, metric) over like-for-like runs, judged by the
 PyTorch HUD's rule and searched for change points.
 
-Like for like: the same model, GPU, engine family and load fingerprint (a run of another size or seed is
-another series), and the same sizing (chunked prefill, pools, page, track interval, TP, checkpoint, quantization:
-what ``compare`` requires to match): a point is judged only against earlier points sized as it is, and where the
-sizing changed the verdict names the change, so a step that came from the configuration is not read as the code's
-(nor does a faster sizing hide a slower code).
+Like for like: the same model, GPU (a CPU engine's: its CPU), engine family, load fingerprint (a run of another
+size or seed is another series) and trace (the workload's trace bytes, results.trace_digest: a generator changed on
+main sends other rows for the same arguments; "unknown" for a run that recorded none and kept no trace file, which
+is never taken for a known one), and the same sizing (chunked prefill, pools, page, track interval, TP,
+checkpoint, quantization: what ``compare`` requires to match): a point is judged only against earlier points sized
+as it is, and where the sizing changed the verdict names the change, so a step that came from the configuration is
+not read as the code's (nor does a faster sizing hide a slower code).
 
 The HUD rule: the trailing >= 2 points all violate the tolerance against a baseline window (the median of up to
 ``window`` earlier points) -> ``regression``; some but not all -> ``inconclusive``
@@ -21,7 +23,7 @@ import json
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
@@ -30,10 +32,12 @@ import pandas as pd
 from scipy import stats
 
 from hybridbench.results.store import Store
+from hybridbench.results.trace_digest import trace_digest
 
 __all__ = [
     "HIGHER_IS_WORSE",
     "SERIES_METRICS",
+    "UNKNOWN",
     "Point",
     "Series",
     "SeriesKey",
@@ -47,6 +51,8 @@ __all__ = [
     "sizing_changes",
 ]
 
+# The trace key of a run that recorded no digest and kept no trace file: its own series (never equal to a known trace)
+UNKNOWN = "unknown"
 Status = Literal["regression", "inconclusive", "suspicious", "ok", "insufficient data", "no data"]
 SERIES_METRICS = ("mean_ttft_ms", "p99_ttft_ms", "request_throughput", "input_throughput", "token_hit_rate")
 HIGHER_IS_WORSE = frozenset({"mean_ttft_ms", "p99_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_itl_ms",
@@ -63,6 +69,7 @@ class SeriesKey:
     gpu: str
     engine: str
     load: str  # results.store.load_fingerprint
+    trace: str = UNKNOWN  # the workload's trace sha256 (results.trace_digest), or UNKNOWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +96,7 @@ class Verdict:
     sizing_changes: tuple[str, ...] = ()  # "RUN: key old -> new, ..." for each run sized unlike the one before
     # Nights sized otherwise than the latest had a baseline (>= 2 of one sizing) that the change left behind
     baseline_left: bool = False
-    # "RUN: gpu/model/engine/load OLD -> NEW ..." when this series took over from one that had a baseline (load_changes)
+    # "RUN: gpu/model/engine/load/trace OLD -> NEW ..." when it took over from a series with a baseline (load_changes)
     load_change: str = ""
 
     @property
@@ -100,9 +107,9 @@ class Verdict:
 
     @property
     def unjudged(self) -> bool:
-        """Without the baseline it had (a sizing change) or the series it took over from had (a load, GPU, model or
-        engine change on main): no earlier night judges the latest, which is not "no regression" (history exits 1;
-        the trends badge)."""
+        """Without the baseline it had (a sizing change) or the series it took over from had (a load, trace, GPU,
+        model or engine change on main): no earlier night judges the latest, which is not "no regression" (history
+        exits 1; the trends badge)."""
         return self.unjudged_after_resize or (self.status == "insufficient data" and bool(self.load_change))
 
     def to_json(self) -> dict[str, Any]:
@@ -168,8 +175,22 @@ def change_points(values: Sequence[float], *, min_size: int = 2, penalty: float 
     return confirmed
 
 
+def _trace_keys(store: Store) -> Callable[[str, str], str]:
+    """(run, workload) -> the trace key, each run's traces read once (an older run's saved files are hashed; a run
+    the store holds no typed run for, or whose trace is gone, is UNKNOWN)."""
+    seen: dict[str, dict[str, str]] = {}
+
+    def key(run: str, workload: str) -> str:
+        if run not in seen:
+            got = store.loaded.get(run)
+            seen[run] = {w.name: trace_digest(got, w) or UNKNOWN for w in got.plan.workloads} if got else {}
+        return seen[run].get(workload, UNKNOWN)
+    return key
+
+
 def history(store: Store, metrics: Sequence[str] = SERIES_METRICS) -> list[Series]:
     """Every like-for-like series in the store (runs that did not finish their trials are left out)."""
+    trace = _trace_keys(store)
     runs = store.runs[store.runs["verdict"].isin(["pass", "fail", "inconclusive"])]
     agg = store.aggregates[store.aggregates["metric"].isin(list(metrics))]
     joined = agg.merge(runs, on="run")
@@ -178,7 +199,7 @@ def history(store: Store, metrics: Sequence[str] = SERIES_METRICS) -> list[Serie
     # tonight's night, and its figure judged in the latest's place.
     for row in joined.sort_values(["created", "run"], na_position="first").to_dict("records"):
         key = SeriesKey(row["experiment"], row["workload"], row["arm"], row["metric"], row["model"], row["gpu"],
-                        row["engine"], row["load"])
+                        row["engine"], row["load"], trace(str(row["run"]), str(row["workload"])))
         created = row["created"].isoformat() if isinstance(row["created"], pd.Timestamp) else ""
         sized = row.get("sizing")
         out[key].append(Point(row["run"], created, float(row["value"]), sized if isinstance(sized, str) else ""))
@@ -224,7 +245,7 @@ def _measured(key: SeriesKey) -> tuple[str, ...]:
 
 
 # What else keys a series: a night that differs in one is another series, with no baseline of its own yet.
-_SETUP = ("gpu", "model", "engine", "load")
+_SETUP = ("gpu", "model", "engine", "load", "trace")
 
 
 def _differing(old: SeriesKey, new: SeriesKey) -> list[str]:
@@ -232,13 +253,18 @@ def _differing(old: SeriesKey, new: SeriesKey) -> list[str]:
     return [k for k in _SETUP if getattr(old, k) != getattr(new, k)]
 
 
+def _shown(key: SeriesKey, name: str) -> str:
+    value = str(getattr(key, name))
+    return value[:12] if name == "trace" and value != UNKNOWN else value  # a sha256: its first 12 say which
+
+
 def _setup_diff(old: SeriesKey, new: SeriesKey) -> str:
-    return ", ".join(f"{k} {getattr(old, k)} -> {getattr(new, k)}" for k in _differing(old, new))
+    return ", ".join(f"{k} {_shown(old, k)} -> {_shown(new, k)}" for k in _differing(old, new))
 
 
 def load_changes(series: Sequence[Series]) -> dict[SeriesKey, tuple[str, SeriesKey]]:
     """Series that took over from a series of the same experiment, workload, arm and metric but another GPU, model,
-    engine or load, which had >= 2 nights and ended before this one's first: main's setup changed. Each is a new
+    engine, load or trace, which had >= 2 nights and ended before this one's first: main's setup changed. Each is a new
     series (other hardware, another model or requests), so its first nights have no baseline; unlike one added
     beside one still running (a second runner, a load added), the latest nights are then judged by nothing while the
     old series' last verdict still reads ok. Maps each to ("RUN: gpu OLD -> NEW, ...; ...", the series it took over
@@ -253,8 +279,8 @@ def load_changes(series: Sequence[Series]) -> dict[SeriesKey, tuple[str, SeriesK
             first = _start(s)
             before = [t for t in group if t is not s and _end(t) < first
                       and sum(math.isfinite(p.value) for p in t.points) >= 2]
-            # The same GPU, model and engine on another load: that runner's load changed (two runners may switch
-            # loads on the same night, each its own change). Another GPU, model or engine only where nothing else
+            # The same GPU, model and engine on another load or trace: that runner's load changed (two runners may
+            # switch loads on the same night, each its own change). Another GPU, model or engine only where nothing else
             # took over the ended series first: a runner added beside one that replaced it long ago is no change.
             hardware = [t for t in before if _hardware(t.key) == _hardware(s.key)]
             other = [t for t in before if _hardware(t.key) != _hardware(s.key)
@@ -280,12 +306,14 @@ def _hardware(key: SeriesKey) -> tuple[str, str, str]:
 
 def _changed(old: SeriesKey, new: SeriesKey) -> str:
     """``the load`` or ``the GPU and load``: what changed, as the verdict's detail names it."""
-    names = {"gpu": "GPU", "model": "model", "engine": "engine", "load": "load"}
+    # a CPU engine's hardware label is its CPU (results.store): "the CPU changed", not "the GPU"
+    cpus = old.gpu.startswith("cpu") and new.gpu.startswith("cpu")
+    names = {"gpu": "CPU" if cpus else "GPU", "model": "model", "engine": "engine", "load": "load", "trace": "trace"}
     return "the " + " and ".join(names[k] for k in _differing(old, new))
 
 
 def judge_all(series: Sequence[Series], *, tolerance: float, window: int = 5) -> list[Verdict]:
-    """:func:`judge` of each series; one that took over from another GPU's, model's, engine's or load's
+    """:func:`judge` of each series; one that took over from another GPU's, model's, engine's, load's or trace's
     (:func:`load_changes`) says so, and so does the series it took over from (its verdict is of nights before the
     change, not of the latest)."""
     changed = load_changes(series)
@@ -298,7 +326,7 @@ def judge_all(series: Sequence[Series], *, tolerance: float, window: int = 5) ->
             v = replace(v, load_change=why, detail=f"{v.detail}; {_changed(old, s.key)} changed on main at {why}")
         elif s.key in ended:
             new = ended[s.key][0]
-            later = ", ".join(f"{k} {getattr(new, k)}" for k in _differing(s.key, new))
+            later = ", ".join(f"{k} {_shown(new, k)}" for k in _differing(s.key, new))
             v = replace(v, detail=f"{v.detail}; ended at {s.points[-1].run}: later nights ran {later}")
         out.append(v)
     return out

@@ -28,6 +28,7 @@ from hybridbench.results.safe_io import (
     read_json_bounded,
     read_lines_bounded,
 )
+from hybridbench.results.trace_digest import recorded_digest
 from hybridbench.results.types import (
     Bundle,
     EngineBuildInfo,
@@ -115,7 +116,8 @@ def read_plan(path: Path) -> SavedPlan:
     for i, w in enumerate(f.array("workloads")):
         wf = f.sub("workloads", i, w)
         workloads.append(PlannedWorkload(wf.text("name"), wf.text("kind", ""), wf.integer("seed", 0),
-                                         wf.text("trace_path", ""), tuple(str(a) for a in wf.array("argv", []))))
+                                         wf.text("trace_path", ""), tuple(str(a) for a in wf.array("argv", [])),
+                                         recorded_digest(wf.text("trace_sha256", ""), wf.where)))
     trials: list[PlannedTrial] = []
     seen: dict[tuple[str, str, int], str] = {}
     for i, t in enumerate(f.array("trials")):

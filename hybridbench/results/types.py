@@ -29,6 +29,7 @@ class PlannedWorkload:
     seed: int
     trace_path: str
     argv: tuple[str, ...]  # the generator arguments, output path included
+    trace_sha256: str = ""  # the trace's bytes as the run wrote them (results.trace_digest); "" in older plans
 
 
 # A planned trial is the plan's own type: its identity (trial_id) is defined once, in plan/types.py.
