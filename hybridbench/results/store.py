@@ -47,7 +47,8 @@ _NO_GPU = frozenset({"", *NO_GPU})
 
 def _gpu(run: Run) -> str:
     """The GPUs nvidia-smi named for the server, else the modelled one (sim), else the configured one marked
-    unrecorded (a GPU engine whose nvidia-smi named nothing), else none (CPU engines)."""
+    unrecorded (a GPU engine whose nvidia-smi named nothing), else none: a CPU engine's host CPU, "cpu (<model>, <N>
+    cores)", or "cpu" for a modelled engine (replay) or a run that recorded no CPU."""
     if names := run.gpus:
         return f"{len(names)}x {names[0]}"
     engine = run.plan.config.get("engine", {})
@@ -61,7 +62,11 @@ def _gpu(run: Run) -> str:
         # A GPU run whose provenance names no GPU was labelled "cpu" and drawn beside CPU runs; marked, it is
         # never another GPU run's baseline either (latest_passing_main matches this label).
         return f"{tp}x {gpu} (unrecorded)"
-    return "cpu"
+    # A CPU engine's wall-clock figures are its host's (history's series are the wall clock's, whatever
+    # engine.timing judged): two CPUs are two series, and never each other's latest: baseline, as two GPUs are.
+    # A modelled engine's are no host's; a run whose bundle recorded no CPU (older ones) stays "cpu".
+    host = run.bundle.provenance.cpu if run.bundle is not None else ""
+    return f"cpu ({host})" if host and run.plan.engine not in MODELLED_ENGINES else "cpu"
 
 
 def load_fingerprint(run: Run) -> str:

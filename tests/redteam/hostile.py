@@ -35,11 +35,13 @@ def save(path: Path, data: object) -> None:
     path.write_text(json.dumps(data))
 
 
-def make_run(root: Path, name: str, *, night: int = 0, bundle: Edit | None = None, plan: Edit | None = None) -> Path:
-    """A copy of the saved run at ``root/name``: its own run id, created ``night`` days after T0, then edited."""
+def make_run(root: Path, name: str, *, night: int = 0, bundle: Edit | None = None, plan: Edit | None = None,
+             source: Path = FIXTURE) -> Path:
+    """A copy of the saved run ``source`` at ``root/name``: its own run id, created ``night`` days after T0, then
+    edited."""
     run = root / name
     run.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(FIXTURE, run)
+    shutil.copytree(source, run)
     b = load(run / "bundle.json")
     b["run_id"] = uuid.uuid4().hex
     b["created"] = (T0 + timedelta(days=night)).isoformat()

@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile import clean, cli, make_run, set_metric
+from hostile import ROOT, clean, cli, make_run, set_metric
 
 pytestmark = pytest.mark.redteam
+
+REFERENCE = ROOT / "tests" / "hybridbench" / "fixtures" / "runs" / "reference-smoke-kl"
+
 
 def results(*args: object) -> tuple[int, str, str]:
     proc = cli("hybridbench.results", *args)
@@ -89,6 +92,61 @@ def test_a_trace_nobody_recorded_is_unknown_never_the_same(tmp_path: Path) -> No
     held = [ln for ln in ttft_lines(out) if ln.startswith("insufficient data")]
     assert len(held) == 2 and all("trace unknown -> cccccccccccc" in ln for ln in held), out
     assert rc == 1, out + err
+
+
+def _cpu(name: str | None) -> Any:
+    def edit(b: dict[str, Any]) -> None:
+        set_metric(100.0)(b)
+        if name is not None:  # None: a bundle from before provenance.machine
+            b["provenance"]["machine"] = {"cpu": name, "cores": 2}
+    return edit
+
+
+def test_two_cpus_side_by_side_are_two_series(tmp_path: Path) -> None:
+    # Two runners with other CPUs running the reference nightly: every CPU engine was labelled "cpu", so both
+    # runners' nights made one series, 100 and 130 in turn, read as "inconclusive" (exit 1) -- or, with the faster
+    # CPU's nights last, a slower code hidden by the faster machine.
+    for i in range(6):
+        make_run(tmp_path, f"a{i}", night=i, bundle=_cpu("Intel Xeon 8370C"), source=REFERENCE)
+        make_run(tmp_path, f"b{i}", night=i, bundle=lambda b: (_cpu("AMD EPYC 7763")(b), set_metric(130.0)(b)),
+                 source=REFERENCE)
+    rc, out, err = results("history", tmp_path)
+    ttft = ttft_lines(out)
+    assert len(ttft) == 4 and all(ln.startswith("ok") for ln in ttft), out
+    assert sum("cpu (Intel Xeon 8370C, 2 cores)" in ln for ln in ttft) == 2, ttft
+    assert sum("cpu (AMD EPYC 7763, 2 cores)" in ln for ln in ttft) == 2, ttft
+    assert rc == 0, out + err
+
+
+def test_the_cpu_changed_on_main_holds_the_nights_after_it_and_older_runs_still_read(tmp_path: Path) -> None:
+    # Nights from before bundles recorded the CPU read as "cpu", as ever; then main's runner moved to another CPU.
+    for i in range(4):
+        make_run(tmp_path, f"n{i}", night=i, bundle=_cpu(None), source=REFERENCE)
+    rc, out, err = results("history", tmp_path)
+    assert rc == 0 and all(", cpu, reference)" in ln for ln in ttft_lines(out)), out + err
+    for i in (4, 5):
+        make_run(tmp_path, f"n{i}", night=i, bundle=_cpu("AMD EPYC 7763"), source=REFERENCE)
+    rc, out, err = results("history", tmp_path)
+    held = [ln for ln in ttft_lines(out) if ln.startswith("insufficient data")]
+    assert len(held) == 2, out
+    assert all("the CPU changed on main at n4: gpu cpu -> cpu (AMD EPYC 7763, 2 cores)" in ln for ln in held), held
+    assert rc == 1, out + err
+
+
+def test_latest_takes_main_on_the_candidates_cpu(tmp_path: Path) -> None:
+    from hybridbench.results import read_run
+    from hybridbench.results.store import latest_passing_main
+
+    root = tmp_path / "store"
+    same = make_run(root, "xeon", night=1, bundle=_cpu("Intel Xeon 8370C"), source=REFERENCE)
+    make_run(root, "epyc", night=2, bundle=_cpu("AMD EPYC 7763"), source=REFERENCE)  # newer, another CPU
+
+    def pr(b: dict[str, Any]) -> None:
+        _cpu("Intel Xeon 8370C")(b)
+        b["provenance"]["pr_number"] = 7
+
+    candidate = make_run(tmp_path, "pr", night=3, bundle=pr, source=REFERENCE)
+    assert latest_passing_main(root, read_run(candidate)) == same
 
 
 def test_compare_refuses_two_recorded_traces_without_their_files(tmp_path: Path) -> None:
