@@ -2,9 +2,11 @@
 
 ``kl`` scores the KL probe's samples (hybridbench/probes/kl_requests.py) exactly as SGLang's KL tests do:
 samples whose probed request did not hit the cache are left out of the mean, and more than half of
-them must hit, otherwise a cache that silently never hits would pass. ``prefill_overhead`` is seed
-001's measurement: what the radix cache costs when nothing is reused, as the input-token throughput of
-a cache-on arm over the ``disabled`` arm's (the seed measured 0.88 on Qwen3-Next-80B, TP8).
+them must hit, otherwise a cache that silently never hits would pass. A pass also needs every planned sample
+measured (``checks.kl_samples`` per variant for each trial that ran): a trial holding fewer distinct prompts of
+>= 8 tokens probes fewer, and one hit of the 4 planned is "more than half" of 1, not evidence.
+``prefill_overhead`` is seed 001's measurement: what the radix cache costs when nothing is reused, as the
+input-token throughput of a cache-on arm over the ``disabled`` arm's (the seed measured 0.88 on Qwen3-Next-80B, TP8).
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ from hybridbench.records.timed import untimed, untimed_detail
 __all__ = ["kl", "prefill_overhead"]
 
 
-def _kl_verdict(samples: list[KlSample], threshold: float, min_hit_fraction: float) -> tuple[Status, float | None, str]:
+def _planned(inp: CheckInput, workload: str, arm: str, samples: Sequence[KlSample]) -> tuple[int, int]:
+    """How many samples of each variant the probe was to write for (workload, arm), and over how many trials: the
+    trials that ran (the probe runs after a trial's load ends), and any that wrote samples before it ended."""
+    probed = {t.trial_id for t in inp.trials.get((workload, arm), []) if t.state == "ran"}
+    probed |= {s.trial_id for s in samples}
+    return inp.cfg.kl_samples * len(probed), len(probed)
+
+
+def _kl_verdict(samples: list[KlSample], threshold: float, min_hit_fraction: float,
+                planned: tuple[int, int]) -> tuple[Status, float | None, str]:
     if all(s.skipped for s in samples):
         return "skip", None, samples[0].skipped
     samples = [s for s in samples if not s.skipped]
@@ -40,8 +51,14 @@ def _kl_verdict(samples: list[KlSample], threshold: float, min_hit_fraction: flo
     if len(values) < len(hits):  # a hit whose tokens carry no logprobs measured nothing
         return "fail", None, f"{len(hits) - len(values)} of {len(hits)} hit(s) carry no logprobs; KL is unmeasured"
     mean = sum(values) / len(values)
+    measured = f"mean k3 {mean:.3g} over {len(hits)} hit(s) of {len(samples)}, max {max(values):.3g}"
+    want, trials = planned
+    if mean < threshold and len(samples) < want:  # a divergence fails on the samples there are; a pass needs all
+        return "inconclusive", None, (
+            f"{measured}, but {len(samples)} of {want} planned sample(s) measured (checks.kl_samples={want // trials} "
+            f"x {trials} trial(s); a trial with fewer distinct prompts of >= 8 tokens probes fewer): too few to pass")
     status: Status = "pass" if mean < threshold else "fail"
-    return status, mean, f"mean k3 {mean:.3g} over {len(hits)} hit(s) of {len(samples)}, max {max(values):.3g}"
+    return status, mean, measured
 
 
 def kl(inp: CheckInput) -> Sequence[CheckResult]:
@@ -66,9 +83,10 @@ def kl(inp: CheckInput) -> Sequence[CheckResult]:
                                    "wrote (kl not enabled when the run was made, its trials ended before the probe, or "
                                    "a run saved before trials counted them)"))
             continue
+        planned = _planned(inp, workload, arm, inp.kl_samples.get((workload, arm), []))
         for variant in variants:
             status, value, detail = _kl_verdict(groups[(workload, arm, variant)], inp.kl_threshold,
-                                                inp.cfg.kl_min_hit_fraction)
+                                                inp.cfg.kl_min_hit_fraction, planned)
             out.append(CheckResult("kl", f"{workload}/{variant}", arm, status, value,
                                    f"mean k3 < {inp.kl_threshold:g}", detail))
     return out

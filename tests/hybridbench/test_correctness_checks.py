@@ -13,6 +13,7 @@ from hybridbench.checks.correctness import kl, prefill_overhead
 from hybridbench.checks.registry import validate_checks
 from hybridbench.config.schema import ChecksCfg
 from hybridbench.errors import ConfigError
+from hybridbench.records.coverage import TrialOutcome
 from hybridbench.records.io import RecordWriter
 from hybridbench.records.kl import KlSample, k3
 from hybridbench.records.schema import Record
@@ -75,7 +76,8 @@ def test_kl_fails_on_probe_errors_skips_by_design_and_ignores_the_disabled_arm()
     assert res.status == "skip" and "by design" in res.detail
     (res,) = kl(kl_input([sample("disabled")]))  # nothing for lru: KL unmeasured, not skipped into a pass
     assert res.arm == "lru" and res.status == "inconclusive"
-    results = kl(kl_input([sample("lru", "prefill"), sample("lru", "branch", ref=(0.0, 0.0))]))
+    results = kl(kl_input([*(sample("lru", "prefill", i=i) for i in range(4)),
+                           sample("lru", "branch", ref=(0.0, 0.0))]))
     assert {(r.workload, r.status) for r in results} == {("w/prefill", "pass"), ("w/branch", "fail")}
 
 
@@ -110,6 +112,30 @@ def test_kl_rescored_on_cache_off_arms_alone_is_inconclusive_not_a_skip() -> Non
     assert row.status == "inconclusive" and "every arm has the cache off" in row.detail, row
     assert run_verdict(r.status for r in run_checks(["survival", "kl"], kl_input([], arms=("disabled",)))) \
         == "inconclusive"
+
+def test_kl_passes_only_over_every_planned_sample() -> None:
+    # One hit of the 4 planned (checks.kl_samples=4; the trial held one prompt of >= 8 tokens) passed: SGLang's
+    # "more than half hit" was counted over the samples gathered, 1 of 1, never over those planned.
+    from dataclasses import replace
+
+    (res,) = kl(kl_input([sample("lru")]))
+    assert (res.status, res.observed) == ("inconclusive", None), res
+    assert "1 of 4 planned sample(s) measured" in res.detail and "mean k3 0" in res.detail, res.detail
+    (res,) = kl(kl_input([sample("lru", i=i) for i in range(4)]))  # every planned sample measured
+    assert res.status == "pass" and "over 4 hit(s) of 4" in res.detail, res
+    # Two trials ran and one probed: its 4 samples are 4 of the 8 planned, whatever they show.
+    ran = [TrialOutcome(f"t-lru{r}", "w", "lru", r, "ran", 1) for r in range(2)]
+    four = [replace(s, trial_id="t-lru0") for s in (sample("lru", i=i) for i in range(4))]
+    (res,) = kl(replace(kl_input(four), trials={("w", "lru"): ran}))
+    assert res.status == "inconclusive" and "4 of 8 planned sample(s) measured" in res.detail, res.detail
+    # A trial that never ran was never to be probed: its samples are not missing.
+    gone = [ran[0], TrialOutcome("t-lru1", "w", "lru", 1, "not run", 1)]
+    (res,) = kl(replace(kl_input(four), trials={("w", "lru"): gone}))
+    assert res.status == "pass", res
+    # A divergence stands on the samples there are: a fail needs no full count.
+    (res,) = kl(kl_input([sample("lru", ref=(-1.0, -2.5))]))
+    assert res.status == "fail", res
+
 
 def test_kl_samples_round_trip_through_kl_jsonl(tmp_path: Path) -> None:
     path = tmp_path / "kl.jsonl"

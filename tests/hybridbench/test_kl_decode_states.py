@@ -115,5 +115,5 @@ def test_an_unknown_block_leaves_the_decode_variant_inconclusive_not_skipped(
     ctx.identity = {"trial_id": "t", "arm": "branching", "workload": "w", "repeat": 0}
     Kl().run(ctx)
     assert len(samples) == 2 and not any(s.hit for s in samples)
-    status, value, detail = _kl_verdict(samples, 0.01, 0.5)
+    status, value, detail = _kl_verdict(samples, 0.01, 0.5, (2, 1))  # 2 planned over 1 trial
     assert (status, value) == ("inconclusive", None) and "no block_size" in detail, detail

@@ -159,6 +159,23 @@ def test_a_reference_run_rescores_its_kl_samples(tmp_path: Path) -> None:
     assert {v[3] for v in _verdicts(run) if v[0] == "kl"} == {"fail"}
 
 
+def test_kl_short_of_its_planned_samples_is_inconclusive_in_the_run_and_its_rescoring(tmp_path: Path) -> None:
+    # smoke's trace holds 18 distinct prompts; checks.kl_samples=20 plans 20 a variant. The run measured 18 hits and
+    # passed as "more than half" of the 18 gathered; the run and its re-scoring now both say 18 of 20, inconclusive.
+    run = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=reference", "arms=[branching]",
+         "checks.enabled=[survival,kl]", "checks.kl_samples=20", "checks.kl_variants=[prefill]", "repeats=1",
+         f"hydra.run.dir={run}"], capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    ran = [c for c in json.loads((run / "bundle.json").read_text())["checks"] if c["check"] == "kl"]
+    assert [(c["status"], c["observed"]) for c in ran] == [("inconclusive", None)], ran
+    assert "18 of 20 planned sample(s) measured" in ran[0]["detail"], ran
+    assert main([str(run)]) == 1
+    rescored = [c for c in json.loads((run / "bundle.json").read_text())["checks"] if c["check"] == "kl"]
+    assert rescored == ran
+
+
 @pytest.mark.parametrize(("args", "needle"), [
     (["load.max_concurrency=1"], "load.max_concurrency decided what the run measured"),
     # The kl probe read these while the run was live; re-scoring with them changed nothing but the report's config.
