@@ -62,6 +62,8 @@ def _kl_verdict(samples: list[KlSample], threshold: float, min_hit_fraction: flo
 
 
 def kl(inp: CheckInput) -> Sequence[CheckResult]:
+    """Mean k3 over the probes that hit below the engine's threshold, more than half of them hitting; a pass needs
+    every planned sample measured (checks.kl_samples per variant for each trial that ran), else inconclusive."""
     groups: dict[tuple[str, str, str], list[KlSample]] = defaultdict(list)
     for (workload, arm), samples in inp.kl_samples.items():
         for s in samples:

@@ -5,22 +5,35 @@ its sweeps: 4.5x-34.4x vLLM+'s on average (Fig. 7) and a positive win over SGLan
 Fig. 8; Marconi, arXiv 2411.19379). The check asks only for that direction — the ``marconi`` arm's token
 hit rate above each baseline arm's (``sglang_plus``, ``vllm_plus``) on every workload — never for the size,
 which depends on the trace. A comparison in which neither cache evicted a state did not exercise the
-eviction policy, and one with equal hit rates (a capacity where no eviction choice cost a hit) compared
-nothing: both ``inconclusive``, never a pass; so is a rate over requests some of which carry no hit count or an
+eviction policy: ``inconclusive``, never a pass; so is a rate over requests some of which carry no hit count or an
 impossible one (negative, or longer than the prompt).
+
+How large a lead must be depends on where the hits came from. A replay (the ``replay`` and ``sim`` engines: every
+record ``modelled``) is deterministic: the same trace through the same policy hits the same tokens, so its lead is
+the policies' own; but a lead under the rates' printed precision (``ROUNDING``, 0.1 percentage point: "40.0% vs
+40.0%") compared nothing, as a tie does, and is ``inconclusive``. A measured run (a server under concurrency, where
+scheduling order changes what is cached) must clear the spread between its repeats: a paired t-interval over the
+per-repeat leads (arms alternate within a repeat) passes only when wholly above ``ROUNDING``, fails only when wholly
+below ``-ROUNDING``; with one repeat the spread is unmeasured and the row is ``inconclusive`` whatever the lead.
 """
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
 from collections.abc import Sequence
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
 from hybridbench.checks.evictions import counter
 from hybridbench.checks.subjects import marconi_arms, marconi_baselines
+from hybridbench.metrics.stats import paired_difference
 from hybridbench.records.hits import impossible_hit_detail, impossible_hits, unknown_hits
 from hybridbench.records.schema import Record
 
-__all__ = ["marconi_trends"]
+__all__ = ["ROUNDING", "marconi_trends"]
+
+# The smallest lead the rows can show (rates print to 0.1 percentage point): one below it is a tie.
+ROUNDING = 0.001
 
 
 def _hit_rate(recs: Sequence[Record]) -> float:
@@ -29,20 +42,64 @@ def _hit_rate(recs: Sequence[Record]) -> float:
     return sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else float("nan")
 
 
+def _per_repeat(recs: Sequence[Record]) -> dict[int, float]:
+    by: dict[int, list[Record]] = defaultdict(list)
+    for r in recs:
+        by[r.repeat].append(r)
+    return {rep: rate for rep, rs in by.items() if math.isfinite(rate := _hit_rate(rs))}
+
+
 def _evicted(inp: CheckInput, workload: str, arm: str) -> bool:
     snaps = inp.snapshots.get((workload, arm), [])
     return bool(snaps) and all((counter(s, "evicted_states") or 0) + (counter(s, "evicted_tokens") or 0) > 0
                                for s in snaps)
 
 
+def _pt(v: float) -> str:
+    return f"{v * 100:+.2f} pt"
+
+
+def _lead(inp: CheckInput, ours: Sequence[Record], theirs: Sequence[Record]) -> tuple[Status, str]:
+    """The lead judged against rounding (a deterministic replay) or against the spread between repeats."""
+    a, b = _per_repeat(ours), _per_repeat(theirs)
+    paired = sorted(set(a) & set(b))
+    deterministic = all(r.modelled for r in (*ours, *theirs) if r.status == "ok")
+    if len(paired) < 2 and not deterministic:
+        return "inconclusive", (f"{len(paired)} paired repeat(s) of a measured run: a verdict needs >= 2 (scheduling "
+                                "changes what a server caches, and the spread between repeats is unmeasured)")
+    if len(paired) < 2:  # one replay: the lead itself, exactly
+        lead = _hit_rate(ours) - _hit_rate(theirs)
+        low = high = lead
+        how = f"lead {_pt(lead)}, a deterministic replay"
+    else:
+        ch = paired_difference([b[r] for r in paired], [a[r] for r in paired], confidence=inp.cfg.confidence)
+        low, high = ch.low, ch.high
+        how = f"lead {_pt(ch.estimate)} (CI {_pt(low)} .. {_pt(high)}, {len(paired)} paired repeats)"
+    if low >= ROUNDING:
+        return "pass", f"{how} >= {ROUNDING:.1%}"
+    if high <= -ROUNDING:
+        return "fail", f"{how} <= -{ROUNDING:.1%}"
+    if low == high:  # no spread: a lead within rounding is a tie
+        return "inconclusive", (f"{how}, within the rates' rounding ({ROUNDING * 100:.1f} pt): at this capacity the "
+                                "policies made no difference the rates can show")
+    return "inconclusive", (f"{how}: the interval reaches within {ROUNDING * 100:.1f} pt of a tie, so the lead is not "
+                            "clear of the spread between repeats")
+
+
 def marconi_trends(inp: CheckInput) -> Sequence[CheckResult]:
+    """The marconi arm's token hit rate above each of Marconi's baselines'. On a deterministic replay (every record
+    modelled) the lead must reach 0.1 percentage point, the rates' printed precision: a smaller one is a tie
+    (inconclusive). On a measured run a paired t-interval over the per-repeat leads must clear +0.1 pt (wholly below
+    -0.1 pt fails); one repeat has no spread to clear, so it is inconclusive whatever the lead."""
     out = []
     marconi = marconi_arms(inp.arms)
     for workload in inp.workloads:
         for arm in marconi:
-            ours = _hit_rate(inp.records.get((workload, arm), []))
+            our_recs = inp.records.get((workload, arm), [])
+            ours = _hit_rate(our_recs)
             for base in marconi_baselines(inp.arms):
-                theirs = _hit_rate(inp.records.get((workload, base), []))
+                their_recs = inp.records.get((workload, base), [])
+                theirs = _hit_rate(their_recs)
                 expected = f"token hit rate above {base}'s (Marconi, Fig. 7/8)"
                 status: Status
                 unknown = sum(unknown_hits(inp.records.get((workload, a), [])) for a in (arm, base))
@@ -57,14 +114,10 @@ def marconi_trends(inp: CheckInput) -> Sequence[CheckResult]:
                 elif not (_evicted(inp, workload, arm) or _evicted(inp, workload, base)):
                     status = "inconclusive"
                     detail = f"{ours:.1%} vs {theirs:.1%}, but neither cache evicted: the policies never differed"
-                elif ours == theirs:  # a cache roomy enough that no choice cost a hit: nothing was compared
-                    status = "inconclusive"
-                    detail = (f"{arm} and {base} both {ours:.1%}: at this capacity the policies made no "
-                              "difference")
                 else:
-                    status = "pass" if ours > theirs else "fail"
+                    status, how = _lead(inp, our_recs, their_recs)
                     ratio = ours / theirs if theirs else float("inf")
-                    detail = f"{arm} {ours:.1%} vs {base} {theirs:.1%} ({ratio:.2f}x)"
+                    detail = f"{arm} {ours:.1%} vs {base} {theirs:.1%} ({ratio:.2f}x): {how}"
                 out.append(CheckResult("marconi_trends", workload, f"{arm} vs {base}", status, ours - theirs,
                                        expected, detail))
     return out

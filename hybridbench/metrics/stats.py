@@ -22,9 +22,11 @@ __all__ = [
     "RelativeChange",
     "bootstrap_relative_change",
     "paired_bootstrap",
+    "paired_difference",
     "paired_relative_change",
     "percentile",
     "t_quantile",
+    "welch_difference",
     "welch_relative_change",
 ]
 
@@ -160,6 +162,41 @@ def welch_relative_change(
     return RelativeChange(mc / mb - 1, math.expm1(log_ratio - half), math.expm1(log_ratio + half),
                           math.sqrt(vb + vc), df, n, log_scale=True)
 
+
+
+def paired_difference(
+    baseline: Sequence[float], candidate: Sequence[float], *, confidence: float
+) -> RelativeChange:
+    """t-interval of the mean per-repeat *absolute* difference ``candidate[i] - baseline[i]`` (hit rates: a
+    ratio of rates near 0 says nothing), paired by repeat as ``paired_relative_change`` is. Repeats that agree
+    exactly (a deterministic replay) give a zero-width interval: the difference itself."""
+    diffs = [c - b for b, c in zip(baseline, candidate, strict=False) if math.isfinite(b) and math.isfinite(c)]
+    if len(diffs) < 2:
+        return RelativeChange(math.nan, math.nan, math.nan)
+    estimate = statistics.fmean(diffs)
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+    half = t_quantile(1 - (1 - confidence) / 2, len(diffs) - 1) * se if se else 0.0
+    return RelativeChange(estimate, estimate - half, estimate + half, se, len(diffs) - 1, len(diffs))
+
+
+def welch_difference(
+    baseline: Sequence[float], candidate: Sequence[float], *, confidence: float
+) -> RelativeChange:
+    """Welch t-interval of the *absolute* difference mean(candidate) - mean(baseline) for two unpaired sets of
+    per-repeat values (two runs' hit rates); NaN below two values a side. Its ``df`` is Welch-Satterthwaite's, so
+    ``repeats_needed`` (which assumes n - 1 for an absolute change) errs toward more repeats."""
+    baseline, candidate = [v for v in baseline if math.isfinite(v)], [v for v in candidate if math.isfinite(v)]
+    nb, nc = len(baseline), len(candidate)
+    if nb < 2 or nc < 2:
+        return RelativeChange(math.nan, math.nan, math.nan)
+    estimate = statistics.fmean(candidate) - statistics.fmean(baseline)
+    vb, vc = statistics.variance(baseline) / nb, statistics.variance(candidate) / nc
+    n = min(nb, nc)
+    if vb + vc == 0:  # every repeat alike on both sides: the difference is known exactly
+        return RelativeChange(estimate, estimate, estimate, 0.0, nb + nc - 2, n)
+    df = (vb + vc) ** 2 / (vb * vb / (nb - 1) + vc * vc / (nc - 1))
+    half = t_quantile(1 - (1 - confidence) / 2, df) * math.sqrt(vb + vc)
+    return RelativeChange(estimate, estimate - half, estimate + half, math.sqrt(vb + vc), df, n)
 
 
 def paired_bootstrap(

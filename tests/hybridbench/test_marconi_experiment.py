@@ -92,9 +92,10 @@ def test_marconi_ttft_model_is_its_published_step_line() -> None:
 
 
 def _record(arm: str, cached: int | None) -> Record:
+    # modelled, as the replay engine writes them: one deterministic replay decides (a measured run needs repeats)
     return Record(run_id="r", trial_id="t", arm=arm, workload="w", repeat=0, request_index=0, session_id=0, turn_id=0,
                   scheduled_s=0.0, sent_s=0.0, first_token_s=0.1, end_s=0.1, prompt_tokens=100, output_tokens=1,
-                  cached_tokens=cached, status="ok")
+                  cached_tokens=cached, status="ok", modelled=True)
 
 
 def test_marconi_trends_verdicts_from_hits_and_evictions() -> None:
@@ -115,3 +116,39 @@ def test_marconi_trends_verdicts_from_hits_and_evictions() -> None:
     assert verdict(60, 40, evicted=0) == "inconclusive"  # nothing evicted: the policies never ran
     # The baseline's second request carries no hit count: read as 0 its rate was 30%, and marconi's 50% passed.
     assert verdict(50, None) == "inconclusive"
+
+
+def _rates_input(marconi: list[float], sglang_plus: list[float], *, modelled: bool) -> CheckInput:
+    """Each repeat one request of 10,000 prompt tokens, cached at the repeat's rate; both caches evicted."""
+    def recs(arm: str, rates: list[float]) -> list[Record]:
+        return [Record(run_id="r", trial_id=f"t{r}", arm=arm, workload="w", repeat=r, request_index=0, session_id=0,
+                       turn_id=0, scheduled_s=0.0, sent_s=0.0, first_token_s=0.1, end_s=0.1, prompt_tokens=10_000,
+                       output_tokens=1, cached_tokens=round(rate * 10_000), status="ok", modelled=modelled)
+                for r, rate in enumerate(rates)]
+
+    arms = ("sglang_plus", "marconi")
+    records = {("w", "marconi"): recs("marconi", marconi), ("w", "sglang_plus"): recs("sglang_plus", sglang_plus)}
+    snaps = {("w", a): [{"evicted_states": 5}] * len(marconi) for a in arms}
+    return CheckInput(ChecksCfg(), arms, "sglang_plus", ("w",), records, {}, snaps, 0)
+
+
+def test_marconi_trends_needs_a_lead_past_rounding_or_past_the_spread_between_repeats() -> None:
+    def row(marconi: list[float], sglang_plus: list[float], *, modelled: bool = True) -> tuple[str, str]:
+        (result,) = marconi_trends(_rates_input(marconi, sglang_plus, modelled=modelled))
+        return result.status, result.detail
+
+    # A deterministic replay (the replay engine's modelled records): 40.04% against 40.00% is a lead no report shows
+    # (both "40.0%"), and it passed as Marconi's direction.
+    status, detail = row([0.4004], [0.4000])
+    assert status == "inconclusive" and "within" in detail and "0.1 pt" in detail, detail
+    assert row([0.45], [0.40])[0] == "pass" and row([0.40], [0.45])[0] == "fail"
+    # A measured run (a server under concurrency: scheduling changes what is cached): one repeat has no spread to
+    # clear, so a lead of 5 points is no verdict either way.
+    status, detail = row([0.45], [0.40], modelled=False)
+    assert status == "inconclusive" and "1 paired repeat(s)" in detail, detail
+    assert row([0.40], [0.45], modelled=False)[0] == "inconclusive"
+    # Three repeats: a mean lead of ~4 points inside a spread of 30 decides nothing; clear of it, it passes or fails.
+    status, detail = row([0.62, 0.30, 0.60], [0.40, 0.41, 0.39], modelled=False)
+    assert status == "inconclusive" and "CI" in detail and "3 paired repeats" in detail, detail
+    assert row([0.45, 0.46, 0.44], [0.40, 0.41, 0.39], modelled=False)[0] == "pass"
+    assert row([0.40, 0.41, 0.39], [0.45, 0.46, 0.44], modelled=False)[0] == "fail"
