@@ -4,7 +4,8 @@ The public API: ``load_run`` reads a run directory, ``compare_runs`` turns two i
 ``Delta`` verdicts under a ``CompareCfg``; ``hybridbench.report.compare`` renders one.
 """
 
-from hybridbench.compare.diff import CompareCfg, Comparison, Delta, compare_runs, config_changes
+from hybridbench.compare.deltas import CompareCfg, Delta
+from hybridbench.compare.diff import Comparison, compare_runs, config_changes
 from hybridbench.compare.runs import SavedRun, WorkloadDigest, load_run
 
 __all__ = ["CompareCfg", "Comparison", "Delta", "SavedRun", "WorkloadDigest", "compare_runs", "config_changes",

@@ -9,7 +9,8 @@ otherwise — so neither run-to-run noise fails a pull request nor a comparison 
   request paired with its twin in the other run: the traces are identical) shown as advisory only;
 - ``throughput``: request throughput, a Welch t-interval over the runs' repeats (two runs share no
   repeat to pair, unlike the arms of one run) — ``inconclusive`` below two repeats on each side;
-- ``token_hit_rate``: absolute change of cached / prompt tokens, bootstrap over the same request pairs;
+- ``token_hit_rate``: absolute change of cached / prompt tokens, under TTFT's repeats rule: a Welch t-interval over
+  the per-repeat rates, ``inconclusive`` with fewer than two repeats a side (hybridbench.compare.hit_rate);
 - ``survival``: the candidate lost requests (or its server died) where the baseline lost none; a (workload, arm)
   the baseline ran and the candidate did not is ``inconclusive``.
 
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hybridbench.checks.base import Status, run_verdict
+from hybridbench.checks.base import run_verdict
 from hybridbench.compare.comparable import (
     check_comparable,
     config_changes,
@@ -33,49 +34,21 @@ from hybridbench.compare.comparable import (
     planted_in_baseline,
     unknown_gpus,
 )
+from hybridbench.compare.deltas import CompareCfg, Delta, interval_row, skip_row, undecided_row
+from hybridbench.compare.hit_rate import hit_rate_row
 from hybridbench.compare.repeats import per_repeat, unmeasured_repeats
 from hybridbench.compare.runs import SavedRun
 from hybridbench.compare.uncompared import survival_alone
 from hybridbench.errors import ConfigError
-from hybridbench.metrics.decision import judge
-from hybridbench.metrics.stats import RelativeChange, paired_bootstrap, welch_relative_change
+from hybridbench.metrics.stats import paired_bootstrap, welch_relative_change
 from hybridbench.metrics.summary import summarize
 from hybridbench.plan.build import derive_seed
 from hybridbench.records.coverage import Coverage, coverage
-from hybridbench.records.hits import impossible_hit_detail, impossible_hits
 from hybridbench.records.schema import Record
 from hybridbench.records.timed import untimed, untimed_detail
 from hybridbench.results import TrialRun
 
 __all__ = ["CompareCfg", "Comparison", "Delta", "compare_runs", "config_changes"]
-
-
-@dataclass(frozen=True, slots=True)
-class CompareCfg:
-    ttft_regression: float = 0.10  # fail when the whole CI of the mean TTFT change is above +10%
-    throughput_regression: float = 0.10  # fail when the whole CI of the request throughput change is below -10%
-    max_hit_rate_drop: float = 0.02  # fail when the whole CI of the token hit rate change is below -0.02
-    confidence: float = 0.95
-    bootstrap_samples: int = 1000
-    seed: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Delta:
-    metric: str  # ttft | throughput | token_hit_rate | survival
-    workload: str
-    arm: str
-    status: Status
-    base: float | None
-    candidate: float | None
-    change: float | None  # relative for ttft and throughput, absolute for token_hit_rate
-    low: float | None
-    high: float | None
-    expected: str
-    detail: str
-    limit: float | None = None  # the tolerance's edge on the change's scale (+0.10, -0.10, -0.02)
-    mde: float | None = None  # the smallest change this comparison could have detected
-    repeats_needed: int | None = None  # a side, to decide at this spread
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,34 +74,6 @@ class Comparison:
         return verdict
 
 
-Subject = tuple[str, str, str]  # (metric, workload, arm)
-
-
-def _interval(subject: Subject, base: float, cand: float, ch: RelativeChange, *, limit: float, expected: str,
-              higher_is_worse: bool, relative: bool, confidence: float) -> Delta:
-    """Three outcomes; a NaN anywhere decides nothing (inconclusive), never a pass."""
-    j = judge(ch, limit=limit if higher_is_worse else -limit, worse="above" if higher_is_worse else "below",
-              confidence=confidence)
-    shown = "{:+.1%}" if relative else "{:+.3f}"
-
-    def num(v: float) -> float | None:
-        return v if math.isfinite(v) else None
-
-    return Delta(*subject, j.status, base, cand, num(ch.estimate), num(ch.low), num(ch.high), expected,
-                 j.describe(shown), j.limit, num(j.mde), j.repeats_needed)
-
-
-def _undecided(subject: Subject, expected: str, why: str, *, limit: float, base: float | None = None,
-               cand: float | None = None) -> Delta:
-    """A comparison that cannot decide (too few repeats a side): inconclusive, exit 1 — never skipped into a pass."""
-    return Delta(*subject, "inconclusive", base, cand, None, None, None, expected, why, limit)
-
-
-def _skip(subject: Subject, expected: str, why: str, *, base: float | None = None,
-          cand: float | None = None) -> Delta:
-    return Delta(*subject, "skip", base, cand, None, None, None, expected, why)
-
-
 def _timing(base: SavedRun, cand: SavedRun) -> str:
     """The clock both runs' timing checks judged (engine.timing): modelled only when both were the reference server's
     modelled clock; wall otherwise (and always on a GPU engine)."""
@@ -139,15 +84,6 @@ def _timing(base: SavedRun, cand: SavedRun) -> str:
 def _ttft_change(pairs: Sequence[tuple[float, float]]) -> float:
     base = sum(b for b, _ in pairs)
     return sum(c for _, c in pairs) / base - 1 if base > 0 else math.nan
-
-
-def _hit_rate(recs: Sequence[Record]) -> float:
-    prompt = sum(r.prompt_tokens for r in recs)
-    return sum(r.cached_tokens or 0 for r in recs) / prompt if prompt else math.nan
-
-
-def _hit_rate_change(pairs: Sequence[tuple[Record, Record]]) -> float:
-    return _hit_rate([c for _, c in pairs]) - _hit_rate([b for b, _ in pairs])
 
 
 def _failed_trials(recs: Sequence[Record]) -> set[str]:
@@ -226,7 +162,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     expected = "no more requests, trials or servers lost than the baseline lost"
     uncounted = known is None and any(t.planned_requests is None for t in cand.trials_of(workload, arm))
     if c_lost == 0 and uncounted:  # neither run says how many were planned: a lost tail would not show
-        out.append(_undecided(("survival", workload, arm), expected,
+        out.append(undecided_row(("survival", workload, arm), expected,
                               f"all {len(c_recs)} recorded requests completed, but neither run says how many were "
                               "planned (no planned_requests in bundle.json, no trace): a lost tail would not show",
                               limit=0.0, base=float(b_lost), cand=0.0))
@@ -240,14 +176,14 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     elif lost_requests(cand, sent_only=False) <= lost_requests(base, sent_only=base.run.bundle is None):
         # Every request the candidate lost, the baseline lost too; a baseline that did not finish (no bundle.json:
         # killed, or copied without it) vouches only for what it sent and saw fail, not for what it never sent.
-        out.append(_skip(("survival", workload, arm), expected,
+        out.append(skip_row(("survival", workload, arm), expected,
                          f"every request the candidate lost, the baseline lost too ({b_lost} baseline, {c_lost} "
                          "candidate): not a regression", base=float(b_lost), cand=float(c_lost)))
     else:
         # As many lost, but not the same: no regression shown, none ruled out; the candidate's own run fails
         # survival regardless.
         bad = next((f"{r.status}: {r.error}" for r in c_recs if r.status not in ("ok", "skipped")), why_lost(cand))
-        out.append(_undecided(("survival", workload, arm), expected,
+        out.append(undecided_row(("survival", workload, arm), expected,
                               f"both runs lost requests, not the same ones ({b_lost} baseline, {c_lost} candidate: "
                               f"{bad[:160]}): a regression cannot be told from the baseline's own losses", limit=0.0,
                               base=float(b_lost), cand=float(c_lost)))
@@ -262,7 +198,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     if len(b_rep) >= 2 and len(c_rep) >= 2:
         # Repeats on both sides: their spread is the run-level drift a request bootstrap cannot see.
         ch = welch_relative_change(b_rep, c_rep, confidence=cfg.confidence)
-        out.append(_interval(("ttft", workload, arm), statistics.fmean(b_rep), statistics.fmean(c_rep), ch,
+        out.append(interval_row(("ttft", workload, arm), statistics.fmean(b_rep), statistics.fmean(c_rep), ch,
                              limit=cfg.ttft_regression, expected=expected, higher_is_worse=True, relative=True,
                              confidence=cfg.confidence))
     elif timed:
@@ -270,31 +206,31 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
         # runs (a third of mean TTFT on a shared machine), so it is shown, and the row decides nothing.
         ch = paired_bootstrap(timed, _ttft_change, samples=cfg.bootstrap_samples, confidence=cfg.confidence,
                               seed=seed)
-        out.append(_undecided(("ttft", workload, arm), expected,
+        out.append(undecided_row(("ttft", workload, arm), expected,
                               f"{len(b_rep)} baseline and {len(c_rep)} candidate repeat(s): a verdict needs >= 2 a "
                               f"side; advisory {ch.estimate:+.1%} (request pairs, CI {ch.low:+.1%} .. {ch.high:+.1%})",
                               limit=cfg.ttft_regression, base=statistics.fmean(b for b, _ in timed),
                               cand=statistics.fmean(c for _, c in timed)))
     else:  # a side that completed nothing is survival's; completed requests without a TTFT are unmeasured
         why = f"no request completed with a TTFT in both runs ({len(b_ok)} baseline, {len(c_ok)} candidate completed)"
-        out.append(_undecided(("ttft", workload, arm), expected, why, limit=cfg.ttft_regression) if b_ok and c_ok
-                   else _skip(("ttft", workload, arm), expected, why))
+        out.append(undecided_row(("ttft", workload, arm), expected, why, limit=cfg.ttft_regression) if b_ok and c_ok
+                   else skip_row(("ttft", workload, arm), expected, why))
 
     b_tp, c_tp = per_repeat(b_sums, f"{pre}request_throughput"), per_repeat(c_sums, f"{pre}request_throughput")
     expected = f"request throughput change >= -{cfg.throughput_regression:.0%}"
     ch = welch_relative_change(b_tp, c_tp, confidence=cfg.confidence)
     if not any(b_tp) or not any(c_tp):  # a side that completed no request has no throughput to compare (as TTFT)
-        out.append(_skip(("throughput", workload, arm), expected,
+        out.append(skip_row(("throughput", workload, arm), expected,
                          f"{len(b_tp)} baseline and {len(c_tp)} candidate repeat(s) with completed requests",
                          base=statistics.fmean(b_tp) if b_tp else None, cand=statistics.fmean(c_tp) if c_tp else None))
     elif math.isnan(ch.high):
-        out.append(_undecided(("throughput", workload, arm), expected,
+        out.append(undecided_row(("throughput", workload, arm), expected,
                               f"{len(b_tp)} baseline and {len(c_tp)} candidate repeat(s) with completed requests: "
                               "a verdict needs >= 2 each", limit=-cfg.throughput_regression,
                               base=statistics.fmean(b_tp) if b_tp else None,
                               cand=statistics.fmean(c_tp) if c_tp else None))
     else:
-        out.append(_interval(("throughput", workload, arm), statistics.fmean(b_tp), statistics.fmean(c_tp), ch,
+        out.append(interval_row(("throughput", workload, arm), statistics.fmean(b_tp), statistics.fmean(c_tp), ch,
                              limit=cfg.throughput_regression, expected=expected, higher_is_worse=False,
                              relative=True, confidence=cfg.confidence))
 
@@ -312,34 +248,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     out = [replace(d, status="inconclusive", detail=f"{gaps[d.metric]}; {d.detail}")  # a fail on the rest stands
            if gaps.get(d.metric) and d.status != "fail" else d for d in out]
 
-    expected = f"token hit rate change >= -{cfg.max_hit_rate_drop:.2f}"
-    # A hit longer than its prompt (or negative) is a build miscounting its hits (the run's cache_hits fails it): it
-    # must not lift the candidate's rate past the baseline's.
-    impossible = impossible_hits(c_ok)
-    if impossible:
-        out.append(Delta("token_hit_rate", workload, arm, "fail", None, None, None, None, None, expected,
-                         impossible_hit_detail(impossible, who="candidate")))
-        return out
-    # Builds that report no hit count at all have no rate: counted as 0 it "held" at 0 -> 0 and passed. Only when
-    # neither side reports one: a candidate that stopped reporting (below) has a rate nobody knows, not no rate.
-    if pairs and all(b.cached_tokens is None and c.cached_tokens is None for b, c in pairs):
-        out.append(_skip(("token_hit_rate", workload, arm), expected,
-                         "the baseline and the candidate reported no cached-token count"))
-        return out
-    # Some counts missing: read as 0, a baseline's missing hits made a candidate's real drop look like a gain.
-    if partly := [f"{side} {n} of {len(pairs)}" for side, i in (("baseline", 0), ("candidate", 1))
-                  if (n := sum(1 for p in pairs if p[i].cached_tokens is None))]:
-        out.append(_undecided(("token_hit_rate", workload, arm), expected, "requests with no cached-token count ("
-                              f"{', '.join(partly)}): their hits are unknown, not 0", limit=-cfg.max_hit_rate_drop))
-        return out
-    ch = paired_bootstrap(pairs, _hit_rate_change, samples=cfg.bootstrap_samples, confidence=cfg.confidence,
-                          seed=seed + 1)
-    if math.isnan(ch.estimate) or math.isnan(ch.low):
-        out.append(_skip(("token_hit_rate", workload, arm), expected, "no request completed in both runs"))
-    else:
-        out.append(_interval(("token_hit_rate", workload, arm), _hit_rate([b for b, _ in pairs]),
-                             _hit_rate([c for _, c in pairs]), ch, limit=cfg.max_hit_rate_drop,
-                             expected=expected, higher_is_worse=False, relative=False, confidence=cfg.confidence))
+    out.append(hit_rate_row(workload, arm, c_ok, pairs, cfg, seed=seed))
     return out
 
 
@@ -378,11 +287,11 @@ def compare_runs(base: SavedRun, cand: SavedRun, cfg: CompareCfg) -> Comparison:
     deltas = [d for w, a in pairs for d in survival_alone(_pair(base, cand, w, a, cfg))]
     # What the baseline ran and the candidate did not (a workload or arm dropped, perhaps the one that regressed)
     # is unjudged: the comparison is inconclusive, never a pass over what remains.
-    deltas += [_undecided(("survival", w, a), "every (workload, arm) of the baseline in the candidate",
+    deltas += [undecided_row(("survival", w, a), "every (workload, arm) of the baseline in the candidate",
                           "the candidate did not run it: not compared, so no regression is ruled out", limit=0.0)
                for w, a in dict.fromkeys((t.workload, t.arm) for t in base.run.plan.trials) if (w, a) not in pairs]
     if why := unknown_gpus(base, cand):  # the same GPUs are what make two builds comparable: a pass needs them known
-        deltas.append(_undecided(("survival", "-", "-"), "both runs' GPUs named by nvidia-smi", why, limit=0.0))
+        deltas.append(undecided_row(("survival", "-", "-"), "both runs' GPUs named by nvidia-smi", why, limit=0.0))
     return Comparison(
         base=base.label(),
         candidate=cand.label(),

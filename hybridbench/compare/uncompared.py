@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hybridbench.compare.diff import Delta
+    from hybridbench.compare.deltas import Delta
 
 __all__ = ["UNCOMPARED", "survival_alone"]
 
