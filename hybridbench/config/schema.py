@@ -201,8 +201,10 @@ class ChecksCfg:
     accuracy_python: str = ""  # "" = ~/.cache/hybridbench/evalscope-1.14.1/bin/python (envs/evalscope/build.sh)
     accuracy_datasets: dict[str, str] = field(default_factory=dict)  # gsm8k/aime25 -> local folder; {} = shipped
     accuracy_limit: int = 0  # questions per dataset; 0 = all
-    accuracy_max_tokens: int = 48
-    accuracy_batch_size: int = 4  # evalscope's concurrent requests
+    # GPU values (a gsm8k chain of thought runs to a few hundred tokens; SGLang's gsm8k harness asks 64 at a time,
+    # --parallel): the CPU family sets 48 and 4 for the reference engine (conf/sizing/all/cpu.yaml)
+    accuracy_max_tokens: int = 1024
+    accuracy_batch_size: int = 64  # evalscope's concurrent requests
     accuracy_timeout_s: float = 1800.0  # one pass of evalscope
     # exact (every answer equal) | paired (McNemar) | auto: exact where the engine is bitwise reproducible
     accuracy_mode: str = "auto"
