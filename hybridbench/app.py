@@ -18,6 +18,7 @@ from hybridbench.config.redact_files import scrub_tree
 from hybridbench.config.schema import RunCfg
 from hybridbench.doctor.machine import SERVES_WEIGHTS, fetch_weights
 from hybridbench.engines.base import PlannedProbe, TrialContext
+from hybridbench.engines.context_length import refuse_over_context
 from hybridbench.engines.kv_pool import refuse_unfit_requests
 from hybridbench.errors import ConfigError, EngineError, HybridbenchError, Interrupted, RunInterrupted
 from hybridbench.plan.arms import policy_only_arms
@@ -118,6 +119,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
                 write_json_atomic(run_dir / "plan.json", scrub_obj(plan.to_json(), secrets))
                 if (pool := engine.kv_pool(cfg)) is not None:  # the plan fixed the pool: each request must fit it
                     refuse_unfit_requests(engine.name, pool, traces)
+                refuse_over_context(cfg, traces)  # and the context length the checkpoint's server takes
                 # Every trial's arrivals, fixed before the first server starts: the driver and the simulator follow
                 # them. One no consumer can follow (a slowdown of 1e300) is refused here, with the run dir released.
                 schedules = planned_schedules(plan, traces)

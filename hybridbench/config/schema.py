@@ -144,6 +144,10 @@ class ModelCfg:
     # simulator and the replayer count the state's bytes in it, SGLang and vLLM (--mamba-ssm-cache-dtype) get the
     # flag; the CPU reference server and TokenSpeed cannot set it and refuse it at plan time.
     mamba_ssm_dtype: str = ""
+    # The longest prompt + answer the checkpoint's server takes: config.json's max_position_embeddings (text_config's
+    # for Qwen3.5), which SGLang, vLLM and TokenSpeed take as their context length when none is given
+    # (hybridbench/engines/context_length.py); a request past it is refused by the server. 0 = unknown, not checked.
+    context_length: int = 0
 
 
 @dataclass

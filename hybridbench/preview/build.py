@@ -14,6 +14,7 @@ from hybridbench.config.gpu_kind import unknown_gpu_warning
 from hybridbench.config.redact import scrub_obj, secret_values
 from hybridbench.config.schema import EngineCfg, RunCfg
 from hybridbench.engines.base import Engine
+from hybridbench.engines.context_length import refuse_over_context
 from hybridbench.engines.kv_pool import refuse_unfit_requests
 from hybridbench.engines.mamba_chunk import short_chunk_warning
 from hybridbench.engines.server import ServerEngine
@@ -133,6 +134,7 @@ def build_preview(composed: Composed, *, forecast: bool = True,
         kept[w.name] = stream.metadata.get("keep_sessions")
     if (pool := prepared.engine.kv_pool(cfg)) is not None:
         refuse_unfit_requests(prepared.engine.name, pool, traces)
+    refuse_over_context(cfg, traces)
     planned_schedules(prepared.plan, traces)  # arrivals the run could follow, or one line naming load.*
     workloads = {
         w.name: {"kind": w.kind, "requests": len(traces[w.name]),

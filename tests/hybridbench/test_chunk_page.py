@@ -50,7 +50,8 @@ def test_tokenspeed_checks_the_page_its_release_serves(tmp_path: Path) -> None:
     assert why.endswith("set it to at least 128")
     assert plans(*SMALL, ts, "engine.chunked_prefill_size=128")["page_size"] == 128
     # a plain-attention model serves the page passed
-    dense = (ts, "model=vllm-tiny-llama", "model.architecture=LlamaForCausalLM")
+    dense = (ts, "model=vllm-tiny-llama", "model.architecture=LlamaForCausalLM",
+             "workloads.gsp.scale=4")  # radix at a quarter: inside the tiny Llama's 4K context
     assert refusal(*SMALL, *dense, "engine.chunked_prefill_size=60").startswith(
         "engine.chunked_prefill_size 60 is smaller than a page (engine.page_size=64)")
     plans(*SMALL, *dense, "engine.chunked_prefill_size=64")
@@ -68,7 +69,8 @@ def test_tokenspeed_0_1_1_refuses_a_chunk_its_cache_on_arms_would_floor(tmp_path
     assert "not a multiple of 128" in refusal(*SMALL, ts, *nemotron, "engine.chunked_prefill_size=8000")
     # nothing to floor: prefix caching off on every arm, a plain-attention model, or 0.1.0 (no such floor)
     plans(*SMALL, ts, "arms=[disabled]", "engine.chunked_prefill_size=200")
-    plans(*SMALL, ts, "model=vllm-tiny-llama", "model.architecture=LlamaForCausalLM", "engine.chunked_prefill_size=200")
+    plans(*SMALL, ts, "model=vllm-tiny-llama", "model.architecture=LlamaForCausalLM",
+             "workloads.gsp.scale=4", "engine.chunked_prefill_size=200")
     plans(*SMALL, f"engine.python={fake_tokenspeed(tmp_path, '0.1.0')}", "engine.chunked_prefill_size=200")
     # where the page (and so the grain) cannot be said, it is not guessed
     plans(*SMALL, ts, "engine.extra_args=[--hf-overrides,{}]", "engine.chunked_prefill_size=200")

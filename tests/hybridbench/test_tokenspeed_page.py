@@ -68,7 +68,7 @@ def test_a_run_records_the_page_its_release_serves_per_arm(ts_python: Path, tmp_
             assert argv[argv.index("--prefix-granularity") + 1] == str(page)
     # a plain-attention model keeps the page passed
     extra, _ = recorded(tmp_path, f"engine.python={ts_python}", "model=vllm-tiny-llama",
-                        "model.architecture=LlamaForCausalLM")
+                        "model.architecture=LlamaForCausalLM", "workloads.gsp.scale=4")  # its 4K context
     assert extra["planned_page"] == {"disabled": 64, "branching": 64}, extra
     # 0.1.0: a radix scheduler build serves 64, a flat-KV one raises it; the plan cannot see which, so records none
     extra, _ = recorded(tmp_path, f"engine.python={fake_tokenspeed(tmp_path, '0.1.0')}")
@@ -107,7 +107,7 @@ def test_the_plan_pools_and_forecasts_at_the_page_served(ts_python: Path, tmp_pa
 
 def test_a_page_that_passes_no_flag_is_refused_before_the_plan_records_it(ts_python: Path) -> None:
     pools = build_preview(compose_run([*SMALL, f"engine.python={ts_python}", "model=vllm-tiny-llama",
-                                       "model.architecture=LlamaForCausalLM"]),
+                                       "model.architecture=LlamaForCausalLM", "workloads.gsp.scale=4"]),
                           forecast=False).pools
     assert pools["page_size"] == 64 and "page_size_set_by" not in pools  # the page passed is the page planned
     # engine.page_size=1 used to plan (and forecast) 64 while the run's config said 1: now one line, exit 2

@@ -49,7 +49,8 @@ def resolve(engine_argv: list[str]) -> dict[str, object]:
     return {"error": "", "world_size": m.world_size, "attn_tp": m.attn.tp_size, "attn_dp": m.attn.dp_size,
             "prefix_caching": args.enable_prefix_caching, "kvstore": args.enable_kvstore,
             "mamba_l2": getattr(args, "enable_mamba_l2", False), "quantization": args.quantization,
-            "page": getattr(args, "prefix_granularity", None) or args.block_size}
+            "page": getattr(args, "prefix_granularity", None) or args.block_size,
+            "context": args.max_model_len}  # None: config.json's (the engine's get_context_length)
 
 
 def main() -> None:

@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 from tokenspeed_env import HERE, PYTHON, pythonpath, release, require
 
-from hybridbench.config.schema import ArmCfg, EngineCfg, ModelCfg
+from hybridbench.config.schema import ArmCfg, EngineCfg, ModelCfg, RunCfg
+from hybridbench.engines.context_length import served_context
+from hybridbench.engines.gpu_pool import MARGIN
 from hybridbench.engines.tokenspeed_cmd import TOKENSPEED_DEFAULT_PAGE, TOKENSPEED_VERSIONS, tokenspeed_command
 from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arm
@@ -254,6 +256,24 @@ def test_a_host_tier_size_in_extra_args_leaves_the_disabled_arm_startable(versio
     assert r_off["resolved"]["error"] == "" and not r_off["resolved"]["kvstore"], r_off
     assert not r_off["resolved"]["prefix_caching"]
     assert r_on["resolved"]["kvstore"] and r_on["resolved"]["prefix_caching"], r_on  # a host tier of one's own
+
+
+@pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))
+def test_the_context_length_flag_the_plan_reads_is_the_engines(version: str) -> None:
+    """hybridbench holds a plan's requests to --max-model-len in engine.extra_args (engines/context_length.py): the
+    engine resolves it to its context length, and has no SGLang-style --context-length."""
+    cfg = RunCfg(engine=EngineCfg(name="tokenspeed", extra_args=["--max-model-len", "4096"]),
+                 model=ModelCfg(context_length=8192))
+    ours, sglangs = routed(version, [*build(version, "branching"), "--max-model-len", "4096"],
+                           [*build(version, "branching"), "--context-length", "4096"])
+    assert (ours["engine_error"], ours["resolved"]["error"]) == ("", ""), ours
+    assert served_context(cfg) == (ours["resolved"]["context"] - MARGIN, "--max-model-len 4096 in engine.extra_args, "
+                                                                         f"less the server's {MARGIN}-token margin")
+    # no such engine flag: `ts serve` hands it to the gateway, which refuses it
+    assert "--context-length" in sglangs["gateway"] and "--context-length" not in sglangs["engine"], sglangs
+    assert "unrecognized arguments: --context-length" in sglangs["gateway_error"], sglangs
+    [planned] = routed(version, build(version, "branching"))
+    assert planned["resolved"]["context"] is None  # config.json's: model.context_length
 
 
 @pytest.mark.parametrize("version", list(TOKENSPEED_VERSIONS))

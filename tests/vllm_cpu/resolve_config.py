@@ -93,6 +93,7 @@ def resolve(argv: list[str], *, cuda: bool = False, hook: str = "") -> dict[str,
         "gpu_memory_utilization": cache.gpu_memory_utilization, "world_size": par.world_size,
         "tensor_parallel_size": par.tensor_parallel_size, "quantization": cfg.model_config.quantization,
         "block_size": cache.block_size, "mamba_block_size": cache.mamba_block_size,
+        "max_model_len": cfg.model_config.max_model_len,  # the longest prompt + answer it serves
         # the KV connector vLLM asks for hits beside its prefix cache (a host tier: --kv-offloading-size)
         "kv_connector": cfg.kv_transfer_config.kv_connector if cfg.kv_transfer_config is not None else None,
         # every field, for comparing two servers whole

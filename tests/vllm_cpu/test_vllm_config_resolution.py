@@ -18,10 +18,12 @@ from typing import Any
 
 import pytest
 import vllm_run
+from omegaconf import OmegaConf
 from real_configs import REAL_CONFIGS, TWINNED, resolvable, write_real_model
 from vllm_run import HERE, LLAMA, NEMOTRONH, PYTHON, needs
 
-from hybridbench.config.schema import EngineCfg, ModelCfg
+from hybridbench.config.schema import EngineCfg, ModelCfg, RunCfg
+from hybridbench.engines.context_length import served_context
 from hybridbench.engines.launchers import installed_help
 from hybridbench.engines.vllm_cmd import VLLM_MODULE, vllm_command, vllm_help_argv
 from hybridbench.engines.vllm_page import KERNEL_BLOCK, vllm_page
@@ -29,6 +31,7 @@ from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arm
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, needs(LLAMA, NEMOTRONH)]
+ROOT = Path(__file__).resolve().parents[2]
 vllm_env_required = vllm_run.vllm_env_required  # the fixture needs() names: found in this namespace
 
 
@@ -120,6 +123,8 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict
         "fp8": [{"cuda": True, "argv": build(real["qwen3-next-80b-a3b"], "lru", hybrid=True, name="qwen3-next-80b-a3b",
                                              gpu="h100", tp=4, quantization="fp8")}],
         "other": [[*build(NEMOTRONH, arm, hybrid=True), *extra] for arm, extra, _ in OTHER_SERVER],
+        "context": [[*build(real["nemotron-h-8b"], "lru", hybrid=True, name="nemotron-h-8b"), *extra]
+                    for extra in CONTEXT],
         "dense_align": [[*build(LLAMA, "lru", hybrid=False), "--mamba-cache-mode", "align"]],
         "quantized": [build(LLAMA, "lru", hybrid=False, quantization="fp8")],
         "config_file": [[*build(NEMOTRONH, "lru", hybrid=True), "--config", str(_yaml(tmp_path_factory))]],
@@ -132,6 +137,28 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict
     for key, argvs in groups.items():
         out[key], i = flat[i:i + len(argvs)], i + len(argvs)
     return out
+
+
+# --max-model-len in engine.extra_args, as vLLM's parser takes it (its underscore spelling too)
+CONTEXT = [("--max-model-len", "4096"), ("--max_model_len=2048",)]
+
+
+def test_the_context_length_the_plan_holds_requests_to_is_vllms(resolutions: dict[str, list[dict[str, Any]]]) -> None:
+    """conf/model's context_length is the max_model_len vLLM derives from each real config.json (the blocks group
+    resolves each model first, at TP 4), and a --max-model-len given is read to the value vLLM serves
+    (hybridbench/engines/context_length.py): a plan refuses a request past it instead of vLLM answering it 400."""
+    for name, r in zip(REAL_CONFIGS, resolutions["blocks"], strict=False):
+        model = OmegaConf.load(next(p for p in (ROOT / "conf" / "model").glob("*.yaml")
+                                    if OmegaConf.load(p).get("name") == name))
+        cfg = RunCfg(engine=EngineCfg(name="vllm"), model=ModelCfg(name=name, context_length=model.context_length))
+        assert served_context(cfg) == (r["resolved"]["max_model_len"], f"model.context_length={model.context_length}")
+    assert [r["resolved"]["max_model_len"] for r in resolutions["blocks"][:len(REAL_CONFIGS)]] == [
+        8192, 262144, 262144, 262144, 262144]  # nemotron-h-8b first: the one whose context the seeds' loads outgrow
+    for extra, r in zip(CONTEXT, resolutions["context"], strict=True):
+        assert (r["parse_error"], r["error"]) == ("", ""), (extra, r)
+        cfg = RunCfg(engine=EngineCfg(name="vllm", extra_args=list(extra)), model=ModelCfg(context_length=8192))
+        got = served_context(cfg)
+        assert got is not None and got[0] == r["resolved"]["max_model_len"] < 8192, (extra, r["resolved"])
 
 
 def test_every_planned_arm_resolves_to_what_it_means(resolutions: dict[str, list[dict[str, Any]]]) -> None:

@@ -1,0 +1,68 @@
+"""A request longer than the context length the GPU server takes is refused at plan time.
+
+SGLang, vLLM and TokenSpeed take config.json's context length unless their flag gives another, and refuse a longer
+request whatever their pools hold (hybridbench/engines/context_length.py). ``model=nemotron-h-8b``
+(Nemotron-H-8B-Base-8K, 8,192 tokens) planned radix's 10,624-token requests with exit 0; every one would have failed
+on the GPUs. The releases' own parsers and derivations of these numbers: tests/sglang_oracle/
+test_sglang_context_length.py, tests/vllm_cpu/test_vllm_config_resolution.py, tests/tokenspeed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_experiment_sizing import composed
+
+from hybridbench.engines.context_length import served_context
+from hybridbench.errors import ConfigError
+from hybridbench.preview.build import build_preview
+from hybridbench.preview.compose import compose_run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_8k_model_refuses_the_loads_past_8k_before_anything_runs() -> None:
+    want = (r"^workloads\.gsp: 500 of 500 requests are longer than the context length engine sim serves "
+            r"nemotron-h-8b with; the longest needs 10624 tokens .* takes 8184 \(model\.context_length=8192, less "
+            r"the server's 8-token margin\)")
+    with pytest.raises(ConfigError, match=want):
+        build_preview(compose_run(["+experiment=radix", "engine=sim", "model=nemotron-h-8b"]), forecast=False)
+    build_preview(compose_run(["+experiment=survival", "engine=sim", "model=nemotron-h-8b"]), forecast=False)
+    build_preview(compose_run(["+experiment=radix", "engine=sim"]), forecast=False)  # Qwen3-Next: 262,144
+
+
+def test_the_run_refuses_it_too(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=prefill_overhead", "engine=sim",
+                           "model=nemotron-h-8b", f"hydra.run.dir={tmp_path / 'run'}"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith("error: workloads.random: 50 of 50 requests are longer than the context length"), (
+        proc.stderr)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("engine", "extra", "want"), [
+    ("sglang", [], (8192 - 8, "model.context_length=8192, less the server's 8-token margin")),
+    ("sglang", ["--context-length", "4096"], (4096 - 8, "--context-length 4096 in engine.extra_args, less the "
+                                                        "server's 8-token margin")),
+    ("sglang", ["--max-model-len", "4096"], (8192 - 8, "model.context_length=8192, less the server's 8-token margin")),
+    ("tokenspeed", ["--max-model-len=4096"], (4096 - 8, "--max-model-len 4096 in engine.extra_args, less the "
+                                                        "server's 8-token margin")),
+    ("vllm", ["--max-model-len", "4096"], (4096, "--max-model-len 4096 in engine.extra_args")),
+    ("vllm", ["--max_model_len=2048"], (2048, "--max_model_len 2048 in engine.extra_args")),
+    ("vllm", ["--max-model-len", "auto"], (8192, "model.context_length=8192")),  # fits memory: never past the model's
+    ("vllm", [], (8192, "model.context_length=8192")),
+])
+def test_the_context_each_server_takes(engine: str, extra: list[str], want: tuple[int, str]) -> None:
+    cfg = composed(f"engine={engine}", "model=nemotron-h-8b")
+    cfg.engine.extra_args = extra
+    assert served_context(cfg) == want
+
+
+def test_no_check_where_the_context_is_unknown_or_not_a_checkpoints() -> None:
+    assert served_context(composed("engine=sglang", "model=nemotron-h-8b", "model.context_length=0")) is None
+    assert served_context(composed("engine=reference", "model=nemotron-h-8b")) is None  # its own (kv_pool.py)
+    assert served_context(composed("engine=replay", "model=marconi-7b")) is None
