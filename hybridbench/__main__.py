@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from hybridbench import sweep_status
-from hybridbench.config.group_choices import refuse_replaced_load
+from hybridbench.config.group_choices import refuse_relabelled_sizing, refuse_replaced_load
 from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.redact_files import scrub_file
 from hybridbench.config.store import register
@@ -152,6 +152,7 @@ def _job(cfg: DictConfig) -> int:
         # what `hybridbench plan` checks too (hybridbench.prepare); its resolved dict has engine.gpu normalised
         run_cfg, resolved = typed_config(cfg)
         refuse_replaced_load(list(hydra_cfg.overrides.task), run_cfg.load.kind)
+        refuse_relabelled_sizing(hydra_cfg.runtime.choices.get("sizing"), run_cfg.sizing.family)
         code = run(run_cfg, run_dir, resolved)
         sys.stdout.flush()  # the report, while a closed stdout can still be told from a failure (below)
     except RunInterrupted as exc:  # what ran is on disk; a sweep stops here too

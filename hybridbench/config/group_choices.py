@@ -1,4 +1,5 @@
-"""A ``load=`` group chosen on the command line that the experiment then replaced.
+"""Group choices the composed values contradict: a ``load=`` group the experiment then replaced, and a sizing
+family relabelled.
 
 An experiment may set ``load.kind`` as a value (seglen's GPU sizing, conf/sizing/seglen/gpu.yaml; l2 and marconi in
 conf/experiment/), and values compose after the group a command line picks: ``+experiment=seglen engine=sglang
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 
 from hybridbench.errors import ConfigError
 
-__all__ = ["refuse_replaced_load"]
+__all__ = ["refuse_relabelled_sizing", "refuse_replaced_load"]
 
 
 def refuse_replaced_load(overrides: Sequence[str], load_kind: str) -> None:
@@ -26,3 +27,13 @@ def refuse_replaced_load(overrides: Sequence[str], load_kind: str) -> None:
                               f"given too) are composed over the group, so the run would not be a {value} load; give "
                               f"the values instead (load.kind={value}, and its load.* settings) on the command line, "
                               f"or drop load={value}")
+
+
+def refuse_relabelled_sizing(choice: object, family: str) -> None:
+    """ConfigError when ``sizing.family`` (a value) names another family than the sizing group composed (Hydra's
+    choice of ``sizing``). The family is the label every later rule reads, the refusal of the CPU sizing on a serving
+    engine among them: ``sizing=cpu sizing.family=gpu`` put the CPU's 20,000-token pools on SGLang's command line."""
+    if choice is not None and str(choice) != family:
+        raise ConfigError(f"sizing.family={family}: the {choice} sizing was composed (sizing={choice}); the family is "
+                          f"which files were composed, not a setting: choose it with sizing=cpu|gpu and leave "
+                          f"sizing.family unset")

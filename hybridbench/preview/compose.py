@@ -17,7 +17,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from hybridbench.config.group_choices import refuse_replaced_load
+from hybridbench.config.group_choices import refuse_relabelled_sizing, refuse_replaced_load
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.errors import ConfigError
@@ -57,10 +57,12 @@ def compose_run(overrides: list[str]) -> Composed:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="hybridbench"):
             raw: DictConfig = compose("config", overrides=overrides, return_hydra_config=True)
             run_dir = Path(str(raw.hydra.run.dir))
+            sizing_choice = raw.hydra.runtime.choices.get("sizing")
             with open_dict(raw):
                 del raw["hydra"]
             cfg, resolved = typed_config(raw)
             refuse_replaced_load(overrides, cfg.load.kind)
+            refuse_relabelled_sizing(sizing_choice, cfg.sizing.family)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(_one_line(exc)) from None
     finally:

@@ -1,0 +1,36 @@
+"""sizing.family records which sizing file was composed; it is not a switch. `+experiment=survival engine=sglang
+sizing=cpu sizing.family=gpu` composed the CPU sizing (20,000 KV tokens, 120 states, the crash load halved) and
+relabelled it gpu, so the refusal of sizing=cpu on a serving engine, which reads the label, let it through: the plan put
+--max-total-tokens 20000 --max-mamba-cache-size 120 on SGLang's command line with exit 0."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybridbench.errors import ConfigError
+from hybridbench.preview.compose import compose_run
+
+ROOT = Path(__file__).resolve().parents[2]
+WANT = r"^sizing\.family=gpu: the cpu sizing was composed \(sizing=cpu\)"
+
+
+@pytest.mark.parametrize("label", ["sizing.family=gpu", "++sizing.family=gpu"])
+def test_a_relabelled_sizing_is_refused(label: str) -> None:
+    with pytest.raises(ConfigError, match=WANT):
+        compose_run(["+experiment=survival", "engine=sglang", "sizing=cpu", label])
+
+
+def test_the_run_refuses_it_before_anything_runs(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=survival", "engine=sim", "sizing=cpu",
+                           "sizing.family=gpu", f"hydra.run.dir={tmp_path / 'run'}"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: sizing.family=gpu: the cpu sizing"), proc.stderr
+
+
+def test_the_label_that_matches_is_fine() -> None:
+    assert compose_run(["+experiment=survival", "engine=sglang", "sizing.family=gpu"]).cfg.sizing.family == "gpu"
+    assert compose_run(["+experiment=survival", "engine=sim", "sizing=cpu"]).cfg.sizing.family == "cpu"
