@@ -8,6 +8,7 @@ flag, SGLang's tracking interval, the seeds' loads at their size. The figures as
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -220,3 +221,20 @@ def test_a_check_a_workload_does_not_declare_is_a_skip_that_says_why_but_surviva
     assert out["ttft", "sharegpt"].status == "fail" and out["survival", "sharegpt"].status == "fail"
     # Saved plans (plan.json's config) give the same mapping: a re-scoring judges as the run did.
     assert judged_by_of(OmegaConf.to_container(OmegaConf.structured(cfg).workloads)) == judged  # type: ignore[arg-type]
+
+
+_GSP_SOURCE = re.compile(r"GSP (\d+)x(\d+), sys (\d+), q (\d+)")
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_a_published_gsp_figure_is_set_beside_its_own_load_on_gpus(experiment: str) -> None:
+    # branching's GPU run kept the CPU's 8 x 8 prompts (system 1000, 4 in flight) beside SGLang issue #37834's figure,
+    # measured on GSP 8 x 32, system 2048: a gap from another load, on the GPU run the report compares it with.
+    cfg = composed(f"+experiment={experiment}", "engine=sglang")
+    for pub in cfg.published:
+        m = _GSP_SOURCE.search(pub.source)
+        if m is None:
+            continue
+        params = cfg.workloads[pub.workload].params
+        got = (params["num_groups"], params["prompts_per_group"], params["system_prompt_len"], params["question_len"])
+        assert got == tuple(int(x) for x in m.groups()), (pub.source, got)

@@ -97,7 +97,8 @@ def test_a_loop_wider_than_any_sample_is_simulated_whole() -> None:
 
 
 def test_poisson_arrivals_of_multi_turn_sessions_are_simulated_whole() -> None:
-    fc = forecast(50, "+experiment=branching", "engine=sim", "load.kind=poisson", "load.request_rate=4")
+    fc = forecast(50, "+experiment=branching", "engine=sim", "load.kind=poisson", "load.request_rate=4",
+                  "workloads.gsp.params.num_turns=2")
     assert all(t.simulated == t.requests > 50 for t in fc.trials)
     assert "later turns wait" in fc.simulated_whole[0]
 
