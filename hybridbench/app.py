@@ -60,6 +60,17 @@ def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _write_plan(run_dir: Path, plan: RunPlan, secrets: frozenset[str]) -> None:
+    """plan.json, redacted, but for the traces' digests: a sha256 of the trace's bytes tells no secret, and masking
+    a secret that happens to be spelt in hex inside one ("1234") left a digest every reader refuses (the run
+    unreadable)."""
+    data = scrub_obj(plan.to_json(), secrets)
+    for w, saved in zip(plan.workloads, data.get("workloads", []), strict=True):
+        if w.trace_sha256:
+            saved["trace_sha256"] = w.trace_sha256
+    write_json_atomic(run_dir / "plan.json", data)
+
+
 def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     prepared = prepare_run(cfg, run_dir, resolved)  # the plan-time path `hybridbench plan` shares
     refuse_on_machine(prepared)  # too few GPUs, absent weights with downloads off: exit 2 before any trace
@@ -69,7 +80,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
     # One redaction for every file the run writes: what the config hides is masked wherever it shows up again
     # (a workload's argv, a server's last words quoting its command line, the logs).
     secrets = secret_values(resolved)
-    write_json_atomic(run_dir / "plan.json", scrub_obj(plan.to_json(), secrets))
+    _write_plan(run_dir, plan, secrets)
     traces: dict[str, list[TraceRow]] = {}
     records_path = run_dir / "records.jsonl"
     snapshots: dict[str, dict[str, Any]] = {}
@@ -116,7 +127,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
                 # loads apart by it where a changed generator left the arguments as they were.
                 plan = plan.with_trace_digests({w.name: file_sha256(Path(w.trace_path), run_dir) or ""
                                                 for w in plan.workloads})
-                write_json_atomic(run_dir / "plan.json", scrub_obj(plan.to_json(), secrets))
+                _write_plan(run_dir, plan, secrets)
                 if (pool := engine.kv_pool(cfg)) is not None:  # the plan fixed the pool: each request must fit it
                     refuse_unfit_requests(engine.name, pool, traces)
                 refuse_over_context(cfg, traces)  # and the context length the checkpoint's server takes
@@ -167,7 +178,7 @@ def run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> int:
                     if stopped is not None:
                         break
                     plan = extend_plan(plan, len(durations), cfg.seed)
-                    write_json_atomic(run_dir / "plan.json", scrub_obj(plan.to_json(), secrets))
+                    _write_plan(run_dir, plan, secrets)
                     schedules.update({t.trial_id: arrival_schedule(traces[t.workload], plan.workload(t.workload).load,
                                                                    t.seed)
                                       for t in plan.trials if t.repeat == len(durations)})

@@ -43,6 +43,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from hybridbench.load.client import ClientResult
 from workloads.arrival import ArrivalSchedule
@@ -50,7 +51,7 @@ from workloads.trace import TraceRow
 
 __all__ = ["Completed", "Vacate", "drive"]
 
-# (prompt, max new tokens, whether the answer's ids are needed: the session has a next turn to carry them)
+# (prompt, max new tokens, whether the answer's ids are needed: the session's next turn carries them)
 Send = Callable[[list[int], int, bool], Awaitable[ClientResult]]
 Vacate = Callable[[], Awaitable[None]]
 
@@ -65,10 +66,18 @@ class Completed:
     result: ClientResult
 
 
-def _next_prompt(prev_sent: list[int], prev: TraceRow, prev_out: list[int], row: TraceRow) -> list[int]:
-    recorded_prefix = (*prev.input_tokens, *prev.output_tokens)
-    if prev_out and row.input_tokens[: len(recorded_prefix)] == recorded_prefix:
-        return [*prev_sent, *prev_out, *row.input_tokens[len(recorded_prefix):]]
+def _extends(prev: TraceRow, row: TraceRow) -> bool:
+    """Whether ``row``'s recorded input goes on from ``prev``'s input and recorded answer: the turn that is sent with
+    the answer the server generated in place of the recorded one."""
+    n, m = len(prev.input_tokens), len(prev.output_tokens)
+    return (len(row.input_tokens) >= n + m and row.input_tokens[:n] == prev.input_tokens
+            and row.input_tokens[n:n + m] == prev.output_tokens)
+
+
+def _next_prompt(prev_sent: list[int], prev: TraceRow, prev_out: list[int], row: TraceRow, *,
+                 extends: bool) -> list[int]:
+    if prev_out and extends:
+        return [*prev_sent, *prev_out, *row.input_tokens[len(prev.input_tokens) + len(prev.output_tokens):]]
     return list(row.input_tokens)
 
 
@@ -89,6 +98,10 @@ async def drive(
         sessions[rows[i].session_id].append(i)
     for turns in sessions.values():
         turns.sort(key=lambda i: (rows[i].turn_id, i))
+    # The turns whose answer the next turn carries (compared once, before the clock starts): only those ask for the
+    # generated ids (vLLM echoes the prompt's ids with them, inside the TTFT measured).
+    carried = {a for turns in sessions.values() for a, b in pairwise(turns)
+               if _extends(rows[a], rows[b])}
     # Start sessions in order of their first intended send, so slots follow trace order.
     firsts = sorted(sessions.values(), key=lambda t: (times[t[0]], t[0]))
     loop = asyncio.get_running_loop()
@@ -168,13 +181,14 @@ async def drive(
             turns, k, prev_end, prev = turn
             i = turns[k]
             row = rows[i]
-            prompt = list(row.input_tokens) if prev is None else _next_prompt(*prev, row)
+            prompt = (list(row.input_tokens) if prev is None
+                      else _next_prompt(*prev, row, extends=turns[k - 1] in carried))
             # Open loops intend their arrival times, a session's later turn no earlier than its previous turn's
             # last byte (that wait is the session's, not client lag; the simulator intends it so too); a closed loop
             # intends the moment both a slot and this turn were ready, so client lag between then and now counts.
             intended = max(freed, times[i], prev_end) if closed else max(times[i], prev_end)
             more = k + 1 < len(turns)
-            result = await send(prompt, max(1, len(row.output_tokens)), more)
+            result = await send(prompt, max(1, len(row.output_tokens)), i in carried)
             # The server was done at its last byte; a failure without one, when send returned.
             freed = (result.end if result.end is not None else clock()) - t0
             if more and result.status == "ok":

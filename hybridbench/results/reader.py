@@ -28,7 +28,7 @@ from hybridbench.results.safe_io import (
     read_json_bounded,
     read_lines_bounded,
 )
-from hybridbench.results.trace_digest import recorded_digest
+from hybridbench.results.trace_digest import METADATA_LINE, recorded_digest
 from hybridbench.results.types import (
     Bundle,
     EngineBuildInfo,
@@ -167,7 +167,8 @@ def _provenance(f: _Fields) -> Provenance:
     host = f.mapping("machine", {})
     model, cores = host.get("cpu"), host.get("cores")
     # Both or nothing: a model without its core count (or the reverse) does not say the same machine
-    cpu = f"{model}, {cores} cores" if isinstance(model, str) and model and isinstance(cores, int) else ""
+    cpu = (f"{model}, {cores} cores" if isinstance(model, str) and model and isinstance(cores, int)
+           and not isinstance(cores, bool) else "")
     return Provenance(f.text("git_sha", ""), f.flag("git_dirty", False), None if pr in (None, "") else str(pr),
                       f.text("hybridbench_version", ""), engine, f.text("plan_fingerprint", ""),
                       f.mapping("config", {}), f.text("command", ""), cpu)
@@ -306,8 +307,6 @@ def read_probe_samples(path: Path) -> dict[str, tuple[Any, ...]]:
     return out
 
 
-# workloads.trace.METADATA_KEY, as workloads.generate writes its first line (not imported: it pulls numpy in)
-_METADATA_LINE = b'{"__trace_metadata__"'
 
 
 def _trace_rows(trace: Path) -> int | None:
@@ -318,7 +317,7 @@ def _trace_rows(trace: Path) -> int | None:
     try:
         with open_regular(trace, trace.parent.parent, limit=MAX_LINES_BYTES) as fh:
             # the generator's first line is its metadata, not a request: counted, it made a whole trial "lose" one
-            return sum(1 for line in fh if line.strip() and not line.lstrip().startswith(_METADATA_LINE))
+            return sum(1 for line in fh if line.strip() and not line.lstrip().startswith(METADATA_LINE))
     except (ConfigError, OSError):
         return None
 

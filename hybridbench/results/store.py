@@ -328,7 +328,7 @@ def latest_passing_main(root: Path, candidate: Run) -> Path:
     own_id = candidate.bundle.run_id if candidate.bundle is not None else ""
     load = load_fingerprint(candidate)
     gpu = _gpu(candidate)  # a main run on other GPUs is no baseline (compare refuses the pair)
-    pick = runs[(runs["experiment"] == candidate.plan.name) & (runs["load"] == load) & (runs["gpu"] == gpu)
+    pick = runs[(runs["experiment"] == candidate.plan.name) & (runs["load"] == load)
                 & (runs["branch"] == "main") & (runs["verdict"] == "pass") & (runs["complete"] == True)  # noqa: E712
                 & (runs["rescored"] == False) & (runs["marks"] == "")  # noqa: E712
                 & (runs["path"].map(lambda p: str(Path(p).resolve())) != mine) & (runs["run_id"] != own_id)]
@@ -336,6 +336,12 @@ def latest_passing_main(root: Path, candidate: Run) -> Path:
     # at another chunked_prefill_size was picked, then refused, where an older one was a baseline).
     fixed = fixed_settings(candidate.plan.config)
     pick = pick[pick["run"].map(lambda r: fixed_settings(store.loaded[str(r)].plan.config) == fixed)]
+    same = pick[pick["gpu"] == gpu] if not pick.empty else pick  # (an empty selection may have lost its columns)
+    if same.empty and not pick.empty and gpu.startswith("cpu"):
+        # A CPU engine on a runner pool of mixed CPUs: with no main run on this CPU, another CPU's. compare takes
+        # the pair and holds what the host decides (wall-clock rows across two CPUs are inconclusive, comparable.py).
+        same = pick[pick["gpu"].str.startswith("cpu")]
+    pick = same
     if pick.empty:
         raise ConfigError(f"latest:{root}: no passing main run of experiment {candidate.plan.name} with the "
                           f"candidate's load ({load}), engine, model and sizing on its GPUs ({gpu}) among {len(runs)} "

@@ -13,7 +13,7 @@ from hybridbench.errors import ConfigError
 from hybridbench.results.safe_io import MAX_LINES_BYTES, open_regular
 from hybridbench.results.types import PlannedWorkload, Run
 
-__all__ = ["file_sha256", "recorded_digest", "saved_trace", "trace_digest"]
+__all__ = ["METADATA_LINE", "file_sha256", "recorded_digest", "saved_trace", "trace_digest"]
 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
@@ -26,9 +26,16 @@ def recorded_digest(value: str, where: str) -> str:
     return value
 
 
+# workloads.trace.METADATA_KEY, as workloads.generate writes its first line (not imported: it pulls numpy in)
+METADATA_LINE = b'{"__trace_metadata__"'
+
+
 def file_sha256(trace: Path, run_dir: Path) -> str | None:
-    """The sha256 of ``trace``'s bytes; None when it is not a readable regular file inside ``run_dir`` (the bounded
-    reader's rules: a FIFO, a device or a link out of the run is no trace)."""
+    """The sha256 of the requests in ``trace``: its bytes after the generator's metadata line, if it has one (that
+    line holds the generator's parameters and wording, which may change while every request stays the same: a new
+    parameter at a default that changes nothing would have held every nightly series of the generator). None when it
+    is not a readable regular file inside ``run_dir`` (the bounded reader's rules: a FIFO, a device or a link out of
+    the run is no trace)."""
     try:
         fh = open_regular(trace, run_dir, limit=MAX_LINES_BYTES) if trace.exists() else None
     except ConfigError:
@@ -37,6 +44,9 @@ def file_sha256(trace: Path, run_dir: Path) -> str | None:
         return None
     h = hashlib.sha256()
     with fh:
+        first = fh.readline(1 << 20)
+        if not (first.startswith(METADATA_LINE) and first.endswith(b"\n")):
+            h.update(first)
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()

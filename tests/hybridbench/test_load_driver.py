@@ -364,7 +364,8 @@ def test_every_record_field_is_filled_from_the_stream(loop: event_loop.EventLoop
 def test_only_a_turn_with_a_next_turn_asks_for_its_answer(kind: str) -> None:
     # The answer's ids are what a session's next turn carries; a last turn (or a single-turn session) needs none,
     # and asking vLLM for them costs the prompt's echo inside the TTFT measured.
-    rows = [TraceRow("a", t, 0.0, (1, t), (7,)) for t in range(3)] + [TraceRow("b", 0, 0.0, (2,), (7,))]
+    rows = [TraceRow("a", 0, 0.0, (1,), (7,)), TraceRow("a", 1, 0.0, (1, 7, 2), (7,)),
+            TraceRow("a", 2, 0.0, (1, 7, 2, 7, 3), (7,)), TraceRow("b", 0, 0.0, (2,), (7,))]
     asked: dict[tuple[object, int], bool] = {}
 
     async def send(prompt: list[int], n: int, answer_needed: bool) -> ClientResult:
@@ -377,3 +378,25 @@ def test_only_a_turn_with_a_next_turn_asks_for_its_answer(kind: str) -> None:
     load = LoadCfg(kind=kind, max_concurrency=2, request_rate=500.0)
     asyncio.run(drive(rows, arrival_schedule(rows, plan_load(load), 0), send, lambda _c: None))
     assert asked == {("a", 0): True, ("a", 1): True, ("a", 2): False, ("b", 0): False}
+
+
+def test_a_next_turn_that_does_not_go_on_from_the_answer_does_not_ask_for_it() -> None:
+    # Marconi's and SegLen's SWE-bench traces drop spans from the middle: such a next turn is sent as recorded, so the
+    # answer's ids would be asked for (and vLLM's prompt echo paid inside TTFT) for nothing.
+    rows = [TraceRow("a", 0, 0.0, (1, 2), (7,)), TraceRow("a", 1, 0.0, (1, 7, 9), (7,)),  # drops a span: not carried
+            TraceRow("b", 0, 0.0, (3,), (8,)), TraceRow("b", 1, 0.0, (3, 8, 9), (8,))]  # goes on: carried
+    asked: dict[tuple[object, int], bool] = {}
+
+    async def send(prompt: list[int], n: int, answer_needed: bool) -> ClientResult:
+        row = next(r for r in rows if list(r.input_tokens)[:1] == prompt[:1] and len(r.input_tokens) == len(prompt))
+        asked[(row.session_id, row.turn_id)] = answer_needed
+        r = ClientResult(sent=time.perf_counter())
+        r.first_token = r.end = time.perf_counter()
+        r.output_ids = [5]
+        return r
+
+    sent: list[list[int]] = []
+    asyncio.run(drive(rows, arrival_schedule(rows, plan_load(LoadCfg(kind="closed", max_concurrency=1)), 0), send,
+                      lambda c: sent.append(c.prompt)))
+    assert asked == {("a", 0): False, ("a", 1): False, ("b", 0): True, ("b", 1): False}
+    assert [3, 5, 9] in sent and [1, 7, 9] in sent  # b's generated answer carried; a's turn sent as recorded

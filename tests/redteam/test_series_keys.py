@@ -51,9 +51,15 @@ def test_a_generator_changed_on_main_holds_the_nights_after_it(tmp_path: Path) -
     assert keys == {a, b}
 
 
+def _rows_sha256(trace: Path) -> str:
+    """The sha256 of a trace's requests: its bytes after the generator's metadata line."""
+    return hashlib.sha256(trace.read_bytes().split(b"\n", 1)[1]).hexdigest()
+
+
 def _edit_trace(run_dir: Path) -> None:
+    """Another request: the first row's first token (a generator changed; its metadata line may say nothing)."""
     trace = run_dir / "traces" / "gsp.jsonl"
-    trace.write_bytes(trace.read_bytes().replace(b'"output_len": 16', b'"output_len": 15', 1))
+    trace.write_bytes(trace.read_bytes().replace(b'"input_tokens": [25970,', b'"input_tokens": [25971,', 1))
 
 
 def test_a_run_from_before_the_digest_is_keyed_by_its_saved_trace(tmp_path: Path) -> None:
@@ -65,8 +71,8 @@ def test_a_run_from_before_the_digest_is_keyed_by_its_saved_trace(tmp_path: Path
     assert rc == 0 and "changed on main" not in out, out + err
     for i in (4, 5):
         _edit_trace(make_run(tmp_path, f"n{i}", night=i, bundle=set_metric(100.0)))
-    old = hashlib.sha256((tmp_path / "n0" / "traces" / "gsp.jsonl").read_bytes()).hexdigest()[:12]
-    new = hashlib.sha256((tmp_path / "n4" / "traces" / "gsp.jsonl").read_bytes()).hexdigest()[:12]
+    old = _rows_sha256(tmp_path / "n0" / "traces" / "gsp.jsonl")[:12]
+    new = _rows_sha256(tmp_path / "n4" / "traces" / "gsp.jsonl")[:12]
     assert old != new
     rc, out, err = results("history", tmp_path)
     held = [ln for ln in ttft_lines(out) if ln.startswith("insufficient data")]
@@ -147,6 +153,27 @@ def test_latest_takes_main_on_the_candidates_cpu(tmp_path: Path) -> None:
 
     candidate = make_run(tmp_path, "pr", night=3, bundle=pr, source=REFERENCE)
     assert latest_passing_main(root, read_run(candidate)) == same
+
+
+def test_latest_takes_another_cpus_main_run_when_none_ran_on_the_candidates(tmp_path: Path) -> None:
+    # A runner pool of mixed CPUs: a pull request's runner drew a CPU main never ran on. latest: refused it (exit 2)
+    # although compare takes the pair and holds its wall-clock rows inconclusive across two CPUs.
+    from hybridbench.results import read_run
+    from hybridbench.results.store import latest_passing_main
+
+    root = tmp_path / "store"
+    make_run(root, "xeon", night=1, bundle=_cpu("Intel Xeon 8370C"), source=REFERENCE)
+    newest = make_run(root, "epyc", night=2, bundle=_cpu("AMD EPYC 7763"), source=REFERENCE)
+
+    def pr(b: dict[str, Any]) -> None:
+        _cpu("AMD EPYC 9654")(b)
+        b["provenance"]["pr_number"] = 7
+
+    candidate = make_run(tmp_path, "pr", night=3, bundle=pr, source=REFERENCE)
+    assert latest_passing_main(root, read_run(candidate)) == newest
+    proc = cli("hybridbench.compare", f"latest:{root}", candidate)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "two CPUs" in proc.stdout + proc.stderr
 
 
 def test_compare_refuses_two_recorded_traces_without_their_files(tmp_path: Path) -> None:
