@@ -5,8 +5,8 @@ samples whose probed request did not hit the cache are left out of the mean, and
 them must hit, otherwise a cache that silently never hits would pass. A pass also needs every planned sample
 measured (``checks.kl_samples`` per variant for each trial that ran): a trial holding fewer distinct prompts of
 >= 8 tokens probes fewer, and one hit of the 4 planned is "more than half" of 1, not evidence.
-``prefill_overhead`` is seed 001's measurement: what the radix cache costs when nothing is reused, as the
-input-token throughput of a cache-on arm over the ``disabled`` arm's (the seed measured 0.88 on Qwen3-Next-80B, TP8).
+``prefill_overhead`` is SGLang PR #11214's measurement: what the radix cache costs when nothing is reused, as the
+input-token throughput of a cache-on arm over the ``disabled`` arm's (the PR measured 0.88 on Qwen3-Next-80B, TP8).
 """
 
 from __future__ import annotations
