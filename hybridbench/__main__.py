@@ -6,6 +6,7 @@ naming the bad key, flag or file), 3 infrastructure failure. Never a raw traceba
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
@@ -14,7 +15,7 @@ import tempfile
 import traceback
 import warnings
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -145,8 +146,11 @@ def _job(cfg: DictConfig) -> int:
     run_dir = Path(hydra_cfg.runtime.output_dir)
     secrets: frozenset[str] = frozenset()
     try:
-        resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
-        secrets = secret_values(resolved)
+        # The secrets as written (multirun.yaml holds them so) and as resolved, where they resolve: an interpolation
+        # that does not is typed_config's ConfigError naming its key (exit 2), not an internal error.
+        secrets = secret_values(OmegaConf.to_container(cfg, resolve=False))
+        with contextlib.suppress(OmegaConfBaseException):
+            secrets |= secret_values(OmegaConf.to_container(cfg, resolve=True))
         if hydra_cfg.mode == RunMode.MULTIRUN:  # Hydra wrote the sweep's config and overrides verbatim
             scrub_file(Path(hydra_cfg.sweep.dir) / "multirun.yaml", secrets)
         # what `hybridbench plan` checks too (hybridbench.prepare); its resolved dict has engine.gpu normalised

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from hybridbench.checks.registry import validate_checks, validate_judged_by, validate_subjects
 from hybridbench.config.gpu_kind import normalise_gpu
@@ -40,7 +41,8 @@ from workloads.generate import generate_trace, shaped
 from workloads.registry import get_workload
 from workloads.trace import TraceError, TraceRow, TraceStream, read_trace
 
-__all__ = ["PreparedRun", "generate_rows", "materialize", "prepare_run", "refuse_on_machine", "typed_config"]
+__all__ = ["PreparedRun", "generate_rows", "materialize", "prepare_run", "refuse_on_machine", "resolved_config",
+           "typed_config"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +56,24 @@ class PreparedRun:
 
 def typed_config(cfg: DictConfig) -> tuple[RunCfg, dict[str, Any]]:
     """Hydra's composed config -> (the typed config, the resolved dict), engine.gpu in its one spelling in both;
-    unknown keys and an unknown GPU kind are a ConfigError."""
-    resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    unknown keys, an unknown GPU kind and an interpolation that does not resolve are a ConfigError."""
+    resolved = resolved_config(cfg)
     reject_unknown_keys(cfg, RunCfg)
     run_cfg = OmegaConf.to_object(cfg)
     assert isinstance(run_cfg, RunCfg)
     return normalise_gpu(run_cfg, resolved)
+
+
+def resolved_config(cfg: DictConfig) -> dict[str, Any]:
+    """Every interpolation resolved; ConfigError naming the key whose one does not (``seed=${oc.env:UNSET}``):
+    a run reported that as an internal error (exit 3, a crash file in its run dir), the plan as exit 2."""
+    try:
+        resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    except OmegaConfBaseException as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        key = getattr(exc, "full_key", None)
+        raise ConfigError(f"{key}: {why}" if key else why) from None
+    return resolved
 
 
 def prepare_run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> PreparedRun:

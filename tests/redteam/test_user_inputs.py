@@ -1,0 +1,28 @@
+"""User inputs that got past plan time (the red-team pass of 2026-12-01): each is now one line naming the key, flag or
+file, exit 2, before any work starts and with nothing left on disk that the refusal did not need."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def hb(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hybridbench", *args], capture_output=True, text=True, timeout=300,
+                          check=False, cwd=cwd)
+
+
+def test_an_interpolation_that_does_not_resolve_is_a_config_error_naming_its_key(tmp_path: Path) -> None:
+    # The run resolved the config before its checks: "error: internal InterpolationResolutionError ..." (exit 3)
+    # and a crash.txt in a run dir, where `hybridbench plan` with the same overrides said exit 2.
+    run_dir = tmp_path / "run"
+    proc = hb("+experiment=smoke", "engine=sim", "seed=${oc.env:REDTEAM_UNSET_VARIABLE}",
+              f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: seed: KeyError raised while resolving interpolation: "
+        "\"Environment variable 'REDTEAM_UNSET_VARIABLE' not found\""], proc.stderr
+    assert not run_dir.exists()
