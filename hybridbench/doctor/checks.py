@@ -35,7 +35,8 @@ MIN_FREE_BYTES = 5 * 2**30  # traces of the GPU loads run to hundreds of MB; log
 def _server_build(cfg: RunCfg) -> Finding:
     name = cfg.engine.name
     if name not in PACKAGES:
-        return Finding("server", "ok", f"engine={name}: runs from this checkout (no server build needed)")
+        where = f"engine.python={cfg.engine.python}" if cfg.engine.python else "this checkout"
+        return Finding("server", "ok", f"engine={name}: runs from {where} (no server build needed)")
     python = cfg.engine.python or sys.executable
     if not Path(python).exists() and shutil.which(python) is None:
         return Finding("server", "refuse", f"engine.python={python}: no such interpreter")

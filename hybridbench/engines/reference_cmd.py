@@ -4,7 +4,10 @@ express of an arm: everything but a policy that brings its own tree (``reference
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
+import shutil
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +15,7 @@ from pathlib import Path
 from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.arm_table import ArmTable, nothing
+from hybridbench.engines.help_cache import cache_path, install_stamp, read_cached, write_cached
 from hybridbench.engines.kv_pool import KVPool
 from hybridbench.engines.owned_flags import OWNED_BY_ARM, OWNED_BY_HARNESS, refuse_owned
 from hybridbench.errors import ConfigError
@@ -109,7 +113,36 @@ def reference_command(cfg: RunCfg, arm: ArmSpec, port: int) -> list[str]:
     # decides at launch. This one's decides now.
     if not e.python or _this_interpreter(e.python):
         _refuse_what_the_server_refuses(cmd[3:], port, secret_values({"engine": {"extra_args": list(e.extra_args)}}))
+    else:
+        _refuse_interpreter(e.python)
     return cmd
+
+
+@functools.cache
+def _refuse_interpreter(python: str) -> None:
+    """ConfigError for an engine.python that cannot start ``-m reference_impl.server``: a missing path, a folder, a
+    file that is not executable, or an interpreter without reference_impl. The run made its run dir and then failed
+    at launch as an infrastructure failure (exit 3) while plan and doctor said it was ready. Asked of the interpreter
+    as launch runs it (same working directory and environment), without importing the server."""
+    if shutil.which(python) is None:
+        raise ConfigError(f"engine.python={python}: no such interpreter (not an executable file)")
+    if install_stamp(python, "reference_impl") is None:
+        raise ConfigError(f"engine.python={python}: cannot import reference_impl (the reference server) there; "
+                          "set engine.python to an interpreter of a hybridbench checkout, or leave it empty")
+    # Its dependencies (torch, numpy) too: the server's own --help imports them, kept on disk while the checkout
+    # is unchanged (hybridbench.engines.help_cache), as SGLang's is.
+    argv = [python, "-m", "reference_impl.server", "--help"]
+    where = cache_path(python, argv, "reference_impl")
+    if read_cached(where) is not None:
+        return
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"engine.python={python}: cannot run the reference server's --help ({exc})") from None
+    if proc.returncode != 0 or "--arm" not in proc.stdout:
+        last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        raise ConfigError(f"engine.python={python}: cannot run the reference server ({last})")
+    write_cached(where, python, "reference_impl", proc.stdout)
 
 
 def _refuse_abbreviations(extra: list[str]) -> None:

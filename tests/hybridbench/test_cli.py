@@ -290,6 +290,7 @@ def test_reference_server_inputs_it_would_refuse_are_refused_at_plan_time(tmp_pa
 def test_another_venv_on_the_same_base_python_keeps_its_own_server_parser(tmp_path: Path) -> None:
     """A venv's bin/python is a symlink to its base interpreter, so resolving it named this venv's interpreter for a
     PR venv's too: this checkout's server parser then refused at plan time a flag the PR's server may add."""
+    import site
     import venv
 
     from hybridbench.config.schema import EngineCfg, RunCfg
@@ -299,6 +300,9 @@ def test_another_venv_on_the_same_base_python_keeps_its_own_server_parser(tmp_pa
 
     venv.create(tmp_path / "pr", with_pip=False, symlinks=True)
     pr_python = tmp_path / "pr" / "bin" / "python"
+    # The PR venv has the server's dependencies installed (the plan runs its server's --help): this venv's, lent.
+    lib = next((tmp_path / "pr" / "lib").glob("python*/site-packages"))
+    (lib / "lent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     assert pr_python.resolve() == Path(sys.executable).resolve()  # the case: the same base interpreter
     cfg = RunCfg(engine=EngineCfg(name="reference", python=str(pr_python), extra_args=["--a-flag-of-the-pr"]))
     cmd = reference_command(cfg, plan_arm("lru", cfg.arm), 1)  # the PR's server decides at launch

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import venv
@@ -37,9 +38,13 @@ def run_cfg(extra_args: list[str], seed: int = 0, python: Path | None = None) ->
 
 @pytest.fixture(scope="module")
 def pr_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv without this project's packages: to the plan, a PR's own interpreter; at launch, a server that dies."""
+    """A PR's own interpreter: to the plan, one whose server's parser reads engine.extra_args only at launch (where
+    this checkout's refuses --api-key: a server that dies quoting its command line). It has the server's
+    dependencies (the plan runs its --help): this venv's, lent."""
     pr = tmp_path_factory.mktemp("pr-venv")
     venv.create(pr, with_pip=False, symlinks=True)
+    lib = next((pr / "lib").glob("python*/site-packages"))
+    (lib / "lent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     return pr / "bin" / "python"
 
 
@@ -104,8 +109,8 @@ def test_bundle_provenance_redacts_the_config_and_engine_it_is_given(tmp_path: P
 
 
 def test_a_run_leaves_no_secret_and_no_hydra_dir_in_the_run_dir(tmp_path: Path, pr_python: Path) -> None:
-    """Secrets in engine.extra_args reach a server's command line only. This server cannot start (its venv lacks the
-    project's packages): the run ends as an infrastructure failure, its log quoting the command line, and still no
+    """Secrets in engine.extra_args reach a server's command line only. This server cannot start (its parser refuses
+    --api-key): the run ends as an infrastructure failure, its log quoting the command line, and still no
     file in the run dir holds a secret."""
     extra = '[--api-key,sk-SECRET1,sk-SECRET3,"--api-key=sk-SECRET2","HF_TOKEN=hf_SECRET4","--hf-token=hf_SECRET5"]'
     run_dir = tmp_path / "run"

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -25,4 +27,20 @@ def test_an_interpolation_that_does_not_resolve_is_a_config_error_naming_its_key
     assert proc.stderr.strip().splitlines() == [
         "error: seed: KeyError raised while resolving interpolation: "
         "\"Environment variable 'REDTEAM_UNSET_VARIABLE' not found\""], proc.stderr
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("python", ["missing/bin/python", "folder", "not-executable.txt", "/bin/false"])
+def test_a_reference_engine_python_that_cannot_start_its_server_is_refused_before_a_run(tmp_path: Path,
+                                                                                       python: str) -> None:
+    # Plan and doctor said ready; the run made its run dir and failed at launch: "cannot start ...: No such file
+    # or directory" / "Permission denied" / "server exited with code 1", an infrastructure failure (exit 3).
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "not-executable.txt").write_text("#!/bin/sh\n")
+    given = python if python.startswith("/") else str(tmp_path / python)
+    run_dir = tmp_path / "run"
+    proc = hb("+experiment=smoke", "engine=reference", f"engine.python={given}", f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 2, proc.stderr[-600:]
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: engine.python={given}: ")
     assert not run_dir.exists()
