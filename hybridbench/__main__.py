@@ -29,6 +29,7 @@ from hybridbench.config.group_choices import refuse_relabelled_sizing, refuse_re
 from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.redact_files import scrub_file
 from hybridbench.config.store import register
+from hybridbench.config.sweep_secrets import scrub_swept
 from hybridbench.errors import HybridbenchError, Interrupted, RunInterrupted
 from workloads.closed_stdout import stdout_closed, stop_writing_stdout
 
@@ -241,6 +242,7 @@ def main() -> int:
         if _hold.holding:
             _hold.release()
         sys.stderr = _hold.real
+        scrub_swept()
     return max(_outcome["exit_code"], sweep_status.worst())
 
 

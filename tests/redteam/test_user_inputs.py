@@ -44,3 +44,15 @@ def test_a_reference_engine_python_that_cannot_start_its_server_is_refused_befor
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith(f"error: engine.python={given}: ")
     assert not run_dir.exists()
+
+
+def test_a_sweep_no_job_of_which_runs_leaves_no_secret_in_its_multirun_yaml(tmp_path: Path) -> None:
+    # Hydra writes the sweep's overrides verbatim before any job runs; each job scrubbed the file, but a first job
+    # Hydra cannot compose (a typo in a swept value) ends the sweep with none run: the key stayed in plain text.
+    sweep = tmp_path / "sweep"
+    proc = hb("-m", "+experiment=smoke", "engine=reference", "engine.extra_args=[--api-key,sk-SWEPTSECRET1]",
+              "engine.tp=abc,1", f"hydra.sweep.dir={sweep}")
+    assert proc.returncode == 2, proc.stderr
+    assert "engine.tp=abc" in proc.stderr.strip().splitlines()[-1]
+    text = (sweep / "multirun.yaml").read_text()
+    assert "--api-key" in text and "sk-SWEPTSECRET1" not in text
