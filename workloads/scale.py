@@ -102,7 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = next(items, None)
     require(first is not None, f"{args.trace}: the trace has no rows")
     meta: dict[str, Any] = first if isinstance(first, dict) else {}
-    head = [first] if isinstance(first, TraceRow) else []
+    if not isinstance(first, TraceRow):
+        first = next(items, None)
+    if not isinstance(first, TraceRow):  # a metadata line alone was scaled to a trace every reader refuses, exit 0
+        raise WorkloadError(f"{args.trace}: the trace has no rows")
+    head = [first]
     vocab = args.vocab_size if args.vocab_size is not None else meta.get("vocab_size")
     if not isinstance(vocab, int) or isinstance(vocab, bool):
         raise WorkloadError(f"{args.trace}: no vocab_size in the trace metadata; pass --vocab-size")

@@ -3,6 +3,7 @@ file, exit 2, before any work starts and with nothing left on disk that the refu
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,17 @@ def test_a_sweep_no_job_of_which_runs_leaves_no_secret_in_its_multirun_yaml(tmp_
     assert "engine.tp=abc" in proc.stderr.strip().splitlines()[-1]
     text = (sweep / "multirun.yaml").read_text()
     assert "--api-key" in text and "sk-SWEPTSECRET1" not in text
+
+
+def test_scaling_a_trace_with_no_rows_is_refused_and_writes_nothing(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # A metadata line alone: every other trace tool said "the trace has no rows" (exit 2); scale wrote a trace of
+    # none (exit 0), which the run and every tool then refused.
+    from workloads.cli import run_cli
+    from workloads.scale import main as scale_main
+
+    src, out = tmp_path / "meta-only.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps({"__trace_metadata__": {"generator": "gsp", "vocab_size": 1000}}) + "\n")
+    assert run_cli(scale_main, "python -m workloads.scale", [str(src), "-o", str(out), "--factor", "2"]) == 2
+    assert capsys.readouterr().err.strip() == f"python -m workloads.scale: error: {src}: the trace has no rows"
+    assert not out.exists()
