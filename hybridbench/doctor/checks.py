@@ -22,6 +22,7 @@ from hybridbench.engines.vllm_cmd import vllm_build_refusal
 from hybridbench.errors import ConfigError
 from hybridbench.plan.build import build_plan
 from hybridbench.preview.compose import Composed
+from hybridbench.results.run_dir import run_dir_refusal
 
 __all__ = ["EXTRAS", "MIN_FREE_BYTES", "PACKAGES", "doctor_findings"]
 
@@ -69,6 +70,11 @@ def _arms(composed: Composed) -> list[Finding]:
     return out
 
 
+def _run_dir(run_dir: Path, overwrite: bool) -> Finding:
+    why = run_dir_refusal(run_dir, overwrite=overwrite)  # the run's own rule (hybridbench.results.run_dir)
+    return Finding("run dir", "refuse" if why else "ok", why or f"{run_dir}: free for this run")
+
+
 def _disk(run_dir: Path) -> Finding:
     where = run_dir.resolve()
     while not where.exists():
@@ -105,6 +111,7 @@ def doctor_findings(composed: Composed) -> list[Finding]:
         out += _arms(composed)
     if cfg.engine.name in SERVES_WEIGHTS:
         out.append(weights_finding(cfg))
+    out.append(_run_dir(composed.run_dir, cfg.overwrite))
     out.append(_disk(composed.run_dir))
     out += _extras(cfg)
     return out

@@ -16,8 +16,9 @@ from pathlib import Path
 from hybridbench.errors import ConfigError
 from hybridbench.records.accuracy import ACCURACY_SAMPLES
 from hybridbench.records.exact_hits import EXACT_HITS_SAMPLES
+from workloads.atomic_file import output_problem
 
-__all__ = ["claim_run_dir", "release_run_dir"]
+__all__ = ["claim_run_dir", "release_run_dir", "run_dir_refusal"]
 
 
 # What a run writes into its directory (docs/reference/run-files.md): overwrite=true removes these and only these.
@@ -42,28 +43,42 @@ def _ours(entry: Path) -> bool:
     return entry.is_file() and entry.suffix == ".log"
 
 
-def claim_run_dir(run_dir: Path, *, overwrite: bool) -> None:
-    """Make ``run_dir`` an empty directory for this run, or raise ConfigError (exit 2) saying why not."""
+def run_dir_refusal(run_dir: Path, *, overwrite: bool) -> str | None:
+    """Why :func:`claim_run_dir` would refuse ``run_dir`` (None: it would not), nothing made or removed: the run's rule,
+    asked by ``hybridbench doctor`` too, which said ``ready`` for a run directory the run then refused."""
     if run_dir.exists() and not run_dir.is_dir():
-        raise ConfigError(f"hydra.run.dir: {run_dir} exists and is not a directory")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    held = sorted(p for p in run_dir.iterdir() if not _ours(p))
+        return f"hydra.run.dir: {run_dir} exists and is not a directory"
+    if dangling := next((a for a in (run_dir, *run_dir.parents) if a.is_symlink() and not a.exists()), None):
+        return f"hydra.run.dir: {run_dir}: {dangling} is a symlink to nothing"
+    if problem := output_problem(run_dir, folder=True):
+        return f"hydra.run.dir: {problem}"
+    held = _held(run_dir)
     if not held:
-        return
+        return None
     names = ", ".join(p.name for p in held[:4]) + (" ..." if len(held) > 4 else "")
     if not overwrite:
-        raise ConfigError(
-            f"hydra.run.dir: {run_dir} already holds files ({names}); choose a new directory, or pass "
-            "overwrite=true to replace the run in it"
-        )
+        return (f"hydra.run.dir: {run_dir} already holds files ({names}); choose a new directory, or pass "
+                "overwrite=true to replace the run in it")
     if not (run_dir / "plan.json").is_file():
-        raise ConfigError(f"hydra.run.dir: {run_dir} holds files ({names}) but no hybridbench run (plan.json); "
-                          "overwrite=true only replaces a previous run")
+        return (f"hydra.run.dir: {run_dir} holds files ({names}) but no hybridbench run (plan.json); "
+                "overwrite=true only replaces a previous run")
     if foreign := [p.name for p in held if not _a_runs(p)]:
         listed = ", ".join(foreign[:4]) + (" ..." if len(foreign) > 4 else "")
-        raise ConfigError(f"hydra.run.dir: {run_dir} holds a run and files no run writes ({listed}); overwrite=true "
-                          "only removes a previous run's files: move those, or choose a new directory")
-    for p in held:
+        return (f"hydra.run.dir: {run_dir} holds a run and files no run writes ({listed}); overwrite=true "
+                "only removes a previous run's files: move those, or choose a new directory")
+    return None
+
+
+def _held(run_dir: Path) -> list[Path]:
+    return sorted(p for p in run_dir.iterdir() if not _ours(p)) if run_dir.is_dir() else []
+
+
+def claim_run_dir(run_dir: Path, *, overwrite: bool) -> None:
+    """Make ``run_dir`` an empty directory for this run, or raise ConfigError (exit 2) saying why not."""
+    if why := run_dir_refusal(run_dir, overwrite=overwrite):
+        raise ConfigError(why)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for p in _held(run_dir):  # a previous run's files alone (run_dir_refusal), with overwrite=true
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)
         else:

@@ -71,3 +71,25 @@ def test_scaling_a_trace_with_no_rows_is_refused_and_writes_nothing(tmp_path: Pa
     assert run_cli(scale_main, "python -m workloads.scale", [str(src), "-o", str(out), "--factor", "2"]) == 2
     assert capsys.readouterr().err.strip() == f"python -m workloads.scale: error: {src}: the trace has no rows"
     assert not out.exists()
+
+
+def test_doctor_refuses_the_run_directories_the_run_refuses(tmp_path: Path) -> None:
+    # doctor said "ready" for a run dir under a file, under a symlink to nothing, or already holding a run; the run
+    # then refused each (exit 2) on the GPU node the check was meant to vouch for.
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "plan.json").write_text("{}")
+    cases = {"afile/run": "cannot create it: ", "link/run": "is a symlink to nothing", "old": "already holds files"}
+    for where, needle in cases.items():
+        proc = subprocess.run([sys.executable, "-m", "hybridbench.doctor", "+experiment=smoke", "engine=sim",
+                               f"hydra.run.dir={tmp_path / where}"], capture_output=True, text=True, timeout=300,
+                              check=False, cwd=ROOT)
+        assert proc.returncode == 2, (where, proc.stdout)
+        [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAIL")]
+        assert line.startswith(f"FAIL run dir: hydra.run.dir: {tmp_path / where}") and needle in line, line
+    ok = subprocess.run([sys.executable, "-m", "hybridbench.doctor", "+experiment=smoke", "engine=sim",
+                         f"hydra.run.dir={tmp_path / 'new'}"], capture_output=True, text=True, timeout=300,
+                        check=False, cwd=ROOT)
+    assert ok.returncode == 0 and f"ok   run dir: {tmp_path / 'new'}: free for this run" in ok.stdout, ok.stdout
+    assert not (tmp_path / "new").exists()
