@@ -58,12 +58,14 @@ class _HoldStderr(io.TextIOBase):
 _NOISE = ("HYDRA_FULL_ERROR", "To append to your config", "reference_type=", "object_type=", "full_key:")
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: str, multirun: bool = False) -> str:
     """Hydra's compose error, condensed: drop search paths and hints, keep what names the problem."""
     if "Traceback (most recent call last)" in text:  # Hydra failed outside composition: its last line says why
         last = [ln.strip() for ln in text.splitlines() if ln.strip() and not any(n in ln for n in _NOISE)][-1]
-        if last.startswith(("FileExistsError", "NotADirectoryError", "PermissionError")):
-            return f"hydra.run.dir: cannot create the run directory ({last.split(': ', 1)[-1]})"
+        if last.startswith(("FileExistsError", "FileNotFoundError", "NotADirectoryError", "PermissionError")):
+            # a sweep makes hydra.sweep.dir (and its jobs' folders under it), a run hydra.run.dir
+            key, what = ("hydra.sweep.dir", "sweep") if multirun else ("hydra.run.dir", "run")
+            return f"{key}: cannot create the {what} directory ({last.split(': ', 1)[-1]})"
         return last
     text = text.split("Config search path:", maxsplit=1)[0]
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not any(n in ln for n in _NOISE)]
@@ -224,7 +226,8 @@ def main() -> int:
             _hold.holding = False
             sys.stderr = _hold.real
             if exc.code not in (0, None):
-                print(f"error: {_one_line(text)}", file=sys.stderr)
+                print(f"error: {_one_line(text, multirun=bool({'-m', '--multirun'} & set(sys.argv[1:])))}",
+                      file=sys.stderr)
                 return 2
             sys.stderr.write(text)  # --help and friends
             return 0

@@ -93,3 +93,13 @@ def test_doctor_refuses_the_run_directories_the_run_refuses(tmp_path: Path) -> N
                         check=False, cwd=ROOT)
     assert ok.returncode == 0 and f"ok   run dir: {tmp_path / 'new'}: free for this run" in ok.stdout, ok.stdout
     assert not (tmp_path / "new").exists()
+
+
+def test_a_sweep_directory_that_cannot_be_made_is_named_as_the_sweeps(tmp_path: Path) -> None:
+    # "hydra.run.dir: cannot create the run directory" for a sweep, whose hydra.run.dir is not read at all.
+    (tmp_path / "afile").write_text("x")
+    proc = hb("-m", "+experiment=smoke", "engine=sim", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'afile' / 'sweep'}")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: hydra.sweep.dir: cannot create the sweep directory ([Errno 20] Not a directory: "
+        f"'{tmp_path / 'afile' / 'sweep'}')"], proc.stderr
