@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from hybridbench import sweep_status
-from hybridbench.config.group_choices import refuse_relabelled_sizing, refuse_replaced_load
+from hybridbench.config.group_choices import refuse_relabelled_sizing, refuse_replaced_load, refuse_unread_rate
 from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.redact_files import scrub_file
 from hybridbench.config.store import register
@@ -160,6 +160,7 @@ def _job(cfg: DictConfig) -> int:
         run_cfg, resolved = typed_config(cfg)
         refuse_replaced_load(list(hydra_cfg.overrides.task), run_cfg.load.kind)
         refuse_relabelled_sizing(hydra_cfg.runtime.choices.get("sizing"), run_cfg.sizing.family)
+        refuse_unread_rate(list(hydra_cfg.overrides.task), run_cfg.load.kind)
         code = run(run_cfg, run_dir, resolved)
         sys.stdout.flush()  # the report, while a closed stdout can still be told from a failure (below)
     except RunInterrupted as exc:  # what ran is on disk; a sweep stops here too

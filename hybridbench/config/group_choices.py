@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from hybridbench.errors import ConfigError
 
-__all__ = ["refuse_relabelled_sizing", "refuse_replaced_load"]
+__all__ = ["refuse_relabelled_sizing", "refuse_replaced_load", "refuse_unread_rate"]
 
 
 def refuse_replaced_load(overrides: Sequence[str], load_kind: str) -> None:
@@ -37,3 +37,20 @@ def refuse_relabelled_sizing(choice: object, family: str) -> None:
         raise ConfigError(f"sizing.family={family}: the {choice} sizing was composed (sizing={choice}); the family is "
                           f"which files were composed, not a setting: choose it with sizing=cpu|gpu and leave "
                           f"sizing.family unset")
+
+
+def refuse_unread_rate(overrides: Sequence[str], load_kind: str) -> None:
+    """ConfigError for a Poisson rate typed on the command line (``load.request_rate=3``,
+    ``workloads.<name>.request_rate=3``) under a load that has none: a closed loop or trace replay ran and the rate
+    was dropped without a word. Only what was typed: an experiment's own rates (seglen's, for its GPU Poisson load)
+    sit unread under its CPU closed loop by design."""
+    if load_kind == "poisson":
+        return
+    for item in overrides:
+        key, eq, value = item.lstrip("+~").partition("=")
+        parts = key.split(".")
+        rate = parts == ["load", "request_rate"] or (len(parts) == 3 and parts[0] == "workloads"
+                                                     and parts[2] == "request_rate")
+        if rate and eq and value.strip().strip("'\"") not in ("", "0", "0.0", "null"):
+            raise ConfigError(f"{key}: only a poisson load reads a request rate; load.kind is {load_kind}, so the run "
+                              f"would not send at {value} req/s (add load=poisson, or drop {key})")

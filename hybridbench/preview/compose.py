@@ -17,7 +17,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from hybridbench.config.group_choices import refuse_relabelled_sizing, refuse_replaced_load
+from hybridbench.config.group_choices import refuse_relabelled_sizing, refuse_replaced_load, refuse_unread_rate
 from hybridbench.config.schema import RunCfg
 from hybridbench.config.store import register
 from hybridbench.errors import ConfigError
@@ -63,6 +63,7 @@ def compose_run(overrides: list[str]) -> Composed:
             cfg, resolved = typed_config(raw)
             refuse_replaced_load(overrides, cfg.load.kind)
             refuse_relabelled_sizing(sizing_choice, cfg.sizing.family)
+            refuse_unread_rate(overrides, cfg.load.kind)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(_one_line(exc)) from None
     finally:

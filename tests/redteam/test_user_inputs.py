@@ -103,3 +103,24 @@ def test_a_sweep_directory_that_cannot_be_made_is_named_as_the_sweeps(tmp_path: 
     assert proc.stderr.strip().splitlines() == [
         f"error: hydra.sweep.dir: cannot create the sweep directory ([Errno 20] Not a directory: "
         f"'{tmp_path / 'afile' / 'sweep'}')"], proc.stderr
+
+
+@pytest.mark.parametrize(("args", "key", "kind"), [
+    (["load.request_rate=3"], "load.request_rate", "closed"),
+    (["load=trace", "workloads.gsp.request_rate=3"], "workloads.gsp.request_rate", "trace"),
+])
+def test_a_request_rate_typed_for_a_load_without_one_is_refused(tmp_path: Path, args: list[str], key: str,
+                                                               kind: str) -> None:
+    # The closed loop (or the trace's timestamps) ran and the rate was dropped without a word, exit 0.
+    proc = hb("+experiment=smoke", "engine=sim", *args, f"hydra.run.dir={tmp_path / 'run'}")
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: {key}: only a poisson load reads a request rate; load.kind is {kind}"), line
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_experiments_own_rates_under_its_cpu_closed_loop_are_not_refused() -> None:
+    from hybridbench.preview.compose import compose_run
+
+    composed = compose_run(["+experiment=seglen", "engine=reference", "load.max_concurrency=3"])
+    assert composed.cfg.load.kind == "closed" and composed.cfg.load.request_rate == 8
