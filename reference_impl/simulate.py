@@ -131,6 +131,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         arm = parse_arm(args.arm)
         if args.eff_weight is not None and arm.policy != "seglen":
             raise ValueError(f"--eff-weight is seglen's weight; arm {arm.name} evicts by {arm.policy}, which has none")
+        # Flags nothing would read, refused as the harness refuses load.slowdown off a trace replay: the run went on
+        # without them (exit 0), its figures taken for the setting given.
+        if args.slowdown != 1.0 and not trace_ts:
+            raise ValueError(f"--slowdown {args.slowdown:g} scales the trace's timestamps: give --trace-timestamps too")
+        if args.host_capacity_tokens is not None and not arm.host_tier:
+            raise ValueError(f"--host-capacity-tokens sizes a host tier; arm {arm.name} has none (use l2, or an arm "
+                             "composed with '+l2')")
         model, gpu = get_model(args.model, temporal_dtype=args.mamba_ssm_dtype or ""), get_gpu(args.gpu)
         timer = CostModel(model, gpu, tp=args.tp, quantization=args.quantization or "")
         config = engine_config(

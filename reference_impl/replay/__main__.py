@@ -122,6 +122,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: --eff-weight must be in [0, {SEGLEN_EFF_WEIGHT_MAX:g}] for seglen (its replay-length term's "
               f"weight against recency), got {args.eff_weight:g}", file=sys.stderr)
         return EXIT_USAGE
+    # Flags only some policies read, given to none of those listed: the replay went on without them (exit 0).
+    for flag, given, readers in (("--eff-weight", args.eff_weight is not None, {"seglen", "marconi"}),
+                                 ("--marconi-mode", args.marconi_mode != "faithful", {"marconi", "sglang_plus"}),
+                                 ("--bootstrap-multiplier", args.bootstrap_multiplier != 5, {"marconi"})):
+        if given and not readers & set(args.policy):
+            print(f"error: {flag} is read by {' and '.join(sorted(readers))} only; --policy lists "
+                  f"{','.join(args.policy)}", file=sys.stderr)
+            return EXIT_USAGE
     if args.strategy == "no_buffer" and args.page_size != 1 and {"lru", "seglen"} & set(args.policy):
         print("error: strategy no_buffer requires --page-size 1 (as SGLang asserts)", file=sys.stderr)
         return EXIT_USAGE

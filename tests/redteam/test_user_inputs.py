@@ -124,3 +124,27 @@ def test_an_experiments_own_rates_under_its_cpu_closed_loop_are_not_refused() ->
 
     composed = compose_run(["+experiment=seglen", "engine=reference", "load.max_concurrency=3"])
     assert composed.cfg.load.kind == "closed" and composed.cfg.load.request_rate == 8
+
+
+@pytest.mark.parametrize(("tool", "args", "message"), [
+    ("reference_impl.simulate", ["--max-concurrency", "2", "--slowdown", "2"],
+     "error: --slowdown 2 scales the trace's timestamps: give --trace-timestamps too"),
+    ("reference_impl.simulate", ["--max-concurrency", "2", "--arm", "lru", "--host-capacity-tokens", "100"],
+     "error: --host-capacity-tokens sizes a host tier; arm lru has none (use l2, or an arm composed with '+l2')"),
+    ("reference_impl.replay", ["--capacity-bytes", "1e9", "--policy", "lru", "--eff-weight", "0.5"],
+     "error: --eff-weight is read by marconi and seglen only; --policy lists lru"),
+    ("reference_impl.replay", ["--capacity-bytes", "1e9", "--policy", "lru,vllm_plus", "--marconi-mode", "corrected"],
+     "error: --marconi-mode is read by marconi and sglang_plus only; --policy lists lru,vllm_plus"),
+    ("reference_impl.replay", ["--capacity-bytes", "1e9", "--policy", "seglen", "--bootstrap-multiplier", "3"],
+     "error: --bootstrap-multiplier is read by marconi only; --policy lists seglen"),
+])
+def test_a_flag_no_chosen_arm_or_policy_reads_is_refused(tmp_path: Path, tool: str, args: list[str],
+                                                          message: str) -> None:
+    # Each ran without the flag, exit 0, its figures read as the setting given.
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"__trace_metadata__": {"vocab_size": 1000}}) + "\n" + json.dumps(
+        {"session_id": 0, "turn_id": 0, "ts": 0.0, "input_tokens": list(range(1, 40)), "output_tokens": [7, 8]}) + "\n")
+    proc = subprocess.run([sys.executable, "-m", tool, str(trace), *args], capture_output=True, text=True, timeout=120,
+                          check=False, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [message], proc.stderr
+    assert proc.stdout == ""
