@@ -248,7 +248,7 @@ def _pair(base: SavedRun, cand: SavedRun, workload: str, arm: str, cfg: CompareC
     out = [replace(d, status="inconclusive", detail=f"{gaps[d.metric]}; {d.detail}")  # a fail on the rest stands
            if gaps.get(d.metric) and d.status != "fail" else d for d in out]
 
-    out.append(hit_rate_row(workload, arm, c_ok, pairs, cfg, seed=seed))
+    out.append(hit_rate_row((workload, arm), b_ok, c_ok, pairs, cfg, seed=seed))
     return out
 
 

@@ -4,9 +4,12 @@ Hit rates are not deterministic where it matters: on a server under concurrency 
 in changes what is cached when each arrives, so one run's rate drifts from the next as its TTFT does. A bootstrap
 over one repeat's request pairs sees only request-to-request spread, never that drift: it passed two identical runs
 and decided a drop on one repeat a side. So, as for TTFT, the row decides on a Welch t-interval over the runs'
-per-repeat rates (two runs share no repeat to pair), each over the requests both runs completed; with fewer than two
-repeats a side it is ``inconclusive``, the request-pair bootstrap shown as advisory. Repeats that agree exactly (a
-replay, the simulator) give a zero-width interval: they decide, as they should.
+per-repeat rates (two runs share no repeat to pair): every repeat of each run, each rate over the requests both runs
+completed (like for like), so a candidate's repeats the baseline lacks count as its others do (built from request
+pairs keyed by repeat, they never reached the interval). With fewer than two repeats a side it is ``inconclusive``,
+the request-pair bootstrap shown as advisory. Repeats with equal rates give a zero-width interval, which decides only
+where each run's repeats hit alike request by request (a replay of one trace does): equal totals from requests that
+hit differently are a chance agreement, and the row is ``inconclusive``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Sequence
 
 from hybridbench.compare.deltas import CompareCfg, Delta, interval_row, skip_row, undecided_row
 from hybridbench.metrics.stats import paired_bootstrap, welch_difference
-from hybridbench.records.hits import impossible_hit_detail, impossible_hits
+from hybridbench.records.hits import hits_alike_across_repeats, impossible_hit_detail, impossible_hits
 from hybridbench.records.schema import Record
 
 __all__ = ["hit_rate_row"]
@@ -33,21 +36,20 @@ def _hit_rate_change(pairs: Sequence[tuple[Record, Record]]) -> float:
     return _hit_rate([c for _, c in pairs]) - _hit_rate([b for b, _ in pairs])
 
 
-def _per_repeat(pairs: Sequence[tuple[Record, Record]]) -> tuple[list[float], list[float]]:
-    """Each side's rate per repeat, over that repeat's requests both runs completed (like for like)."""
-    by: dict[int, list[tuple[Record, Record]]] = defaultdict(list)
-    for b, c in pairs:
-        by[c.repeat].append((b, c))
-    rates = [(_hit_rate([b for b, _ in ps]), _hit_rate([c for _, c in ps])) for _, ps in sorted(by.items())]
-    kept = [(b, c) for b, c in rates if math.isfinite(b) and math.isfinite(c)]
-    return [b for b, _ in kept], [c for _, c in kept]
+def _per_repeat(recs: Sequence[Record], common: set[int]) -> list[float]:
+    """One run's rate per repeat, each over its requests with an index in ``common`` (both runs completed it)."""
+    by: dict[int, list[Record]] = defaultdict(list)
+    for r in recs:
+        if r.request_index in common:
+            by[r.repeat].append(r)
+    return [rate for _, rs in sorted(by.items()) if math.isfinite(rate := _hit_rate(rs))]
 
 
-def hit_rate_row(workload: str, arm: str, c_ok: Sequence[Record], pairs: Sequence[tuple[Record, Record]],
-                 cfg: CompareCfg, *, seed: int) -> Delta:
-    """The row over ``pairs`` (each request completed in both runs: baseline's, candidate's); ``c_ok``: every request
-    the candidate completed."""
-    subject = ("token_hit_rate", workload, arm)
+def hit_rate_row(pair: tuple[str, str], b_ok: Sequence[Record], c_ok: Sequence[Record],
+                 pairs: Sequence[tuple[Record, Record]], cfg: CompareCfg, *, seed: int) -> Delta:
+    """The row of ``pair`` (workload, arm) over every request each run completed (``b_ok``, ``c_ok``: all repeats)
+    whose index both completed; ``pairs``: the requests completed in both runs' same repeat (one-repeat advisory)."""
+    subject = ("token_hit_rate", *pair)
     expected = f"token hit rate change >= -{cfg.max_hit_rate_drop:.2f}"
     # A hit longer than its prompt (or negative) is a build miscounting its hits (the run's cache_hits fails it): it
     # must not lift the candidate's rate past the baseline's.
@@ -55,20 +57,28 @@ def hit_rate_row(workload: str, arm: str, c_ok: Sequence[Record], pairs: Sequenc
     if impossible:
         return Delta(*subject, "fail", None, None, None, None, None, expected,
                      impossible_hit_detail(impossible, who="candidate"))
+    common = {r.request_index for r in b_ok} & {r.request_index for r in c_ok}
+    b_recs, c_recs = ([r for r in ok if r.request_index in common] for ok in (b_ok, c_ok))
     # Builds that report no hit count at all have no rate: counted as 0 it "held" at 0 -> 0 and passed. Only when
     # neither side reports one: a candidate that stopped reporting (below) has a rate nobody knows, not no rate.
-    if pairs and all(b.cached_tokens is None and c.cached_tokens is None for b, c in pairs):
+    if common and all(r.cached_tokens is None for r in (*b_recs, *c_recs)):
         return skip_row(subject, expected, "the baseline and the candidate reported no cached-token count")
     # Some counts missing: read as 0, a baseline's missing hits made a candidate's real drop look like a gain.
-    if partly := [f"{side} {n} of {len(pairs)}" for side, i in (("baseline", 0), ("candidate", 1))
-                  if (n := sum(1 for p in pairs if p[i].cached_tokens is None))]:
+    if partly := [f"{side} {n} of {len(recs)}" for side, recs in (("baseline", b_recs), ("candidate", c_recs))
+                  if (n := sum(1 for r in recs if r.cached_tokens is None))]:
         return undecided_row(subject, expected, f"requests with no cached-token count ({', '.join(partly)}): their "
                              "hits are unknown, not 0", limit=-cfg.max_hit_rate_drop)
-    if not pairs:
+    if not common:
         return skip_row(subject, expected, "no request completed in both runs")
-    b_rep, c_rep = _per_repeat(pairs)
+    b_rep, c_rep = _per_repeat(b_recs, common), _per_repeat(c_recs, common)
     if len(b_rep) >= 2 and len(c_rep) >= 2:
-        ch = welch_difference(b_rep, c_rep, confidence=cfg.confidence)
+        alike = hits_alike_across_repeats(b_recs) and hits_alike_across_repeats(c_recs)
+        ch = welch_difference(b_rep, c_rep, confidence=cfg.confidence, exact=alike)
+        if ch.se == 0 and not alike:
+            return undecided_row(subject, expected, f"{ch.estimate:+.3f} with no spread between repeats, but their "
+                                 "requests hit differently from one repeat to the next: the rates agreed by chance, "
+                                 "and a spread of 0 is no interval", limit=-cfg.max_hit_rate_drop,
+                                 base=statistics.fmean(b_rep), cand=statistics.fmean(c_rep))
         return interval_row(subject, statistics.fmean(b_rep), statistics.fmean(c_rep), ch,
                             limit=cfg.max_hit_rate_drop, expected=expected, higher_is_worse=False, relative=False,
                             confidence=cfg.confidence)
@@ -77,5 +87,5 @@ def hit_rate_row(workload: str, arm: str, c_ok: Sequence[Record], pairs: Sequenc
                           seed=seed + 1)
     return undecided_row(subject, expected, f"{len(b_rep)} baseline and {len(c_rep)} candidate repeat(s): a verdict "
                          f"needs >= 2 a side; advisory {ch.estimate:+.3f} (request pairs, CI {ch.low:+.3f} .. "
-                         f"{ch.high:+.3f})", limit=-cfg.max_hit_rate_drop, base=_hit_rate([b for b, _ in pairs]),
-                         cand=_hit_rate([c for _, c in pairs]))
+                         f"{ch.high:+.3f})", limit=-cfg.max_hit_rate_drop, base=_hit_rate(b_recs),
+                         cand=_hit_rate(c_recs))

@@ -20,7 +20,7 @@ from hybridbench.engines.traits import EngineTraits
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import RunPlan
 from hybridbench.records.build import RequestOutcome, trial_record
-from hybridbench.records.schema import CacheState
+from hybridbench.records.schema import DETERMINISTIC_HITS, CacheState
 from reference_impl.models import get_model
 from reference_impl.policies.registry import POLICIES, make_replay_cache
 from reference_impl.replay.api import ReplayCache, ReplayConfig
@@ -117,6 +117,9 @@ class ReplayEngine:
             "capacity_bytes": int(cfg.engine.capacity_bytes),
             "states_admitted": after.states_admitted - before.states_admitted,
             "evicted_states": after.states_evicted - before.states_evicted,
+            # Only a trace load's order is the trace's own whatever the trial's arrival seed (the checks may then
+            # take one repeat's hits as every repeat's); other loads are left to their repeats' agreement.
+            DETERMINISTIC_HITS: ctx.schedule.kind == "trace",
             **{f"policy_{k}": v for k, v in after.notes},
         }
 

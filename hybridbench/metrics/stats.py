@@ -17,8 +17,12 @@ from typing import TypeVar
 from workloads.stats import percentile
 
 T = TypeVar("T")
+# A standard error of an absolute difference of rates (0..1) below this is floating-point rounding, not spread: leads
+# of 5 points in every repeat came out 1e-17 apart, an interval that width passed as if it had measured a spread.
+NO_SPREAD = 1e-12
 
 __all__ = [
+    "NO_SPREAD",
     "RelativeChange",
     "bootstrap_relative_change",
     "paired_bootstrap",
@@ -165,26 +169,36 @@ def welch_relative_change(
 
 
 def paired_difference(
-    baseline: Sequence[float], candidate: Sequence[float], *, confidence: float
+    baseline: Sequence[float], candidate: Sequence[float], *, confidence: float, exact: bool
 ) -> RelativeChange:
     """t-interval of the mean per-repeat *absolute* difference ``candidate[i] - baseline[i]`` (hit rates: a
-    ratio of rates near 0 says nothing), paired by repeat as ``paired_relative_change`` is. Repeats that agree
-    exactly (a deterministic replay) give a zero-width interval: the difference itself."""
+    ratio of rates near 0 says nothing), paired by repeat as ``paired_relative_change`` is. Differences that agree
+    exactly give a zero-width interval only when ``exact`` (the caller knows the repeats cannot differ: a
+    deterministic engine, or hits alike request by request); otherwise the interval is NaN: two measured repeats can
+    agree by chance, and a spread of 0 from them is no evidence the next one would."""
     diffs = [c - b for b, c in zip(baseline, candidate, strict=False) if math.isfinite(b) and math.isfinite(c)]
     if len(diffs) < 2:
         return RelativeChange(math.nan, math.nan, math.nan)
     estimate = statistics.fmean(diffs)
     se = statistics.stdev(diffs) / math.sqrt(len(diffs))
-    half = t_quantile(1 - (1 - confidence) / 2, len(diffs) - 1) * se if se else 0.0
+    if se <= NO_SPREAD:
+        return _exactly(estimate, exact, len(diffs) - 1, len(diffs))
+    half = t_quantile(1 - (1 - confidence) / 2, len(diffs) - 1) * se
     return RelativeChange(estimate, estimate - half, estimate + half, se, len(diffs) - 1, len(diffs))
 
 
+def _exactly(estimate: float, exact: bool, df: float, n: int) -> RelativeChange:
+    """A zero spread (``se`` 0.0): the estimate itself where the repeats are known to agree, else no interval."""
+    return RelativeChange(estimate, *((estimate, estimate) if exact else (math.nan, math.nan)), 0.0, df, n)
+
+
 def welch_difference(
-    baseline: Sequence[float], candidate: Sequence[float], *, confidence: float
+    baseline: Sequence[float], candidate: Sequence[float], *, confidence: float, exact: bool
 ) -> RelativeChange:
     """Welch t-interval of the *absolute* difference mean(candidate) - mean(baseline) for two unpaired sets of
     per-repeat values (two runs' hit rates); NaN below two values a side. Its ``df`` is Welch-Satterthwaite's, so
-    ``repeats_needed`` (which assumes n - 1 for an absolute change) errs toward more repeats."""
+    ``repeats_needed`` (which assumes n - 1 for an absolute change) errs toward more repeats. Every repeat alike on
+    both sides gives a zero-width interval only when ``exact`` (as ``paired_difference``), else NaN bounds."""
     baseline, candidate = [v for v in baseline if math.isfinite(v)], [v for v in candidate if math.isfinite(v)]
     nb, nc = len(baseline), len(candidate)
     if nb < 2 or nc < 2:
@@ -192,8 +206,8 @@ def welch_difference(
     estimate = statistics.fmean(candidate) - statistics.fmean(baseline)
     vb, vc = statistics.variance(baseline) / nb, statistics.variance(candidate) / nc
     n = min(nb, nc)
-    if vb + vc == 0:  # every repeat alike on both sides: the difference is known exactly
-        return RelativeChange(estimate, estimate, estimate, 0.0, nb + nc - 2, n)
+    if math.sqrt(vb + vc) <= NO_SPREAD:  # every repeat alike on both sides: exact, if the repeats could not differ
+        return _exactly(estimate, exact, nb + nc - 2, n)
     df = (vb + vc) ** 2 / (vb * vb / (nb - 1) + vc * vc / (nc - 1))
     half = t_quantile(1 - (1 - confidence) / 2, df) * math.sqrt(vb + vc)
     return RelativeChange(estimate, estimate - half, estimate + half, math.sqrt(vb + vc), df, n)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 
 from hybridbench.records.schema import Record
 
-__all__ = ["impossible_hit_detail", "impossible_hits", "unknown_hit_records", "unknown_hits"]
+__all__ = ["hits_alike_across_repeats", "impossible_hit_detail", "impossible_hits", "unknown_hit_records",
+           "unknown_hits"]
 
 
 def impossible_hits(records: Iterable[Record]) -> list[Record]:
@@ -30,3 +32,15 @@ def impossible_hit_detail(bad: list[Record], *, who: str = "", note: str = "") -
     r = bad[0]
     return (f"{len(bad)} {who + ' ' if who else ''}request(s) report an impossible hit (request {r.request_index} "
             f"r{r.repeat}: {r.cached_tokens} cached of a {r.prompt_tokens}-token prompt{note})")
+
+
+def hits_alike_across_repeats(records: Iterable[Record]) -> bool:
+    """Whether every repeat completed the same requests with the same hit counts, request by request: the repeats of
+    a deterministic replay do; a server under concurrency's need not, even where their totals happen to agree (then
+    a spread of 0 between repeats is chance, not a measurement of none)."""
+    by_repeat: dict[int, dict[int, int | None]] = defaultdict(dict)
+    for r in records:
+        if r.status == "ok":
+            by_repeat[r.repeat][r.request_index] = r.cached_tokens
+    first, *rest = by_repeat.values() if by_repeat else ({},)
+    return all(hits == first for hits in rest)

@@ -8,12 +8,20 @@ from typing import Any, Literal
 from hybridbench.records.typed import checked_fields
 from workloads.bench_serving import ServedTiming
 
-__all__ = ["LOG_COUNTS_USAGE_HITS", "RECORD_SCHEMA_VERSION", "SAMPLES_WRITTEN", "Record", "record_from_json"]
+__all__ = [
+    "DETERMINISTIC_HITS", "LOG_COUNTS_USAGE_HITS", "RECORD_SCHEMA_VERSION", "SAMPLES_WRITTEN", "Record",
+    "record_from_json",
+]
 
 RECORD_SCHEMA_VERSION = 1
 # A trial snapshot key (the run's "server" facts): True when the engine's "#cached-token" log lines count exactly
 # what its responses report, so the cache_hits check holds the two totals equal (hybridbench.checks.log_hits).
 LOG_COUNTS_USAGE_HITS = "log_counts_usage_hits"
+# A trial snapshot key: True when the engine's hits are a function of the trace and the arm alone, so every repeat
+# hits the same tokens request by request: the replay engine under a trace load (one request at a time, in the
+# trace's timestamp order, through a fresh cache). Modelled records alone say no such thing: the simulator's follow
+# each repeat's arrival seed. Absent (older runs, every other engine): not known to be deterministic.
+DETERMINISTIC_HITS = "deterministic_hits"
 # A trial snapshot key: probe name -> how many samples it wrote to <probe>.jsonl for the trial, so a reader can tell a
 # samples file that lost lines (a lost kl.jsonl would otherwise leave its check skipped and the run a pass).
 SAMPLES_WRITTEN = "samples_written"

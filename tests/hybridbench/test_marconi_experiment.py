@@ -14,7 +14,7 @@ from hybridbench.checks.base import CheckInput
 from hybridbench.checks.marconi import marconi_trends
 from hybridbench.config.schema import ChecksCfg
 from hybridbench.engines.replay import marconi_ttft_ms
-from hybridbench.records.schema import Record
+from hybridbench.records.schema import DETERMINISTIC_HITS, Record
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,7 +92,7 @@ def test_marconi_ttft_model_is_its_published_step_line() -> None:
 
 
 def _record(arm: str, cached: int | None) -> Record:
-    # modelled, as the replay engine writes them: one deterministic replay decides (a measured run needs repeats)
+    # as the replay engine writes them (its snapshots below say the replay is deterministic): one replay decides
     return Record(run_id="r", trial_id="t", arm=arm, workload="w", repeat=0, request_index=0, session_id=0, turn_id=0,
                   scheduled_s=0.0, sent_s=0.0, first_token_s=0.1, end_s=0.1, prompt_tokens=100, output_tokens=1,
                   cached_tokens=cached, status="ok", modelled=True)
@@ -105,7 +105,7 @@ def test_marconi_trends_verdicts_from_hits_and_evictions() -> None:
             [_record("sglang_plus", sglang_plus)]
         inp = CheckInput(ChecksCfg(), arms, "sglang_plus", ("w",),
                          {("w", "marconi"): [_record("marconi", marconi)], ("w", "sglang_plus"): base},
-                         {}, {("w", a): [{"evicted_states": evicted}] for a in arms}, 0)
+                         {}, {("w", a): [{"evicted_states": evicted, DETERMINISTIC_HITS: True}] for a in arms}, 0)
         (result,) = marconi_trends(inp)
         assert result.arm == "marconi vs sglang_plus"
         return result.status
@@ -119,7 +119,8 @@ def test_marconi_trends_verdicts_from_hits_and_evictions() -> None:
 
 
 def _rates_input(marconi: list[float], sglang_plus: list[float], *, modelled: bool) -> CheckInput:
-    """Each repeat one request of 10,000 prompt tokens, cached at the repeat's rate; both caches evicted."""
+    """Each repeat one request of 10,000 prompt tokens, cached at the repeat's rate; both caches evicted. ``modelled``:
+    the replay engine's records, its snapshots saying the replay is deterministic (a trace load)."""
     def recs(arm: str, rates: list[float]) -> list[Record]:
         return [Record(run_id="r", trial_id=f"t{r}", arm=arm, workload="w", repeat=r, request_index=0, session_id=0,
                        turn_id=0, scheduled_s=0.0, sent_s=0.0, first_token_s=0.1, end_s=0.1, prompt_tokens=10_000,
@@ -128,7 +129,7 @@ def _rates_input(marconi: list[float], sglang_plus: list[float], *, modelled: bo
 
     arms = ("sglang_plus", "marconi")
     records = {("w", "marconi"): recs("marconi", marconi), ("w", "sglang_plus"): recs("sglang_plus", sglang_plus)}
-    snaps = {("w", a): [{"evicted_states": 5}] * len(marconi) for a in arms}
+    snaps = {("w", a): [{"evicted_states": 5, DETERMINISTIC_HITS: modelled}] * len(marconi) for a in arms}
     return CheckInput(ChecksCfg(), arms, "sglang_plus", ("w",), records, {}, snaps, 0)
 
 
@@ -150,5 +151,69 @@ def test_marconi_trends_needs_a_lead_past_rounding_or_past_the_spread_between_re
     # Three repeats: a mean lead of ~4 points inside a spread of 30 decides nothing; clear of it, it passes or fails.
     status, detail = row([0.62, 0.30, 0.60], [0.40, 0.41, 0.39], modelled=False)
     assert status == "inconclusive" and "CI" in detail and "3 paired repeats" in detail, detail
-    assert row([0.45, 0.46, 0.44], [0.40, 0.41, 0.39], modelled=False)[0] == "pass"
-    assert row([0.40, 0.41, 0.39], [0.45, 0.46, 0.44], modelled=False)[0] == "fail"
+    assert row([0.45, 0.47, 0.44], [0.40, 0.41, 0.39], modelled=False)[0] == "pass"
+    assert row([0.40, 0.41, 0.39], [0.45, 0.47, 0.44], modelled=False)[0] == "fail"
+    # Leads of 5 points in each repeat (1e-17 apart in floating point) are no measured spread: the requests hit
+    # differently in each repeat, so the agreement is chance, not an interval of width 1e-17 that passed.
+    status, detail = row([0.45, 0.46, 0.44], [0.40, 0.41, 0.39], modelled=False)
+    assert status == "inconclusive" and "hit differently" in detail, detail
+
+
+def _hits_input(marconi: list[list[int]], sglang_plus: list[list[int]], *, replay: bool,
+                status: str = "ok") -> CheckInput:
+    """Per repeat, each request's cached tokens of a 100-token prompt; ``replay``: the trials' snapshots say what the
+    replay engine under a trace load says of its hits (records.schema.DETERMINISTIC_HITS)."""
+    def recs(arm: str, repeats: list[list[int]]) -> list[Record]:
+        return [Record(run_id="r", trial_id=f"t{rep}", arm=arm, workload="w", repeat=rep, request_index=i,
+                       session_id=i, turn_id=0, scheduled_s=0.0, sent_s=0.0, first_token_s=0.1, end_s=0.1,
+                       prompt_tokens=100, output_tokens=1, cached_tokens=hit, status=status,  # type: ignore[arg-type]
+                       modelled=True)
+                for rep, hits in enumerate(repeats) for i, hit in enumerate(hits)]
+
+    arms = ("sglang_plus", "marconi")
+    snap = {"evicted_states": 5, **({DETERMINISTIC_HITS: True} if replay else {})}
+    records = {("w", "marconi"): recs("marconi", marconi), ("w", "sglang_plus"): recs("sglang_plus", sglang_plus)}
+    return CheckInput(ChecksCfg(), arms, "sglang_plus", ("w",), records, {},
+                      {("w", a): [snap] * len(marconi) for a in arms}, 0)
+
+
+def test_modelled_is_not_deterministic_only_a_replay_of_a_trace_is() -> None:
+    """The simulator's records are modelled too, but its Poisson arrivals follow each repeat's seed, so another repeat
+    caches other tokens: one modelled repeat passed a 5-point lead as if it were a deterministic replay."""
+    (sim,) = marconi_trends(_hits_input([[45, 45]], [[40, 40]], replay=False))
+    assert sim.status == "inconclusive" and "1 paired repeat(s)" in sim.detail, sim
+    (replay,) = marconi_trends(_hits_input([[45, 45]], [[40, 40]], replay=True))
+    assert replay.status == "pass" and "deterministic replay" in replay.detail, replay
+    assert ">= +0.1 pt" in replay.detail and "%" not in replay.detail.partition(":")[2], replay.detail
+
+
+def test_a_zero_spread_between_repeats_decides_only_where_the_repeats_hit_alike() -> None:
+    """Two repeats whose leads agree (5 points each) gave a zero-width interval that passed, though the marconi arm's
+    requests hit differently from one repeat to the next: the leads agreed by chance."""
+    (chance,) = marconi_trends(_hits_input([[50, 40], [40, 50]], [[40, 40], [40, 40]], replay=False))
+    assert chance.status == "inconclusive" and "hit differently" in chance.detail, chance
+    (alike,) = marconi_trends(_hits_input([[50, 40], [50, 40]], [[40, 40], [40, 40]], replay=False))
+    assert alike.status == "pass", alike
+
+
+def test_every_request_failed_says_so() -> None:
+    # A replay whose every request failed has no rate: it read "the interval reaches within 0.1 pt of a tie".
+    (row,) = marconi_trends(_hits_input([[45]], [[40]], replay=True, status="error"))
+    assert row.status == "inconclusive" and "completed no request" in row.detail and "tie" not in row.detail, row
+
+
+def test_only_a_trace_load_makes_one_replay_repeat_decide(tmp_path: Path) -> None:
+    # The replay engine says its hits are deterministic only under a trace load (its snapshots); the same replay under
+    # a Poisson load is judged as any run: one repeat is inconclusive, two alike repeats decide.
+    run = tmp_path / "poisson"
+    args = ("workloads.swebench.params.num_sessions=10", "engine.capacity_bytes=1e10", "load.kind=poisson",
+            "load.request_rate=4", "checks.enabled=[marconi_trends]")
+    proc = hb(*args, f"hydra.run.dir={run}")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    bundle = json.loads((run / "bundle.json").read_text())
+    assert {t["server"]["deterministic_hits"] for t in bundle["trials"]} == {False}
+    assert {c["status"] for c in trends(run).values()} == {"inconclusive"}
+    two = tmp_path / "two"
+    proc = hb(*args, "repeats=2", f"hydra.run.dir={two}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert {c["status"] for c in trends(two).values()} == {"pass"}
