@@ -63,7 +63,8 @@ def _kl_verdict(samples: list[KlSample], threshold: float, min_hit_fraction: flo
 
 def kl(inp: CheckInput) -> Sequence[CheckResult]:
     """Mean k3 over the probes that hit below the engine's threshold, more than half of them hitting; a pass needs
-    every planned sample measured (checks.kl_samples per variant for each trial that ran), else inconclusive."""
+    every planned sample measured (checks.kl_samples per variant for each trial that ran), else inconclusive; every
+    planned variant (checks.kl_variants) has a row, inconclusive where none of its samples is there."""
     groups: dict[tuple[str, str, str], list[KlSample]] = defaultdict(list)
     for (workload, arm), samples in inp.kl_samples.items():
         for s in samples:
@@ -72,8 +73,8 @@ def kl(inp: CheckInput) -> Sequence[CheckResult]:
     for (workload, arm), _ in sorted(inp.records.items()):
         if arm in inp.cache_off:
             continue
-        variants = sorted(v for (w, a, v) in groups if (w, a) == (workload, arm))
-        if not variants:
+        seen = {v for (w, a, v) in groups if (w, a) == (workload, arm)}
+        if not seen:
             # No sample, so the KL the check asks about is unmeasured, never a pass by omission (nor a skip beside
             # which the run passes): the probe ran and found nothing to probe (its trial snapshots count what it
             # wrote), or it never ran (a re-scoring that enables kl; the plan refuses an engine it cannot serve).
@@ -86,9 +87,16 @@ def kl(inp: CheckInput) -> Sequence[CheckResult]:
                                    "a run saved before trials counted them)"))
             continue
         planned = _planned(inp, workload, arm, inp.kl_samples.get((workload, arm), []))
-        for variant in variants:
-            status, value, detail = _kl_verdict(groups[(workload, arm, variant)], inp.kl_threshold,
-                                                inp.cfg.kl_min_hit_fraction, planned)
+        # Every planned variant has a row: one whose samples are all missing (the probe stopped after the others)
+        # had none, and the run passed on the rest.
+        for variant in sorted(seen | set(inp.cfg.kl_variants)):
+            if not (got := groups.get((workload, arm, variant))):
+                out.append(CheckResult("kl", f"{workload}/{variant}", arm, "inconclusive", None,
+                                       f"mean k3 < {inp.kl_threshold:g}",
+                                       f"0 of {planned[0]} planned sample(s) of the {variant} probe measured "
+                                       "(checks.kl_variants): its KL is unmeasured"))
+                continue
+            status, value, detail = _kl_verdict(got, inp.kl_threshold, inp.cfg.kl_min_hit_fraction, planned)
             out.append(CheckResult("kl", f"{workload}/{variant}", arm, status, value,
                                    f"mean k3 < {inp.kl_threshold:g}", detail))
     return out

@@ -31,13 +31,14 @@ def record(arm: str) -> Record:
     return Record("run", f"t-{arm}", arm, "w", 0, 0, 0, 0, 0.0, 0.0, 0.1, 0.2, 100, 5, 0, "ok")
 
 
-def kl_input(samples: list[KlSample], threshold: float = 1e-3, arms: tuple[str, ...] = ("disabled", "lru")
-             ) -> CheckInput:
+def kl_input(samples: list[KlSample], threshold: float = 1e-3, arms: tuple[str, ...] = ("disabled", "lru"),
+             variants: tuple[str, ...] = ("prefill",)) -> CheckInput:
+    """``variants``: the planned ones (checks.kl_variants)."""
     by: dict[tuple[str, str], list[KlSample]] = {}
     for s in samples:
         by.setdefault((s.workload, s.arm), []).append(s)
     records = {("w", a): [record(a)] for a in arms}
-    return CheckInput(ChecksCfg(), arms, arms[0], ("w",), records, {}, {}, 0, by, threshold,
+    return CheckInput(ChecksCfg(kl_variants=list(variants)), arms, arms[0], ("w",), records, {}, {}, 0, by, threshold,
                       cache_off=frozenset({"disabled"}) & set(arms))
 
 
@@ -77,7 +78,7 @@ def test_kl_fails_on_probe_errors_skips_by_design_and_ignores_the_disabled_arm()
     (res,) = kl(kl_input([sample("disabled")]))  # nothing for lru: KL unmeasured, not skipped into a pass
     assert res.arm == "lru" and res.status == "inconclusive"
     results = kl(kl_input([*(sample("lru", "prefill", i=i) for i in range(4)),
-                           sample("lru", "branch", ref=(0.0, 0.0))]))
+                           sample("lru", "branch", ref=(0.0, 0.0))], variants=("prefill", "branch")))
     assert {(r.workload, r.status) for r in results} == {("w/prefill", "pass"), ("w/branch", "fail")}
 
 
@@ -135,6 +136,17 @@ def test_kl_passes_only_over_every_planned_sample() -> None:
     # A divergence stands on the samples there are: a fail needs no full count.
     (res,) = kl(kl_input([sample("lru", ref=(-1.0, -2.5))]))
     assert res.status == "fail", res
+
+
+def test_a_planned_variant_without_samples_has_an_inconclusive_row() -> None:
+    # The rows were built from the variants the samples held: a planned variant whose samples were all lost (the probe
+    # stopped after its prefill samples) had no row, and the run passed on the others, every planned sample or not.
+    rows = kl(kl_input([sample("lru", i=i) for i in range(4)], variants=("prefill", "decode", "branch")))
+    got = {r.workload: r for r in rows}
+    assert set(got) == {"w/prefill", "w/decode", "w/branch"}, rows
+    assert got["w/prefill"].status == "pass"
+    for v in ("w/decode", "w/branch"):
+        assert got[v].status == "inconclusive" and "0 of 4 planned sample(s)" in got[v].detail, got[v]
 
 
 def test_kl_samples_round_trip_through_kl_jsonl(tmp_path: Path) -> None:
