@@ -159,7 +159,7 @@ def _job(cfg: DictConfig) -> int:
         # what `hybridbench plan` checks too (hybridbench.prepare); its resolved dict has engine.gpu normalised
         run_cfg, resolved = typed_config(cfg)
         refuse_replaced_load(list(hydra_cfg.overrides.task), run_cfg.load.kind)
-        refuse_relabelled_sizing(hydra_cfg.runtime.choices.get("sizing"), run_cfg.sizing.family)
+        refuse_relabelled_sizing(hydra_cfg.runtime.choices, run_cfg.sizing.family)
         refuse_unread_rate(list(hydra_cfg.overrides.task), run_cfg.load.kind)
         code = run(run_cfg, run_dir, resolved)
         sys.stdout.flush()  # the report, while a closed stdout can still be told from a failure (below)

@@ -1,5 +1,5 @@
 """Group choices the composed values contradict: a ``load=`` group the experiment then replaced, and a sizing
-family relabelled.
+family relabelled, or one of its files swapped for the other family's.
 
 An experiment may set ``load.kind`` as a value (seglen's GPU sizing, conf/sizing/seglen/gpu.yaml; l2 and marconi in
 conf/experiment/), and values compose after the group a command line picks: ``+experiment=seglen engine=sglang
@@ -9,11 +9,11 @@ without a word. Values given on the command line win over both, so the refusal s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from hybridbench.errors import ConfigError
 
-__all__ = ["refuse_relabelled_sizing", "refuse_replaced_load", "refuse_unread_rate"]
+__all__ = ["FAMILY_GROUPS", "refuse_relabelled_sizing", "refuse_replaced_load", "refuse_unread_rate"]
 
 
 def refuse_replaced_load(overrides: Sequence[str], load_kind: str) -> None:
@@ -29,14 +29,33 @@ def refuse_replaced_load(overrides: Sequence[str], load_kind: str) -> None:
                               f"or drop load={value}")
 
 
-def refuse_relabelled_sizing(choice: object, family: str) -> None:
-    """ConfigError when ``sizing.family`` (a value) names another family than the sizing group composed (Hydra's
-    choice of ``sizing``). The family is the label every later rule reads, the refusal of the CPU sizing on a serving
-    engine among them: ``sizing=cpu sizing.family=gpu`` put the CPU's 20,000-token pools on SGLang's command line."""
+# The groups the defaults list picks by the family (conf/config.yaml), and how a choice of each names its family:
+# ``sizing@_global_`` is ``<experiment>/<family>`` (``none/<family>`` outside an experiment).
+FAMILY_GROUPS = ("sizing@_global_", "sizing/all@_global_")
+
+
+def refuse_relabelled_sizing(choices: Mapping[str, object], family: str) -> None:
+    """ConfigError when a sizing group composed (Hydra's ``runtime.choices``) is not ``sizing.family``'s. The family is
+    the label every later rule reads, the refusal of the CPU sizing on a serving engine among them: ``sizing=cpu
+    sizing.family=gpu`` put the CPU's 20,000-token pools on SGLang's command line. So did choosing the family's files
+    one by one: ``sizing@_global_=survival/cpu`` on SGLang (the run still labelled gpu), and
+    ``sizing/all@_global_=cpu`` gave a GPU run the CPU's 48-token accuracy answers. Removing one (``~``) drops the
+    family's values for the schema's, as silently."""
+    choice = choices.get("sizing")
     if choice is not None and str(choice) != family:
         raise ConfigError(f"sizing.family={family}: the {choice} sizing was composed (sizing={choice}); the family is "
                           f"which files were composed, not a setting: choose it with sizing=cpu|gpu and leave "
                           f"sizing.family unset")
+    for group in FAMILY_GROUPS:
+        if group not in choices:
+            raise ConfigError(f"~{group}: the {family} family's file for the experiment was removed, so the run would "
+                              f"take the schema's values under the {family} label; choose the family with "
+                              f"sizing=cpu|gpu and leave {group} to it")
+        picked = str(choices[group])
+        if picked.rpartition("/")[2] != family:
+            raise ConfigError(f"{group}={picked}: the {picked.rpartition('/')[2]} family's file was composed into a "
+                              f"{family} run (sizing={family}), so the run would carry one family's values under "
+                              f"the other's label; choose the family with sizing=cpu|gpu and leave {group} to it")
 
 
 def refuse_unread_rate(overrides: Sequence[str], load_kind: str) -> None:

@@ -57,12 +57,12 @@ def compose_run(overrides: list[str]) -> Composed:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="hybridbench"):
             raw: DictConfig = compose("config", overrides=overrides, return_hydra_config=True)
             run_dir = Path(str(raw.hydra.run.dir))
-            sizing_choice = raw.hydra.runtime.choices.get("sizing")
+            choices = dict(raw.hydra.runtime.choices)
             with open_dict(raw):
                 del raw["hydra"]
             cfg, resolved = typed_config(raw)
             refuse_replaced_load(overrides, cfg.load.kind)
-            refuse_relabelled_sizing(sizing_choice, cfg.sizing.family)
+            refuse_relabelled_sizing(choices, cfg.sizing.family)
             refuse_unread_rate(overrides, cfg.load.kind)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(_one_line(exc)) from None
