@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_8k_model_refuses_the_loads_past_8k_before_anything_runs() -> None:
     want = (r"^workloads\.gsp: 500 of 500 requests are longer than the context length engine sim serves "
-            r"nemotron-h-8b with; the longest needs 10624 tokens .* takes 8184 \(model\.context_length=8192, less "
-            r"the server's 8-token margin\)")
+            r"nemotron-h-8b with; the longest needs 10624 tokens .* serves 8185 input and 8190 input \+ new at most "
+            r"\(model\.context_length=8192: 8192 less the server's own reserve\)")
     with pytest.raises(ConfigError, match=want):
         build_preview(compose_run(["+experiment=radix", "engine=sim", "model=nemotron-h-8b"]), forecast=False)
     build_preview(compose_run(["+experiment=survival", "engine=sim", "model=nemotron-h-8b"]), forecast=False)
@@ -45,21 +45,23 @@ def test_the_run_refuses_it_too(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("engine", "extra", "want"), [
-    ("sglang", [], (8192 - 8, "model.context_length=8192, less the server's 8-token margin")),
-    ("sglang", ["--context-length", "4096"], (4096 - 8, "--context-length 4096 in engine.extra_args, less the "
-                                                        "server's 8-token margin")),
-    ("sglang", ["--max-model-len", "4096"], (8192 - 8, "model.context_length=8192, less the server's 8-token margin")),
-    ("tokenspeed", ["--max-model-len=4096"], (4096 - 8, "--max-model-len 4096 in engine.extra_args, less the "
-                                                        "server's 8-token margin")),
-    ("vllm", ["--max-model-len", "4096"], (4096, "--max-model-len 4096 in engine.extra_args")),
-    ("vllm", ["--max_model_len=2048"], (2048, "--max_model_len 2048 in engine.extra_args")),
-    ("vllm", ["--max-model-len", "auto"], (8192, "model.context_length=8192")),  # fits memory: never past the model's
-    ("vllm", [], (8192, "model.context_length=8192")),
+    ("sglang", [], (8192, "model.context_length=8192", 8192 - 7, 8192 - 2)),
+    ("sglang", ["--context-length", "4096"], (4096, "--context-length 4096 in engine.extra_args", 4096 - 7, 4096 - 2)),
+    ("sglang", ["--max-model-len", "4096"], (8192, "model.context_length=8192", 8192 - 7, 8192 - 2)),
+    ("sglang", ["--context-length", "4k"], (8192, "model.context_length=8192", 8192 - 7, 8192 - 2)),  # type=int
+    ("tokenspeed", ["--max-model-len=4096"], (4096, "--max-model-len 4096 in engine.extra_args", 4096 - 7,
+                                              4096 - 2)),
+    ("vllm", ["--max-model-len", "4096"], (4096, "--max-model-len 4096 in engine.extra_args", 4095, 4096)),
+    ("vllm", ["--max_model_len=2048"], (2048, "--max_model_len 2048 in engine.extra_args", 2047, 2048)),
+    ("vllm", ["--max-model-len", "4k"], (4000, "--max-model-len 4k in engine.extra_args", 3999, 4000)),
+    ("vllm", ["--max-model-len", "auto"], (8192, "model.context_length=8192", 8191, 8192)),  # never past the model's
+    ("vllm", [], (8192, "model.context_length=8192", 8191, 8192)),
 ])
-def test_the_context_each_server_takes(engine: str, extra: list[str], want: tuple[int, str]) -> None:
+def test_the_context_each_server_takes(engine: str, extra: list[str], want: tuple[int, str, int, int]) -> None:
     cfg = composed(f"engine={engine}", "model=nemotron-h-8b")
     cfg.engine.extra_args = extra
-    assert served_context(cfg) == want
+    got = served_context(cfg)
+    assert got is not None and (got.context, got.key, got.max_input, got.max_total) == want
 
 
 def test_no_check_where_the_context_is_unknown_or_not_a_checkpoints() -> None:

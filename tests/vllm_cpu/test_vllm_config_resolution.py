@@ -139,8 +139,10 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict
     return out
 
 
-# --max-model-len in engine.extra_args, as vLLM's parser takes it (its underscore spelling too)
-CONTEXT = [("--max-model-len", "4096"), ("--max_model_len=2048",)]
+# --max-model-len in engine.extra_args, as vLLM's parser takes it (its underscore spelling too, and its human-readable
+# integers: 4k is 4,000 tokens, 3K 3,072)
+CONTEXT = [("--max-model-len", "4096"), ("--max_model_len=2048",), ("--max-model-len", "4k"), ("--max-model-len=3K",),
+           ("--max-model-len", "2.5k")]
 
 
 def test_the_context_length_the_plan_holds_requests_to_is_vllms(resolutions: dict[str, list[dict[str, Any]]]) -> None:
@@ -151,14 +153,17 @@ def test_the_context_length_the_plan_holds_requests_to_is_vllms(resolutions: dic
         model = OmegaConf.load(next(p for p in (ROOT / "conf" / "model").glob("*.yaml")
                                     if OmegaConf.load(p).get("name") == name))
         cfg = RunCfg(engine=EngineCfg(name="vllm"), model=ModelCfg(name=name, context_length=model.context_length))
-        assert served_context(cfg) == (r["resolved"]["max_model_len"], f"model.context_length={model.context_length}")
+        got = served_context(cfg)
+        served = r["resolved"]["max_model_len"]
+        assert got is not None and (got.context, got.max_total, got.key) == (
+            served, served, f"model.context_length={model.context_length}")
     assert [r["resolved"]["max_model_len"] for r in resolutions["blocks"][:len(REAL_CONFIGS)]] == [
         8192, 262144, 262144, 262144, 262144]  # nemotron-h-8b first: the one whose context the seeds' loads outgrow
     for extra, r in zip(CONTEXT, resolutions["context"], strict=True):
         assert (r["parse_error"], r["error"]) == ("", ""), (extra, r)
         cfg = RunCfg(engine=EngineCfg(name="vllm", extra_args=list(extra)), model=ModelCfg(context_length=8192))
         got = served_context(cfg)
-        assert got is not None and got[0] == r["resolved"]["max_model_len"] < 8192, (extra, r["resolved"])
+        assert got is not None and got.context == r["resolved"]["max_model_len"] < 8192, (extra, r["resolved"])
 
 
 def test_every_planned_arm_resolves_to_what_it_means(resolutions: dict[str, list[dict[str, Any]]]) -> None:
