@@ -82,7 +82,8 @@ def main() -> None:
         name: {"local_path": cfg["datasets"][name], "subset_list": SUBSETS[name]} for name in names
     }
     task = TaskConfig(
-        model=cfg["model"], api_url=cfg["api_url"], api_key=cfg.get("api_key") or "EMPTY",
+        # The server's key (its --api-key) comes by the environment, so that no file holds it
+        model=cfg["model"], api_url=cfg["api_url"], api_key=os.environ.get("HYBRIDBENCH_SERVER_API_KEY") or "EMPTY",
         eval_type=EvalType.OPENAI_API, datasets=names, dataset_args=dataset_args,
         generation_config={"max_tokens": int(cfg["max_tokens"]), "temperature": 0.0},
         eval_batch_size=int(cfg["batch_size"]), limit=cfg.get("limit"), work_dir=str(work_dir), no_timestamp=True,

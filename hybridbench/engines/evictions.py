@@ -33,6 +33,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from hybridbench.engines.server_auth import NO_AUTH, ServerAuth
 from hybridbench.engines.server_logs import PromSample, parse_prometheus_samples
 
 __all__ = ["EVICTED_TOKENS", "LOAD_BACK_TOKENS", "Evictions", "one_rank", "read_evictions"]
@@ -93,22 +94,22 @@ def one_rank(samples: list[PromSample], name: str, metrics_ranks: int = 1) -> fl
     return sum(s.value for s in mine) / max(1, metrics_ranks)
 
 
-def _get(url: str) -> bytes | None:
+def _get(base_url: str, path: str, auth: ServerAuth) -> bytes | None:
     try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(auth.request(base_url, path), timeout=10) as resp:
             data: bytes = resp.read()
             return data
     except (urllib.error.URLError, OSError, ValueError):
         return None
 
 
-def read_evictions(base_url: str, metrics_ranks: int = 1) -> Evictions:
+def read_evictions(base_url: str, metrics_ranks: int = 1, auth: ServerAuth = NO_AUTH) -> Evictions:
     """The server's counters now. ``metrics_ranks``: how many processes add the same count into one unlabelled
     SGLang series (TP / DP attention groups: sglang_cmd.sglang_metrics_ranks; 1 for a single-process server)."""
-    text = _get(base_url + "/metrics")
+    text = _get(base_url, "/metrics", auth)
     samples = parse_prometheus_samples(text.decode("utf-8", "replace")) if text is not None else None
     internal: dict[str, Any] = {}
-    raw = _get(base_url + "/server_info")
+    raw = _get(base_url, "/server_info", auth)  # SGLang guards it with --api-key
     if raw is not None:
         try:
             first = (json.loads(raw).get("internal_states") or [{}])[0]

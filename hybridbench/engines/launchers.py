@@ -12,6 +12,7 @@ from hybridbench.engines.gpu_pool import fixed_gpu_kv_pool
 from hybridbench.engines.help_cache import cache_path, read_cached, write_cached
 from hybridbench.engines.log_level import SGLANG_LOG_READS
 from hybridbench.engines.server import CommandBuilder, ServerEngine, ServerSpec
+from hybridbench.engines.server_auth import sglang_auth, vllm_auth
 from hybridbench.engines.server_logs import vllm_served_block
 from hybridbench.engines.sglang_cmd import (
     sglang_command,
@@ -86,7 +87,7 @@ def _builder(engine: str, help_argv: Callable[[str, list[str]], list[str]],
 def make_sglang_engine() -> ServerEngine:
     return ServerEngine(ServerSpec(
         name="sglang", build=_builder("sglang", sglang_help_argv, sglang_command), client="sglang",
-        env_for=sglang_env, flush_path="/flush_cache", package="sglang", refusal=sglang_refusal,
+        env_for=sglang_env, flush_path="/flush_cache", package="sglang", refusal=sglang_refusal, auth=sglang_auth,
         kv_pool=fixed_gpu_kv_pool, log_reads=SGLANG_LOG_READS,  # its batch lines feed the record's usage numbers
         metrics_ranks=lambda cfg: sglang_metrics_ranks(cfg.engine),  # a cache per TP rank, each its own counters
         # SGLang also serves /v1/completions; its cache is the one reference_impl models.
@@ -100,6 +101,7 @@ def make_vllm_engine() -> ServerEngine:
     return ServerEngine(ServerSpec(
         name="vllm", build=_builder("vllm", vllm_help_argv, vllm_command), client="openai", return_token_ids=True,
         env_for=vllm_env, flush_path="/reset_prefix_cache", package="vllm",  # vllm_env mounts the flush endpoint
+        auth=vllm_auth,  # --api-key, or VLLM_API_KEY in the environment it inherits
         build_refusal=vllm_build_refusal,  # a CPU build (X+cpu) behind a GPU run
         served_page=vllm_served_block,  # the block it aligned, from its /metrics (the plan computes it: vllm_page.py)
         planned_page=planned_block,  # ... and the one the plan computed, recorded beside it

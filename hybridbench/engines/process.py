@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hybridbench.config.redact import scrub, secret_values
 from hybridbench.config.redact_files import scrub_file
+from hybridbench.engines.server_auth import NO_AUTH, ServerAuth
 from hybridbench.errors import EngineError
 
 __all__ = ["ServerProcess", "bindable", "exception_line", "free_port", "port_in_use"]
@@ -90,8 +91,9 @@ def _die_with_parent() -> Callable[[], None] | None:
 class ServerProcess:
     def __init__(self, command: Sequence[str], log_path: Path, base_url: str, *,
                  env: dict[str, str] | None = None, health_paths: Sequence[str] = ("/health_generate", "/health"),
-                 grace_s: float = 10.0) -> None:
+                 grace_s: float = 10.0, auth: ServerAuth = NO_AUTH) -> None:
         self.command = list(command)
+        self.auth = auth  # the key the server was given, sent where its own rule wants it
         self.log_path = log_path
         self.base_url = base_url
         self.env = env
@@ -132,7 +134,7 @@ class ServerProcess:
     @property
     def secrets(self) -> frozenset[str]:
         """What the launch hides (``--api-key X``, ``HF_TOKEN=...`` in its env): the server may echo it."""
-        return secret_values(self.command) | secret_values(self.env or {})
+        return secret_values(self.command) | secret_values(self.env or {}) | self.auth.secrets
 
     def log_tail(self, lines: int = 5) -> str:
         """The server's last words (they end up in error messages, bundle.json and report.md), secrets hidden,
@@ -156,7 +158,7 @@ class ServerProcess:
         missing (404). A timeout or 503 is unhealthy: a stuck scheduler can still answer /health (#30314)."""
         for path in self.health_paths:
             try:
-                with urllib.request.urlopen(self.base_url + path, timeout=timeout_s) as resp:
+                with urllib.request.urlopen(self.auth.request(self.base_url, path), timeout=timeout_s) as resp:
                     return bool(resp.status == 200)
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:

@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +29,7 @@ from hybridbench.engines.gpus import visible_gpus, wait_for_free_gpus
 from hybridbench.engines.kv_pool import KVPool
 from hybridbench.engines.log_level import LogReads, log_level_refusal
 from hybridbench.engines.process import ServerProcess, bindable, free_port, port_in_use
+from hybridbench.engines.server_auth import ServerAuth
 from hybridbench.engines.server_logs import (
     CacheCounters,
     LogStats,
@@ -48,6 +49,9 @@ FlushOutcome = Literal["flushed", "absent", "failed"]
 
 # (cfg, arm, port) -> argv; raises ConfigError when the engine cannot express the arm.
 CommandBuilder = Callable[[RunCfg, ArmSpec, int], list[str]]
+# (the server's argv, the environment it inherits) -> the key it was given and where it wants it; raises ConfigError
+# for a key hybridbench cannot send (hybridbench.engines.server_auth)
+AuthReader = Callable[[Sequence[str], Mapping[str, str]], ServerAuth]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,15 +86,18 @@ class ServerSpec:
     # how many processes add into one unlabelled /metrics counter series (SGLang 0.5.9 and 0.5.16: its TP ranks, each
     # counting the same tokens; hybridbench.engines.evictions reads one rank's count)
     metrics_ranks: Callable[[RunCfg], int] | None = None
-    # base URL -> the block (page) the ready server reports it serves with (vLLM sizes its own: vllm_page.py), or
-    # None; kept per arm in the record beside what the plan computed
-    served_page: Callable[[str], int | None] | None = None
+    # base URL, its key -> the block (page) the ready server reports it serves with (vLLM sizes its own:
+    # vllm_page.py), or None; kept per arm in the record beside what the plan computed
+    served_page: Callable[[str, ServerAuth], int | None] | None = None
     # cfg -> the block the plan computed for the servers (0: unknown until start-up), kept per arm beside served_page
     # so a run that served another block is marked (hybridbench.results.served_block)
     planned_page: Callable[[RunCfg], int] | None = None
     # the info-level lines hybridbench reads from the server's log: a log level (engine.extra_args) or logging config
     # (the inherited environment) that hides them is refused at plan time (hybridbench.engines.log_level)
     log_reads: LogReads | None = None
+    # the key engine.extra_args (or the environment) gives the server: every request hybridbench sends carries it
+    # where the server wants it; None: it takes none (the reference server refuses --api-key; TokenSpeed: server_auth)
+    auth: AuthReader | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,13 +168,17 @@ class ServerEngine:
             if refusal is not None and (why := refusal(cfg.model, spec, self._version, cfg.engine.extra_args,
                                                        cfg.engine.gpu, cfg.engine.page_size)):
                 raise ConfigError(why)
-            if self.spec.log_reads is not None:
-                env = {**os.environ, **(self.spec.env_for(spec) if self.spec.env_for else {})}  # what launch gives
-                if why := log_level_refusal(self.spec.log_reads, [str(a) for a in cfg.engine.extra_args], env):
-                    raise ConfigError(why)
+            env = {**os.environ, **(self.spec.env_for(spec) if self.spec.env_for else {})}  # what launch gives
+            if self.spec.log_reads is not None and (
+                    why := log_level_refusal(self.spec.log_reads, [str(a) for a in cfg.engine.extra_args], env)):
+                raise ConfigError(why)
             self._commands[spec.name] = self.build(cfg, spec, 0)  # raises ConfigError naming the arm or flag
+            self._auth(self._commands[spec.name], env)  # a key no request could carry: refused here
             if self.spec.planned_page is not None and (page := self.spec.planned_page(cfg)):
                 self._planned_page[spec.name] = page
+
+    def _auth(self, command: Sequence[str], env: Mapping[str, str]) -> ServerAuth:
+        return self.spec.auth(command, env) if self.spec.auth is not None else ServerAuth()
 
     def kv_pool(self, cfg: RunCfg) -> KVPool | None:
         return self.spec.kv_pool(cfg) if self.spec.kv_pool is not None else None
@@ -191,8 +202,9 @@ class ServerEngine:
         env = self.spec.env_for(spec) if self.spec.env_for else None
         command = self.build(cfg, spec, port)
         self._commands[arm] = command  # provenance records what really ran
+        auth = self._auth(command, {**os.environ, **(env or {})})
         server = ServerProcess(command, self._run_dir / "logs" / f"server-{arm}.log", base, env=env,
-                               health_paths=self.spec.health_paths)
+                               health_paths=self.spec.health_paths, auth=auth)
         server.start()
         self._server, self._arm, self._served = server, arm, False
         self._metrics_ranks = self.spec.metrics_ranks(cfg) if self.spec.metrics_ranks is not None else 1
@@ -200,7 +212,7 @@ class ServerEngine:
         impl = startup_cache_impl(server.log_path)
         if impl:
             self._cache_impl[arm] = impl
-        if self.spec.served_page is not None and (page := self.spec.served_page(server.base_url)):
+        if self.spec.served_page is not None and (page := self.spec.served_page(server.base_url, server.auth)):
             self._served_page[arm] = page
         return server
 
@@ -208,7 +220,7 @@ class ServerEngine:
     def _flush(self, server: ServerProcess, timeout_s: float = 60.0) -> FlushOutcome:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            req = urllib.request.Request(server.base_url + self.spec.flush_path, method="POST", data=b"")
+            req = server.auth.request(server.base_url, self.spec.flush_path, method="POST", data=b"")
             try:
                 with urllib.request.urlopen(req, timeout=10) as resp:
                     if resp.status == 200:
@@ -271,8 +283,8 @@ class ServerEngine:
             tail = b""
         offset, lines = offset + len(tail), lines + tail.count(b"\n")
         self._log_seen[server.log_path] = (offset, lines)
-        counters = scrape_counters(server.base_url)  # None: metrics not enabled on this server
-        return SnapshotMark(offset, counters, read_evictions(server.base_url, self._metrics_ranks), lines)
+        counters = scrape_counters(server.base_url, server.auth)  # None: metrics not enabled on this server
+        return SnapshotMark(offset, counters, read_evictions(server.base_url, self._metrics_ranks, server.auth), lines)
 
     def snapshot(self, server: ServerProcess, mark: SnapshotMark) -> dict[str, Any]:
         """Since ``mark``: peaks and totals from the server's "Prefill batch" / "Decode batch" log lines, and
@@ -295,8 +307,8 @@ class ServerEngine:
                        log_new_tokens=stats.new_tokens, peak_token_usage=stats.peak_token_usage,
                        peak_mamba_usage=stats.peak_mamba_usage, max_running_req=stats.max_running_req,
                        server_failures=list(stats.failures))
-        out.update(read_evictions(server.base_url, self._metrics_ranks).since(mark.evictions).snapshot())
-        after = scrape_counters(server.base_url)
+        out.update(read_evictions(server.base_url, self._metrics_ranks, server.auth).since(mark.evictions).snapshot())
+        after = scrape_counters(server.base_url, server.auth)
         if mark.counters is not None and after is not None:
             delta = after.since(mark.counters)  # the server's own counters for this trial
             known = delta.known  # counters that went backwards counted nothing knowable: None, never negative

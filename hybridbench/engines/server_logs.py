@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from hybridbench.engines.server_auth import NO_AUTH, ServerAuth
 from hybridbench.records.server_log import LogSample, parse_sglang_log_line
 
 # The batch-line parser lives in hybridbench.records.server_log (results read saved logs with it too).
@@ -297,22 +298,22 @@ def vllm_state_block(text: str) -> int | None:
     return None
 
 
-def vllm_served_block(base_url: str) -> int | None:
+def vllm_served_block(base_url: str, auth: ServerAuth = NO_AUTH) -> int | None:
     """:func:`vllm_state_block` of a running vLLM server's /metrics (None when it does not answer or name one)."""
-    text = scrape_metrics(base_url)
+    text = scrape_metrics(base_url, auth=auth)
     return vllm_state_block(text) if text is not None else None
 
 
-def scrape_metrics(base_url: str, timeout: float = 10.0) -> str | None:
+def scrape_metrics(base_url: str, timeout: float = 10.0, auth: ServerAuth = NO_AUTH) -> str | None:
     """The server's /metrics text now, or None when it does not answer (metrics off, or the server gone)."""
     try:
-        with urllib.request.urlopen(base_url + "/metrics", timeout=timeout) as resp:
+        with urllib.request.urlopen(auth.request(base_url, "/metrics"), timeout=timeout) as resp:
             return str(resp.read().decode("utf-8", "replace"))
     except (urllib.error.URLError, OSError, ValueError):
         return None
 
 
-def scrape_counters(base_url: str) -> CacheCounters | None:
+def scrape_counters(base_url: str, auth: ServerAuth = NO_AUTH) -> CacheCounters | None:
     """The cache counters of the server's /metrics now, or None when it does not answer."""
-    text = scrape_metrics(base_url)
+    text = scrape_metrics(base_url, auth=auth)
     return cache_counters(parse_prometheus(text)) if text is not None else None

@@ -161,7 +161,7 @@ class TokenSpeedEngine(ServerEngine):
         """0.1.1's flush answers 200 with ``success: false`` while it cannot clear: only ``true`` is cold."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            req = urllib.request.Request(server.base_url + self.spec.flush_path, method="POST", data=b"")
+            req = server.auth.request(server.base_url, self.spec.flush_path, method="POST", data=b"")
             try:
                 with urllib.request.urlopen(req, timeout=10) as resp:
                     body = json.loads(resp.read() or b"{}")

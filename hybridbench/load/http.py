@@ -17,7 +17,7 @@ import asyncio
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
@@ -29,9 +29,8 @@ DataHandler = Callable[[bytes, float], bool]
 
 _MAX_HEAD = 64 * 1024  # a status line plus headers longer than this is not a server we talk to
 _MAX_ERROR_BODY = 64 * 1024  # of a non-200 body, only the start is kept (the record shows 200 characters)
-# New connections the server has not answered yet, at most: a burst of hundreds of connects overflows a
-# small listen backlog (asyncio's 100, aiohttp's 128), and each dropped SYN is retried a second later, a
-# second that lands in that request's TTFT. A request past the cap waits for an answer or an idle connection.
+# New connections the server has not answered yet, at most: a burst of connects overflows a small listen backlog
+# (asyncio's 100, aiohttp's 128), and a dropped SYN is retried a second later, in its TTFT. Past the cap, requests wait.
 MAX_UNANSWERED_CONNECTS = 64
 
 
@@ -266,7 +265,7 @@ class _Conn(asyncio.Protocol):
 class StreamPool:
     """Keep-alive connections to one ``http://host:port[/prefix]`` server, opened as needed, never capped."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, headers: Callable[[str], Mapping[str, str]] | None = None) -> None:
         parts = urlsplit(base_url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"the load client speaks plain http://host:port, not {base_url!r}")
@@ -275,6 +274,7 @@ class StreamPool:
         self.prefix = parts.path.rstrip("/")
         self._host_header = parts.netloc.rsplit("@", 1)[-1]
         self._heads: dict[str, bytes] = {}  # each path's request line and headers, up to the body's length
+        self._headers = headers or (lambda _path: {})  # path -> what else it carries (engines/server_auth.py: a key)
         self._idle: list[_Conn] = []
         self._unanswered = 0  # new connections without a byte from the server yet
         self._waiting: deque[asyncio.Future[_Conn | None]] = deque()  # requests waiting for a connection
@@ -336,10 +336,10 @@ class StreamPool:
             timer.cancel()
 
     def request_bytes(self, path: str, body: bytes) -> bytes:
-        head = self._heads.get(path)
-        if head is None:
+        if (head := self._heads.get(path)) is None:
+            extra = "".join(f"{k}: {v}\r\n" for k, v in self._headers(path).items())
             head = self._heads[path] = (f"POST {self.prefix}{path} HTTP/1.1\r\nHost: {self._host_header}\r\n"
-                                        "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+                                        f"Content-Type: application/json\r\nAccept: text/event-stream\r\n{extra}"
                                         "Content-Length: ").encode("latin-1")
         return b"%s%d\r\n\r\n%s" % (head, len(body), body)
 

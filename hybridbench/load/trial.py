@@ -139,7 +139,7 @@ class ServerTrials:
 
             pctx = ProbeContext(cfg, trial, arm, ctx.rows, tuple(exchanges), state, server.base_url,
                                 probe.needs.protocol(spec.client, spec.traits), spec.flush_path, spec.traits,
-                                emit, Path(ctx.plan.run_dir))
+                                emit, Path(ctx.plan.run_dir), server.auth)
             found = probe.run(pctx)
             snapshot.update({probe.snapshot_key: found} if isinstance(found, str) else found)
             snapshot.setdefault(SAMPLES_WRITTEN, {})[probe.name] = len(written)
@@ -153,7 +153,7 @@ class ServerTrials:
         self._why = None
 
         async def run() -> None:
-            async with StreamPool(server.base_url) as pool:
+            async with StreamPool(server.base_url, server.auth.headers) as pool:
                 async def send(prompt: list[int], max_new: int, answer_needed: bool) -> ClientResult:
                     return await self.generate(pool, prompt, max_new, timeout, model=cfg.model.hf_id,
                                                answer_needed=answer_needed)

@@ -12,6 +12,7 @@ under ``accuracy/<arm>/<pass>/`` in the run dir. ``checks/accuracy.py`` judges t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import urllib.error
@@ -30,6 +31,7 @@ __all__ = ["EVALSCOPE_ENV_HINT", "Accuracy", "default_python", "evalscope_script
 
 _ROOT = Path(__file__).resolve().parents[2]  # the checkout: envs/ and data/ live beside the packages
 EVALSCOPE_ENV_HINT = "build it with: bash envs/evalscope/build.sh"
+API_KEY_ENV = "HYBRIDBENCH_SERVER_API_KEY"  # run_task.py reads the server's key from here
 
 
 def default_python() -> Path:
@@ -45,7 +47,7 @@ def _python(cfg: RunCfg) -> Path:
 
 
 def _flush(ctx: ProbeContext) -> None:
-    req = urllib.request.Request(ctx.base_url + ctx.flush_path, method="POST")
+    req = ctx.auth.request(ctx.base_url, ctx.flush_path, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=60) as resp:
             resp.read()
@@ -109,16 +111,19 @@ class Accuracy:
                 "limit": c.accuracy_limit or None, "work_dir": str(work / "evalscope"), "answers": str(answers)}
         (work / "task.json").write_text(json.dumps(task, indent=1))
         ident: dict[str, Any] = {**ctx.identity, "pass_": pass_, "mode": mode}
-        before = scrape_counters(ctx.base_url)
+        before = scrape_counters(ctx.base_url, ctx.auth)
         started = time.monotonic()
         try:
+            # The server's key goes by the environment, never into task.json (evalscope masks it in what it writes)
+            key = ctx.auth.bearer("/v1/chat/completions")
             proc = subprocess.run([str(_python(ctx.cfg)), str(evalscope_script()), str(work / "task.json")],
-                                  capture_output=True, text=True, timeout=c.accuracy_timeout_s, check=False)
+                                  capture_output=True, text=True, timeout=c.accuracy_timeout_s, check=False,
+                                  env={**os.environ, API_KEY_ENV: key} if key else None)
         except subprocess.TimeoutExpired:
             proc = None
         wall_s = time.monotonic() - started  # beside the forecast's bound for the pass (report: forecast vs measured)
         (work / "evalscope.log").write_text("" if proc is None else proc.stdout + proc.stderr)
-        after = scrape_counters(ctx.base_url)
+        after = scrape_counters(ctx.base_url, ctx.auth)
         if proc is None or proc.returncode != 0 or not answers.is_file():
             lines = [] if proc is None else [ln for ln in proc.stderr.splitlines() if ln.strip()]
             why = (f"evalscope timed out after {c.accuracy_timeout_s:g} s" if proc is None else

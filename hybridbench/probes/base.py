@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hybridbench.config.schema import RunCfg
+from hybridbench.engines.server_auth import NO_AUTH, ServerAuth
 from hybridbench.engines.traits import EngineTraits
 from hybridbench.errors import ConfigError
 from hybridbench.plan.types import Trial
@@ -88,6 +89,7 @@ class ProbeContext:
     traits: EngineTraits
     emit: Callable[[JsonRow], None]  # appends one sample to <probe>.jsonl
     run_dir: Path  # where a probe keeps files beyond its samples (the accuracy probe: evalscope's outputs)
+    auth: ServerAuth = NO_AUTH  # the server's key: every request a probe sends carries it where the server wants it
 
     @property
     def identity(self) -> dict[str, Any]:

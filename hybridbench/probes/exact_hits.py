@@ -217,7 +217,7 @@ class ExactHits:
         if ctx.cache_state != "cold-flushed":
             return f"no prediction: the trial started {ctx.cache_state}, not cold"
         try:
-            with urllib.request.urlopen(ctx.base_url + "/server_info", timeout=10) as resp:
+            with urllib.request.urlopen(ctx.auth.request(ctx.base_url, "/server_info"), timeout=10) as resp:
                 info = json.loads(resp.read())
         except (urllib.error.URLError, OSError, ValueError) as exc:
             return f"/server_info unavailable ({exc})"

@@ -60,7 +60,8 @@ def _decode_interval(ctx: ProbeContext) -> tuple[int, str, str]:
         # left no state there; the next turn hit only its prompt's block.
         return 0, ("vLLM's align cache mode (this arm's) keeps no state while a request decodes: no decode hit by "
                    "design"), ""
-    text = scrape_metrics(ctx.base_url, timeout=30)  # "block": the block the server aligned, as its /metrics says
+    # "block": the block the server aligned, as its /metrics says
+    text = scrape_metrics(ctx.base_url, timeout=30, auth=ctx.auth)
     block = vllm_state_block(text) if text is not None else None
     if block is None:  # a hit is possible where the probe cannot aim: inconclusive, not skipped by design
         return 0, "", ("the server's /metrics name no block_size (vllm:cache_config_info): where it keeps decoded "
@@ -94,7 +95,7 @@ class Kl:
             async with aiohttp.ClientSession() as session:
                 probe = KlProbe(session, ctx.base_url, c.kl_max_new_tokens, c.kl_temperature, effective_vocab(cfg),
                                 ctx.trial.seed, interval or cfg.engine.track_interval, cfg.engine.request_timeout_s,
-                                api=ctx.protocol, flush_path=ctx.flush_path, model=cfg.model.hf_id)
+                                api=ctx.protocol, flush_path=ctx.flush_path, model=cfg.model.hf_id, auth=ctx.auth)
                 for variant in c.kl_variants:
                     skip = no_decode if variant == "decode" else _NO_BUFFER_SKIP if no_buffer else \
                         _NO_BRANCH_POINTS if variant == "branch" and not branch_points else ""

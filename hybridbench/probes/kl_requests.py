@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from hybridbench.engines.server_auth import NO_AUTH, ServerAuth
 from hybridbench.records.kl import KlSample, KlVariant
 
 if TYPE_CHECKING:  # imported where a probe runs: every plan and every run without kl imported it for nothing
@@ -102,6 +103,7 @@ class KlProbe:
     api: str = "sglang"  # "sglang" (/generate) or "openai" (vLLM's /v1/completions)
     flush_path: str = "/flush_cache"  # vLLM: /reset_prefix_cache
     model: str = ""  # the served model name (OpenAI API)
+    auth: ServerAuth = NO_AUTH  # the server's key, sent where it wants it
 
     def __post_init__(self) -> None:
         if self.api not in _DIALECTS:
@@ -110,7 +112,8 @@ class KlProbe:
     # ------------------------------------------------------------------ HTTP
     async def _flush(self) -> None:
         for _ in range(300):  # SGLang refuses a flush while requests are in flight: retry briefly
-            async with self.session.post(f"{self.base_url}{self.flush_path}") as resp:
+            async with self.session.post(f"{self.base_url}{self.flush_path}",
+                                         headers=self.auth.headers(self.flush_path)) as resp:
                 if resp.status == 200:
                     return
             await asyncio.sleep(0.1)
@@ -119,7 +122,7 @@ class KlProbe:
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         import aiohttp  # noqa: PLC0415 - see the module's imports
 
-        async with self.session.post(f"{self.base_url}{path}", json=body,
+        async with self.session.post(f"{self.base_url}{path}", json=body, headers=self.auth.headers(path),
                                      timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as resp:
             if resp.status != 200:
                 raise ProbeError(f"{path} answered HTTP {resp.status}: {(await resp.text())[:200]}")
