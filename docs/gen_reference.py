@@ -270,6 +270,8 @@ ENV_VARS = {
     "HYBRIDBENCH_VLLM_STARTUP_S": "vLLM tier: seconds a server may take to start (default 400)",
     "HYBRIDBENCH_FORCE_ISA": "vLLM tier: `avx2` puts the server on vLLM's AVX2-only CPU path (tests/vllm_cpu/cpu_isa)",
     "HYBRIDBENCH_EVALSCOPE_HOME": "where the accuracy probe's evalscope env lives (default `~/.cache/hybridbench`)",
+    "HYBRIDBENCH_SERVER_API_KEY": "set by the accuracy probe for evalscope (`envs/evalscope/run_task.py`): the key the "
+                                 "server was given (`--api-key`), which no file of the run may hold; not for users",
     "HYBRIDBENCH_VLLM_TEST_TAG": "set by the vLLM tier on each server it starts: a process left behind is found by it",
 }
 _ENV_RE = re.compile(r"\b(HYBRIDBENCH_[A-Z_]+[A-Z]|PR_NUMBER|GITHUB_PR_NUMBER|CUDA_VISIBLE_DEVICES)\b")
