@@ -4,7 +4,8 @@ it back from every request hybridbench sends, where the server's own rule wants 
 Every request used to go without it: the load, the flushes, the metrics and ``/server_info`` reads and the probes
 were all refused (401) by a server started with ``--api-key``. The rules are proven against the releases' own code in
 tests/sglang_oracle/test_sglang_api_key.py (SGLang's ``decide_request_auth`` and its routes' auth levels) and
-tests/vllm_cpu/test_vllm_api_key.py (a real vLLM server started with ``--api-key``, the key grepped for in the run).
+tests/vllm_cpu/test_vllm_engine.py (the dense smoke run's real vLLM servers started with ``--api-key``, the key grepped
+for in the run).
 Here: what each engine's command line and environment give, the plan's refusals, and that every call site sends it.
 """
 

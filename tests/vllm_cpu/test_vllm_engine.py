@@ -52,12 +52,25 @@ JUNCTION_LOAD = ("workloads.gsp.params.system_prompt_len=350", "workloads.gsp.pa
 JUNCTION_LENS = {420}
 
 
+# A server key: the dense smoke run's servers are started with it (a deployment that guards /v1), so the run succeeds
+# only if hybridbench sends it where vLLM asks (vllm/entrypoints/serve/middleware/authenticate.py: /v1 routes; before
+# it was sent, every request of such a run was HTTP 401), and no file of the run may hold it.
+KEY = "sk-VLLMKEY7f3a9c"
+
+
 @needs_env
 def test_smoke_on_real_vllm_dense_reports_real_prefix_hits(tmp_path: Path) -> None:
     proc, tag = run_hybridbench(tmp_path, "arms=[disabled,lru]", "checks.enabled=[survival,cache_hits,kl]",
-                                "checks.kl_samples=2")
+                                "checks.kl_samples=2", f"engine.extra_args=[--enforce-eager,--api-key,{KEY}]")
     assert proc.returncode == 0, proc.stderr[-2000:]
     bundle = check_real_run(tmp_path, tag, LLAMA, SMOKE_LENS)
+    # The key: sent (load, kl probe, flush all got through: the run passed with real hits), masked, on no file
+    commands = bundle["provenance"]["engine"]["extra"]["commands"].values()
+    assert all(c[c.index("--api-key") + 1] == "***" for c in commands)
+    assert "Resetting prefix cache" in (tmp_path / "logs" / "server-lru.log").read_text(errors="replace")
+    leaks = [str(f) for f in tmp_path.rglob("*") if f.is_file() and KEY.encode() in f.read_bytes()]
+    assert not leaks, leaks
+    assert KEY not in proc.stdout + proc.stderr
     commands = bundle["provenance"]["engine"]["extra"]["commands"]
     assert not any("--mamba-cache-mode" in c for c in commands.values())  # dense model: no mamba flags
     # SGLang's KL method over vLLM's OpenAI API (logprobs / prompt_logprobs): every probe hits, k3 under 0.003.
