@@ -26,6 +26,7 @@ from hybridbench.config.validate import check_unread_keys
 from hybridbench.doctor.machine import Finding, machine_findings
 from hybridbench.engines.base import Engine
 from hybridbench.engines.registry import make_engine
+from hybridbench.engines.tp_split import refuse_unsplit_tp
 from hybridbench.errors import ConfigError
 from hybridbench.load.progress import env_mode
 from hybridbench.plan.arms import plan_arm
@@ -86,6 +87,7 @@ def prepare_run(cfg: RunCfg, run_dir: Path, resolved: dict[str, Any]) -> Prepare
     note_kept_sessions(cfg, resolved)  # a load cut to its first sessions says so in the report
     plan = build_plan(cfg, run_dir, resolved)
     engine = make_engine(cfg.engine.name)
+    refuse_unsplit_tp(cfg)  # a TP the model's heads do not split: every GPU server stops at start-up
     engine.validate(cfg, plan)
     # after the engine: an arm it cannot run is the first thing to say; then whether the arms feed every check
     validate_subjects(cfg.checks.enabled, plan.arms, plan.baseline_arm,

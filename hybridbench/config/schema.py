@@ -148,6 +148,15 @@ class ModelCfg:
     # for Qwen3.5), which SGLang, vLLM and TokenSpeed take as their context length when none is given
     # (hybridbench/engines/context_length.py); a request past it is refused by the server. 0 = unknown, not checked.
     context_length: int = 0
+    # config.json's num_attention_heads (text_config's for Qwen3.5). Every GPU server splits these head counts over
+    # engine.tp and stops at start-up on a tp that does not split one, so the plan refuses it
+    # (hybridbench/engines/tp_split.py). 0 here and below = no such layer, or unknown: not checked.
+    attention_heads: int = 0
+    kv_heads: int = 0  # config.json's num_key_value_heads: split over engine.tp, or copied when fewer
+    linear_key_heads: int = 0  # config.json's linear_num_key_heads (gated delta net layers): split over engine.tp
+    linear_value_heads: int = 0  # config.json's linear_num_value_heads: split over engine.tp
+    mamba_heads: int = 0  # config.json's mamba_num_heads (Mamba2 layers): split over engine.tp
+    mamba_groups: int = 0  # config.json's n_groups (Mamba2 layers): split over engine.tp (SGLang, vLLM: or 1)
 
 
 @dataclass

@@ -79,6 +79,9 @@ RULES: dict[str, Range] = {
     "engine.max_vocab": _NON_NEGATIVE,  # 0 = the model's vocabulary
     "engine.kl_threshold": _NON_NEGATIVE,
     "model.vocab_size": Range(2, INT64_MAX),
+    # config.json's head counts (0 = no such layer / unknown): engine.tp is checked against them
+    **dict.fromkeys(("model.attention_heads", "model.kv_heads", "model.linear_key_heads", "model.linear_value_heads",
+                     "model.mamba_heads", "model.mamba_groups"), _NON_NEGATIVE),
     "checks.ttft_regression": _NON_NEGATIVE,
     # A drop of 100% or more cannot happen (throughput is >= 0): at 1 or above the check could never fail, and
     # checks.throughput_regression=10 is 10%'s typo, a gate switched off (compare's flag takes [0, 1) too).
