@@ -2,7 +2,7 @@
 
 ``engine.tp=3`` (16 attention heads) or ``engine.tp=1000`` planned and forecast "on 1000 x h100" with exit 0, and
 SGLang, vLLM and TokenSpeed stop at start-up on such a value. The releases' own code deciding the same splits:
-tests/sglang_oracle/test_sglang_tp_split.py, tests/vllm_cpu/test_vllm_tp_split.py, tests/tokenspeed/
+tests/sglang_oracle/test_sglang_tp_split.py, tests/vllm_cpu/test_vllm_config_resolution.py, tests/tokenspeed/
 test_tokenspeed_tp_split.py.
 """
 

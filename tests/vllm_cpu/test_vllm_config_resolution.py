@@ -10,6 +10,7 @@ refused at start-up (an exit 3 on a GPU runner, after the plan had passed).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import subprocess
 import textwrap
@@ -25,10 +26,12 @@ from vllm_run import HERE, LLAMA, NEMOTRONH, PYTHON, needs
 from hybridbench.config.schema import EngineCfg, ModelCfg, RunCfg
 from hybridbench.engines.context_length import served_context
 from hybridbench.engines.launchers import installed_help
+from hybridbench.engines.tp_split import split_refusal
 from hybridbench.engines.vllm_cmd import VLLM_MODULE, vllm_command, vllm_help_argv
 from hybridbench.engines.vllm_page import KERNEL_BLOCK, vllm_page
 from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arm
+from hybridbench.preview.compose import compose_run
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, needs(LLAMA, NEMOTRONH)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,12 +134,20 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict
         "unread": [[*build(LLAMA, "lru", hybrid=False), *extra] for extra, _ in UNREAD],
         "connector": [[*build(NEMOTRONH, arm, hybrid=True), *extra]
                       for arm in ("disabled", "lru") for extra in CONNECTOR],
+        "tp": [[str(real[name]), "--tensor-parallel-size", str(tp)] for name, tp in TP_CASES],
     }
     flat = resolved(*(a for argvs in groups.values() for a in argvs))
     out, i = {}, 0
     for key, argvs in groups.items():
         out[key], i = flat[i:i + len(argvs)], i + len(argvs)
     return out
+
+
+# engine.tp against vLLM's own start-up check (hybridbench/engines/tp_split.py): each real config.json resolved as
+# ``vllm serve --tensor-parallel-size N`` does before it loads a weight (``ModelConfig.verify_with_parallel_config``
+# refuses attention heads TP does not divide: vllm/config/model.py:1546)
+TP_CASES = [(name, tp) for name in REAL_CONFIGS for tp in (1, 2, 3, 4, 6, 8, 12, 16, 32, 64)]
+TP_REFUSED = "must be divisible by tensor parallel size"
 
 
 # --max-model-len in engine.extra_args, as vLLM's parser takes it (its underscore spelling too, and its human-readable
@@ -287,3 +298,15 @@ def test_tokens_no_flag_reads_are_refused_at_plan_time(resolutions: dict[str, li
         with pytest.raises(ConfigError, match=rf"^engine\.extra_args has {token!r} where no flag reads it"):
             build(LLAMA, "lru", hybrid=False, extra=extra)
     build(LLAMA, "lru", hybrid=False, extra=("--enforce-eager", "--max-num-seqs", "8"))  # planned
+
+
+def test_vllm_refuses_the_attention_heads_the_plan_refuses(resolutions: dict[str, list[dict[str, Any]]]) -> None:
+    # Where vLLM refuses, the plan refuses for the attention heads; where vLLM resolves, the plan refuses only for a
+    # layer vLLM checks later, when it builds it (the KV, gated-delta and Mamba2 asserts tp_split.py cites).
+    composed = {name: compose_run([f"model={name}", "engine=vllm"]).cfg for name in REAL_CONFIGS}
+    for (name, tp), reply in zip(TP_CASES, resolutions["tp"], strict=True):
+        cfg = composed[name]
+        why = split_refusal(dataclasses.replace(cfg, engine=dataclasses.replace(cfg.engine, tp=tp)))
+        assert (TP_REFUSED in reply["error"]) == ("(model.attention_heads" in why), (name, tp, why, reply["error"])
+        assert TP_REFUSED in reply["error"] or reply["error"] == "", (name, tp, reply["error"])  # no other refusal
+    assert any(TP_REFUSED in r["error"] for r in resolutions["tp"]) and any(r["error"] == "" for r in resolutions["tp"])
