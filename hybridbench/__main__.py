@@ -125,6 +125,15 @@ def _subcommand_refusal(argv: list[str]) -> str | None:
            f"(or {COMMANDS[first][1]} ...); python -m hybridbench takes overrides only"
 
 
+def _rerun_refusal(argv: list[str]) -> str | None:
+    """Hydra's ``--experimental-rerun FILE`` reads a pickled config no run of hybridbench writes (no ``.hydra/``:
+    plan.json holds the redacted config); Hydra's own refusal of a missing file was a traceback."""
+    if any(a == "--experimental-rerun" or a.startswith("--experimental-rerun=") for a in argv):
+        return ("--experimental-rerun: hybridbench keeps no Hydra pickle of a run (plan.json holds its resolved "
+                "config); re-judge a run with python -m hybridbench.rescore RUN, or run again with its overrides")
+    return None
+
+
 def _name_refusal(argv: list[str]) -> str | None:
     """A ``name=`` override that is not a plain file name, refused before Hydra runs: the default run dir is
     ``results/runs/<time>-<name>``, and Hydra makes it (and whatever a '/' or '..' in the name adds) before the task
@@ -214,7 +223,7 @@ def main() -> int:
     for sig in _STOP_SIGNALS:
         signal.signal(sig, _stop)
     register()
-    refused = _subcommand_refusal(sys.argv[1:]) or _name_refusal(sys.argv[1:])
+    refused = _subcommand_refusal(sys.argv[1:]) or _rerun_refusal(sys.argv[1:]) or _name_refusal(sys.argv[1:])
     if refused:
         print(f"error: {refused}", file=sys.stderr)
         return 2

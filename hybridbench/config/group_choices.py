@@ -52,6 +52,13 @@ def refuse_relabelled_sizing(choices: Mapping[str, object], family: str) -> None
                               f"take the schema's values under the {family} label; choose the family with "
                               f"sizing=cpu|gpu and leave {group} to it")
         picked = str(choices[group])
+        own = f"{choices.get('experiment') or 'none'}/{family}"
+        if group == "sizing@_global_" and picked.rpartition("/")[2] == family and picked != own:
+            # another experiment's file of the same family (none/gpu: none at all) under this experiment's name:
+            # seglen on SGLang ran a closed loop with no budget, still labelled seglen's GPU run
+            raise ConfigError(f"{group}={picked}: the experiment's own sizing is {own}; another's values under this "
+                              f"experiment's name are no run of it; choose the family with sizing=cpu|gpu and leave "
+                              f"{group} to it")
         if picked.rpartition("/")[2] != family:
             raise ConfigError(f"{group}={picked}: the {picked.rpartition('/')[2]} family's file was composed into a "
                               f"{family} run (sizing={family}), so the run would carry one family's values under "

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
@@ -28,9 +29,27 @@ class ScrubMultirun(Callback):
         body = OmegaConf.to_container(config, resolve=False)
         assert isinstance(body, dict)
         body.pop("hydra", None)
-        secrets = secret_values(body)  # as written: the file holds them so
+        # As written: the file holds them so. A swept value is in no composed config (Hydra leaves sweeps out of it),
+        # only in the overrides the file records: each of its values, as the key would hold it.
+        secrets = secret_values(body) | _swept_secrets([str(o) for o in config.hydra.overrides.task])
         if secrets:  # the sweep dir as the sweeper reads it (Hydra caches ${now:...} per config)
             _swept.append((Path(str(config.hydra.sweep.dir)) / "multirun.yaml", secrets))
+
+
+def _swept_secrets(overrides: list[str]) -> frozenset[str]:
+    out: set[str] = set()
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # what Hydra cannot parse ends the sweep before it writes the file
+        return frozenset()
+    for override in parsed:
+        values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+        for value in values:
+            nested: Any = value
+            for part in reversed(override.key_or_group.split(".")):
+                nested = {part: nested}
+            out |= secret_values(nested)
+    return frozenset(out)
 
 
 def scrub_swept() -> None:

@@ -47,6 +47,11 @@ def test_the_label_that_matches_is_fine() -> None:
      r"^sizing@_global_=survival/gpu: the gpu family's file was composed into a cpu run \(sizing=cpu\)"),
     (["+experiment=survival", "engine=sglang", "~sizing@_global_"],
      r"^~sizing@_global_: the gpu family's file for the experiment was removed"),
+    # The same family's file of no experiment, or of another: seglen on SGLang ran a closed loop with no budget.
+    (["+experiment=seglen", "engine=sglang", "sizing@_global_=none/gpu"],
+     r"^sizing@_global_=none/gpu: the experiment's own sizing is seglen/gpu"),
+    (["+experiment=seglen", "engine=sglang", "sizing@_global_=kl/gpu"],
+     r"^sizing@_global_=kl/gpu: the experiment's own sizing is seglen/gpu"),
 ])
 def test_the_familys_files_cannot_be_swapped_one_by_one(overrides: list[str], want: str) -> None:
     with pytest.raises(ConfigError, match=want):

@@ -59,6 +59,17 @@ def test_a_sweep_no_job_of_which_runs_leaves_no_secret_in_its_multirun_yaml(tmp_
     assert "--api-key" in text and "sk-SWEPTSECRET1" not in text
 
 
+def test_a_swept_secret_is_hidden_in_multirun_yaml_too(tmp_path: Path) -> None:
+    # A swept value is in no composed config (Hydra leaves sweeps out of it), only in the overrides the file records.
+    sweep = tmp_path / "sweep"
+    proc = hb("-m", "+experiment=smoke", "engine=reference",
+              "engine.extra_args=[--api-key,sk-SWEPTAAAA],[--api-key,sk-SWEPTBBBB]", "engine.tp=abc,1",
+              f"hydra.sweep.dir={sweep}")
+    assert proc.returncode == 2, proc.stderr
+    text = (sweep / "multirun.yaml").read_text()
+    assert "--api-key" in text and "sk-SWEPTAAAA" not in text and "sk-SWEPTBBBB" not in text
+
+
 def test_scaling_a_trace_with_no_rows_is_refused_and_writes_nothing(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     # A metadata line alone: every other trace tool said "the trace has no rows" (exit 2); scale wrote a trace of
@@ -148,3 +159,12 @@ def test_a_flag_no_chosen_arm_or_policy_reads_is_refused(tmp_path: Path, tool: s
                           check=False, cwd=ROOT)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [message], proc.stderr
     assert proc.stdout == ""
+
+
+def test_hydras_rerun_flag_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    # Hydra's --experimental-rerun reads a pickle no hybridbench run writes; its refusal of a missing file was a
+    # traceback (ValueError from hydra/main.py).
+    proc = hb("--experimental-rerun", str(tmp_path / "config.pickle"))
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: --experimental-rerun: ") and "rescore" in line
