@@ -18,6 +18,7 @@ import pytest
 from hybridbench.checks.correctness import _kl_verdict
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.registry import make_engine
+from hybridbench.engines.server_auth import NO_AUTH
 from hybridbench.engines.server_logs import vllm_state_block
 from hybridbench.engines.traits import EngineTraits
 from hybridbench.probes.kl import Kl, _decode_interval, cache_traits
@@ -64,7 +65,7 @@ def metrics_server() -> Iterator[tuple[str, list[str]]]:
 def _ctx(traits: EngineTraits, url: str = "http://127.0.0.1:9", strategy: str = "extra_buffer") -> Any:
     cfg = RunCfg()
     cfg.engine.track_interval = 256
-    return SimpleNamespace(traits=traits, cfg=cfg, base_url=url, arm=SimpleNamespace(strategy=strategy))
+    return SimpleNamespace(traits=traits, cfg=cfg, base_url=url, arm=SimpleNamespace(strategy=strategy), auth=NO_AUTH)
 
 
 def test_each_engine_says_where_it_keeps_decoded_states(metrics_server: tuple[str, list[str]]) -> None:

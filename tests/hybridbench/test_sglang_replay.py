@@ -18,6 +18,7 @@ import pytest
 
 from hybridbench.engines.launchers import make_sglang_engine
 from hybridbench.engines.server import ServerEngine
+from hybridbench.engines.server_auth import NO_AUTH
 from hybridbench.engines.server_logs import scrape_counters
 from hybridbench.load.client import generate_sglang
 from hybridbench.load.http import StreamPool
@@ -75,7 +76,7 @@ def test_the_kl_probe_requests_work_on_sglangs_answers(version: str) -> None:
 
 
 def _engine_and_server(url: str) -> tuple[ServerEngine, Any]:
-    return make_sglang_engine(), SimpleNamespace(base_url=url)
+    return make_sglang_engine(), SimpleNamespace(base_url=url, auth=NO_AUTH)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -11,6 +11,7 @@ from typing import Any, cast
 from hybridbench.engines.evictions import Evictions
 from hybridbench.engines.process import ServerProcess
 from hybridbench.engines.server import SnapshotMark
+from hybridbench.engines.server_auth import NO_AUTH
 from hybridbench.engines.tokenspeed import TokenSpeedEngine
 from hybridbench.records.schema import LOG_COUNTS_USAGE_HITS
 
@@ -31,7 +32,7 @@ def test_snapshot_totals_the_log_and_asks_for_the_cross_check(tmp_path: Path) ->
     log.write_text("before the trial: Prefill batch. #new-seq: 1, #cached-token: 999\n")
     mark = SnapshotMark(log.stat().st_size, None, Evictions(None, None))
     log.write_text(log.read_text() + LOG)
-    server = SimpleNamespace(log_path=log, base_url="http://127.0.0.1:9")  # nothing listens: no metrics
+    server = SimpleNamespace(log_path=log, base_url="http://127.0.0.1:9", auth=NO_AUTH)  # nothing listens: no metrics
     snap: dict[str, Any] = TokenSpeedEngine().snapshot(cast(ServerProcess, server), mark)
     assert snap["log_cached_tokens"] == 192 + 256  # the Mix line counts; lines before the mark do not
     assert snap["log_prefill_batches"] == 3

@@ -152,7 +152,7 @@ def test_every_planned_arm_is_accepted_by_both_parsers(version: str) -> None:
         assert r["resolved"] == {"error": "", "world_size": 1, "attn_tp": 1, "attn_dp": 1,
                                  "prefix_caching": arm != "disabled", "kvstore": arm == "l2",
                                  "mamba_l2": arm == "l2" and version == "0.1.0", "quantization": None,
-                                 "page": 64}, (arm, r)
+                                 "page": 64, "context": None}, (arm, r)  # no --max-model-len given
 
 
 def test_what_hybridbench_refuses_on_0_1_1_the_gateway_would_have_refused_late() -> None:
