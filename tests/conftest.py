@@ -56,6 +56,8 @@ LONGEST_FIRST = (
     "tests/hybridbench/test_cli.py",
     "tests/hybridbench/test_prefill_overhead.py",
     "tests/sglang_oracle/test_sglang_launch_resolution.py",
+    "tests/sglang_oracle/test_sglang_tp_split.py",
+    "tests/hybridbench/test_rescore.py",
     "tests/hybridbench/test_reference_engine.py",
     "tests/reference_impl/server/test_server_faults.py",
     "tests/hybridbench/test_sglang_recorded.py",
