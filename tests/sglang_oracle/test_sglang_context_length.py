@@ -5,7 +5,6 @@ the flag its parser reads as the context length, to the value the plan reads."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 import warm_release
 from omegaconf import OmegaConf
 from oracle_client import env_python, env_ready
+from served_models import SERVED, real_configs
 
 from hybridbench.config.schema import EngineCfg, ModelCfg, RunCfg
 from hybridbench.engines.context_length import served_context
@@ -23,15 +23,7 @@ pytestmark = pytest.mark.sglang
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 ORACLE = HERE / "context_length_oracle.py"
-SERVED = ("qwen3-next-80b-a3b", "qwen3.5-9b", "qwen3.5-122b-a10b", "nemotron-h-8b")  # the hybrid models SGLang serves
 
-
-def _real_configs() -> dict[str, dict[str, object]]:
-    spec = importlib.util.spec_from_file_location("real_configs", ROOT / "tests" / "vllm_cpu" / "real_configs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return {name: module.REAL_CONFIGS[name] for name in SERVED}
 
 
 def _conf_context(name: str) -> int:
@@ -47,7 +39,7 @@ def test_the_context_length_is_the_releases_own(version: str) -> None:
             f"SGLang {version} venv missing: run bash tests/sglang_oracle/build_env.sh {version}")
     argv = ["--context-length", "12288"]
     proc = warm_release.run(env_python(version), [str(ORACLE)],
-                            input=json.dumps({"configs": _real_configs(), "argv": argv}), timeout=300,
+                            input=json.dumps({"configs": real_configs(), "argv": argv}), timeout=300,
                             env=warm_release.oracle_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     reply = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -7,15 +7,14 @@ config.json values tests/vllm_cpu/real_configs.py records, the ones the oracle b
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 import warm_release
 from oracle_client import env_python, env_ready
+from served_models import SERVED, real_configs
 
 from hybridbench.config.schema import RunCfg
 from hybridbench.engines.tp_split import split_refusal
@@ -26,20 +25,12 @@ pytestmark = pytest.mark.sglang
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 ORACLE = HERE / "tp_split_oracle.py"
-SERVED = ("qwen3-next-80b-a3b", "qwen3.5-9b", "qwen3.5-122b-a10b", "nemotron-h-8b")  # the hybrid models SGLang serves
 TPS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 64)
 # config.json name -> the conf/model key that holds it
 KEYS = {"num_attention_heads": "attention_heads", "num_key_value_heads": "kv_heads",
         "linear_num_key_heads": "linear_key_heads", "linear_num_value_heads": "linear_value_heads",
         "mamba_num_heads": "mamba_heads", "n_groups": "mamba_groups"}
 
-
-def real_configs() -> dict[str, dict[str, Any]]:
-    spec = importlib.util.spec_from_file_location("real_configs", ROOT / "tests" / "vllm_cpu" / "real_configs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return {name: module.REAL_CONFIGS[name] for name in SERVED}
 
 
 def planned(name: str) -> RunCfg:
