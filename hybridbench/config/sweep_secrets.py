@@ -9,6 +9,7 @@ runs. Each job scrubs the file once it has composed its config; a sweep whose fi
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,10 @@ class ScrubMultirun(Callback):
         body.pop("hydra", None)
         # As written: the file holds them so. A swept value is in no composed config (Hydra leaves sweeps out of it),
         # only in the overrides the file records: each of its values, as the key would hold it.
-        secrets = secret_values(body) | _swept_secrets([str(o) for o in config.hydra.overrides.task])
+        secrets = secret_values(body)
+        # a callback's exception is only a warning to Hydra, and would drop the secrets found above with it
+        with contextlib.suppress(Exception):
+            secrets |= _swept_secrets([str(o) for o in config.hydra.overrides.task])
         if secrets:  # the sweep dir as the sweeper reads it (Hydra caches ${now:...} per config)
             _swept.append((Path(str(config.hydra.sweep.dir)) / "multirun.yaml", secrets))
 
@@ -43,7 +47,11 @@ def _swept_secrets(overrides: list[str]) -> frozenset[str]:
     except Exception:  # what Hydra cannot parse ends the sweep before it writes the file
         return frozenset()
     for override in parsed:
-        values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+        values: list[Any]
+        try:
+            values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+        except Exception:  # glob(...), interval(...): no values listed before a config loader is at hand
+            values = [override.get_value_element_as_str()]
         for value in values:
             nested: Any = value
             for part in reversed(override.key_or_group.split(".")):
