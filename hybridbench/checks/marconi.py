@@ -23,33 +23,26 @@ requests that hit differently agreed by chance.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 
 from hybridbench.checks.base import CheckInput, CheckResult, Status
 from hybridbench.checks.evictions import counter
 from hybridbench.checks.subjects import marconi_arms, marconi_baselines
 from hybridbench.metrics.stats import paired_difference
-from hybridbench.records.hits import hits_alike_across_repeats, impossible_hit_detail, impossible_hits, unknown_hits
+from hybridbench.records.hits import (
+    hit_rate_by_repeat,
+    hits_alike_across_repeats,
+    impossible_hit_detail,
+    impossible_hits,
+    token_hit_rate,
+    unknown_hits,
+)
 from hybridbench.records.schema import DETERMINISTIC_HITS, Record
 
 __all__ = ["ROUNDING", "marconi_trends"]
 
 # The smallest lead the rows can show (rates print to 0.1 percentage point): one below it is a tie.
 ROUNDING = 0.001
-
-
-def _hit_rate(recs: Sequence[Record]) -> float:
-    ok = [r for r in recs if r.status == "ok"]
-    prompt = sum(r.prompt_tokens for r in ok)
-    return sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else float("nan")
-
-
-def _per_repeat(recs: Sequence[Record]) -> dict[int, float]:
-    by: dict[int, list[Record]] = defaultdict(list)
-    for r in recs:
-        by[r.repeat].append(r)
-    return {rep: rate for rep, rs in by.items() if math.isfinite(rate := _hit_rate(rs))}
 
 
 def _evicted(inp: CheckInput, workload: str, arm: str) -> bool:
@@ -70,14 +63,14 @@ def _replayed(inp: CheckInput, workload: str, arms: Sequence[str]) -> bool:
 
 def _lead(inp: CheckInput, ours: Sequence[Record], theirs: Sequence[Record], *, replayed: bool) -> tuple[Status, str]:
     """The lead judged against rounding (a deterministic replay) or against the spread between repeats."""
-    a, b = _per_repeat(ours), _per_repeat(theirs)
+    a, b = hit_rate_by_repeat(ours), hit_rate_by_repeat(theirs)
     paired = sorted(set(a) & set(b))
     if len(paired) < 2 and not replayed:
         return "inconclusive", (f"{len(paired)} paired repeat(s) and no deterministic replay: a verdict needs >= 2 "
                                 "(scheduling or the arrival seed changes what is cached, and the spread between "
                                 "repeats is unmeasured)")
     if len(paired) < 2:  # one replay: the lead itself, exactly
-        lead = _hit_rate(ours) - _hit_rate(theirs)
+        lead = token_hit_rate(ours) - token_hit_rate(theirs)
         low = high = lead
         how = f"lead {_pt(lead)}, a deterministic replay"
     else:
@@ -111,10 +104,10 @@ def marconi_trends(inp: CheckInput) -> Sequence[CheckResult]:
     for workload in inp.workloads:
         for arm in marconi:
             our_recs = inp.records.get((workload, arm), [])
-            ours = _hit_rate(our_recs)
+            ours = token_hit_rate(our_recs)
             for base in marconi_baselines(inp.arms):
                 their_recs = inp.records.get((workload, base), [])
-                theirs = _hit_rate(their_recs)
+                theirs = token_hit_rate(their_recs)
                 expected = f"token hit rate above {base}'s (Marconi, Fig. 7/8)"
                 status: Status
                 unknown = sum(unknown_hits(inp.records.get((workload, a), [])) for a in (arm, base))

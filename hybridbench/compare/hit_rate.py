@@ -14,35 +14,25 @@ hit differently are a chance agreement, and the row is ``inconclusive``.
 
 from __future__ import annotations
 
-import math
 import statistics
-from collections import defaultdict
 from collections.abc import Sequence
 
 from hybridbench.compare.deltas import CompareCfg, Delta, interval_row, skip_row, undecided_row
 from hybridbench.metrics.stats import paired_bootstrap, welch_difference
-from hybridbench.records.hits import hits_alike_across_repeats, impossible_hit_detail, impossible_hits
+from hybridbench.records.hits import (
+    hit_rate_by_repeat,
+    hits_alike_across_repeats,
+    impossible_hit_detail,
+    impossible_hits,
+    token_hit_rate,
+)
 from hybridbench.records.schema import Record
 
 __all__ = ["hit_rate_row"]
 
 
-def _hit_rate(recs: Sequence[Record]) -> float:
-    prompt = sum(r.prompt_tokens for r in recs)
-    return sum(r.cached_tokens or 0 for r in recs) / prompt if prompt else math.nan
-
-
 def _hit_rate_change(pairs: Sequence[tuple[Record, Record]]) -> float:
-    return _hit_rate([c for _, c in pairs]) - _hit_rate([b for b, _ in pairs])
-
-
-def _per_repeat(recs: Sequence[Record], common: set[int]) -> list[float]:
-    """One run's rate per repeat, each over its requests with an index in ``common`` (both runs completed it)."""
-    by: dict[int, list[Record]] = defaultdict(list)
-    for r in recs:
-        if r.request_index in common:
-            by[r.repeat].append(r)
-    return [rate for _, rs in sorted(by.items()) if math.isfinite(rate := _hit_rate(rs))]
+    return token_hit_rate([c for _, c in pairs]) - token_hit_rate([b for b, _ in pairs])
 
 
 def hit_rate_row(pair: tuple[str, str], b_ok: Sequence[Record], c_ok: Sequence[Record],
@@ -70,7 +60,7 @@ def hit_rate_row(pair: tuple[str, str], b_ok: Sequence[Record], c_ok: Sequence[R
                              "hits are unknown, not 0", limit=-cfg.max_hit_rate_drop)
     if not common:
         return skip_row(subject, expected, "no request completed in both runs")
-    b_rep, c_rep = _per_repeat(b_recs, common), _per_repeat(c_recs, common)
+    b_rep, c_rep = (list(hit_rate_by_repeat(recs).values()) for recs in (b_recs, c_recs))  # over common
     if len(b_rep) >= 2 and len(c_rep) >= 2:
         alike = hits_alike_across_repeats(b_recs) and hits_alike_across_repeats(c_recs)
         ch = welch_difference(b_rep, c_rep, confidence=cfg.confidence, exact=alike)
@@ -87,5 +77,5 @@ def hit_rate_row(pair: tuple[str, str], b_ok: Sequence[Record], c_ok: Sequence[R
                           seed=seed + 1)
     return undecided_row(subject, expected, f"{len(b_rep)} baseline and {len(c_rep)} candidate repeat(s): a verdict "
                          f"needs >= 2 a side; advisory {ch.estimate:+.3f} (request pairs, CI {ch.low:+.3f} .. "
-                         f"{ch.high:+.3f})", limit=-cfg.max_hit_rate_drop, base=_hit_rate(b_recs),
-                         cand=_hit_rate(c_recs))
+                         f"{ch.high:+.3f})", limit=-cfg.max_hit_rate_drop, base=token_hit_rate(b_recs),
+                         cand=token_hit_rate(c_recs))

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 
 from hybridbench.records.schema import Record
 
-__all__ = ["hits_alike_across_repeats", "impossible_hit_detail", "impossible_hits", "unknown_hit_records",
-           "unknown_hits"]
+__all__ = ["hit_rate_by_repeat", "hits_alike_across_repeats", "impossible_hit_detail", "impossible_hits",
+           "token_hit_rate", "unknown_hit_records", "unknown_hits"]
 
 
 def impossible_hits(records: Iterable[Record]) -> list[Record]:
@@ -44,3 +45,18 @@ def hits_alike_across_repeats(records: Iterable[Record]) -> bool:
             by_repeat[r.repeat][r.request_index] = r.cached_tokens
     first, *rest = by_repeat.values() if by_repeat else ({},)
     return all(hits == first for hits in rest)
+
+
+def token_hit_rate(records: Iterable[Record]) -> float:
+    """Cached over prompt tokens of the completed requests; NaN when they hold no prompt token."""
+    ok = [r for r in records if r.status == "ok"]
+    prompt = sum(r.prompt_tokens for r in ok)
+    return sum(r.cached_tokens or 0 for r in ok) / prompt if prompt else math.nan
+
+
+def hit_rate_by_repeat(records: Iterable[Record]) -> dict[int, float]:
+    """:func:`token_hit_rate` of each repeat that has one."""
+    by: dict[int, list[Record]] = defaultdict(list)
+    for r in records:
+        by[r.repeat].append(r)
+    return {rep: rate for rep, rs in sorted(by.items()) if math.isfinite(rate := token_hit_rate(rs))}
