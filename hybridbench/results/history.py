@@ -29,7 +29,6 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from hybridbench.results.store import Store
 from hybridbench.results.trace_digest import trace_digest
@@ -156,6 +155,7 @@ def change_points(values: Sequence[float], *, min_size: int = 2, penalty: float 
     if len(values) < 2 * min_size:
         return []
     import ruptures as rpt  # noqa: PLC0415 - seconds to import: only when there is a series to search
+    from scipy import stats  # noqa: PLC0415 - a second of every results/dashboard start-up otherwise
 
     x = np.asarray(values, dtype=float)
     scale = float(np.std(x)) or 1.0

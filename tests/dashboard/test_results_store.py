@@ -23,6 +23,16 @@ def results(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=300, check=False, cwd=ROOT)
 
 
+def results_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """The same entry in this process (exit code, stdout, stderr): for what is not about the process. The other
+    tests run the real ``python -m hybridbench.results`` (its exit codes, its stdout/stderr split)."""
+    from hybridbench.results.cli import main
+
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def _runs(stdout: str) -> list[str]:
     return sorted(line.split()[-1] for line in stdout.splitlines() if line.strip())
 
@@ -38,27 +48,35 @@ def test_index_merges_every_run_and_reports_bad_directories_in_one_line_each(res
     assert any(s.startswith("skipped ") and s.split(":")[0].endswith("unfinished") for s in skipped)
 
 
-def test_ls_filters_by_branch_arm_engine_and_date(results_root: Path) -> None:
-    every = results("ls", str(results_root))
+def test_ls_filters_by_branch_arm_engine_and_date(results_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    every = results("ls", str(results_root))  # one real process: the filters below are the same entry in this one
     assert every.returncode == 0 and _runs(every.stdout) == sorted([*MAIN_RUNS, "pr-7", "old-schema"])
-    assert _runs(results("ls", str(results_root), "--branch", "pr-7").stdout) == ["pr-7"]
-    assert _runs(results("ls", str(results_root), "--pr", "7").stdout) == ["pr-7"]
-    assert _runs(results("ls", str(results_root), "--arm", "no-such-arm").stdout) == []
-    assert len(_runs(results("ls", str(results_root), "--arm", "branching", "--engine", "sim").stdout)) == 7
-    assert _runs(results("ls", str(results_root), "--until", "2000-01-01").stdout) == []
-    missing = results("ls", str(results_root / "nope"))
-    assert missing.returncode == 2 and "not a directory of runs" in missing.stderr
+
+    def ls(*filters: str) -> list[str]:
+        code, out, err = results_here(capsys, "ls", str(results_root), *filters)
+        assert code == 0, err
+        return _runs(out)
+
+    assert ls("--branch", "pr-7") == ["pr-7"]
+    assert ls("--pr", "7") == ["pr-7"]
+    assert ls("--arm", "no-such-arm") == []
+    assert len(ls("--arm", "branching", "--engine", "sim")) == 7
+    assert ls("--until", "2000-01-01") == []
+    code, _, err = results_here(capsys, "ls", str(results_root / "nope"))
+    assert code == 2 and "not a directory of runs" in err
 
 
 @pytest.mark.parametrize("command", [["ls"], ["history"], ["export", "-o", "OUT"]])
 def test_a_bad_date_filter_is_one_line_before_any_run_is_read(results_root: Path, tmp_path: Path,
-                                                              command: list[str]) -> None:
+                                                              command: list[str],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
     # results_root holds two unreadable runs: scanning first printed a "skipped ..." line for each before the error
+    # (a refusal's exit code and stderr: the entry in this process says the same as a fresh one)
     argv = [a.replace("OUT", str(tmp_path / "out")) for a in command]
     for flag in ("--since", "--until"):
-        bad = results(argv[0], str(results_root), *argv[1:], flag, "someday")
-        assert bad.returncode == 2
-        assert bad.stderr.strip().splitlines() == [f"error: {flag}: not a date or time: 'someday'"]
+        code, out, err = results_here(capsys, argv[0], str(results_root), *argv[1:], flag, "someday")
+        assert code == 2 and out == ""
+        assert err.strip().splitlines() == [f"error: {flag}: not a date or time: 'someday'"]
         assert not (tmp_path / "out").exists()
 
 
@@ -218,17 +236,18 @@ def test_a_runs_gpu_label_says_what_ran_it(tmp_path: Path, engine: str, gpu: str
     assert run_row(read_run(run_dir), tmp_path)["gpu"] == label
 
 
-def test_history_exits_1_while_a_sizing_change_leaves_main_unjudged(tmp_path: Path) -> None:
+def test_history_exits_1_while_a_sizing_change_leaves_main_unjudged(results_root: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     # Three nights, then main's chunked prefill changed: the new nights had no baseline of their own ("insufficient
     # data") and history exited 0, so the nightly gate read "no regression" for every series it could no longer
     # judge; slower code landing in those nights became the new sizing's baseline, never flagged.
     root = tmp_path / "runs"
-    for name in ("n1", "n2", "n3"):
-        harness(root / name)
-    young = results("history", str(root))
-    assert young.returncode == 0, young.stderr  # a new store: nothing earlier to regress from, said on its last line
+    for name in ("n1", "n2", "n3"):  # main-1..3 ran as harness(root / name) would: copies, not three more runs
+        shutil.copytree(results_root / f"main-{name[1]}", root / name)
+    code, _, err = results_here(capsys, "history", str(root))
+    assert code == 0, err  # a new store: nothing earlier to regress from, said on its last line
     assert ("with too few points to judge (0 after a sizing change, 0 after a load, GPU, model or engine change)"
-            in young.stderr)
+            in err)
     for name in ("n4", "n5"):
         harness(root / name, "engine.chunked_prefill_size=4096")
     proc = results("history", str(root))
