@@ -14,6 +14,7 @@ import sys
 import tempfile
 import traceback
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -216,7 +217,24 @@ def _stopping(signum: int, _frame: object) -> None:
           file=sys.stderr, flush=True)
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    """The run; ``argv`` (default ``sys.argv[1:]``) is what Hydra reads from ``sys.argv`` for this call. Each call
+    starts afresh (this call's stderr, no exit code carried over), so a caller may call it more than once. The stop
+    signals' handlers stay installed after it returns: a signal while the process exits only waits."""
+    global _hold  # noqa: PLW0603 - _job (Hydra's task) reads it: the stderr of this call, not of the import
+    argv_before = sys.argv
+    if argv is not None:
+        sys.argv = [sys.argv[0], *argv]
+    _hold = _HoldStderr(sys.stderr)
+    _outcome["exit_code"] = 0
+    sweep_status.reset()
+    try:
+        return _main()
+    finally:
+        sys.argv = argv_before
+
+
+def _main() -> int:
     # conf/hydra/launcher/submitit_*.yaml shadow the submitit plugin's configs on purpose (hydra_plugins/
     # hybridbench_cluster) and are validated against its schemas; Hydra warns about that name match.
     warnings.filterwarnings("ignore", message="(?s).*is validated against ConfigStore schema with the same name")

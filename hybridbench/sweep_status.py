@@ -14,3 +14,8 @@ def record(code: int) -> None:
 def worst() -> int:
     """The worst reported exit code (0 when no job reported)."""
     return max(_codes, default=0)
+
+
+def reset() -> None:
+    """A new run in the same process (``hybridbench.__main__.main`` called again) starts with no reports."""
+    _codes.clear()

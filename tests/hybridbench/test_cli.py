@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,31 @@ def hb(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hybridbench", *args], capture_output=True, text=True, timeout=300, check=False, cwd=ROOT
     )
+
+
+@pytest.fixture
+def hb_here(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+            ) -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
+    """``python -m hybridbench ARGS`` as its entry in this process (exit code, stdout, stderr): for refusals, whose
+    proof is the code and the one line, not the process. The tests that run ``hb`` keep the real process (exit codes,
+    stderr, directories, signals); main installs its stop handlers, put back here for the rest of the session."""
+    from hybridbench.__main__ import _STOP_SIGNALS, main
+
+    monkeypatch.chdir(ROOT)
+    handlers = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+
+    def call(*args: str) -> subprocess.CompletedProcess[str]:
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out, err)
+
+    yield call
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
 
 
 def test_smoke_on_sim_writes_every_artifact_and_passes(tmp_path: Path) -> None:
@@ -151,8 +178,9 @@ def test_kl_with_every_arm_cache_off_is_refused_before_a_run(tmp_path: Path) -> 
         (["run", "+experiment=smoke"], "python -m hybridbench takes the overrides themselves"),
     ],
 )
-def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
-    proc = hb(*args, "engine=sim", f"hydra.run.dir={tmp_path}")
+def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str,
+                                              hb_here: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    proc = hb_here(*args, "engine=sim", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 2
     assert needle in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
@@ -167,8 +195,9 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], n
         (["plan", "--help"], "'plan' is a subcommand of the hybridbench command"),
     ],
 )
-def test_help_after_a_bad_override_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
-    proc = hb(*args)
+def test_help_after_a_bad_override_is_one_line_and_exit_2(
+        args: list[str], needle: str, hb_here: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    proc = hb_here(*args)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert needle in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
@@ -277,10 +306,10 @@ def test_every_finished_run_adds_one_line_to_the_index_beside_it(tmp_path: Path)
     (["engine.extra_args=['--host=0.0.0.0']"], "engine.extra_args has --host, which engine.host sets; set that key"),
     (["engine.extra_args=['--port=1']"], "engine.extra_args has --port, which the harness (it picks a free port"),
 ])
-def test_reference_server_inputs_it_would_refuse_are_refused_at_plan_time(tmp_path: Path, args: list[str],
-                                                                          needle: str) -> None:
+def test_reference_server_inputs_it_would_refuse_are_refused_at_plan_time(
+        tmp_path: Path, args: list[str], needle: str, hb_here: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     run_dir = tmp_path / "run"
-    proc = hb("+experiment=smoke", "engine=reference", *args, f"hydra.run.dir={run_dir}")
+    proc = hb_here("+experiment=smoke", "engine=reference", *args, f"hydra.run.dir={run_dir}")
     assert proc.returncode == 2, proc.stderr[-800:]
     assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "--hicache-write-policy" not in proc.stdout  # no server help on the terminal
