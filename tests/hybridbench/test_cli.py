@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hb_in_process import HbHere, hb_here_fixture  # noqa: F401 - the hb_here fixture
 
 from hybridbench.metrics.summary import summarize
 from hybridbench.results.reader import read_records
@@ -22,31 +21,6 @@ def hb(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hybridbench", *args], capture_output=True, text=True, timeout=300, check=False, cwd=ROOT
     )
-
-
-@pytest.fixture
-def hb_here(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-            ) -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
-    """``python -m hybridbench ARGS`` as its entry in this process (exit code, stdout, stderr): for refusals, whose
-    proof is the code and the one line, not the process. The tests that run ``hb`` keep the real process (exit codes,
-    stderr, directories, signals); main installs its stop handlers, put back here for the rest of the session."""
-    from hybridbench.__main__ import _STOP_SIGNALS, main
-
-    monkeypatch.chdir(ROOT)
-    handlers = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
-
-    def call(*args: str) -> subprocess.CompletedProcess[str]:
-        capsys.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(list(args), code, out, err)
-
-    yield call
-    for sig, handler in handlers.items():
-        signal.signal(sig, handler)
 
 
 def test_smoke_on_sim_writes_every_artifact_and_passes(tmp_path: Path) -> None:
@@ -179,7 +153,7 @@ def test_kl_with_every_arm_cache_off_is_refused_before_a_run(tmp_path: Path) -> 
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str,
-                                              hb_here: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+                                              hb_here: HbHere) -> None:
     proc = hb_here(*args, "engine=sim", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 2
     assert needle in proc.stderr
@@ -196,7 +170,7 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], n
     ],
 )
 def test_help_after_a_bad_override_is_one_line_and_exit_2(
-        args: list[str], needle: str, hb_here: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+        args: list[str], needle: str, hb_here: HbHere) -> None:
     proc = hb_here(*args)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert needle in proc.stderr
@@ -307,7 +281,7 @@ def test_every_finished_run_adds_one_line_to_the_index_beside_it(tmp_path: Path)
     (["engine.extra_args=['--port=1']"], "engine.extra_args has --port, which the harness (it picks a free port"),
 ])
 def test_reference_server_inputs_it_would_refuse_are_refused_at_plan_time(
-        tmp_path: Path, args: list[str], needle: str, hb_here: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+        tmp_path: Path, args: list[str], needle: str, hb_here: HbHere) -> None:
     run_dir = tmp_path / "run"
     proc = hb_here("+experiment=smoke", "engine=reference", *args, f"hydra.run.dir={run_dir}")
     assert proc.returncode == 2, proc.stderr[-800:]

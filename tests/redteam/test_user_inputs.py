@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hb_in_process import HbHere, hb_here_fixture  # noqa: F401 - the hb_here fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,11 +19,12 @@ def hb(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
                           check=False, cwd=cwd)
 
 
-def test_an_interpolation_that_does_not_resolve_is_a_config_error_naming_its_key(tmp_path: Path) -> None:
+def test_an_interpolation_that_does_not_resolve_is_a_config_error_naming_its_key(tmp_path: Path,
+                                                                                  hb_here: HbHere) -> None:
     # The run resolved the config before its checks: "error: internal InterpolationResolutionError ..." (exit 3)
     # and a crash.txt in a run dir, where `hybridbench plan` with the same overrides said exit 2.
     run_dir = tmp_path / "run"
-    proc = hb("+experiment=smoke", "engine=sim", "seed=${oc.env:REDTEAM_UNSET_VARIABLE}",
+    proc = hb_here("+experiment=smoke", "engine=sim", "seed=${oc.env:REDTEAM_UNSET_VARIABLE}",
               f"hydra.run.dir={run_dir}")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
@@ -32,15 +34,15 @@ def test_an_interpolation_that_does_not_resolve_is_a_config_error_naming_its_key
 
 
 @pytest.mark.parametrize("python", ["missing/bin/python", "folder", "not-executable.txt", "/bin/false"])
-def test_a_reference_engine_python_that_cannot_start_its_server_is_refused_before_a_run(tmp_path: Path,
-                                                                                       python: str) -> None:
+def test_a_reference_engine_python_that_cannot_start_its_server_is_refused_before_a_run(tmp_path: Path, python: str,
+                                                                                       hb_here: HbHere) -> None:
     # Plan and doctor said ready; the run made its run dir and failed at launch: "cannot start ...: No such file
     # or directory" / "Permission denied" / "server exited with code 1", an infrastructure failure (exit 3).
     (tmp_path / "folder").mkdir()
     (tmp_path / "not-executable.txt").write_text("#!/bin/sh\n")
     given = python if python.startswith("/") else str(tmp_path / python)
     run_dir = tmp_path / "run"
-    proc = hb("+experiment=smoke", "engine=reference", f"engine.python={given}", f"hydra.run.dir={run_dir}")
+    proc = hb_here("+experiment=smoke", "engine=reference", f"engine.python={given}", f"hydra.run.dir={run_dir}")
     assert proc.returncode == 2, proc.stderr[-600:]
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith(f"error: engine.python={given}: ")
@@ -84,7 +86,10 @@ def test_scaling_a_trace_with_no_rows_is_refused_and_writes_nothing(tmp_path: Pa
     assert not out.exists()
 
 
-def test_doctor_refuses_the_run_directories_the_run_refuses(tmp_path: Path) -> None:
+def test_doctor_refuses_the_run_directories_the_run_refuses(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from hybridbench.doctor.__main__ import main as doctor_main
+
     # doctor said "ready" for a run dir under a file, under a symlink to nothing, or already holding a run; the run
     # then refused each (exit 2) on the GPU node the check was meant to vouch for.
     (tmp_path / "afile").write_text("x")
@@ -92,12 +97,11 @@ def test_doctor_refuses_the_run_directories_the_run_refuses(tmp_path: Path) -> N
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "plan.json").write_text("{}")
     cases = {"afile/run": "cannot create it: ", "link/run": "is a symlink to nothing", "old": "already holds files"}
-    for where, needle in cases.items():
-        proc = subprocess.run([sys.executable, "-m", "hybridbench.doctor", "+experiment=smoke", "engine=sim",
-                               f"hydra.run.dir={tmp_path / where}"], capture_output=True, text=True, timeout=300,
-                              check=False, cwd=ROOT)
-        assert proc.returncode == 2, (where, proc.stdout)
-        [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAIL")]
+    for where, needle in cases.items():  # the refusals in this process; the ready case below runs the real one
+        code = doctor_main(["+experiment=smoke", "engine=sim", f"hydra.run.dir={tmp_path / where}"])
+        stdout = capsys.readouterr().out
+        assert code == 2, (where, stdout)
+        [line] = [ln for ln in stdout.splitlines() if ln.startswith("FAIL")]
         assert line.startswith(f"FAIL run dir: hydra.run.dir: {tmp_path / where}") and needle in line, line
     ok = subprocess.run([sys.executable, "-m", "hybridbench.doctor", "+experiment=smoke", "engine=sim",
                          f"hydra.run.dir={tmp_path / 'new'}"], capture_output=True, text=True, timeout=300,
@@ -121,9 +125,9 @@ def test_a_sweep_directory_that_cannot_be_made_is_named_as_the_sweeps(tmp_path: 
     (["load=trace", "workloads.gsp.request_rate=3"], "workloads.gsp.request_rate", "trace"),
 ])
 def test_a_request_rate_typed_for_a_load_without_one_is_refused(tmp_path: Path, args: list[str], key: str,
-                                                               kind: str) -> None:
+                                                               kind: str, hb_here: HbHere) -> None:
     # The closed loop (or the trace's timestamps) ran and the rate was dropped without a word, exit 0.
-    proc = hb("+experiment=smoke", "engine=sim", *args, f"hydra.run.dir={tmp_path / 'run'}")
+    proc = hb_here("+experiment=smoke", "engine=sim", *args, f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 2, proc.stderr
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith(f"error: {key}: only a poisson load reads a request rate; load.kind is {kind}"), line
@@ -161,10 +165,10 @@ def test_a_flag_no_chosen_arm_or_policy_reads_is_refused(tmp_path: Path, tool: s
     assert proc.stdout == ""
 
 
-def test_hydras_rerun_flag_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+def test_hydras_rerun_flag_is_one_line_not_a_traceback(tmp_path: Path, hb_here: HbHere) -> None:
     # Hydra's --experimental-rerun reads a pickle no hybridbench run writes; its refusal of a missing file was a
     # traceback (ValueError from hydra/main.py).
-    proc = hb("--experimental-rerun", str(tmp_path / "config.pickle"))
+    proc = hb_here("--experimental-rerun", str(tmp_path / "config.pickle"))
     assert proc.returncode == 2, proc.stderr
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("error: --experimental-rerun: ") and "rescore" in line

@@ -1,0 +1,40 @@
+"""``python -m hybridbench ARGS`` as its entry in the test's process, for tests whose proof is an exit code and the
+lines written, not the process: imports and start-up are paid once per test process instead of once per case. The
+tests that are about the process (exit codes of a real run, signals, directories made from a cwd, the stdout/stderr
+split of a real child) keep running ``python -m hybridbench`` itself."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HbHere = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(name="hb_here")
+def hb_here_fixture(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Iterator[HbHere]:
+    """Calls ``hybridbench.__main__.main(args)`` from the repository root; returns (exit code, stdout, stderr) as a
+    CompletedProcess. main installs its stop-signal handlers: the ones before are put back afterwards."""
+    from hybridbench.__main__ import _STOP_SIGNALS, main
+
+    monkeypatch.chdir(ROOT)
+    handlers = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+
+    def call(*args: str) -> subprocess.CompletedProcess[str]:
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out, err)
+
+    yield call
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
