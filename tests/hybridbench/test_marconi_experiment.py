@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hb_in_process import HbHere, hb_here_fixture  # noqa: F401 - the hb_here fixture
+
 from hybridbench.checks.base import CheckInput
 from hybridbench.checks.marconi import marconi_trends
 from hybridbench.config.schema import ChecksCfg
@@ -74,12 +76,14 @@ def test_a_trend_marconi_does_not_show_fails_and_one_no_eviction_exercised_is_in
     assert trends(roomy)["marconi vs sglang_plus"]["status"] == "inconclusive"
 
 
-def test_arms_only_the_replayer_has_are_refused_elsewhere_and_bad_replay_input_is_one_line(tmp_path: Path) -> None:
+def test_arms_only_the_replayer_has_are_refused_elsewhere_and_bad_replay_input_is_one_line(tmp_path: Path,
+                                                                                        hb_here: HbHere) -> None:
+    # refusals: the entry in this process (the runs above and below are real processes)
     for args, needle in ((("engine=reference",), "use engine=replay"), (("engine=sim",), "use engine=replay"),
                          (("arms=[disabled,sglang_plus]",), "cache-off arm"),
                          (("engine.capacity_bytes=0",), "engine.capacity_bytes"),
                          (("arms=[sglang_plus,lru]", "engine.page_size=16"), "page size 1")):
-        proc = hb(*args, f"hydra.run.dir={tmp_path / 'x'}")
+        proc = hb_here("+experiment=marconi", *args, f"hydra.run.dir={tmp_path / 'x'}")
         assert proc.returncode == 2, (args, proc.stderr[-2000:])
         assert needle in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr[-2000:])
 
