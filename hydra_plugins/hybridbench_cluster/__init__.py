@@ -9,6 +9,7 @@ index ROOT`` rebuilds the index from the run directories whatever the order the 
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import warnings
 from collections.abc import Sequence
@@ -20,8 +21,10 @@ from hybridbench import sweep_status
 
 try:  # the cluster extra; Hydra imports every hydra_plugins module at start-up, so its absence must stay quiet
     from hydra_plugins.hydra_submitit_launcher import submitit_launcher  # type: ignore[import-untyped]
-    from submitit.core.utils import UncompletedJobError
 except ImportError:  # pragma: no cover - hydra/launcher=submitit_* then fails with "Unknown plugin class"
+    submitit_launcher = None
+# submitit itself is imported when a sweep launches (~50 ms at every start-up of every Hydra process otherwise)
+if importlib.util.find_spec("submitit") is None:  # pragma: no cover - as above
     submitit_launcher = None
 
 # conf/hydra/launcher/submitit_*.yaml shadow the plugin's configs on purpose (to point at the launchers below) and
@@ -60,6 +63,8 @@ if submitit_launcher is not None:
 
 
 def _launch(launch: object, folder: str, job_overrides: Sequence[Sequence[str]], idx: int) -> list[JobReturn]:
+    from submitit.core.utils import UncompletedJobError  # noqa: PLC0415 - see the import of submitit_launcher
+
     assert callable(launch)
     try:
         returns = launch(job_overrides, idx)
