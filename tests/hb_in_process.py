@@ -19,14 +19,14 @@ HbHere = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture(name="hb_here")
 def hb_here_fixture(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Iterator[HbHere]:
-    """Calls ``hybridbench.__main__.main(args)`` from the repository root; returns (exit code, stdout, stderr) as a
-    CompletedProcess. main installs its stop-signal handlers: the ones before are put back afterwards."""
+    """Calls ``hybridbench.__main__.main(args)`` from ``cwd`` (the repository root by default); returns (exit code,
+    stdout, stderr) as a CompletedProcess. main installs its stop-signal handlers: the ones before are put back."""
     from hybridbench.__main__ import _STOP_SIGNALS, main
 
-    monkeypatch.chdir(ROOT)
     handlers = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
 
-    def call(*args: str) -> subprocess.CompletedProcess[str]:
+    def call(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+        monkeypatch.chdir(cwd)
         capsys.readouterr()
         try:
             code = main(list(args))

@@ -78,8 +78,8 @@ def test_a_run_whose_checks_all_skipped_is_inconclusive_not_a_pass(tmp_path: Pat
     ],
 )
 def test_an_enabled_check_the_arms_give_nothing_to_judge_is_refused_before_a_run(
-        tmp_path: Path, args: list[str], needle: str) -> None:
-    proc = hb("+experiment=smoke", "engine=sim", *args, f"hydra.run.dir={tmp_path}")
+        tmp_path: Path, args: list[str], needle: str, hb_here: HbHere) -> None:
+    proc = hb_here("+experiment=smoke", "engine=sim", *args, f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 2, proc.stdout[-500:] + proc.stderr[-500:]
     assert proc.stderr.strip().splitlines()[-1].startswith(f"error: {needle}"), proc.stderr
     assert not (tmp_path / "bundle.json").exists() and not (tmp_path / "plan.json").exists()
@@ -191,11 +191,11 @@ def test_help_itself_still_prints_the_configuration_groups() -> None:
 
 
 @pytest.mark.parametrize("name", ["../x", "a/b/c", "../../escaped", "a/..", "/etc", "a//b"])
-def test_a_refused_name_leaves_no_directory_hydra_made_for_it(tmp_path: Path, name: str) -> None:
+def test_a_refused_name_leaves_no_directory_hydra_made_for_it(tmp_path: Path, name: str, hb_here: HbHere) -> None:
     # The default run dir, results/runs/<time>-<name>: Hydra made results/runs/<time>-.. (or <time>-a/b) before
-    # the name was refused, and the refusal removed only the last directory.
-    proc = subprocess.run([sys.executable, "-m", "hybridbench", "+experiment=smoke", "engine=sim", f"name={name}"],
-                          capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+    # the name was refused, and the refusal removed only the last directory. (In this process, from tmp_path; the
+    # next tests run the real process from a working directory of their own.)
+    proc = hb_here("+experiment=smoke", "engine=sim", f"name={name}", cwd=tmp_path)
     assert proc.returncode == 2 and "name must be a plain file name" in proc.stderr, proc.stderr
     assert not [p for p in tmp_path.rglob("*") if p != tmp_path / "results" / "runs" and p != tmp_path / "results"]
 
