@@ -5,6 +5,7 @@ split of a real child) keep running ``python -m hybridbench`` itself."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
@@ -28,10 +29,20 @@ def hb_here_fixture(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monk
     def call(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
         monkeypatch.chdir(cwd)
         capsys.readouterr()
+        # A run that reached its task had Hydra configure the root logger (a console handler on this test's
+        # captured stdout, a file in the run dir): the next tests of this process log as before it.
+        root = logging.getLogger()
+        level, root_handlers = root.level, list(root.handlers)
         try:
             code = main(list(args))
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
+        finally:
+            for handler in root.handlers:
+                if handler not in root_handlers:
+                    handler.close()
+            root.handlers[:] = root_handlers
+            root.setLevel(level)
         out, err = capsys.readouterr()
         return subprocess.CompletedProcess(list(args), code, out, err)
 
