@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from hydra.core.config_store import ConfigStore
 
 from hybridbench.config.schema import ArmCfg, ChecksCfg, EngineCfg, LoadCfg, ModelCfg, RunCfg, WorkloadCfg
@@ -9,7 +11,10 @@ from hybridbench.config.schema import ArmCfg, ChecksCfg, EngineCfg, LoadCfg, Mod
 __all__ = ["register"]
 
 
+@functools.cache
 def register() -> None:
+    """Once a process: ConfigStore keeps the schemas (each load hands out a deep copy), and converting them costs
+    ~20 ms each time again: a plan, a doctor or a test composes many configs in one process."""
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunCfg)
     cs.store(group="engine", name="engine_schema", node=EngineCfg)
