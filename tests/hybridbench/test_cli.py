@@ -57,9 +57,12 @@ def test_a_failed_check_exits_1_and_says_which(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("enabled", ["[throughput]", "[]"])
-def test_a_run_whose_checks_all_skipped_is_inconclusive_not_a_pass(tmp_path: Path, enabled: str) -> None:
+def test_a_run_whose_checks_all_skipped_is_inconclusive_not_a_pass(tmp_path: Path, enabled: str,
+                                                                   hb_here: HbHere) -> None:
     # One repeat gives throughput no interval (skip); no check at all decides nothing either: exit 1, not 0.
-    proc = hb("+experiment=smoke", "engine=sim", "repeats=1", f"checks.enabled={enabled}", f"hydra.run.dir={tmp_path}")
+    # (the run's exit code in this process; test_a_failed_check_exits_1_and_says_which is the real process's)
+    proc = hb_here("+experiment=smoke", "engine=sim", "repeats=1", f"checks.enabled={enabled}",
+                   f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 1, proc.stdout[-500:]
     assert json.loads((tmp_path / "bundle.json").read_text())["verdict"] == "inconclusive"
     assert "verdict: **inconclusive**" in proc.stdout
@@ -86,20 +89,21 @@ def test_an_enabled_check_the_arms_give_nothing_to_judge_is_refused_before_a_run
     assert not (tmp_path / "bundle.json").exists() and not (tmp_path / "plan.json").exists()
 
 
-def test_a_single_arm_run_passes_on_its_own_checks_for_compare_to_judge_its_timing(tmp_path: Path) -> None:
+def test_a_single_arm_run_passes_on_its_own_checks_for_compare_to_judge_its_timing(tmp_path: Path,
+                                                                                   hb_here: HbHere) -> None:
     # The README's pull request against main: two single-arm runs, their timing judged by hybridbench compare. Each
     # run's ttft and throughput compare nothing inside it: a skip (not refused, not inconclusive), exit 0.
-    proc = hb("+experiment=smoke", "engine=sim", "arms=[branching]", f"hydra.run.dir={tmp_path}")
+    proc = hb_here("+experiment=smoke", "engine=sim", "arms=[branching]", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0, proc.stdout[-500:] + proc.stderr[-500:]
     bundle = json.loads((tmp_path / "bundle.json").read_text())
     assert {c["status"] for c in bundle["checks"] if c["check"] in ("ttft", "throughput")} == {"skip"}
     assert bundle["verdict"] == "pass"
 
 
-def test_a_check_no_workload_is_judged_by_is_not_refused_for_its_arms(tmp_path: Path) -> None:
+def test_a_check_no_workload_is_judged_by_is_not_refused_for_its_arms(tmp_path: Path, hb_here: HbHere) -> None:
     # workloads.gsp.judged_by=[survival]: host_hits is asked nothing, so no l2 arm is no reason to refuse the run;
     # and a single arm is not refused for ttft: the README's pull request against main compares two such runs
-    proc = hb("+experiment=smoke", "engine=sim", "arms=[branching]", "checks.enabled=[survival,ttft,host_hits]",
+    proc = hb_here("+experiment=smoke", "engine=sim", "arms=[branching]", "checks.enabled=[survival,ttft,host_hits]",
               "workloads.gsp.judged_by=[survival]", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0, proc.stdout[-500:] + proc.stderr[-500:]
     checks = json.loads((tmp_path / "bundle.json").read_text())["checks"]
