@@ -38,7 +38,7 @@ from hybridbench.probes.base import Probe
 from hybridbench.probes.registry import plan_probes
 from hybridbench.results.bundle import pr_number
 from workloads.errors import WorkloadError
-from workloads.generate import generate_trace, shaped
+from workloads.generate import check_shape, generate_trace, shaped
 from workloads.registry import get_workload
 from workloads.trace import TraceError, TraceRow, TraceStream, read_trace
 
@@ -142,6 +142,7 @@ def generate_rows(w: WorkloadPlan, cfg: RunCfg, vocab_size: int) -> TraceStream:
     c = cfg.workloads[w.name]
     scale = c.scale * cfg.engine.workload_scale
     try:
+        check_shape(vocab_size, c.keep_sessions)  # as generate_trace checks them for materialize
         stream = get_workload(c.kind).make(c.params, vocab_size, w.seed, preset=c.preset or None)
         stream = shaped(stream, vocab_size, scale if scale > 1 else None, c.keep_sessions)
         return TraceStream(list(stream.rows), stream.metadata)

@@ -21,7 +21,7 @@ from workloads.scale import scale_stream
 from workloads.sessions import keep_first_sessions
 from workloads.trace import TraceRow, TraceStream, write_trace
 
-__all__ = ["build_parser", "checked_rows", "generate_trace", "main", "shaped"]
+__all__ = ["build_parser", "check_shape", "checked_rows", "generate_trace", "main", "shaped"]
 
 
 def checked_rows(rows: Iterable[TraceRow], vocab_size: int) -> Iterator[TraceRow]:
@@ -68,12 +68,17 @@ def _write(stream: TraceStream, vocab: int, scale: int | None, output: str, keep
         raise WorkloadError(f"{output}: cannot write the trace ({exc.strerror or exc})") from None
 
 
+def check_shape(vocab_size: int, keep_sessions: int) -> None:
+    """WorkloadError (one line) for a vocab size or session cut no trace can be shaped to."""
+    require(1 <= vocab_size <= MAX_VOCAB, f"vocab size must be in [1, 2**32], got {vocab_size}")
+    require(keep_sessions >= 0, f"keep_sessions must be >= 0 (0: every session), got {keep_sessions}")
+
+
 def generate_trace(workload: str, values: Mapping[str, object], *, vocab_size: int, seed: int, output: str,
                    preset: str | None = None, scale: int | None = None, keep_sessions: int = 0) -> None:
     """What ``main`` does for a command line, for a typed caller: ``values`` maps parameter names (the
     generator's declarations, ``workloads.params``) to values. Bad input raises WorkloadError (one line)."""
-    require(1 <= vocab_size <= MAX_VOCAB, f"vocab size must be in [1, 2**32], got {vocab_size}")
-    require(keep_sessions >= 0, f"keep_sessions must be >= 0 (0: every session), got {keep_sessions}")
+    check_shape(vocab_size, keep_sessions)
     _write(get_workload(workload).make(values, vocab_size, seed, preset=preset), vocab_size, scale, output,
            keep_sessions)
 

@@ -27,7 +27,7 @@ from hybridbench.engines.sim import SimEngine
 from hybridbench.errors import ConfigError
 from hybridbench.plan.build import build_plan, effective_vocab
 from hybridbench.plan.types import MODELLED_ENGINES
-from hybridbench.prepare import materialize
+from hybridbench.prepare import generate_rows
 from hybridbench.preview.forecast_page import forecast_page
 from hybridbench.preview.sampling import SendPhase, sample_load, whole_wall_s
 from hybridbench.records.schema import Record
@@ -175,7 +175,9 @@ def forecast_run(cfg: RunCfg, resolved: dict[str, Any], *, traces: Mapping[str, 
         whole: list[str] = []
         vocab = effective_vocab(sim_cfg)
         for w in plan.workloads:
-            everything = traces[w.name] if traces is not None else materialize(w, sim_cfg, vocab)
+            # In memory, as the plan generates them (prepare.generate_rows: the rows materialize writes and reads
+            # back); nothing of the forecast's temporary run dir is read, so writing the trace only cost time.
+            everything = traces[w.name] if traces is not None else list(generate_rows(w, sim_cfg, vocab).rows)
             sample = sample_load(everything, w.load, max_requests)
             if sample.sampled:
                 sampled.append(sample.describe(w.name))
