@@ -19,6 +19,7 @@ from workloads.registry import WORKLOADS, get_workload
 from workloads.sampling import MAX_VOCAB
 from workloads.scale import scale_stream
 from workloads.sessions import keep_first_sessions
+from workloads.token_ids import largest_id
 from workloads.trace import TraceRow, TraceStream, write_trace
 
 __all__ = ["build_parser", "check_shape", "checked_rows", "generate_trace", "main", "shaped"]
@@ -28,9 +29,10 @@ def checked_rows(rows: Iterable[TraceRow], vocab_size: int) -> Iterator[TraceRow
     """Pass rows through, failing on the first token id at or above ``vocab_size``."""
     for i, row in enumerate(rows):
         for key, toks in (("input_tokens", row.input_tokens), ("output_tokens", row.output_tokens)):
-            if toks and max(toks) >= vocab_size:
+            # largest_id reads the compact buffer: max() made a Python int per id (a seventh of seglen's forecast)
+            if toks and (top := largest_id(toks)) >= vocab_size:
                 raise WorkloadError(
-                    f"row {i} (session {row.session_id!r}, turn {row.turn_id}): {key} holds id {max(toks)}"
+                    f"row {i} (session {row.session_id!r}, turn {row.turn_id}): {key} holds id {top}"
                     f" >= --vocab-size {vocab_size}"
                 )
         yield row

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_workflows import ROOT, WORKFLOWS, commands
+from workflow_steps import ROOT, WORKFLOWS, commands
 
 
 def test_no_run_script_pastes_an_expression() -> None:
