@@ -7,6 +7,8 @@ the version query); test_sglang_real_help_plans.py does the same against the ins
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -17,6 +19,7 @@ import pytest
 from machine_fakes import fake_sglang
 
 from hybridbench.errors import ConfigError
+from hybridbench.preview.__main__ import main
 from hybridbench.preview.build import build_preview
 from hybridbench.preview.compose import compose_run
 from hybridbench.report.markdown import render_report
@@ -24,13 +27,26 @@ from hybridbench.report.markdown import render_report
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def plan(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def plan_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "hybridbench.preview", *args], capture_output=True, text=True,
                           timeout=300, check=False, cwd=ROOT, env={**os.environ, **(env or {})})
 
 
+def plan(*args: str) -> subprocess.CompletedProcess[str]:
+    """``hybridbench plan`` in this process (its ``main``: exit code, stdout, stderr), where a test is about what it
+    prints, not about its process (an interpreter start and imports cost two thirds of a plan's CPU);
+    :func:`plan_process` runs the real process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 2
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
 def test_plan_json_lists_every_trial_with_its_size_and_the_reference_servers_command() -> None:
-    proc = plan("--json", "+experiment=smoke")
+    proc = plan_process("--json", "+experiment=smoke")  # the real process, once
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert set(out["arms"]) == {"disabled", "branching"}
@@ -88,8 +104,10 @@ def test_plan_refuses_what_the_run_refuses_in_the_same_one_line(tmp_path: Path, 
 
 def test_sglang_arms_are_built_from_the_interpreters_real_help_and_forecast_on_the_target_gpu(tmp_path: Path) -> None:
     python = fake_sglang(tmp_path, "sglang_help_seglen.txt")  # the seglen PR's build
-    proc = plan("--json", "--forecast-requests", "30", "+experiment=seglen", "engine=sglang", "model=qwen3.5-9b",
-                "engine.tp=1", f"engine.python={python}", env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)})
+    # its own process: the weights' warning reads HF_HOME and HF_HUB_OFFLINE from the environment it starts with
+    proc = plan_process("--json", "--forecast-requests", "30", "+experiment=seglen", "engine=sglang",
+                        "model=qwen3.5-9b", "engine.tp=1", f"engine.python={python}",
+                        env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     seglen = out["arms"]["seglen"]["argv"]
