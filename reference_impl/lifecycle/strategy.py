@@ -276,7 +276,8 @@ class Strategy(ABC):
         if committed > old_committed:
             take = min(req.kv_reserved, committed - old_committed)
             req.kv_reserved -= take
-            self._alloc_kv(committed - old_committed - take)
+            if committed - old_committed > take:  # a single step's token came reserved: allocating 0 is a no-op
+                self._alloc_kv(committed - old_committed - take)
             req.kv_len = committed
             self._on_decode(req, old_committed, committed)
             assert req.live_state is not None
