@@ -55,11 +55,24 @@ def build_parser() -> OneLineArgumentParser:
 
 def shaped(stream: TraceStream, vocab: int, scale: int | None, keep_sessions: int = 0) -> TraceStream:
     """The generator's stream as the run sends it: scaled, cut to its first ``keep_sessions`` sessions, id-checked."""
+    if scale is not None and keep_sessions:
+        return _scaled_then_kept(stream, vocab, scale, keep_sessions)
     if scale is not None:
         stream = scale_stream(stream, scale, vocab)
     if keep_sessions:
         stream = keep_first_sessions(stream, keep_sessions)
     return TraceStream(checked_rows(stream.rows, vocab), stream.metadata)
+
+
+def _scaled_then_kept(stream: TraceStream, vocab: int, scale: int, keep_sessions: int) -> TraceStream:
+    """``keep_first_sessions(scale_stream(stream, scale, vocab), keep_sessions)``, the same rows and metadata, with
+    only the kept rows' lengths scaled: the cut reads every row's session but no tokens, and a row's scaled tokens
+    are its own (seglen's SWE-bench load scaled whole to keep its first two sessions)."""
+    kept = keep_first_sessions(scale_stream(stream, scale, vocab, lengths=False), keep_sessions)
+    rows = scale_stream(TraceStream(kept.rows, {}), scale, vocab, counts=False).rows
+    history = kept.metadata["scale"]
+    metadata = {**kept.metadata, "scale": [*history[:-1], {**history[-1], "lengths": True}]}
+    return TraceStream(checked_rows(rows, vocab), metadata)
 
 
 def _write(stream: TraceStream, vocab: int, scale: int | None, output: str, keep_sessions: int = 0) -> None:
