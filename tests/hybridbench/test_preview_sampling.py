@@ -6,10 +6,16 @@ sample's hit rate and TTFT are a lighter load's: never given as the GPU run's.
 
 from __future__ import annotations
 
+import functools
+import tempfile
+from pathlib import Path
+
 import pytest
 
+from hybridbench.plan.build import build_plan, effective_vocab
+from hybridbench.prepare import generate_rows
 from hybridbench.preview.build import build_preview
-from hybridbench.preview.compose import compose_run
+from hybridbench.preview.compose import Composed, compose_run
 from hybridbench.preview.forecast import Forecast, TrialForecast, forecast_run
 from hybridbench.preview.render import render_text
 from hybridbench.preview.sampling import PREFIX_KEY_TOKENS, Sample, SendPhase, sample_load, whole_wall_s
@@ -20,9 +26,20 @@ from workloads.trace import TraceRow
 WHOLE = 10**9  # a --forecast-requests no workload reaches
 
 
-def forecast(max_requests: int, *overrides: str) -> Forecast:
+@functools.cache
+def _run(*overrides: str) -> tuple[Composed, dict[str, list[TraceRow]]]:
+    """The composed run and its workloads' rows, as the plan generates them (hybridbench.prepare.generate_rows), once
+    per command line: each is forecast sampled and whole (forecast_run copies the config, and reads the rows)."""
     composed = compose_run(list(overrides))
-    return forecast_run(composed.cfg, composed.resolved, max_requests=max_requests)
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = build_plan(composed.cfg, Path(tmp), composed.resolved)
+    vocab = effective_vocab(composed.cfg)
+    return composed, {w.name: list(generate_rows(w, composed.cfg, vocab).rows) for w in plan.workloads}
+
+
+def forecast(max_requests: int, *overrides: str) -> Forecast:
+    composed, traces = _run(*overrides)
+    return forecast_run(composed.cfg, composed.resolved, traces=traces, max_requests=max_requests)
 
 
 def by_trial(fc: Forecast) -> dict[tuple[str, str], TrialForecast]:
