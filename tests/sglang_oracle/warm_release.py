@@ -19,8 +19,9 @@ go to the server's log. The scripts' patches (``PRETEND_H100``, the resolve code
 attributes read when called, never bound by an import, so a module imported before them sees them as one imported
 after. A child differs from a fresh process in what no oracle reads: its parent, its session, ``sys.orig_argv``, the
 string hash seed and numpy's global random state, shared by a server's children (``random`` reseeds at each fork),
-and on 0.5.16 the ``sys.path`` entries ``pkg_resources`` added from the server's working directory (a stricter path,
-never a more lenient one).
+on 0.5.16 the ``sys.path`` entries ``pkg_resources`` added from the server's working directory (a stricter path,
+never a more lenient one), and the imports' objects, frozen out of the cyclic collector's reach (``gc.freeze``
+after a collection: a cycle among them that a request drops stays in memory, its finalizers not run).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 SWITCH = "HYBRIDBENCH_WARM_SGLANG"
+CPU_LOG = "HYBRIDBENCH_WARM_CPU_LOG"
 ZYGOTE = Path(__file__).resolve().parent / "warm_zygote.py"
 # What the oracle scripts import before their work, in each release (one a release lacks is skipped): the fresh
 # processes spent 4-5 CPU s on server_args (torch within it), 1.1-1.4 more on memory_pool. Not schedule_batch
@@ -66,6 +68,16 @@ def oracle_env() -> dict[str, str]:
 
 class WarmServerError(RuntimeError):
     pass
+
+
+def _log_cpu(python: Path, what: str, cpu: float | None) -> None:
+    """One JSON line into ``$HYBRIDBENCH_WARM_CPU_LOG``, if set: the CPU seconds a server's imports or a request's
+    child took, with the test that waited for it (benchmarks/ci_time_by_file.py cannot see them: the server is not
+    waited for until the session ends, its children never by the tests)."""
+    if path := os.environ.get(CPU_LOG):
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"test": os.environ.get("PYTEST_CURRENT_TEST"), "python": str(python), "what": what,
+                                  "cpu": cpu}) + "\n")
 
 
 def _text(path: Path) -> str:
@@ -152,6 +164,7 @@ class Server:
         """The server's hello once its imports are done (WarmServerError if they failed)."""
         if self.hello is None:
             self.hello = self._reply(time.monotonic() + START_TIMEOUT)
+            _log_cpu(self.python, "imports", self.hello.get("cpu"))
         if not self.hello.get("ready"):
             raise self._failed(f"cannot serve: {self.hello.get('error')}")
         return self.hello
@@ -162,6 +175,7 @@ class Server:
         while rid not in self._done:
             reply = self._reply(deadline)
             self._done[reply["id"]] = (reply["rc"], reply["timed_out"])
+            _log_cpu(self.python, "request", reply.get("cpu"))
         return self._done.pop(rid)
 
     def stop(self) -> None:
