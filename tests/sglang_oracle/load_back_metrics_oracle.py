@@ -4,7 +4,9 @@ Runs INSIDE an SGLang venv built by ``build_env.sh``, never in the repo's enviro
 (which SGLang's radix-cache path does not import, so build_env.sh leaves it out) must be importable, e.g. from
 the vLLM CPU venv's site-packages on ``PYTHONPATH``:
 
-    ~/.cache/hybridbench/sglang-0.5.23/bin/python tests/sglang_oracle/load_back_metrics_oracle.py < scenarios.json
+    ~/.cache/hybridbench/sglang-0.5.23/bin/python tests/sglang_oracle/load_back_metrics_oracle.py [DIR] < in.json
+
+(``DIR``, if given, goes on ``sys.path`` where ``PYTHONPATH`` would put it: one holding ``prometheus_client``.)
 
 stdin: ``{"tp": n, "scenarios": {name: [phase, ...]}}``; a phase is what every TP rank's cache does before the
 next scrape: ``{"evicted": tokens, "load_back": {pool: tokens}}`` (either may be absent). A scenario may instead be
@@ -130,6 +132,10 @@ def scenario(release: str, tp: int, phases: list[dict[str, Any]], dp: int = 1) -
 
 
 def main() -> None:
+    if sys.argv[1:]:  # a folder holding prometheus_client, where PYTHONPATH would put it (the warm server's
+        sys.path.insert(1, sys.argv[1])  # environment is the other oracles': it cannot carry one)
+    # prometheus_client picks its value class when imported: it must not have been, by the warm server's imports
+    assert "prometheus_client" not in sys.modules, "prometheus_client imported before PROMETHEUS_MULTIPROC_DIR is set"
     request = json.load(sys.stdin)
     release = version("sglang")
     tp = int(request["tp"])

@@ -29,6 +29,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
+import warm_release  # noqa: E402
 from oracle_client import env_home, env_python, env_ready  # noqa: E402
 
 from hybridbench.engines.server_logs import parse_prometheus_samples  # noqa: E402
@@ -85,12 +86,10 @@ def run_oracle(version: str) -> dict[str, Any]:
             (pytest.fail if required else pytest.skip)(
                 "no prometheus_client for the oracle: set HYBRIDBENCH_PROMETHEUS_CLIENT to a site-packages "
                 "folder holding it")
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE")}
-        if path:
-            env["PYTHONPATH"] = path
-        # a clean cwd: nothing in it can shadow a stdlib module
-        proc = subprocess.run([str(env_python(version)), str(ORACLE)], input=json.dumps(REQUEST), capture_output=True,
-                              text=True, timeout=600, check=False, env=env, cwd=cwd)
+        # a fork of the release's warm server (warm_release.py: SGLang imported once), in a clean cwd (nothing in it
+        # can shadow a stdlib module); prometheus_client's folder on its sys.path, where PYTHONPATH would put it
+        proc = warm_release.run(env_python(version), [str(ORACLE), *([path] if path else [])],
+                                input=json.dumps(REQUEST), timeout=600, env=warm_release.oracle_env(), cwd=cwd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     reply: dict[str, Any] = json.loads(proc.stdout)
     assert reply["version"] == version
