@@ -164,6 +164,21 @@ def test_a_child_finds_the_imports_frozen_and_its_cpu_is_logged(tmp_path: Path,
     assert rows[-1]["test"].startswith("tests/sglang_oracle/test_warm_release.py::test_a_child_finds"), rows
 
 
+def test_an_interactive_child_answers_each_line_as_it_comes_and_ends_at_eof(tmp_path: Path) -> None:
+    # sglang_driver.py's way (oracle_client.Driver): a reply per line, each read before the next line is written
+    (tmp_path / "echo.py").write_text("import os, sys\nfor line in sys.stdin:\n"
+                                      "    print(line.strip().upper(), os.getppid(), flush=True)\n")
+    child = warm_release.Interactive(PY, tmp_path / "echo.py", env=warm_release.oracle_env(), cwd=tmp_path,
+                                     timeout=60, preload=LIGHT)
+    server = warm_release.server(PY, warm_release.oracle_env(), LIGHT).proc.pid
+    for word in ("one", "two"):
+        child.stdin.write(word + "\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == f"{word.upper()} {server}\n"
+    assert child.poll() is None
+    assert child.wait() == 0 and child.poll() == 0 and not child.files.exists()
+
+
 @pytest.mark.sglang
 def test_children_of_a_releases_server_run_torch_as_a_fresh_process_does() -> None:
     """Fork after importing torch: the server runs no thread when it forks (numpy's OpenBLAS pool stops at fork),

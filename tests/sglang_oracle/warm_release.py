@@ -5,7 +5,8 @@ it computes anything. Here each pytest process (each xdist worker) starts, on fi
 release and environment; it imports ``PRELOAD`` once, then forks a child per request from that untouched state, which
 runs the script (or ``-c`` code) as the interpreter would and exits: no request sees another's state. ``run`` gives
 what ``subprocess.run(..., capture_output=True, text=True, check=False)`` gave, TimeoutExpired included;
-``start``/``Pending.wait`` split it so several releases work at once. The servers stop at the session's end
+``start``/``Pending.wait`` split it so several releases work at once; ``Interactive`` gives a script's stdin and stdout
+as pipes, for one that answers line by line (oracle_client.Driver). The servers stop at the session's end
 (conftest.py) or when this process exits.
 
 ``HYBRIDBENCH_WARM_SGLANG=0`` runs every request in a fresh process, as before, for debugging; ``=compare`` runs
@@ -245,6 +246,46 @@ def run(python: Path, args: Sequence[str], *, input: str | None, env: Mapping[st
         return subprocess.run([str(python), *args], input=input, capture_output=True, text=True, timeout=timeout,
                               check=False, env=dict(env), cwd=cwd)
     return start(python, args, input=input, env=env, cwd=cwd, timeout=timeout).wait()
+
+
+class Interactive:
+    """``python SCRIPT`` in a fork of the warm server, its stdin and stdout pipes (FIFOs) to this process, as
+    ``subprocess.Popen(..., stdin=PIPE, stdout=PIPE, stderr=DEVNULL, text=True)`` gives them, for a script that
+    answers a line per line it reads (sglang_driver.py). Ends when its stdin is closed and it exits."""
+
+    def __init__(self, python: Path, script: Path, *, env: Mapping[str, str], cwd: Path, timeout: float,
+                 preload: Sequence[str] = PRELOAD) -> None:
+        self.files = Path(tempfile.mkdtemp(prefix="warm-sglang-run-"))
+        for name in ("in", "out"):
+            os.mkfifo(self.files / name)
+        (self.files / "err").touch()
+        warm = server(python, env, preload)
+        warm.ready()  # its imports done (WarmServerError if they failed), before waiting on a child's pipes
+        rid = warm.submit([str(script)], self.files, stdin=True, cwd=str(cwd), env=env, timeout=timeout)
+        self.collect = lambda: warm.collect(rid, timeout)
+        # The child opens its stdin, then its stdout: each open here waits for the child's end of the pipe.
+        self.stdin = open(self.files / "in", "w")  # noqa: SIM115 - closed by close()
+        self.stdout = open(self.files / "out")  # noqa: SIM115
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit code, once it exits (the request's own timeout bounds the wait)."""
+        if self.returncode is None:
+            with contextlib.suppress(BrokenPipeError):
+                self.stdin.close()
+            try:
+                self.returncode = self.collect()[0]  # its stderr (the err file) is dropped, as DEVNULL drops it
+            finally:
+                self.stdout.close()
+                shutil.rmtree(self.files, ignore_errors=True)
+        return self.returncode
+
+    def kill(self) -> None:
+        """Its stdin closed: the script reads EOF and ends (a script that does not is killed at its timeout)."""
+        self.wait()
 
 
 def stop_all() -> None:
