@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,12 +17,16 @@ import pytest
 
 from hybridbench.config.quantization import SGLANG_QUANTIZATIONS
 from hybridbench.config.schema import RunCfg
+from hybridbench.engines.help_cache import cache_path, write_cached
 from hybridbench.engines.launchers import installed_help, make_sglang_engine
 from hybridbench.engines.sglang_cmd import parse_help, sglang_command, sglang_help_argv
 from hybridbench.errors import ConfigError
 from hybridbench.plan.arms import plan_arm
 from reference_impl.engine.cost_model import QUANTIZATIONS
 from reference_impl.models import STATE_DTYPES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sglang_oracle"))
+import warm_release
 
 pytestmark = pytest.mark.sglang
 
@@ -121,8 +125,11 @@ def test_extra_args_the_builds_own_parser_refuses_are_refused_at_plan_time(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A value the server's argparse refuses died at launch: exit 3 (infrastructure) on a GPU runner, not exit 2.
     # (~5 s a parser run: one build; 0.5.9's and vLLM's parsers refuse the same way, through the same --help call.)
-    monkeypatch.setenv("HYBRIDBENCH_HELP_CACHE", str(tmp_path))  # each command really runs the build's parser
     cfg, engine = engine_for("0.5.23")
+    python, text, _ = quantization_help("0.5.23")
+    monkeypatch.setenv("HYBRIDBENCH_HELP_CACHE", str(tmp_path))  # each command with extra args really runs the parser
+    # ... after the plain --help, which is not what is tested here: the text the shared cache (or a run) gave
+    write_cached(cache_path(str(python), sglang_help_argv(str(python)), "sglang"), str(python), "sglang", text)
     for extra, said in ((["--max-running-requests", "abc"], "invalid int value: 'abc'"),
                         (["--schedule-policy", "bogus"], "invalid choice: 'bogus'")):
         cfg.engine.extra_args = extra
@@ -152,8 +159,9 @@ def test_tokens_the_builds_own_parser_leaves_unread_are_refused_at_plan_time() -
             "    try: p.parse_args(['--model-path', 'm', *argv]); print('read')\n"
             "    except SystemExit as e: print('exit', e.code)\n")
     argvs = [extra for extra, _ in UNREAD] + [["--numa-node", "0", "1", "--disable-cuda-graph"]]
-    proc = subprocess.run([cfg.engine.python, "-c", code, json.dumps(argvs)], capture_output=True, text=True,
-                          timeout=300, check=False)
+    # a fork of the release's warm server (tests/sglang_oracle/warm_release.py), which imported server_args once
+    proc = warm_release.run(Path(cfg.engine.python), ["-c", code, json.dumps(argvs)], input=None,
+                            env=warm_release.oracle_env(), timeout=300)
     assert proc.stdout.split("\n")[:4] == ["exit 2", "exit 2", "exit 2", "read"], proc.stderr[-2000:]
     for token in ("True", "bogus", "16"):
         assert f"error: unrecognized arguments: {token}" in proc.stderr
