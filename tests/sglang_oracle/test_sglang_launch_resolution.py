@@ -21,6 +21,7 @@ in CI.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -100,8 +101,9 @@ def _plan(version: str, *overrides: str) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-def _experiment_arms(experiment: str) -> list[str]:
-    return list(compose_run([f"+experiment={experiment}", "engine=sglang"]).cfg.arms)
+@functools.cache  # a compose per experiment, not per experiment and release
+def _experiment_arms(experiment: str) -> tuple[str, ...]:
+    return tuple(compose_run([f"+experiment={experiment}", "engine=sglang"]).cfg.arms)
 
 
 @dataclass
@@ -113,8 +115,9 @@ class Planned:
     replay_only: str = ""
 
 
-def _experiment_checks(experiment: str) -> list[str]:
-    return list(compose_run([f"+experiment={experiment}", "engine=sglang"]).cfg.checks.enabled)
+@functools.cache  # a compose per experiment, not per experiment and release
+def _experiment_checks(experiment: str) -> tuple[str, ...]:
+    return tuple(compose_run([f"+experiment={experiment}", "engine=sglang"]).cfg.checks.enabled)
 
 
 def _plan_experiment(version: str, name: str) -> Planned:

@@ -7,6 +7,7 @@ config.json values tests/vllm_cpu/real_configs.py records, the ones the oracle b
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from pathlib import Path
@@ -33,6 +34,7 @@ KEYS = {"num_attention_heads": "attention_heads", "num_key_value_heads": "kv_hea
 
 
 
+@functools.cache  # a compose (~0.1 CPU s) per model, not per model and release: the tests read it, never change it
 def planned(name: str) -> RunCfg:
     return compose_run([f"model={name}", "engine=sglang"]).cfg
 
