@@ -234,20 +234,22 @@ def run_life(case: Case) -> dict[str, Any]:
 
     grid = SG["rc"].mamba_track_grid(page)
     batches: list[Any] = []
+    # The stand-ins every decode step shares (built once a request: ~10^5 steps a release; nothing writes to them)
+    lazy_batch = bind(Stub(reqs=[req], req_to_token_pool=pool), SG["ScheduleBatch"], "mamba_lazy_prealloc_at_boundary")
+    no_spec, no_drafts = Stub(is_none=lambda: True), Stub(num_correct_drafts_per_req_cpu=None)
 
     def prepare() -> None:
         req.kv.kv_committed_len += 1
         req.decode_batch_idx += 1
         seq = req.kv.kv_committed_len
         if lazy:  # prepare_for_decode (schedule_batch.py:3811-3812): the second slot, before the indices are read
-            lazy_batch = Stub(reqs=[req], req_to_token_pool=pool, seq_lens_cpu=SG["torch"].tensor([seq]))
-            bind(lazy_batch, SG["ScheduleBatch"], "mamba_lazy_prealloc_at_boundary")
+            lazy_batch.seq_lens_cpu = SG["torch"].tensor([seq])
             lazy_batch.mamba_lazy_prealloc_at_boundary(grid)
         batch = Stub(mamba_track_mask_cpu=[seq % grid == 0],
                    mamba_track_mask_next_cpu=[seq % grid == grid - 1] if overlap else None,
                    mamba_decode_batch_idx_cpu=[req.decode_batch_idx],
                    mamba_track_buffer_indices=[req.kv.mamba_next_track_idx],
-                   spec_algorithm=Stub(is_none=lambda: True), req_to_token_pool=pool)
+                   spec_algorithm=no_spec, req_to_token_pool=pool)
         if batch.mamba_track_mask_cpu[0]:
             wrote(req.kv.mamba_next_track_idx, seq)
         batches.append(batch)
@@ -256,7 +258,7 @@ def run_life(case: Case) -> dict[str, Any]:
         req.output_ids.append(0)  # the result processor appends the batch's token first
         if lazy and len(req.output_ids) == n:  # lazy reads req.finished() (batch_result_processor.py:1408-1415)
             req.finished = lambda: True
-        brp._handle_finish_state_updated_req(req, batch, Stub(num_correct_drafts_per_req_cpu=None), 0, None)
+        brp._handle_finish_state_updated_req(req, batch, no_drafts, 0, None)
         if batch.mamba_track_mask_cpu[0]:
             tracks.append(req.kv.mamba_last_track_seqlen)
 

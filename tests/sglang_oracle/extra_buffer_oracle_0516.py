@@ -137,26 +137,28 @@ def run_life(case: Case) -> dict[str, Any]:
     req.output_ids.append(0)  # the prefill's token
 
     batches: list[Any] = []
+    # The stand-ins every decode step shares (built once a request: ~10^5 steps a release; nothing writes to them)
+    lazy_batch = bind(Stub(reqs=[req], req_to_token_pool=pool, tree_cache=None), SG["ScheduleBatch"],
+                      "mamba_lazy_prealloc_at_boundary")
+    no_spec, no_result = Stub(is_none=lambda: True), Stub()
 
     def prepare() -> None:
         req.decode_batch_idx += 1
         req.kv_committed_len += 1
         seq = req.kv_committed_len
         if lazy:  # prepare_for_decode (schedule_batch.py:2845-2847): the second slot, before the indices are read
-            lazy_batch = Stub(reqs=[req], req_to_token_pool=pool, seq_lens_cpu=SG["torch"].tensor([seq]),
-                              tree_cache=None)
-            bind(lazy_batch, SG["ScheduleBatch"], "mamba_lazy_prealloc_at_boundary")
+            lazy_batch.seq_lens_cpu = SG["torch"].tensor([seq])
             lazy_batch.mamba_lazy_prealloc_at_boundary(interval)
         if seq % interval == 0:  # the forward writes the state at seq into the slot named now
             written[int(req.mamba_ping_pong_track_buffer[req.mamba_next_track_idx])] = seq
-        batches.append(Stub(spec_algorithm=Stub(is_none=lambda: True), req_to_token_pool=pool))
+        batches.append(Stub(spec_algorithm=no_spec, req_to_token_pool=pool))
 
     def process(batch: Any) -> None:
         req.output_ids.append(0)  # the result processor appends the batch's token first
         before = req.mamba_last_track_seqlen
         if lazy and len(req.output_ids) == n:  # lazy reads req.finished() (batch_result_processor.py:1002-1004)
             req.finished = lambda: True
-        brp._handle_finish_state_updated_req(req, batch, Stub(), 0, None)
+        brp._handle_finish_state_updated_req(req, batch, no_result, 0, None)
         if req.mamba_last_track_seqlen != before:  # what the result booked as tracked (it never unsets it)
             tracks.append(req.mamba_last_track_seqlen)
 
