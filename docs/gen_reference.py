@@ -266,6 +266,9 @@ ENV_VARS = {
     "HYBRIDBENCH_ORACLE_PREV_EXAMPLES": "differential tier: random `prev_prefix_len` sequences (default 150)",
     "HYBRIDBENCH_WARM_SGLANG": "differential tier: `0` runs each oracle script in a fresh interpreter, not a fork of "
     "the release's warm one (`tests/sglang_oracle/warm_release.py`); `compare` runs both, failing on a difference",
+    "HYBRIDBENCH_WARM_CPU_LOG": "differential tier: a file each warm SGLang server's imports and each request's "
+    "child append their CPU seconds to, one JSON line each with the test that waited (the test-time plugin cannot "
+    "see them)",
     "HYBRIDBENCH_VLLM_HOME": "where the vLLM tier's env lives (default `~/.cache/hybridbench`)",
     "HYBRIDBENCH_VLLM_STARTUP_S": "vLLM tier: seconds a server may take to start (default 400)",
     "HYBRIDBENCH_FORCE_ISA": "vLLM tier: `avx2` puts the server on vLLM's AVX2-only CPU path (tests/vllm_cpu/cpu_isa)",
