@@ -16,9 +16,6 @@ import logging  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 
-import torch  # noqa: E402
-
-from reference_impl.model.model import HybridModel  # noqa: E402
 from reference_impl.server.args import UsageError, parse_config  # noqa: E402
 
 LISTEN_BACKLOG = 2048  # SGLang's listen backlog (uvicorn's default): see main()
@@ -33,9 +30,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = str(config.args["log_level"]).upper()
     logging.basicConfig(level=level, format="[%(asctime)s] %(message)s", stream=sys.stdout, force=True)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    # Imported late so `--help` and usage errors answer without loading aiohttp.
+    # Imported late so `--help` and usage errors answer without loading torch (1.5 CPU s of a start) or aiohttp.
+    import torch  # noqa: PLC0415
     from aiohttp import web  # noqa: PLC0415
 
+    from reference_impl.model.model import HybridModel  # noqa: PLC0415
     from reference_impl.server.app import build_app  # noqa: PLC0415
     from reference_impl.server.engine_loop import EngineLoop  # noqa: PLC0415
 

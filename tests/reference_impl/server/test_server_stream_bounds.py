@@ -66,3 +66,12 @@ def test_bad_flags_are_one_line_and_exit_2(flags: list[str], needle: str) -> Non
     proc = subprocess.run([sys.executable, "-m", "reference_impl.server", *flags], capture_output=True, text=True,
                           timeout=120, check=False, cwd=ROOT)
     assert proc.returncode == 2 and proc.stderr.strip() == f"error: {needle}", proc.stderr
+
+
+def test_a_usage_error_answers_before_torch_is_loaded() -> None:
+    """A bad flag is refused before ``import torch``, which was 1.5 CPU s of every refusal (and of this file's)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "reference_impl.server", "--port", "99999"],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr.strip().endswith("error: --port must be at most 65535, got 99999")
+    imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time")]
+    assert "reference_impl.server.args" in imported and "torch" not in imported
