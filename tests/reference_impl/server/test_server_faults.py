@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,6 +15,19 @@ TIGHT = ("--arm", "branching", "--max-total-tokens", "3000", "--max-mamba-cache-
 # 40 state slots // 5 per request (extra_buffer with overlap) = 8 running requests, whose KV alone
 # (8 x ~200 tokens) overflows the 1500-token pool. Logs at warning: the harness never drains stdout.
 EXHAUST = ("--arm", "branching", "--max-total-tokens", "1500", "--max-mamba-cache-size", "40", "--log-level", "warning")
+
+
+@pytest.fixture(scope="module")
+def _clean_server() -> Iterator[Server]:
+    with running_server("--arm", "branching") as server:
+        yield server
+
+
+@pytest.fixture
+def clean(_clean_server: Server) -> Server:
+    """One fault-free branching server for the file's tests that read it (a start is ~2 CPU s), emptied first."""
+    assert _clean_server.request("POST", "/flush_cache")[0] == 200
+    return _clean_server
 
 
 def toks(rng: random.Random, n: int) -> list[int]:
@@ -94,9 +108,8 @@ def shared_prefix_concurrent(server: Server) -> list[int]:
     return [r["meta_info"]["cached_tokens"] for _, r in blast(server, bodies)]
 
 
-def test_no_shared_prefix_hits_zeroes_concurrent_hits() -> None:
-    with running_server("--arm", "branching") as server:
-        assert shared_prefix_concurrent(server) == [256] * 4
+def test_no_shared_prefix_hits_zeroes_concurrent_hits(clean: Server) -> None:
+    assert shared_prefix_concurrent(clean) == [256] * 4
     with running_server("--arm", "branching", "--inject-bug", "no_shared_prefix_hits") as server:
         cached = shared_prefix_concurrent(server)
         assert cached.count(0) >= 3  # only a request that found the engine idle may hit
@@ -130,9 +143,8 @@ def test_state_faults_show_in_logprobs(fault: str) -> None:
         assert logprob_gap(server) > 1e-3
 
 
-def test_clean_server_logprob_gap_is_tiny() -> None:
-    with running_server("--arm", "branching") as server:
-        assert logprob_gap(server) < 1e-4
+def test_clean_server_logprob_gap_is_tiny(clean: Server) -> None:
+    assert logprob_gap(clean) < 1e-4
 
 
 def test_copy_every_chunk_copies_per_chunk() -> None:
