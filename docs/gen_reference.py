@@ -265,7 +265,8 @@ ENV_VARS = {
     "HYBRIDBENCH_ORACLE_EXAMPLES": "differential tier: random operation sequences per SGLang version (default 200)",
     "HYBRIDBENCH_ORACLE_PREV_EXAMPLES": "differential tier: random `prev_prefix_len` sequences (default 150)",
     "HYBRIDBENCH_WARM_SGLANG": "differential tier: `0` runs each oracle script in a fresh interpreter, not a fork of "
-    "the release's warm one (`tests/sglang_oracle/warm_release.py`); `compare` runs both, failing on a difference",
+    "the release's warm one (`tests/sglang_oracle/warm_release.py`); `compare` runs both, failing on a difference "
+    "(the differential tier's long-lived driver, `sglang_driver.py`, runs fresh under `compare`, not both)",
     "HYBRIDBENCH_WARM_CPU_LOG": "differential tier: a file each warm SGLang server's imports and each request's "
     "child append their CPU seconds to, one JSON line each with the test that waited (the test-time plugin cannot "
     "see them)",

@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 import signal
 import subprocess
+import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +18,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 HbHere = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _show_on_stderr(  # noqa: PLR0917 - warnings.showwarning's own signature
+        message: Warning | str, category: type[Warning], filename: str, lineno: int, file: object = None,
+        line: str | None = None) -> None:
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 @pytest.fixture(name="hb_here")
@@ -34,7 +42,12 @@ def hb_here_fixture(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monk
         root = logging.getLogger()
         level, root_handlers = root.level, list(root.handlers)
         try:
-            code = main(list(args))
+            # pytest records warnings instead of printing them: here they reach the captured stderr, as a real
+            # process prints them, so a one-line assertion still sees a stray warning line.
+            with warnings.catch_warnings():
+                warnings.simplefilter("always")
+                warnings.showwarning = _show_on_stderr
+                code = main(list(args))
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         finally:

@@ -310,6 +310,20 @@ def test_reference_server_inputs_it_would_refuse_are_refused_at_plan_time(
     assert not run_dir.exists()
 
 
+@pytest.mark.parametrize(("args", "needle"), [
+    # Hydra's compose error (condensed to one line) and the reference server's own parser, as a real process prints
+    # them: the in-process cases above cannot see a warning or a write straight to the terminal.
+    (["+experiment=nope", "engine=sim"], "Could not find 'experiment/nope'"),
+    (["+experiment=smoke", "engine=reference", "engine.extra_args=[--bogus-flag]"],
+     "engine.extra_args: the reference server refuses its command line: unrecognized arguments: --bogus-flag"),
+])
+def test_a_real_process_refuses_in_exactly_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
+    proc = hb(*args, f"hydra.run.dir={tmp_path / 'run'}")
+    assert proc.returncode == 2, proc.stderr[-800:]
+    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stdout == "" and not (tmp_path / "run").exists()
+
+
 def test_another_venv_on_the_same_base_python_keeps_its_own_server_parser(tmp_path: Path) -> None:
     """A venv's bin/python is a symlink to its base interpreter, so resolving it named this venv's interpreter for a
     PR venv's too: this checkout's server parser then refused at plan time a flag the PR's server may add."""
