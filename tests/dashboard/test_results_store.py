@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import MAIN_RUNS, ROOT, harness
+from hb_in_process import call_main
 
 from hybridbench.dashboard.trends import trend_page
 from hybridbench.results.history import Point, Series, SeriesKey, change_points, hud_rule, judge
@@ -23,14 +24,13 @@ def results(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=300, check=False, cwd=ROOT)
 
 
-def results_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+def results_here(*args: str) -> tuple[int, str, str]:
     """The same entry in this process (exit code, stdout, stderr): for what is not about the process. The other
     tests run the real ``python -m hybridbench.results`` (its exit codes, its stdout/stderr split)."""
     from hybridbench.results.cli import main
 
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
+    proc = call_main(main, args)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def _runs(stdout: str) -> list[str]:
@@ -48,12 +48,12 @@ def test_index_merges_every_run_and_reports_bad_directories_in_one_line_each(res
     assert any(s.startswith("skipped ") and s.split(":")[0].endswith("unfinished") for s in skipped)
 
 
-def test_ls_filters_by_branch_arm_engine_and_date(results_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ls_filters_by_branch_arm_engine_and_date(results_root: Path) -> None:
     every = results("ls", str(results_root))  # one real process: the filters below are the same entry in this one
     assert every.returncode == 0 and _runs(every.stdout) == sorted([*MAIN_RUNS, "pr-7", "old-schema"])
 
     def ls(*filters: str) -> list[str]:
-        code, out, err = results_here(capsys, "ls", str(results_root), *filters)
+        code, out, err = results_here("ls", str(results_root), *filters)
         assert code == 0, err
         return _runs(out)
 
@@ -62,19 +62,18 @@ def test_ls_filters_by_branch_arm_engine_and_date(results_root: Path, capsys: py
     assert ls("--arm", "no-such-arm") == []
     assert len(ls("--arm", "branching", "--engine", "sim")) == 7
     assert ls("--until", "2000-01-01") == []
-    code, _, err = results_here(capsys, "ls", str(results_root / "nope"))
+    code, _, err = results_here("ls", str(results_root / "nope"))
     assert code == 2 and "not a directory of runs" in err
 
 
 @pytest.mark.parametrize("command", [["ls"], ["history"], ["export", "-o", "OUT"]])
 def test_a_bad_date_filter_is_one_line_before_any_run_is_read(results_root: Path, tmp_path: Path,
-                                                              command: list[str],
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+                                                              command: list[str]) -> None:
     # results_root holds two unreadable runs: scanning first printed a "skipped ..." line for each before the error
     # (a refusal's exit code and stderr: the entry in this process says the same as a fresh one)
     argv = [a.replace("OUT", str(tmp_path / "out")) for a in command]
     for flag in ("--since", "--until"):
-        code, out, err = results_here(capsys, argv[0], str(results_root), *argv[1:], flag, "someday")
+        code, out, err = results_here(argv[0], str(results_root), *argv[1:], flag, "someday")
         assert code == 2 and out == ""
         assert err.strip().splitlines() == [f"error: {flag}: not a date or time: 'someday'"]
         assert not (tmp_path / "out").exists()
@@ -236,15 +235,14 @@ def test_a_runs_gpu_label_says_what_ran_it(tmp_path: Path, engine: str, gpu: str
     assert run_row(read_run(run_dir), tmp_path)["gpu"] == label
 
 
-def test_history_exits_1_while_a_sizing_change_leaves_main_unjudged(results_root: Path, tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_history_exits_1_while_a_sizing_change_leaves_main_unjudged(results_root: Path, tmp_path: Path) -> None:
     # Three nights, then main's chunked prefill changed: the new nights had no baseline of their own ("insufficient
     # data") and history exited 0, so the nightly gate read "no regression" for every series it could no longer
     # judge; slower code landing in those nights became the new sizing's baseline, never flagged.
     root = tmp_path / "runs"
     for name in ("n1", "n2", "n3"):  # main-1..3 ran as harness(root / name) would: copies, not three more runs
         shutil.copytree(results_root / f"main-{name[1]}", root / name)
-    code, _, err = results_here(capsys, "history", str(root))
+    code, _, err = results_here("history", str(root))
     assert code == 0, err  # a new store: nothing earlier to regress from, said on its last line
     assert ("with too few points to judge (0 after a sizing change, 0 after a load, GPU, model or engine change)"
             in err)

@@ -3,11 +3,11 @@ fails here, not in a reader's terminal."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 from doc_commands import ROOT, Command, check, commands, overrides_to_compose, parse_line
+from hb_in_process import call_main
 from hydra.errors import ConfigCompositionException
 
 COMMANDS = commands()
@@ -68,22 +68,19 @@ SGLANG = Path.home() / ".cache" / "hybridbench" / "sglang-0.5.23" / "bin" / "pyt
 _PLANNED: dict[tuple[str, ...], tuple[int, str]] = {}
 
 
-def _plan(args: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def _plan(args: tuple[str, ...]) -> tuple[int, str]:
     """``hybridbench plan --no-forecast ARGS`` (exit code, stderr), once per distinct command line: several pages
     show the same command (``+experiment=seglen`` four times), and its plan is the same each time it is asked."""
     if args not in _PLANNED:
         from hybridbench.preview.__main__ import main as preview_main
 
-        capsys.readouterr()
-        code = preview_main(["--no-forecast", *args])
-        _PLANNED[args] = (code, capsys.readouterr().err)
+        proc = call_main(preview_main, ["--no-forecast", *args])
+        _PLANNED[args] = (proc.returncode, proc.stderr)
     return _PLANNED[args]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("hybridbench.preview") is None,
-                    reason="hybridbench.preview (branch preview) not merged yet: the lead wires plan here")
 @pytest.mark.parametrize("cmd", PLANNED, ids=lambda c: c.id)
-def test_every_documented_experiment_plans(cmd: Command, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_documented_experiment_plans(cmd: Command) -> None:
     args = [f"engine.python={SGLANG}" if a.startswith("engine.python=") else a for a in overrides_to_compose(cmd.args)]
     # a documented local data set stands for the user's copy: the shipped sample of it is in the same format
     prefix = "checks.accuracy_datasets."
@@ -95,7 +92,7 @@ def test_every_documented_experiment_plans(cmd: Command, capsys: pytest.CaptureF
     # --no-forecast: the forecast has its own tests (tests/hybridbench/test_preview.py); this one proves each
     # documented command composes, validates and builds its arms as a run would. In this process: what is proved is
     # the command, not the process (tests/hybridbench/test_preview.py runs python -m hybridbench.preview itself).
-    code, stderr = _plan(tuple(args), capsys)
+    code, stderr = _plan(tuple(args))
     pr_only = "engine=sglang" in args and any(a.startswith("+experiment=seglen") for a in args) \
         and not any(a.startswith("arms=") for a in args)
     if pr_only:  # released SGLang cannot express the seglen arm: refused at plan time, naming the flag

@@ -7,8 +7,6 @@ the version query); test_sglang_real_help_plans.py does the same against the ins
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -16,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hb_in_process import call_main
 from machine_fakes import fake_sglang
 
 from hybridbench.errors import ConfigError
@@ -36,13 +35,7 @@ def plan(*args: str) -> subprocess.CompletedProcess[str]:
     """``hybridbench plan`` in this process (its ``main``: exit code, stdout, stderr), where a test is about what it
     prints, not about its process (an interpreter start and imports cost two thirds of a plan's CPU);
     :func:`plan_process` runs the real process."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exc:  # argparse's usage errors
-            code = exc.code if isinstance(exc.code, int) else 2
-    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+    return call_main(main, args)
 
 
 def test_plan_json_lists_every_trial_with_its_size_and_the_reference_servers_command() -> None:
