@@ -11,9 +11,9 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, SupportsIndex, overload
 
-import numpy as np
+from workloads import compiled_scans
 
-__all__ = ["INT32_LIMIT", "TokenIds", "as_token_ids", "largest_id"]
+__all__ = ["INT32_LIMIT", "TokenIds", "as_token_ids", "largest_id", "largest_in"]
 
 INT32_LIMIT = 1 << 31
 
@@ -47,6 +47,8 @@ class TokenIds(Sequence[int]):
         """The ids of an ``array("I")`` (as the generators draw them), without a Python int per id: its bytes read as
         int32 when every id fits, else widened to int64, as the constructor would pick (a tuple's round trip cost
         the seglen experiment's plan two thirds of its time)."""
+        import numpy as np  # noqa: PLC0415 - imported where used: a trace's first read needs none (trace_fast)
+
         words = np.frombuffer(values, np.uint32) if values.itemsize == 4 else np.asarray(values, np.uint64)
         out = array("i" if not len(words) or int(words.max()) < INT32_LIMIT else "q")
         out.frombytes(words.astype(np.int32 if out.typecode == "i" else np.int64).tobytes())
@@ -143,11 +145,21 @@ def as_token_ids(ids: Sequence[int]) -> TokenIds:
     return ids if isinstance(ids, TokenIds) else TokenIds(ids)
 
 
-_NUMPY_TYPES = {"i": np.int32, "q": np.int64}
+_WIDTHS = {"i": 4, "q": 8}
 
 
 def largest_id(ids: Sequence[int]) -> int:
     """The largest of ``ids`` (not empty), read from a ``TokenIds`` buffer without a Python int per id."""
-    if isinstance(ids, TokenIds) and ids.typecode in _NUMPY_TYPES:
-        return int(np.frombuffer(ids.view(), _NUMPY_TYPES[ids.typecode]).max())
+    if isinstance(ids, TokenIds) and ids.typecode in _WIDTHS:
+        return largest_in(ids.view(), ids.typecode)
     return max(ids)
+
+
+def largest_in(buffer: Any, typecode: str) -> int:
+    """The largest of a buffer of native ``typecode`` ("i": int32, "q": int64) values, or -1 when it holds none."""
+    if compiled_scans.scan is not None:
+        return int(compiled_scans.scan.largest(buffer, _WIDTHS[typecode]))
+    import numpy as np  # noqa: PLC0415 - see from_uint32
+
+    values = np.frombuffer(buffer, np.int32 if typecode == "i" else np.int64)
+    return int(values.max()) if len(values) else -1

@@ -34,10 +34,11 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from workloads import trace_fast
+from workloads import compiled_scans, trace_fast
 from workloads.atomic_file import atomic_bytes_writer
 from workloads.trace_cache_entry import CachedRow, Pieces, read_entry, write_entry
 
@@ -54,12 +55,17 @@ _READER_MODULES = ("trace.py", "trace_lines.py", "trace_fast.py", "trace_reuse.p
 
 
 def _reader_stamp() -> str | None:
-    numpy_version = getattr(trace_fast.np, "__version__", "none")
-    digest = hashlib.sha256(f"{sys.byteorder} {sys.version} numpy {numpy_version}".encode())
+    digest = hashlib.sha256(f"{sys.byteorder} {sys.version}".encode())
     here = Path(__file__).parent
     try:
         for name in _READER_MODULES:
             digest.update((here / name).read_bytes())
+        # numpy's version, from its version.py: importing numpy would cost a first read more than its parse
+        numpy = find_spec("numpy") if trace_fast.np is not None else None
+        digest.update(b"numpy " + (Path(numpy.origin).with_name("version.py").read_bytes() if numpy and numpy.origin
+                                   else b"none"))
+        if compiled_scans.scan is not None:  # the compiled scans read what numpy does; a rebuilt one is re-stamped
+            digest.update(Path(compiled_scans.scan.__file__).read_bytes())
     except OSError:
         return None
     return digest.hexdigest()[:16]
@@ -123,8 +129,8 @@ class TraceCache:
 
     def _store(self, st: os.stat_result, metadata: dict[str, Any], rows: Sequence[CachedRow],
                taken: Sequence[Pieces | None] | None) -> None:
-        if trace_fast.np is None:
-            return  # the largest id is found with numpy
+        if trace_fast.np is None and compiled_scans.scan is None:
+            return  # the largest id is found with numpy or the compiled scans
         entry = self._entry(st)
         entry.parent.mkdir(parents=True, exist_ok=True)
         # Another process's copy, stored meanwhile, is replaced whole; so is a link planted under the entry's name.

@@ -24,9 +24,7 @@ from array import array
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
-import numpy as np
-
-from workloads.token_ids import TokenIds, largest_id
+from workloads.token_ids import TokenIds, largest_id, largest_in
 
 __all__ = ["CachedRow", "Pieces", "read_entry", "write_entry"]
 
@@ -56,7 +54,7 @@ def write_entry(out: BinaryIO, identity: tuple[int, ...], metadata: dict[str, An
     blob = b"".join(ids.view()[start:stop].cast("B") for ids, start, stop in stored)
     # Every id referenced is an id of an earlier row, itself referenced or stored: the largest is a stored one.
     if all(ids.typecode == "i" for ids, _, _ in stored):
-        top = int(np.frombuffer(blob, np.int32).max()) if blob else -1
+        top = largest_in(blob, "i")
     else:
         top = max((largest_id(ids[start:stop]) for ids, start, stop in stored if stop > start), default=-1)
     header = json.dumps({"identity": list(identity), "metadata": metadata, "rows": fields, "max_id": top,

@@ -16,20 +16,30 @@ from __future__ import annotations
 
 import json
 from array import array
+from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
+from workloads import compiled_scans
 from workloads.token_ids import INT32_LIMIT, TokenIds
 
 if TYPE_CHECKING:
     from workloads.trace_reuse import EarlierTurns
 
-np: Any  # numpy, or None where it is missing: still correct, several times slower per id
-try:
-    import numpy as _numpy
-except ImportError:
-    np = None
-else:
-    np = _numpy
+# numpy, imported at its first use (numpy() below): its import costs more CPU than the compiled path's whole first
+# read of the seglen preset. None where it is missing (the reader is still correct, several times slower per id).
+_LAZY: Any = object()
+np: Any = _LAZY if find_spec("numpy") is not None else None
+
+
+def numpy() -> Any:
+    """numpy, or None where it is missing."""
+    global np  # noqa: PLW0603 - imported once, on first need
+    if np is _LAZY:
+        import numpy as imported  # noqa: PLC0415
+
+        np = imported
+    return np
+
 
 __all__ = ["cut_row", "parse_ids"]
 
@@ -79,6 +89,12 @@ def parse_ids(seg: bytes, limit: int) -> TokenIds | None:
     """The ids of one array's bytes (brackets excluded), or ``None`` when the full reader must judge them."""
     if not seg:
         return TokenIds.from_array(array("i"))
+    if compiled_scans.scan is not None:
+        compiled = _compiled_ids(seg, limit)
+        if compiled is not None:
+            return compiled  # else an id past int32, or what only the full reader may judge: the checks below tell
+    if numpy() is None:
+        return None
     # The common row, checked by counting: ids in 1..10**9 - 1 whose digits, written out, are every byte that is not a
     # comma or a space. Whatever numpy skips or reads besides digits (a sign, a tab, a leading zero, the digits of a
     # wrapped 10-digit id) is a byte no id's digits account for; only an empty element adds a digit, read as an id 0.
@@ -97,11 +113,26 @@ def parse_pair(first: bytes, second: bytes, limit: int) -> tuple[TokenIds, Token
     ``second``'s begin, as each part's own parse reads them."""
     if not first or not second:
         return None
+    if compiled_scans.scan is not None:  # each in one pass: no joined copy, no per-call overhead to share
+        pair = _compiled_ids(first, limit), _compiled_ids(second, limit)
+        return None if pair[0] is None or pair[1] is None else (pair[0], pair[1])
+    if numpy() is None:
+        return None
     small = _small(first + b", " + second, limit)
     if small is None:
         return None
     split = len(small) - second.count(b",") - 1
     return _int32(small[:split]), _int32(small[split:])
+
+
+def _compiled_ids(seg: bytes, limit: int) -> TokenIds | None:
+    """The compiled parse: the plain form only (ids < int32 and ``limit``, spaces around commas), else ``None``."""
+    parsed = compiled_scans.scan.parse_ids(seg, 0, len(seg), min(limit, INT32_LIMIT))
+    if parsed is None:
+        return None
+    out = array("i")
+    out.frombytes(parsed)
+    return TokenIds.from_array(out)
 
 
 def _small(seg: bytes, limit: int) -> Any:

@@ -25,3 +25,17 @@ def calls_to(monkeypatch: pytest.MonkeyPatch) -> Callable[[ModuleType, str], lis
         return seen
 
     return install
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def scan_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test that asks runs twice: through the compiled scans (workloads/_trace_scan.c) and through the numpy path
+    an install without a C compiler reads with. The compiled run skips where the install built none
+    (tests/workloads/test_trace_scan.py fails then if a compiler was there)."""
+    import workloads.compiled_scans
+
+    if request.param == "numpy":
+        monkeypatch.setattr(workloads.compiled_scans, "scan", None)
+    elif workloads.compiled_scans.scan is None:
+        pytest.skip("the compiled scans were not built")
+    return str(request.param)

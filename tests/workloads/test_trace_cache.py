@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import pytest
 
+import workloads.compiled_scans
 import workloads.trace
 import workloads.trace_cache
 import workloads.trace_fast
@@ -296,8 +297,10 @@ def test_a_fault_inside_the_cache_costs_a_parse_never_the_read(
     assert read_trace(path) == _plain(path, monkeypatch)
 
 
-def test_without_numpy_nothing_is_kept(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(workloads.trace_fast, "np", None)  # the reader's slower path; the cache needs numpy
+def test_without_numpy_or_the_compiled_scans_nothing_is_kept(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workloads.trace_fast, "np", None)  # the reader's slower path; the cache needs one of them
+    monkeypatch.setattr(workloads.compiled_scans, "scan", None)
     path = _write(tmp_path / "t.jsonl", ROWS)
     assert len(read_trace(path).rows) == 3
     assert not cache.exists()
@@ -400,3 +403,15 @@ def test_a_link_planted_under_an_entrys_name_is_replaced_not_written_through(
     assert not entry.is_symlink()
     _no_parse(monkeypatch)
     assert read_trace(path) == expected
+
+
+def test_a_rebuilt_compiled_scan_stamps_entries_anew(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries made by one build of workloads/_trace_scan.c are not read back by another (nor by the numpy path)."""
+    built = tmp_path / "_trace_scan.so"
+    built.write_bytes(b"one build")
+    monkeypatch.setattr(workloads.compiled_scans, "scan", SimpleNamespace(__file__=str(built)))
+    first = workloads.trace_cache._reader_stamp()
+    built.write_bytes(b"another build")
+    second = workloads.trace_cache._reader_stamp()
+    monkeypatch.setattr(workloads.compiled_scans, "scan", None)
+    assert None not in (first, second) and len({first, second, workloads.trace_cache._reader_stamp()}) == 3

@@ -23,6 +23,9 @@ import workloads.trace_fast
 from workloads.token_ids import TokenIds
 from workloads.trace import TraceError, TraceRow, read_trace
 
+# Every test twice: through the compiled scans and through the numpy path (tests/workloads/conftest.py).
+pytestmark = pytest.mark.usefixtures("scan_path")
+
 HEAD = '{"session_id": 0, "turn_id": 1, "ts": 0.5, '
 
 # (id, line, the fast path takes it)
@@ -143,6 +146,7 @@ def test_fast_path_agrees_with_the_json_path_on_generated_arrays(
     assert got == want, line
 
 
+@pytest.mark.parametrize("scan_path", ["numpy"], indirect=True)  # how numpy's one pass is kept honest
 def test_zero_free_ids_take_the_one_pass_path_and_an_id_0_the_checked_one(
         calls_to: Callable[[ModuleType, str], list[bytes]]) -> None:
     # The one-pass path relies on no id reading as 0 (an empty element reads so); any 0 must reach every check.
@@ -205,17 +209,24 @@ def test_sessions_read_what_the_json_path_reads(turns: list[tuple[int, list[str]
     assert got == want
 
 
-@pytest.mark.parametrize(("first", "second", "joined"), [
-    ("1, 22, 333", "4, 5", True), ("1 , 2 ", " 3", True), ("7", "8", True),
-    ("1, ", "2", False), ("1", ", 2", False), ("1", "007", False), ("0", "1", False), ("1", "2000000000", False),
-    ("1", "-2", False), ("1, 2", "", False), ("", "1", False), ("1", "2, ", False), ("1 2", "3", False),
+# taken: (by numpy's one joined parse, by the compiled scan). The compiled parse reads a 0 and any id below 2**31 in
+# its one pass; numpy's joined parse leaves both to the checks.
+@pytest.mark.parametrize(("first", "second", "taken"), [
+    ("1, 22, 333", "4, 5", (True, True)), ("1 , 2 ", " 3", (True, True)), ("7", "8", (True, True)),
+    ("1, ", "2", (False, False)), ("1", ", 2", (False, False)), ("1", "007", (False, False)),
+    ("0", "1", (False, True)), ("1", "2000000000", (False, True)),
+    ("1", "-2", (False, False)), ("1, 2", "", (False, False)), ("", "1", (False, False)),
+    ("1", "2, ", (False, False)), ("1 2", "3", (False, False)),
 ])
 @pytest.mark.parametrize("limit", [1 << 63, 300])
-def test_a_pair_parsed_in_one_reads_what_each_parse_reads(first: str, second: str, joined: bool, limit: int) -> None:
-    """A row's new input ids and its output are parsed in one numpy call when both are plain ids, else declined."""
+def test_a_pair_parsed_in_one_reads_what_each_parse_reads(
+        first: str, second: str, taken: tuple[bool, bool], limit: int, scan_path: str) -> None:
+    """A row's new input ids and its output are parsed together when both are plain ids, else declined."""
     a, b = first.encode(), second.encode()
     got = workloads.trace_fast.parse_pair(a, b, limit)
-    plain = joined and (limit > 333 or "333" not in first)  # an id past the limit: the checked path names it
+    plain = taken[scan_path == "compiled"]
+    # an id past the limit: the checked path names it
+    plain = plain and max(json.loads(f"[{first}, {second}]")) < limit
     assert (got is not None) == plain, got
     if got is not None:
         assert got == (workloads.trace_fast.parse_ids(a, limit), workloads.trace_fast.parse_ids(b, limit))

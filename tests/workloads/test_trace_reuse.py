@@ -22,6 +22,9 @@ from workloads.token_ids import TokenIds
 from workloads.trace import TraceError, read_trace
 from workloads.trace_reuse import EarlierTurns
 
+# Every test twice: through the compiled scans and through the numpy path (tests/workloads/conftest.py).
+pytestmark = pytest.mark.usefixtures("scan_path")
+
 FIRST = '{"session_id": 0, "turn_id": 0, "input_tokens": [5], "output_tokens": []}'
 
 
