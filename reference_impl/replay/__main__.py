@@ -28,6 +28,7 @@ from workloads.closed_stdout import quiet_on_closed_stdout
 from workloads.trace import TraceError, read_trace
 
 EXIT_USAGE = 2
+MARCONI_TREES = {"marconi", "sglang_plus", "vllm_plus"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -134,7 +135,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: strategy no_buffer requires --page-size 1 (as SGLang asserts)", file=sys.stderr)
         return EXIT_USAGE
     try:
-        trace = read_trace(args.trace)
+        # Marconi's trees hold ids as 4-byte items (reference_impl/marconi/tree.py): a larger id is refused at its
+        # file:line, as an id past a model's vocabulary is, not met as an OverflowError mid-replay.
+        limit = None
+        if MARCONI_TREES & set(args.policy):
+            from reference_impl.marconi.tree import TOKEN_BYTES  # noqa: PLC0415 - imported by those policies only
+
+            limit = 1 << (8 * TOKEN_BYTES)
+        trace = read_trace(args.trace, limit)
         config = ReplayConfig(
             capacity_bytes=args.capacity_bytes,
             model=get_model(args.model),

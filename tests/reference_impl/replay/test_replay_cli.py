@@ -93,6 +93,10 @@ def test_text_output_names_the_metrics(tmp_path: Path) -> None:
         (["{trace}", "--policy", "lru,,seglen", "--capacity-bytes", "1e9"], "empty policy name in 'lru,,seglen'"),
         (["{trace}", "--policy", "seglen", "--capacity-bytes", "1e9", "--eff-weight", "1.5"],
          "--eff-weight must be in [0, 1] for seglen"),
+        # Marconi's trees hold 4-byte ids: this was an OverflowError's traceback mid-replay
+        (["{wide}", "--policy", "lru,marconi", "--capacity-bytes", "1e9"], "wide.jsonl:2: 'input_tokens' holds token id"
+         " 4294967296, outside the vocabulary (4294967296 tokens)"),
+        (["{wide}", "--policy", "vllm_plus", "--capacity-bytes", "1e9"], "wide.jsonl:2:"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
@@ -100,13 +104,22 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], needl
     agent_trace(trace, sessions=1, turns=1)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"session_id": 0, "turn_id": 0, "input_tokens": [1], "output_tokens": [2]}\n{oops\n')
-    argv = [a.format(trace=trace, bad=bad) for a in args]
+    wide = tmp_path / "wide.jsonl"
+    write_trace(wide, [TraceRow(0, 0, 0.0, (1, 2), (3,)), TraceRow(1, 0, 0.0, (5, 2**32), (3,))])
+    argv = [a.format(trace=trace, bad=bad, wide=wide) for a in args]
     proc = run_cli(*argv)
     assert proc.returncode == 2
     assert needle in proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert proc.stdout == ""
+
+
+def test_ids_past_4_bytes_replay_under_the_radix_policies(tmp_path: Path) -> None:
+    wide = tmp_path / "wide.jsonl"
+    write_trace(wide, [TraceRow(0, 0, 0.0, (1, 2**40), (3,)), TraceRow(0, 1, 1.0, (1, 2**40, 3, 4), (3,))])
+    proc = run_cli(str(wide), "--policy", "lru,seglen", "--capacity-bytes", "1e9")
+    assert proc.returncode == 0 and proc.stdout.count("requests                2") == 2, proc.stderr
 
 
 def test_small_cache_evicts_and_hits_less_than_a_large_one(tmp_path: Path) -> None:
