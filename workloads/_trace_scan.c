@@ -1,4 +1,4 @@
-/* The trace reader's compiled scans (workloads/trace_scan.py says when they are used, and what stands in without).
+/* The trace reader's compiled scans (workloads/compiled_scans.py: when they are used, and what stands in without).
  *
  * A trace's first read spends its time on three byte-level jobs that numpy and bytes methods do in several passes
  * each, with a Python call per pass: parsing a token array's text into ids while checking it is JSON's, counting
@@ -118,11 +118,15 @@ static PyObject *first_difference(PyObject *self, PyObject *args)
     Py_ssize_t a0, b0, n;
     if (!PyArg_ParseTuple(args, "y*ny*nn", &va, &a0, &vb, &b0, &n))
         return NULL;
-    const unsigned char *pa = n < 0 ? NULL : span(&va, a0, a0 + n);
-    const unsigned char *pb = pa == NULL ? NULL : span(&vb, b0, b0 + n);
+    /* n > len - start, not start + n > len: a huge n must not wrap around */
+    const unsigned char *pa = n < 0 || a0 < 0 || n > va.len - a0 ? NULL : span(&va, a0, a0 + n);
+    const unsigned char *pb = pa == NULL || b0 < 0 || n > vb.len - b0 ? NULL : span(&vb, b0, b0 + n);
     if (pb == NULL) {
         if (n < 0)
             PyErr_SetString(PyExc_ValueError, "a negative length");
+        else if (!PyErr_Occurred())
+            PyErr_Format(PyExc_IndexError, "%zd bytes from %zd and %zd outside buffers of %zd and %zd bytes", n, a0,
+                         b0, va.len, vb.len);
         PyBuffer_Release(&va);
         PyBuffer_Release(&vb);
         return NULL;
@@ -150,18 +154,22 @@ static PyObject *largest(PyObject *self, PyObject *args)
         PyBuffer_Release(&view);
         return NULL;
     }
+    /* Each value copied out (memcpy): a slice of a buffer need not be aligned for its type. */
+    const unsigned char *p = (const unsigned char *)view.buf;
     long long top = -1;
     if (itemsize == 4) {
-        const int32_t *v = (const int32_t *)view.buf;
-        int32_t high = INT32_MIN;
-        for (Py_ssize_t i = 0, n = view.len / 4; i < n; i++) /* a loop the compiler vectorises */
-            high = v[i] > high ? v[i] : high;
+        int32_t high = INT32_MIN, value;
+        for (Py_ssize_t i = 0; i < view.len; i += 4) {
+            memcpy(&value, p + i, 4);
+            high = value > high ? value : high;
+        }
         top = view.len ? high : -1;
     } else {
-        const int64_t *v = (const int64_t *)view.buf;
-        int64_t high = INT64_MIN;
-        for (Py_ssize_t i = 0, n = view.len / 8; i < n; i++)
-            high = v[i] > high ? v[i] : high;
+        int64_t high = INT64_MIN, value;
+        for (Py_ssize_t i = 0; i < view.len; i += 8) {
+            memcpy(&value, p + i, 8);
+            high = value > high ? value : high;
+        }
         top = view.len ? high : -1;
     }
     PyBuffer_Release(&view);

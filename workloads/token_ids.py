@@ -149,7 +149,8 @@ _WIDTHS = {"i": 4, "q": 8}
 
 
 def largest_id(ids: Sequence[int]) -> int:
-    """The largest of ``ids`` (not empty), read from a ``TokenIds`` buffer without a Python int per id."""
+    """The largest of ``ids`` (not empty), read from a ``TokenIds`` buffer without a Python int per id (-1 for an
+    empty ``TokenIds``)."""
     if isinstance(ids, TokenIds) and ids.typecode in _WIDTHS:
         return largest_in(ids.view(), ids.typecode)
     return max(ids)

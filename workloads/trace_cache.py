@@ -60,15 +60,24 @@ def _reader_stamp() -> str | None:
     try:
         for name in _READER_MODULES:
             digest.update((here / name).read_bytes())
-        # numpy's version, from its version.py: importing numpy would cost a first read more than its parse
-        numpy = find_spec("numpy") if trace_fast.np is not None else None
-        digest.update(b"numpy " + (Path(numpy.origin).with_name("version.py").read_bytes() if numpy and numpy.origin
-                                   else b"none"))
+        digest.update(b"numpy " + _numpy_version())
         if compiled_scans.scan is not None:  # the compiled scans read what numpy does; a rebuilt one is re-stamped
             digest.update(Path(compiled_scans.scan.__file__).read_bytes())
     except OSError:
         return None
     return digest.hexdigest()[:16]
+
+
+def _numpy_version() -> bytes:
+    """numpy's version.py (its version), without importing numpy: that would cost a first read more than its parse."""
+    if trace_fast.np is None:
+        return b"none"
+    try:
+        spec = find_spec("numpy")
+        origin = spec.origin if spec is not None else None
+        return Path(origin).with_name("version.py").read_bytes() if origin else b"unknown"
+    except (ValueError, ImportError, OSError):  # an unusual layout: still a stamp, never a cache silently off
+        return b"unknown"
 
 
 STAMP = _reader_stamp()

@@ -51,26 +51,38 @@ def write_entry(out: BinaryIO, identity: tuple[int, ...], metadata: dict[str, An
         fields.append([session, turn, ts, ins.typecode, spec, outs.typecode, len(outs), extra])
         where.setdefault(id(ins), 2 * k)
         where.setdefault(id(outs), 2 * k + 1)
-    blob = b"".join(ids.view()[start:stop].cast("B") for ids, start, stop in stored)
+    # Written piece by piece, never joined: a 23 MB join cost the preset's first read a fifth of its storing.
+    blob = [ids.view()[start:stop].cast("B") for ids, start, stop in stored]
     # Every id referenced is an id of an earlier row, itself referenced or stored: the largest is a stored one.
     if all(ids.typecode == "i" for ids, _, _ in stored):
-        top = largest_in(blob, "i")
+        top = max((largest_in(piece, "i") for piece in blob if piece), default=-1)
     else:
         top = max((largest_id(ids[start:stop]) for ids, start, stop in stored if stop > start), default=-1)
     header = json.dumps({"identity": list(identity), "metadata": metadata, "rows": fields, "max_id": top,
-                         "stored": len(blob)}, allow_nan=False).encode()
+                         "stored": sum(piece.nbytes for piece in blob)}, allow_nan=False).encode()
     head = MAGIC + _LEN.pack(len(header)) + header
+    crc = zlib.crc32(head)
+    for piece in blob:
+        crc = zlib.crc32(piece, crc)
     out.write(head)
-    out.write(blob)
-    out.write(_CRC.pack(zlib.crc32(blob, zlib.crc32(head))))
+    out.writelines(blob)
+    out.write(_CRC.pack(crc))
 
 
 def _spec(ins: TokenIds, pieces: Pieces | None, where: dict[int, int],
           stored: list[tuple[TokenIds, int, int]]) -> int | list[list[int]]:
     if id(ins) in where:  # an input sent again unchanged: the earlier row's very array
         return [[where[id(ins)], 0, len(ins)]]
-    if (pieces is None or sum(stop - start for _, start, stop in pieces) != len(ins)
-            or any(ids.typecode != ins.typecode for ids, _, _ in pieces)):
+    if pieces is None:
+        stored.append((ins, 0, len(ins)))
+        return len(ins)
+    total, code = 0, ins.typecode
+    for ids, start, stop in pieces:  # a loop, not sum() and any() over generators: a tenth of the store's time
+        total += stop - start
+        if ids.typecode != code:
+            total = -1
+            break
+    if total != len(ins):
         stored.append((ins, 0, len(ins)))
         return len(ins)
     spec = []

@@ -415,3 +415,20 @@ def test_a_rebuilt_compiled_scan_stamps_entries_anew(tmp_path: Path, monkeypatch
     second = workloads.trace_cache._reader_stamp()
     monkeypatch.setattr(workloads.compiled_scans, "scan", None)
     assert None not in (first, second) and len({first, second, workloads.trace_cache._reader_stamp()}) == 3
+
+
+def test_numpy_s_version_is_in_the_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries parsed under one numpy are not served under another (the numpy path's parse); a numpy laid out without
+    version.py still stamps (the cache is not silently off)."""
+    package = tmp_path / "numpy"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "version.py").write_text('version = "1.0"\n')
+    found = SimpleNamespace(origin=str(package / "__init__.py"))
+    monkeypatch.setattr(workloads.trace_cache, "find_spec", lambda name: found)
+    first = workloads.trace_cache._reader_stamp()
+    (package / "version.py").write_text('version = "2.0"\n')
+    second = workloads.trace_cache._reader_stamp()
+    (package / "version.py").unlink()
+    third = workloads.trace_cache._reader_stamp()
+    assert None not in (first, second, third) and len({first, second, third}) == 3

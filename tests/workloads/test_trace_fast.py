@@ -72,10 +72,13 @@ FIRST = '{"session_id": 0, "turn_id": 0, "input_tokens": [5], "output_tokens": [
 
 
 def _read(path: Path, vocab: int | None) -> object:
+    """The rows, and each row's two widths (int32 arrays equal int64 ones of the same ids: the width is compared
+    apart); or the one-line error."""
     try:
-        return read_trace(path, vocab).rows
+        rows = read_trace(path, vocab).rows
     except TraceError as exc:
         return str(exc)
+    return rows, [(r.input_tokens.typecode, r.output_tokens.typecode) for r in rows]
 
 
 @pytest.mark.parametrize(("line", "fast"), [(c[1], c[2]) for c in LINES], ids=[c[0] for c in LINES])

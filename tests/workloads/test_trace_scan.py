@@ -19,7 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import workloads.compiled_scans
+import workloads.trace
+import workloads.trace_fast
 from workloads.token_ids import largest_in
+from workloads.trace import read_trace
 
 scan: Any = workloads.compiled_scans.scan
 INT32 = 1 << 31
@@ -141,3 +144,33 @@ def test_a_first_read_imports_no_numpy(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", probe, str(trace)], capture_output=True, text=True, check=True,
                           env={**os.environ, "HYBRIDBENCH_TRACE_CACHE": "off"})
     assert "requests                3" in done.stdout and done.stderr.strip().splitlines()[-1] == "False", done
+
+
+def test_numpy_imported_mid_read_reads_what_the_json_path_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scan_path: str) -> None:
+    """numpy is imported at its first need (an id past int32, a tab): that first use reads as the JSON path does."""
+    trace = tmp_path / "t.jsonl"
+    lines = ['{"session_id": 0, "turn_id": 0, "input_tokens": [1, 2], "output_tokens": [3]}',
+             f'{{"session_id": 0, "turn_id": 1, "input_tokens": [1, 2, 3, {2**31}], "output_tokens": [4]}}',
+             '{"session_id": 1, "turn_id": 0, "input_tokens": [5,\t6], "output_tokens": [7]}',
+             '{"session_id": 2, "turn_id": 0, "input_tokens": [8, 9], "output_tokens": [10, 11]}']
+    trace.write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("HYBRIDBENCH_TRACE_CACHE", "off")
+
+    def rows() -> list[tuple[Any, ...]]:
+        return [(r.session_id, r.turn_id, tuple(r.input_tokens), tuple(r.output_tokens), r.input_tokens.typecode,
+                 r.output_tokens.typecode) for r in read_trace(trace).rows]
+
+    monkeypatch.setattr(workloads.trace_fast, "np", workloads.trace_fast._LAZY)  # as in a fresh process
+    got = rows()
+    assert workloads.trace_fast.np is not workloads.trace_fast._LAZY  # the first need imported it
+    monkeypatch.setattr(workloads.trace, "cut_row", lambda *args: None)  # the full JSON path only
+    assert got == rows() and [r[4] for r in got] == ["i", "q", "i", "i"]
+
+
+@needs_scan
+def test_a_misaligned_slice_is_read_value_by_value() -> None:
+    data = array("q", [7, 2**40, -1]).tobytes()
+    shifted = memoryview(b"x" + data)[1:]  # each 8-byte value at an odd address
+    assert scan.largest(shifted, 8) == 2**40 and scan.largest(memoryview(b"xy" + array("i", [3, 9]).tobytes())[2:],
+                                                               4) == 9
