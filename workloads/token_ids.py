@@ -8,12 +8,14 @@ the tuple it replaces, so code written against tuples (slicing, ``==``, ``*`` un
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import accumulate
 from typing import Any, SupportsIndex, overload
 
 from workloads import compiled_scans
 
-__all__ = ["INT32_LIMIT", "TokenIds", "as_token_ids", "largest_id", "largest_in"]
+__all__ = ["INT32_LIMIT", "SplicedIds", "TokenIds", "as_token_ids", "largest_id", "largest_in"]
 
 INT32_LIMIT = 1 << 31
 
@@ -61,14 +63,19 @@ class TokenIds(Sequence[int]):
         return cls.splice([(part, 0, len(part)) for part in parts])
 
     @classmethod
-    def splice(cls, pieces: Sequence[tuple[TokenIds, int, int]]) -> TokenIds:
+    def splice(cls, pieces: Sequence[tuple[TokenIds, int, int]], *, lazy: bool = False) -> TokenIds:
         """``ids[start:stop]`` of each ``(ids, start, stop)``, one after another, each id copied once (a slice, then
-        a concatenation, copies it twice). The width is kept as in ``join``."""
+        a concatenation, copies it twice). The width is kept as in ``join``.
+
+        ``lazy``: nothing is copied until the ids are needed whole (``SplicedIds``); the trace reader's later turns."""
         if not pieces:
             return cls()
-        out = array(pieces[0][0].typecode)
-        if any(ids.typecode != out.typecode for ids, _, _ in pieces):
+        code = pieces[0][0].typecode
+        if any(ids.typecode != code for ids, _, _ in pieces):
             return TokenIds([i for ids, start, stop in pieces for i in ids._a[start:stop]])  # the constructor picks
+        if lazy:
+            return SplicedIds(code, [part for ids, start, stop in pieces for part in _parts_of(ids, start, stop)])
+        out = array(code)
         for ids, start, stop in pieces:
             out.frombytes(memoryview(ids._a)[start:stop].cast("B"))
         return cls.from_array(out)
@@ -139,6 +146,77 @@ class TokenIds(Sequence[int]):
         if typecode == self._a.typecode:
             return array(typecode, self._a)
         return array(typecode, self._a.tolist())
+
+
+_ARRAY: Any = TokenIds.__dict__["_a"]  # the slot itself, under SplicedIds' property
+
+
+class SplicedIds(TokenIds):
+    """Ids cut from other arrays, copied into one only when something needs them whole.
+
+    An agent trace's later turn re-sends most of the one before (workloads/trace_reuse.py). Holding each turn as a
+    copy of its own cost the seglen preset's first read 178 MB of fresh pages, a sixth of its CPU in page faults on
+    this kind of machine; the replay only packs each input once (``tobytes``), which joins the pieces and keeps
+    nothing. Anything else (an index, a slice, ``==``, ``view``) joins them once and keeps the array, as
+    ``TokenIds`` holds it. Pieces are byte views of plain arrays: a piece of another ``SplicedIds`` is mapped onto
+    its pieces (a bisection of their ends), so no chain of turns is walked."""
+
+    __slots__ = ("_code", "_ends", "_n", "_views")
+    _views: list[memoryview] | None  # None once joined
+
+    def __init__(self, code: str, views: list[memoryview]) -> None:
+        self._code, self._views = code, views
+        self._ends = list(accumulate(map(len, views)))  # each piece's end, in bytes
+        self._n = (self._ends[-1] if self._ends else 0) // array(code).itemsize
+
+    @property
+    def _a(self) -> array[int]:
+        if self._views is not None:
+            out = array(self._code)
+            out.frombytes(b"".join(self._views))
+            _ARRAY.__set__(self, out)
+            self._views = None
+        value: array[int] = _ARRAY.__get__(self)
+        return value
+
+    @_a.setter
+    def _a(self, values: array[int]) -> None:
+        _ARRAY.__set__(self, values)
+        self._views = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def typecode(self) -> str:
+        return self._code
+
+    def tobytes(self) -> bytes:
+        return self._a.tobytes() if self._views is None else b"".join(self._views)
+
+    def _pieces(self, start: int, stop: int) -> list[memoryview]:
+        """Byte views of ids ``start:stop`` (0 <= start <= stop <= len), not joined."""
+        if self._views is None:
+            return _bytes_of(self._a, start, stop)
+        width = array(self._code).itemsize
+        b0, b1, ends = start * width, stop * width, self._ends
+        if b0 >= b1:
+            return []
+        i, j = bisect_right(ends, b0), bisect_left(ends, b1)  # the pieces holding the first and the last byte
+        s_i, s_j = ends[i - 1] if i else 0, ends[j - 1] if j else 0
+        if i == j:
+            return [self._views[i][b0 - s_i : b1 - s_i]]
+        return [self._views[i][b0 - s_i :], *self._views[i + 1 : j], self._views[j][: b1 - s_j]]
+
+
+def _bytes_of(values: array[int], start: int, stop: int) -> list[memoryview]:
+    width = values.itemsize
+    return [memoryview(values).cast("B")[start * width : stop * width]] if stop > start else []
+
+
+def _parts_of(ids: TokenIds, start: int, stop: int) -> list[memoryview]:
+    """``ids[start:stop]`` as byte views of plain arrays."""
+    return ids._pieces(start, stop) if isinstance(ids, SplicedIds) else _bytes_of(ids._a, start, stop)
 
 
 def as_token_ids(ids: Sequence[int]) -> TokenIds:

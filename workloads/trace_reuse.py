@@ -111,7 +111,7 @@ class EarlierTurns:
             return trace_fast.parse_ids(line[lo:hi], limit)
         self.taken = parts
         self.out_ids = pair[1] if pair is not None else None
-        return TokenIds.splice(parts)
+        return TokenIds.splice(parts, lazy=True)  # copied only if needed whole: the replay packs it and keeps nothing
 
     def remember(self, session: object, line: Buffer, ids: TokenIds, out: bytes, out_ids: TokenIds, *,
                  lo: int = 0, hi: int | None = None) -> None:
